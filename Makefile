@@ -1,0 +1,38 @@
+# Quick start: `make run` opens the app on the embedded default model; `make test` runs the tests.
+# Both create .venv on first use and are fast and safe to re-run (installs are stamped).
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+
+.PHONY: run test bench lint clean
+
+run: $(VENV)/.stamp-run
+	$(BIN)/tuiagent fetch
+	$(BIN)/tuiagent
+
+test: $(VENV)/.stamp-test
+	$(BIN)/python -m pytest
+
+bench: $(VENV)/.stamp-test
+	$(BIN)/python bench/bench_kernel.py
+	$(BIN)/python bench/bench_loop.py
+	$(BIN)/python bench/bench_llama.py
+
+lint: $(VENV)/.stamp-test
+	$(BIN)/lint-imports
+
+$(BIN)/python:
+	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "tuiagent needs Python 3.11 or newer: run make PYTHON=python3.11")'
+	$(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+
+$(VENV)/.stamp-run: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[llama]'
+	touch $@
+
+$(VENV)/.stamp-test: pyproject.toml | $(BIN)/python
+	$(BIN)/pip install --quiet -e '.[llama,test]'
+	touch $@
+
+clean:
+	rm -rf $(VENV)

@@ -1,0 +1,1 @@
+"""Inference-time guards, registered under the ``tuiagent.guards`` entry-point group."""

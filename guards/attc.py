@@ -1,0 +1,106 @@
+"""ATTC: Adaptive Tool Trust Calibration (arXiv 2604.08281).
+
+After each executed tool call, the confidence of the code block that produced it decides one
+sentence appended to the assistant's own continuation: trust the result, or rethink.
+
+Confidence [ref]: ``conf = exp(mean(logprob))`` over the sampled tokens of the turn whose text
+lies in the code block, from the opening ```python fence to the end of the closing fence
+(fences included, prose excluded; the stop string is never among the tokens).
+
+Token rules (ours, where the reference works on whole tokens):
+- a token cut in two by stop handling keeps its log-probability on its first piece and the
+  rest carries None (tuiagent/backends/stops.py); pieces are rejoined into the sampled token
+  they came from, so a token counts once;
+- a token counts when any of its characters intersect the block span (a token that straddles
+  the prose/fence boundary, like "\\n```python", is part of the block);
+- tokens without a log-probability are left out; when none in the span has one (a backend
+  without logprobs), or there is no closed block, ``conf`` is None: "n/a", nothing injected
+  (GUARDS.md), even for a timed-out call.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import ClassVar
+
+from guards.base import INJECT, PASS, Call, RunView, TokenLP, Verdict, setting
+from tuiagent.core.parsing import last_closed_block
+
+# The sentences the model continues from, in its own voice (meaning per GUARDS.md, our wording).
+TRUST = "The execution result above is reliable, so I will trust it and give the answer based on it."
+RETHINK = "I am not sure this code is right; I should optimise it or reconsider my reasoning path."
+TIMEOUT = "The code execution timed out; I should optimise the code or reconsider my reasoning path."
+SENTENCES = {"trust": TRUST, "rethink": RETHINK, "timeout": TIMEOUT}
+
+
+def sampled_tokens(tokens: Sequence[TokenLP]) -> list[tuple[int, int, float | None]]:
+    """The turn's sampled tokens as (start, end, logprob) character ranges of the turn text.
+
+    A piece with logprob None that follows a piece with a logprob is the rest of a cut token:
+    it extends that token's range instead of standing alone.
+    """
+    out: list[tuple[int, int, float | None]] = []
+    pos = 0
+    for tok in tokens:
+        end = pos + len(tok.text)
+        if tok.logprob is None and out and out[-1][2] is not None and out[-1][1] == pos:
+            out[-1] = (out[-1][0], end, out[-1][2])
+        else:
+            out.append((pos, end, tok.logprob))
+        pos = end
+    return out
+
+
+def block_confidence(text: str, tokens: Sequence[TokenLP]) -> tuple[float | None, float | None, int]:
+    """(conf, mean logprob, tokens counted) of the last closed code block of a turn; conf None when n/a."""
+    block = last_closed_block(text)
+    if block is None:
+        return None, None, 0
+    lps = [lp for start, end, lp in sampled_tokens(tokens)
+           if lp is not None and end > block.start and start < block.end and end > start]
+    if not lps:
+        return None, None, 0
+    mean = sum(lps) / len(lps)
+    return math.exp(mean), mean, len(lps)
+
+
+class ATTC:
+    """ATTC: trust or rethink each tool result by the code block's token confidence (arXiv 2604.08281)."""
+
+    name: ClassVar[str] = "attc"
+    order: ClassVar[int] = 30
+
+    @dataclass(frozen=True)
+    class Settings:
+        threshold: float = setting(
+            0.97,
+            "confidence threshold tau: conf = exp(mean logprob of the code block) >= tau -> trust, "
+            "else rethink; set per model in models.toml ([models.<id>.guards.attc]) since logprob "
+            "scales differ between models, quantisations and temperatures",
+            check=lambda v: 0.0 < v <= 1.0, allowed="a probability in (0, 1]", tag="ref")
+
+    def __init__(self, settings: "ATTC.Settings"):
+        self.settings = settings
+
+    def on_tool_result(self, call: Call, view: RunView) -> Verdict | None:
+        if not call.executed:
+            return None
+        tau = self.settings.threshold
+        timed_out = bool(call.timed_out) or "timeout" in call.output.lower()
+        conf, mean, n = block_confidence(view.turn_text, view.turn_tokens)
+        data = {"confidence": conf, "threshold": tau, "mean_logprob": mean, "tokens": n,
+                "call": call.call, "timed_out": timed_out}
+        if conf is None:
+            return Verdict(PASS, reason="confidence n/a (no closed code block or no logprobs)",
+                           data={**data, "decision": "n/a"})
+        if timed_out:
+            decision = "timeout"
+        elif conf >= tau:
+            decision = "trust"
+        else:
+            decision = "rethink"
+        reason = f"confidence {conf:.4f} {'>=' if conf >= tau else '<'} {tau:g}" + (
+            ", call timed out" if timed_out else "")
+        return Verdict(INJECT, reason=reason, text=SENTENCES[decision], data={**data, "decision": decision})

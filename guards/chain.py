@@ -1,0 +1,131 @@
+"""Finding guards by entry point and consulting them in a fixed order.
+
+Order when several guards act at one decision point (lower first):
+  prunetir (10) -> necessity (20) -> attc (30) -> gstep (40) -> tim (50).
+So PruneTIR decides about an erroneous call before ATTC appends its sentence, and a
+verdict that truncates the context (a resample, or a suspension with ``truncate_to``) ends
+the round (later guards would speak into a context that no longer exists).
+A guard that raises is switched off for the rest of the run with a visible reason.
+"""
+
+from __future__ import annotations
+
+import importlib.metadata
+import inspect
+from collections.abc import Callable
+from dataclasses import asdict, dataclass, replace
+from typing import Any
+
+from guards.base import RESAMPLE, SettingsError, Verdict, parse_settings
+
+GROUP = "tuiagent.guards"
+
+
+def available() -> list[str]:
+    """Names of the installed guards, without importing any of them."""
+    return sorted({ep.name for ep in importlib.metadata.entry_points(group=GROUP)})
+
+
+def guard_class(name: str) -> type:
+    for ep in importlib.metadata.entry_points(group=GROUP):
+        if ep.name == name:
+            return ep.load()
+    raise SettingsError(f"no guard named {name!r}; installed: {', '.join(available()) or 'none'}")
+
+
+@dataclass(frozen=True)
+class Change:
+    """A request made while a run goes on, applied at the next decision point."""
+
+    guard: str
+    enabled: bool | None = None
+    settings: dict[str, Any] | None = None
+
+
+class GuardChain:
+    """The guards of one run. ``configs`` maps a guard name to its settings values; ``enabled`` names
+    the guards that start on. Guards named in ``configs`` but not enabled can be switched on later."""
+
+    def __init__(self, configs: dict[str, dict[str, Any]], enabled: set[str], *,
+                 on_change: Callable[[str, bool, dict, str], None] | None = None):
+        self.classes = {name: guard_class(name) for name in sorted(set(configs) | enabled)}
+        self.settings = {name: parse_settings(cls.Settings, configs.get(name, {}), guard=name)
+                         for name, cls in self.classes.items()}
+        self.instances: dict[str, Any] = {}
+        self.enabled: set[str] = set()
+        self.disabled_reason: dict[str, str] = {}
+        self._pending: list[Change] = []
+        self._on_change = on_change or (lambda *a: None)
+        for name in sorted(enabled):
+            self._switch(name, True, reason="")
+
+    # -- changes from outside (UI, CLI), applied at the next decision point --------------------
+
+    def request(self, change: Change) -> None:
+        """Queue a toggle or settings change; validated now so a bad value fails where it was typed."""
+        if change.guard not in self.classes:
+            self.classes[change.guard] = guard_class(change.guard)
+            self.settings[change.guard] = self.classes[change.guard].Settings()
+        if change.settings:
+            parse_settings(self.classes[change.guard].Settings, change.settings, guard=change.guard)
+        self._pending.append(change)
+
+    def apply_pending(self) -> None:
+        pending, self._pending = self._pending, []
+        for change in pending:
+            name = change.guard
+            if change.settings:
+                current = asdict(self.settings[name])
+                self.settings[name] = parse_settings(self.classes[name].Settings, {**current, **change.settings},
+                                                     guard=name)
+                if name in self.instances:
+                    self.instances[name].settings = self.settings[name]
+            enabled = name in self.enabled if change.enabled is None else change.enabled
+            self._switch(name, enabled, reason="changed during the run")
+
+    def _switch(self, name: str, on: bool, *, reason: str) -> None:
+        if on:
+            if name not in self.instances:
+                try:
+                    self.instances[name] = self.classes[name](self.settings[name])
+                except Exception as e:  # a guard that cannot start (say, a missing weights file) stays off
+                    self.disabled_reason[name] = f"{type(e).__name__}: {e}"
+                    self._on_change(name, False, asdict(self.settings[name]), self.disabled_reason[name])
+                    return
+            self.enabled.add(name)
+            self.disabled_reason.pop(name, None)
+        else:
+            self.enabled.discard(name)
+        self._on_change(name, on, asdict(self.settings[name]), reason)
+
+    # -- consulting ---------------------------------------------------------------------------
+
+    def ordered(self) -> list[Any]:
+        guards = [self.instances[n] for n in self.enabled]
+        return sorted(guards, key=lambda g: (g.order, g.name))
+
+    async def consult(self, hook: str, *args: Any) -> list[Verdict]:
+        """Ask every enabled guard that has ``hook``; stop after a verdict that truncates the context.
+        A hook may be a coroutine function (a guard that asks the model through ``view.judge``)."""
+        self.apply_pending()
+        verdicts = []
+        for guard in self.ordered():
+            method = getattr(guard, hook, None)
+            if method is None:
+                continue
+            try:
+                verdict = method(*args)
+                if inspect.isawaitable(verdict):
+                    verdict = await verdict
+            except Exception as e:
+                self.enabled.discard(guard.name)
+                self.disabled_reason[guard.name] = f"{type(e).__name__} in {hook}: {e}"
+                self._on_change(guard.name, False, asdict(self.settings[guard.name]), self.disabled_reason[guard.name])
+                continue
+            if verdict is None:
+                continue
+            verdicts.append(verdict if verdict.guard else replace(verdict, guard=guard.name))
+            if verdict.action == RESAMPLE or verdict.truncate_to is not None:
+                break  # the context was cut back: later guards would speak about text that is gone
+        return verdicts
+

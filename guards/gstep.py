@@ -1,0 +1,284 @@
+"""G-STEP: a learned answer gate against the tool-use tax ("Are Tools All We Need?", arXiv 2605.00136).
+
+When the model tries to finish without a further tool call, a small MLP over 120 features of
+the run (guards.gstep_features) gives p = P(continue). Safety rules come first: commit when the
+gate is off, when tools are suspended (PruneTIR's RTTS: G-STEP never forces tool calls then),
+when a previous continue made no progress (same count and last value of successful outputs),
+when 3 extra turns were already spent [paper], or at the tool-call budget [paper]. Otherwise
+p >= tau (0.05 [paper]) -> CONTINUE with a prompt that asks for one more, corrected tool call
+(a *replan* prompt when the last two successful outputs are the same); else COMMIT.
+
+After a continue, a code block that repeats an earlier executed one (same normalised code) is
+not run: the loop shows the *duplicate* prompt in place of its output (SKIP). If the model
+answers again without a new successful call, that answer attempt meets the no-progress rule and
+commits -- the "at least one more tool call" requirement is enforced that way, never by forcing.
+
+Weights: the setting ``weights`` is "auto" (the gate shipped for the default model,
+qwen2.5-coder-1.5b: guards/data/gstep-qwen2.5-coder-1.5b.npz; the guard does not know which model
+runs, and a gate is model-specific: train one per model with ``python -m guards.gstep_train``),
+"off" (no gate: every attempt commits), or a path to an .npz written by guards.gstep_train.
+The file is plain arrays read with ``np.load(allow_pickle=False)`` and evaluated with numpy.
+A missing or unreadable file raises in ``__init__``; the chain then turns the guard off with
+that reason and the run goes on.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from guards.base import COMMIT, CONTINUE, SKIP, RunView, Verdict, setting
+from guards.gstep_features import (
+    N_FEATURES,
+    NUMERIC_NAMES,
+    features,
+    gate_input_from_view,
+    normalise_code,
+    norm_text,
+    numeric_features,
+)
+
+DEFAULT_GATE_MODEL = "qwen2.5-coder-1.5b"
+DATA_DIR = Path(__file__).resolve().parent / "data"
+
+
+def shipped_weights(model: str = DEFAULT_GATE_MODEL) -> Path:
+    """Where the gate trained for ``model`` ships."""
+    return DATA_DIR / f"gstep-{model}.npz"
+
+
+class GateError(RuntimeError):
+    """The gate's weights file is missing or not a G-STEP gate."""
+
+
+class Gate:
+    """The gate evaluated with numpy: z = (x - mean) / scale; ReLU hidden layers; logistic output."""
+
+    def __init__(self, mean: np.ndarray, scale: np.ndarray, layers: list[tuple[np.ndarray, np.ndarray]],
+                 meta: dict | None = None):
+        self.mean = np.asarray(mean, dtype=np.float64)
+        self.scale = np.asarray(scale, dtype=np.float64)
+        self.layers = [(np.asarray(w, dtype=np.float64), np.asarray(b, dtype=np.float64)) for w, b in layers]
+        self.meta = meta or {}
+        width = self.mean.shape[0]
+        if self.scale.shape != (width,) or not self.layers:
+            raise GateError("the gate's scaler and layers do not fit together")
+        for w, b in self.layers:
+            if w.ndim != 2 or w.shape[0] != width or b.shape != (w.shape[1],):
+                raise GateError(f"a layer of shape {w.shape} / {b.shape} does not follow width {width}")
+            width = w.shape[1]
+        if width != 1:
+            raise GateError(f"the gate's output layer has {width} units, not 1")
+        if not (np.all(np.isfinite(self.mean)) and np.all(np.isfinite(self.scale)) and np.all(self.scale != 0)):
+            raise GateError("the gate's scaler has non-finite or zero values")
+
+    @property
+    def n_features(self) -> int:
+        return int(self.mean.shape[0])
+
+    @classmethod
+    def from_file(cls, path: Path) -> Gate:
+        path = Path(path)
+        if not path.is_file():
+            raise GateError(f"no G-STEP weights at {path} (train them: python -m guards.gstep_train train ...)")
+        try:
+            with np.load(path, allow_pickle=False) as data:
+                arrays = {k: data[k] for k in data.files}
+            meta = json.loads(str(arrays.pop("meta"))) if "meta" in arrays else {}
+            n = int(meta.get("n_layers", sum(1 for k in arrays if k.startswith("W"))))
+            layers = [(arrays[f"W{i}"], arrays[f"b{i}"]) for i in range(n)]
+            gate = cls(arrays["mean"], arrays["scale"], layers, meta)
+        except GateError as e:
+            raise GateError(f"{path}: {e}") from None
+        except Exception as e:  # a truncated zip, a pickled array, a missing key ...
+            raise GateError(f"{path} is not a readable G-STEP weights file ({type(e).__name__}: {e})") from None
+        if gate.n_features != N_FEATURES:
+            raise GateError(f"{path} expects {gate.n_features} features, G-STEP computes {N_FEATURES}")
+        return gate
+
+    @classmethod
+    def from_sklearn(cls, scaler: Any, mlp: Any) -> Gate:
+        """From a fitted StandardScaler and binary MLPClassifier (class 1 = continue)."""
+        return cls(scaler.mean_, scaler.scale_, list(zip(mlp.coefs_, mlp.intercepts_)))
+
+    def p_continue(self, x: np.ndarray) -> np.ndarray:
+        """P(continue) for each row of ``x`` (a 1-d vector gives a 0-d array)."""
+        h = (np.asarray(x, dtype=np.float64) - self.mean) / self.scale
+        for i, (w, b) in enumerate(self.layers):
+            h = h @ w + b
+            if i < len(self.layers) - 1:
+                h = np.maximum(h, 0.0)
+        z = np.clip(h[..., 0], -500.0, 500.0)
+        return 1.0 / (1.0 + np.exp(-z))
+
+
+# -- prompts (our words, GUARDS.md's meaning) --------------------------------------------------------
+
+
+def _result_text(output: str, limit: int = 200) -> str:
+    text = output.strip()
+    if len(text) > limit:
+        text = text[: limit // 2] + " ... " + text[-limit // 2:]
+    return text if text else "(nothing printed)"
+
+
+def previous_result(view: RunView) -> str:
+    """What the continue prompts say about the previous tool result."""
+    executed = [c for c in view.calls if c.executed]
+    ok = [c for c in executed if not (c.error or c.timed_out)]
+    if ok:
+        return f"The previous tool result was: {_result_text(ok[-1].output)}."
+    if executed:
+        last = executed[-1].output.strip().splitlines()
+        return f"The previous tool call failed ({_result_text(last[-1] if last else '')})."
+    return "No code has been run yet."
+
+
+CRITIC = ("First I will explain in words what could be wrong with that computation, and only then write "
+          "the corrected, complete ```python block.")
+
+
+def continue_prompt(view: RunView, critic: bool) -> str:
+    text = (f"Wait, before I give the final answer, let me verify. {previous_result(view)} Did I take the "
+            "right numbers from the problem, and did I actually compute every step? If something is missing "
+            "or wrong, I will write a corrected, complete ```python block (not the same block as before) "
+            "that computes the whole answer.")
+    return text + (" " + CRITIC if critic else "") + "\n"
+
+
+def replan_prompt(view: RunView, critic: bool) -> str:
+    text = (f"Wait, my code keeps giving the same output, so that result may be stale. {previous_result(view)} "
+            "Let me read the problem again, re-derive the plan step by step, and write a revised ```python "
+            "block that follows the new plan.")
+    return text + (" " + CRITIC if critic else "") + "\n"
+
+
+def duplicate_prompt(output: str, call: int, critic: bool) -> str:
+    text = (f"Not run: this block repeats call {call}, which returned: {_result_text(output)}. Running it again "
+            "cannot change anything. Write a different, corrected block instead.")
+    if critic:
+        text += " First say in words what was wrong, then write the new block."
+    return text
+
+
+# -- the guard ----------------------------------------------------------------------------------------
+
+
+def _weights_check(v: str) -> bool:
+    return bool(str(v).strip())
+
+
+class GStep:
+    """G-STEP: a learned gate at each answer attempt -- continue with one more tool call, or commit."""
+
+    name = "gstep"
+    order = 40
+
+    @dataclass
+    class Settings:
+        tau: float = setting(0.05, "continue when P(continue) >= tau", check=lambda v: 0.0 <= v <= 1.0,
+                             allowed="0 <= tau <= 1", tag="paper")
+        max_extra_turns: int = setting(3, "commit once this many continues were given in the run",
+                                       check=lambda v: v >= 0, allowed="an integer >= 0", tag="paper")
+        critic: bool = setting(False, "the +critic variant: prompts ask for the reasoning in words first, "
+                                      "then the corrected block (a paper variant, off = plain gate)", tag="paper")
+        weights: str = setting("auto", "the gate file: 'auto' = the gate shipped for the default model "
+                                       f"({DEFAULT_GATE_MODEL}), 'off' = no gate (always commit), or a path "
+                                       "to an .npz from guards.gstep_train",
+                               check=_weights_check, allowed="auto, off or a file path", tag="default")
+
+    def __init__(self, settings: Settings | None = None):
+        self.settings = settings if settings is not None else self.Settings()
+        self.gate: Gate | None = None
+        self.gate_path: Path | None = None
+        self._loaded_for: str | None = None
+        self._load()
+        self.extra_turns = 0  # continues given in this run
+        self._at_continue: tuple[int, str] | None = None  # (successful calls, last output) at the last continue
+        self._last_p: float | None = None
+
+    # -- weights -----------------------------------------------------------------------------------
+
+    def _load(self) -> None:
+        spec = str(self.settings.weights).strip()
+        if spec == self._loaded_for:
+            return
+        if spec.lower() == "off":
+            self.gate, self.gate_path = None, None
+        else:
+            path = shipped_weights() if spec.lower() == "auto" else Path(spec).expanduser()
+            self.gate, self.gate_path = Gate.from_file(path), path
+        self._loaded_for = spec
+
+    # -- hooks -------------------------------------------------------------------------------------
+
+    def on_answer(self, answer: str, view: RunView) -> Verdict:
+        self._load()  # the settings may have changed mid-run
+        s = self.settings
+        inp = gate_input_from_view(view)
+        numeric = numeric_features(inp)
+        p = float(self.gate.p_continue(features(inp))) if self.gate is not None else None
+        self._last_p = p
+        state = self._progress(view)
+        data: dict[str, Any] = {
+            "p_continue": None if p is None else round(p, 6),
+            "tau": s.tau,
+            "extra_turns": self.extra_turns,
+            "max_extra_turns": s.max_extra_turns,
+            "tool_calls_left": view.tool_calls_left,
+            "features": {k: round(v, 4) for k, v in numeric.items() if k in _SUMMARY},
+        }
+        safety = None
+        if self.gate is None:
+            safety = "the gate is off (weights = off)"
+        elif view.mode != "tool":
+            safety = "no tool in this mode"
+        elif view.tools_suspended:
+            safety = "tools are suspended (PruneTIR): G-STEP never forces a tool call then"
+        elif self._at_continue is not None and state == self._at_continue:
+            safety = "no progress since the last continue (same number and last value of successful outputs)"
+        elif self.extra_turns >= s.max_extra_turns:
+            safety = f"{self.extra_turns} extra turns already spent (max {s.max_extra_turns})"
+        elif view.tool_calls_left <= 0:
+            safety = "the tool-call budget is used up"
+        if safety is not None:
+            decision = "commit" if self.gate is None else "safety stop"
+            return Verdict(COMMIT, reason=safety, data={**data, "decision": decision, "reason": safety})
+        if p >= s.tau:
+            stagnant = numeric["output_stagnation"] == 1.0
+            decision = "replan" if stagnant else "continue"
+            text = replan_prompt(view, s.critic) if stagnant else continue_prompt(view, s.critic)
+            self.extra_turns += 1
+            self._at_continue = state
+            reason = f"p(continue) {p:.3f} >= tau {s.tau}" + ("; the outputs stagnate" if stagnant else "")
+            return Verdict(CONTINUE, reason=reason, text=text,
+                           data={**data, "extra_turns": self.extra_turns, "decision": decision, "reason": reason})
+        reason = f"p(continue) {p:.3f} < tau {s.tau}"
+        return Verdict(COMMIT, reason=reason, data={**data, "decision": "commit", "reason": reason})
+
+    def on_code(self, code: str, view: RunView) -> Verdict | None:
+        """After a continue, a block equal (normalised) to an earlier executed one is not run."""
+        if self.extra_turns == 0:
+            return None
+        norm = normalise_code(code)
+        for c in view.calls:
+            if c.executed and normalise_code(c.code) == norm:
+                reason = f"repeats call {c.call}"
+                return Verdict(SKIP, reason=reason, text=duplicate_prompt(c.output, c.call, self.settings.critic),
+                               data={"decision": "duplicate", "reason": reason, "repeats_call": c.call,
+                                     "previous_output": c.output[:200], "p_continue": self._last_p,
+                                     "tau": self.settings.tau, "extra_turns": self.extra_turns})
+        return None
+
+    @staticmethod
+    def _progress(view: RunView) -> tuple[int, str]:
+        ok = [c for c in view.calls if c.executed and not (c.error or c.timed_out)]
+        return len(ok), norm_text(ok[-1].output) if ok else ""
+
+
+# The numeric features shown with each verdict.
+_SUMMARY = set(NUMERIC_NAMES) - {"n_chunks_seen", "n_pred_evidence_ids", "evidence_coverage_ratio"}

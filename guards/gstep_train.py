@@ -1,0 +1,535 @@
+"""G-STEP's training pipeline: collect runs of our own model, train the gate, report.
+
+    python -m guards.gstep_train collect --model qwen2.5-coder-1.5b \\
+        --data ../shared/data/gsm8k_train.jsonl --start 0 --n 200 \\
+        --records data/gstep/records-qwen2.5-coder-1.5b.jsonl
+    python -m guards.gstep_train train --records data/gstep/records-qwen2.5-coder-1.5b.jsonl \\
+        --out guards/data/gstep-qwen2.5-coder-1.5b.npz --report guards/data/gstep-qwen2.5-coder-1.5b.md
+    python -m guards.gstep_train report --records data/gstep/records-qwen2.5-coder-1.5b.jsonl
+
+``collect`` loads the model once and runs every question twice through the real loop, guards
+off, with the loop's default budgets and greedy decoding: in CoT mode and in tool mode (a real
+Jupyter kernel). After both runs it appends ONE compact record a line to the records file and
+flushes it (see :func:`record_from_events` for the fields). It is resumable (question ids already
+in the file are skipped) and Ctrl-C safe: the first Ctrl-C (or SIGTERM) finishes the current
+question and stops; a second one stops at once without writing the unfinished question.
+Trajectories go to a scratch directory under the user data dir, not into the repository.
+
+``train`` turns each record into one sample (the gate's 120 features at the tool run's final
+answer attempt, computed by guards.gstep_features from the record, the same code the guard
+runs online), labels it [paper Table 11], cross-validates with 5-fold GroupKFold by question id,
+then fits the shipped gate on a training split and reports it on held-out questions that it
+never saw. Needs scikit-learn (the ``train`` extra); the guard itself needs only numpy.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import json
+import os
+import re
+import signal
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+RECORD_VERSION = 1
+
+# -- labels [paper Table 11] --------------------------------------------------------------------
+
+CONTINUE_LABEL, COMMIT_LABEL = 1, 0
+STRONG, MEDIUM, WEAK, COT_FIXABLE_BONUS = 3, 2, 1, 1
+
+
+def label(record: dict) -> tuple[int, float, str]:
+    """(label, sample weight, kind) of a record, rules in priority order [paper Table 11]:
+    agent correct -> commit (strong, x3); else CoT correct -> continue (strong, x3, plus 1 because
+    it is CoT-fixable: 4); else fewer than 2 executed tool calls -> continue (medium, x2); else
+    commit (weak, x1)."""
+    tool, cot = record["tool"], record["cot"]
+    if tool.get("correct"):
+        return COMMIT_LABEL, float(STRONG), "agent_correct"
+    if cot.get("correct"):
+        return CONTINUE_LABEL, float(STRONG + COT_FIXABLE_BONUS), "cot_fixable"
+    if sum(1 for c in tool["calls"] if c[3]) < 2:
+        return CONTINUE_LABEL, float(MEDIUM), "under_computed"
+    return COMMIT_LABEL, float(WEAK), "both_wrong"
+
+
+# -- records ------------------------------------------------------------------------------------
+
+
+def gold_from_gsm8k(answer: str) -> str:
+    """The number after '####' in a GSM8K answer, thousands separators removed."""
+    if "####" not in answer:
+        raise ValueError("a GSM8K answer has '#### <number>' at its end")
+    return answer.rsplit("####", 1)[1].strip().replace(",", "")
+
+
+def _run_part(events: Sequence[Any], *, full: bool) -> dict:
+    """The compact form of one run's events (tuiagent.core.events objects)."""
+    from tuiagent.core import events as ev
+
+    started = next(e for e in events if isinstance(e, ev.RunStarted))
+    finished = next(e for e in reversed(events) if isinstance(e, ev.RunFinished))
+    part: dict[str, Any] = {
+        "answer": finished.answer,
+        "correct": finished.correct,
+        "reason": finished.reason,
+        "wall_s": finished.wall_s,
+        "generated_tokens": finished.generated_tokens,
+    }
+    if not full:
+        return part
+    codes = {e.call: e.code for e in events if isinstance(e, ev.CodeBlock)}
+    calls = [[codes.get(e.call, ""), e.shown, bool(e.error or e.timed_out), bool(e.executed)]
+             for e in events if isinstance(e, ev.ToolResult)]
+    turns = [{"text": e.text, "stop": e.stop} for e in events if isinstance(e, ev.TurnEnded)]
+    part.update({
+        "max_tool_calls": int(started.settings.get("max_tool_calls", 4)),
+        "calls": calls,  # [code, shown output, error (exception or timeout), executed]
+        "turns": turns,
+        "final_text": turns[-1]["text"] if turns else "",
+        "erroneous_calls": finished.erroneous_calls,
+    })
+    return part
+
+
+def record_from_events(qid: int, question: str, gold: str, model: str,
+                       tool_events: Sequence[Any], cot_events: Sequence[Any]) -> dict:
+    """One compact record per question::
+
+        {"v": 1, "qid": line index in the data file, "question", "gold", "model",
+         "tool": {answer, correct, reason (how the run ended), wall_s, generated_tokens,
+                  max_tool_calls, calls: [[code, shown output, error, executed], ...],
+                  turns: [{"text", "stop"}, ...], final_text (the last turn's text), erroneous_calls},
+         "cot": {answer, correct, reason, wall_s, generated_tokens}}
+
+    Turn texts only, no tokens or log-probabilities.
+    """
+    return {
+        "v": RECORD_VERSION,
+        "qid": int(qid),
+        "question": question,
+        "gold": gold,
+        "model": model,
+        "tool": _run_part(tool_events, full=True),
+        "cot": _run_part(cot_events, full=False),
+    }
+
+
+def load_records(path: Path) -> list[dict]:
+    """Records of a JSONL file; a partial (unparseable) line, as a kill can leave, is skipped."""
+    path = Path(path)
+    if not path.exists():
+        return []
+    records = []
+    for line in path.read_text(encoding="utf-8").splitlines():
+        if not line.strip():
+            continue
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records
+
+
+def append_record(path: Path, record: dict) -> None:
+    """Append one record line, flushed and synced (a partial last line gets its newline first)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    needs_newline = False
+    if path.exists() and path.stat().st_size > 0:
+        with path.open("rb") as f:
+            f.seek(-1, os.SEEK_END)
+            needs_newline = f.read(1) != b"\n"
+    with path.open("a", encoding="utf-8") as f:
+        if needs_newline:
+            f.write("\n")
+        f.write(json.dumps(record, ensure_ascii=False) + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def read_questions(path: Path, start: int, n: int) -> list[tuple[int, str, str]]:
+    """(question id = 0-based line index, question, gold) for lines start .. start+n-1."""
+    out = []
+    with Path(path).open(encoding="utf-8") as f:
+        for i, line in enumerate(f):
+            if i < start:
+                continue
+            if i >= start + n:
+                break
+            item = json.loads(line)
+            out.append((i, item["question"], gold_from_gsm8k(item["answer"])))
+    return out
+
+
+# -- collect -------------------------------------------------------------------------------------
+
+
+def scratch_dir(model: str) -> Path:
+    from tuiagent import paths
+
+    return paths.data_dir() / "gstep-collect" / model
+
+
+async def collect(model: str | None, data: Path, start: int, n: int, records: Path, *,
+                  models_file: Path | None = None, script: Path | None = None, threads: int | None = None,
+                  log: Any = print) -> int:
+    """Run the questions not yet in ``records``; returns how many records were appended."""
+    from tuiagent.core.loop import RunSettings
+    from tuiagent.runner import RunRequest, open_model, resolve_spec, run_problem
+
+    base = RunRequest(problem="", model=model, models_file=models_file, script=script)
+    spec = resolve_spec(base)
+    existing = load_records(records)
+    others = sorted({str(r.get("model")) for r in existing} - {spec.id})
+    if others:
+        raise ValueError(f"{records} holds runs of {', '.join(others)}, not {spec.id}: a gate is model-specific, "
+                         "use one records file per model")
+    done = {r.get("qid") for r in existing}
+    todo = [q for q in read_questions(data, start, n) if q[0] not in done]
+    log(f"[gstep collect] {len(done)} already in {records}; {len(todo)} to run")
+    if not todo:
+        return 0
+    if threads:
+        spec = dataclasses.replace(spec, options={**spec.options, "n_threads": int(threads)})
+    backend = open_model(spec, base)
+    out = scratch_dir(spec.id)
+    out.mkdir(parents=True, exist_ok=True)
+    stop = asyncio.Event()
+    main = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+
+    def on_signal(sig: int) -> None:
+        log(f"[gstep collect] received {signal.Signals(sig).name}")
+        if stop.is_set():
+            log("[gstep collect] second interrupt: stopping now, the unfinished question is not written")
+            if main is not None:
+                main.cancel()
+            return
+        log("[gstep collect] interrupt: finishing the current question, then stopping (again to stop now)")
+        stop.set()
+
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, on_signal, sig)
+            installed.append(sig)
+    written = 0
+    try:
+        for qid, question, gold in todo:
+            await asyncio.sleep(0.05)  # let a pending signal handler run (two loop iterations)
+            if stop.is_set():
+                break
+            t0 = time.monotonic()
+            parts = {}
+            for mode in ("cot", "tool"):
+                events: list[Any] = []
+                request = RunRequest(problem=question, model=spec.id, models_file=models_file, script=script,
+                                     gold=gold, settings=RunSettings(mode=mode),
+                                     sampling_overrides={"temperature": 0.0}, out=out)
+                await run_problem(request, events.append, backend=backend, spec=spec)
+                parts[mode] = events
+            record = record_from_events(qid, question, gold, spec.id, parts["tool"], parts["cot"])
+            record["wall_s"] = round(time.monotonic() - t0, 2)
+            append_record(records, record)
+            written += 1
+            log(f"[gstep collect] q{qid}: tool {record['tool']['answer']!r} "
+                f"({'right' if record['tool']['correct'] else 'wrong'}, {len(record['tool']['calls'])} calls), "
+                f"cot {record['cot']['answer']!r} ({'right' if record['cot']['correct'] else 'wrong'}), "
+                f"gold {gold}; {record['wall_s']:.0f} s; {len(done) + written} in file")
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+        await backend.aclose()
+    return written
+
+
+# -- samples, training, report -------------------------------------------------------------------
+
+
+def samples(records: Iterable[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict]]:
+    """(X, y, sample weights, groups = question ids, info) — one sample per question whose tool run
+    ended at an answer attempt (the only state at which the gate is ever consulted)."""
+    from guards.gstep_features import features, gate_input_from_record
+
+    xs, ys, ws, gs, info = [], [], [], [], []
+    for r in records:
+        if r["tool"].get("reason") != "answer":
+            continue
+        y, w, kind = label(r)
+        xs.append(features(gate_input_from_record(r)))
+        ys.append(y)
+        ws.append(w)
+        gs.append(int(r["qid"]))
+        info.append({"qid": r["qid"], "kind": kind})
+    x = np.asarray(xs, dtype=np.float64).reshape(len(xs), -1)
+    return x, np.asarray(ys, dtype=np.int64), np.asarray(ws, dtype=np.float64), np.asarray(gs), info
+
+
+HYPER = {  # [paper+ref]
+    "hidden_layer_sizes": (128, 64),
+    "activation": "relu",
+    "solver": "adam",
+    "learning_rate_init": 1e-3,
+    "alpha": 1e-4,
+    "early_stopping": True,
+    "validation_fraction": 0.1,
+    "n_iter_no_change": 20,
+    "max_iter": 1000,  # [default] an upper bound; early stopping ends training well before it
+}
+
+
+def fit_gate(x: np.ndarray, y: np.ndarray, w: np.ndarray, *, seed: int = 0) -> tuple[Any, Any]:
+    """Standardise, then an MLP (128, 64) with ReLU, Adam lr 1e-3, L2 1e-4, early stopping on a
+    10% validation split with patience 20. scikit-learn 1.9's MLPClassifier.fit takes
+    sample_weight, so the label weights are passed as such (no row replication)."""
+    import warnings
+
+    from sklearn.exceptions import ConvergenceWarning
+    from sklearn.neural_network import MLPClassifier
+    from sklearn.preprocessing import StandardScaler
+
+    scaler = StandardScaler().fit(x)
+    mlp = MLPClassifier(random_state=seed, **HYPER)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ConvergenceWarning)
+        mlp.fit(scaler.transform(x), y, sample_weight=w)
+    return scaler, mlp
+
+
+def export_gate(scaler: Any, mlp: Any, path: Path, meta: dict) -> None:
+    """Write the gate as plain arrays (np.savez; loaded with allow_pickle=False): ``mean``, ``scale``,
+    ``W0, b0, W1, b1, W2, b2`` (hidden ReLU layers, logistic output = P(continue)) and ``meta``,
+    a JSON string (feature names, model id, training summary)."""
+    from guards.gstep_features import FEATURE_NAMES
+
+    if list(mlp.classes_) != [COMMIT_LABEL, CONTINUE_LABEL]:
+        raise ValueError(f"the gate needs both classes in training, got {list(mlp.classes_)}")
+    arrays = {"mean": np.asarray(scaler.mean_, dtype=np.float64), "scale": np.asarray(scaler.scale_, dtype=np.float64)}
+    for i, (coef, intercept) in enumerate(zip(mlp.coefs_, mlp.intercepts_)):
+        arrays[f"W{i}"] = np.asarray(coef, dtype=np.float64)
+        arrays[f"b{i}"] = np.asarray(intercept, dtype=np.float64)
+    meta = {**meta, "feature_names": FEATURE_NAMES, "n_layers": len(mlp.coefs_), "format": "gstep-gate-v1"}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("wb") as f:
+        np.savez(f, meta=np.array(json.dumps(meta)), **arrays)
+
+
+def _metrics(y: np.ndarray, p: np.ndarray, tau: float) -> dict[str, float]:
+    pred = (p >= tau).astype(int)
+    tp = int(((pred == 1) & (y == 1)).sum())
+    fp = int(((pred == 1) & (y == 0)).sum())
+    fn = int(((pred == 0) & (y == 1)).sum())
+    precision = tp / (tp + fp) if tp + fp else 0.0
+    recall = tp / (tp + fn) if tp + fn else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return {"accuracy": float((pred == y).mean()) if len(y) else 0.0, "precision": precision,
+            "recall": recall, "f1": f1, "predicted_continue": float(pred.mean()) if len(y) else 0.0}
+
+
+def cross_validate(x: np.ndarray, y: np.ndarray, w: np.ndarray, groups: np.ndarray, *, folds: int = 5,
+                   taus: Sequence[float] = (0.5, 0.05), seed: int = 0) -> dict[float, dict[str, tuple[float, float]]]:
+    """GroupKFold by question id; mean and sd over held-out folds of each metric (continue = positive)."""
+    from sklearn.model_selection import GroupKFold
+
+    from guards.gstep import Gate
+
+    per: dict[float, list[dict]] = {t: [] for t in taus}
+    for train_idx, test_idx in GroupKFold(n_splits=folds).split(x, y, groups):
+        if len(set(y[train_idx])) < 2:
+            continue
+        scaler, mlp = fit_gate(x[train_idx], y[train_idx], w[train_idx], seed=seed)
+        gate = Gate.from_sklearn(scaler, mlp)
+        p = gate.p_continue(x[test_idx])
+        for t in taus:
+            per[t].append(_metrics(y[test_idx], p, t))
+    return {t: {k: (float(np.mean([m[k] for m in ms])), float(np.std([m[k] for m in ms])))
+                for k in ms[0]} for t, ms in per.items() if ms}
+
+
+def split_questions(groups: np.ndarray, y: np.ndarray, *, test_fraction: float = 0.2,
+                    seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Indices (train, held out): question ids are split, stratified by label, so no held-out question
+    is ever trained on."""
+    rng = np.random.default_rng(seed)
+    test = []
+    for cls in (0, 1):
+        idx = np.flatnonzero(y == cls)
+        rng.shuffle(idx)
+        test.extend(idx[: int(round(len(idx) * test_fraction))].tolist())
+    test_idx = np.array(sorted(test), dtype=int)
+    train_idx = np.array(sorted(set(range(len(y))) - set(test)), dtype=int)
+    assert not set(groups[train_idx]) & set(groups[test_idx])
+    return train_idx, test_idx
+
+
+def summarise(records: Sequence[dict]) -> dict[str, Any]:
+    n = len(records)
+    kinds = Counter(label(r)[2] for r in records)
+    endings = Counter(r["tool"].get("reason") for r in records)
+    return {
+        "questions": n,
+        "tool_accuracy": sum(bool(r["tool"].get("correct")) for r in records) / n if n else 0.0,
+        "cot_accuracy": sum(bool(r["cot"].get("correct")) for r in records) / n if n else 0.0,
+        "label_kinds": dict(kinds),
+        "tool_endings": dict(endings),
+        "mean_tool_calls": float(np.mean([sum(c[3] for c in r["tool"]["calls"]) for r in records])) if n else 0.0,
+        "mean_wall_s": float(np.mean([r.get("wall_s", 0.0) for r in records])) if n else 0.0,
+    }
+
+
+def train(records_path: Path, out: Path, report: Path | None, *, tau: float = 0.05, seed: int = 0,
+          folds: int = 5, test_fraction: float = 0.2, log: Any = print) -> dict:
+    """Cross-validate, fit on a training split, evaluate on held-out questions, write weights + report."""
+    from guards.gstep import Gate
+
+    records = load_records(records_path)
+    models = sorted({r.get("model") for r in records})
+    if len(models) > 1:
+        raise SystemExit(f"{records_path} mixes models {models}: a gate is model-specific")
+    x, y, w, groups, info = samples(records)
+    if len(y) < 2 * folds or len(set(y.tolist())) < 2:
+        raise SystemExit(f"too few samples to train ({len(y)}, labels {Counter(y.tolist())})")
+    cv = cross_validate(x, y, w, groups, folds=folds, taus=(0.5, tau), seed=seed)
+    train_idx, test_idx = split_questions(groups, y, test_fraction=test_fraction, seed=seed)
+    scaler, mlp = fit_gate(x[train_idx], y[train_idx], w[train_idx], seed=seed)
+    gate = Gate.from_sklearn(scaler, mlp)
+    held = {t: _metrics(y[test_idx], gate.p_continue(x[test_idx]), t) for t in (0.5, tau)}
+    summary = summarise(records)
+    meta = {
+        "model": models[0] if models else None,
+        "records": str(records_path),
+        "samples": int(len(y)),
+        "train_questions": int(len(train_idx)),
+        "heldout_questions": int(len(test_idx)),
+        "label_counts": {"continue": int(y.sum()), "commit": int((y == 0).sum())},
+        "hyper": {k: list(v) if isinstance(v, tuple) else v for k, v in HYPER.items()},
+        "seed": seed,
+        "n_iter": int(mlp.n_iter_),
+        "heldout": held,
+        "created": time.strftime("%Y-%m-%d %H:%M:%S"),
+    }
+    export_gate(scaler, mlp, out, meta)
+    text = render_report(summary, meta, cv, held, tau, info)
+    if report is not None:
+        report.parent.mkdir(parents=True, exist_ok=True)
+        report.write_text(text, encoding="utf-8")
+    log(text)
+    return {"summary": summary, "meta": meta, "cv": cv, "heldout": held}
+
+
+def _pm(pair: tuple[float, float]) -> str:
+    return f"{pair[0]:.3f} ± {pair[1]:.3f}"
+
+
+def render_report(summary: dict, meta: dict, cv: dict, held: dict, tau: float, info: Sequence[dict]) -> str:
+    kinds = Counter(i["kind"] for i in info)
+    lines = [
+        f"# G-STEP gate for {meta['model']}",
+        "",
+        f"Created {meta['created']} by `python -m guards.gstep_train train` from `{meta['records']}`.",
+        "",
+        "## Data",
+        "",
+        f"- questions collected: {summary['questions']} (GSM8K train split, greedy, guards off, default budgets)",
+        f"- tool-mode accuracy: {summary['tool_accuracy']:.3f}; CoT-mode accuracy: {summary['cot_accuracy']:.3f}",
+        f"- tool runs by ending: {summary['tool_endings']}",
+        f"- mean executed tool calls: {summary['mean_tool_calls']:.2f}; mean seconds per question (both modes): "
+        f"{summary['mean_wall_s']:.1f}",
+        f"- samples (tool run ended at an answer attempt): {meta['samples']}",
+        f"- labels [paper Table 11]: agent_correct -> commit x3: {kinds.get('agent_correct', 0)}; "
+        f"cot_fixable -> continue x4: {kinds.get('cot_fixable', 0)}; under_computed (<2 calls) -> continue x2: "
+        f"{kinds.get('under_computed', 0)}; both_wrong -> commit x1: {kinds.get('both_wrong', 0)}",
+        f"- continue / commit: {meta['label_counts']['continue']} / {meta['label_counts']['commit']}",
+        "",
+        "## Model",
+        "",
+        f"StandardScaler -> MLPClassifier{tuple(meta['hyper']['hidden_layer_sizes'])} ReLU, Adam lr "
+        f"{meta['hyper']['learning_rate_init']}, alpha {meta['hyper']['alpha']}, early stopping (10% validation, "
+        f"patience {meta['hyper']['n_iter_no_change']}), label weights as sample_weight; seed {meta['seed']}; "
+        f"the shipped fit stopped after {meta['n_iter']} epochs.",
+        "",
+        "## Cross-validation (5-fold GroupKFold by question id, held-out folds, continue = positive)",
+        "",
+        "| threshold | accuracy | precision | recall | F1 | share predicted continue |",
+        "|---|---|---|---|---|---|",
+    ]
+    for t, m in cv.items():
+        lines.append(f"| p >= {t} | {_pm(m['accuracy'])} | {_pm(m['precision'])} | {_pm(m['recall'])} | "
+                     f"{_pm(m['f1'])} | {_pm(m['predicted_continue'])} |")
+    lines += [
+        "",
+        f"## Shipped gate on held-out questions ({meta['heldout_questions']} questions never trained on; "
+        f"trained on {meta['train_questions']})",
+        "",
+        "| threshold | accuracy | precision | recall | F1 | share predicted continue |",
+        "|---|---|---|---|---|---|",
+    ]
+    for t, m in held.items():
+        lines.append(f"| p >= {t} | {m['accuracy']:.3f} | {m['precision']:.3f} | {m['recall']:.3f} | "
+                     f"{m['f1']:.3f} | {m['predicted_continue']:.3f} |")
+    lines += ["", f"The guard uses tau = {tau} [paper]: at that threshold the gate asks to continue often; the "
+              "safety rules (no progress, 3 extra turns, tool budget) bound the cost.", ""]
+    return "\n".join(lines)
+
+
+# -- command line --------------------------------------------------------------------------------
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m guards.gstep_train", description=__doc__.split("\n\n")[0])
+    sub = parser.add_subparsers(dest="command", required=True)
+    c = sub.add_parser("collect", help="run questions in CoT and tool mode, append compact records")
+    c.add_argument("--model", default=None, help="model id from models.toml (default: the default model)")
+    c.add_argument("--models", type=Path, default=None, help="an extra models.toml")
+    c.add_argument("--script", type=Path, default=None, help="scripted backend turns (tests)")
+    c.add_argument("--data", type=Path, required=True, help="GSM8K-style JSONL (question, answer with '#### n')")
+    c.add_argument("--start", type=int, default=0)
+    c.add_argument("--n", type=int, default=200)
+    c.add_argument("--records", type=Path, required=True)
+    c.add_argument("--threads", type=int, default=None,
+                   help="llama.cpp threads (default: the model's setting, else all CPUs); 1 is faster on a busy "
+                        "machine, where spinning threads wait for each other")
+    t = sub.add_parser("train", help="train the gate from records; write weights and a report")
+    t.add_argument("--records", type=Path, required=True)
+    t.add_argument("--out", type=Path, required=True)
+    t.add_argument("--report", type=Path, default=None)
+    t.add_argument("--tau", type=float, default=0.05)
+    t.add_argument("--seed", type=int, default=0)
+    r = sub.add_parser("report", help="summarise a records file")
+    r.add_argument("--records", type=Path, required=True)
+    args = parser.parse_args(argv)
+
+    if args.command == "collect":
+        def log(msg: str) -> None:
+            print(msg, flush=True)
+
+        try:
+            n = asyncio.run(collect(args.model, args.data, args.start, args.n, args.records,
+                                    models_file=args.models, script=args.script, threads=args.threads,
+                                    log=log))
+        except (KeyboardInterrupt, asyncio.CancelledError):
+            log("[gstep collect] stopped")
+            return 130
+        log(f"[gstep collect] appended {n} records to {args.records}")
+        return 0
+    if args.command == "train":
+        train(args.records, args.out, args.report, tau=args.tau, seed=args.seed)
+        return 0
+    records = load_records(args.records)
+    print(json.dumps(summarise(records), indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,321 @@
+r"""PruneTIR: pruning erroneous tool-call traces from the working context (GUARDS.md, "PruneTIR").
+
+Control flow, all at ``on_tool_result`` of *executed* calls (skipped calls neither open,
+resolve nor fail an episode; their turns still count as attempts):
+
+* **Error episode.** An erroneous call (``error``: exception, or ``timed_out``) while no
+  episode is open opens one; that call is e0 and the turn that produced it is e0's turn.
+  Every later turn is a resolution attempt; ``attempts = turn - e0.turn`` (turns without
+  code, e.g. an answer the loop was told to continue from, count too). Each failed
+  attempt below the limit gets a FLAG verdict with the counts.
+* **Resolved** (a call succeeds while the episode is open) -> **STP**: one PRUNE verdict
+  keeping everything before e0's turn, the prose of e0's turn (the reasoning before e0),
+  [only if the intent shifted: the prose of the successful call's turn], the successful
+  code block and its output. Gone: every erroneous call of the episode, its output, the
+  prose of the resolution turns and every note appended in between (e.g. ATTC sentences).
+* **Stuck** (Turn Limit): an erroneous call with ``attempts >= turn_limit``, i.e. e0 plus
+  ``turn_limit`` failed resolution turns (default 3 -> the 4th erroneous call in a row).
+  -> **STPR**: RESAMPLE with ``truncate_to`` = the first segment of e0's turn (its prose,
+  else its code), so the next prompt is exactly the prompt that produced e0's turn, and
+  ``data["sampling"] = {"temperature": resample_temperature, "seed": <new>}`` (the loop
+  applies only ``data["sampling"]``; everything else in ``data`` is the record).
+* **RTTS**: stuck episodes are counted in a row (a successful executed call, in an episode
+  or not, breaks the row). GUARDS.md: "when STPR fires Retry Limit times in a row, tell the
+  model ... from then on code blocks are not executed". So the ``retry_limit``-th STPR in a
+  row is still carried out (same truncation and resampling) and, in the same verdict, tools
+  are suspended: SUSPEND with ``truncate_to``, the same ``data["sampling"]`` and a note in
+  the assistant's own voice. The loop truncates, appends the note, sets ``tools_suspended``
+  (later code blocks are shown a "tool unavailable" text, never run) and resamples.
+  With retry_limit 2: stuck once -> STPR; stuck again before any success -> STPR + RTTS.
+* Ablations: ``stp`` off -> a resolved episode is only FLAGged; ``stpr`` off -> a stuck
+  episode is FLAGged and closed (the next error opens a new one) and RTTS, if on, suspends
+  without truncating at the ``retry_limit``-th stuck episode in a row; ``rtts`` off -> STPR
+  every time the limit is hit (the loop's tool budget still bounds the run).
+
+Intent shift (the paper's Algorithm 1, our [default] test, swappable as ``intent_test``):
+the successful block no longer computes what e0 computed when it neither contains e0's
+failing statement (the line the traceback points at in e0's own cell, else e0's last line)
+nor reaches token-Jaccard >= ``intent_jaccard`` with e0's code (identifiers and literals).
+"""
+
+from __future__ import annotations
+
+import io
+import keyword
+import random
+import re
+import tokenize
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any, ClassVar
+
+from guards.base import FLAG, PRUNE, RESAMPLE, SUSPEND, Call, RunView, Verdict, setting
+
+RTTS_NOTE = (
+    "The Python tool is not available any more, so none of my code will be run from here on. "
+    "I will continue by reasoning step by step by hand, without code, and give the final answer in \\boxed{}.\n"
+)
+
+# -- the intent-shift test ---------------------------------------------------------------------
+
+# A traceback frame header: IPython's "Cell In[3], line 2" (", in f(a)" may follow) or a plain
+# Python frame in an unnamed source. Groups: 1 cell id, 2 line (IPython); 3 source name, 4 line (plain).
+_FRAME = re.compile(
+    r'^(?:Cell In\s*\[([^\]]*)\],\s*line\s+(\d+)|\s*File\s+"(<(?:stdin|string|ipython-input[^>]*)>)",\s*line\s+(\d+))',
+    re.MULTILINE,
+)
+_ARROW = re.compile(r"^-+>\s*\d+\s?(.*)$", re.MULTILINE)
+_FALLBACK_TOKENS = re.compile(r"[A-Za-z_]\w*|\d+(?:\.\d+)?(?:[eE][+-]?\d+)?|'[^'\n]*'|\"[^\"\n]*\"")
+
+
+@lru_cache(maxsize=64)
+def failing_statement(code: str, output: str) -> str:
+    """The statement e0 failed at: the deepest traceback line inside e0's own cell (frames in
+    earlier cells or libraries are skipped), else the last "---->" line, else e0's last line."""
+    lines = code.splitlines()
+    frames = list(_FRAME.finditer(output))
+    own = frames[0].group(1) if frames and frames[0].group(1) is not None else None
+    found = None
+    for i, m in enumerate(frames):
+        cell, n = (m.group(1), m.group(2)) if m.group(2) else (m.group(3), m.group(4))
+        if own is not None and cell != own:
+            continue
+        end = frames[i + 1].start() if i + 1 < len(frames) else len(output)
+        arrow = _ARROW.search(output, m.end(), end)
+        line_no = int(n)
+        if 1 <= line_no <= len(lines) and lines[line_no - 1].strip():
+            found = lines[line_no - 1].strip()
+        elif arrow and arrow.group(1).strip():
+            found = arrow.group(1).strip()
+    if found:
+        return found
+    arrows = [a.strip() for a in _ARROW.findall(output) if a.strip()]
+    if arrows:
+        return arrows[-1]
+    nonblank = [line.strip() for line in lines if line.strip()]
+    return nonblank[-1] if nonblank else ""
+
+
+@lru_cache(maxsize=256)
+def code_tokens(code: str) -> frozenset[str]:
+    """Identifiers (keywords excluded) and literals (numbers, strings) of a code block (cached:
+    the same blocks are compared again at each decision)."""
+    out: set[str] = set()
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(code).readline):
+            if tok.type == tokenize.NAME and not keyword.iskeyword(tok.string):
+                out.add(tok.string)
+            elif tok.type in (tokenize.NUMBER, tokenize.STRING):
+                out.add(tok.string)
+    except (tokenize.TokenError, IndentationError, SyntaxError):
+        out = {t for t in _FALLBACK_TOKENS.findall(code) if not keyword.iskeyword(t)}
+    return frozenset(out)
+
+
+def code_jaccard(a: str, b: str) -> float:
+    ta, tb = code_tokens(a), code_tokens(b)
+    union = ta | tb
+    return len(ta & tb) / len(union) if union else 1.0
+
+
+def _norm(line: str) -> str:
+    return "".join(line.split())
+
+
+def shares_statement(statement: str, code: str) -> bool:
+    """Whether ``code`` contains ``statement`` as one of its lines (whitespace ignored)."""
+    target = _norm(statement)
+    return bool(target) and any(_norm(line) == target for line in code.splitlines())
+
+
+def intent_measures(e0_code: str, e0_output: str, success_code: str) -> tuple[bool, float]:
+    """(shares e0's failing statement, token-Jaccard with e0's code): the numbers behind the test."""
+    return (shares_statement(failing_statement(e0_code, e0_output), success_code),
+            code_jaccard(e0_code, success_code))
+
+
+def intent_shifted(e0_code: str, e0_output: str, success_code: str, *, jaccard_min: float = 0.5) -> bool:
+    """[default] The successful block no longer computes what e0 computed: it neither shares e0's
+    failing statement nor reaches token-Jaccard >= ``jaccard_min`` with e0's code."""
+    shares, jaccard = intent_measures(e0_code, e0_output, success_code)
+    return not shares and jaccard < jaccard_min
+
+
+# -- the guard ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _Episode:
+    number: int
+    e0: int  # call id
+    e0_turn: int
+    errors: list[int] = field(default_factory=list)  # call ids of the erroneous calls, e0 first
+
+
+@dataclass
+class PruneTIRSettings:
+    turn_limit: int = setting(
+        3, "resolution turns after e0 before the episode counts as stuck (STPR fires at the "
+        "turn_limit-th failed one)", check=lambda v: v >= 1, allowed=">= 1", tag="default")
+    retry_limit: int = setting(
+        2, "STPRs in a row (no successful call between them) at which RTTS suspends the tool; "
+        "that STPR still truncates and resamples", check=lambda v: v >= 1, allowed=">= 1", tag="default")
+    resample_temperature: float = setting(
+        0.7, "temperature of the resampled turn (the paper asks for > 0 and a new seed)",
+        check=lambda v: 0 < v <= 2, allowed="0 < t <= 2", tag="default")
+    resample_seed: int | None = setting(
+        None, "seed of the generator that draws each resample's new seed (none: fresh per run)", tag="default")
+    intent_jaccard: float = setting(
+        0.5, "intent shift: token-Jaccard with e0's code below this (and e0's failing statement gone)",
+        check=lambda v: 0 <= v <= 1, allowed="0..1", tag="default")
+    stp: bool = setting(True, "Success-Triggered Pruning (off for ablations)", tag="paper")
+    stpr: bool = setting(True, "Stuck-Triggered Pruning and Resampling (off for ablations)", tag="paper")
+    rtts: bool = setting(True, "Retry-Triggered Tool Suspension (off for ablations)", tag="paper")
+
+
+class PruneTIR:
+    """Prunes fixed tool errors from the context (STP), resamples stuck turns (STPR), then suspends the tool (RTTS).
+
+    The intent-shift test is the method ``intent_test(e0_code, e0_output, success_code) -> bool``:
+    override it in a subclass or assign any such function to an instance to swap it.
+    """
+
+    name: ClassVar[str] = "prunetir"
+    order: ClassVar[int] = 10
+    Settings: ClassVar[type] = PruneTIRSettings
+
+    def __init__(self, settings: PruneTIRSettings | None = None):
+        self.settings = settings or PruneTIRSettings()
+        self.episode: _Episode | None = None
+        self.episodes = 0
+        self.stuck_in_a_row = 0
+        self.suspended = False
+        self._rng = random.Random(self.settings.resample_seed)
+        self._seeds: set[int] = set()
+
+    def intent_test(self, e0_code: str, e0_output: str, success_code: str) -> bool:
+        """[default] :func:`intent_shifted` with this guard's ``intent_jaccard``."""
+        return intent_shifted(e0_code, e0_output, success_code, jaccard_min=self.settings.intent_jaccard)
+
+    # -- hook -----------------------------------------------------------------------------------
+
+    def on_tool_result(self, call: Call, view: RunView) -> Verdict | None:
+        if not call.executed or self.suspended:
+            return None
+        erroneous = call.error or call.timed_out
+        ep = self.episode
+        if ep is not None and _find(view.calls, ep.e0) is None:
+            ep = self.episode = None  # switched on mid-run, or state from elsewhere: start afresh
+        if ep is None:
+            if not erroneous:
+                self.stuck_in_a_row = 0
+                return None
+            self.episodes += 1
+            self.episode = _Episode(self.episodes, call.call, call.turn, [call.call])
+            return Verdict(FLAG, reason=f"error episode {self.episodes} opened by call {call.call}",
+                           data=self._counts(self.episode, 0, call))
+        attempts = call.turn - ep.e0_turn
+        if not erroneous:
+            self.episode = None
+            self.stuck_in_a_row = 0
+            return self._resolved(ep, call, view, attempts)
+        ep.errors.append(call.call)
+        if attempts < self.settings.turn_limit:
+            return Verdict(FLAG, reason=f"resolution attempt {attempts}/{self.settings.turn_limit} failed",
+                           data=self._counts(ep, attempts, call))
+        self.episode = None
+        self.stuck_in_a_row += 1
+        return self._stuck(ep, call, view, attempts)
+
+    # -- STP ------------------------------------------------------------------------------------
+
+    def _resolved(self, ep: _Episode, success: Call, view: RunView, attempts: int) -> Verdict:
+        s = self.settings
+        e0 = _find(view.calls, ep.e0)
+        base = {"episode": ep.number, "attempts": attempts, "e0_call": ep.e0, "success_call": success.call,
+                "erroneous_calls": list(ep.errors)}
+        shifted = bool(self.intent_test(e0.code, e0.output, success.code))
+        shares, jaccard = intent_measures(e0.code, e0.output, success.code)
+        base.update(intent_shift=shifted, jaccard=round(jaccard, 4), shares_failing_statement=shares,
+                    failing_statement=failing_statement(e0.code, e0.output))
+        if not s.stp or e0.segment is None or success.segment is None:
+            why = "STP off" if not s.stp else "e0 is no longer in the context"
+            return Verdict(FLAG, reason=f"episode {ep.number} resolved after {attempts} attempt(s) ({why})",
+                           data=base)
+        segs = view.segments
+        start = _turn_start(e0, segs)
+        keep = list(range(start))
+        if start < e0.segment:
+            keep.append(start)  # the reasoning that preceded e0
+        before = success.segment - 1
+        new_strategy = (before if before > e0.segment and segs[before].kind == "model"
+                        and segs[before].turn == success.turn else None)
+        if shifted and new_strategy is not None:
+            keep.append(new_strategy)
+        keep.extend(range(success.segment, len(segs)))
+        kept = set(keep)
+        removed = [i for i in range(len(segs)) if i not in kept]
+        pruned = [c.call for c in view.calls if c.segment is not None and start <= c.segment < success.segment]
+        base.update(pruned_calls=pruned, kept_segments=keep, removed_segments=removed,
+                    kept_new_strategy=shifted and new_strategy is not None,
+                    wtn_saved_chars=sum(len(segs[i].text) for i in removed))
+        return Verdict(PRUNE, reason=f"STP: episode {ep.number} resolved after {attempts} attempt(s); "
+                       f"{len(pruned)} erroneous call(s) pruned" + (" (intent shift kept)" if shifted else ""),
+                       keep=tuple(keep), data=base)
+
+    # -- STPR / RTTS ----------------------------------------------------------------------------
+
+    def _stuck(self, ep: _Episode, call: Call, view: RunView, attempts: int) -> Verdict:
+        s = self.settings
+        n = self.stuck_in_a_row
+        rtts = s.rtts and n >= s.retry_limit
+        data: dict[str, Any] = {**self._counts(ep, attempts, call), "stuck_in_a_row": n,
+                                "retry_limit": s.retry_limit, "stpr": False, "rtts": rtts}
+        e0 = _find(view.calls, ep.e0)
+        start = _turn_start(e0, view.segments) if e0 is not None and e0.segment is not None else None
+        where = f"episode {ep.number} stuck after {attempts} attempt(s)"
+        if rtts:
+            self.suspended = True
+        if s.stpr and start is not None:
+            segs = view.segments
+            data.update(stpr=True, truncate_to=start,
+                        pruned_calls=[c.call for c in view.calls if c.segment is not None and c.segment >= start],
+                        wtn_saved_chars=sum(len(seg.text) for seg in segs[start:]),
+                        sampling={"temperature": s.resample_temperature, "seed": self._new_seed()})
+            if rtts:
+                return Verdict(SUSPEND, reason=f"STPR #{n} in a row + RTTS: {where}; tool suspended",
+                               text=RTTS_NOTE, truncate_to=start, data=data)
+            return Verdict(RESAMPLE, reason=f"STPR #{n} in a row: {where}; resampling e0's turn",
+                           truncate_to=start, data=data)
+        if rtts:
+            return Verdict(SUSPEND, reason=f"RTTS: {where} ({n} in a row); tool suspended", text=RTTS_NOTE,
+                           data=data)
+        why = "STPR off" if not s.stpr else "e0 is no longer in the context"
+        return Verdict(FLAG, reason=f"{where} ({why})", data=data)
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _counts(self, ep: _Episode, attempts: int, call: Call) -> dict[str, Any]:
+        return {"episode": ep.number, "attempts": attempts, "turn_limit": self.settings.turn_limit,
+                "e0_call": ep.e0, "call": call.call, "timed_out": call.timed_out,
+                "erroneous_calls": list(ep.errors)}
+
+    def _new_seed(self) -> int:
+        while True:
+            seed = self._rng.randrange(1, 2**31)
+            if seed not in self._seeds:
+                self._seeds.add(seed)
+                return seed
+
+
+def _find(calls: Sequence[Call], call_id: int) -> Call | None:
+    return next((c for c in calls if c.call == call_id), None)
+
+
+def _turn_start(e0: Call, segments: Sequence[Any]) -> int:
+    """Index of the first segment of e0's turn: its prose when it has some, else its code block."""
+    i = e0.segment
+    if i > 0 and segments[i - 1].kind == "model" and segments[i - 1].turn == e0.turn:
+        return i - 1
+    return i

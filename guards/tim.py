@@ -1,0 +1,183 @@
+"""TIM: Tool-Induced Myopia ("From Proof to Program", arXiv 2511.10899).
+
+Two parts:
+- prompt mitigation [paper]: at the start of the assistant's turn, right after the problem,
+  a sentence in the model's own voice saying that code and its results are only hints and the
+  solution must be derived by mathematical reasoning (setting ``prompt``, off by default);
+- myopia monitor [default, ours]: at the end of a run, flag the trajectory when (a) it made at
+  least ``min_calls`` executed tool calls and its final answer repeats the last successful tool
+  output with fewer than ``min_words_after`` words of the model's own text between that output
+  and the answer, or (b) its generated text uses precursor phrases of the paper's Table 4
+  categories. It is a hint, not proof: the matched phrases are shown.
+
+The monitor reads the generated text of the working context (segments of kind model and code,
+plus the last turn): text pruned from the context by another guard is not seen.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from fractions import Fraction
+from typing import ClassVar
+
+from guards.base import FLAG, INJECT, PASS, RunView, Verdict, setting
+from tuiagent.core.parsing import boxed_answers
+
+PROMPT = ("Before I start: code and its results are only helpful hints for me; I must derive the "
+          "solution itself by mathematical reasoning.")
+
+# Precursor phrases, one compact regex list per Table 4 category (our wording; case-insensitive).
+_W = r"(?:\s+\w+){0,3}?"  # up to three filler words ("let's quickly verify this numerically")
+CATEGORIES: dict[str, list[str]] = {
+    "numerical/empirical checking": [
+        rf"\b(?:one|we|i)\s+(?:can\s+)?checks?{_W}\s+numerically\b",
+        rf"\b(?:let['’]?s|let\s+us|i'?ll|we'?ll|i\s+will|we\s+will)\s+(?:verify|check|test|confirm){_W}\s+numerically\b",
+        r"\bnumerical(?:ly)?\s+(?:check|verif(?:y|ication)|evidence|experiments?|tests?)\b",
+        r"\b(?:check|test|try)(?:ing)?\s+(?:it\s+|this\s+)?(?:for|with|on)\s+(?:a\s+few|some|several|small)\s+(?:small\s+)?(?:values|cases|numbers|examples)\b",
+        r"\bempirically\b",
+    ],
+    "verification via code": [
+        r"\b(?:double[- ]?check|verify|check|confirm|validate)\w*\s+(?:\w+\s+){0,3}?(?:with|using|in|via|by)\s+(?:some\s+|a\s+)?(?:python|code|a\s+(?:quick\s+)?(?:script|program|computation))\b",
+        r"\buse\s+(?:python|code|sympy|a\s+(?:script|program))\s+to\s+(?:analy[sz]e|verify|check|confirm|compute\s+and\s+check|test)\b",
+        r"\blet\s+(?:the\s+)?(?:code|python|computer)\s+(?:verify|check|confirm)\b",
+    ],
+    "approximation/convergence": [
+        r"\b(?:results?|values?|numbers?|it|sequence|sum|series)\s+(?:seems?|appears?)\s+to\s+(?:be\s+)?(?:converg|approach|stabili[sz]|tend)\w*",
+        r"\bverify\s+(?:this|the|that)\s+pattern\b",
+        r"\b(?:the\s+)?pattern\s+(?:seems|appears)\s+to\s+(?:hold|continue)\b",
+        r"\b(?:gets?|getting)\s+closer\s+(?:and\s+closer\s+)?to\b",
+    ],
+    "systematic search/enumeration": [
+        r"\bcheck\s+(?:\w+\s+){0,2}?(?:values|cases|numbers|possibilities)\s+systematically\b",
+        r"\bsystematically\s+(?:check|search|enumerate|test|try|list)\w*",
+        r"\bexhaustive(?:ly)?\s+(?:check|search|enumerat)\w*(?:\s+up\s+to)?",
+        r"\b(?:brute[- ]?force|enumerat(?:e|ing|ion)\s+(?:all|every)|(?:check|try|test)(?:ing)?\s+all\s+(?:possible\s+)?(?:values|cases|combinations|numbers))\b",
+        r"\bsearch\s+(?:over|through)\s+all\b",
+    ],
+}
+_COMPILED = {cat: [re.compile(p, re.IGNORECASE) for p in pats] for cat, pats in CATEGORIES.items()}
+
+_NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?|-?\.\d+")
+_WORD = re.compile(r"[A-Za-z0-9]+")
+
+
+def precursor_phrases(text: str) -> list[tuple[str, str]]:
+    """(category, matched text) for every precursor phrase in ``text``, in order of appearance."""
+    found = []
+    for cat, patterns in _COMPILED.items():
+        for pattern in patterns:
+            for m in pattern.finditer(text):
+                found.append((m.start(), cat, m.group(0)))
+    found.sort()
+    return [(cat, phrase) for _, cat, phrase in found]
+
+
+def _number(text: str) -> Fraction | None:
+    s = text.strip().replace(",", "").replace("$", "").replace("\\!", "").rstrip(".")
+    frac = re.fullmatch(r"\\[dt]?frac\{(-?\d+)\}\{(\d+)\}", s)
+    if frac:
+        s = f"{frac.group(1)}/{frac.group(2)}"
+    try:
+        return Fraction(s)
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def _norm(text: str) -> str:
+    return re.sub(r"\s+", "", text).strip("$.").lower()
+
+
+def answer_matches_output(answer: str, output: str) -> bool:
+    """Does the answer equal the output's last number or its last non-empty line (normalised)?"""
+    lines = [ln for ln in output.strip().splitlines() if ln.strip()]
+    if not lines:
+        return False
+    numbers = _NUMBER.findall(output)
+    a_num = _number(answer)
+    if a_num is not None:
+        if numbers and _number(numbers[-1]) == a_num:
+            return True
+        if _number(lines[-1]) == a_num:
+            return True
+    return _norm(answer) == _norm(lines[-1]) or (bool(numbers) and _norm(answer) == _norm(numbers[-1]))
+
+
+def _generated_text(view: RunView) -> str:
+    parts = [s.text for s in view.segments if getattr(s, "kind", "") in ("model", "code")]
+    text = "".join(parts)
+    if view.turn_text and view.turn_text not in text:
+        text += "\n" + view.turn_text
+    return text
+
+
+def _words_after_output(view: RunView, call: int) -> int:
+    """Words the model wrote between the tool output of ``call`` and its final boxed answer."""
+    segments = list(view.segments)
+    at = next((i for i in range(len(segments) - 1, -1, -1)
+               if segments[i].kind == "tool" and segments[i].call == call), None)
+    after = "".join(s.text for s in segments[at + 1:] if s.kind in ("model", "code")) if at is not None \
+        else view.turn_text
+    box = after.rfind("\\boxed")
+    if box < 0:
+        box = after.rfind("\\fbox")
+    if box >= 0:
+        after = after[:box]
+    return len(_WORD.findall(after))
+
+
+class TIM:
+    """TIM: prompt against tool-induced myopia and a monitor for its signs (arXiv 2511.10899)."""
+
+    name: ClassVar[str] = "tim"
+    order: ClassVar[int] = 50
+
+    @dataclass(frozen=True)
+    class Settings:
+        prompt: bool = setting(False, "insert the paper's mitigation sentence (code is only a hint; derive "
+                                      "by reasoning) at the start of the assistant's turn; our default: off",
+                               tag="default")
+        monitor: bool = setting(True, "flag a finished run that shows tool-induced myopia (hint, not proof)",
+                                tag="default")
+        min_calls: int = setting(2, "executed tool calls needed before an answer copied from a tool output "
+                                    "is flagged", check=lambda v: v >= 1, allowed="an integer >= 1", tag="default")
+        min_words_after: int = setting(15, "fewer words than this between the last tool output and the answer "
+                                           "count as 'little derivation'", check=lambda v: v >= 0,
+                                       allowed="an integer >= 0", tag="default")
+
+    def __init__(self, settings: "TIM.Settings"):
+        self.settings = settings
+
+    def on_start(self, view: RunView) -> Verdict | None:
+        if not self.settings.prompt or view.mode != "tool":
+            return None
+        return Verdict(INJECT, reason="prompt mitigation", text=PROMPT, data={"prompt": True})
+
+    def on_finish(self, view: RunView) -> Verdict | None:
+        if not self.settings.monitor:
+            return None
+        executed = [c for c in view.calls if c.executed]
+        answer = view.answer
+        if answer is None:
+            boxed = boxed_answers(view.turn_text)
+            answer = boxed[-1] if boxed else None
+        successes = view.successful_calls
+        from_tool, words_after = False, None
+        if answer is not None and successes:
+            last = successes[-1]
+            if answer_matches_output(answer, last.output):
+                words_after = _words_after_output(view, last.call)
+                from_tool = words_after < self.settings.min_words_after
+        copied = from_tool and len(executed) >= self.settings.min_calls
+        matches = precursor_phrases(_generated_text(view))
+        categories = sorted({cat for cat, _ in matches})
+        flagged = copied or bool(matches)
+        reasons = []
+        if copied:
+            reasons.append(f"answer repeats the last tool output after {words_after} words, "
+                           f"with {len(executed)} tool calls")
+        if matches:
+            reasons.append("precursor phrases: " + "; ".join(categories))
+        data = {"flagged": flagged, "categories": categories, "phrases": [p for _, p in matches],
+                "tool_calls": len(executed), "answer_from_tool": from_tool, "words_after_output": words_after}
+        return Verdict(FLAG if flagged else PASS, reason=" and ".join(reasons) or "clean", data=data)

@@ -1,0 +1,67 @@
+"""The kernel protocol and the result of one tool call."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+OutputKind = Literal["stdout", "stderr", "result", "error", "display"]
+
+
+@dataclass(frozen=True)
+class Output:
+    """One piece of what a cell produced, in the order it arrived.
+
+    ``text`` is plain text (ANSI codes stripped); ``path`` is set for display
+    data saved to disk (images), with ``mime`` naming its type.
+    """
+
+    kind: OutputKind
+    text: str
+    path: str | None = None
+    mime: str | None = None
+
+
+@dataclass(frozen=True)
+class ToolResult:
+    """What one code cell did.
+
+    ``error`` is true when the kernel reported an exception or the call timed
+    out (GUARDS.md: empty stdout is not an error). ``restarted`` means the
+    kernel had to be restarted and its state was lost.
+    """
+
+    outputs: tuple[Output, ...] = ()
+    error: bool = False
+    timed_out: bool = False
+    died: bool = False
+    restarted: bool = False
+    error_name: str | None = None
+    duration_s: float = 0.0
+    notes: tuple[str, ...] = field(default=())
+
+    @property
+    def text(self) -> str:
+        """Everything the cell produced as a reader sees it (saved images by name), plus kernel notes."""
+        parts = [f"[image saved: {o.path.rsplit('/', 1)[-1]}]" if o.path else o.text for o in self.outputs]
+        parts.extend(self.notes)
+        return "\n".join(p.rstrip("\n") for p in parts if p)
+
+
+@runtime_checkable
+class Kernel(Protocol):
+    """A stateful code executor; one per run."""
+
+    async def start(self) -> None: ...
+
+    async def execute(self, code: str, timeout: float) -> ToolResult: ...
+
+    async def interrupt(self) -> None: ...
+
+    async def restart(self) -> None: ...
+
+    async def shutdown(self) -> None: ...
+
+    async def __aenter__(self) -> "Kernel": ...
+
+    async def __aexit__(self, *exc: object) -> None: ...

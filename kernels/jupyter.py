@@ -1,0 +1,287 @@
+"""A real IPython kernel per run, driven over jupyter-client."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+import signal
+import tempfile
+import time
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from queue import Empty
+
+from jupyter_client import AsyncKernelClient, AsyncKernelManager
+
+from kernels.base import ToolResult
+from kernels.launch import launch_kwargs, new_kernel_manager
+from kernels.limits import startup_code
+from kernels.outputs import ImageSaver, OutputCollector
+
+# How often a call waiting on the kernel checks that it is still alive.
+_LIVENESS_POLL_S = 0.1
+
+RESTART_NOTE = (
+    "The kernel was restarted: all variables, functions and imports from earlier cells were lost; "
+    "only the standard imports are back (math, itertools, fractions, Fraction, sympy, sp, numpy, np)."
+)
+
+
+class _KernelGone(Exception):
+    """The kernel process exited (``exit_code``), or was shut down (None), while a call waited on it."""
+
+    def __init__(self, exit_code: int | None) -> None:
+        super().__init__(exit_code)
+        self.exit_code = exit_code
+
+
+class JupyterKernel:
+    """An ipykernel process on this interpreter, in its own working directory, over IPC.
+
+    Every start and restart runs the start-up cell (``kernels.limits``): the
+    pre-imports math, itertools, fractions, Fraction, numpy, np, sympy and
+    sp, then the resource limits.
+
+    - ``timeout``: seconds a call may run when ``execute`` is given none.
+    - ``memory_limit_mb``: data memory the cells may allocate on top of the
+      started kernel's own (RLIMIT_DATA); past it a cell gets MemoryError.
+    - ``cpu_time_limit_s``: CPU seconds for the kernel's whole life, start-up
+      included, not per call (RLIMIT_CPU); past it the kernel is killed and
+      restarted with a fresh budget.
+    - ``max_processes``: processes/threads the kernel may add to those its
+      user already runs (RLIMIT_NPROC); no effect when running as root.
+    - ``workdir``: the kernel's cwd; by default a temporary directory made in
+      ``start`` and removed by ``shutdown`` (a given one is kept).
+    - ``images_dir``: where display images are saved; by default the workdir,
+      so they go with it.
+    - ``output_limit_chars``: text kept per call; the rest is counted in a note.
+    - ``interrupt_grace_s``: how long a timed-out cell may take to stop after
+      the interrupt before the kernel is restarted.
+    - ``start_timeout_s``: how long a start or restart may take.
+    - None turns a limit off.
+    """
+
+    def __init__(
+        self,
+        *,
+        timeout: float = 30.0,
+        memory_limit_mb: int | None = 2048,
+        cpu_time_limit_s: int | None = 600,
+        max_processes: int | None = 64,
+        workdir: Path | str | None = None,
+        images_dir: Path | str | None = None,
+        output_limit_chars: int = 1_000_000,
+        interrupt_grace_s: float = 1.0,
+        start_timeout_s: float = 60.0,
+    ) -> None:
+        self.timeout = timeout
+        self._cpu_time_limit_s = cpu_time_limit_s
+        self._startup_code = startup_code(memory_limit_mb, cpu_time_limit_s, max_processes)
+        self._given_workdir = Path(workdir) if workdir is not None else None
+        self._images_dir = Path(images_dir) if images_dir is not None else None
+        self._output_limit_chars = output_limit_chars
+        self._grace_s = interrupt_grace_s
+        self._start_timeout_s = start_timeout_s
+        self._lock = asyncio.Lock()
+        self._closed = False
+        self._km: AsyncKernelManager | None = None
+        self._client: AsyncKernelClient | None = None
+        self._runtime_dir: Path | None = None
+        self._workdir: Path | None = None
+        self._images: ImageSaver | None = None
+
+    @property
+    def workdir(self) -> Path | None:
+        """The kernel's working directory once started."""
+        return self._workdir
+
+    async def start(self) -> None:
+        async with self._lock:
+            if self._km is not None or self._closed:
+                raise RuntimeError("a JupyterKernel can be started only once")
+            try:
+                self._runtime_dir = Path(tempfile.mkdtemp(prefix="tuiagent-kernel-"))
+                if self._given_workdir is None:
+                    self._workdir = Path(tempfile.mkdtemp(prefix="tuiagent-run-"))
+                else:
+                    self._workdir = self._given_workdir
+                    self._workdir.mkdir(parents=True, exist_ok=True)
+                self._images = ImageSaver(self._images_dir or self._workdir)
+                self._km = new_kernel_manager(self._runtime_dir)
+                await self._km.start_kernel(**launch_kwargs(self._workdir, self._runtime_dir))
+                await self._connect()
+            except BaseException:
+                self._closed = True
+                await self._teardown()
+                raise
+
+    async def execute(self, code: str, timeout: float | None = None) -> ToolResult:
+        """Run ``code``; a timeout, a dead kernel or a restart is reported in the result, not raised."""
+        timeout = self.timeout if timeout is None else timeout
+        async with self._lock:
+            if self._client is None:
+                raise RuntimeError("the kernel is not running")
+            try:
+                return await self._execute(code, timeout)
+            except asyncio.CancelledError:
+                await self.interrupt()  # don't leave the abandoned cell running
+                raise
+
+    async def interrupt(self) -> None:
+        """Send SIGINT to the kernel's process group; a running cell ends with KeyboardInterrupt."""
+        if self._km is not None and self._km.has_kernel:
+            await self._km.interrupt_kernel()
+
+    async def restart(self) -> None:
+        """Start the kernel afresh (all state lost); waits for a running cell, so interrupt first."""
+        async with self._lock:
+            if self._client is None:
+                raise RuntimeError("the kernel is not running")
+            await self._restart()
+
+    async def shutdown(self) -> None:
+        """Kill the kernel and remove its files; idempotent. A running cell returns within a liveness poll."""
+        self._closed = True
+        async with self._lock:
+            await self._teardown()
+
+    async def __aenter__(self) -> JupyterKernel:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.shutdown()
+
+    async def _execute(self, code: str, timeout: float) -> ToolResult:
+        started = time.perf_counter()
+        collector = OutputCollector(self._images, self._output_limit_chars)
+
+        def result(notes: tuple[str, ...] = (), **flags: bool) -> ToolResult:
+            return ToolResult(
+                outputs=collector.outputs(),
+                error_name=collector.error_name,
+                duration_s=time.perf_counter() - started,
+                notes=collector.notes() + notes,
+                **flags,
+            )
+
+        client = self._client
+        msg_id = client.execute(code, allow_stdin=False, stop_on_error=False)
+        try:
+            if await self._collect(client, msg_id, collector, time.monotonic() + timeout):
+                status = await self._reply_status(client, msg_id)
+                return result(error=collector.error_name is not None or status not in ("ok", None))
+            timed_out = f"Execution timed out after {timeout:g} s"
+            await self._km.interrupt_kernel()
+            if await self._collect(client, msg_id, collector, time.monotonic() + self._grace_s):
+                await self._reply_status(client, msg_id)
+                note = f"{timed_out} and was interrupted; variables from earlier cells are kept."
+                return result((note,), error=True, timed_out=True)
+            await self._restart()
+            note = f"{timed_out} and did not stop when interrupted."
+            return result((note, RESTART_NOTE), error=True, timed_out=True, restarted=True)
+        except _KernelGone as gone:
+            if self._closed:
+                return result(("The kernel was shut down while this cell ran.",), error=True, died=True)
+            await self._restart()
+            note = f"The kernel died ({self._describe_exit(gone.exit_code)})."
+            return result((note, RESTART_NOTE), error=True, died=True, restarted=True)
+
+    async def _collect(
+        self, client: AsyncKernelClient, msg_id: str, collector: OutputCollector, deadline: float
+    ) -> bool:
+        """Feed ``msg_id``'s IOPub messages to ``collector`` until the kernel is idle (True) or ``deadline`` (False)."""
+        while (msg := await self._next_msg(client.get_iopub_msg, deadline)) is not None:
+            if msg["parent_header"].get("msg_id") != msg_id:
+                continue
+            if msg["msg_type"] == "status":
+                if msg["content"]["execution_state"] == "idle":
+                    return True
+            else:
+                collector.add(msg["msg_type"], msg["content"])
+        return False
+
+    async def _reply_status(self, client: AsyncKernelClient, msg_id: str) -> str | None:
+        """Read the execute_reply (sent before the idle status), so replies never pile up unread."""
+        deadline = time.monotonic() + self._grace_s
+        while (reply := await self._next_msg(client.get_shell_msg, deadline)) is not None:
+            if reply["parent_header"].get("msg_id") == msg_id:
+                return reply["content"]["status"]
+        return None
+
+    async def _next_msg(self, get: Callable[..., Awaitable[dict]], deadline: float) -> dict | None:
+        """The next message from ``get``; None at ``deadline``; _KernelGone if the kernel exits or is shut down."""
+        while not self._closed:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                return None
+            try:
+                return await get(timeout=min(remaining, _LIVENESS_POLL_S))
+            except Empty:
+                pass
+            exit_code = await self._km.provisioner.poll()
+            if exit_code is not None:
+                raise _KernelGone(exit_code)
+        raise _KernelGone(None)
+
+    async def _connect(self) -> None:
+        """Open a fresh client, wait until IOPub is subscribed, then run the start-up cell."""
+        client = self._km.client()
+        client.start_channels(shell=True, iopub=True, stdin=False, hb=False, control=False)
+        deadline = time.monotonic() + self._start_timeout_s
+        try:
+            # ipykernel greets each new IOPub subscriber: from then on no output can be missed.
+            while (msg := await self._next_msg(client.get_iopub_msg, deadline)) is not None:
+                if msg["msg_type"] == "iopub_welcome":
+                    break
+            else:
+                raise RuntimeError(f"the kernel did not start within {self._start_timeout_s:g} s")
+            collector = OutputCollector(self._images, self._output_limit_chars)
+            msg_id = client.execute(self._startup_code, store_history=False, allow_stdin=False)
+            if not await self._collect(client, msg_id, collector, deadline):
+                raise RuntimeError(f"the kernel's start-up cell did not finish within {self._start_timeout_s:g} s")
+            await self._reply_status(client, msg_id)
+            if collector.error_name is not None:
+                text = "\n".join(o.text for o in collector.outputs())
+                raise RuntimeError(f"the kernel's start-up cell failed:\n{text}")
+        except _KernelGone as gone:
+            client.stop_channels()
+            raise RuntimeError(f"the kernel exited during start-up ({self._describe_exit(gone.exit_code)})") from None
+        except BaseException:
+            client.stop_channels()
+            raise
+        self._client = client
+
+    async def _restart(self) -> None:
+        self._client.stop_channels()
+        self._client = None
+        await self._km.restart_kernel(now=True)
+        await self._connect()
+
+    async def _teardown(self) -> None:
+        client, self._client = self._client, None
+        km, self._km = self._km, None
+        if client is not None:
+            client.stop_channels()
+        if km is not None:
+            await km.shutdown_kernel(now=True)
+        if self._runtime_dir is not None:
+            shutil.rmtree(self._runtime_dir, ignore_errors=True)
+            self._runtime_dir = None
+        if self._given_workdir is None and self._workdir is not None:
+            shutil.rmtree(self._workdir, ignore_errors=True)
+
+    def _describe_exit(self, exit_code: int | None) -> str:
+        if exit_code is None:
+            return "it was shut down"
+        if exit_code >= 0:
+            return f"exit code {exit_code}"
+        try:
+            sig = signal.Signals(-exit_code)
+        except ValueError:
+            return f"killed by signal {-exit_code}"
+        if sig == signal.SIGXCPU:
+            return f"it used up its CPU-time limit of {self._cpu_time_limit_s} s"
+        if sig == signal.SIGKILL:
+            return "killed by SIGKILL, often the system running out of memory"
+        return f"killed by {sig.name}"

@@ -1,0 +1,102 @@
+"""Turning one cell's IOPub messages into ``Output`` objects."""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import re
+import secrets
+from pathlib import Path
+
+from kernels.base import Output
+
+_ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+
+# Preferred first when a message carries several image types.
+_IMAGE_TYPES = {"image/png": ".png", "image/jpeg": ".jpg", "image/svg+xml": ".svg"}
+
+
+def strip_ansi(text: str) -> str:
+    return _ANSI.sub("", text) if "\x1b" in text else text
+
+
+class ImageSaver:
+    """Writes display images to ``directory`` under names unique to this saver, so kernels may share a directory."""
+
+    def __init__(self, directory: Path) -> None:
+        self.directory = directory
+        self._prefix = f"image-{secrets.token_hex(3)}"
+        self._numbers = itertools.count(1)
+
+    def save(self, mime: str, data: str) -> Path:
+        """``data`` as the message carries it: base64 for bitmaps, text for SVG."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        path = self.directory / f"{self._prefix}-{next(self._numbers)}{_IMAGE_TYPES[mime]}"
+        if mime == "image/svg+xml":
+            path.write_text(data, encoding="utf-8")
+        else:
+            path.write_bytes(base64.b64decode(data))
+        return path
+
+
+class OutputCollector:
+    """Gathers a cell's outputs in arrival order.
+
+    Consecutive chunks of one stream merge into one Output. Text beyond
+    ``limit_chars`` (streams, results, display text) is dropped and counted,
+    so a cell printing in a loop cannot exhaust the app's memory; errors are
+    always kept.
+    """
+
+    def __init__(self, images: ImageSaver, limit_chars: int) -> None:
+        self._images = images
+        self._room = limit_chars
+        self._dropped = 0
+        self._items: list[Output | list[str]] = []  # a list is an open stream: [kind, chunk, chunk, ...]
+        self.error_name: str | None = None
+
+    def add(self, msg_type: str, content: dict) -> None:
+        if msg_type == "stream":
+            self._add_stream(content["name"], content["text"])
+        elif msg_type == "error":
+            self.error_name = content["ename"]
+            text = "\n".join(content["traceback"]) or f"{content['ename']}: {content['evalue']}"
+            self._items.append(Output("error", strip_ansi(text)))
+        elif msg_type in ("execute_result", "display_data", "update_display_data"):
+            self._add_data(msg_type, content["data"])
+
+    def outputs(self) -> tuple[Output, ...]:
+        return tuple(
+            Output(item[0], strip_ansi("".join(item[1:]))) if isinstance(item, list) else item
+            for item in self._items
+        )
+
+    def notes(self) -> tuple[str, ...]:
+        if not self._dropped:
+            return ()
+        return (f"Output truncated: {self._dropped} more characters were not shown.",)
+
+    def _fit(self, text: str) -> str:
+        kept = text[: max(self._room, 0)]
+        self._room -= len(kept)
+        self._dropped += len(text) - len(kept)
+        return kept
+
+    def _add_stream(self, name: str, text: str) -> None:
+        text = self._fit(text)
+        if not text:
+            return
+        last = self._items[-1] if self._items else None
+        if isinstance(last, list) and last[0] == name:
+            last.append(text)
+        else:
+            self._items.append([name, text])
+
+    def _add_data(self, msg_type: str, data: dict) -> None:
+        text = self._fit(strip_ansi(data.get("text/plain", "")))
+        mime = next((m for m in _IMAGE_TYPES if m in data), None)
+        if mime is not None:
+            path = self._images.save(mime, data[mime])
+            self._items.append(Output("display", text, path=str(path), mime=mime))
+        elif text:
+            self._items.append(Output("result" if msg_type == "execute_result" else "display", text))

@@ -1,0 +1,252 @@
+"""LlamaCppBackend against a real model (SmolLM2-135M, n_ctx 2048, 2 threads), compared with llama-cpp-python itself."""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+import threading
+import time
+
+import numpy as np
+import pytest
+
+from tuiagent.backends.base import ContextOverflow, Sampling, Token
+from tuiagent.errors import ConfigError
+
+pytestmark = pytest.mark.slow
+
+N_CTX = 2048
+GREEDY = Sampling(temperature=0.0, max_tokens=48)
+QUESTION = "Write a Python function that returns the sum of the squares of a list of numbers."
+
+
+@pytest.fixture(scope="module")
+def backend(smollm2_path):
+    from tuiagent.backends.llama_cpp import LlamaCppBackend
+
+    b = LlamaCppBackend(smollm2_path, model_id="smollm2-135m", n_ctx=N_CTX, n_threads=2)
+    yield b
+    asyncio.run(b.aclose())
+
+
+@pytest.fixture(scope="module")
+def reference(smollm2_path):
+    """llama-cpp-python's own model with logits for every position (what logprobs= needs)."""
+    from llama_cpp import Llama
+
+    llm = Llama(model_path=str(smollm2_path), n_ctx=N_CTX, n_threads=2, logits_all=True, verbose=False)
+    yield llm
+    llm.close()
+
+
+def chat(backend, text: str) -> str:
+    return backend.render_chat([{"role": "user", "content": text}])
+
+
+async def collect(backend, prompt: str, sampling: Sampling = GREEDY, stop=()) -> list[Token]:
+    return [t async for t in backend.stream(prompt, sampling, list(stop))]
+
+
+def text_of(tokens: list[Token]) -> str:
+    return "".join(t.text for t in tokens)
+
+
+def test_importing_tuiagent_does_not_import_llama_cpp():
+    code = "import tuiagent, tuiagent.backends, sys; assert 'llama_cpp' not in sys.modules, 'llama_cpp imported'"
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+def reference_greedy(reference, prompt: str, n: int, split: int | None = None) -> tuple[list[int], list[float]]:
+    """llama-cpp-python's own greedy tokens and their logprobs (log-softmax of its logits_all scores).
+
+    ``split``: evaluate the prompt as two batches, the last ``split`` tokens apart (llama.cpp's CPU
+    kernels give slightly different logits for different batch shapes, so layouts must match).
+    """
+    from llama_cpp import Llama
+
+    ids = reference.tokenize(prompt.encode(), add_bos=False, special=True)
+    reference.reset()
+    if split:
+        reference.eval(ids[:-split])
+        reference.eval(ids[-split:])
+    tokens: list[int] = []
+    # With the prompt already evaluated, generate() finds it cached and samples at once.
+    for tok in reference.generate(ids, temp=0.0, top_k=0, top_p=1.0, min_p=0.0, repeat_penalty=1.0):
+        tokens.append(tok)
+        if len(tokens) == n:
+            break
+    rows = Llama.logits_to_logprobs(reference.scores[len(ids) - 1 : len(ids) - 1 + n])
+    return tokens, [float(rows[i, tok]) for i, tok in enumerate(tokens)]
+
+
+async def test_greedy_tokens_and_logprobs_match_llama_cpp(backend, reference):
+    prompt = chat(backend, QUESTION)
+    backend.reset_cache()  # one batch for the whole prompt, as the reference does
+    ours = await collect(backend, prompt)
+    ids = backend.last_token_ids
+    assert backend.last_stop_reason == "length" and len(ours) == len(ids) == GREEDY.max_tokens
+    theirs, expected = reference_greedy(reference, prompt, len(ids))
+    assert ids == theirs
+    np.testing.assert_allclose([t.logprob for t in ours], expected, atol=1e-4, rtol=0)
+    # The texts are the tokens' own bytes, in order.
+    assert text_of(ours).encode() == b"".join(backend.piece(t) for t in ids)
+
+
+async def test_stop_strings_are_not_yielded(backend):
+    prompt = chat(backend, QUESTION)
+    free = await collect(backend, prompt)
+    full = text_of(free)
+    # A common single-token stop, and one that straddles a token boundary.
+    common = next(s for s in ("\n", " the", ",", " ") if full.find(s) > 0)
+    i = next(i for i in range(3, len(free) - 1) if len(free[i].text) >= 2 and len(free[i + 1].text) >= 2)
+    straddling = free[i].text[-2:] + free[i + 1].text[:2]
+    for stop in (common, straddling):
+        out = await collect(backend, prompt, stop=[stop])
+        assert backend.last_stop_reason == "stop", stop
+        assert text_of(out) == full[: full.find(stop)], stop
+        assert stop not in text_of(out)
+
+
+async def test_eos_and_length(backend):
+    out = await collect(backend, chat(backend, "What is the capital of France?"), Sampling(max_tokens=100))
+    assert backend.last_stop_reason == "eos"
+    assert "Paris" in text_of(out) and "<|im_end|>" not in text_of(out)
+    out = await collect(backend, chat(backend, QUESTION), Sampling(max_tokens=5))
+    assert backend.last_stop_reason == "length" and len(out) == 5
+
+
+async def test_prefix_reuse_evaluates_only_the_new_text(backend):
+    prompt = chat(backend, "Compute 6*7 with Python. Put the code in a ```python block.")
+    first = await collect(backend, prompt, Sampling(max_tokens=40))
+    appended = "\n```output\n42\n```\nSo the result is"
+    before = backend.stats.prompt_tokens_evaluated
+    total_before = backend.stats.prompt_tokens_total
+    second_prompt = prompt + text_of(first) + appended
+    await collect(backend, second_prompt, Sampling(max_tokens=8))
+    evaluated = backend.stats.prompt_tokens_evaluated - before
+    assert backend.stats.prompt_tokens_total - total_before == backend.count_tokens(second_prompt)
+    assert evaluated <= backend.count_tokens(appended) + 3, evaluated
+
+
+async def test_same_prompt_again_evaluates_its_last_token_again(backend, reference):
+    """The prompt is a prefix of the evaluated tokens: only its last token is evaluated, to refresh
+    the logits; what follows is what llama-cpp-python gives for that same batch layout."""
+    prompt = chat(backend, QUESTION)
+    await collect(backend, prompt, Sampling(max_tokens=12))
+    before = backend.stats.prompt_tokens_evaluated
+    again = await collect(backend, prompt, Sampling(max_tokens=12))
+    assert backend.stats.prompt_tokens_evaluated - before == 1
+    theirs, expected = reference_greedy(reference, prompt, 12, split=1)
+    assert backend.last_token_ids == theirs
+    np.testing.assert_allclose([t.logprob for t in again], expected, atol=1e-4, rtol=0)
+
+
+COUNTING = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,"  # a raw prompt the model continues for a long time
+
+
+async def _cancel_after(backend, n: int, how: str) -> float:
+    got: list[Token] = []
+    seen = asyncio.Event()
+
+    async def consume():
+        agen = backend.stream(COUNTING, Sampling(max_tokens=1000), [])
+        async for t in agen:
+            got.append(t)
+            if len(got) >= n:
+                seen.set()
+                if how == "aclose":
+                    await agen.aclose()
+                    return
+        # how == "cancel": keeps waiting for tokens until the task is cancelled
+
+    task = asyncio.create_task(consume())
+    await asyncio.wait_for(seen.wait(), 30)
+    t0 = time.monotonic()
+    if how == "cancel":
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+    else:
+        await task
+    # The worker lets go of the model at the next token.
+    deadline = time.monotonic() + 5
+    while backend._workers and time.monotonic() < deadline:
+        await asyncio.sleep(0.002)
+    assert not backend._workers
+    return time.monotonic() - t0
+
+
+@pytest.mark.parametrize("how", ["cancel", "aclose"])
+async def test_cancellation_is_prompt_and_the_backend_stays_usable(backend, how):
+    generated = backend.stats.generated_tokens
+    elapsed = await _cancel_after(backend, 3, how)
+    assert elapsed < 1.0
+    assert backend.last_stop_reason == "cancelled"
+    assert backend.stats.generated_tokens - generated < 30  # not the 1000 it was allowed
+    out = await collect(backend, chat(backend, "What is the capital of France?"), Sampling(max_tokens=100))
+    assert "Paris" in text_of(out) and backend.last_stop_reason == "eos"
+    for t in threading.enumerate():  # no worker thread outlives its call
+        if t.name.startswith("llama-gen"):
+            t.join(timeout=1.0)
+            assert not t.is_alive()
+
+
+async def test_utf8_characters_split_across_tokens_are_whole(backend):
+    prompt = chat(backend, "Repeat exactly: 🌞 ☀️ 太陽 😀 café")
+    out = await collect(backend, prompt, Sampling(max_tokens=40))
+    text = text_of(out)
+    assert "\ufffd" not in text
+    assert any(ord(c) > 0xFFFF for c in text)  # an emoji came through
+    assert any(t.text == "" for t in out)  # ...from tokens that each held part of it
+    assert len(out) == len(backend.last_token_ids)
+    # Only an incomplete character cut off by max_tokens at the very end is left out.
+    assert text == b"".join(backend.piece(t) for t in backend.last_token_ids).decode("utf-8", "ignore")
+
+
+async def test_prompt_longer_than_the_context_is_a_clear_error(backend):
+    with pytest.raises(ContextOverflow, match="context of 2048 tokens"):
+        await collect(backend, "word " * 3000)
+
+
+def test_gguf_template_matches_chatml_for_smollm2(smollm2_path, backend):
+    from tuiagent.backends.templates import render_chatml
+
+    messages = [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Hi"}]
+    backend.chat_template = "gguf"
+    try:
+        assert backend.render_chat(messages) == render_chatml(messages)
+    finally:
+        backend.chat_template = "chatml"
+
+
+def test_broken_model_file_is_a_config_error(tmp_path, smollm2_path):
+    from tuiagent.backends.llama_cpp import LlamaCppBackend
+
+    broken = tmp_path / "broken.gguf"
+    with open(smollm2_path, "rb") as f:
+        broken.write_bytes(f.read(1 << 20))
+    with pytest.raises(ConfigError) as err:
+        LlamaCppBackend(broken, n_ctx=256, n_threads=1, expected_size=smollm2_path.stat().st_size)
+    assert str(broken) in str(err.value) and "assemble" in str(err.value)
+
+
+async def test_open_backend_from_models_toml(smollm2_path):
+    """The product path: models.toml entry -> resolve_model_file -> create()."""
+    try:
+        from tuiagent.config.loader import load_models
+    except ImportError:
+        pytest.skip("tuiagent.config.loader is not available")
+    from tuiagent.backends import open_backend
+
+    spec = load_models().get("smollm2-135m")
+    try:
+        b = open_backend(spec, n_threads=2)
+    except ConfigError as e:  # not installed the product way (only the env-var fallback is set)
+        pytest.skip(str(e))
+    try:
+        assert b.model_id == "smollm2-135m" and b.n_ctx == spec.context_size
+        out = await collect(b, b.render_chat([{"role": "user", "content": "Say hi."}]), Sampling(max_tokens=4))
+        assert len(out) >= 1 and all(t.logprob is not None and t.logprob <= 0 for t in out)
+    finally:
+        await b.aclose()

@@ -1,0 +1,63 @@
+"""Shared fixtures. Test doubles here are named as such: they stand in for a kernel, never replace the real one."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from kernels.base import Output, ToolResult
+
+
+class CannedKernel:
+    """Test double for a kernel: answers each call from a list of canned results, in order."""
+
+    def __init__(self, results: list[ToolResult] | None = None):
+        self.results = list(results or [])
+        self.calls: list[str] = []
+
+    async def start(self) -> None: ...
+
+    async def execute(self, code: str, timeout: float) -> ToolResult:
+        self.calls.append(code)
+        if self.results:
+            return self.results.pop(0)
+        return ToolResult(outputs=(Output("stdout", "ok\n"),))
+
+    async def interrupt(self) -> None: ...
+
+    async def restart(self) -> None: ...
+
+    async def shutdown(self) -> None: ...
+
+    async def __aenter__(self) -> "CannedKernel":
+        return self
+
+    async def __aexit__(self, *exc: object) -> None: ...
+
+
+@pytest.fixture
+def canned_kernel():
+    return CannedKernel
+
+
+@pytest.fixture
+def write_script(tmp_path: Path):
+    """Write scripted-backend turns (strings or dicts) to a JSON-lines file and return its path."""
+
+    def write(*turns, name: str = "script.jsonl") -> Path:
+        path = tmp_path / name
+        lines = [json.dumps(t if isinstance(t, dict) else {"text": t, "logprob": -0.01}) for t in turns]
+        path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+        return path
+
+    return write
+
+
+@pytest.fixture(autouse=True)
+def isolated_user_dirs(tmp_path_factory, monkeypatch):
+    """Keep tests away from the real user config, data and cache dirs (the model cache is shared, read-mostly)."""
+    base = tmp_path_factory.mktemp("user")
+    monkeypatch.setenv("TUIAGENT_CONFIG_DIR", str(base / "config"))
+    monkeypatch.setenv("TUIAGENT_DATA_DIR", str(base / "data"))

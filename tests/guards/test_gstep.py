@@ -1,0 +1,196 @@
+"""G-STEP on golden scripted trajectories: gate decisions, safety stops, prompts, duplicates, weights."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from guards.base import COMMIT, CONTINUE, Call, RunView
+from guards.chain import GuardChain
+from guards.gstep import Gate, GateError, GStep, shipped_weights
+from guards.gstep_features import N_FEATURES
+from kernels.base import Output, ToolResult
+from tuiagent.backends.scripted import ScriptedBackend, load_script
+from tuiagent.core import events as ev
+from tuiagent.core.context import Segment
+from tuiagent.core.loop import Agent, RunSettings
+
+CODE = "Half of 48 is 24, then add.\n```python\nprint(48 + 24)\n```\n```output\n"
+CODE_AGAIN = "Let me recompute.\n```python\n# same thing\nprint( 48+24 )\n```\n```output\n"
+CODE_NEW = "Maybe May was different.\n```python\nprint(48 + 48 / 2)\n```\n```output\n"
+ANSWER = "So the total is \\boxed{72}."
+
+
+def constant_gate(path: Path, p: float) -> Path:
+    """A gate file whose P(continue) is ``p`` for every input (zero weights, output bias logit(p))."""
+    np.savez(path, meta=np.array(json.dumps({"n_layers": 2})), mean=np.zeros(N_FEATURES), scale=np.ones(N_FEATURES),
+             W0=np.zeros((N_FEATURES, 3)), b0=np.zeros(3), W1=np.zeros((3, 1)), b1=np.array([math.log(p / (1 - p))]))
+    return path
+
+
+def stdout(text: str) -> ToolResult:
+    return ToolResult(outputs=(Output("stdout", text + "\n"),))
+
+
+async def run(write_script, kernel, turns, settings: dict, *, run_settings: RunSettings | None = None):
+    backend = ScriptedBackend(load_script(write_script(*turns)))
+    chain = GuardChain({"gstep": settings}, {"gstep"})
+    events = [e async for e in Agent(backend, kernel, guards=chain, settings=run_settings).stream("q", gold="72")]
+    return events, backend
+
+
+def verdicts(events, hook="on_answer"):
+    return [e for e in events if isinstance(e, ev.GuardVerdict) and e.guard == "gstep" and e.hook == hook]
+
+
+async def test_continue_then_commit_when_no_progress(write_script, canned_kernel, tmp_path):
+    kernel = canned_kernel([stdout("72")])
+    events, backend = await run(write_script, kernel, [CODE, ANSWER, ANSWER],
+                                {"weights": str(constant_gate(tmp_path / "g.npz", 0.9))})
+    first, second = verdicts(events)
+    assert first.action == CONTINUE and first.data["decision"] == "continue"
+    assert first.data["p_continue"] == pytest.approx(0.9) and first.data["tau"] == 0.05
+    assert "72" in first.text and "```python" in first.text  # the previous result, a call for a corrected block
+    assert first.text in backend.prompts[2]  # the model saw the continue prompt after its answer
+    # it answered again without a new tool call: no progress -> commit (safety stop)
+    assert second.action == COMMIT and second.data["decision"] == "safety stop"
+    assert "no progress" in second.data["reason"]
+    assert [a.final for a in events if isinstance(a, ev.AnswerAttempt)] == [False, True]
+    assert events[-1].reason == "answer" and events[-1].correct is True
+
+
+async def test_low_probability_commits(write_script, canned_kernel, tmp_path):
+    events, _ = await run(write_script, canned_kernel([stdout("72")]), [CODE, ANSWER],
+                          {"weights": str(constant_gate(tmp_path / "g.npz", 0.01))})
+    (v,) = verdicts(events)
+    assert v.action == COMMIT and v.data["decision"] == "commit" and v.data["p_continue"] == pytest.approx(0.01)
+    assert "< tau" in v.reason and v.data["features"]["successful_calls"] == 1
+    # a higher tau turns p = 0.2 into a commit as well, a lower one into a continue
+    events, _ = await run(write_script, canned_kernel([stdout("72")]), [CODE, ANSWER],
+                          {"weights": str(constant_gate(tmp_path / "h.npz", 0.2)), "tau": 0.3})
+    assert verdicts(events)[0].action == COMMIT
+
+
+async def test_progress_allows_more_continues_up_to_three_extra_turns(write_script, canned_kernel, tmp_path):
+    outputs = [stdout(str(n)) for n in (70, 71, 72, 73)]
+    turns = [CODE, ANSWER, CODE_NEW, ANSWER, CODE.replace("48 + 24", "24 + 48"), ANSWER,
+             CODE_NEW.replace("48 + 48 / 2", "72 + 1"), ANSWER]
+    events, _ = await run(write_script, canned_kernel(outputs), turns,
+                          {"weights": str(constant_gate(tmp_path / "g.npz", 0.9))},
+                          run_settings=RunSettings(max_tool_calls=10))
+    decisions = [(v.action, v.data["extra_turns"]) for v in verdicts(events)]
+    assert decisions == [(CONTINUE, 1), (CONTINUE, 2), (CONTINUE, 3), (COMMIT, 3)]
+    assert "3 extra turns" in verdicts(events)[-1].data["reason"]
+
+
+async def test_max_extra_turns_setting(write_script, canned_kernel, tmp_path):
+    events, _ = await run(write_script, canned_kernel([stdout("70"), stdout("72")]), [CODE, ANSWER, CODE_NEW, ANSWER],
+                          {"weights": str(constant_gate(tmp_path / "g.npz", 0.9)), "max_extra_turns": 1})
+    assert [v.action for v in verdicts(events)] == [CONTINUE, COMMIT]
+
+
+async def test_duplicate_block_is_not_run(write_script, canned_kernel, tmp_path):
+    kernel = canned_kernel([stdout("72")])
+    events, backend = await run(write_script, kernel, [CODE, ANSWER, CODE_AGAIN, ANSWER],
+                                {"weights": str(constant_gate(tmp_path / "g.npz", 0.9))})
+    assert kernel.calls == ["print(48 + 24)"]  # the repeat (other spacing, a comment) never ran
+    (dup,) = verdicts(events, "on_code")
+    assert dup.action == "skip" and dup.data["decision"] == "duplicate" and dup.data["repeats_call"] == 1
+    shown = [e for e in events if isinstance(e, ev.ToolResult)][-1]
+    assert not shown.executed and shown.shown == dup.text and "72" in dup.text and "different" in dup.text
+    assert dup.text in backend.prompts[3]
+    last = verdicts(events)[-1]
+    assert last.action == COMMIT and "no progress" in last.data["reason"]
+
+
+async def test_no_duplicate_check_before_a_continue(write_script, canned_kernel, tmp_path):
+    kernel = canned_kernel([stdout("72"), stdout("72")])
+    events, _ = await run(write_script, kernel, [CODE, CODE_AGAIN, ANSWER],
+                          {"weights": str(constant_gate(tmp_path / "g.npz", 0.01))})
+    assert len(kernel.calls) == 2 and not verdicts(events, "on_code")
+
+
+async def test_stagnating_outputs_get_the_replan_prompt(write_script, canned_kernel, tmp_path):
+    kernel = canned_kernel([stdout("72"), stdout("72")])
+    events, _ = await run(write_script, kernel, [CODE, CODE_NEW, ANSWER],
+                          {"weights": str(constant_gate(tmp_path / "g.npz", 0.9))})
+    v = verdicts(events)[0]
+    assert v.action == CONTINUE and v.data["decision"] == "replan"
+    assert "stale" in v.text and "plan" in v.text and "72" in v.text
+
+
+async def test_critic_variant_asks_for_words_first(write_script, canned_kernel, tmp_path):
+    gate = str(constant_gate(tmp_path / "g.npz", 0.9))
+    plain, _ = await run(write_script, canned_kernel([stdout("72")]), [CODE, ANSWER, ANSWER], {"weights": gate})
+    critic, _ = await run(write_script, canned_kernel([stdout("72")]), [CODE, ANSWER, ANSWER],
+                          {"weights": gate, "critic": True})
+    p, c = verdicts(plain)[0].text, verdicts(critic)[0].text
+    assert "in words" not in p and "in words" in c
+    assert c.index("in words") < c.rindex("```python")
+
+
+async def test_tool_budget_stops_the_gate(write_script, canned_kernel, tmp_path):
+    events, _ = await run(write_script, canned_kernel([stdout("72")]), [CODE, ANSWER],
+                          {"weights": str(constant_gate(tmp_path / "g.npz", 0.9))},
+                          run_settings=RunSettings(max_tool_calls=1))
+    (v,) = verdicts(events)
+    assert v.action == COMMIT and v.data["decision"] == "safety stop" and "budget" in v.data["reason"]
+    assert v.data["p_continue"] == pytest.approx(0.9)  # shown even when a safety rule decides
+
+
+def view(**kw) -> RunView:
+    base = dict(problem="q", mode="tool", turn=2, turn_text="It is \\boxed{72}", turn_tokens=(),
+                calls=(Call(call=1, turn=1, code="print(72)", output="72", error=False, timed_out=False),),
+                segments=(Segment("prompt", "p"), Segment("model", "It is \\boxed{72}", 2)),
+                max_tool_calls=4, tools_suspended=False)
+    return RunView(**{**base, **kw})
+
+
+def test_never_forces_tools_when_suspended_or_in_cot(tmp_path):
+    guard = GStep(GStep.Settings(weights=str(constant_gate(tmp_path / "g.npz", 0.99))))
+    v = guard.on_answer("72", view(tools_suspended=True))
+    assert v.action == COMMIT and "suspended" in v.data["reason"]
+    assert guard.on_answer("72", view(mode="cot")).action == COMMIT
+    assert guard.on_answer("72", view()).action == CONTINUE  # the same state with tools available
+
+
+def test_gate_off_commits_with_its_reason():
+    guard = GStep(GStep.Settings(weights="off"))
+    v = guard.on_answer("72", view())
+    assert v.action == COMMIT and v.data["decision"] == "commit" and v.data["p_continue"] is None
+    assert "off" in v.data["reason"]
+
+
+async def test_missing_or_corrupt_weights_turn_the_guard_off_visibly(write_script, canned_kernel, tmp_path):
+    bad = tmp_path / "corrupt.npz"
+    bad.write_bytes(b"PK\x03\x04 not really a zip")
+    pickled = tmp_path / "pickled.npz"
+    np.savez(pickled, mean=np.array([object()], dtype=object))
+    for weights, words in ((tmp_path / "missing.npz", "no G-STEP weights"), (bad, "not a readable"),
+                           (pickled, "not a readable")):
+        with pytest.raises(GateError, match=words):
+            GStep(GStep.Settings(weights=str(weights)))
+        events, _ = await run(write_script, canned_kernel([stdout("72")]), [CODE, ANSWER], {"weights": str(weights)})
+        toggled = [e for e in events if isinstance(e, ev.GuardToggled) and e.guard == "gstep"]
+        assert toggled and not toggled[-1].enabled and words in toggled[-1].reason
+        assert not verdicts(events) and events[-1].reason == "answer" and events[-1].answer == "72"
+
+
+def test_wrong_width_is_refused(tmp_path):
+    path = tmp_path / "narrow.npz"
+    np.savez(path, mean=np.zeros(3), scale=np.ones(3), W0=np.zeros((3, 1)), b0=np.zeros(1))
+    with pytest.raises(GateError, match="expects 3 features"):
+        Gate.from_file(path)
+
+
+def test_shipped_gate_loads_with_auto():
+    if not shipped_weights().exists():
+        pytest.skip("no shipped gate in this checkout")
+    guard = GStep(GStep.Settings())
+    assert guard.gate_path == shipped_weights() and guard.gate.n_features == N_FEATURES
+    p = guard.on_answer("72", view()).data["p_continue"]
+    assert 0.0 <= p <= 1.0

@@ -1,0 +1,87 @@
+"""The command line as a person uses it: real processes, real exit codes, no tracebacks on mistakes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+
+def tuiagent(*args: str, input: str | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tuiagent", *args], capture_output=True, text=True, input=input, timeout=120
+    )
+
+
+def test_help_everywhere():
+    for args in ([], ["solve"], ["models"], ["fetch"], ["replay"]):
+        out = tuiagent(*args, "--help")
+        assert out.returncode == 0, out.stderr
+        assert "Usage" in out.stdout
+
+
+def test_scripted_solve_json_then_replay(write_script, tmp_path):
+    script = write_script("Six sevens.\n```python\nprint(6 * 7)\n```\n```output", "So \\boxed{42}.")
+    out = tuiagent("solve", "What is 6 times 7?", "-m", "scripted", "--script", str(script), "--gold", "42",
+                   "--json", "--out", str(tmp_path / "runs"))
+    assert out.returncode == 0, out.stderr
+    events = [json.loads(line) for line in out.stdout.splitlines()]
+    last = events[-1]
+    assert last["type"] == "RunFinished"
+    assert (last["answer"], last["correct"], last["tool_calls"], last["erroneous_calls"]) == ("42", True, 1, 0)
+    assert {"generated_tokens", "context_tokens", "wall_s", "trajectory"} <= last.keys()
+    tool = next(e for e in events if e["type"] == "ToolResult")
+    assert tool["shown"] == "42"  # the real kernel ran the code
+    printed = tuiagent("replay", last["trajectory"], "--print")
+    assert printed.returncode == 0 and "answer: 42" in printed.stdout and "print(6 * 7)" in printed.stdout
+
+
+def test_problem_from_stdin(write_script, tmp_path):
+    script = write_script("\\boxed{3}")
+    out = tuiagent("solve", "-", "-m", "scripted", "--script", str(script), "--no-tool", "--out", str(tmp_path),
+                   input="What is 1 + 2?\n")
+    assert out.returncode == 0 and "answer: 3" in out.stdout
+
+
+@pytest.mark.parametrize(
+    "toml, expected",
+    [
+        ("default = [", "models.toml"),
+        ('[models.x]\nbackend = "tensorflow"\n[models.x.source]\nkind = "path"\npath = "/x"\n', "backend"),
+    ],
+)
+def test_config_mistakes_exit_2_without_traceback(tmp_path, toml, expected):
+    bad = tmp_path / "models.toml"
+    bad.write_text(toml)
+    out = tuiagent("solve", "1+1", "--models", str(bad))
+    assert out.returncode == 2
+    assert expected in out.stderr and "fix" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_unknown_model_and_missing_files(tmp_path):
+    for args in (["-m", "nope"], ["--models", str(tmp_path / "missing.toml")], ["-m", "scripted", "--script", str(tmp_path / "no.jsonl")]):
+        out = tuiagent("solve", "1+1", *args)
+        assert out.returncode == 2, (args, out.stderr)
+        assert "fix" in out.stderr and "Traceback" not in out.stderr
+
+
+def test_replay_rejects_non_trajectory(tmp_path):
+    bogus = tmp_path / "x.jsonl"
+    bogus.write_text("hello\n")
+    out = tuiagent("replay", str(bogus), "--print")
+    assert out.returncode == 1 and "not a tuiagent trajectory" in out.stderr
+
+
+def test_importing_tuiagent_loads_no_backend():
+    code = "import tuiagent, tuiagent.cli, tuiagent.runner, tuiagent.core.loop, sys; " \
+           "bad = {'llama_cpp', 'vllm', 'torch', 'textual'} & set(sys.modules); assert not bad, bad"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
+
+
+def test_import_contracts():
+    lint = Path(sys.executable).parent / "lint-imports"
+    out = subprocess.run([str(lint)], capture_output=True, text=True, cwd=Path(__file__).parent.parent)
+    assert out.returncode == 0, out.stdout + out.stderr

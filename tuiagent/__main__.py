@@ -1,0 +1,3 @@
+from tuiagent.cli import main
+
+main()

@@ -1,0 +1,24 @@
+"""Model backends, imported lazily: opening a model is what loads llama_cpp, vllm or an HTTP client."""
+
+from __future__ import annotations
+
+import importlib
+
+from tuiagent.backends.base import Backend, GenerationStats, Sampling, Token
+from tuiagent.config.spec import ModelSpec
+
+_MODULES = {
+    "llama_cpp": "tuiagent.backends.llama_cpp",
+    "vllm": "tuiagent.backends.vllm",
+    "openai": "tuiagent.backends.openai",
+    "scripted": "tuiagent.backends.scripted",
+}
+
+
+def open_backend(spec: ModelSpec, **options: object) -> Backend:
+    """Create the backend named by ``spec.backend``; each module exposes ``create(spec, **options)``."""
+    module = importlib.import_module(_MODULES[spec.backend])
+    return module.create(spec, **options)
+
+
+__all__ = ["Backend", "GenerationStats", "Sampling", "Token", "open_backend"]

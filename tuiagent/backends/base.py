@@ -1,0 +1,76 @@
+"""The backend protocol: stream sampled tokens, with their log-probabilities, for a raw prompt."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol, runtime_checkable
+
+
+@dataclass(frozen=True)
+class Sampling:
+    """Sampling settings for one generation. ``max_tokens`` bounds one turn."""
+
+    temperature: float = 0.0
+    top_p: float = 1.0
+    top_k: int = 0
+    repeat_penalty: float = 1.0
+    max_tokens: int = 1024
+    seed: int | None = None
+
+
+@dataclass(frozen=True)
+class Token:
+    """One sampled token: its text and log-probability under the model (None when unavailable)."""
+
+    text: str
+    logprob: float | None = None
+
+
+@dataclass
+class GenerationStats:
+    """Counters a backend keeps across the calls of one run (prefix reuse is measured with them)."""
+
+    prompt_tokens_evaluated: int = 0
+    prompt_tokens_total: int = 0
+    generated_tokens: int = 0
+    calls: int = 0
+    extra: dict[str, float] = field(default_factory=dict)
+
+
+class ContextOverflow(Exception):
+    """A prompt does not fit the model's context window (nothing was generated)."""
+
+    def __init__(self, prompt_tokens: int, context_size: int, model_id: str = ""):
+        self.prompt_tokens, self.context_size, self.model_id = prompt_tokens, context_size, model_id
+        who = f"model {model_id!r}" if model_id else "the model"
+        super().__init__(
+            f"the prompt has {prompt_tokens} tokens but {who} has a context of {context_size} tokens "
+            f"(at least one more is needed to generate): raise context_size for this model in models.toml "
+            f"(within what the model was trained for), or shorten the problem, the tool outputs or the token budget"
+        )
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A model that continues raw text.
+
+    ``stream`` yields tokens until a stop string (which is not yielded), end of
+    sequence or ``sampling.max_tokens``; after it ends, ``last_stop_reason`` is
+    ``"stop"`` (a stop string), ``"eos"`` or ``"length"``. Cancelling the
+    consuming task stops generation promptly.
+    """
+
+    model_id: str
+    stats: GenerationStats
+    last_stop_reason: str
+
+    def stream(self, prompt: str, sampling: Sampling, stop: Sequence[str]) -> AsyncIterator[Token]: ...
+
+    def count_tokens(self, text: str) -> int: ...
+
+    def render_chat(self, messages: Sequence[dict[str, str]]) -> str:
+        """Render messages with the model's chat template, ending with an open assistant turn."""
+        ...
+
+    async def aclose(self) -> None: ...

@@ -1,0 +1,121 @@
+"""A test double that replays written turns: deterministic runs through the real loop and kernel.
+
+Script file: JSON lines, one model turn (one generation call) a line::
+
+    {"text": "Compute it.\\n```python\\nprint(6*7)\\n```\\n", "logprob": -0.01}
+    {"tokens": [["The answer is ", -0.2], ["\\\\boxed{42}", -0.05]]}
+
+``text`` is split into word-sized tokens that all get ``logprob`` (omitted: no logprobs);
+``tokens`` gives the pieces and their log-probabilities exactly. Stop strings apply as
+with a real model. When the script runs out, the backend ends every further turn at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator, Sequence
+from pathlib import Path
+
+from tuiagent.backends.base import GenerationStats, Sampling, Token
+from tuiagent.backends.stops import StopMatcher
+from tuiagent.backends.templates import render_named
+from tuiagent.config.spec import ModelSpec
+from tuiagent.errors import ConfigError
+
+_PIECES = re.compile(r"\s*\S+|\s+")
+
+
+def split_tokens(text: str, logprob: float | None) -> list[Token]:
+    return [Token(p, logprob) for p in _PIECES.findall(text)]
+
+
+def load_script(path: Path) -> list[list[Token]]:
+    """Parse a script file into turns of tokens; mistakes name the file and line."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except OSError as e:
+        raise ConfigError(
+            f"cannot read script: {e.strerror}", file=str(path), fix="pass an existing file with --script"
+        ) from None
+    turns = []
+    for n, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        try:
+            entry = json.loads(line)
+            if "tokens" in entry:
+                turns.append([Token(str(t), None if lp is None else float(lp)) for t, lp in entry["tokens"]])
+            else:
+                turns.append(split_tokens(str(entry["text"]), entry.get("logprob")))
+        except (json.JSONDecodeError, KeyError, TypeError, ValueError) as e:
+            raise ConfigError(
+                f"line {n} is not a turn ({type(e).__name__}: {e})",
+                file=str(path),
+                fix='write one JSON object a line: {"text": "...", "logprob": -0.1} or {"tokens": [["piece", -0.1], ...]}',
+            ) from None
+    return turns
+
+
+class ScriptedBackend:
+    """Replays turns in order; ``delay_s`` per token simulates a model's speed."""
+
+    def __init__(self, turns: list[list[Token]], *, model_id: str = "scripted", template: str = "chatml",
+                 delay_s: float = 0.0):
+        self.model_id = model_id
+        self.turns = turns
+        self.template = template
+        self.delay_s = delay_s
+        self.stats = GenerationStats()
+        self.last_stop_reason = "eos"
+        self.prompts: list[str] = []  # every prompt it was given, for tests and replay checks
+        self._next = 0
+
+    async def stream(self, prompt: str, sampling: Sampling, stop: Sequence[str]) -> AsyncIterator[Token]:
+        self.stats.calls += 1
+        self.prompts.append(prompt)
+        n_prompt = self.count_tokens(prompt)
+        self.stats.prompt_tokens_total += n_prompt
+        self.stats.prompt_tokens_evaluated += n_prompt
+        turn = self.turns[self._next] if self._next < len(self.turns) else []
+        self._next += 1
+        matcher = StopMatcher(stop)
+        self.last_stop_reason = "eos"
+        for i, token in enumerate(turn):
+            if i >= sampling.max_tokens:
+                self.last_stop_reason = "length"
+                break
+            if self.delay_s:
+                await asyncio.sleep(self.delay_s)
+            else:
+                await asyncio.sleep(0)
+            self.stats.generated_tokens += 1
+            for out in matcher.feed(token):
+                yield out
+            if matcher.stopped:
+                self.last_stop_reason = "stop"
+                return
+        for out in matcher.flush():
+            yield out
+
+    def count_tokens(self, text: str) -> int:
+        return len(_PIECES.findall(text))
+
+    def render_chat(self, messages: Sequence[dict[str, str]]) -> str:
+        return render_named(self.template, messages)
+
+    async def aclose(self) -> None:
+        return None
+
+
+def create(spec: ModelSpec, *, script: str | Path | None = None, delay_s: float = 0.0, **_: object) -> ScriptedBackend:
+    path = script or spec.source.path
+    if not path:
+        raise ConfigError(
+            "the scripted backend needs a script file",
+            key=f"models.{spec.id}.source.path",
+            fix="pass --script FILE (JSON lines, one turn a line)",
+        )
+    template = spec.chat_template if spec.chat_template in ("chatml", "raw") else "chatml"
+    return ScriptedBackend(load_script(Path(path)), model_id=spec.id, template=template, delay_s=delay_s)

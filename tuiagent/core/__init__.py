@@ -1,0 +1,1 @@
+"""The headless core: events, the agent loop, parsing, prompts, trajectories, answer checking."""

@@ -1,0 +1,220 @@
+"""Everything that happens in a run, as frozen dataclasses with a versioned JSON form.
+
+The trajectory file is these events, one JSON object a line, in order. Views
+(steps, the working context, summaries) are folded from them, never stored twice.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+SCHEMA = "tuiagent.trajectory"
+SCHEMA_VERSION = 1
+
+
+@dataclass(frozen=True)
+class Event:
+    """Base of all events; ``t`` is wall-clock seconds since the epoch."""
+
+    t: float = field(default_factory=time.time, kw_only=True)
+    type: ClassVar[str] = "Event"
+
+
+@dataclass(frozen=True)
+class RunStarted(Event):
+    """A run began. ``prompt`` is the rendered working context before the first turn."""
+
+    run_id: str
+    problem: str
+    model_id: str
+    backend: str
+    mode: str  # "tool" or "cot"
+    prompt: str
+    sampling: dict[str, Any]
+    settings: dict[str, Any]
+    gold: str | None = None
+    type: ClassVar[str] = "RunStarted"
+
+
+@dataclass(frozen=True)
+class TurnStarted(Event):
+    """The model starts generating turn ``turn`` over ``context_tokens`` tokens."""
+
+    turn: int
+    context_tokens: int
+    type: ClassVar[str] = "TurnStarted"
+
+
+@dataclass(frozen=True)
+class TokenDelta(Event):
+    """One piece of generated text with the sampled token's log-probability (None if unknown)."""
+
+    turn: int
+    text: str
+    logprob: float | None = None
+    type: ClassVar[str] = "TokenDelta"
+
+
+@dataclass(frozen=True)
+class TurnEnded(Event):
+    """A turn ended. ``stop`` is "stop" (at the output fence), "eos", "length" or "cancelled"."""
+
+    turn: int
+    text: str
+    stop: str
+    tokens: int
+    type: ClassVar[str] = "TurnEnded"
+
+
+@dataclass(frozen=True)
+class CodeBlock(Event):
+    """A closed ```python block; ``call`` numbers the code blocks of the run from 1 (executed or not)."""
+
+    turn: int
+    call: int
+    code: str
+    type: ClassVar[str] = "CodeBlock"
+
+
+@dataclass(frozen=True)
+class ToolResult(Event):
+    """The kernel's answer to call ``call``. ``shown`` is the text the model gets back."""
+
+    call: int
+    shown: str
+    error: bool
+    timed_out: bool
+    duration_s: float
+    outputs: list[dict[str, Any]]
+    restarted: bool = False
+    died: bool = False
+    error_name: str | None = None
+    executed: bool = True
+    type: ClassVar[str] = "ToolResult"
+
+
+@dataclass(frozen=True)
+class ContextAppended(Event):
+    """Text the loop added to the working context on the model's side: a tool output ("tool"
+    segment) or a note from the loop ("budget") or a guard (its name)."""
+
+    text: str
+    source: str
+    kind: str = "note"
+    type: ClassVar[str] = "ContextAppended"
+
+
+@dataclass(frozen=True)
+class AnswerAttempt(Event):
+    """The model wrote a boxed answer; ``final`` is true when the run ends with it."""
+
+    turn: int
+    answer: str
+    final: bool
+    type: ClassVar[str] = "AnswerAttempt"
+
+
+@dataclass(frozen=True)
+class Notice(Event):
+    """Something a person should see: a kernel restart, a budget reached, a backend error."""
+
+    level: str  # "info", "warning", "error"
+    message: str
+    type: ClassVar[str] = "Notice"
+
+
+@dataclass(frozen=True)
+class GuardVerdict(Event):
+    """A guard's decision at a hook, with the numbers behind it."""
+
+    hook: str
+    guard: str
+    action: str
+    reason: str = ""
+    text: str = ""
+    data: dict[str, Any] = field(default_factory=dict)
+    turn: int = 0
+    type: ClassVar[str] = "GuardVerdict"
+
+
+@dataclass(frozen=True)
+class GuardToggled(Event):
+    """A guard was switched on or off (or its settings changed), at start or during the run."""
+
+    guard: str
+    enabled: bool
+    settings: dict[str, Any]
+    reason: str = ""
+    type: ClassVar[str] = "GuardToggled"
+
+
+@dataclass(frozen=True)
+class ContextPruned(Event):
+    """The working context lost segments. ``keep``: the segment indices kept (prune), or
+    ``truncate_to``: the number of segments kept before a resample."""
+
+    guard: str
+    keep: list[int] | None = None
+    truncate_to: int | None = None
+    removed_text: str = ""
+    type: ClassVar[str] = "ContextPruned"
+
+
+@dataclass(frozen=True)
+class RunFinished(Event):
+    """The run ended. ``reason``: answer, no_answer, tool_budget, token_budget, time_budget, cancelled, error."""
+
+    reason: str
+    answer: str | None
+    correct: bool | None
+    tool_calls: int
+    erroneous_calls: int
+    generated_tokens: int
+    context_tokens: int
+    wall_s: float
+    trajectory: str | None = None
+    type: ClassVar[str] = "RunFinished"
+
+
+EVENT_TYPES: dict[str, type[Event]] = {
+    cls.type: cls
+    for cls in (
+        RunStarted,
+        TurnStarted,
+        TokenDelta,
+        TurnEnded,
+        CodeBlock,
+        ToolResult,
+        ContextAppended,
+        AnswerAttempt,
+        Notice,
+        GuardVerdict,
+        GuardToggled,
+        ContextPruned,
+        RunFinished,
+    )
+}
+
+
+def register_event(cls: type[Event]) -> type[Event]:
+    """Make an event class (a guard's, for instance) loadable from trajectories."""
+    EVENT_TYPES[cls.type] = cls
+    return cls
+
+
+def to_dict(event: Event) -> dict[str, Any]:
+    data = {"type": event.type}
+    data.update(dataclasses.asdict(event))
+    return data
+
+
+def from_dict(data: dict[str, Any]) -> Event:
+    """Rebuild an event; unknown fields (from a newer writer) are ignored."""
+    cls = EVENT_TYPES.get(data.get("type", ""))
+    if cls is None:
+        raise ValueError(f"unknown event type {data.get('type')!r}")
+    names = {f.name for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in data.items() if k in names})

@@ -1,0 +1,423 @@
+r"""The tool-integrated reasoning loop.
+
+The chat template is rendered once; after that the model continues its own
+assistant turn as raw text. A turn ends at the ```output fence, end of sequence
+or a budget. A closed ```python block runs in the kernel and its output comes
+back as an ```output block; the run ends at a final \boxed{} answer, a budget
+or a cancel. Guards are consulted at each decision point and only the loop acts
+on their verdicts. Every event goes to the recorder before anyone else sees it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import AsyncIterator
+from dataclasses import asdict, dataclass, fields, replace
+
+from guards.base import (
+    CONTINUE,
+    INJECT,
+    PRUNE,
+    RESAMPLE,
+    SKIP,
+    SUSPEND,
+    Call,
+    RunView,
+    TokenLP,
+    Verdict,
+)
+from guards.chain import GuardChain
+from kernels.base import Kernel
+from kernels.base import ToolResult as KernelResult
+from tuiagent.backends.base import Backend, Sampling
+from tuiagent.core import prompts
+from tuiagent.core.context import Segment, WorkingContext, split_turn
+from tuiagent.core.events import (
+    AnswerAttempt,
+    CodeBlock,
+    ContextAppended,
+    ContextPruned,
+    Event,
+    GuardToggled,
+    GuardVerdict,
+    Notice,
+    RunFinished,
+    RunStarted,
+    TokenDelta,
+    ToolResult,
+    TurnEnded,
+    TurnStarted,
+)
+from tuiagent.core.parsing import OUTPUT_FENCE, final_answer, last_closed_block, tool_block_start
+from tuiagent.core.trajectory import Recorder, new_run_id
+from tuiagent.core.verify import is_correct
+
+
+@dataclass(frozen=True)
+class RunSettings:
+    """Budgets and formats of one run. Values marked [ref] follow the ATTC reference loop; the rest are ours."""
+
+    mode: str = "tool"  # "tool" or "cot" (chain of thought: same loop, no tool)
+    max_tool_calls: int = 4  # [ref]
+    exec_timeout_s: float = 5.0  # [ref]
+    output_chars: int = 400  # [ref] first 200 + last 200 characters of the tool output
+    max_tokens: int = 3072  # [default] generated tokens over the whole run
+    max_wall_s: float = 600.0  # [default]
+
+
+_SAMPLING_FIELDS = frozenset(f.name for f in fields(Sampling)) - {"max_tokens"}
+
+
+def resample_sampling(data: dict) -> dict:
+    """The sampling overrides of a truncating verdict: the Sampling fields in ``data["sampling"]``
+    when present (the rest of ``data`` is the verdict's numbers, for the record), else the Sampling
+    fields among ``data``'s own keys. ``max_tokens`` stays the loop's (it enforces the token budget)."""
+    source = data.get("sampling", data)
+    return {k: v for k, v in source.items() if k in _SAMPLING_FIELDS} if isinstance(source, dict) else {}
+
+
+class _Finish(Exception):
+    """Ends the run from deep inside the loop with a reason and an answer."""
+
+    def __init__(self, reason: str, answer: str | None = None):
+        self.reason, self.answer = reason, answer
+
+
+class Agent:
+    """Runs one problem at a time with a backend, a started kernel (tool mode) and optional guards."""
+
+    def __init__(
+        self,
+        backend: Backend,
+        kernel: Kernel | None,
+        *,
+        sampling: Sampling | None = None,
+        settings: RunSettings | None = None,
+        recorder: Recorder | None = None,
+        guards: GuardChain | None = None,
+        extra_settings: dict | None = None,
+    ):
+        self.backend = backend
+        self.kernel = kernel
+        self.sampling = sampling or Sampling()
+        self.settings = settings or RunSettings()
+        self.recorder = recorder
+        self.guards = guards
+        self.extra_settings = extra_settings or {}
+        if self.settings.mode == "tool" and kernel is None:
+            raise ValueError("tool mode needs a kernel")
+
+    async def stream(self, problem: str, *, gold: str | None = None, run_id: str | None = None) -> AsyncIterator[Event]:
+        """Yield the run's events as they happen. Cancelling the consumer cancels the run;
+        the RunFinished event is still recorded."""
+        run = _Run(self, problem, gold, run_id or new_run_id())
+        async for event in run.events():
+            yield event
+
+
+class _Run:
+    """The state of one run: the working context, the calls so far and the counters the summary needs."""
+
+    def __init__(self, agent: Agent, problem: str, gold: str | None, run_id: str):
+        self.agent = agent
+        self.settings = agent.settings
+        self.problem, self.gold, self.run_id = problem, gold, run_id
+        self.context = WorkingContext(agent.backend.render_chat(prompts.messages(problem, mode=agent.settings.mode)))
+        self.turn = 0
+        self.blocks = 0
+        self.calls: list[Call] = []
+        self.erroneous_calls = 0
+        self.generated = 0
+        self.budget_noted = False
+        self.tools_suspended = False
+        self.answer_attempts = 0
+        self.resample: dict | None = None
+        self.turn_text = ""
+        self.turn_tokens: list[TokenLP] = []
+        self.started = time.monotonic()
+        self._queue: list[Event] = []
+        if agent.guards is not None:
+            agent.guards._on_change = self._guard_changed
+
+    # -- events ---------------------------------------------------------------------------------
+
+    def emit(self, event: Event) -> None:
+        if self.agent.recorder is not None:
+            self.agent.recorder.write(event)
+        self._queue.append(event)
+
+    def _drain(self) -> list[Event]:
+        out, self._queue = self._queue, []
+        return out
+
+    def _guard_changed(self, guard: str, enabled: bool, settings: dict, reason: str) -> None:
+        self.emit(GuardToggled(guard=guard, enabled=enabled, settings=settings, reason=reason))
+
+    async def events(self) -> AsyncIterator[Event]:
+        backend, guards = self.agent.backend, self.agent.guards
+        self.emit(
+            RunStarted(
+                run_id=self.run_id,
+                problem=self.problem,
+                model_id=backend.model_id,
+                backend=type(backend).__name__,
+                mode=self.settings.mode,
+                prompt=self.context.text,
+                sampling=asdict(self.agent.sampling),
+                settings={**asdict(self.settings), **self.agent.extra_settings},
+                gold=self.gold,
+            )
+        )
+        if guards is not None:
+            for name in sorted(guards.enabled):
+                self._guard_changed(name, True, asdict(guards.settings[name]), "on at start")
+            for name, why in sorted(guards.disabled_reason.items()):
+                self._guard_changed(name, False, asdict(guards.settings[name]), why)
+        reason, answer = "error", None
+        try:
+            self._apply(await self._consult("on_start"))
+            for event in self._drain():
+                yield event
+            while True:
+                async for event in self._turn():
+                    yield event
+        except _Finish as finish:
+            reason, answer = finish.reason, finish.answer
+        except (asyncio.CancelledError, GeneratorExit):
+            self._finish("cancelled", None)
+            raise
+        except Exception as e:  # a backend or kernel failure ends the run readably, not with a traceback
+            self.emit(Notice(level="error", message=f"{type(e).__name__}: {e}"))
+        await self._consult("on_finish", answer=answer)
+        self._finish(reason, answer)
+        for event in self._drain():
+            yield event
+
+    def _finish(self, reason: str, answer: str | None) -> None:
+        correct = is_correct(self.gold, answer) if self.gold is not None else None
+        if answer is not None:
+            self.emit(AnswerAttempt(turn=self.turn, answer=answer, final=True))
+        self.emit(RunFinished(
+            reason=reason,
+            answer=answer,
+            correct=correct,
+            tool_calls=sum(c.executed for c in self.calls),
+            erroneous_calls=self.erroneous_calls,
+            generated_tokens=self.generated,
+            context_tokens=self.agent.backend.count_tokens(self.context.text),
+            wall_s=round(time.monotonic() - self.started, 3),
+            trajectory=str(self.agent.recorder.path) if self.agent.recorder else None,
+        ))
+
+    # -- guards ---------------------------------------------------------------------------------
+
+    def view(self, answer: str | None = None) -> RunView:
+        return RunView(
+            problem=self.problem,
+            mode=self.settings.mode,
+            turn=self.turn,
+            turn_text=self.turn_text,
+            turn_tokens=self.turn_tokens,
+            calls=tuple(self.calls),
+            segments=tuple(self.context.segments),
+            max_tool_calls=self.settings.max_tool_calls,
+            tools_suspended=self.tools_suspended,
+            answer=answer,
+            answer_attempts=self.answer_attempts,
+            judge=self._judge,
+        )
+
+    async def _judge(self, question: str, max_tokens: int = 3) -> TokenLP:
+        """Ask the loaded model a short question in a fresh chat (greedy); its reply and the first
+        token's log-probability. Costs the prefix cache: the next turn re-evaluates the context."""
+        backend = self.agent.backend
+        prompt = backend.render_chat([{"role": "user", "content": question}])
+        tokens = [t async for t in backend.stream(prompt, Sampling(temperature=0.0, max_tokens=max_tokens), [])]
+        return TokenLP("".join(t.text for t in tokens), tokens[0].logprob if tokens else None)
+
+    async def _consult(self, hook: str, *args: object, answer: str | None = None) -> list[Verdict]:
+        guards = self.agent.guards
+        if guards is None:
+            return []
+        verdicts = await guards.consult(hook, *args, self.view(answer))
+        for v in verdicts:
+            self.emit(GuardVerdict(hook=hook, guard=v.guard, action=v.action, reason=v.reason, text=v.text,
+                                   data=v.data, turn=self.turn))
+        return verdicts
+
+    def _apply(self, verdicts: list[Verdict]) -> None:
+        """Act on context-changing verdicts, in the order the guards gave them."""
+        for v in verdicts:
+            if v.action == PRUNE and v.keep is not None:
+                removed = [s.text for i, s in enumerate(self.context.segments) if i not in set(v.keep) and i]
+                self.context.keep(list(v.keep))
+                self._renumber_calls()
+                self.emit(ContextPruned(guard=v.guard, keep=list(v.keep), removed_text="".join(removed)))
+            elif v.action == RESAMPLE and v.truncate_to is not None:
+                self._truncate(v)
+            elif v.action == SUSPEND:
+                if v.truncate_to is not None:  # drop the context from there first (PruneTIR's RTTS)
+                    self._truncate(v)
+                self.tools_suspended = True
+                self._append(v.text, source=v.guard)
+            elif v.action in (INJECT, CONTINUE) and v.text:
+                self._append(v.text, source=v.guard)
+
+    def _truncate(self, v: Verdict) -> None:
+        """Drop the context from segment ``v.truncate_to`` on; the next turn is sampled with the
+        verdict's sampling overrides (see resample_sampling)."""
+        removed = "".join(s.text for s in self.context.segments[v.truncate_to:])
+        self.context.truncate(v.truncate_to)
+        self._renumber_calls()
+        self.resample = resample_sampling(v.data)
+        self.emit(ContextPruned(guard=v.guard, truncate_to=v.truncate_to, removed_text=removed))
+
+    def _renumber_calls(self) -> None:
+        """Point each call at its code segment in the pruned context (None when it was pruned)."""
+        where = {s.call: i for i, s in enumerate(self.context.segments) if s.kind == "code"}
+        self.calls = [replace(c, segment=where.get(c.call)) for c in self.calls]
+
+    # -- one turn -------------------------------------------------------------------------------
+
+    def _remaining_wall(self) -> float:
+        return self.settings.max_wall_s - (time.monotonic() - self.started)
+
+    async def _turn(self) -> AsyncIterator[Event]:
+        """Generate one turn, then act on it: run its code, or end the run."""
+        remaining_tokens = self.settings.max_tokens - self.generated
+        if remaining_tokens <= 0:
+            raise _Finish("token_budget", final_answer(self.context.text))
+        if self._remaining_wall() <= 0:
+            raise _Finish("time_budget", final_answer(self.context.text))
+        self.turn += 1
+        backend = self.agent.backend
+        self.emit(TurnStarted(turn=self.turn, context_tokens=backend.count_tokens(self.context.text)))
+        for event in self._drain():
+            yield event
+
+        sampling = replace(self.agent.sampling, max_tokens=min(self.agent.sampling.max_tokens, remaining_tokens))
+        if self.resample:
+            sampling = replace(sampling, **self.resample)
+            self.resample = None
+        stop = [OUTPUT_FENCE] if self.settings.mode == "tool" else []
+        self.turn_tokens = []
+        stop_reason = "eos"
+        try:
+            async with asyncio.timeout(self._remaining_wall()):
+                async for token in backend.stream(self.context.text, sampling, stop):
+                    self.turn_tokens.append(TokenLP(token.text, token.logprob))
+                    yield self._record(TokenDelta(turn=self.turn, text=token.text, logprob=token.logprob))
+            stop_reason = backend.last_stop_reason
+        except TimeoutError:
+            stop_reason = "time"
+        except asyncio.CancelledError:
+            self._end_turn("cancelled")
+            raise
+        self._end_turn(stop_reason)
+        for event in self._drain():
+            yield event
+
+        async for event in self._act(stop_reason):
+            yield event
+
+    def _record(self, event: Event) -> Event:
+        """Record a hot-path event and hand it straight to the consumer (no queueing)."""
+        if self.agent.recorder is not None:
+            self.agent.recorder.write(event)
+        return event
+
+    def _end_turn(self, stop: str) -> None:
+        text = "".join(t.text for t in self.turn_tokens)
+        self.turn_text = text
+        self.generated += len(self.turn_tokens)
+        code_start = tool_block_start(text, stop, self.settings.mode)
+        for segment in split_turn(text, self.turn, code_start, self.blocks + 1):
+            self.context.append(segment)
+        self.emit(TurnEnded(turn=self.turn, text=text, stop=stop, tokens=len(self.turn_tokens)))
+
+    async def _act(self, stop_reason: str) -> AsyncIterator[Event]:
+        text = self.turn_text
+        if tool_block_start(text, stop_reason, self.settings.mode) is not None:
+            async for event in self._call_tool(last_closed_block(text).code):
+                yield event
+            return
+        answer = final_answer(text)
+        if stop_reason == "time":
+            raise _Finish("time_budget", answer)
+        if stop_reason == "length":
+            raise _Finish("token_budget", answer)
+        if answer is None:
+            raise _Finish("no_answer")
+        self.answer_attempts += 1
+        verdicts = await self._consult("on_answer", answer, answer=answer)
+        if any(v.action == CONTINUE for v in verdicts):
+            self.emit(AnswerAttempt(turn=self.turn, answer=answer, final=False))
+            self._apply(verdicts)
+            for event in self._drain():
+                yield event
+            return
+        raise _Finish("answer", answer)
+
+    async def _call_tool(self, code: str) -> AsyncIterator[Event]:
+        self.blocks += 1
+        self.emit(CodeBlock(turn=self.turn, call=self.blocks, code=code))
+        skip = await self._skip_reason(code)
+        if skip is not None:
+            self._output(self.blocks, code, skip, KernelResult(), executed=False)
+            for event in self._drain():
+                yield event
+            return
+        for event in self._drain():
+            yield event
+        result = await self.agent.kernel.execute(code, self.settings.exec_timeout_s)
+        self.erroneous_calls += result.error
+        shown = prompts.truncate_middle(result.text, self.settings.output_chars)
+        self._output(self.blocks, code, shown, result, executed=True)
+        if result.restarted:
+            self.emit(Notice(level="warning", message="the kernel was restarted; its variables were lost"))
+        self._apply(await self._consult("on_tool_result", self.calls[-1]))
+        for event in self._drain():
+            yield event
+
+    async def _skip_reason(self, code: str) -> str | None:
+        """Text shown instead of running the block, or None to run it (budget, suspension, a guard's skip)."""
+        if self.tools_suspended:
+            return "The tool is unavailable: continue by reasoning step by step and give the answer in \\boxed{}."
+        if sum(c.executed for c in self.calls) >= self.settings.max_tool_calls:
+            if self.budget_noted:
+                raise _Finish("tool_budget", final_answer(self.context.text))
+            self.budget_noted = True
+            self.emit(Notice(level="warning", message=f"tool budget of {self.settings.max_tool_calls} calls reached"))
+            return prompts.BUDGET_NOTE
+        for v in await self._consult("on_code", code):
+            if v.action == SKIP:
+                return v.text
+        return None
+
+    def _output(self, call: int, code: str, shown: str, result: KernelResult, *, executed: bool) -> None:
+        self.emit(ToolResult(
+            call=call,
+            shown=shown,
+            error=result.error,
+            timed_out=result.timed_out,
+            duration_s=round(result.duration_s, 4),
+            outputs=[asdict(o) for o in result.outputs],
+            restarted=result.restarted,
+            died=result.died,
+            error_name=result.error_name,
+            executed=executed,
+        ))
+        code_segment = next((i for i in range(len(self.context.segments) - 1, -1, -1)
+                             if self.context.segments[i].call == call), None)
+        self.calls.append(Call(call=call, turn=self.turn, code=code, output=shown, error=result.error,
+                               timed_out=result.timed_out, executed=executed, segment=code_segment))
+        self._append(prompts.output_block(shown), source="tool", kind="tool", call=call)
+
+    def _append(self, text: str, *, source: str, kind: str = "note", call: int | None = None) -> None:
+        if not self.context.ends_with_newline():
+            text = "\n" + text
+        elif kind == "note" and not text.endswith("\n"):
+            text += "\n"
+        self.context.append(Segment(kind, text, self.turn, call, source))
+        self.emit(ContextAppended(text=text, source=source, kind=kind))

@@ -1,0 +1,103 @@
+"""Views folded from a run's events: the steps of a run, and the working context at any point.
+
+Nothing here is stored: replay, comparison and summaries are folds over the same events.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from tuiagent.core import events as ev
+from tuiagent.core.context import Segment, WorkingContext, split_turn
+from tuiagent.core.parsing import tool_block_start
+
+
+@dataclass
+class Step:
+    """One turn and what followed it: its code, the tool result, guard verdicts, notes, an answer."""
+
+    turn: int
+    text: str = ""
+    tokens: int = 0
+    stop: str = ""
+    code: ev.CodeBlock | None = None
+    result: ev.ToolResult | None = None
+    verdicts: list[ev.GuardVerdict] = field(default_factory=list)
+    notes: list[ev.ContextAppended] = field(default_factory=list)
+    pruned: list[ev.ContextPruned] = field(default_factory=list)
+    answer: ev.AnswerAttempt | None = None
+
+
+def steps(events: Iterable[ev.Event]) -> list[Step]:
+    out: list[Step] = []
+    for e in events:
+        if isinstance(e, ev.TurnStarted):
+            out.append(Step(turn=e.turn))
+        elif not out:
+            continue
+        elif isinstance(e, ev.TurnEnded):
+            out[-1].text, out[-1].tokens, out[-1].stop = e.text, e.tokens, e.stop
+        elif isinstance(e, ev.CodeBlock):
+            out[-1].code = e
+        elif isinstance(e, ev.ToolResult):
+            out[-1].result = e
+        elif isinstance(e, ev.GuardVerdict):
+            out[-1].verdicts.append(e)
+        elif isinstance(e, ev.ContextAppended) and e.kind == "note":
+            out[-1].notes.append(e)
+        elif isinstance(e, ev.ContextPruned):
+            out[-1].pruned.append(e)
+        elif isinstance(e, ev.AnswerAttempt):
+            out[-1].answer = e
+    return out
+
+
+def working_context(events: Iterable[ev.Event]) -> WorkingContext | None:
+    """The context the model would be given next, after the given events (None before RunStarted)."""
+    context, mode, blocks, turn = None, "tool", 0, 0
+    for e in events:
+        if isinstance(e, ev.RunStarted):
+            context, mode = WorkingContext(e.prompt), e.mode
+        elif context is None:
+            continue
+        elif isinstance(e, ev.TurnEnded):
+            turn = e.turn
+            code_start = tool_block_start(e.text, e.stop, mode)
+            blocks += code_start is not None
+            for segment in split_turn(e.text, turn, code_start, blocks):
+                context.append(segment)
+        elif isinstance(e, ev.ContextAppended):
+            context.append(Segment(e.kind, e.text, turn, None, e.source))
+        elif isinstance(e, ev.ContextPruned):
+            if e.keep is not None:
+                context.keep(e.keep)
+            elif e.truncate_to is not None:
+                context.truncate(e.truncate_to)
+    return context
+
+
+def run_metrics(events: Iterable[ev.Event], count_tokens: Callable[[str], int] | None = None) -> dict:
+    """Per-run tool metrics (PruneTIR's names, our definitions), for any run, guards on or off.
+
+    - ``tcn``: tool calls executed in the whole trajectory, pruned and resampled ones included;
+    - ``wtn``: tokens of the final working context (``count_tokens`` of its text; None without one),
+      ``wtn_chars`` its length in characters;
+    - ``erroneous``: executed calls that raised or timed out;
+    - ``stp`` / ``stpr`` / ``rtts``: context prunes (``keep``), truncations before a resample
+      (``truncate_to``), and tool suspensions (a ``suspend`` verdict) in the run.
+    """
+    events = list(events)
+    results = [e for e in events if isinstance(e, ev.ToolResult) and e.executed]
+    pruned = [e for e in events if isinstance(e, ev.ContextPruned)]
+    context = working_context(events)
+    text = context.text if context is not None else ""
+    return {
+        "tcn": len(results),
+        "wtn": count_tokens(text) if count_tokens is not None else None,
+        "wtn_chars": len(text),
+        "erroneous": sum(e.error or e.timed_out for e in results),
+        "stp": sum(e.keep is not None for e in pruned),
+        "stpr": sum(e.truncate_to is not None for e in pruned),
+        "rtts": sum(isinstance(e, ev.GuardVerdict) and e.action == "suspend" for e in events),
+    }

@@ -1,0 +1,76 @@
+"""A readable transcript of a run, for the terminal: streamed live by `solve`, re-read by `replay --print`."""
+
+from __future__ import annotations
+
+import json
+from typing import TextIO
+
+from rich.console import Console
+from rich.text import Text
+
+from tuiagent.core import events as ev
+
+_STYLE = {"info": "cyan", "warning": "yellow", "error": "bold red"}
+
+
+class TranscriptPrinter:
+    """Prints events as they come: reasoning and code as generated, outputs, answer and summary."""
+
+    def __init__(self, console: Console | None = None):
+        self.console = console or Console(highlight=False, soft_wrap=True)
+
+    def __call__(self, event: ev.Event) -> None:
+        c = self.console
+        match event:
+            case ev.RunStarted():
+                c.print(Text(f"problem: {event.problem}", style="bold"))
+                c.print(Text(f"model: {event.model_id} ({event.backend}), mode: {event.mode}", style="dim"))
+            case ev.TurnStarted():
+                c.print(Text(f"\n── turn {event.turn} · {event.context_tokens} context tokens", style="dim"))
+            case ev.TokenDelta():
+                c.file.write(event.text)
+                c.file.flush()
+            case ev.TurnEnded() if event.text and not event.text.endswith("\n"):
+                c.file.write("\n")
+            case ev.ToolResult():
+                style = "red" if event.error else "green"
+                label = "timed out" if event.timed_out else ("error" if event.error else "ok")
+                c.print(Text(f"```output  [call {event.call}: {label}, {event.duration_s * 1000:.0f} ms]", style=style))
+                if event.shown:
+                    c.print(Text(event.shown), style=style)
+                c.print(Text("```", style=style))
+            case ev.ContextAppended() if event.source != "tool":
+                c.print(Text(event.text.rstrip(), style="magenta"))
+            case ev.Notice():
+                c.print(Text(f"[{event.level}] {event.message}", style=_STYLE.get(event.level, "")))
+            case ev.RunFinished():
+                self._summary(event)
+
+    def _summary(self, event: ev.RunFinished) -> None:
+        verdict = {True: ("right", "bold green"), False: ("wrong", "bold red"), None: ("", "")}[event.correct]
+        line = Text("\nanswer: ", style="bold")
+        line.append(event.answer if event.answer is not None else "(none)", style="bold")
+        if verdict[0]:
+            line.append(f"  [{verdict[0]}]", style=verdict[1])
+        self.console.print(line)
+        self.console.print(
+            Text(
+                f"ended: {event.reason} · {event.tool_calls} tool calls ({event.erroneous_calls} erroneous) · "
+                f"{event.generated_tokens} generated tokens · {event.context_tokens} context tokens · "
+                f"{event.wall_s:.1f} s",
+                style="dim",
+            )
+        )
+        if event.trajectory:
+            self.console.print(Text(f"trajectory: {event.trajectory}", style="dim"))
+
+
+class JsonPrinter:
+    """One JSON object per event, for scripts (``--json``)."""
+
+    def __init__(self, out: TextIO):
+        self.out = out
+
+    def __call__(self, event: ev.Event) -> None:
+        self.out.write(json.dumps(ev.to_dict(event), ensure_ascii=False) + "\n")
+        self.out.flush()
