@@ -6,7 +6,10 @@
     token, worker thread, asyncio queue) against llama-cpp-python's own ``Llama.generate`` loop
     without logprobs, on a second Llama over the same file. Runs alternate (warm-up first); decode
     speed excludes the prompt (timed from the first token to the last), and each run starts from
-    an empty KV cache, so both evaluate the same prompt.
+    an empty KV cache, so both evaluate the same prompt. The baseline runs on a fresh thread, as our
+    worker does: with llama-cpp-python's OpenMP build, the same loop on the main thread is several
+    times slower when the CPUs are shared with other processes (libgomp's spinning helper threads;
+    OMP_WAIT_POLICY=passive removes the difference). It is measured too, for reference.
 (2) Prefix reuse: a simulated tool-integrated run (ChatML system + user math question; each turn
     generates until "```output" or --turn-tokens tokens, then a fake tool output is appended).
     Reported: prompt tokens evaluated / final context tokens (and what no reuse would have cost).
@@ -23,6 +26,7 @@ import os
 import platform
 import statistics
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -38,8 +42,8 @@ SYSTEM = (
     "```python block; its output will be shown to you in a ```output block. Put the final answer in \\boxed{}."
 )
 QUESTION = (
-    "A rectangle has a perimeter of 84 cm and its length is 6 cm more than its width. What is its area? "
-    "Then compute the sum of the first 20 primes and the number of divisors of 360."
+    "Use Python for each computation: find the sum of all primes below 10000, the number of divisors "
+    "of 10!, and the last three digits of 7^2024."
 )
 TOOL_OUTPUT = "```output\n42\n```\n"
 OUTPUT_FENCE = "```output"
@@ -82,7 +86,16 @@ def base_run(llm, tokens: list[int], n: int) -> dict:
     }
 
 
-def speed(backend: LlamaCppBackend, model: str, threads: int, n_tokens: int, reps: int) -> dict:
+def base_run_in_thread(llm, tokens: list[int], n: int) -> dict:
+    """The same loop on a fresh thread, as our backend's worker runs (see the module docstring)."""
+    out: dict = {}
+    t = threading.Thread(target=lambda: out.update(base_run(llm, tokens, n)))
+    t.start()
+    t.join()
+    return out
+
+
+def speed(backend: LlamaCppBackend, model: str, threads: int, n_tokens: int, reps: int, main_thread: bool) -> dict:
     from llama_cpp import Llama
 
     base = Llama(model_path=model, n_ctx=backend.n_ctx, n_threads=threads, n_threads_batch=threads,
@@ -93,11 +106,17 @@ def speed(backend: LlamaCppBackend, model: str, threads: int, n_tokens: int, rep
     warm = ours_run(backend, prompt, n_tokens)
     n = warm["tokens"] - (1 if warm["stop"] == "eos" else 0)
     base_run(base, tokens, n)
-    runs: dict[str, list[dict]] = {"ours": [], "llama_cpp": []}
+    contenders = {
+        "llama_cpp": lambda: base_run_in_thread(base, tokens, n),
+        "ours": lambda: ours_run(backend, prompt, n),
+    }
+    if main_thread:
+        contenders["llama_cpp_main_thread"] = lambda: base_run(base, tokens, n)
+    runs: dict[str, list[dict]] = {who: [] for who in contenders}
+    names = list(contenders)
     for i in range(reps):
-        order = ("llama_cpp", "ours") if i % 2 == 0 else ("ours", "llama_cpp")
-        for who in order:
-            runs[who].append(base_run(base, tokens, n) if who == "llama_cpp" else ours_run(backend, prompt, n))
+        for who in names if i % 2 == 0 else names[::-1]:
+            runs[who].append(contenders[who]())
     base.close()
     med = {who: statistics.median(r["decode_tps"] for r in rs) for who, rs in runs.items()}
     med_e2e = {who: statistics.median(n / r["total_s"] for r in rs) for who, rs in runs.items()}
@@ -110,9 +129,19 @@ def speed(backend: LlamaCppBackend, model: str, threads: int, n_tokens: int, rep
         "end_to_end_tps": med_e2e,
         "ratio_decode": med["ours"] / med["llama_cpp"],
         "ratio_end_to_end": med_e2e["ours"] / med_e2e["llama_cpp"],
+        "ratio_decode_vs_main_thread": med["ours"] / med["llama_cpp_main_thread"] if main_thread else None,
         "logprob_share_of_generation": statistics.median(r["logprob_share"] for r in runs["ours"]),
         "runs": runs,
     }
+
+
+def tir_messages() -> list[dict[str, str]]:
+    """The product's tool-mode prompt (with its worked example) when tuiagent.core is there."""
+    try:
+        from tuiagent.core.prompts import messages
+    except ImportError:
+        return [{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}]
+    return messages(QUESTION, mode="tool")
 
 
 def tir(backend: LlamaCppBackend, turns: int, turn_tokens: int) -> dict:
@@ -120,7 +149,7 @@ def tir(backend: LlamaCppBackend, turns: int, turn_tokens: int) -> dict:
         backend.reset_cache()
         s = backend.stats
         ev0, tot0 = s.prompt_tokens_evaluated, s.prompt_tokens_total
-        context = render_chatml([{"role": "system", "content": SYSTEM}, {"role": "user", "content": QUESTION}])
+        context = backend.render_chat(tir_messages())
         rows = []
         for turn in range(1, turns + 1):
             ev, tot, t0 = s.prompt_tokens_evaluated, s.prompt_tokens_total, time.perf_counter()
@@ -140,6 +169,7 @@ def tir(backend: LlamaCppBackend, turns: int, turn_tokens: int) -> dict:
         evaluated = s.prompt_tokens_evaluated - ev0
         return {
             "turns": rows,
+            "transcript": context,
             "final_context_tokens": final,
             "prompt_tokens_evaluated": evaluated,
             "prompt_tokens_without_reuse": s.prompt_tokens_total - tot0,
@@ -159,25 +189,33 @@ def main() -> None:
     ap.add_argument("--n-ctx", type=int, default=4096)
     ap.add_argument("--turns", type=int, default=4)
     ap.add_argument("--turn-tokens", type=int, default=200)
+    ap.add_argument("--main-thread-baseline", action="store_true",
+                    help="also time Llama.generate on the main thread (slow when the CPUs are shared)")
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "llama.json"))
     args = ap.parse_args()
 
     backend = LlamaCppBackend(args.model, n_ctx=args.n_ctx, n_threads=args.threads)
     t0 = time.perf_counter()
-    sp = speed(backend, args.model, args.threads, args.tokens, args.reps)
+    sp = speed(backend, args.model, args.threads, args.tokens, args.reps, args.main_thread_baseline)
     pr = tir(backend, args.turns, args.turn_tokens)
     asyncio.run(backend.aclose())
     load = os.getloadavg()
 
     name = Path(args.model).name
-    print(f"\n{name}  ({args.threads} threads, n_ctx {args.n_ctx}, load avg {load[0]:.1f})")
+    omp = os.environ.get("OMP_WAIT_POLICY", "unset")
+    print(f"\n{name}  ({args.threads} threads, n_ctx {args.n_ctx}, OMP_WAIT_POLICY {omp}, "
+          f"load avg at end {load[0]:.1f})")
     print(f"(1) greedy generation, {sp['prompt_tokens']}-token prompt, {sp['generated_tokens']} tokens, "
           f"median of {sp['reps']} alternating runs")
     print(f"    {'':28} {'decode tok/s':>13} {'end-to-end tok/s':>17}")
-    for who, label in (("llama_cpp", "Llama.generate, no logprobs"), ("ours", "LlamaCppBackend + logprobs")):
+    for who, label in (("llama_cpp", "Llama.generate, no logprobs"), ("ours", "LlamaCppBackend + logprobs"),
+                       ("llama_cpp_main_thread", "  same, from the main thread")):
+        if who not in sp["decode_tps"]:
+            continue
         print(f"    {label:28} {sp['decode_tps'][who]:13.2f} {sp['end_to_end_tps'][who]:17.2f}")
     print(f"    ratio ours/llama_cpp: decode {sp['ratio_decode']:.3f}, end-to-end {sp['ratio_end_to_end']:.3f}"
-          f"   (target >= 0.95); logprob share of generation time {100 * sp['logprob_share_of_generation']:.2f}%")
+          f"   (target >= 0.95)"
+          f"\n    logprob share of generation time {100 * sp['logprob_share_of_generation']:.2f}%")
     print(f"(2) TIR run, {args.turns} turns (stop at {OUTPUT_FENCE!r} or {args.turn_tokens} tokens)")
     print(f"    {'turn':>4} {'context':>8} {'evaluated':>9} {'generated':>9} {'stop':>6} {'s':>6}")
     for r in pr["turns"]:
@@ -195,6 +233,7 @@ def main() -> None:
         "threads": args.threads,
         "n_ctx": args.n_ctx,
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform(), "loadavg_at_end": load},
+        "omp_wait_policy": os.environ.get("OMP_WAIT_POLICY"),
         "llama_cpp_python": __import__("llama_cpp").__version__,
         "seconds": round(time.perf_counter() - t0, 1),
         "speed": sp,

@@ -345,16 +345,21 @@ def cross_validate(x: np.ndarray, y: np.ndarray, w: np.ndarray, groups: np.ndarr
     from guards.gstep import Gate
 
     per: dict[float, list[dict]] = {t: [] for t in taus}
+    oof = np.full(len(y), np.nan)
     for train_idx, test_idx in GroupKFold(n_splits=folds).split(x, y, groups):
         if len(set(y[train_idx])) < 2:
             continue
         scaler, mlp = fit_gate(x[train_idx], y[train_idx], w[train_idx], seed=seed)
         gate = Gate.from_sklearn(scaler, mlp)
         p = gate.p_continue(x[test_idx])
+        oof[test_idx] = p
         for t in taus:
             per[t].append(_metrics(y[test_idx], p, t))
-    return {t: {k: (float(np.mean([m[k] for m in ms])), float(np.std([m[k] for m in ms])))
-                for k in ms[0]} for t, ms in per.items() if ms}
+    out: dict[Any, Any] = {t: {k: (float(np.mean([m[k] for m in ms])), float(np.std([m[k] for m in ms])))
+                               for k in ms[0]} for t, ms in per.items() if ms}
+    seen = ~np.isnan(oof)
+    out["pooled"] = {t: _metrics(y[seen], oof[seen], t) for t in taus}
+    return out
 
 
 def split_questions(groups: np.ndarray, y: np.ndarray, *, test_fraction: float = 0.2,
@@ -465,8 +470,17 @@ def render_report(summary: dict, meta: dict, cv: dict, held: dict, tau: float, i
         "|---|---|---|---|---|---|",
     ]
     for t, m in cv.items():
+        if t == "pooled":
+            continue
         lines.append(f"| p >= {t} | {_pm(m['accuracy'])} | {_pm(m['precision'])} | {_pm(m['recall'])} | "
                      f"{_pm(m['f1'])} | {_pm(m['predicted_continue'])} |")
+    lines += ["", "Mean ± sd over the folds; a precision or recall with nothing to count in a fold (no predicted "
+              "or no actual continue) counts as 0 there. Pooled over all out-of-fold predictions:", "",
+              "| threshold | accuracy | precision | recall | F1 | share predicted continue |",
+              "|---|---|---|---|---|---|"]
+    for t, m in cv.get("pooled", {}).items():
+        lines.append(f"| p >= {t} | {m['accuracy']:.3f} | {m['precision']:.3f} | {m['recall']:.3f} | "
+                     f"{m['f1']:.3f} | {m['predicted_continue']:.3f} |")
     lines += [
         "",
         f"## Shipped gate on held-out questions ({meta['heldout_questions']} questions never trained on; "

@@ -36,12 +36,13 @@ def main_callback(
     ctx: typer.Context,
     model: ModelOpt = None,
     models: ModelsFileOpt = None,
+    script: ScriptOpt = None,
 ) -> None:
     """Without a command, open the interactive app on the default model."""
     if ctx.invoked_subcommand is None:
         from tuiagent.app import run_app
 
-        run_app(model=model, models_file=models)
+        run_app(model=model, models_file=models, script=script)
 
 
 @app.command()
@@ -117,7 +118,7 @@ def list_guards() -> None:
 
     from guards.chain import available, guard_class
 
-    console = Console(highlight=False)
+    console = Console(highlight=False, soft_wrap=True)
     for name in available():
         cls = guard_class(name)
         console.print(Text(name, style="bold") + Text(f"  {(cls.__doc__ or '').strip().splitlines()[0]}", style="dim"))
@@ -172,10 +173,38 @@ def replay(
 
     events = load(file)
     if not print_:
-        err.print("the step-through replay screen comes with the app; showing the transcript (--print)")
+        from tuiagent.app import run_app
+
+        run_app(screen="replay", replay=file)
+        return
     printer = TranscriptPrinter()
     for event in events:
         printer(event)
+
+
+@app.command()
+def compare(
+    files: Annotated[list[Path], typer.Argument(help="Two to four trajectory files (.jsonl).")],
+    print_: Annotated[bool, typer.Option("--print", help="Print the summary rows instead of opening the app.")] = False,
+) -> None:
+    """Compare saved runs side by side, steps aligned, with a summary row."""
+    from tuiagent.core.compare import summary
+    from tuiagent.core.trajectory import load
+
+    if not 2 <= len(files) <= 4:
+        raise typer.BadParameter("give two to four trajectory files", param_hint="FILES")
+    runs = [load(f) for f in files]
+    if not print_:
+        from tuiagent.app import run_app
+
+        run_app(screen="compare", compare=tuple(files))
+        return
+    console = Console(highlight=False, soft_wrap=True)
+    for path, events in zip(files, runs):
+        s = summary(events)
+        right = {True: "right", False: "wrong", None: "-"}[s.correct]
+        console.print(f"{path.name}: guards {s.guards} · answer {s.answer} ({right}) · {s.tool_calls} tool calls · "
+                      f"{s.context_tokens} context tokens · {s.wall_s:.1f} s · {s.reason}", markup=False)
 
 
 def main() -> None:
@@ -193,3 +222,9 @@ def main() -> None:
     except (KeyboardInterrupt, click.Abort):
         err.print("interrupted; everything up to now is in the trajectory file")
         sys.exit(130)
+
+
+# `tuiagent eval`: the evaluation harness (tuiagent/eval); its module imports only typer at import time.
+from tuiagent.eval.cli import eval_command  # noqa: E402
+
+app.command("eval")(eval_command)

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
+import importlib.metadata
+import inspect
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -33,6 +36,7 @@ class RunRequest:
     out: Path | None = None
     guards: tuple[str, ...] = ()
     guard_settings: dict[str, dict] = field(default_factory=dict)
+    kernel: str = "jupyter"  # the tool kernel, by its "tuiagent.kernels" entry-point name (noop, oracle ...)
 
 
 def resolve_spec(request: RunRequest) -> ModelSpec:
@@ -45,12 +49,17 @@ def open_model(spec: ModelSpec, request: RunRequest) -> Backend:
     return open_backend(spec, **options)
 
 
-def guard_chain(spec: ModelSpec, request: RunRequest) -> GuardChain | None:
-    """The run's guards: settings from models.toml, overridden by the request's; on as requested."""
+def guard_chain(spec: ModelSpec, request: RunRequest, *, toggleable: bool = False) -> GuardChain | None:
+    """The run's guards: settings from models.toml, overridden by the request's; on as requested.
+
+    ``toggleable``: configure every installed guard, so any can be switched on during the run
+    (the app does this); otherwise None when the request asks for no guard.
+    """
     names = set(available()) if "all" in request.guards else set(request.guards)
-    if not names and not request.guard_settings:
+    if not (names or request.guard_settings or toggleable):
         return None
-    configs = {name: dict(values) for name, values in spec.guards.items()}
+    configs = {name: {} for name in available()} if toggleable else {}
+    configs.update({name: dict(values) for name, values in spec.guards.items()})
     for name, values in request.guard_settings.items():
         configs.setdefault(name, {}).update(values)
     try:
@@ -68,16 +77,50 @@ def trajectory_path(request: RunRequest, run_id: str) -> Path:
     return out if out.suffix == ".jsonl" and not out.is_dir() else out / f"{run_id}.jsonl"
 
 
+KERNELS_GROUP = "tuiagent.kernels"
+# Kernels shipped with tuiagent, found even when the installed entry points predate them.
+_SHIPPED_KERNELS = {
+    "jupyter": "kernels.jupyter:JupyterKernel",
+    "noop": "kernels.noop:NoopKernel",
+    "oracle": "kernels.oracle:OracleKernel",
+}
+
+
+def kernel_names() -> list[str]:
+    """Names of the installed kernels, without importing any of them."""
+    return sorted({ep.name for ep in importlib.metadata.entry_points(group=KERNELS_GROUP)} | set(_SHIPPED_KERNELS))
+
+
+def kernel_class(name: str) -> type:
+    """The kernel class registered as ``name`` under "tuiagent.kernels" (or shipped with tuiagent)."""
+    for ep in importlib.metadata.entry_points(group=KERNELS_GROUP):
+        if ep.name == name:
+            return ep.load()
+    if name in _SHIPPED_KERNELS:
+        module, _, attr = _SHIPPED_KERNELS[name].partition(":")
+        return getattr(importlib.import_module(module), attr)
+    raise ConfigError(f"no kernel named {name!r}; installed: {', '.join(kernel_names())}")
+
+
+def make_kernel(name: str = "jupyter", *, images_dir: Path | None = None, gold: str | None = None) -> object:
+    """An unstarted kernel ``name``, given those of ``images_dir`` and ``gold`` its constructor takes."""
+    cls = kernel_class(name)
+    params = inspect.signature(cls).parameters
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    offered = {"images_dir": images_dir, "gold": gold}
+    return cls(**{k: v for k, v in offered.items() if v is not None and (takes_any or k in params)})
+
+
 @contextlib.asynccontextmanager
-async def kernel_for(settings: RunSettings, images_dir: Path) -> AsyncIterator[object | None]:
-    """A started Jupyter kernel for tool mode (images saved beside the trajectory); none for CoT."""
+async def kernel_for(settings: RunSettings, images_dir: Path, *, kernel: str = "jupyter",
+                     gold: str | None = None) -> AsyncIterator[object | None]:
+    """A started kernel for tool mode (Jupyter unless ``kernel`` names another; images saved beside
+    the trajectory; ``gold`` for kernels that need it, e.g. oracle); none for CoT."""
     if settings.mode != "tool":
         yield None
         return
-    from kernels.jupyter import JupyterKernel
-
-    async with JupyterKernel(images_dir=images_dir) as kernel:
-        yield kernel
+    async with make_kernel(kernel, images_dir=images_dir, gold=gold) as started:
+        yield started
 
 
 async def run_problem(
@@ -86,10 +129,15 @@ async def run_problem(
     *,
     backend: Backend | None = None,
     spec: ModelSpec | None = None,
+    guards: GuardChain | None = None,
+    kernel: object | None = None,
 ) -> RunFinished:
     """Run one problem to the end, calling ``on_event`` for every event; returns the summary event.
 
-    Pass an open ``backend`` (and its ``spec``) to reuse a loaded model across runs.
+    Pass an open ``backend`` (and its ``spec``) to reuse a loaded model across runs, and a
+    ``guards`` chain to keep a handle on it (toggle guards while the run goes on), and a started
+    ``kernel`` (say, from a KernelPool) to use instead of starting ``request.kernel`` (the caller
+    shuts it down).
     """
     spec = spec or resolve_spec(request)
     owned = backend is None
@@ -100,14 +148,20 @@ async def run_problem(
     finished = None
     try:
         with Recorder(path) as recorder:
-            async with kernel_for(request.settings, path.with_suffix("")) as kernel:
+            if kernel is not None:
+                kernel_cm = contextlib.nullcontext(kernel if request.settings.mode == "tool" else None)
+            elif request.kernel == "jupyter":  # the older two-argument call, for callers that replace kernel_for
+                kernel_cm = kernel_for(request.settings, path.with_suffix(""))
+            else:
+                kernel_cm = kernel_for(request.settings, path.with_suffix(""), kernel=request.kernel, gold=request.gold)
+            async with kernel_cm as kernel:
                 agent = Agent(
                     backend,
                     kernel,
                     sampling=sampling,
                     settings=request.settings,
                     recorder=recorder,
-                    guards=guard_chain(spec, request),
+                    guards=guards if guards is not None else guard_chain(spec, request),
                 )
                 async for event in agent.stream(request.problem, gold=request.gold, run_id=run_id):
                     on_event(event)

@@ -177,7 +177,7 @@ def test_train_writes_gate_and_report(tmp_path):
     assert result["meta"]["train_questions"] + result["meta"]["heldout_questions"] == 60
     assert result["summary"]["questions"] == 61 and result["summary"]["label_kinds"]["cot_fixable"] == 20
     text = report.read_text()
-    for words in ("GroupKFold", "held-out", "precision", "recall", "±", "cot_fixable -> continue x4: 20"):
+    for words in ("GroupKFold", "held-out", "precision", "recall", "±", "Pooled", "cot_fixable -> continue x4: 20"):
         assert words in text
     assert result["heldout"][0.5]["accuracy"] >= 0.9  # the signal is trivial to learn
     # the guard runs the trained file

@@ -1,0 +1,81 @@
+"""--config strings, named TOML configs and the tool-use-tax protocol."""
+
+from __future__ import annotations
+
+import pytest
+
+from tuiagent.errors import ConfigError
+from tuiagent.eval.configs import load_config_file, parse_config, resolve_settings
+
+
+def test_guard_combinations_and_settings():
+    s = parse_config("attc+prunetir:attc.threshold=0.9,prunetir.turn_limit=2,max_tool_calls=6,temperature=0.7")
+    assert s.name == "attc+prunetir:attc.threshold=0.9,prunetir.turn_limit=2,max_tool_calls=6,temperature=0.7"
+    assert s.guards == ("attc", "prunetir")
+    assert s.guard_settings == {"attc": {"threshold": "0.9"}, "prunetir": {"turn_limit": "2"}}
+    assert s.run == {"max_tool_calls": 6} and s.sampling == {"temperature": 0.7}
+    assert (s.mode, s.kernel, s.condition) == ("tool", "jupyter", None)
+    assert parse_config("none").guards == () and parse_config("none").condition == "full"
+    assert parse_config("all").guards == ("all",)
+
+
+def test_conditions():
+    assert (parse_config("cot").mode, parse_config("cot").condition) == ("cot", "cot")
+    assert (parse_config("noop").kernel, parse_config("oracle").kernel) == ("noop", "oracle")
+    assert parse_config("max1").run == {"max_tool_calls": 1}
+    mixed = parse_config("noop+attc")
+    assert mixed.kernel == "noop" and mixed.guards == ("attc",) and mixed.condition is None
+    with pytest.raises(ConfigError, match="more than one condition"):
+        parse_config("cot+noop")
+
+
+@pytest.mark.parametrize("text, message", [
+    ("attcc", "'attcc' is not a guard"),
+    ("attc:threshold=0.9", "unknown setting 'threshold'"),
+    ("attc:max_tool_calls=x", "must be a number"),
+    ("attc:mode=python", "mode must be tool or cot"),
+    ("attc:oops", "is not KEY=VALUE"),
+])
+def test_mistakes_say_what_is_allowed(text, message):
+    with pytest.raises(ConfigError, match=message):
+        parse_config(text)
+
+
+def test_named_configs_from_toml(tmp_path):
+    path = tmp_path / "configs.toml"
+    path.write_text("""
+[configs.strict]
+guards = ["attc", "prunetir"]
+run = { max_tool_calls = 6 }
+sampling = { temperature = 0.5 }
+[configs.strict.guard_settings.attc]
+threshold = 0.99
+
+[configs.calc]
+condition = "oracle"
+""")
+    named = load_config_file(path)
+    strict = named["strict"]
+    assert strict.guards == ("attc", "prunetir") and strict.guard_settings == {"attc": {"threshold": 0.99}}
+    assert strict.run == {"max_tool_calls": 6} and strict.sampling == {"temperature": 0.5}
+    assert (named["calc"].kernel, named["calc"].condition) == ("oracle", "oracle")
+    settings = resolve_settings(["none", "strict"], named=named)
+    assert [s.name for s in settings] == ["none", "strict"]
+    assert [s.name for s in resolve_settings([], named=named)] == ["strict", "calc"]
+    bad = tmp_path / "bad.toml"
+    bad.write_text('[configs.x]\nguards = ["nope"]\n')
+    with pytest.raises(ConfigError, match="'nope' is not an installed guard"):
+        load_config_file(bad)
+
+
+def test_protocol_adds_the_five_conditions_once():
+    settings = resolve_settings(["attc", "cot"], protocol="tooltax")
+    assert [s.name for s in settings] == ["attc", "cot", "full", "noop", "oracle", "max1"]
+    assert [s.name for s in resolve_settings([])] == ["none"]
+
+
+def test_fingerprint_changes_with_what_the_setting_does():
+    a, b = parse_config("attc:attc.threshold=0.9"), parse_config("attc:attc.threshold=0.95")
+    assert a.fingerprint() != b.fingerprint()
+    assert a.fingerprint({"run": {"max_tool_calls": 4}}) != a.fingerprint({"run": {"max_tool_calls": 5}})
+    assert a.fingerprint() == parse_config("attc:attc.threshold=0.9").fingerprint()

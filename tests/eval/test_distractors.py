@@ -1,0 +1,89 @@
+"""The semantic-distractor stress test: variants written by a (scripted) model, cached with model and prompt."""
+
+from __future__ import annotations
+
+import json
+
+from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, number_in
+from tuiagent import paths
+from tuiagent.backends.scripted import ScriptedBackend, split_tokens
+from tuiagent.eval.configs import resolve_settings
+from tuiagent.eval.datasets import Problem
+from tuiagent.eval.harness import EvalConfig, run_eval
+from tuiagent.eval.report import summary_from_store, to_markdown
+from tuiagent.eval.results import ResultStore
+from tuiagent.eval.variants import DISTRACTORS, distractor_prompt, distractor_variants, valid_variant
+
+KINDS = ["thematic", "parallel"]
+
+
+def writer(problems, *, drop_number_for: str | None = None):
+    """A scripted model that answers each generation request, in order, with a rewrite."""
+    turns = []
+    for p in problems:
+        for kind in KINDS:
+            if p.id == drop_number_for and kind == "parallel":
+                text = "Her friend has 17 apples. What is the sum?"  # lost the question's numbers
+            elif kind == "thematic":
+                text = "The village fair is famous for its music. " + p.question
+            else:
+                text = p.question + " Her cousin has 17 apples."
+            turns.append(split_tokens(text, -0.1))
+    calls = []
+
+    def factory():
+        calls.append(1)
+        return ScriptedBackend(turns, model_id="writer", template="chatml")
+
+    return factory, calls
+
+
+def test_prompt_and_validity():
+    prompt = distractor_prompt("What is 3 plus 3?", "hedged")
+    assert "hedged uncertainty" in prompt and prompt.endswith("What is 3 plus 3?") and "Rewrite" in prompt
+    assert set(DISTRACTORS) == {"thematic", "paraphrase", "parallel", "hedged"}
+    assert valid_variant("What is 3 plus 3?", "Some think it was 4. What is 3 plus 3?") == (True, "")
+    assert valid_variant("What is 3 plus 30?", "What is 3 plus three tens? Maybe.")[0] is False
+    assert valid_variant("What is 3 plus 3?", "What is 3 plus 3?") == (False, "no text was added")
+
+
+async def test_variants_are_generated_once_and_cached_with_model_and_prompt():
+    problems = [Problem("tiny", "1", "What is 1 plus 1?", "2"), Problem("tiny", "2", "What is 2 plus 2?", "4")]
+    factory, calls = writer(problems, drop_number_for="2")
+    variants, invalid = await distractor_variants(problems, KINDS, model_id="writer", backend_factory=factory)
+    assert [(v.id, v.variant) for v in variants] == [("1", "distractor:thematic"), ("1", "distractor:parallel"),
+                                                     ("2", "distractor:thematic")]
+    assert variants[1].question == "What is 1 plus 1? Her cousin has 17 apples." and variants[1].gold == "2"
+    assert [(i["id"], i["kind"]) for i in invalid] == [("2", "parallel")] and "missing" in invalid[0]["why"]
+    files = sorted((paths.cache_dir() / "eval" / "distractors" / "writer").glob("*.json"))
+    assert len(files) == 4
+    entry = json.loads(files[0].read_text())
+    assert entry["model"] == "writer" and entry["prompt"] == distractor_prompt(entry["question"], entry["kind"])
+    again, _ = await distractor_variants(problems, KINDS, model_id="writer", backend_factory=factory)
+    assert calls == [1] and [v.question for v in again] == [v.question for v in variants]  # from the cache
+
+
+async def test_eval_reports_accuracy_per_distractor_type_beside_clean(tmp_path, dataset):
+    data = dataset(2)
+
+    def turns(job):  # the model is fooled by the parallel entity
+        i = number_in(job.problem.question)
+        fooled = job.problem.variant == "distractor:parallel"
+        return [code_turn(f"{i} + {i}"), answer_turn(str(2 * i + 17 if fooled else 2 * i))]
+
+    problems = [Problem("tiny", str(i), f"What is {i} plus {i}?", str(2 * i)) for i in (1, 2)]
+    writer_factory, _ = writer(problems)
+    cfg = EvalConfig(datasets=[str(data)], settings=resolve_settings(["none"]), out=tmp_path / "out",
+                     model="scripted", distractors=KINDS)
+    outcome = await run_eval(cfg, backend_factory=Factory(turns), distractor_backend=writer_factory,
+                             kernels={"jupyter": lambda gold=None: CalcKernel()}, log=lambda m: None)
+    assert outcome.ran == 6
+    assert "tiny/1~distractor:parallel/none/0" in ResultStore(cfg.out).records
+    summary = summary_from_store(cfg.out)
+    section = summary["datasets"]["tiny"]["distractors"]["none"]
+    assert section["clean"]["accuracy"] == 1.0
+    assert section["thematic"] == {"runs": 2, "accuracy": 1.0, "delta_vs_clean": 0.0}
+    assert section["parallel"] == {"runs": 2, "accuracy": 0.0, "delta_vs_clean": -1.0}
+    assert "semantic distractors" in to_markdown(summary)
+    manifest = ResultStore(cfg.out).manifest()
+    assert manifest["distractor_model"] == "scripted" and manifest["distractors"] == KINDS

@@ -1,0 +1,48 @@
+"""`tuiagent eval` as a person runs it: real processes, a real Jupyter kernel pool, resumption, report forms."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+from tests.eval.helpers import answer_turn, code_turn
+
+
+def tuiagent(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tuiagent", *args], capture_output=True, text=True, timeout=180)
+
+
+def test_demo_eval_runs_resumes_and_reports(write_script, tmp_path):
+    script = write_script(code_turn("150 + 3"), answer_turn("153"))
+    out = tmp_path / "eval"
+    args = ["eval", "demo", "-m", "scripted", "--script", str(script), "--limit", "2", "-c", "none", "-c", "cot",
+            "-c", "noop", "--concurrency", "2", "--out", str(out), "-q", "-f", "md", "-f", "csv", "-f", "json"]
+    first = tuiagent(*args)
+    assert first.returncode == 0, first.stderr
+    assert "6 run(s) planned, 0 already done: 6 to run" in first.stderr
+    lines = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    assert sorted(r["key"] for r in lines) == sorted(
+        f"demo/{pid}/{s}/0" for pid in ("bakery", "books") for s in ("none", "cot", "noop"))
+    bakery = next(r for r in lines if r["key"] == "demo/bakery/none/0")
+    assert (bakery["correct"], bakery["tcn"], bakery["erroneous"]) == (True, 1, 0)
+    trajectory = [json.loads(x) for x in open(bakery["trajectory"])]
+    assert next(e for e in trajectory if e.get("type") == "ToolResult")["shown"] == "153"  # a real kernel ran it
+    assert {p.name for p in out.iterdir()} >= {"results.jsonl", "eval.json", "summary.md", "summary.csv",
+                                               "summary.json", "runs"}
+
+    again = tuiagent(*args)
+    assert again.returncode == 0, again.stderr
+    assert "6 already done: 0 to run" in again.stderr
+    assert len((out / "results.jsonl").read_text().splitlines()) == 6  # nothing recomputed
+
+    report = tuiagent("eval", "demo", "-m", "scripted", "--out", str(out), "--report-only", "-f", "table",
+                      "--baseline", "cot")
+    assert report.returncode == 0, report.stderr
+    assert "Pass@1" in report.stdout and "cot (base)" in report.stdout and "noop" in report.stdout
+
+
+def test_a_bad_setting_exits_2_before_any_run(tmp_path):
+    bad = tuiagent("eval", "demo", "-m", "scripted", "-c", "attc:attc.threshold=7", "--out", str(tmp_path / "x"))
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "attc.threshold" in bad.stderr
+    assert not (tmp_path / "x").exists()

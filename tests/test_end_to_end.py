@@ -1,0 +1,45 @@
+"""The real path end to end: the embedded default model writes Python, a real Jupyter kernel runs it."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from tuiagent.config.loader import load_models
+from tuiagent.config.sources import install_state
+
+pytestmark = pytest.mark.slow
+
+WORD_PROBLEM = "Weng earns $12 an hour for babysitting. Yesterday, she just did 50 minutes of babysitting. How much did she earn?"
+
+
+@pytest.fixture(scope="module")
+def default_model_ready():
+    spec = load_models().get()
+    state = install_state(spec)
+    if state not in ("ready", "assembled-on-first-use"):
+        pytest.skip(f"default model not installed ({state}); `make test` installs it")
+    return spec
+
+
+def test_default_model_solves_a_word_problem_with_code(default_model_ready, tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "tuiagent", "solve", WORD_PROBLEM, "--gold", "10", "--json", "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=1200,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    events = [json.loads(line) for line in out.stdout.splitlines()]
+    code = [e for e in events if e["type"] == "CodeBlock"]
+    results = [e for e in events if e["type"] == "ToolResult" and e["executed"]]
+    finished = events[-1]
+    assert code and results, "the model answered without running code"
+    assert any(r["outputs"] and not r["error"] for r in results)
+    assert finished["type"] == "RunFinished" and finished["reason"] == "answer"
+    assert finished["correct"] is True, finished["answer"]
+    started = events[0]
+    assert started["model_id"] == default_model_ready.id and started["backend"] == "LlamaCppBackend"
+    logprobs = [e["logprob"] for e in events if e["type"] == "TokenDelta" and e["logprob"] is not None]
+    assert logprobs and all(lp <= 0 for lp in logprobs)

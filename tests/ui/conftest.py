@@ -1,0 +1,87 @@
+"""Fixtures for the app's tests: a scripted backend per run (fast, deterministic) and the real kernel."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from tuiagent.backends.scripted import ScriptedBackend, load_script
+from tuiagent.ui import AppConfig, make_app
+
+DATA = Path(__file__).resolve().parent / "data"
+GATE = DATA / "gate.npz"
+PROBLEM = "What is the sum of the squares of the first 100 positive integers?"
+
+
+def scripted_app(turns_file: Path | list, *, delay_s: float = 0.001, size: tuple[int, int] = (100, 30), **config):
+    """An app whose runs replay ``turns_file`` (a script file, or a list of turn dicts) at ``delay_s`` a token."""
+    if isinstance(turns_file, list):
+        path = Path(config.pop("tmp_path")) / "script.jsonl"
+        path.write_text("".join(json.dumps(t) + "\n" for t in turns_file), encoding="utf-8")
+        turns_file = path
+    turns = load_script(Path(turns_file))
+    settings = config.pop("guard_settings", {"gstep": {"weights": str(GATE)}})
+    cfg = AppConfig(model="scripted", guard_settings=settings, **config)
+    return make_app(cfg, backend_factory=lambda: ScriptedBackend([list(t) for t in turns], delay_s=delay_s))
+
+
+async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 30.0, what: str = "") -> float:
+    """Let the app run until ``condition()`` holds; returns the seconds it took (fails after ``timeout``)."""
+    start = time.monotonic()
+    while not condition():
+        if time.monotonic() - start > timeout:
+            raise AssertionError(f"timed out after {timeout} s waiting for {what or condition}")
+        await pilot.pause(0.02)
+    return time.monotonic() - start
+
+
+def run_file(app) -> Path:
+    """The trajectory of the app's last run (the newest file in the runs dir)."""
+    from tuiagent import paths
+
+    files = sorted(paths.runs_dir().glob("*.jsonl"), key=lambda p: p.stat().st_mtime)
+    assert files, "no trajectory was written"
+    return files[-1]
+
+
+@pytest.fixture
+def guarded_script() -> Path:
+    return DATA / "guarded_script.jsonl"
+
+
+@pytest.fixture
+def data_dir() -> Path:
+    return DATA
+
+
+class UI:
+    """Helpers for the app's tests (importlib mode: tests get them through the ``ui`` fixture)."""
+
+    PROBLEM = PROBLEM
+    DATA = DATA
+    GATE = GATE
+    scripted_app = staticmethod(scripted_app)
+    wait_for = staticmethod(wait_for)
+    run_file = staticmethod(run_file)
+
+    @staticmethod
+    def text(widget) -> str:
+        """What a widget draws, as plain text."""
+        return widget.render().plain
+
+    @staticmethod
+    async def solve(pilot, app, timeout: float = 60.0) -> None:
+        """Press ctrl+r and wait for the run to end."""
+        await pilot.press("ctrl+r")
+        await wait_for(pilot, lambda: app.screen.running, 10, "the run to start")
+        await wait_for(pilot, lambda: not app.screen.running, timeout, "the run to end")
+        await pilot.pause(0.1)
+
+
+@pytest.fixture
+def ui() -> type[UI]:
+    return UI

@@ -1,0 +1,52 @@
+"""`tuiagent replay FILE` and `tuiagent compare A B` open the app (or print with --print)."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from tuiagent.cli import app as cli
+
+DATA = Path(__file__).resolve().parent / "data"
+
+
+def test_replay_opens_the_replay_screen(monkeypatch):
+    opened = {}
+    monkeypatch.setattr("tuiagent.app.run_app", lambda **kw: opened.update(kw))
+    result = CliRunner().invoke(cli, ["replay", str(DATA / "guarded.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert opened == {"screen": "replay", "replay": DATA / "guarded.jsonl"}
+
+
+def test_compare_opens_the_compare_screen(monkeypatch):
+    opened = {}
+    monkeypatch.setattr("tuiagent.app.run_app", lambda **kw: opened.update(kw))
+    files = [str(DATA / "guarded.jsonl"), str(DATA / "plain.jsonl")]
+    result = CliRunner().invoke(cli, ["compare", *files])
+    assert result.exit_code == 0, result.output
+    assert opened == {"screen": "compare", "compare": tuple(Path(f) for f in files)}
+
+
+def test_compare_print():
+    out = subprocess.run([sys.executable, "-m", "tuiagent", "compare", str(DATA / "guarded.jsonl"),
+                          str(DATA / "rtts.jsonl"), "--print"], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    lines = out.stdout.splitlines()
+    assert "guarded.jsonl: guards attc+gstep+necessity+prunetir+tim · answer 338350 (right) · 3 tool calls" in lines[0]
+    assert "rtts.jsonl: guards attc+prunetir · answer 481 (right) · 8 tool calls" in lines[1]
+
+
+def test_compare_needs_two_to_four_files():
+    result = CliRunner().invoke(cli, ["compare", str(DATA / "guarded.jsonl")])
+    assert result.exit_code == 2 and "two to four" in result.output
+
+
+def test_the_app_opens_with_the_scripted_model(monkeypatch):
+    opened = {}
+    monkeypatch.setattr("tuiagent.app.run_app", lambda **kw: opened.update(kw))
+    result = CliRunner().invoke(cli, ["--model", "scripted", "--script", str(DATA / "guarded_script.jsonl")])
+    assert result.exit_code == 0, result.output
+    assert opened["model"] == "scripted" and opened["script"] == DATA / "guarded_script.jsonl"

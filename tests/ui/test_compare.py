@@ -1,0 +1,142 @@
+"""Compare: one problem under several guard settings, each column its own run and kernel; saved
+trajectories side by side; and the headless pieces (alignment, summaries, column settings)."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from tuiagent.core import events as ev
+from tuiagent.core.compare import align, parse_column, pruned_parts, run_columns, step_cells, summary
+from tuiagent.core.trajectory import load
+from tuiagent.ui import AppConfig, make_app
+from tuiagent.ui.widgets.compare_grid import CompareGrid
+from tuiagent.ui.widgets.compare_summary import CompareSummary
+
+# Each kernel starts empty: a column that shared another's kernel would print 2.
+COUNTER = [
+    {"text": "Count.\n```python\ntry:\n    n += 1\nexcept NameError:\n    n = 1\nprint(n)\n```\n```output\n",
+     "logprob": -0.05},
+    {"text": "So \\boxed{1}.", "logprob": -0.01},
+]
+
+KNOWN = ["attc", "gstep", "necessity", "prunetir", "tim"]
+
+
+async def test_live_compare_runs_each_column_with_its_own_kernel(ui, tmp_path):
+    app = ui.scripted_app(COUNTER, problem="count", gold="1", screen="compare", columns=("none", "attc prunetir"),
+                          tmp_path=tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause(0.2)
+        screen = app.screen
+        await pilot.press("ctrl+r")
+        await ui.wait_for(pilot, lambda: len(screen.events) == 2 and all(
+            any(isinstance(e, ev.RunFinished) for e in evs) for evs in screen.events), 60, "both columns")
+        await pilot.pause(0.3)
+        outputs = [[e.shown for e in evs if isinstance(e, ev.ToolResult)] for evs in screen.events]
+        assert outputs == [["1"], ["1"]]
+        guards = [summary(evs).guards for evs in screen.events]
+        assert guards == ["none", "attc+prunetir"]
+        assert not any(isinstance(e, ev.GuardVerdict) for e in screen.events[0])
+        assert any(isinstance(e, ev.GuardVerdict) and e.guard == "attc" for e in screen.events[1])
+        run_ids = {next(e.run_id for e in evs if isinstance(e, ev.RunStarted)) for evs in screen.events}
+        assert len(run_ids) == 2
+        cells = [w.render().plain for w in screen.query_one(CompareSummary).children]
+        assert len(cells) == 2 and all("answer 1" in c and "right" in c for c in cells)
+        grid = screen.query_one(CompareGrid)
+        assert len(grid.rows) == 2  # two turns, aligned
+        assert app.errors == []
+
+
+async def test_compare_columns_can_run_concurrently(ui, tmp_path):
+    app = ui.scripted_app(COUNTER, problem="count", screen="compare", columns=("none", "attc", "all"),
+                          concurrent_columns=True, tmp_path=tmp_path)
+    async with app.run_test(size=(150, 40)) as pilot:
+        await pilot.pause(0.2)
+        await pilot.press("ctrl+r")
+        screen = app.screen
+        await ui.wait_for(pilot, lambda: len(screen.events) == 3 and all(
+            any(isinstance(e, ev.RunFinished) for e in evs) for evs in screen.events), 60, "three columns")
+        assert [[e.shown for e in evs if isinstance(e, ev.ToolResult)] for evs in screen.events] == [["1"]] * 3
+
+
+async def test_add_and_remove_columns_and_bad_settings(ui, tmp_path):
+    app = ui.scripted_app(COUNTER, problem="count", screen="compare", tmp_path=tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause(0.2)
+        screen = app.screen
+        screen.query_one(CompareGrid).focus()
+        await pilot.press("plus", "plus", "plus")
+        assert len(screen.query(".column-spec")) == 4
+        await pilot.press("minus", "minus", "minus")
+        assert len(screen.query(".column-spec")) == 2
+        screen.query(".column-spec").first().value = "attc nonsense"
+        await pilot.press("ctrl+r")
+        await pilot.pause(0.1)
+        assert any("nonsense" in e for e in app.errors)
+
+
+async def test_compare_saved_runs(ui):
+    files = (ui.DATA / "guarded.jsonl", ui.DATA / "plain.jsonl", ui.DATA / "rtts.jsonl")
+    app = make_app(AppConfig(model="scripted", screen="compare", compare=files))
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause(0.3)
+        screen = app.screen
+        grid = screen.query_one(CompareGrid)
+        assert len(grid.rows) == 9 and len(grid.rows[0]) == 3  # rtts has nine turns
+        texts = [w.render().plain for w in screen.query_one(CompareSummary).children]
+        assert "answer 338350" in texts[0] and "3 calls (1 err)" in texts[0] and "284 ctx tok" in texts[0]
+        assert "answer 481" in texts[2] and "8 calls (8 err)" in texts[2]
+        cells = [w.render().plain for w in grid.query("Static")]
+        assert any("✂ STP" in c for c in cells) and any("✂ STPR+RTTS" in c for c in cells)
+        assert not screen.check_action("run", ())  # saved runs are not run again
+
+
+# -- the headless pieces ---------------------------------------------------------------------------
+
+
+def test_align_by_turn(ui):
+    runs = [step_cells(load(ui.DATA / name)) for name in ("guarded.jsonl", "plain.jsonl")]
+    rows = align(runs)
+    assert [tuple(c.turn if c else None for c in row) for row in rows] == [
+        (1, 1), (2, 2), (3, 3), (4, None), (5, None)]
+
+
+def test_pruned_parts_follow_the_working_context(ui):
+    marks = pruned_parts(load(ui.DATA / "guarded.jsonl"))
+    assert marks[1].label == "STP" and marks[1].whole and "model" not in marks[1].parts  # reasoning before e0 kept
+    assert marks[2].parts == {"model"} and not marks[2].whole  # the fix's prose went, its code stayed
+    assert "no intent shift" in marks[1].detail
+
+
+def test_parse_column():
+    assert parse_column("none", KNOWN).guards == ()
+    assert parse_column("all", KNOWN).guards == tuple(KNOWN)
+    spec = parse_column("attc, prunetir attc.threshold=0.9", KNOWN)
+    assert spec.guards == ("attc", "prunetir") and spec.settings == {"attc": {"threshold": "0.9"}}
+    assert spec.label == "attc+prunetir"
+    with pytest.raises(ValueError, match="no guard named 'bogus'"):
+        parse_column("bogus", KNOWN)
+    with pytest.raises(ValueError, match="GUARD.KEY=VALUE"):
+        parse_column("threshold=1", KNOWN)
+
+
+async def test_run_columns_in_turn_or_together():
+    order: list[str] = []
+
+    def column(name: str, fail: bool = False):
+        async def start():
+            order.append(f"{name}+")
+            await asyncio.sleep(0.01)
+            order.append(f"{name}-")
+            if fail:
+                raise RuntimeError(name)
+            return name
+        return start
+
+    out = await run_columns([column("a", fail=True), column("b")])
+    assert order == ["a+", "a-", "b+", "b-"] and isinstance(out[0], RuntimeError) and out[1] == "b"
+    order.clear()
+    out = await run_columns([column("a"), column("b")], concurrent=True)
+    assert order[:2] == ["a+", "b+"] and out == ["a", "b"]

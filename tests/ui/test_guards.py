@@ -1,0 +1,107 @@
+"""The guard panel: switch a guard or change a setting while a run goes on; the change applies at the
+next decision point and is recorded in the trajectory (GuardToggled)."""
+
+from __future__ import annotations
+
+from tuiagent.core import events as ev
+from tuiagent.core.trajectory import load
+from tuiagent.ui.screens.edit_value import EditValueScreen
+from tuiagent.ui.widgets.code_block import CodeBlockView
+from tuiagent.ui.widgets.guard_list import GuardList
+from tuiagent.ui.widgets.guard_panel import GuardPanel
+
+THREE_CALLS = [
+    {"text": f"Step {i}: compute part {i}.\n```python\nx{i} = sum(range({i * 10}))\nprint(x{i})\n```\n```output\n",
+     "logprob": -0.01}
+    for i in (1, 2, 3)
+] + [{"text": "Adding the parts gives \\boxed{1335}.", "logprob": -0.01}]
+
+
+def row_of(panel: GuardPanel, guard: str, key: str | None = None) -> int:
+    rows = panel.query_one(GuardList).rows
+    return next(i for i, (g, info) in enumerate(rows) if g == guard and (info.name if info else None) == key)
+
+
+async def test_toggle_a_guard_and_a_setting_mid_run(ui, tmp_path):
+    slow_first = [{"text": "Step 0: wait a little.\n```python\nimport time\ntime.sleep(1.5)\nprint(0)\n```\n```output\n",
+                   "logprob": -0.01}] + THREE_CALLS
+    app = ui.scripted_app(slow_first, delay_s=0.01, problem="sum of parts", tmp_path=tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.press("ctrl+r")
+        await ui.wait_for(pilot, lambda: any(c.status == "running" for c in app.screen.query(CodeBlockView)), 30,
+                          "the first cell to run")
+        await pilot.press("ctrl+g")  # narrow screen: the panel opens and takes the focus
+        panel = app.screen.query_one(GuardPanel)
+        assert panel.display and panel.query_one(GuardList).has_focus
+        guard_list = panel.query_one(GuardList)
+        guard_list.highlighted = row_of(panel, "attc")
+        await pilot.press("space")
+        assert panel.states["attc"].pending and not panel.states["attc"].enabled
+        assert "next step" in guard_list.get_option_at_index(row_of(panel, "attc")).prompt.plain
+        guard_list.highlighted = row_of(panel, "prunetir", "turn_limit")
+        await pilot.press("right")
+        assert panel.states["prunetir"].settings["turn_limit"] == 4
+        await ui.wait_for(pilot, lambda: not app.screen.running, 60, "the run to end")
+        await pilot.pause(0.1)
+        assert not panel.states["attc"].pending  # the run confirmed it
+        events = load(ui.run_file(app))
+        toggles = [(i, e) for i, e in enumerate(events) if isinstance(e, ev.GuardToggled)
+                   and e.reason == "changed during the run"]
+        attc_off = next(i for i, e in toggles if e.guard == "attc" and not e.enabled)
+        assert any(e.guard == "prunetir" and e.settings["turn_limit"] == 4 for _, e in toggles)
+        first_code = next(i for i, e in enumerate(events) if isinstance(e, ev.CodeBlock))
+        assert attc_off > first_code  # applied at a decision point after the key press, not before
+        attc_after = [e for e in events[attc_off:] if isinstance(e, ev.GuardVerdict) and e.guard == "attc"]
+        assert attc_after == []
+
+
+async def test_changes_made_between_runs_apply_to_the_next_run(ui, tmp_path):
+    app = ui.scripted_app(THREE_CALLS, problem="sum of parts", tmp_path=tmp_path)
+    async with app.run_test(size=(140, 40)) as pilot:  # wide: the panel is always shown
+        panel = app.screen.query_one(GuardPanel)
+        assert panel.display
+        await pilot.press("ctrl+g")
+        panel.query_one(GuardList).highlighted = row_of(panel, "attc")
+        await pilot.press("space")
+        panel.query_one(GuardList).highlighted = row_of(panel, "attc", "threshold")
+        await pilot.press("left")
+        assert abs(panel.states["attc"].settings["threshold"] - 0.96) < 1e-9
+        assert not panel.states["attc"].pending  # no run: nothing waits for a decision point
+        await ui.solve(pilot, app)
+        events = load(ui.run_file(app))
+        started = {e.guard for e in events if isinstance(e, ev.GuardToggled) and e.enabled}
+        assert "attc" not in started and "prunetir" in started
+        assert not any(isinstance(e, ev.GuardVerdict) and e.guard == "attc" for e in events)
+
+
+async def test_a_bad_value_is_refused_with_a_notice(ui, tmp_path):
+    app = ui.scripted_app(THREE_CALLS, problem="x", tmp_path=tmp_path)
+    async with app.run_test(size=(140, 40)) as pilot:
+        panel = app.screen.query_one(GuardPanel)
+        await pilot.press("ctrl+g")
+        panel.query_one(GuardList).highlighted = row_of(panel, "attc", "threshold")
+        await pilot.press("enter")
+        await ui.wait_for(pilot, lambda: isinstance(app.screen, EditValueScreen), 5)
+        app.screen.query_one("Input").value = "2"
+        await pilot.press("enter")
+        await pilot.pause(0.1)
+        assert panel.states["attc"].settings["threshold"] == 0.97
+        assert any("out of range" in n.message for n in app._notifications)
+        await pilot.press("enter")  # the row again: type a good value this time
+        await ui.wait_for(pilot, lambda: isinstance(app.screen, EditValueScreen), 5)
+        app.screen.query_one("Input").value = "0.9"
+        await pilot.press("enter")
+        await pilot.pause(0.1)
+        assert panel.states["attc"].settings["threshold"] == 0.9
+        assert app.session.overrides["attc"]["threshold"] == 0.9
+
+
+async def test_clicking_a_guard_row_toggles_it(ui, tmp_path):
+    app = ui.scripted_app(THREE_CALLS, problem="x", tmp_path=tmp_path)
+    async with app.run_test(size=(140, 40)) as pilot:
+        panel = app.screen.query_one(GuardPanel)
+        row = row_of(panel, "necessity")
+        await pilot.click(GuardList, offset=(3, row))
+        await pilot.pause(0.1)
+        assert panel.states["necessity"].enabled is False
+        assert "necessity" not in app.session.enabled

@@ -1,0 +1,75 @@
+"""Every action has a key, shown in the footer, in the command palette and on the help screen."""
+
+from __future__ import annotations
+
+from textual.widgets import Footer
+
+from tuiagent.ui import AppConfig, make_app
+from tuiagent.ui.screens.help import HelpScreen
+
+
+def descriptions(bindings) -> set[str]:
+    return {b.description for b in bindings if getattr(b, "description", "")}
+
+
+async def test_help_lists_the_keys_of_the_screen_and_the_app(ui):
+    app = ui.scripted_app(ui.DATA / "guarded_script.jsonl", problem="x")
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.press("f1")
+        await ui.wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), 5)
+        text = "\n".join(w.render().plain for w in app.screen.query("Static"))
+        for words in ("Run", "Stop", "Guards", "Copy answer", "Open run", "Copy code", "Expand output",
+                      "Show/hide pruned", "On/off", "Mouse"):
+            assert words in text, words
+        assert "^r" in text and "f1" in text
+        await pilot.press("escape")
+        assert not isinstance(app.screen, HelpScreen)
+
+
+async def test_palette_has_every_action_with_its_key(ui):
+    app = ui.scripted_app(ui.DATA / "guarded_script.jsonl", problem="x")
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.pause(0.1)
+        for mode in ("solve", "replay", "compare"):
+            await app.switch_mode(mode)
+            await pilot.pause(0.2)
+            if mode == "replay":  # no run open: the open dialog came up; close it
+                await pilot.press("escape")
+                await pilot.pause(0.1)
+            screen = app.screen
+            commands = {c.title: c.help for c in app.get_system_commands(screen)}
+            wanted = descriptions(b for b in screen.BINDINGS if b.show) | descriptions(app.BINDINGS)
+            assert wanted <= set(commands), wanted - set(commands)
+            assert all(commands[w].startswith("key: ") for w in wanted)
+
+
+async def test_footer_shows_the_main_keys_at_80x24(ui):
+    app = ui.scripted_app(ui.DATA / "guarded_script.jsonl", problem="x")
+    async with app.run_test(size=(80, 24)) as pilot:
+        await pilot.pause(0.2)
+        footer = app.screen.query_one(Footer)
+        keys = [k.description for k in footer.query("FooterKey")]
+        for wanted in ("Run", "Stop", "Guards", "Help"):
+            assert wanted in keys
+        # the first keys fit in 80 columns
+        shown = [k for k in footer.query("FooterKey") if k.region.right <= 80]
+        assert {"Run", "Stop", "Guards", "Help"} <= {k.description for k in shown}
+
+
+async def test_palette_command_runs_the_action(ui):
+    app = ui.scripted_app(ui.DATA / "guarded_script.jsonl", problem=ui.PROBLEM)
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.pause(0.1)
+        run = next(c for c in app.get_system_commands(app.screen) if c.title == "Run")
+        run.callback()
+        await ui.wait_for(pilot, lambda: app.screen.running, 10, "the run to start from the palette")
+        await ui.wait_for(pilot, lambda: not app.screen.running, 60)
+
+
+async def test_light_theme_toggle():
+    app = make_app(AppConfig(model="scripted"))
+    async with app.run_test() as pilot:
+        await pilot.pause(0.1)
+        assert app.current_theme.dark
+        await pilot.press("ctrl+t")
+        assert not app.current_theme.dark

@@ -1,0 +1,132 @@
+"""Replay: step by event or by step, jump to guard decisions and to the ends; what the model saw
+(working_context(events[:i])) beside the full trajectory; opening runs from inside the app."""
+
+from __future__ import annotations
+
+import shutil
+
+from tuiagent import paths
+from tuiagent.core import events as ev
+from tuiagent.core.steps import working_context
+from tuiagent.core.trajectory import load
+from tuiagent.ui import AppConfig, make_app
+from tuiagent.ui.describe import is_guard_decision
+from tuiagent.ui.screens.open_run import OpenRunScreen
+from tuiagent.ui.screens.replay import ReplayScreen
+from tuiagent.ui.widgets.banner import Banner
+from tuiagent.ui.widgets.context_view import ContextView
+from tuiagent.ui.widgets.replay_bar import ReplayBar
+from tuiagent.ui.widgets.step_header import StepHeader
+from tuiagent.ui.widgets.trajectory import TrajectoryView
+
+
+def context_text(screen) -> str:
+    """The working context as the context pane shows it (its segments, not the removed ones)."""
+    view = screen.query_one(ContextView)
+    return "".join(w.render().plain for w in view.children if not w.has_class("-label") and not w.has_class("-removed"))
+
+
+async def test_stepping_through_a_run(ui):
+    path = ui.DATA / "guarded.jsonl"
+    events = [e for e in load(path) if not isinstance(e, ev.TokenDelta)]
+    app = make_app(AppConfig(model="scripted", screen="replay", replay=path))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.pause(0.2)
+        screen = app.screen
+        assert isinstance(screen, ReplayScreen) and screen.position == 1
+        assert context_text(screen) == working_context(events[:1]).text
+
+        await pilot.press("right", "right")
+        assert screen.position == 3
+        await pilot.press("left")
+        assert screen.position == 2
+
+        await pilot.press("n")
+        assert isinstance(events[screen.position - 1], ev.TurnStarted)
+        assert events[screen.position - 1].turn == 1
+        await pilot.press("n")
+        assert events[screen.position - 1].turn == 2
+        await pilot.press("p")
+        assert events[screen.position - 1].turn == 1
+
+        await pilot.press("g")
+        current = events[screen.position - 1]
+        assert is_guard_decision(current) and isinstance(current, ev.GuardVerdict) and current.guard == "necessity"
+        assert "necessity" in screen.query_one(ReplayBar).render().plain
+        i = screen.position
+        assert context_text(screen) == working_context(events[:i]).text
+
+        # to the prune: the context loses the erroneous call; the trajectory keeps it
+        while not isinstance(events[screen.position - 1], ev.ContextPruned):
+            await pilot.press("g")
+        i = screen.position
+        assert context_text(screen) == working_context(events[:i]).text
+        removed = [w for w in screen.query_one(ContextView).children if w.has_class("-removed")]
+        assert removed and any("totl" in w.render().plain for w in removed)
+        assert "print(totl)" not in context_text(screen)
+
+        await pilot.press("end")
+        assert screen.position == len(events) and isinstance(events[-1], ev.RunFinished)
+        await pilot.press("G")
+        assert is_guard_decision(events[screen.position - 1])
+        await pilot.press("home")
+        assert screen.position == 1
+        await pilot.press("y")
+        assert app.clipboard == "338350"
+
+
+async def test_pruned_branches_are_collapsed_and_expand(ui):
+    app = make_app(AppConfig(model="scripted", screen="replay", replay=ui.DATA / "rtts.jsonl"))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.pause(0.2)
+        screen = app.screen
+        headers = {h.turn: h for h in screen.query(StepHeader)}
+        labels = {t: h.mark.label for t, h in headers.items() if h.mark}
+        assert labels == {1: "STPR", 2: "STPR", 3: "STPR", 4: "STPR",
+                          5: "STPR+RTTS", 6: "STPR+RTTS", 7: "STPR+RTTS", 8: "STPR+RTTS"}
+        trajectory = screen.query_one(TrajectoryView)
+        hidden = [w for w in trajectory.pruned_items[2]]
+        assert hidden and all(w.has_class("-hidden") for w in hidden)
+        banner = screen.query_one(Banner)
+        assert "RTTS" in banner.render().plain and not banner.has_class("-hidden")
+        headers[2].focus()
+        await pilot.press("enter")
+        assert not any(w.has_class("-hidden") for w in trajectory.pruned_items[2])
+        trajectory.focus()
+        await pilot.press("x")  # all of them
+        assert not any(w.has_class("-hidden") for w in trajectory.pruned_items[5])
+        await pilot.press("x")
+        assert all(w.has_class("-hidden") for w in trajectory.pruned_items[5])
+
+
+async def test_open_a_recent_run_from_inside_the_app(ui):
+    runs = paths.runs_dir()
+    runs.mkdir(parents=True, exist_ok=True)
+    for name in ("guarded", "plain", "rtts"):
+        shutil.copy(ui.DATA / f"{name}.jsonl", runs / f"{name}.jsonl")
+    app = make_app(AppConfig(model="scripted"))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.press("ctrl+o")
+        await ui.wait_for(pilot, lambda: isinstance(app.screen, OpenRunScreen), 5)
+        assert len(app.screen.runs) == 3
+        listing = app.screen.query_one("#runs")
+        target = next(i for i, r in enumerate(app.screen.runs) if r.path.name == "rtts.jsonl")
+        listing.highlighted = target
+        await pilot.press("enter")
+        await ui.wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen) and app.screen.path is not None, 5)
+        assert app.screen.path.name == "rtts.jsonl"
+        await pilot.press("ctrl+o")  # mark two and compare them
+        await ui.wait_for(pilot, lambda: isinstance(app.screen, OpenRunScreen), 5)
+        await pilot.press("space", "space", "c")
+        await ui.wait_for(pilot, lambda: type(app.screen).__name__ == "CompareScreen", 5)
+        assert len(app.screen.events) == 2
+
+
+async def test_a_file_that_is_not_a_trajectory_is_a_notice(ui, tmp_path):
+    bogus = tmp_path / "x.jsonl"
+    bogus.write_text("hello\n")
+    app = make_app(AppConfig(model="scripted", screen="replay", replay=bogus))
+    async with app.run_test() as pilot:
+        await pilot.pause(0.2)
+        assert any("not a tuiagent trajectory" in e for e in app.errors)
+        assert app.is_running

@@ -1,0 +1,298 @@
+"""Comparing runs, and the views of one run that the app and comparisons share.
+
+All of it is folded from events (nothing stored twice):
+
+- :func:`pruned_parts`: which parts (prose, code, output, notes) of which turns a guard removed
+  from the working context, and why (STP, STPR, RTTS), found by folding the working context
+  just before and just after each ``ContextPruned`` event;
+- :func:`step_cells`: one compact record per step (turn) for side-by-side columns;
+- :func:`align`: the steps of several runs as rows, aligned by turn number;
+- :func:`summary`: answer, right or wrong, tool calls, context tokens, time;
+- :func:`parse_column`: "attc prunetir attc.threshold=0.9" -> guards and settings of a column;
+- :func:`run_columns`: run the columns of a live comparison one after another or concurrently.
+
+No UI code here: the Textual app renders these records.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from tuiagent.core import events as ev
+from tuiagent.core.parsing import last_closed_block
+from tuiagent.core.steps import steps, working_context
+
+# -- pruning -----------------------------------------------------------------------------------
+
+
+@dataclass
+class PruneMark:
+    """What was removed from one turn's share of the working context, and why."""
+
+    turn: int
+    label: str  # "STP", "STPR", "STPR+RTTS", or the pruning guard's name
+    detail: str = ""  # "episode 1 · 2 attempts · intent shift"
+    parts: set[str] = field(default_factory=set)  # segment kinds removed: model, code, tool, note
+    event_index: int = 0  # index of the ContextPruned event
+
+    @property
+    def whole(self) -> bool:
+        """The turn's code (and so its output) was removed, not only its prose."""
+        return "code" in self.parts or "tool" in self.parts
+
+
+def _label(verdict: ev.GuardVerdict | None, pruned: ev.ContextPruned) -> tuple[str, str]:
+    if verdict is None:
+        return (pruned.guard.upper() if pruned.keep is None else pruned.guard.upper()), ""
+    data = verdict.data or {}
+    if pruned.keep is not None:
+        label = "STP"
+    elif verdict.action == "suspend":
+        label = "STPR+RTTS"
+    else:
+        label = "STPR"
+    if verdict.guard != "prunetir":
+        label = verdict.guard
+    bits = []
+    if "episode" in data:
+        bits.append(f"episode {data['episode']}")
+    if "attempts" in data:
+        bits.append(f"{data['attempts']} attempt{'s' if data['attempts'] != 1 else ''}")
+    if pruned.keep is not None and "intent_shift" in data:
+        bits.append("intent shift" if data["intent_shift"] else "no intent shift")
+    return label, " · ".join(bits)
+
+
+def pruned_parts(events: Sequence[ev.Event]) -> dict[int, PruneMark]:
+    """Turn -> what a guard pruned from it (the trajectory keeps it; the working context lost it)."""
+    events = list(events)
+    marks: dict[int, PruneMark] = {}
+    last_verdict: dict[str, ev.GuardVerdict] = {}
+    for i, e in enumerate(events):
+        if isinstance(e, ev.GuardVerdict):
+            last_verdict[e.guard] = e
+        if not isinstance(e, ev.ContextPruned):
+            continue
+        before = working_context(events[:i])
+        after = working_context(events[: i + 1])
+        if before is None or after is None:
+            continue
+        kept = {_key(s) for s in after.segments}
+        label, detail = _label(last_verdict.get(e.guard), e)
+        for s in before.segments:
+            if s.kind == "prompt" or s.turn <= 0 or _key(s) in kept:
+                continue
+            mark = marks.get(s.turn)
+            if mark is None:
+                mark = marks[s.turn] = PruneMark(s.turn, label, detail, set(), i)
+            mark.parts.add(s.kind)
+    return marks
+
+
+def _key(segment: Any) -> tuple:
+    return (segment.kind, segment.turn, segment.call, segment.source, segment.text)
+
+
+# -- steps as cells ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class VerdictNote:
+    guard: str
+    action: str
+    text: str  # short, for a cell: "conf 0.962 < 0.97 rethink"
+
+
+@dataclass(frozen=True)
+class StepCell:
+    """One step of a run, compact: for a column of a comparison."""
+
+    turn: int
+    prose: str
+    code: str | None = None
+    call: int | None = None
+    status: str = ""  # "", "ok", "error", "timeout", "skipped", "running"
+    error_name: str | None = None
+    duration_s: float | None = None
+    output: str = ""
+    verdicts: tuple[VerdictNote, ...] = ()
+    pruned: PruneMark | None = None
+    answer: str | None = None
+    answer_final: bool = False
+    stop: str = ""
+    tokens: int = 0
+
+
+def verdict_note(v: ev.GuardVerdict) -> VerdictNote:
+    """One line about a verdict, with the numbers that matter for its guard."""
+    d = v.data or {}
+    if v.guard == "attc":
+        conf = d.get("confidence")
+        text = "conf n/a" if conf is None else f"conf {conf:.3f} / τ {d.get('threshold', 0):.2f} {d.get('decision', '')}"
+    elif v.guard == "necessity":
+        label = "necessary" if d.get("necessary", True) else "unnecessary"
+        text = f"{label} p={d.get('p_unnecessary', 0):.2f}" + (" skipped" if d.get("skipped") else "")
+    elif v.guard == "gstep":
+        p = d.get("p_continue")
+        ptxt = "n/a" if p is None else f"{p:.3f}"
+        text = f"p(cont) {ptxt} / τ {d.get('tau', 0):g} {d.get('decision', v.action)}"
+    elif v.guard == "prunetir":
+        text = v.reason or v.action
+    elif v.guard == "tim":
+        phrases = d.get("phrases") or []
+        text = ("flagged" if d.get("flagged") else "clean") + (f": {', '.join(phrases[:2])}" if phrases else "")
+    else:
+        text = v.reason or v.action
+    return VerdictNote(v.guard, v.action, text)
+
+
+def step_cells(events: Sequence[ev.Event]) -> list[StepCell]:
+    """The steps of a run (finished or not) as compact cells; a turn still generating shows its text so far."""
+    events = list(events)
+    marks = pruned_parts(events) if any(isinstance(e, ev.ContextPruned) for e in events) else {}
+    cells = []
+    live_text: dict[int, str] = {}
+    for e in events:
+        if isinstance(e, ev.TokenDelta):
+            live_text[e.turn] = live_text.get(e.turn, "") + e.text
+    for s in steps(events):
+        text = s.text or live_text.get(s.turn, "")
+        prose = text
+        if s.code is not None:
+            block = last_closed_block(text)
+            if block is not None:
+                prose = text[: block.start]
+        status, err, dur, out = "", None, None, ""
+        if s.code is not None:
+            if s.result is None:
+                status = "running"
+            else:
+                r = s.result
+                status = ("skipped" if not r.executed else "timeout" if r.timed_out
+                          else "error" if r.error else "ok")
+                err, dur, out = r.error_name, (r.duration_s if r.executed else None), r.shown
+        cells.append(StepCell(
+            turn=s.turn, prose=prose.strip(), code=s.code.code if s.code else None,
+            call=s.code.call if s.code else None, status=status, error_name=err, duration_s=dur, output=out,
+            verdicts=tuple(verdict_note(v) for v in s.verdicts if v.action != "pass" or v.guard == "attc"),
+            pruned=marks.get(s.turn), answer=s.answer.answer if s.answer else None,
+            answer_final=bool(s.answer and s.answer.final), stop=s.stop, tokens=s.tokens,
+        ))
+    return cells
+
+
+def align(runs: Sequence[Sequence[StepCell]]) -> list[tuple[StepCell | None, ...]]:
+    """Rows of steps, one column per run, aligned by turn number (a run with fewer turns has gaps)."""
+    by_turn = [{c.turn: c for c in cells} for cells in runs]
+    turns = sorted({t for m in by_turn for t in m})
+    return [tuple(m.get(t) for m in by_turn) for t in turns]
+
+
+# -- summaries ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RunSummary:
+    answer: str | None
+    correct: bool | None
+    tool_calls: int
+    erroneous_calls: int
+    context_tokens: int
+    generated_tokens: int
+    wall_s: float
+    reason: str  # RunFinished.reason, or "running" / "not started"
+    guards: str  # e.g. "attc+prunetir" (the guards on at the start) or "none"
+    problem: str = ""
+    model: str = ""
+    trajectory: str | None = None
+
+
+def guards_label(events: Iterable[ev.Event]) -> str:
+    """The guards on at the start of a run, joined with '+', or 'none'."""
+    on: set[str] = set()
+    for e in events:
+        if isinstance(e, ev.GuardToggled) and e.reason in ("on at start", ""):
+            (on.add if e.enabled else on.discard)(e.guard)
+        elif isinstance(e, ev.TurnStarted):
+            break
+    return "+".join(sorted(on)) or "none"
+
+
+def summary(events: Sequence[ev.Event]) -> RunSummary:
+    events = list(events)
+    started = next((e for e in events if isinstance(e, ev.RunStarted)), None)
+    finished = next((e for e in reversed(events) if isinstance(e, ev.RunFinished)), None)
+    label = guards_label(events)
+    if finished is not None:
+        return RunSummary(finished.answer, finished.correct, finished.tool_calls, finished.erroneous_calls,
+                          finished.context_tokens, finished.generated_tokens, finished.wall_s, finished.reason,
+                          label, started.problem if started else "", started.model_id if started else "",
+                          finished.trajectory)
+    results = [e for e in events if isinstance(e, ev.ToolResult) and e.executed]
+    context = next((e.context_tokens for e in reversed(events) if isinstance(e, ev.TurnStarted)), 0)
+    tokens = sum(isinstance(e, ev.TokenDelta) for e in events)
+    wall = (events[-1].t - started.t) if started and events else 0.0
+    return RunSummary(None, None, len(results), sum(r.error or r.timed_out for r in results), context, tokens,
+                      round(wall, 3), "running" if started else "not started", label,
+                      started.problem if started else "", started.model_id if started else "")
+
+
+# -- live comparison ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ColumnSpec:
+    """The guard setting of one column: guards on at the start and settings overrides."""
+
+    label: str
+    guards: tuple[str, ...]
+    settings: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+def parse_column(text: str, known: Sequence[str]) -> ColumnSpec:
+    """"none", "all", or guard names and guard.key=value settings, separated by spaces, commas or '+'.
+
+    Raises ValueError naming the mistake (an unknown guard, a malformed setting)."""
+    words = [w for w in text.replace(",", " ").replace("+", " ").split() if w]
+    guards: list[str] = []
+    settings: dict[str, dict[str, str]] = {}
+    for w in words:
+        if "=" in w:
+            name, _, value = w.partition("=")
+            guard, dot, key = name.partition(".")
+            if not (dot and guard and key):
+                raise ValueError(f"{w!r} is not GUARD.KEY=VALUE (e.g. attc.threshold=0.95)")
+            if guard not in known:
+                raise ValueError(f"no guard named {guard!r}; installed: {', '.join(known)}")
+            settings.setdefault(guard, {})[key] = value
+        elif w.lower() == "none":
+            continue
+        elif w.lower() == "all":
+            guards.extend(known)
+        elif w in known:
+            guards.append(w)
+        else:
+            raise ValueError(f"no guard named {w!r}; installed: {', '.join(known)}")
+    names = tuple(dict.fromkeys(guards))
+    return ColumnSpec("+".join(names) or "none", names, settings)
+
+
+async def run_columns(starts: Sequence[Callable[[], Awaitable[Any]]], *, concurrent: bool = False) -> list[Any]:
+    """Run the columns of a comparison: one after another (the default: with one local model the
+    prefix cache stays warm for each run), or all at once (a shared model serialises generations,
+    and every switch re-evaluates the part of the prompt that differs). A column that fails
+    returns its exception; the others go on."""
+    if concurrent:
+        return list(await asyncio.gather(*(s() for s in starts), return_exceptions=True))
+    out: list[Any] = []
+    for start in starts:
+        try:
+            out.append(await start())
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # noqa: BLE001 - a failed column is shown, the next still runs
+            out.append(e)
+    return out

@@ -1,0 +1,170 @@
+"""``tuiagent eval``: run datasets under several settings, resumably, and report.
+
+Registered on the main typer app at the end of tuiagent/cli.py. Imports stay light here: the
+harness, the runner and the model are imported when the command runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+FORMATS = ("table", "md", "csv", "json", "png")
+
+
+def _split(values: list[str] | None) -> list[str]:
+    return [v.strip() for item in values or [] for v in item.split(",") if v.strip()]
+
+
+def eval_command(
+    datasets: Annotated[list[str], typer.Argument(
+        help="demo (the built-in set), a JSONL file (GSM8K, MATH/MATH-500 or AIME shape), or hf:NAME[:CONFIG][:SPLIT].")],
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Model id from models.toml (default: its `default`).")] = None,
+    models: Annotated[Path | None, typer.Option("--models", help="A models.toml that overrides the shipped and user ones.")] = None,
+    script: Annotated[Path | None, typer.Option("--script", help="Turns to replay with `--model scripted` (every run replays it).")] = None,
+    config: Annotated[list[str] | None, typer.Option("--config", "-c", help=(
+        "A setting to run every problem under (repeat): none, all, guard names joined by + (attc+prunetir), a "
+        "condition (full, cot, noop, oracle, max1), a name from --configs; then :KEY=VALUE,... e.g. "
+        "'attc+prunetir:attc.threshold=0.9' or 'full:max_tool_calls=8'. Default: none."))] = None,
+    configs: Annotated[Path | None, typer.Option("--configs", help="A TOML file of named configs ([configs.NAME] tables).")] = None,
+    protocol: Annotated[str | None, typer.Option("--protocol", help=(
+        "Add a paper protocol's settings: tooltax = full, cot, noop, oracle, max1 (Gap and capability overlap)."))] = None,
+    baseline: Annotated[str | None, typer.Option("--baseline", help="The setting differences are taken against (default: the first).")] = None,
+    seeds: Annotated[int, typer.Option(min=1, help="Samples per problem and setting (Pass@1 averaged); use with --temperature.")] = 1,
+    temperature: Annotated[float | None, typer.Option(min=0, help="Sampling temperature for every run.")] = None,
+    limit: Annotated[int | None, typer.Option(min=1, help="Only the first N problems of each dataset.")] = None,
+    offset: Annotated[int, typer.Option(min=0, help="Skip the first N problems of each dataset.")] = 0,
+    problem_id: Annotated[list[str] | None, typer.Option("--id", help="Only these problem ids (repeat or comma-separate).")] = None,
+    question_field: Annotated[str | None, typer.Option(help="JSONL field holding the question.")] = None,
+    answer_field: Annotated[str | None, typer.Option(help="JSONL field holding the gold answer (#### N and \\boxed{} are read).")] = None,
+    id_field: Annotated[str | None, typer.Option(help="JSONL field holding the problem id.")] = None,
+    distractors: Annotated[bool, typer.Option("--distractors", help=(
+        "Semantic-distractor stress test: also run model-written variants of each problem (thematic, paraphrase, "
+        "parallel, hedged), cached in the user cache dir."))] = False,
+    distractor_types: Annotated[list[str] | None, typer.Option("--distractor-type", help="Only these distractor types (repeat).")] = None,
+    distractor_model: Annotated[str | None, typer.Option(help="Model that writes the distractor variants (default: --model).")] = None,
+    cue_probe: Annotated[bool, typer.Option("--cue-probe", help=(
+        "Spurious-tool-use probe: also run each problem with a cue (notebook header, shebang, [CODE], answer-tag "
+        "line) and report Delta Tool Y-N."))] = False,
+    cue: Annotated[list[str] | None, typer.Option("--cue", help="Only these cues (repeat): notebook, shebang, code_tag, answer_tag.")] = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="Runs in flight (vLLM / OpenAI-compatible servers; llama.cpp runs one at a time).")] = 1,
+    max_tool_calls: Annotated[int | None, typer.Option(min=0, help="Tool-call budget (default 4, [ref]).")] = None,
+    max_tokens: Annotated[int | None, typer.Option(min=1, help="Generated-token budget per run (default 3072).")] = None,
+    max_time: Annotated[float | None, typer.Option(min=1, help="Wall-time budget per run in seconds (default 600).")] = None,
+    timeout: Annotated[float | None, typer.Option(min=0.1, help="Per-call execution timeout in seconds (default 5).")] = None,
+    out: Annotated[Path | None, typer.Option("--out", "-o", help=(
+        "Results directory (default: <data dir>/evals/<name>); the same directory resumes."))] = None,
+    name: Annotated[str | None, typer.Option(help="Name of the results directory under <data dir>/evals.")] = None,
+    retry_errors: Annotated[bool, typer.Option("--retry-errors", help="Run again the runs that ended with a backend or kernel error.")] = False,
+    report_only: Annotated[bool, typer.Option("--report-only", help="Run nothing: report what the results directory holds.")] = False,
+    formats: Annotated[list[str] | None, typer.Option("--format", "-f", help=(
+        "Report forms (repeat): table, md, csv, json, png. Default: all (png needs matplotlib)."))] = None,
+    quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar and no table; files only.")] = False,
+) -> None:
+    """Evaluate a model on datasets under several guard settings; resumable, with paired comparisons."""
+    from rich.console import Console
+
+    from tuiagent.errors import UserError
+    from tuiagent.eval import configs as cf
+    from tuiagent.eval import report as rp
+    from tuiagent.eval.datasets import Fields
+    from tuiagent.eval.harness import EvalConfig, default_out
+    from tuiagent.eval.variants import CUES, DISTRACTORS
+    from tuiagent.runner import RunRequest, resolve_spec
+
+    err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+    chosen = set(_split(formats)) or set(FORMATS)
+    if chosen - set(FORMATS):
+        raise typer.BadParameter(f"unknown format(s) {', '.join(sorted(chosen - set(FORMATS)))}; use {', '.join(FORMATS)}",
+                                 param_hint="--format")
+    spec = resolve_spec(RunRequest(problem="", model=model, models_file=models))
+    directory = (out or default_out(datasets, spec.id, name)).expanduser()
+
+    if not report_only:
+        named = cf.load_config_file(configs) if configs else None
+        settings = cf.resolve_settings(_split(config) if config else [], named=named, protocol=protocol)
+        if baseline and baseline not in {s.name for s in settings}:
+            raise UserError(f"--baseline {baseline!r} is not one of the settings: {', '.join(s.name for s in settings)}")
+        types = _split(distractor_types) or (list(DISTRACTORS) if distractors else [])
+        cues = _split(cue) or (list(CUES) if cue_probe else [])
+        for kind in types:
+            if kind not in DISTRACTORS:
+                raise UserError(f"unknown distractor type {kind!r}; use {', '.join(DISTRACTORS)}")
+        for c in cues:
+            if c not in CUES:
+                raise UserError(f"unknown cue {c!r}; use {', '.join(CUES)}")
+        run = {k: v for k, v in {"max_tool_calls": max_tool_calls, "max_tokens": max_tokens, "max_wall_s": max_time,
+                                  "exec_timeout_s": timeout}.items() if v is not None}
+        cfg = EvalConfig(
+            datasets=list(datasets), settings=settings, out=directory, model=spec.id, models_file=models,
+            script=script, seeds=seeds, limit=limit, offset=offset, ids=set(_split(problem_id)) or None,
+            fields=Fields(question_field, answer_field, id_field), distractors=types,
+            distractor_model=distractor_model, cues=cues, concurrency=concurrency, run=run,
+            sampling={"temperature": temperature} if temperature is not None else {},
+            retry_errors=retry_errors, baseline=baseline,
+        )
+        outcome = _run_with_progress(cfg, err, quiet)
+        rate = f", {outcome.throughput_per_min:.1f} runs/min" if outcome.ran else ""
+        err.print(f"{outcome.ran} run(s) done, {outcome.already_done} already in {directory / 'results.jsonl'}"
+                  f"{f', {outcome.failed} failed' if outcome.failed else ''}{rate}")
+
+    summary = rp.summary_from_store(directory, baseline=baseline)
+    if not summary["datasets"]:
+        raise UserError(f"no results in {directory} yet")
+    if "table" in chosen and not quiet:
+        rp.print_terminal(summary, Console(highlight=False, markup=False, width=max(Console().width, 140)))
+    written, messages = rp.write_reports(summary, directory, chosen - {"table"})
+    for message in messages:
+        err.print(message)
+    if written:
+        err.print("reports: " + ", ".join(str(p) for p in written))
+    err.print(f"results: {directory / 'results.jsonl'} (trajectories under {directory / 'runs'}; "
+              "replay one with `tuiagent replay FILE`)")
+
+
+def _run_with_progress(cfg, err, quiet: bool):
+    """Run the eval under a rich progress bar (ETA, accuracy so far); Ctrl-C stops it, resumable."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+    from tuiagent.eval.harness import run_eval
+
+    show = not quiet and err.is_terminal
+    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[status]}"),
+                        console=err, disable=not show)
+    state = {"task": None, "right": 0, "done": 0}
+
+    def log(message: str) -> None:
+        (progress.console if show else err).print(message)
+
+    def on_plan(total: int, done: int) -> None:
+        log(f"{total} run(s) planned, {done} already done: {total - done} to run")
+        state["task"] = progress.add_task("eval", total=total - done, status="")
+
+    def on_record(record: dict) -> None:
+        state["done"] += 1
+        state["right"] += record.get("correct") is True
+        status = f"acc {state['right'] / state['done']:.2f} | last {record['setting']} {record['problem_id']}"
+        if state["task"] is not None:
+            progress.update(state["task"], advance=1, status=status)
+        if not show and not quiet:
+            err.print(f"[{state['done']}] {record['key']}: {'right' if record.get('correct') else 'wrong'} "
+                      f"({record.get('answer')!r}, {record.get('tcn')} calls, {record.get('wall_s')} s)")
+
+    def on_variant(n: int, total: int) -> None:
+        if n == total or n % 10 == 0:
+            log(f"distractor variants: {n}/{total}")
+
+    with progress:
+        try:
+            return asyncio.run(run_eval(cfg, log=log, on_plan=on_plan, on_record=on_record,
+                                        on_variant_progress=on_variant))
+        except KeyboardInterrupt:
+            progress.stop()
+            err.print(f"interrupted: {state['done']} run(s) of this session are saved in {cfg.out / 'results.jsonl'}; "
+                      "run the same command again to continue where it stopped")
+            sys.exit(130)

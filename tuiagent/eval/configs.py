@@ -1,0 +1,247 @@
+"""Eval settings: which guards, which mode and kernel, which budgets -- parsed from ``--config`` strings
+and named configs in a TOML file.
+
+A ``--config`` string is ``PARTS[:KEY=VALUE,KEY=VALUE...]``:
+
+- PARTS joined by ``+``: guard names (``attc``, ``prunetir``, ...), ``all`` (every installed guard),
+  ``none`` (no guard), or a tool-use-tax condition: ``full`` (Agent-Full), ``cot`` (NoTool-CoT),
+  ``noop`` (Agent-NoopTool), ``oracle`` (Agent-OracleCalc), ``max1`` (Agent-Max1Turn);
+  or the name of a config from the TOML file (alone).
+- ``guard.key=value``: a guard setting (checked by the guard, as with ``solve --set``);
+  ``key=value`` without a dot: a run setting (mode, kernel, max_tool_calls, max_tokens,
+  exec_timeout_s, output_chars, max_wall_s) or a sampling setting (temperature, top_p, top_k,
+  repeat_penalty).
+
+The setting's name in results and reports is the string as given. Examples::
+
+    --config none --config attc --config all --config "attc+prunetir:attc.threshold=0.9"
+    --config cot --config "noop+attc" --config "full:max_tool_calls=8"
+
+A TOML file (``--configs FILE``) names configs::
+
+    [configs.strict]
+    guards = ["attc", "prunetir"]          # or "all"
+    condition = "full"                     # optional: full, cot, noop, oracle, max1
+    run = { max_tool_calls = 6 }           # optional run settings
+    sampling = { temperature = 0.6 }       # optional sampling settings
+    [configs.strict.guard_settings.attc]
+    threshold = 0.99
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import tomllib
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tuiagent.errors import ConfigError
+
+# The tool-use-tax conditions (arXiv 2605.00136), as changes to a run.
+CONDITIONS: dict[str, dict[str, Any]] = {
+    "full": {},
+    "cot": {"mode": "cot"},
+    "noop": {"kernel": "noop"},
+    "oracle": {"kernel": "oracle"},
+    "max1": {"max_tool_calls": 1},
+}
+CONDITION_LABELS = {
+    "full": "Agent-Full",
+    "cot": "NoTool-CoT",
+    "noop": "Agent-NoopTool",
+    "oracle": "Agent-OracleCalc",
+    "max1": "Agent-Max1Turn",
+}
+PROTOCOLS = {"tooltax": ("full", "cot", "noop", "oracle", "max1")}
+
+RUN_KEYS = {"mode": str, "kernel": str, "max_tool_calls": int, "max_tokens": int, "exec_timeout_s": float,
+            "output_chars": int, "max_wall_s": float}
+SAMPLING_KEYS = {"temperature": float, "top_p": float, "top_k": int, "repeat_penalty": float}
+
+
+@dataclass(frozen=True)
+class EvalSetting:
+    """One setting every problem is run under. ``run`` overrides RunSettings fields (``mode`` and
+    the budgets) and may name the ``kernel``; ``sampling`` overrides the model's sampling."""
+
+    name: str
+    guards: tuple[str, ...] = ()
+    guard_settings: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False)
+    run: dict[str, Any] = field(default_factory=dict, hash=False)
+    sampling: dict[str, Any] = field(default_factory=dict, hash=False)
+    condition: str | None = None  # a tool-use-tax condition this setting is, when it is one
+
+    @property
+    def mode(self) -> str:
+        return str(self.run.get("mode", "tool"))
+
+    @property
+    def kernel(self) -> str:
+        return str(self.run.get("kernel", "jupyter"))
+
+    def describe(self) -> dict[str, Any]:
+        return {"name": self.name, "guards": list(self.guards), "guard_settings": self.guard_settings,
+                "run": self.run, "sampling": self.sampling, "condition": self.condition}
+
+    def fingerprint(self, base: dict[str, Any] | None = None) -> str:
+        """A short hash of what the setting does (with the eval-wide ``base`` run settings)."""
+        body = {k: v for k, v in self.describe().items() if k != "name"}
+        body["base"] = base or {}
+        blob = json.dumps(body, sort_keys=True, default=str)
+        return hashlib.sha1(blob.encode()).hexdigest()[:12]
+
+
+def _convert(key: str, value: Any, kind: type, origin: str) -> Any:
+    if kind is str:
+        value = str(value)
+        if key == "mode" and value not in ("tool", "cot"):
+            raise ConfigError(f"mode must be tool or cot, not {value!r}", key=origin)
+        return value
+    try:
+        number = kind(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{key} must be a number, not {value!r}", key=origin) from None
+    if number < 0:
+        raise ConfigError(f"{key} must be 0 or more, not {value!r}", key=origin)
+    return number
+
+
+def _assign(setting: dict[str, Any], key: str, value: Any, origin: str) -> None:
+    if "." in key:
+        guard, _, name = key.partition(".")
+        setting["guard_settings"].setdefault(guard, {})[name] = value
+    elif key in RUN_KEYS:
+        setting["run"][key] = _convert(key, value, RUN_KEYS[key], origin)
+    elif key in SAMPLING_KEYS:
+        setting["sampling"][key] = _convert(key, value, SAMPLING_KEYS[key], origin)
+    else:
+        known = ", ".join([*RUN_KEYS, *SAMPLING_KEYS])
+        raise ConfigError(f"unknown setting {key!r}", key=origin,
+                          fix=f"use GUARD.KEY=VALUE for a guard setting, or one of: {known}")
+
+
+def _guard_names() -> list[str]:
+    from guards.chain import available
+
+    return available()
+
+
+def parse_config(text: str, named: dict[str, EvalSetting] | None = None) -> EvalSetting:
+    """One ``--config`` string (see the module docstring) -> an EvalSetting named ``text``."""
+    named = named or {}
+    text = text.strip()
+    if not text:
+        raise ConfigError("an empty --config", fix="e.g. --config none, --config attc+prunetir")
+    if text in named:
+        return named[text]
+    head, colon, tail = text.partition(":")
+    parts = [p.strip() for p in head.split("+") if p.strip()]
+    guards_known = _guard_names()
+    setting: dict[str, Any] = {"guards": [], "guard_settings": {}, "run": {}, "sampling": {}}
+    conditions = []
+    for part in parts:
+        if part == "none":
+            continue
+        if part == "all":
+            setting["guards"].append("all")
+        elif part in CONDITIONS:
+            conditions.append(part)
+            setting["run"].update(CONDITIONS[part])
+        elif part in guards_known:
+            setting["guards"].append(part)
+        else:
+            choices = ", ".join(["none", "all", *guards_known, *CONDITIONS, *named])
+            raise ConfigError(f"--config {text!r}: {part!r} is not a guard, a condition or a named config",
+                              fix=f"use one of: {choices} (join with +)")
+    if len(conditions) > 1:
+        raise ConfigError(f"--config {text!r} names more than one condition ({', '.join(conditions)})",
+                          fix="give one of full, cot, noop, oracle, max1 per config")
+    if colon:
+        for item in tail.split(","):
+            key, eq, value = item.partition("=")
+            if not (eq and key.strip()):
+                raise ConfigError(f"--config {text!r}: {item!r} is not KEY=VALUE",
+                                  fix="e.g. attc+prunetir:attc.threshold=0.9,max_tool_calls=6")
+            _assign(setting, key.strip(), value.strip(), f"--config {text}")
+    condition = conditions[0] if conditions else ("full" if text in ("none", "full") else None)
+    return EvalSetting(name=text, guards=tuple(dict.fromkeys(setting["guards"])),
+                       guard_settings=setting["guard_settings"], run=setting["run"], sampling=setting["sampling"],
+                       condition=condition if not setting["guards"] else None)
+
+
+def load_config_file(path: Path | str) -> dict[str, EvalSetting]:
+    """Named configs from a TOML file (``[configs.NAME]`` tables, see the module docstring)."""
+    path = Path(path).expanduser()
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except OSError as e:
+        raise ConfigError(f"cannot read configs file: {e.strerror}", file=str(path)) from None
+    except tomllib.TOMLDecodeError as e:
+        raise ConfigError(f"not valid TOML: {e}", file=str(path)) from None
+    tables = data.get("configs")
+    if not isinstance(tables, dict) or not tables:
+        raise ConfigError("no [configs.NAME] tables", file=str(path),
+                          fix='add e.g. [configs.strict] with guards = ["attc"]')
+    known_keys = {"guards", "condition", "run", "sampling", "guard_settings", "description"}
+    guards_known = _guard_names()
+    out = {}
+    for name, table in tables.items():
+        where = f"configs.{name}"
+        if not isinstance(table, dict):
+            raise ConfigError("must be a table", file=str(path), key=where)
+        unknown = set(table) - known_keys
+        if unknown:
+            raise ConfigError(f"unknown key(s) {', '.join(sorted(unknown))}", file=str(path), key=where,
+                              fix=f"use {', '.join(sorted(known_keys))}")
+        guards = table.get("guards", [])
+        guards = [guards] if isinstance(guards, str) else list(guards)
+        for g in guards:
+            if g not in ("all", "none", *guards_known):
+                raise ConfigError(f"{g!r} is not an installed guard", file=str(path), key=f"{where}.guards",
+                                  fix=f"use all or one of {', '.join(guards_known)}")
+        guards = [g for g in guards if g != "none"]
+        setting: dict[str, Any] = {"guards": guards, "guard_settings": {}, "run": {}, "sampling": {}}
+        condition = table.get("condition")
+        if condition is not None:
+            if condition not in CONDITIONS:
+                raise ConfigError(f"{condition!r} is not a condition", file=str(path), key=f"{where}.condition",
+                                  fix=f"use one of {', '.join(CONDITIONS)}")
+            setting["run"].update(CONDITIONS[condition])
+        for key, value in dict(table.get("run", {})).items():
+            if key not in RUN_KEYS:
+                raise ConfigError(f"unknown run setting {key!r}", file=str(path), key=f"{where}.run",
+                                  fix=f"use {', '.join(RUN_KEYS)}")
+            _assign(setting, key, value, f"{path}: {where}.run")
+        for key, value in dict(table.get("sampling", {})).items():
+            if key not in SAMPLING_KEYS:
+                raise ConfigError(f"unknown sampling setting {key!r}", file=str(path), key=f"{where}.sampling",
+                                  fix=f"use {', '.join(SAMPLING_KEYS)}")
+            _assign(setting, key, value, f"{path}: {where}.sampling")
+        for guard, values in dict(table.get("guard_settings", {})).items():
+            if not isinstance(values, dict):
+                raise ConfigError("must be a table of settings", file=str(path), key=f"{where}.guard_settings.{guard}")
+            setting["guard_settings"][guard] = dict(values)
+        out[name] = EvalSetting(name=name, guards=tuple(guards), guard_settings=setting["guard_settings"],
+                                run=setting["run"], sampling=setting["sampling"],
+                                condition=condition if condition and not guards else None)
+    return out
+
+
+def resolve_settings(configs: list[str], *, named: dict[str, EvalSetting] | None = None,
+                     protocol: str | None = None) -> list[EvalSetting]:
+    """The settings of an eval, in order, duplicates dropped. No config at all -> ``none``."""
+    texts = list(configs)
+    if protocol:
+        if protocol not in PROTOCOLS:
+            raise ConfigError(f"unknown protocol {protocol!r}", fix=f"use one of {', '.join(PROTOCOLS)}")
+        texts += [c for c in PROTOCOLS[protocol] if c not in texts]
+    if not texts:
+        texts = list(named) if named else ["none"]
+    out: dict[str, EvalSetting] = {}
+    for text in texts:
+        setting = parse_config(text, named)
+        out.setdefault(setting.name, setting)
+    return list(out.values())
+

@@ -1,0 +1,432 @@
+"""Running an eval: every problem (and variant) under every setting and seed, concurrently where the
+backend allows, each finished run appended to the results file before the next is counted.
+
+Backends:
+- llama_cpp: one model in this process serves one stream at a time: runs are serialised
+  (concurrency forced to 1, with a message) and the loaded model is shared by all runs;
+- vllm / openai: one engine or server client shared by up to ``concurrency`` runs in flight;
+- scripted: a fresh backend per run (a script is replayed from its first turn for every run);
+- tests and the benchmark pass ``backend_factory(job)``: a fresh backend per run.
+
+Kernels: Jupyter kernels come from a :class:`kernels.pool.KernelPool` of ``concurrency`` warm
+kernels (each used by one run, then shut down); other kernels (noop, oracle) are made per run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import hashlib
+import re
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from tuiagent import paths
+from tuiagent.eval.configs import EvalSetting
+from tuiagent.eval.datasets import Fields, Problem, load_dataset, select
+from tuiagent.eval.metrics import run_record
+from tuiagent.eval.results import ResultStore, run_key
+from tuiagent.eval.variants import cue_variants, distractor_variants
+from tuiagent.errors import ConfigError, UserError
+
+SERIAL_BACKENDS = ("llama_cpp",)
+PER_RUN_BACKENDS = ("scripted",)
+MAX_FAILURES_IN_A_ROW = 5
+
+
+@dataclass(frozen=True)
+class Job:
+    problem: Problem
+    setting: EvalSetting
+    seed: int
+
+    @property
+    def key(self) -> str:
+        return run_key(self.problem.dataset, self.problem.id, self.problem.variant, self.setting.name, self.seed)
+
+
+@dataclass
+class EvalConfig:
+    """What one ``tuiagent eval`` does. ``run`` holds eval-wide RunSettings overrides (budgets),
+    ``sampling`` eval-wide sampling overrides; a setting's own values win over both."""
+
+    datasets: list[str]
+    settings: list[EvalSetting]
+    out: Path
+    model: str | None = None
+    models_file: Path | None = None
+    script: Path | None = None
+    seeds: int = 1
+    limit: int | None = None
+    offset: int = 0
+    ids: set[str] | None = None
+    fields: Fields = field(default_factory=Fields)
+    distractors: list[str] = field(default_factory=list)
+    distractor_model: str | None = None
+    cues: list[str] = field(default_factory=list)
+    concurrency: int = 1
+    run: dict[str, Any] = field(default_factory=dict)
+    sampling: dict[str, Any] = field(default_factory=dict)
+    retry_errors: bool = False
+    baseline: str | None = None
+
+
+@dataclass
+class EvalOutcome:
+    total: int = 0
+    already_done: int = 0
+    ran: int = 0
+    failed: int = 0
+    cancelled: bool = False
+    wall_s: float = 0.0
+    invalid_variants: list[dict] = field(default_factory=list)
+    model: str = ""
+
+    @property
+    def throughput_per_min(self) -> float:
+        return 60.0 * self.ran / self.wall_s if self.wall_s > 0 else 0.0
+
+
+def default_out(datasets: list[str], model: str, name: str | None = None) -> Path:
+    """``<data dir>/evals/<name>``; the default name comes from the datasets and the model, so the same
+    command finds (and resumes) the same results."""
+    if not name:
+        stems = [Path(d).stem if not d.startswith("hf:") else d[3:] for d in datasets]
+        name = "+".join(stems) + "-" + model
+    return paths.data_dir() / "evals" / safe_name(name)
+
+
+def safe_name(text: str) -> str:
+    clean = re.sub(r"[^A-Za-z0-9._+=-]+", "_", text).strip("_") or "x"
+    if clean != text:
+        clean += "-" + hashlib.sha1(text.encode()).hexdigest()[:6]
+    return clean[:120]
+
+
+def load_problems(cfg: EvalConfig) -> list[Problem]:
+    out: list[Problem] = []
+    names = set()
+    for spec in cfg.datasets:
+        problems = select(load_dataset(spec, cfg.fields), limit=cfg.limit, offset=cfg.offset, ids=cfg.ids)
+        if problems and problems[0].dataset in names:
+            raise UserError(f"two datasets are named {problems[0].dataset!r}; rename one of the files")
+        names.update(p.dataset for p in problems[:1])
+        out.extend(problems)
+    if not out:
+        raise UserError("no problems selected (check --limit, --offset and --id)")
+    return out
+
+
+def plan(problems: list[Problem], settings: list[EvalSetting], seeds: int) -> list[Job]:
+    """Problem-major order: an interrupted eval has whole problems (every setting) done."""
+    return [Job(p, s, seed) for p in problems for seed in range(seeds) for s in settings]
+
+
+class EvalRunner:
+    """Runs jobs against one model; see the module docstring for how backends and kernels are shared."""
+
+    def __init__(self, spec: Any, store: ResultStore, cfg: EvalConfig, *,
+                 backend_factory: Callable[[Job], Any] | None = None,
+                 kernels: dict[str, Callable[..., Any]] | None = None,
+                 pooled: tuple[str, ...] = ("jupyter",),
+                 log: Callable[[str], None] = print,
+                 on_record: Callable[[dict[str, Any]], None] | None = None):
+        from tuiagent.core.loop import RunSettings
+
+        self.spec, self.store, self.cfg = spec, store, cfg
+        self.backend_factory = backend_factory
+        self.kernels = dict(kernels or {})
+        self.pooled = pooled
+        self.log = log
+        self.on_record = on_record or (lambda r: None)
+        self.concurrency = max(1, int(cfg.concurrency))
+        if spec.backend in SERIAL_BACKENDS and self.concurrency > 1 and backend_factory is None:
+            log(f"{spec.id} runs on llama.cpp in this process, one stream at a time: concurrency {self.concurrency} "
+                "-> 1 (runs are serialised; serve the model with vLLM or an OpenAI-compatible server for more)")
+            self.concurrency = 1
+        self._run_fields = {f.name for f in dataclasses.fields(RunSettings)}
+        unknown = set(cfg.run) - self._run_fields
+        if unknown:
+            raise ConfigError(f"unknown run setting(s): {', '.join(sorted(unknown))}")
+        self.shared_backend: Any = None
+        self._pools: dict[str, Any] = {}
+        self.outcome = EvalOutcome(model=spec.id)  # live: what an interrupted eval had done
+
+    # -- requests -------------------------------------------------------------------------------
+
+    def base_run(self) -> dict[str, Any]:
+        return {"run": dict(self.cfg.run), "sampling": dict(self.cfg.sampling)}
+
+    def request(self, job: Job) -> Any:
+        from tuiagent.core.loop import RunSettings
+        from tuiagent.runner import RunRequest
+
+        run = {**self.cfg.run, **{k: v for k, v in job.setting.run.items() if k in self._run_fields}}
+        sampling = {**self.cfg.sampling, **job.setting.sampling, "seed": job.seed}
+        return RunRequest(
+            problem=job.problem.question, model=self.spec.id, models_file=self.cfg.models_file,
+            script=self.cfg.script, gold=job.problem.gold, settings=RunSettings(**run),
+            sampling_overrides=sampling, out=self.trajectory(job), guards=job.setting.guards,
+            guard_settings=job.setting.guard_settings, kernel=job.setting.kernel,
+        )
+
+    def trajectory(self, job: Job) -> Path:
+        p = job.problem
+        return (self.store.dir / "runs" / safe_name(p.dataset) / safe_name(job.setting.name)
+                / f"{safe_name(p.unit)}-s{job.seed}.jsonl")
+
+    def check(self, settings: list[EvalSetting]) -> None:
+        """Fail before any run when a setting cannot be built (bad guard setting, unknown kernel)."""
+        from tuiagent.runner import guard_chain, kernel_class
+
+        for setting in settings:
+            probe = Job(Problem("check", "0", "1 + 1", "2"), setting, 0)
+            request = self.request(probe)
+            guard_chain(self.spec, request)
+            if setting.mode == "tool" and setting.kernel not in self.kernels:
+                kernel_class(setting.kernel)
+
+    # -- running --------------------------------------------------------------------------------
+
+    async def __aenter__(self) -> EvalRunner:
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        await self.aclose()
+
+    async def aclose(self) -> None:
+        pools, self._pools = self._pools, {}
+        for pool in pools.values():
+            await pool.close()
+        if self.shared_backend is not None:
+            backend, self.shared_backend = self.shared_backend, None
+            await backend.aclose()
+
+    def _open_shared(self) -> None:
+        if self.backend_factory is None and self.spec.backend not in PER_RUN_BACKENDS and self.shared_backend is None:
+            from tuiagent.runner import RunRequest, open_model
+
+            self.shared_backend = open_model(self.spec, RunRequest(problem="", model=self.spec.id,
+                                                                   models_file=self.cfg.models_file,
+                                                                   script=self.cfg.script))
+
+    def _kernel_factory(self, name: str) -> Callable[..., Any]:
+        if name in self.kernels:
+            return self.kernels[name]
+        from tuiagent.runner import make_kernel
+
+        return lambda gold=None: make_kernel(name, gold=gold)
+
+    async def _start_pools(self, jobs: list[Job]) -> None:
+        from kernels.pool import KernelPool
+
+        needed = {j.setting.kernel for j in jobs if j.setting.mode == "tool"} & set(self.pooled)
+        for name in sorted(needed - set(self._pools)):
+            factory = self._kernel_factory(name)
+            pool = KernelPool(size=min(self.concurrency, sum(j.setting.kernel == name for j in jobs)),
+                              factory=lambda f=factory: f())
+            await pool.start()
+            self._pools[name] = pool
+
+    @contextlib.asynccontextmanager
+    async def _kernel(self, job: Job):
+        if job.setting.mode != "tool":
+            yield None
+            return
+        name = job.setting.kernel
+        if name in self._pools:
+            async with self._pools[name].acquire() as kernel:
+                yield kernel
+            return
+        async with self._kernel_factory(name)(gold=job.problem.gold) as kernel:
+            yield kernel
+
+    async def run_one(self, job: Job) -> dict[str, Any] | None:
+        """Run one job; its record (already appended), or None when it was cancelled."""
+        from tuiagent.core.events import Event
+        from tuiagent.runner import run_problem
+
+        request = self.request(job)
+        path = request.out
+        path.unlink(missing_ok=True)  # a partial trajectory of an interrupted earlier try
+        for leftover in path.parent.glob(path.stem + "/*"):
+            leftover.unlink(missing_ok=True)
+        events: list[Event] = []
+        backend = self.backend_factory(job) if self.backend_factory is not None else self.shared_backend
+        try:
+            async with self._kernel(job) as kernel:
+                finished = await run_problem(request, events.append, backend=backend, spec=self.spec, kernel=kernel)
+        finally:
+            if self.backend_factory is not None and backend is not None:
+                await backend.aclose()
+        if finished.reason == "cancelled":
+            return None
+        record = {
+            "key": job.key, "dataset": job.problem.dataset, "problem_id": job.problem.id,
+            "variant": job.problem.variant, "setting": job.setting.name,
+            "setting_fp": job.setting.fingerprint(self.base_run()), "seed": job.seed, "model": self.spec.id,
+            "gold": job.problem.gold, "question_hash": job.problem.question_hash(),
+            **run_record(events), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+        }
+        self.store.append(record)
+        self.on_record(record)
+        return record
+
+    async def run(self, jobs: list[Job]) -> EvalOutcome:
+        """Run the jobs not yet in the store, ``concurrency`` at a time."""
+        outcome = self.outcome = EvalOutcome(total=len(jobs), model=self.spec.id)
+        todo = [j for j in jobs if not self.store.done(j.key, retry_errors=self.cfg.retry_errors)]
+        outcome.already_done = len(jobs) - len(todo)
+        if not todo:
+            return outcome
+        self._open_shared()
+        await self._start_pools(todo)
+        queue: asyncio.Queue[Job] = asyncio.Queue()
+        for job in todo:
+            queue.put_nowait(job)
+        failures_in_a_row = 0
+        first_error: list[BaseException] = []
+        started = time.monotonic()
+
+        async def worker() -> None:
+            nonlocal failures_in_a_row
+            while not queue.empty():
+                job = queue.get_nowait()
+                try:
+                    record = await self.run_one(job)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as e:  # one run failing (a kernel that would not start) is not the eval failing
+                    outcome.failed += 1
+                    failures_in_a_row += 1
+                    first_error.append(e)
+                    self.log(f"run {job.key} failed ({type(e).__name__}: {e}); it will be retried on the next run")
+                    if failures_in_a_row >= MAX_FAILURES_IN_A_ROW:
+                        raise UserError(f"{failures_in_a_row} runs in a row failed; stopping. "
+                                        f"First: {type(first_error[0]).__name__}: {first_error[0]}") from e
+                    continue
+                if record is not None:
+                    outcome.ran += 1
+                    failures_in_a_row = 0
+
+        workers = [asyncio.create_task(worker()) for _ in range(min(self.concurrency, len(todo)))]
+        try:
+            await asyncio.gather(*workers)
+        except BaseException:
+            for w in workers:
+                w.cancel()
+            await asyncio.gather(*workers, return_exceptions=True)
+            raise
+        finally:
+            outcome.wall_s = time.monotonic() - started
+        return outcome
+
+
+async def build_problems(cfg: EvalConfig, spec: Any, *, log: Callable[[str], None] = print,
+                         distractor_backend: Callable[[], Any] | None = None, close_distractor_backend: bool = True,
+                         on_progress: Callable[[int, int], None] | None = None) -> tuple[list[Problem], list[dict]]:
+    """The clean problems plus their cue and distractor variants (invalid distractors listed apart)."""
+    problems = load_problems(cfg)
+    variants: list[Problem] = []
+    invalid: list[dict] = []
+    if cfg.cues:
+        variants += cue_variants(problems, cfg.cues)
+    if cfg.distractors:
+        from tuiagent.runner import RunRequest, open_model, resolve_spec
+
+        dspec = spec if not cfg.distractor_model else resolve_spec(
+            RunRequest(problem="", model=cfg.distractor_model, models_file=cfg.models_file))
+        factory = distractor_backend or (lambda: open_model(dspec, RunRequest(problem="", model=dspec.id,
+                                                                                models_file=cfg.models_file,
+                                                                                script=cfg.script)))
+        made, invalid = await distractor_variants(problems, cfg.distractors, model_id=dspec.id,
+                                                  backend_factory=factory, close_backend=close_distractor_backend,
+                                                  on_progress=on_progress, log=log)
+        variants += made
+        if invalid:
+            log(f"{len(invalid)} distractor variant(s) lost a number of the question and are left out "
+                "(listed in the report)")
+    # variants next to their problem, so problem-major order keeps a problem's runs together
+    order = {(p.dataset, p.id): i for i, p in enumerate(problems)}
+    everything = problems + variants
+    everything.sort(key=lambda p: (order[(p.dataset, p.id)], p.variant))
+    return everything, invalid
+
+
+async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
+                   backend_factory: Callable[[Job], Any] | None = None,
+                   distractor_backend: Callable[[], Any] | None = None,
+                   kernels: dict[str, Callable[..., Any]] | None = None,
+                   pooled: tuple[str, ...] = ("jupyter",),
+                   on_plan: Callable[[int, int], None] | None = None,
+                   on_record: Callable[[dict[str, Any]], None] | None = None,
+                   on_variant_progress: Callable[[int, int], None] | None = None) -> EvalOutcome:
+    """Load, plan and run an eval (resuming what ``cfg.out`` already holds). ``on_plan(total, done)``
+    is called once the jobs are known, ``on_record`` after each finished run."""
+    from tuiagent.runner import RunRequest, resolve_spec
+
+    spec = resolve_spec(RunRequest(problem="", model=cfg.model, models_file=cfg.models_file))
+    if cfg.seeds > 1 and float({**spec_sampling(spec), **cfg.sampling}.get("temperature", 0.0)) == 0.0 \
+            and not any(s.sampling.get("temperature") for s in cfg.settings):
+        log(f"note: {cfg.seeds} seeds with greedy sampling (temperature 0) give identical runs; "
+            "pass --temperature for different samples")
+    with ResultStore(cfg.out) as store:
+        runner = EvalRunner(spec, store, cfg, backend_factory=backend_factory, kernels=kernels, pooled=pooled,
+                            log=log, on_record=on_record)
+        fingerprints = {s.name: s.fingerprint(runner.base_run()) for s in cfg.settings}
+        store.check_compatible(spec.id, fingerprints)
+        runner.check(cfg.settings)  # before anything costly: a bad setting fails here
+        reuse = (cfg.distractors and distractor_backend is None and backend_factory is None
+                 and cfg.distractor_model in (None, spec.id) and spec.backend not in PER_RUN_BACKENDS)
+        if reuse:  # the eval's own model writes the variants: load it once
+            runner._open_shared()
+            distractor_backend = lambda: runner.shared_backend  # noqa: E731
+        try:
+            problems, invalid = await build_problems(cfg, spec, log=log, distractor_backend=distractor_backend,
+                                                     close_distractor_backend=not reuse,
+                                                     on_progress=on_variant_progress)
+        except BaseException:
+            await runner.aclose()
+            raise
+        jobs = plan(problems, cfg.settings, cfg.seeds)
+        previous = store.manifest() or {}
+        # settings of earlier invocations into the same directory stay listed (their runs stay reported)
+        described = {s["name"]: s for s in previous.get("settings", [])}
+        described.update({s.name: s.describe() | {"fingerprint": fingerprints[s.name]} for s in cfg.settings})
+        store.write_manifest({
+            "model": spec.id, "backend": spec.backend,
+            "datasets": list(dict.fromkeys([*previous.get("datasets", []), *cfg.datasets])),
+            "settings": list(described.values()),
+            "baseline": cfg.baseline or previous.get("baseline") or cfg.settings[0].name, "seeds": cfg.seeds,
+            "limit": cfg.limit,
+            "offset": cfg.offset, "cues": cfg.cues, "distractors": cfg.distractors,
+            "distractor_model": cfg.distractor_model or (spec.id if cfg.distractors else None),
+            "run": cfg.run, "sampling": cfg.sampling, "concurrency": runner.concurrency,
+            "invalid_variants": invalid, "sessions": previous.get("sessions", []),
+        })
+        if on_plan:
+            on_plan(len(jobs), sum(store.done(j.key, retry_errors=cfg.retry_errors) for j in jobs))
+        try:
+            async with runner:
+                await runner.run(jobs)
+        except (asyncio.CancelledError, KeyboardInterrupt):
+            runner.outcome.cancelled = True
+            raise
+        finally:
+            outcome = runner.outcome
+            outcome.invalid_variants = invalid
+            manifest = store.manifest() or {}
+            manifest.setdefault("sessions", []).append({
+                "ended": time.strftime("%Y-%m-%dT%H:%M:%S"), "ran": outcome.ran, "failed": outcome.failed,
+                "wall_s": round(outcome.wall_s, 2), "concurrency": runner.concurrency,
+                "interrupted": outcome.cancelled})
+            store.write_manifest(manifest)
+    return outcome
+
+
+def spec_sampling(spec: Any) -> dict[str, Any]:
+    return dataclasses.asdict(spec.sampling) if dataclasses.is_dataclass(spec.sampling) else {}

@@ -1,0 +1,454 @@
+"""The summary of an eval, folded from its results records, and its four forms: a terminal table,
+Markdown, CSV and JSON, plus PNG plots when matplotlib is installed (``pip install 'tuiagent[eval]'``).
+
+Per dataset (on the questions as written; variants have their own sections):
+
+- one row per setting: Pass@1 (averaged over seeds) with a bootstrap CI over problems, the paired
+  difference against the baseline (bootstrap CI over problems; exact McNemar p over problem x seed
+  pairs), and per-run means/totals of the tool and guard numbers;
+- accuracy by tool-call bins (0-3, 4-7, 8-11, 12+);
+- the tool-use-tax conditions when present: Gap = Acc(Full) - Acc(CoT), capability overlap =
+  share of tool-benefited problems (Full right, Noop wrong) that CoT also solves;
+- distractors: accuracy per distractor type beside the clean accuracy on the same problems;
+- cue probe: tool-call rate with the cue (Y) and without (N), Delta Tool Y-N, per cue.
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import json
+import math
+from collections import defaultdict
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from tuiagent.eval.configs import CONDITION_LABELS
+from tuiagent.eval.stats import TOOL_BINS, bin_label, bootstrap_mean, mcnemar_exact, paired_bootstrap, tool_bin
+from tuiagent.eval.variants import CUE_PREFIX, DISTRACTOR_PREFIX
+
+MEANS = ("tcn", "erroneous", "wtn", "generated_tokens", "wall_s")
+TOTALS = ("stuck", "resampled", "suspended", "gate_continues", "attc_trust", "attc_rethink", "tool_ignored",
+          "unnecessary_calls", "necessity_flags", "tim_flag")
+
+
+def _ok(record: dict[str, Any]) -> float:
+    return 1.0 if record.get("correct") is True else 0.0
+
+
+def _round(value: float | None, digits: int = 4) -> float | None:
+    if value is None or (isinstance(value, float) and math.isnan(value)):
+        return None
+    return round(float(value), digits)
+
+
+def _by(records: Iterable[dict[str, Any]], *keys: str) -> dict[tuple, list[dict[str, Any]]]:
+    out: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+    for r in records:
+        out[tuple(r.get(k) for k in keys)].append(r)
+    return out
+
+
+def _unit(r: dict[str, Any]) -> str:
+    return f"{r['problem_id']}~{r['variant']}" if r.get("variant") else str(r["problem_id"])
+
+
+def _per_unit(records: list[dict[str, Any]]) -> dict[str, float]:
+    """Mean correctness per problem (unit) over its seeds."""
+    groups = _by(records, "problem_id", "variant")
+    return {_unit(rs[0]): sum(map(_ok, rs)) / len(rs) for rs in groups.values()}
+
+
+def _pairs(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    """(a correct, b correct) for each (unit, seed) both have."""
+    index = {(_unit(r), r["seed"]): r for r in b}
+    return [(_ok(r), _ok(index[(_unit(r), r["seed"])])) for r in a if (_unit(r), r["seed"]) in index]
+
+
+def accuracy(records: list[dict[str, Any]]) -> float | None:
+    return sum(map(_ok, records)) / len(records) if records else None
+
+
+def setting_row(records: list[dict[str, Any]], base: list[dict[str, Any]] | None) -> dict[str, Any]:
+    units = _per_unit(records)
+    acc, lo, hi = bootstrap_mean(list(units.values())) if units else (float("nan"),) * 3
+    row: dict[str, Any] = {
+        "runs": len(records), "problems": len(units), "accuracy": _round(accuracy(records)),
+        "acc_ci": [_round(lo), _round(hi)],
+        "tool_call_rate": _round(sum(r.get("tcn", 0) > 0 for r in records) / len(records)) if records else None,
+        "errors": sum(r.get("reason") == "error" for r in records),
+        "no_answer": sum(r.get("answer") is None for r in records),
+    }
+    for key in MEANS:
+        values = [r[key] for r in records if isinstance(r.get(key), (int, float))]
+        row[key] = _round(sum(values) / len(values), 2) if values else None
+    for key in TOTALS:
+        row[key] = int(sum(bool(r.get(key)) if key == "tim_flag" else (r.get(key) or 0) for r in records))
+    if base is not None:
+        base_units = _per_unit(base)
+        common = sorted(set(units) & set(base_units))
+        diff, dlo, dhi = paired_bootstrap([units[u] - base_units[u] for u in common])
+        pairs = _pairs(records, base)
+        b = sum(1 for x, y in pairs if y and not x)  # baseline right, this wrong
+        c = sum(1 for x, y in pairs if x and not y)  # this right, baseline wrong
+        row.update({"delta": _round(diff), "delta_ci": [_round(dlo), _round(dhi)], "paired_problems": len(common),
+                    "mcnemar_b": b, "mcnemar_c": c, "p_mcnemar": _round(mcnemar_exact(b, c))})
+    return row
+
+
+def tool_bins(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    out = {}
+    for lo, hi in TOOL_BINS:
+        label = bin_label(lo, hi)
+        rs = [r for r in records if tool_bin(int(r.get("tcn") or 0)) == label]
+        out[label] = {"runs": len(rs), "accuracy": _round(accuracy(rs))}
+    return out
+
+
+def _condition_setting(conditions: dict[str, str | None], names: list[str], wanted: str) -> str | None:
+    named = [n for n in names if n == wanted]
+    return named[0] if named else next((n for n in names if conditions.get(n) == wanted), None)
+
+
+def tooltax(clean: dict[str, list[dict[str, Any]]], conditions: dict[str, str | None]) -> dict[str, Any] | None:
+    names = list(clean)
+    which = {c: _condition_setting(conditions, names, c) for c in CONDITION_LABELS}
+    full, cot, noop = which["full"], which["cot"], which["noop"]
+    if full is None or cot is None:
+        return None
+    acc = {CONDITION_LABELS[c]: {"setting": s, "accuracy": _round(accuracy(clean[s]))}
+           for c, s in which.items() if s is not None}
+    full_acc, cot_acc = accuracy(clean[full]), accuracy(clean[cot])
+    out: dict[str, Any] = {"conditions": acc, "gap": _round(full_acc - cot_acc) if None not in (full_acc, cot_acc)
+                           else None}
+    if noop is not None:
+        idx = {c: {(_unit(r), r["seed"]): _ok(r) for r in clean[s]} for c, s in (("full", full), ("noop", noop),
+                                                                                  ("cot", cot))}
+        common = set(idx["full"]) & set(idx["noop"]) & set(idx["cot"])
+        benefited = [k for k in common if idx["full"][k] and not idx["noop"][k]]
+        also_cot = [k for k in benefited if idx["cot"][k]]
+        out.update({"tool_benefited": len(benefited), "tool_benefited_cot_solves": len(also_cot),
+                    "capability_overlap": _round(len(also_cot) / len(benefited)) if benefited else None})
+    return out
+
+
+def distractor_section(records: list[dict[str, Any]], settings: list[str]) -> dict[str, Any] | None:
+    variants = sorted({r["variant"] for r in records if str(r.get("variant", "")).startswith(DISTRACTOR_PREFIX)})
+    if not variants:
+        return None
+    out: dict[str, Any] = {}
+    for s in settings:
+        rs = [r for r in records if r["setting"] == s]
+        with_variant = {r["problem_id"] for r in rs if r.get("variant") in variants}
+        clean = [r for r in rs if not r.get("variant") and r["problem_id"] in with_variant]
+        row: dict[str, Any] = {"clean": {"runs": len(clean), "accuracy": _round(accuracy(clean))}}
+        for v in variants:
+            vr = [r for r in rs if r.get("variant") == v]
+            kind = v[len(DISTRACTOR_PREFIX):]
+            ids = {r["problem_id"] for r in vr}
+            base = [r for r in clean if r["problem_id"] in ids]
+            a, b = accuracy(vr), accuracy(base)
+            row[kind] = {"runs": len(vr), "accuracy": _round(a),
+                         "delta_vs_clean": _round(a - b) if None not in (a, b) else None}
+        out[s] = row
+    return out
+
+
+def cue_section(records: list[dict[str, Any]], settings: list[str]) -> dict[str, Any] | None:
+    cues = sorted({r["variant"] for r in records if str(r.get("variant", "")).startswith(CUE_PREFIX)})
+    if not cues:
+        return None
+
+    def rate(rs: list[dict[str, Any]]) -> float | None:
+        return sum((r.get("tcn") or 0) > 0 for r in rs) / len(rs) if rs else None
+
+    out: dict[str, Any] = {}
+    for s in settings:
+        rs = [r for r in records if r["setting"] == s]
+        row: dict[str, Any] = {}
+        all_y, all_n = [], []
+        for cue in cues:
+            y = [r for r in rs if r.get("variant") == cue]
+            keys = {(r["problem_id"], r["seed"]) for r in y}
+            n = [r for r in rs if not r.get("variant") and (r["problem_id"], r["seed"]) in keys]
+            all_y += y
+            all_n += n
+            ry, rn = rate(y), rate(n)
+            row[cue[len(CUE_PREFIX):]] = {
+                "runs": len(y), "tool_rate_y": _round(ry), "tool_rate_n": _round(rn),
+                "delta_tool_y_n": _round(ry - rn) if None not in (ry, rn) else None,
+                "accuracy_y": _round(accuracy(y)), "accuracy_n": _round(accuracy(n)),
+                "tcn_y": _round(sum(r.get("tcn", 0) for r in y) / len(y), 2) if y else None,
+                "tcn_n": _round(sum(r.get("tcn", 0) for r in n) / len(n), 2) if n else None,
+            }
+        ry, rn = rate(all_y), rate(all_n)
+        row["all"] = {"runs": len(all_y), "tool_rate_y": _round(ry), "tool_rate_n": _round(rn),
+                      "delta_tool_y_n": _round(ry - rn) if None not in (ry, rn) else None,
+                      "accuracy_y": _round(accuracy(all_y)), "accuracy_n": _round(accuracy(all_n))}
+        out[s] = row
+    return out
+
+
+def summarize(records: Iterable[dict[str, Any]], *, settings: list[str] | None = None, baseline: str | None = None,
+              conditions: dict[str, str | None] | None = None, model: str | None = None,
+              invalid_variants: list[dict] | None = None) -> dict[str, Any]:
+    """The whole summary as plain data (what summary.json holds)."""
+    records = list(records)
+    names = list(settings or [])
+    for r in records:
+        if r["setting"] not in names:
+            names.append(r["setting"])
+    present = {r["setting"] for r in records}
+    names = [n for n in names if n in present]
+    baseline = baseline if baseline in present else (names[0] if names else None)
+    conditions = conditions or {}
+    datasets: dict[str, Any] = {}
+    for dataset in sorted({r["dataset"] for r in records}):
+        rs = [r for r in records if r["dataset"] == dataset]
+        clean = {s: [r for r in rs if r["setting"] == s and not r.get("variant")] for s in names}
+        clean = {s: v for s, v in clean.items() if v}
+        base = clean.get(baseline)
+        datasets[dataset] = {
+            "settings": {s: setting_row(v, None if s == baseline else base) for s, v in clean.items()},
+            "tool_bins": {s: tool_bins(v) for s, v in clean.items()},
+            "tooltax": tooltax(clean, conditions),
+            "distractors": distractor_section(rs, names),
+            "cues": cue_section(rs, names),
+        }
+    return {"model": model or next((r.get("model") for r in records), None), "baseline": baseline,
+            "settings": names, "runs": len(records), "datasets": datasets,
+            "invalid_variants": invalid_variants or []}
+
+
+# -- forms ------------------------------------------------------------------------------------------
+
+ACC_COLUMNS = (
+    ("setting", "setting"), ("runs", "runs"), ("problems", "problems"), ("accuracy", "Pass@1"),
+    ("acc_ci", "95% CI"), ("delta", "Δ vs base"), ("delta_ci", "Δ 95% CI"), ("p_mcnemar", "McNemar p"),
+    ("tool_call_rate", "tool rate"), ("no_answer", "no answer"), ("errors", "errors"),
+)
+TOOL_COLUMNS = (
+    ("setting", "setting"), ("tcn", "TCN"), ("erroneous", "err"), ("wtn", "WTN"), ("generated_tokens", "gen tok"),
+    ("wall_s", "wall s"), ("stuck", "stuck"), ("resampled", "resampled"), ("suspended", "suspended"),
+    ("gate_continues", "gate cont"), ("attc_trust", "trust"), ("attc_rethink", "rethink"),
+    ("tool_ignored", "tool ignored"), ("unnecessary_calls", "unnec calls"), ("necessity_flags", "nec flags"),
+    ("tim_flag", "TIM flags"),
+)
+MAIN_COLUMNS = ACC_COLUMNS + TOOL_COLUMNS[1:]
+
+
+def _cell(value: Any) -> str:
+    if value is None:
+        return "–"
+    if isinstance(value, list):
+        return "–" if None in value else f"{_cell(value[0])} … {_cell(value[1])}"
+    if isinstance(value, float):
+        return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
+    return str(value)
+
+
+def main_rows(summary: dict[str, Any], dataset: str, columns: tuple = MAIN_COLUMNS) -> list[list[str]]:
+    rows = []
+    base = summary["baseline"]
+    for name, row in summary["datasets"][dataset]["settings"].items():
+        cells = []
+        for key, _ in columns:
+            if key == "setting":
+                cells.append(name + (" (base)" if name == base else ""))
+            else:
+                cells.append(_cell(row.get(key)))
+        rows.append(cells)
+    return rows
+
+
+def _main_tables(summary: dict[str, Any], dataset: str) -> list[tuple[str, list[str], list[list[str]]]]:
+    return [
+        (f"{dataset}: accuracy ({summary['model']}, baseline {summary['baseline']})",
+         [h for _, h in ACC_COLUMNS], main_rows(summary, dataset, ACC_COLUMNS)),
+        (f"{dataset}: tool and guard numbers (TCN, err, WTN, gen tok, wall s: per-run means; the rest: totals)",
+         [h for _, h in TOOL_COLUMNS], main_rows(summary, dataset, TOOL_COLUMNS)),
+    ]
+
+
+def _section_tables(summary: dict[str, Any], dataset: str) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, header, rows) of the smaller tables of one dataset."""
+    d = summary["datasets"][dataset]
+    tables = []
+    bins = [bin_label(lo, hi) for lo, hi in TOOL_BINS]
+    tables.append((f"{dataset}: accuracy by tool calls (runs in bin)", ["setting", *bins],
+                   [[s, *(f"{_cell(v[b]['accuracy'])} ({v[b]['runs']})" for b in bins)]
+                    for s, v in d["tool_bins"].items()]))
+    if d["tooltax"]:
+        t = d["tooltax"]
+        rows = [[label, c["setting"], _cell(c["accuracy"])] for label, c in t["conditions"].items()]
+        rows.append(["Gap = Acc(Full) - Acc(CoT)", "", _cell(t["gap"])])
+        if "capability_overlap" in t:
+            rows.append([f"capability overlap ({t['tool_benefited_cot_solves']}/{t['tool_benefited']} "
+                         "tool-benefited solved by CoT)", "", _cell(t["capability_overlap"])])
+        tables.append((f"{dataset}: tool-use-tax conditions", ["condition", "setting", "accuracy"], rows))
+    if d["distractors"]:
+        kinds = sorted({k for row in d["distractors"].values() for k in row if k != "clean"})
+        tables.append((f"{dataset}: semantic distractors (accuracy; Δ vs clean on the same problems)",
+                       ["setting", "clean", *kinds],
+                       [[s, _cell(row["clean"]["accuracy"]),
+                         *(f"{_cell(row[k]['accuracy'])} ({_cell(row[k]['delta_vs_clean'])})" if k in row else "–"
+                           for k in kinds)] for s, row in d["distractors"].items()]))
+    if d["cues"]:
+        rows = []
+        for s, row in d["cues"].items():
+            for cue, c in row.items():
+                rows.append([s, cue, _cell(c["tool_rate_y"]), _cell(c["tool_rate_n"]), _cell(c["delta_tool_y_n"]),
+                             _cell(c["accuracy_y"]), _cell(c["accuracy_n"]), str(c["runs"])])
+        tables.append((f"{dataset}: spurious-tool-use cue probe (tool-call rate = share of runs with a call)",
+                       ["setting", "cue", "tool rate Y", "tool rate N", "Δ Tool Y-N", "acc Y", "acc N", "n"], rows))
+    return tables
+
+
+def to_markdown(summary: dict[str, Any]) -> str:
+    def table(header: list[str], rows: list[list[str]]) -> str:
+        esc = [[c.replace("|", "\\|") for c in r] for r in [header, *rows]]
+        lines = ["| " + " | ".join(esc[0]) + " |", "|" + "|".join("---" for _ in header) + "|"]
+        lines += ["| " + " | ".join(r) + " |" for r in esc[1:]]
+        return "\n".join(lines)
+
+    out = [f"# Eval: {summary['model']}", "",
+           f"{summary['runs']} runs; baseline `{summary['baseline']}`. Accuracy is Pass@1 averaged over seeds, with a "
+           "bootstrap 95% CI over problems; Δ is the paired difference against the baseline (bootstrap CI over "
+           "problems, exact McNemar p over problem×seed pairs). TCN, err, WTN, gen tok and wall s are per-run "
+           "means; the other counts are totals.", ""]
+    for dataset in summary["datasets"]:
+        out += [f"## {dataset}", ""]
+        for title, header, rows in _main_tables(summary, dataset) + _section_tables(summary, dataset):
+            out += [f"### {title}", "", table(header, rows), ""]
+    if summary["invalid_variants"]:
+        out += ["## Distractor variants left out", ""]
+        out += [f"- {v['dataset']}/{v['id']} {v['kind']}: {v['why']}" for v in summary["invalid_variants"]]
+        out.append("")
+    return "\n".join(out)
+
+
+def to_csv(summary: dict[str, Any]) -> str:
+    """One row per dataset x setting with every number of the main table (CI bounds in their own columns)."""
+    keys = [k for k, _ in MAIN_COLUMNS if k != "setting"]
+    header = ["dataset", "setting", "is_baseline"]
+    for k in keys:
+        header += [f"{k}_low", f"{k}_high"] if k in ("acc_ci", "delta_ci") else [k]
+    header += ["paired_problems", "mcnemar_b", "mcnemar_c"]
+    header += [f"acc_tcn_{bin_label(lo, hi)}" for lo, hi in TOOL_BINS]
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(header)
+    for dataset, d in summary["datasets"].items():
+        for name, row in d["settings"].items():
+            cells: list[Any] = [dataset, name, name == summary["baseline"]]
+            for k in keys:
+                value = row.get(k)
+                cells += (list(value) if value else [None, None]) if k in ("acc_ci", "delta_ci") else [value]
+            cells += [row.get(k) for k in ("paired_problems", "mcnemar_b", "mcnemar_c")]
+            cells += [d["tool_bins"][name][bin_label(lo, hi)]["accuracy"] for lo, hi in TOOL_BINS]
+            writer.writerow(["" if c is None else c for c in cells])
+    return buf.getvalue()
+
+
+def print_terminal(summary: dict[str, Any], console: Any = None) -> None:
+    from rich.console import Console
+    from rich.table import Table
+
+    console = console or Console(highlight=False)
+    for dataset in summary["datasets"]:
+        for title, header, rows in _main_tables(summary, dataset) + _section_tables(summary, dataset):
+            t = Table(title=title, title_justify="left")
+            for i, h in enumerate(header):
+                t.add_column(h, overflow="fold", no_wrap=i == 0, justify="left" if i == 0 else "right")
+            for r in rows:
+                t.add_row(*r)
+            console.print(t)
+    if summary["invalid_variants"]:
+        console.print(f"{len(summary['invalid_variants'])} distractor variant(s) left out (see summary.md)")
+
+
+def plot(summary: dict[str, Any], directory: Path) -> list[Path] | str:
+    """PNG plots per dataset (accuracy with CI and Δ; accuracy by tool-call bins); a message instead
+    when matplotlib is not installed."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "plots skipped: matplotlib is not installed (pip install 'tuiagent[eval]')"
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for dataset, d in summary["datasets"].items():
+        names = list(d["settings"])
+        acc = [d["settings"][n]["accuracy"] or 0.0 for n in names]
+        ci = [d["settings"][n]["acc_ci"] for n in names]
+        err = [[max(a - (c[0] if c[0] is not None else a), 0) for a, c in zip(acc, ci, strict=True)],
+               [max((c[1] if c[1] is not None else a) - a, 0) for a, c in zip(acc, ci, strict=True)]]
+        fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(names) + 2), 3.6))
+        ax.bar(range(len(names)), acc, yerr=err, capsize=4, color="#4C78A8")
+        ax.set_xticks(range(len(names)), names, rotation=30, ha="right")
+        ax.set_ylim(0, 1)
+        ax.set_ylabel("Pass@1")
+        ax.set_title(f"{dataset}: accuracy per setting (95% bootstrap CI)")
+        fig.tight_layout()
+        path = directory / f"accuracy-{dataset}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+
+        bins = [bin_label(lo, hi) for lo, hi in TOOL_BINS]
+        fig, ax = plt.subplots(figsize=(5.5, 3.6))
+        for n in names:
+            values = [d["tool_bins"][n][b]["accuracy"] for b in bins]
+            ax.plot(bins, [math.nan if v is None else v for v in values], marker="o", label=n)
+        ax.set_ylim(0, 1)
+        ax.set_xlabel("tool calls in the run")
+        ax.set_ylabel("accuracy")
+        ax.set_title(f"{dataset}: accuracy by tool-call bin")
+        ax.legend(fontsize=7)
+        fig.tight_layout()
+        path = directory / f"tool-bins-{dataset}.png"
+        fig.savefig(path, dpi=110)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def write_reports(summary: dict[str, Any], directory: Path, formats: Iterable[str] = ("md", "csv", "json", "png")
+                  ) -> tuple[list[Path], list[str]]:
+    """Write the chosen forms into ``directory``; (files written, messages)."""
+    directory.mkdir(parents=True, exist_ok=True)
+    formats = set(formats)
+    written, messages = [], []
+    if "md" in formats:
+        (directory / "summary.md").write_text(to_markdown(summary), encoding="utf-8")
+        written.append(directory / "summary.md")
+    if "csv" in formats:
+        (directory / "summary.csv").write_text(to_csv(summary), encoding="utf-8")
+        written.append(directory / "summary.csv")
+    if "json" in formats:
+        (directory / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n",
+                                                encoding="utf-8")
+        written.append(directory / "summary.json")
+    if "png" in formats:
+        result = plot(summary, directory / "plots")
+        if isinstance(result, str):
+            messages.append(result)
+        else:
+            written += result
+    return written, messages
+
+
+def summary_from_store(directory: Path, *, baseline: str | None = None) -> dict[str, Any]:
+    """The summary of the results in an eval directory, with the settings order and conditions of its manifest."""
+    from tuiagent.eval.results import ResultStore
+
+    store = ResultStore(directory)
+    manifest = store.manifest() or {}
+    settings = manifest.get("settings", [])
+    return summarize(store.records.values(), settings=[s["name"] for s in settings],
+                     baseline=baseline or manifest.get("baseline"),
+                     conditions={s["name"]: s.get("condition") for s in settings}, model=manifest.get("model"),
+                     invalid_variants=manifest.get("invalid_variants"))

@@ -1,0 +1,124 @@
+"""The append-only results file of an eval: one JSON object per finished run, flushed and synced as it
+is written, keyed by dataset / problem id (+ variant) / setting / seed.
+
+An interrupted eval loses at most the runs that were in flight; re-running the same command reads
+this file and runs only the keys that are missing. A later line with the same key wins (that is how
+``--retry-errors`` replaces a failed run without rewriting the file). A line cut short by a crash is
+skipped on reading (``skipped_lines`` counts them).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import threading
+from pathlib import Path
+from typing import IO, Any
+
+from tuiagent.errors import UserError
+
+RESULTS = "results.jsonl"
+MANIFEST = "eval.json"
+
+
+def run_key(dataset: str, problem_id: str, variant: str, setting: str, seed: int) -> str:
+    unit = f"{problem_id}~{variant}" if variant else problem_id
+    return f"{dataset}/{unit}/{setting}/{seed}"
+
+
+class ResultsError(UserError):
+    """A results directory that belongs to another eval (another model, or a setting that changed)."""
+
+
+class ResultStore:
+    """``<dir>/results.jsonl`` (append-only) and ``<dir>/eval.json`` (what the eval was)."""
+
+    def __init__(self, directory: Path | str):
+        self.dir = Path(directory).expanduser()
+        self.path = self.dir / RESULTS
+        self.records: dict[str, dict[str, Any]] = {}
+        self._file: IO[str] | None = None
+        self._lock = threading.Lock()
+        self.skipped_lines = 0
+        self._read()
+
+    def _read(self) -> None:
+        if not self.path.exists():
+            return
+        for line in self.path.read_text(encoding="utf-8").splitlines():
+            if not line.strip():
+                continue
+            try:
+                record = json.loads(line)
+                self.records[record["key"]] = record
+            except (json.JSONDecodeError, KeyError, TypeError):
+                # a line cut short by a kill (later appends start on a new line after it): that run is redone
+                self.skipped_lines += 1
+
+    # -- the manifest ---------------------------------------------------------------------------
+
+    def manifest(self) -> dict[str, Any] | None:
+        path = self.dir / MANIFEST
+        if not path.exists():
+            return None
+        return json.loads(path.read_text(encoding="utf-8"))
+
+    def write_manifest(self, data: dict[str, Any]) -> None:
+        self.dir.mkdir(parents=True, exist_ok=True)
+        tmp = self.dir / (MANIFEST + ".tmp")
+        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
+        tmp.replace(self.dir / MANIFEST)
+
+    def check_compatible(self, model: str, fingerprints: dict[str, str]) -> None:
+        """Refuse to mix runs of another model, or of a setting whose definition changed, in one file."""
+        models = {r.get("model") for r in self.records.values()} - {model}
+        if models:
+            raise ResultsError(
+                f"{self.path} holds runs of model {', '.join(sorted(map(str, models)))}, not {model}\n"
+                "  fix: pass another --out (or --name) for this model")
+        for record in self.records.values():
+            name, fp = record.get("setting"), record.get("setting_fp")
+            if name in fingerprints and fp != fingerprints[name]:
+                raise ResultsError(
+                    f"{self.path}: setting {name!r} was defined differently when its runs were written "
+                    "(guards, guard settings, budgets or sampling changed)\n"
+                    "  fix: give the changed setting another name, or pass another --out")
+
+    # -- records --------------------------------------------------------------------------------
+
+    def done(self, key: str, *, retry_errors: bool = False) -> bool:
+        record = self.records.get(key)
+        if record is None:
+            return False
+        return not (retry_errors and record.get("reason") == "error")
+
+    def append(self, record: dict[str, Any]) -> None:
+        """Write one finished run: flushed and fsynced before this returns."""
+        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
+        with self._lock:
+            if self._file is None:
+                self.dir.mkdir(parents=True, exist_ok=True)
+                self._file = self.path.open("a", encoding="utf-8")
+                if self._file.tell() > 0 and not self._ends_with_newline():
+                    self._file.write("\n")  # after a line cut short by a kill
+            self._file.write(line)
+            self._file.flush()
+            os.fsync(self._file.fileno())
+            self.records[record["key"]] = record
+
+    def _ends_with_newline(self) -> bool:
+        with self.path.open("rb") as f:
+            f.seek(-1, os.SEEK_END)
+            return f.read(1) == b"\n"
+
+    def close(self) -> None:
+        with self._lock:
+            if self._file is not None:
+                self._file.close()
+                self._file = None
+
+    def __enter__(self) -> ResultStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

@@ -1,0 +1,55 @@
+"""Statistics for paired comparisons, without scipy: exact McNemar, paired bootstrap, tool-call bins."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+TOOL_BINS = ((0, 3), (4, 7), (8, 11), (12, None))
+
+
+def bin_label(lo: int, hi: int | None) -> str:
+    return f"{lo}+" if hi is None else f"{lo}-{hi}"
+
+
+def tool_bin(calls: int) -> str:
+    for lo, hi in TOOL_BINS:
+        if calls >= lo and (hi is None or calls <= hi):
+            return bin_label(lo, hi)
+    return bin_label(*TOOL_BINS[0])
+
+
+def mcnemar_exact(b: int, c: int) -> float:
+    """Two-sided exact McNemar p-value: ``b`` and ``c`` are the discordant pair counts
+    (baseline right / other wrong, and the reverse); p = P(|X - n/2| >= |b - n/2|), X ~ Bin(n, 1/2)."""
+    n = b + c
+    if n == 0:
+        return 1.0
+    k = min(b, c)
+    # sum of C(n, i) for i <= k, over 2^n, in log space for large n
+    logs = [math.lgamma(n + 1) - math.lgamma(i + 1) - math.lgamma(n - i + 1) - n * math.log(2) for i in range(k + 1)]
+    top = max(logs)
+    tail = math.exp(top) * sum(math.exp(v - top) for v in logs)
+    return min(1.0, 2.0 * tail)
+
+
+def paired_bootstrap(diffs: Sequence[float], *, n_boot: int = 2000, alpha: float = 0.05,
+                     seed: int = 0) -> tuple[float, float, float]:
+    """(mean, low, high): the mean of per-unit paired differences with a percentile bootstrap CI."""
+    d = np.asarray(diffs, dtype=float)
+    if d.size == 0:
+        return float("nan"), float("nan"), float("nan")
+    mean = float(d.mean())
+    if d.size == 1:
+        return mean, mean, mean
+    rng = np.random.default_rng(seed)
+    means = d[rng.integers(0, d.size, size=(n_boot, d.size))].mean(axis=1)
+    low, high = np.quantile(means, [alpha / 2, 1 - alpha / 2])
+    return mean, float(low), float(high)
+
+
+def bootstrap_mean(values: Sequence[float], **kw: float) -> tuple[float, float, float]:
+    """(mean, low, high) of one sample, e.g. per-problem accuracies."""
+    return paired_bootstrap(values, **kw)

@@ -1,0 +1,155 @@
+"""Problem variants for two stress tests.
+
+**Spurious-tool-use cue probe** ("Spurious Tool Use", arXiv 2609.16268): the same question with
+and without a surface cue that suggests code -- a notebook cell header, a shebang line, a
+``[CODE]`` tag, an answer-tag format line. The report gives the tool-call rate with the cue (Y)
+and without it (N) and their difference, Delta Tool Y-N.
+
+**Semantic-distractor stress test** ("Are Tools All We Need?", arXiv 2605.00136): each question
+rewritten by a model with one distractor of four types -- thematic background, semantic
+paraphrase, parallel entity, hedged uncertainty -- that must not change the answer. Variants are
+generated with a model from models.toml (its chat template and ``stream``), greedy, and cached in
+``<cache dir>/eval/distractors/<model>/`` with the generating model and the prompt recorded. A
+variant that lost one of the question's numbers is marked invalid and left out (counted in the report).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from tuiagent import paths
+from tuiagent.eval.datasets import Problem, numbers_in, with_variant
+
+# -- cues ------------------------------------------------------------------------------------------
+
+CUES: dict[str, tuple[str, str]] = {
+    # name: (text before the question, text after it)
+    "notebook": ("# In[1]:\n", ""),
+    "shebang": ("#!/usr/bin/env python3\n", ""),
+    "code_tag": ("[CODE]\n", ""),
+    "answer_tag": ("", "\nAnswer format: <answer>\\boxed{your final answer}</answer>"),
+}
+CUE_PREFIX = "cue:"
+
+
+def cue_variant(problem: Problem, cue: str) -> Problem:
+    before, after = CUES[cue]
+    return with_variant(problem, CUE_PREFIX + cue, before + problem.question + after, cue=cue)
+
+
+def cue_variants(problems: list[Problem], cues: list[str]) -> list[Problem]:
+    return [cue_variant(p, c) for p in problems for c in cues]
+
+
+# -- distractors -----------------------------------------------------------------------------------
+
+DISTRACTOR_PREFIX = "distractor:"
+PROMPT_VERSION = 1
+DISTRACTORS: dict[str, str] = {
+    "thematic": "thematic background: add one or two sentences of background about the story's setting or "
+                "theme (history, place, people) that have nothing to do with the quantities asked about",
+    "paraphrase": "semantic paraphrase: add one sentence that restates a fact already given, in other words, "
+                  "without introducing any new quantity",
+    "parallel": "parallel entity: add one sentence about a similar person or object with its own numbers, which "
+                "the question does not ask about",
+    "hedged": "hedged uncertainty: add one sentence with a hedged, uncertain remark (for example that someone "
+              "thinks a number might have been different) that does not change the facts the question uses",
+}
+PROMPT = """Rewrite the math word problem below by adding exactly one distractor of this type:
+{description}.
+
+Rules: keep every original sentence, every number and the question itself exactly as they are; the correct answer must not change; do not solve the problem. Reply with the rewritten problem only.
+
+Problem:
+{question}"""
+
+
+def distractor_prompt(question: str, kind: str) -> str:
+    return PROMPT.format(description=DISTRACTORS[kind], question=question.strip())
+
+
+def _clean(text: str) -> str:
+    text = text.strip()
+    for prefix in ("Rewritten problem:", "Problem:", "Here is the rewritten problem:"):
+        if text.lower().startswith(prefix.lower()):
+            text = text[len(prefix):].strip()
+    return text.strip().strip('"').strip()
+
+
+def valid_variant(original: str, variant: str) -> tuple[bool, str]:
+    """A rewrite keeps the question's numbers and adds text; (ok, why not)."""
+    if not variant or len(variant) <= len(original.strip()):
+        return False, "no text was added"
+    missing = [n for n in dict.fromkeys(numbers_in(original)) if n not in numbers_in(variant)]
+    if missing:
+        return False, f"numbers of the question missing: {', '.join(missing[:5])}"
+    return True, ""
+
+
+def cache_dir(model_id: str) -> Path:
+    return paths.cache_dir() / "eval" / "distractors" / model_id
+
+
+def _cache_file(model_id: str, question: str, kind: str) -> Path:
+    digest = hashlib.sha1(f"{PROMPT_VERSION}\n{kind}\n{question}".encode()).hexdigest()[:16]
+    return cache_dir(model_id) / f"{kind}-{digest}.json"
+
+
+async def generate_distractor(backend: Any, question: str, kind: str, *, max_tokens: int = 512) -> dict[str, Any]:
+    """Ask the model for one variant (greedy). Returns the cache entry (not yet written)."""
+    from tuiagent.backends.base import Sampling
+
+    prompt = distractor_prompt(question, kind)
+    rendered = backend.render_chat([{"role": "user", "content": prompt}])
+    pieces = [t.text async for t in backend.stream(rendered, Sampling(temperature=0.0, max_tokens=max_tokens), [])]
+    text = _clean("".join(pieces))
+    ok, why = valid_variant(question, text)
+    return {"model": backend.model_id, "kind": kind, "prompt_version": PROMPT_VERSION, "prompt": prompt,
+            "question": question, "variant": text, "valid": ok, "invalid_reason": why,
+            "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
+
+
+async def distractor_variants(problems: list[Problem], kinds: list[str], *, model_id: str,
+                              backend_factory: Callable[[], Any], close_backend: bool = True,
+                              on_progress: Callable[[int, int], None] | None = None,
+                              log: Callable[[str], None] = lambda m: None) -> tuple[list[Problem], list[dict]]:
+    """The distractor variants of ``problems`` (valid ones), generating what the cache lacks with a
+    backend from ``backend_factory`` (called only when something is missing; the backend is closed
+    after unless ``close_backend`` is false, e.g. when it is the eval's own).
+    Returns (variants, invalid cache entries)."""
+    todo = [(p, k) for p in problems for k in kinds]
+    missing = [(p, k) for p, k in todo if not _cache_file(model_id, p.question, k).exists()]
+    backend = None
+    if missing:
+        log(f"generating {len(missing)} distractor variant(s) with {model_id} "
+            f"(cached in {cache_dir(model_id)})")
+        backend = backend_factory()
+    variants, invalid = [], []
+    try:
+        for n, (problem, kind) in enumerate(todo, start=1):
+            path = _cache_file(model_id, problem.question, kind)
+            if path.exists():
+                entry = json.loads(path.read_text(encoding="utf-8"))
+            else:
+                entry = await generate_distractor(backend, problem.question, kind)
+                path.parent.mkdir(parents=True, exist_ok=True)
+                tmp = path.with_suffix(".tmp")
+                tmp.write_text(json.dumps(entry, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+                tmp.replace(path)
+            if on_progress:
+                on_progress(n, len(todo))
+            if entry.get("valid"):
+                variants.append(with_variant(problem, DISTRACTOR_PREFIX + kind, entry["variant"],
+                                             distractor=kind, generated_by=entry["model"], cache=str(path)))
+            else:
+                invalid.append({"dataset": problem.dataset, "id": problem.id, "kind": kind,
+                                "why": entry.get("invalid_reason", ""), "cache": str(path)})
+    finally:
+        if backend is not None and close_backend:
+            await backend.aclose()
+    return variants, invalid

@@ -1,0 +1,258 @@
+"""The Textual app and its one factory, :func:`make_app`, used by the CLI and the tests.
+
+Messages go up, method calls go down; long work runs in workers (model loading in a thread, runs as
+async workers in the "run" group), and every worker failure lands in one handler,
+:meth:`TuiAgentApp.on_worker_state_changed`, which turns it into a readable notice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from functools import partial
+from pathlib import Path
+from typing import Any
+
+from textual import work
+from textual.app import App, SystemCommand
+from textual.binding import Binding
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.worker import Worker, WorkerState
+
+from tuiagent.backends.base import Backend
+from tuiagent.core.loop import RunSettings
+from tuiagent.errors import UserError
+from tuiagent.ui.errors import describe_error
+from tuiagent.ui.screens.compare import CompareScreen
+from tuiagent.ui.screens.replay import ReplayScreen
+from tuiagent.ui.screens.solve import SolveScreen
+from tuiagent.ui.session import ModelSession
+
+
+@dataclass(frozen=True)
+class AppConfig:
+    """What the app starts with. ``screen``: solve (default), replay (``replay`` file) or compare
+    (``compare`` files, or a live comparison of ``columns``)."""
+
+    model: str | None = None
+    models_file: Path | None = None
+    script: Path | None = None
+    problem: str = ""
+    gold: str | None = None
+    guards: tuple[str, ...] = ("all",)
+    guard_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
+    settings: RunSettings = field(default_factory=RunSettings)
+    out: Path | None = None
+    screen: str = "solve"
+    replay: Path | None = None
+    compare: tuple[Path, ...] = ()
+    columns: tuple[str, ...] = ("none", "all")
+    concurrent_columns: bool = False
+    flush_s: float = 0.05
+
+
+SCREENS = Binding.Group("solve/replay/compare", compact=True)
+
+
+class TuiAgentApp(App):
+    """tuiagent: solve, replay and compare runs of a local model that reasons and writes Python."""
+
+    CSS_PATH = "app.tcss"
+    TITLE = "tuiagent"
+    ENABLE_COMMAND_PALETTE = True
+    MODES = {"solve": SolveScreen, "replay": ReplayScreen, "compare": CompareScreen}
+
+    BINDINGS = [
+        Binding("f1", "help", "Help", priority=True),
+        Binding("ctrl+o", "open_run", "Open run", priority=True),
+        Binding("f2", "switch_mode('solve')", "Solve screen", priority=True, group=SCREENS),
+        Binding("f3", "switch_mode('replay')", "Replay screen", priority=True, group=SCREENS),
+        Binding("f4", "switch_mode('compare')", "Compare screen", priority=True, group=SCREENS),
+        Binding("ctrl+l", "choose_model", "Model", priority=True),
+        Binding("ctrl+t", "toggle_dark", "Light/dark", priority=True),
+    ]
+
+    model_state: reactive[tuple[str, str, str]] = reactive(("", "idle", ""))
+
+    def __init__(self, config: AppConfig | None = None, *, backend: Backend | None = None,
+                 backend_factory: Callable[[], Backend] | None = None):
+        super().__init__()
+        self.config = config or AppConfig()
+        self.session = ModelSession(self.config, backend=backend, backend_factory=backend_factory)
+        self.errors: list[str] = []  # every error notice shown, for tests and the help screen
+        self.pending: dict[str, Any] = {}  # files for a screen to open when it is shown
+
+    # -- start and stop -------------------------------------------------------------------------
+
+    def on_mount(self) -> None:
+        try:
+            self.session.resolve()
+            self.model_state = (self.session.model_id, "idle", "")
+        except UserError as e:
+            self.session.set_state("failed", str(e))
+            self.model_state = (self.config.model or "?", "failed", "bad config")
+            self.report(e, title="configuration")
+        self.switch_mode(self.config.screen if self.config.screen in self.MODES else "solve")
+
+    def ensure_model(self) -> None:
+        """Start loading the model unless it is loaded, loading, or failed."""
+        s = self.session
+        if s.state != "idle":
+            return
+        if not s.needs_loading:
+            s.set_state("ready")
+            self.model_state = (s.model_id, "ready", "")
+            return
+        s.set_state("loading")
+        self.model_state = (s.model_id, "loading", "")
+        self.load_model()
+
+    @work(thread=True, exclusive=True, group="model", exit_on_error=False, name="load model")
+    def load_model(self) -> None:
+        self.session.load_blocking()
+        self.call_from_thread(self._model_loaded)
+
+    def _model_loaded(self) -> None:
+        self.session.set_state("ready")
+        self.model_state = (self.session.model_id, "ready", "")
+        self.notify(f"{self.session.model_id} is loaded", timeout=3)
+
+    async def action_quit(self) -> None:
+        """Stop any run (the kernel is interrupted and shut down, the trajectory closed), free the model, quit."""
+        running = [w for w in self.workers if w.group == "run" and w.is_running]
+        for w in running:
+            w.cancel()
+        for w in running:
+            try:
+                await asyncio.wait_for(w.wait(), timeout=5)
+            except Exception:  # noqa: BLE001 - cancelled or failed: either way it is over
+                pass
+        try:
+            await asyncio.wait_for(self.session.aclose(), timeout=5)
+        except Exception:  # noqa: BLE001
+            pass
+        self.exit()
+
+    # -- the one place where worker failures become notices -------------------------------------
+
+    def on_worker_state_changed(self, event: Worker.StateChanged) -> None:
+        worker = event.worker
+        if event.state != WorkerState.ERROR or worker.error is None:
+            return
+        if worker.group == "model":
+            self.session.set_state("failed", describe_error(worker.error))
+            self.model_state = (self.session.model_id, "failed", "")
+            self.report(worker.error, title="the model could not be loaded")
+        else:
+            self.report(worker.error, title=worker.name or "error")
+        screen = self.screen
+        if hasattr(screen, "worker_failed"):
+            screen.worker_failed(worker)
+
+    def report(self, error: BaseException | str, *, title: str = "error") -> None:
+        text = error if isinstance(error, str) else describe_error(error)
+        self.errors.append(f"{title}: {text}")
+        self.notify(text, title=title, severity="error", timeout=12)
+
+    # -- actions --------------------------------------------------------------------------------
+
+    def action_help(self) -> None:
+        from tuiagent.ui.screens.help import HelpScreen
+
+        if isinstance(self.screen, HelpScreen):
+            self.pop_screen()
+        else:
+            self.push_screen(HelpScreen(self.screen))
+
+    def action_open_run(self) -> None:
+        from tuiagent.ui.screens.open_run import OpenRunScreen
+
+        if not isinstance(self.screen, OpenRunScreen):
+            self.push_screen(OpenRunScreen(), self._opened)
+
+    def _opened(self, result: tuple[str, list[Path]] | None) -> None:
+        if not result:
+            return
+        what, paths = result
+        if what == "replay":
+            self.open_replay(paths[0])
+        else:
+            self.open_compare(paths)
+
+    def open_replay(self, path: Path) -> None:
+        """Show a saved run on the replay screen (it picks the file up when it is shown)."""
+        self.pending["replay"] = Path(path)
+        if self.current_mode == "replay":
+            self.screen.take_pending()
+        else:
+            self.switch_mode("replay")
+
+    def open_compare(self, paths: Iterable[Path]) -> None:
+        self.pending["compare"] = [Path(p) for p in paths]
+        if self.current_mode == "compare":
+            self.screen.take_pending()
+        else:
+            self.switch_mode("compare")
+
+    def action_choose_model(self) -> None:
+        from tuiagent.ui.screens.models import ModelsScreen
+
+        self.push_screen(ModelsScreen(self.session.model_id), self._model_chosen)
+
+    def _model_chosen(self, model_id: str | None) -> None:
+        if not model_id or model_id == self.session.model_id:
+            return
+        if any(w.group == "run" and w.is_running for w in self.workers):
+            self.notify("stop the run before changing the model", severity="warning")
+            return
+        self.change_model(model_id)
+
+    @work(exclusive=True, group="model-switch", exit_on_error=False, name="change model")
+    async def change_model(self, model_id: str) -> None:
+        await self.session.aclose()
+        self.session = ModelSession(_with(self.config, model=model_id), backend_factory=None)
+        self.config = self.session.config
+        try:
+            self.session.resolve()
+        except UserError as e:
+            self.session.set_state("failed", str(e))
+            self.model_state = (model_id, "failed", "")
+            self.report(e, title="configuration")
+            return
+        self.ensure_model()
+
+    def action_toggle_dark(self) -> None:
+        self.theme = "textual-light" if self.current_theme.dark else "textual-dark"
+
+    # -- command palette: every key's action, with its key --------------------------------------
+
+    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+        yield from super().get_system_commands(screen)
+        seen: set[str] = set()
+        chain = [(screen, b) for b in screen.BINDINGS] + [(self, b) for b in self.BINDINGS]
+        chain += [(a.node, a.binding) for a in screen.active_bindings.values()]  # the focused widget's
+        for node, b in chain:
+            if not isinstance(b, Binding) or not b.description or b.system or b.description in seen:
+                continue
+            seen.add(b.description)
+            key = self.get_key_display(Binding(b.key.split(",")[0].strip(), b.action))
+            yield SystemCommand(b.description, f"key: {key}" + (f" · {b.tooltip}" if b.tooltip else ""),
+                                partial(self._run_binding, b.action, node))
+
+    def _run_binding(self, action: str, node: Any) -> None:
+        self.call_later(self.run_action, action, node)
+
+
+def _with(config: AppConfig, **changes: Any) -> AppConfig:
+    from dataclasses import replace
+
+    return replace(config, **changes)
+
+
+def make_app(config: AppConfig | None = None, *, backend: Backend | None = None,
+             backend_factory: Callable[[], Backend] | None = None) -> TuiAgentApp:
+    """The app for ``config``. Tests pass a ``backend`` (shared by every run) or a
+    ``backend_factory`` (a fresh backend per run, e.g. a ScriptedBackend)."""
+    return TuiAgentApp(config, backend=backend, backend_factory=backend_factory)

@@ -1,0 +1,224 @@
+"""Compare: one problem under two to four guard settings side by side (each column its own run and
+kernel), or saved trajectories; rows aligned by step, a summary row at the bottom."""
+
+from __future__ import annotations
+
+from functools import partial
+from pathlib import Path
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.screen import Screen
+from textual.content import Content
+from textual.widgets import Button, Footer, Input, Static
+
+from guards.chain import available
+from tuiagent.core import events as ev
+from tuiagent.core.compare import ColumnSpec, parse_column, run_columns, step_cells, summary
+from tuiagent.core.trajectory import TrajectoryError, load
+from tuiagent.runner import run_problem
+from tuiagent.ui.errors import describe_error
+from tuiagent.ui.widgets.compare_grid import CompareGrid
+from tuiagent.ui.widgets.compare_summary import CompareSummary
+from tuiagent.ui.widgets.problem_input import ProblemInput
+from tuiagent.ui.widgets.top_bar import TopBar
+
+MAX_COLUMNS = 4
+
+
+class CompareScreen(Screen):
+    BINDINGS = [
+        Binding("ctrl+r", "run", "Run all", priority=True),
+        Binding("ctrl+s", "stop", "Stop", priority=True),
+        Binding("plus", "add_column", "Add column"),
+        Binding("minus", "remove_column", "Remove column"),
+    ]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.events: list[list[ev.Event]] = []
+        self.labels: list[str] = []
+        self.errors: list[str] = []
+        self.files: list[Path] = []
+        self._dirty = False
+
+    def compose(self) -> ComposeResult:
+        config = self.app.config
+        yield TopBar("· compare", id="top")
+        with Horizontal(id="compare-input"):
+            yield ProblemInput(config.problem, id="compare-problem")
+            with Vertical(id="compare-controls"):
+                yield Button("Run ^r", id="compare-run", variant="primary", compact=True)
+                yield Button("Stop ^s", id="compare-stop", variant="error", compact=True, disabled=True)
+                yield Input(config.gold or "", placeholder="gold", id="compare-gold", compact=True)
+        with Horizontal(id="compare-columns"):
+            for spec in config.columns[:MAX_COLUMNS]:
+                yield self._column_input(spec)
+        yield CompareGrid(id="compare-grid")
+        yield CompareSummary(id="compare-summary")
+        yield Footer()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Saved runs cannot be run again here: hide the keys that would."""
+        if self.has_class("-files") and action in ("run", "stop", "add_column", "remove_column"):
+            return False
+        return True
+
+    def _column_input(self, spec: str) -> Input:
+        box = Input(spec, placeholder="guards: none | all | attc prunetir attc.threshold=0.9", compact=True,
+                    classes="column-spec")
+        box.tooltip = "the guards of this column: none, all, or names and guard.key=value settings"
+        return box
+
+    def on_mount(self) -> None:
+        self.watch(self.app, "model_state", lambda s: self.query_one(TopBar).set_model(*s))
+        self.set_interval(0.2, self._refresh_if_dirty)
+        if self.app.config.compare:
+            self.open_files(list(self.app.config.compare))
+        else:
+            self.app.ensure_model()
+            self._refresh()
+
+    def on_screen_resume(self) -> None:
+        self.call_after_refresh(self.take_pending)
+
+    def take_pending(self) -> None:
+        paths = self.app.pending.pop("compare", None)
+        if paths:
+            self.open_files(paths)
+
+    # -- saved trajectories ---------------------------------------------------------------------
+
+    def open_files(self, paths: list[Path]) -> None:
+        runs, labels = [], []
+        for p in paths[:MAX_COLUMNS]:
+            try:
+                events = load(p)
+            except TrajectoryError as e:
+                self.app.report(e, title="compare")
+                continue
+            runs.append([e for e in events])
+            labels.append(f"{Path(p).stem} · {summary(events).guards}")
+        if not runs:
+            return
+        self.add_class("-files")
+        row = self.query_one("#compare-columns")
+        row.remove_children()
+        row.mount_all(Static(Content.styled(label, "bold $text-accent"), classes="column-label") for label in labels)
+        self.files, self.events, self.labels, self.errors = list(paths), runs, labels, [""] * len(runs)
+        self.query_one(TopBar).title = f"· compare {len(runs)} saved runs"
+        self.refresh_bindings()
+        self._refresh()
+
+    # -- live comparison ------------------------------------------------------------------------
+
+    def column_specs(self) -> list[ColumnSpec]:
+        known = available()
+        return [parse_column(box.value, known) for box in self.query(".column-spec").results(Input)]
+
+    def action_run(self) -> None:
+        if self.has_class("-files"):
+            self.notify("these are saved runs; open the compare screen with f4 from a fresh app to run live",
+                        severity="warning")
+            return
+        problem = self.query_one("#compare-problem", ProblemInput).text.strip()
+        if not problem:
+            self.notify("type a problem first", severity="warning")
+            return
+        try:
+            specs = self.column_specs()
+        except ValueError as e:
+            self.app.report(str(e), title="column setting")
+            return
+        if any(w.group == "run" and w.is_running for w in self.app.workers):
+            self.notify("a run is going on: stop it first (ctrl+s)", severity="warning")
+            return
+        gold = self.query_one("#compare-gold", Input).value.strip() or None
+        self.events = [[] for _ in specs]
+        self.labels = [s.label for s in specs]
+        self.errors = [""] * len(specs)
+        self._set_running(True)
+        self.compare(problem, gold, specs)
+
+    def action_stop(self) -> None:
+        for worker in self.workers:
+            if worker.group == "run" and worker.is_running:
+                worker.cancel()
+
+    def action_add_column(self) -> None:
+        boxes = list(self.query(".column-spec"))
+        if len(boxes) >= MAX_COLUMNS:
+            self.notify(f"at most {MAX_COLUMNS} columns", severity="warning")
+            return
+        self.query_one("#compare-columns").mount(self._column_input("attc"))
+
+    def action_remove_column(self) -> None:
+        boxes = list(self.query(".column-spec"))
+        if len(boxes) <= 2:
+            self.notify("at least 2 columns", severity="warning")
+            return
+        boxes[-1].remove()
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "compare-run":
+            self.action_run()
+        elif event.button.id == "compare-stop":
+            self.action_stop()
+
+    def _set_running(self, running: bool) -> None:
+        self.query_one("#compare-run", Button).disabled = running
+        self.query_one("#compare-stop", Button).disabled = not running
+
+    @work(exclusive=True, group="run", exit_on_error=False, name="compare")
+    async def compare(self, problem: str, gold: str | None, specs: list[ColumnSpec]) -> None:
+        try:
+            concurrent = self.app.config.concurrent_columns
+            starts = [partial(self._column, i, spec, problem, gold) for i, spec in enumerate(specs)]
+            results = await run_columns(starts, concurrent=concurrent)
+            for i, r in enumerate(results):
+                if isinstance(r, BaseException):
+                    self.errors[i] = describe_error(r)
+                    self.app.report(r, title=f"column {i + 1}")
+        finally:
+            self._set_running(False)
+            self._refresh()
+
+    async def _column(self, i: int, spec: ColumnSpec, problem: str, gold: str | None) -> ev.RunFinished:
+        session = self.app.session
+        backend, owned = await session.backend_for_run()
+        settings = {k: dict(v) for k, v in session.overrides.items()}
+        for guard, values in spec.settings.items():
+            settings.setdefault(guard, {}).update(values)
+        request = session.request(problem, gold, guards=spec.guards, guard_settings=settings)
+        try:
+            return await run_problem(request, partial(self._on_event, i), backend=backend, spec=session.spec,
+                                     guards=session.chain(request))
+        finally:
+            if owned:
+                await backend.aclose()
+
+    def _on_event(self, column: int, e: ev.Event) -> None:
+        self.events[column].append(e)
+        self._dirty = True
+
+    def worker_failed(self, worker) -> None:
+        self._set_running(False)
+
+    # -- drawing --------------------------------------------------------------------------------
+
+    def _refresh_if_dirty(self) -> None:
+        if self._dirty:
+            self._refresh()
+
+    def _refresh(self) -> None:
+        self._dirty = False
+        if not self.events:
+            labels = [box.value or "none" for box in self.query(".column-spec").results(Input)]
+            self.query_one(CompareSummary).show(labels, [None] * len(labels))
+            self.query_one(CompareGrid).show([[] for _ in labels])
+            return
+        self.query_one(CompareGrid).show([step_cells(evs) for evs in self.events])
+        self.query_one(CompareSummary).show(self.labels, [summary(evs) if evs else None for evs in self.events],
+                                            self.errors)

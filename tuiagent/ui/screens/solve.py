@@ -1,0 +1,269 @@
+"""Solve: type a problem, run it, watch the trajectory stream with every guard's numbers; switch
+guards and their settings while it runs; stop at once (the partial trajectory is kept)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from textual import work
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical
+from textual.reactive import reactive
+from textual.screen import Screen
+from textual.widgets import Button, Footer, Input
+
+from guards.base import SettingsError
+from guards.chain import Change, GuardChain
+from tuiagent.core import events as ev
+from tuiagent.core.trajectory import TrajectoryError, load
+from tuiagent.runner import RunRequest, run_problem, trajectory_path
+from tuiagent.ui.guard_state import states_from_chain, validate
+from tuiagent.ui.widgets.code_block import CodeBlockView
+from tuiagent.ui.widgets.guard_panel import GuardPanel
+from tuiagent.ui.widgets.problem_input import ProblemInput
+from tuiagent.ui.widgets.status_line import StatusLine
+from tuiagent.ui.widgets.top_bar import TopBar
+from tuiagent.ui.widgets.trajectory import TrajectoryView
+
+
+class SolveScreen(Screen):
+    """The default screen."""
+
+    BINDINGS = [
+        Binding("ctrl+r", "run", "Run", priority=True),
+        Binding("ctrl+s", "stop", "Stop", priority=True),
+        Binding("ctrl+g", "guards", "Guards", priority=True),
+        Binding("ctrl+n", "new", "New", priority=True),
+        Binding("y", "copy_answer", "Copy answer"),
+        Binding("ctrl+e", "edit_problem", "Edit problem", show=False),
+    ]
+
+    HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
+
+    running: reactive[bool] = reactive(False)
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.chain: GuardChain | None = None
+        self.request: RunRequest | None = None
+        self.run_path: Path | None = None
+        self.finished: ev.RunFinished | None = None
+        self.answer: str | None = None
+
+    def compose(self) -> ComposeResult:
+        config = self.app.config
+        yield TopBar("· solve", id="top")
+        with Horizontal(id="input-row"):
+            yield ProblemInput(config.problem, id="problem")
+            with Vertical(id="controls"):
+                yield Button("Run ^r", id="run", variant="primary", compact=True)
+                yield Button("Stop ^s", id="stop", variant="error", compact=True, disabled=True)
+                yield Input(config.gold or "", placeholder="gold answer", id="gold", compact=True)
+        with Horizontal(id="main"):
+            yield TrajectoryView(flush_s=config.flush_s, id="trajectory")
+            yield GuardPanel(id="guards")
+        yield StatusLine(id="status")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.watch(self.app, "model_state", self._model_state)
+        self.app.ensure_model()
+        self._show_guards()
+        self.query_one(ProblemInput).focus()
+
+    # -- state shown ----------------------------------------------------------------------------
+
+    def _model_state(self, state: tuple[str, str, str]) -> None:
+        model, status, detail = state
+        self.query_one(TopBar).set_model(model, status, detail)
+        if status in ("ready", "idle") and not self.query_one(GuardPanel).states:
+            self._show_guards()
+
+    def _show_guards(self) -> None:
+        session = self.app.session
+        if session.spec is None:
+            return
+        try:
+            self.query_one(GuardPanel).show(states_from_chain(session.chain()))
+        except Exception as e:  # noqa: BLE001 - a bad guard setting in models.toml: say so, keep going
+            self.app.report(e, title="guards")
+
+    def watch_running(self, running: bool) -> None:
+        self.query_one("#run", Button).disabled = running
+        self.query_one("#stop", Button).disabled = not running
+        self.set_class(running, "-running")
+
+    # -- actions --------------------------------------------------------------------------------
+
+    def action_run(self) -> None:
+        problem = self.query_one(ProblemInput).text.strip()
+        if not problem:
+            self.notify("type a problem first", severity="warning")
+            self.query_one(ProblemInput).focus()
+            return
+        if self.running:
+            self.notify("a run is going on: stop it first (ctrl+s)", severity="warning")
+            return
+        if self.app.session.state == "failed":
+            self.app.report(self.app.session.error, title="no model")
+            return
+        gold = self.query_one("#gold", Input).value.strip() or None
+        self.running = True
+        self.solve(problem, gold)
+        self.query_one(TrajectoryView).focus()
+
+    def action_stop(self) -> None:
+        for worker in self.workers:
+            if worker.group == "run" and worker.is_running:
+                worker.cancel()
+
+    def action_guards(self) -> None:
+        panel = self.query_one(GuardPanel)
+        narrow = self.has_class("-narrow")
+        if panel.has_focus_within:
+            if narrow:
+                self.remove_class("-show-guards")
+            self.query_one(TrajectoryView).focus()
+            return
+        if narrow:
+            self.add_class("-show-guards")
+        else:
+            self.remove_class("-hide-guards")
+        panel.focus_list()
+
+    def action_new(self) -> None:
+        if self.running:
+            self.notify("stop the run first (ctrl+s)", severity="warning")
+            return
+        problem = self.query_one(ProblemInput)
+        problem.text = ""
+        self.query_one("#gold", Input).value = ""
+        self.query_one(TrajectoryView).reset()
+        self.query_one(StatusLine).reset()
+        self.query_one(StatusLine).state = "idle"
+        problem.focus()
+
+    def action_edit_problem(self) -> None:
+        self.query_one(ProblemInput).focus()
+
+    def action_copy_answer(self) -> None:
+        if self.answer is None:
+            self.notify("no answer yet", severity="warning")
+            return
+        self.app.copy_to_clipboard(self.answer)
+        self.notify(f"answer copied: {self.answer}", timeout=3)
+
+    def on_button_pressed(self, event: Button.Pressed) -> None:
+        if event.button.id == "run":
+            self.action_run()
+        elif event.button.id == "stop":
+            self.action_stop()
+
+    def on_code_block_view_copied(self, message: CodeBlockView.Copied) -> None:
+        self.notify(f"{message.what} copied", timeout=2)
+
+    # -- the run --------------------------------------------------------------------------------
+
+    @work(exclusive=True, group="run", exit_on_error=False, name="run")
+    async def solve(self, problem: str, gold: str | None) -> None:
+        session = self.app.session
+        trajectory, status = self.query_one(TrajectoryView), self.query_one(StatusLine)
+        trajectory.reset()
+        status.begin()
+        trajectory.start_stream()
+        self.finished, self.answer, self.run_path = None, None, None
+        backend, owned = None, False
+        try:
+            backend, owned = await session.backend_for_run()
+            self.request = session.request(problem, gold)
+            self.chain = session.chain(self.request)
+            await run_problem(self.request, self.on_run_event, backend=backend, spec=session.spec, guards=self.chain)
+        finally:
+            self.chain = None
+            trajectory.stop_stream()
+            if self.finished is None:
+                self._show_partial()
+            self.running = False
+            if owned and backend is not None:
+                await backend.aclose()
+
+    def on_run_event(self, e: ev.Event) -> None:
+        """Every event of the run, as it happens: counted, drawn, and passed to the guard panel."""
+        self.query_one(StatusLine).observe(e)
+        self.query_one(TrajectoryView).feed(e)
+        if isinstance(e, ev.TokenDelta):
+            return
+        if isinstance(e, ev.GuardToggled):
+            self.query_one(GuardPanel).confirm(e)
+        elif isinstance(e, ev.RunStarted) and self.request is not None:
+            self.run_path = trajectory_path(self.request, e.run_id)
+        elif isinstance(e, ev.Notice) and e.level in ("warning", "error"):
+            self.notify(e.message, severity=e.level, timeout=8)
+        elif isinstance(e, ev.RunFinished):
+            self.finished, self.answer = e, e.answer
+            self.query_one(StatusLine).end(e.reason)
+            if e.reason == "error":
+                self.app.errors.append(f"run: {e.reason}")
+
+    def _show_partial(self) -> None:
+        """After a stop: the summary the loop recorded in the trajectory file (the partial run is kept)."""
+        status = self.query_one(StatusLine)
+        fin = None
+        if self.run_path is not None and self.run_path.exists():
+            try:
+                fin = next((e for e in reversed(load(self.run_path)) if isinstance(e, ev.RunFinished)), None)
+            except TrajectoryError:
+                fin = None
+        if fin is not None:
+            self.finished = fin
+            self.query_one(TrajectoryView).feed(fin)
+            status.observe(fin)
+        status.end(fin.reason if fin else "cancelled")
+        if self.run_path is not None:
+            self.notify(f"stopped; the partial trajectory is in {self.run_path}", timeout=6)
+
+    def worker_failed(self, worker) -> None:
+        if worker.group == "run":
+            self.running = False
+            self.query_one(StatusLine).end("error")
+
+    # -- the guard panel ------------------------------------------------------------------------
+
+    def on_guard_panel_changed(self, message: GuardPanel.Changed) -> None:
+        panel = self.query_one(GuardPanel)
+        state = panel.states.get(message.guard)
+        if state is None:
+            return
+        if message.edit:
+            from tuiagent.ui.screens.edit_value import EditValueScreen
+
+            key = message.setting[0]
+
+            def done(value: str | None) -> None:
+                if value is not None:
+                    self.on_guard_panel_changed(GuardPanel.Changed(message.guard, setting=(key, value)))
+
+            self.app.push_screen(EditValueScreen(f"{message.guard}.{key}", state.settings.get(key)), done)
+            return
+        change: dict = {}
+        if message.setting is not None:
+            key, value = message.setting
+            try:
+                clean = validate(message.guard, {**state.settings, key: value})
+            except SettingsError as e:
+                self.notify(str(e), severity="error")
+                return
+            change = {key: clean[key]}
+            state.settings[key] = clean[key]
+        if message.enabled is not None:
+            state.enabled = message.enabled
+            state.reason = ""
+        self.app.session.remember(message.guard, enabled=message.enabled, settings=change or None)
+        if self.chain is not None:
+            try:
+                self.chain.request(Change(message.guard, enabled=message.enabled, settings=change or None))
+                state.pending = True
+            except SettingsError as e:
+                self.notify(str(e), severity="error")
+        panel.show(panel.states)

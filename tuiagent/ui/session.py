@@ -1,0 +1,115 @@
+"""The app's model and guard configuration, shared by every run (no UI code).
+
+The model is opened once (in a worker thread: loading a GGUF takes seconds) and kept across runs.
+A scripted backend replays its turns from the start, so it is opened afresh for each run; tests
+pass ``backend_factory`` to get the same behaviour with their own doubles.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from dataclasses import replace
+from typing import Any
+
+from guards.chain import GuardChain, available
+from tuiagent.backends.base import Backend
+from tuiagent.config.spec import ModelSpec
+from tuiagent.runner import RunRequest, guard_chain, open_model, resolve_spec
+
+
+class ModelSession:
+    """Resolves the model spec, opens the backend once, and remembers the guard choices for the next run."""
+
+    def __init__(self, config: Any, *, backend: Backend | None = None,
+                 backend_factory: Callable[[], Backend] | None = None):
+        self.config = config
+        self.spec: ModelSpec | None = None
+        self.backend = backend
+        self.factory = backend_factory
+        self.state = "idle"  # idle, loading, ready, failed
+        self.error = ""
+        self._ready: asyncio.Event | None = None
+        self.enabled: set[str] = set(available()) if "all" in config.guards else set(config.guards)
+        self.overrides: dict[str, dict[str, Any]] = {k: dict(v) for k, v in config.guard_settings.items()}
+
+    # -- the model ------------------------------------------------------------------------------
+
+    @property
+    def model_id(self) -> str:
+        return self.spec.id if self.spec is not None else (self.config.model or "default model")
+
+    def resolve(self) -> ModelSpec:
+        """Read models.toml (raises ConfigError, shown as a notice by the app)."""
+        self.spec = resolve_spec(self.request(""))
+        return self.spec
+
+    @property
+    def needs_loading(self) -> bool:
+        """Whether a backend has to be opened before the first run (not for doubles or scripts)."""
+        return self.backend is None and self.factory is None and (self.spec is None or self.spec.backend != "scripted")
+
+    def load_blocking(self) -> None:
+        """Open the backend (call from a worker thread)."""
+        if self.spec is None:
+            self.resolve()
+        if self.needs_loading:
+            self.backend = open_model(self.spec, self.request(""))
+
+    def ready_event(self) -> asyncio.Event:
+        if self._ready is None:
+            self._ready = asyncio.Event()
+        return self._ready
+
+    def set_state(self, state: str, error: str = "") -> None:
+        self.state, self.error = state, error
+        if state in ("ready", "failed"):
+            self.ready_event().set()
+        else:
+            self.ready_event().clear()
+
+    async def backend_for_run(self) -> tuple[Backend, bool]:
+        """The backend for one run and whether the caller must close it (a fresh per-run backend)."""
+        if self.factory is not None:
+            return self.factory(), True
+        await self.ready_event().wait()
+        if self.state == "failed":
+            raise RuntimeError(f"the model could not be loaded: {self.error}")
+        if self.backend is not None:
+            return self.backend, False
+        assert self.spec is not None
+        return open_model(self.spec, self.request("")), True
+
+    @property
+    def shared(self) -> bool:
+        """True when runs share one loaded model (a live comparison then runs its columns in turn)."""
+        return self.factory is None and self.backend is not None
+
+    async def aclose(self) -> None:
+        if self.backend is not None:
+            backend, self.backend = self.backend, None
+            await backend.aclose()
+
+    # -- requests and guards --------------------------------------------------------------------
+
+    def request(self, problem: str, gold: str | None = None, **changes: Any) -> RunRequest:
+        c = self.config
+        req = RunRequest(problem=problem, model=c.model, models_file=c.models_file, script=c.script,
+                         gold=gold or None, settings=c.settings, out=c.out,
+                         guards=tuple(sorted(self.enabled)), guard_settings={k: dict(v) for k, v in self.overrides.items()})
+        return replace(req, **changes) if changes else req
+
+    def chain(self, request: RunRequest | None = None) -> GuardChain:
+        """A chain with every installed guard configured (so any can be switched on mid-run)."""
+        assert self.spec is not None
+        chain = guard_chain(self.spec, request or self.request(""), toggleable=True)
+        assert chain is not None
+        return chain
+
+    def remember(self, guard: str, *, enabled: bool | None = None, settings: dict[str, Any] | None = None) -> None:
+        if enabled is True:
+            self.enabled.add(guard)
+        elif enabled is False:
+            self.enabled.discard(guard)
+        if settings:
+            self.overrides.setdefault(guard, {}).update(settings)

@@ -1,0 +1,98 @@
+"""Runs side by side: one column per run, one row per step (aligned by turn), cells kept compact."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from textual.containers import Grid, VerticalScroll
+from textual.content import Content
+from textual.widgets import Static
+
+from tuiagent.core.compare import StepCell, align
+
+_STATUS = {
+    "ok": ("✓", "$text-success"),
+    "error": ("✗", "$text-error"),
+    "timeout": ("⏱", "$text-error"),
+    "skipped": ("⊘", "$text-warning"),
+    "running": ("…", "$text-accent"),
+}
+
+
+def cell_content(cell: StepCell | None, *, prose_lines: int = 3) -> Content:
+    if cell is None:
+        return Content.styled("·", "$text-muted")
+    lines: list[Content] = []
+    head = [(f"turn {cell.turn}", "bold")]
+    if cell.pruned is not None:
+        head.append((f"  ✂ {cell.pruned.label}", "bold $text-warning"))
+    lines.append(Content.assemble(*head))
+    if cell.prose:
+        prose = cell.prose.splitlines()
+        text = "\n".join(prose[-prose_lines:])
+        lines.append(Content.styled(("…" if len(prose) > prose_lines else "") + text,
+                                    "$text-muted" if cell.pruned is not None else ""))
+    if cell.code is not None:
+        mark, style = _STATUS.get(cell.status, ("?", ""))
+        first = next((ln for ln in cell.code.splitlines() if ln.strip()), "")
+        dur = f" {cell.duration_s * 1000:.0f} ms" if cell.duration_s is not None else ""
+        err = f" {cell.error_name}" if cell.error_name and cell.status == "error" else ""
+        lines.append(Content.assemble((f"{mark} call {cell.call}{err}{dur}", f"bold {style}")))
+        lines.append(Content.styled(f"  {first.strip()[:60]}", "$text-secondary"))
+        if cell.output and cell.status == "ok":
+            out = cell.output.strip().splitlines()
+            lines.append(Content.styled(f"  → {out[-1][:50] if out else ''}", "$text-success"))
+    for v in cell.verdicts:
+        lines.append(Content.assemble((f"{v.guard} ", "bold $text-accent"), (v.text, "$text-muted")))
+    if cell.answer is not None:
+        lines.append(Content.assemble(("answer ", "$text-muted"), (cell.answer, "bold"),
+                                      ("" if cell.answer_final else " (attempt)", "$text-muted")))
+    return Content("\n").join(lines)
+
+
+class CompareGrid(VerticalScroll, can_focus=True):
+    DEFAULT_CSS = """
+    CompareGrid { height: 1fr; }
+    CompareGrid > Grid { height: auto; grid-size: 2; grid-rows: auto; grid-gutter: 0 1; }
+    CompareGrid Static { height: auto; padding: 0 1; border-bottom: dashed $secondary 50%; }
+    CompareGrid Static.-pruned { background: $warning-muted 20%; }
+    CompareGrid Static.-gap { color: $text-muted; }
+    """
+
+    def __init__(self, *, id: str | None = None):
+        super().__init__(id=id)
+        self.columns = 2
+        self.rows: list[tuple[StepCell | None, ...]] = []
+
+    def compose(self):
+        yield Grid(id="compare-cells")
+
+    def show(self, runs: Sequence[Sequence[StepCell]]) -> None:
+        """Redraw for these runs' steps (cells are reused, so a live update only repaints what changed)."""
+        grid = self.query_one(Grid)
+        n = max(1, len(runs))
+        if n != self.columns:
+            self.columns = n
+            grid.styles.grid_size_columns = n
+        self.rows = align(runs)
+        cells = [c for row in self.rows for c in row]
+        existing = list(grid.children)
+        if len(existing) > len(cells):
+            for w in existing[len(cells):]:
+                w.remove()
+            existing = existing[: len(cells)]
+        new = []
+        for i, cell in enumerate(cells):
+            content = cell_content(cell)
+            if i < len(existing):
+                w = existing[i]
+                if getattr(w, "_cell", None) != cell:
+                    w.update(content)
+            else:
+                w = Static(content)
+                new.append(w)
+            w._cell = cell
+            w.set_class(cell is not None and cell.pruned is not None, "-pruned")
+            w.set_class(cell is None, "-gap")
+        if new:
+            grid.mount_all(new)

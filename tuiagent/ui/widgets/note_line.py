@@ -1,0 +1,41 @@
+"""One line (or a few) in the trajectory: text a guard added to the model's turn, a guard's verdict,
+a guard switched during the run, a notice from the loop, the problem header."""
+
+from __future__ import annotations
+
+from textual.content import Content
+from textual.widget import Widget
+
+_KIND_STYLE = {
+    "note": "italic $text-secondary",
+    "verdict": "$text-muted",
+    "toggle": "$text-accent",
+    "info": "$text-primary",
+    "warning": "bold $text-warning",
+    "error": "bold $text-error",
+    "problem": "",
+}
+
+
+class NoteLine(Widget):
+    """``kind`` is one of note, verdict, toggle, info, warning, error, problem."""
+
+    DEFAULT_CSS = """
+    NoteLine { height: auto; padding: 0 1 0 2; }
+    NoteLine.-problem { padding: 0 1; background: $boost; border-left: outer $secondary; }
+    NoteLine.-error { background: $error-muted 40%; }
+    NoteLine.-warning { background: $warning-muted 30%; }
+    NoteLine.-current { background: $primary-muted; }
+    """
+
+    def __init__(self, turn: int, kind: str, label: str, text: str, *, classes: str | None = None):
+        super().__init__(classes=classes)
+        self.turn, self.kind = turn, kind
+        self.label, self.text = label, text
+        self.add_class(f"-{kind}")
+
+    def render(self) -> Content:
+        style = _KIND_STYLE.get(self.kind, "")
+        if self.kind == "problem":
+            return Content.assemble(("problem ", "bold $text-secondary"), Content(self.text))
+        return Content.assemble((f"{self.label} ", f"bold {style}"), (self.text.rstrip(), style))

@@ -1,0 +1,57 @@
+"""The top line: where you are, and the model in use with its state (loading shows the time so far)."""
+
+from __future__ import annotations
+
+import time
+
+from textual.content import Content
+from textual.reactive import reactive
+from textual.widget import Widget
+
+_STATE = {
+    "idle": ("○", "$text-muted"),
+    "loading": ("◌", "$text-accent"),
+    "ready": ("●", "$text-success"),
+    "failed": ("✗", "$text-error"),
+}
+
+
+class TopBar(Widget):
+    DEFAULT_CSS = """
+    TopBar { height: 1; background: $primary-muted; color: $text; padding: 0 1; }
+    """
+
+    title: reactive[str] = reactive("")
+    model: reactive[str] = reactive("")
+    state: reactive[str] = reactive("idle")
+    detail: reactive[str] = reactive("")
+
+    def __init__(self, title: str = "", *, id: str | None = None):
+        super().__init__(id=id)
+        self.set_reactive(TopBar.title, title)
+        self.since = time.monotonic()
+
+    def on_mount(self) -> None:
+        self._timer = self.set_interval(0.5, self.refresh, pause=self.state != "loading")
+
+    def set_model(self, model: str, state: str, detail: str = "") -> None:
+        if state == "loading" and self.state != "loading":
+            self.since = time.monotonic()
+        self.model, self.state, self.detail = model, state, detail
+        if hasattr(self, "_timer"):
+            (self._timer.resume if state == "loading" else self._timer.pause)()
+
+    def render(self) -> Content:
+        dot, style = _STATE.get(self.state, ("?", ""))
+        state = self.state
+        if self.state == "loading":
+            state = f"loading {time.monotonic() - self.since:.0f} s"
+        right = Content.assemble(("model ", "$text-muted"), (self.model or "—", "bold"), " ",
+                                 (f"{dot} {state}", style),
+                                 (f" · {self.detail}" if self.detail else "", "$text-muted"))
+        left = Content.assemble(("tuiagent ", "bold $text-accent"), (self.title, "bold"))
+        gap = max(1, self.size.width - left.cell_length - right.cell_length)
+        if left.cell_length + right.cell_length + 1 > self.size.width:
+            right = right.truncate(max(0, self.size.width - left.cell_length - 1), ellipsis=True)
+            gap = 1
+        return Content.assemble(left, " " * gap, right)

@@ -1,0 +1,302 @@
+"""The trajectory of one run, live or replayed: every event drawn in place, pruned branches kept
+(collapsed and labelled) beside the path the model kept.
+
+Events come in through :meth:`TrajectoryView.feed` (a method call down from the screen). Tokens are
+only buffered there; a timer renders them every ``flush_s`` (50 ms), so a model streaming hundreds
+of tokens a second costs at most twenty repaints a second and keys stay responsive.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.widget import Widget
+
+from tuiagent.core import events as ev
+from tuiagent.core.compare import PruneMark, pruned_parts
+from tuiagent.core.parsing import final_answer, last_closed_block
+from tuiagent.ui.widgets.banner import Banner
+from tuiagent.ui.widgets.code_block import CodeBlockView
+from tuiagent.ui.widgets.final_answer import FinalAnswer
+from tuiagent.ui.widgets.gate_card import GateCard
+from tuiagent.ui.widgets.note_line import NoteLine
+from tuiagent.ui.widgets.step_header import StepHeader
+from tuiagent.ui.widgets.tim_card import TimCard
+from tuiagent.ui.widgets.tool_output import ToolOutput
+from tuiagent.ui.widgets.turn_text import TurnText
+
+
+class TrajectoryView(VerticalScroll, can_focus=True):
+    """Scrolls to follow the newest event until the user scrolls up (End follows again)."""
+
+    BINDINGS = [
+        Binding("x", "toggle_pruned", "Show/hide pruned"),
+        Binding("end", "follow", "Follow", show=False),
+    ]
+
+    DEFAULT_CSS = """
+    TrajectoryView { height: 1fr; padding-bottom: 1; }
+    TrajectoryView:focus { background-tint: $foreground 3%; }
+    TrajectoryView > .-hidden { display: none; }
+    """
+
+    def __init__(self, *, flush_s: float = 0.05, id: str | None = None, classes: str | None = None):
+        super().__init__(id=id, classes=classes)
+        self.flush_s = flush_s
+        self._clear_state()
+
+    def _clear_state(self) -> None:
+        self.events: list[ev.Event] = []  # everything but tokens (pruning is folded from them)
+        self.gold: str | None = None
+        self.turn = 0
+        self.call: int | None = None
+        self.texts: dict[int, TurnText] = {}
+        self.headers: dict[int, StepHeader] = {}
+        self.items: dict[int, list[Widget]] = {}
+        self.code: dict[int, CodeBlockView] = {}
+        self.outputs: dict[int, ToolOutput] = {}
+        self.marks: dict[int, PruneMark] = {}
+        self.pruned_items: dict[int, list[Widget]] = {}
+        self.gates: list[GateCard] = []
+        self.final: FinalAnswer | None = None
+        self._dirty: set[TurnText] = set()
+        self._current: Widget | None = None
+        self.show_pruned = False
+        self.follow = True
+
+    def on_mount(self) -> None:
+        self._timer = self.set_interval(self.flush_s, self.flush, pause=True)
+
+    def _maybe_anchor(self) -> None:
+        """Follow the newest event, once there is more than fits (anchoring a short trajectory
+        would push it to the bottom of the pane)."""
+        if self.follow and not self.is_anchored and self.max_scroll_y > 0:
+            self.anchor()
+
+    # -- calls down -----------------------------------------------------------------------------
+
+    def reset(self) -> None:
+        self.remove_children()
+        self._clear_state()
+        self.anchor(False)
+
+    def start_stream(self) -> None:
+        self._timer.resume()
+
+    def stop_stream(self) -> None:
+        self.flush()
+        self._timer.pause()
+
+    def flush(self) -> None:
+        """Render the tokens buffered since the last flush."""
+        if self._dirty:
+            for text in self._dirty:
+                text.flush()
+            self._dirty.clear()
+        self._maybe_anchor()
+
+    def load(self, events: Iterable[ev.Event]) -> list[Widget | None]:
+        """Draw a whole saved run at once; returns, per event, the widget that shows it (replay uses it)."""
+        shown = []
+        for e in events:
+            shown.append(None if isinstance(e, ev.TokenDelta) else self.feed(e))
+        self.flush()
+        return shown
+
+    def feed(self, e: ev.Event) -> Widget | None:
+        """Draw one event; returns the widget that shows it (None for a token or a quiet event)."""
+        if isinstance(e, ev.TokenDelta):
+            text = self.texts.get(e.turn)
+            if text is not None:
+                text.append(e.text)
+                self._dirty.add(text)
+            return None
+        self.events.append(e)
+        handler = getattr(self, f"_on_{type(e).__name__}", None)
+        return handler(e) if handler is not None else None
+
+    # -- one handler per event type -------------------------------------------------------------
+
+    def _on_RunStarted(self, e: ev.RunStarted) -> Widget:
+        self.gold = e.gold
+        extra = f"   (gold: {e.gold})" if e.gold else ""
+        return self._add(NoteLine(0, "problem", "problem", e.problem.strip() + extra))
+
+    def _on_TurnStarted(self, e: ev.TurnStarted) -> Widget:
+        self.flush()
+        self.turn, self.call = e.turn, None
+        header = self.headers[e.turn] = StepHeader(e.turn, e.context_tokens)
+        self._add(header)
+        self.texts[e.turn] = self._add(TurnText(e.turn))
+        return header
+
+    def _on_TurnEnded(self, e: ev.TurnEnded) -> Widget | None:
+        self.flush()
+        text = self.texts.get(e.turn)
+        if text is not None:
+            text.set_text(e.text)
+        header = self.headers.get(e.turn)
+        if header is not None:
+            header.tokens = e.tokens
+        return text
+
+    def _on_CodeBlock(self, e: ev.CodeBlock) -> Widget:
+        text = self.texts.get(e.turn)
+        if text is not None:
+            block = last_closed_block(text.text)
+            if block is not None:
+                text.set_text(text.text[: block.start])
+        self.call = e.call
+        view = self.code[e.call] = CodeBlockView(e.turn, e.call, e.code)
+        view.set_running()
+        return self._add(view, e.turn)
+
+    def _on_ToolResult(self, e: ev.ToolResult) -> Widget:
+        view = self.code.get(e.call)
+        if view is not None:
+            view.set_result(executed=e.executed, error=e.error, timed_out=e.timed_out, died=e.died,
+                            duration_s=e.duration_s, error_name=e.error_name, shown=e.shown)
+        turn = view.turn if view is not None else self.turn
+        out = self.outputs[e.call] = ToolOutput(turn, e)
+        return self._add(out, turn)
+
+    def _on_GuardVerdict(self, e: ev.GuardVerdict) -> Widget | None:
+        d = e.data or {}
+        turn = e.turn or self.turn
+        if e.guard == "attc" and e.hook == "on_tool_result":
+            view = self.code.get(d.get("call", self.call or -1))
+            if view is not None:
+                view.set_attc(d)
+                return view
+        if e.guard == "necessity" and e.hook == "on_code" and self.call in self.code:
+            self.code[self.call].set_necessity(d)
+            return self.code[self.call]
+        if e.guard == "gstep" and e.hook == "on_answer":
+            text = self.texts.get(turn)
+            card = GateCard(turn, final_answer(text.text) if text else None, e.action, e.reason, d)
+            self.gates.append(card)
+            return self._add(card, turn)
+        if e.guard == "gstep" and e.action == "skip" and self.call in self.code:
+            self.code[self.call].set_skip(d.get("reason", e.reason))
+            return self.code[self.call]
+        if e.guard == "tim" and e.hook == "on_finish":
+            return self._add(TimCard(turn, e.reason, d), turn)
+        if e.action == "suspend":
+            banner = Banner(turn, "⚠ RTTS: the tool is suspended from here on",
+                            f"{e.reason}. Code blocks are no longer run; the model continues by hand.")
+            banner.sticky = True
+            return self._add(banner, turn)
+        if e.action == "pass":
+            return None
+        line = NoteLine(turn, "verdict", f"{e.guard} · {e.action}", e.reason)
+        line.sticky = e.guard == "prunetir"
+        return self._add(line, turn)
+
+    def _on_ContextAppended(self, e: ev.ContextAppended) -> Widget | None:
+        if e.kind == "tool":
+            return self.outputs.get(self.call) if self.call is not None else None
+        return self._add(NoteLine(self.turn, "note", f"↳ {e.source}:", e.text.strip()))
+
+    def _on_ContextPruned(self, e: ev.ContextPruned) -> Widget | None:
+        marks = pruned_parts(self.events)
+        first = None
+        for turn, mark in sorted(marks.items()):
+            if turn in self.marks:
+                continue
+            header = self.headers.get(turn)
+            if header is None:
+                continue
+            self.marks[turn] = mark
+            header.set_mark(mark)
+            self.pruned_items[turn] = [w for w in self.items.get(turn, []) if self._prunable(w, mark)]
+            self._set_collapsed(turn, not self.show_pruned)
+            first = first or header
+        return first
+
+    def _on_AnswerAttempt(self, e: ev.AnswerAttempt) -> Widget | None:
+        if self.gates and self.gates[-1].turn == e.turn:
+            self.gates[-1].set_final(e.final)
+            return self.gates[-1]
+        return self.texts.get(e.turn)
+
+    def _on_Notice(self, e: ev.Notice) -> Widget:
+        return self._add(NoteLine(self.turn, e.level, e.level, e.message))
+
+    def _on_GuardToggled(self, e: ev.GuardToggled) -> Widget | None:
+        if e.reason == "on at start":
+            return None
+        state = "on" if e.enabled else "off"
+        kind = "warning" if (not e.enabled and e.reason not in ("", "changed during the run")) else "toggle"
+        return self._add(NoteLine(self.turn, kind, f"⚙ {e.guard} {state}:", e.reason or "changed"))
+
+    def _on_RunFinished(self, e: ev.RunFinished) -> Widget:
+        self.flush()
+        self.final = FinalAnswer(e, self.gold)
+        return self._add(self.final, 10**9)
+
+    # -- pruned branches ------------------------------------------------------------------------
+
+    @staticmethod
+    def _prunable(w: Widget, mark: PruneMark) -> bool:
+        if getattr(w, "sticky", False) or isinstance(w, StepHeader):
+            return False
+        if isinstance(w, TurnText):
+            return "model" in mark.parts
+        return mark.whole
+
+    def _set_collapsed(self, turn: int, collapsed: bool) -> None:
+        header = self.headers.get(turn)
+        if header is not None:
+            header.collapsed = collapsed
+        for w in self.pruned_items.get(turn, []):
+            w.set_class(collapsed, "-hidden")
+
+    def on_step_header_toggled(self, message: StepHeader.Toggled) -> None:
+        header = message.header
+        self._set_collapsed(header.turn, not header.collapsed)
+
+    def action_toggle_pruned(self) -> None:
+        """Show or hide every pruned branch at once."""
+        self.show_pruned = not self.show_pruned
+        for turn in self.marks:
+            self._set_collapsed(turn, not self.show_pruned)
+
+    def action_follow(self) -> None:
+        self.follow = True
+        self.scroll_end(animate=False)
+        self._maybe_anchor()
+
+    # -- replay ---------------------------------------------------------------------------------
+
+    def highlight(self, widget: Widget | None) -> None:
+        """Mark the widget of the current replay event and scroll to it."""
+        if self._current is not None:
+            self._current.remove_class("-current")
+        self._current = widget
+        if widget is None:
+            return
+        turn = getattr(widget, "turn", None)
+        if turn in self.marks and widget.has_class("-hidden"):
+            self._set_collapsed(turn, False)
+        widget.add_class("-current")
+        self.follow = False
+        self.anchor(False)
+        self.call_after_refresh(self.scroll_to_widget, widget, animate=False, top=False)
+
+    # -- helpers --------------------------------------------------------------------------------
+
+    def _add(self, widget: Widget, turn: int | None = None) -> Widget:
+        turn = self.turn if turn is None else turn
+        self.items.setdefault(turn, []).append(widget)
+        self.mount(widget)
+        if self.follow and not self.is_anchored:
+            self.call_after_refresh(self._maybe_anchor)
+        return widget
+
+    def text_of_answer(self) -> str | None:
+        return self.final.finished.answer if self.final is not None else None
+
+    def code_blocks(self) -> Sequence[CodeBlockView]:
+        return list(self.code.values())
