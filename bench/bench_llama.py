@@ -41,10 +41,7 @@ SYSTEM = (
     "You are a careful mathematician. Solve the problem step by step. To compute, write Python in a "
     "```python block; its output will be shown to you in a ```output block. Put the final answer in \\boxed{}."
 )
-QUESTION = (
-    "Use Python for each computation: find the sum of all primes below 10000, the number of divisors "
-    "of 10!, and the last three digits of 7^2024."
-)
+QUESTION = "Use Python to find the sum of all prime numbers below 10000."
 TOOL_OUTPUT = "```output\n42\n```\n"
 OUTPUT_FENCE = "```output"
 
@@ -202,8 +199,10 @@ def main() -> None:
     load = os.getloadavg()
 
     name = Path(args.model).name
+    if os.environ.get("OMP_WAIT_POLICY"):
+        name += f" OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}"
     omp = os.environ.get("OMP_WAIT_POLICY", "unset")
-    print(f"\n{name}  ({args.threads} threads, n_ctx {args.n_ctx}, OMP_WAIT_POLICY {omp}, "
+    print(f"\n{Path(args.model).name}  ({args.threads} threads, n_ctx {args.n_ctx}, OMP_WAIT_POLICY {omp}, "
           f"load avg at end {load[0]:.1f})")
     print(f"(1) greedy generation, {sp['prompt_tokens']}-token prompt, {sp['generated_tokens']} tokens, "
           f"median of {sp['reps']} alternating runs")

@@ -43,7 +43,27 @@ def script(turns: int, words: int) -> list:
     return out
 
 
+def paced_backend(turns: list, rate: float):
+    """A scripted backend that keeps a steady ``rate`` tokens/s (it sleeps to a schedule, so the time
+    the loop and the UI take per token is not added on top, and it catches up when it falls behind)."""
+    from tuiagent.backends.scripted import ScriptedBackend
+
+    class Paced(ScriptedBackend):
+        async def stream(self, prompt, sampling, stop):
+            start, n = time.perf_counter(), 0
+            async for token in super().stream(prompt, sampling, stop):
+                n += 1
+                wait = start + n / rate - time.perf_counter()
+                if wait > 0:
+                    await asyncio.sleep(wait)
+                yield token
+
+    return Paced([list(t) for t in turns])
+
+
 def pct(values: list[float], q: float) -> float:
+    if not values:
+        return float("nan")
     values = sorted(values)
     return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
 
@@ -51,17 +71,15 @@ def pct(values: list[float], q: float) -> float:
 async def measure(keys: int, rate: float, interval: float, turns: int, words: int) -> dict:
     from textual import events
 
-    from tuiagent.backends.scripted import ScriptedBackend
     from tuiagent.core.loop import RunSettings
     from tuiagent.ui import AppConfig, make_app
     from tuiagent.ui.widgets.guard_list import GuardList
     from tuiagent.ui.widgets.status_line import StatusLine
 
     turns_tokens = script(turns, words)
-    delay = 1.0 / rate
     config = AppConfig(model="scripted", problem="How much is it?", guards=("attc", "necessity", "prunetir", "tim"),
                        settings=RunSettings(max_tokens=100_000, max_tool_calls=turns + 1, max_wall_s=3600))
-    app = make_app(config, backend_factory=lambda: ScriptedBackend([list(t) for t in turns_tokens], delay_s=delay))
+    app = make_app(config, backend_factory=lambda: paced_backend(turns_tokens, rate))
 
     pending: dict[int, float] = {}
     done: asyncio.Queue[tuple[float, float]] = asyncio.Queue()
@@ -110,6 +128,8 @@ async def measure(keys: int, rate: float, interval: float, turns: int, words: in
             app.screen.action_run()
             while status.tokens < 20:
                 await asyncio.sleep(0.01)
+            guard_list.focus()  # starting a run focuses the trajectory; the keys go to the guard panel
+            await asyncio.sleep(0.05)
             t0, tok0 = time.perf_counter(), status.tokens
             applied, shown = await press_many(keys, True)
             t1, tok1 = time.perf_counter(), status.tokens
@@ -137,7 +157,7 @@ def main() -> None:
     parser.add_argument("--keys", type=int, default=200)
     parser.add_argument("--rate", type=float, default=250.0, help="scripted tokens per second")
     parser.add_argument("--interval", type=float, default=0.05, help="seconds between keys")
-    parser.add_argument("--turns", type=int, default=12)
+    parser.add_argument("--turns", type=int, default=24)
     parser.add_argument("--words", type=int, default=220, help="words of prose per turn")
     parser.add_argument("--out", type=Path, default=RESULTS)
     args = parser.parse_args()

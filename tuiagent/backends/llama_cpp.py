@@ -22,6 +22,12 @@ its text is ``""`` while it ends inside a multi-byte UTF-8 character, and the ch
 with the token that completes it, so no replacement characters appear.
 
 llama_cpp is imported only inside this module's functions: importing tuiagent stays cheap.
+
+Speed note: llama-cpp-python 0.3.36 builds llama.cpp with OpenMP, whose threads spin at every
+barrier by default. When other processes share the CPUs, that makes generation several times
+slower (measured: 8 vs 47 tok/s on SmolLM2 with 2 threads on 2 busy cores);
+``OMP_WAIT_POLICY=passive`` in the environment (read when llama_cpp is first imported) avoids it,
+so we set it unless the user did: the app's UI thread and the kernel share the same cores.
 """
 
 from __future__ import annotations
@@ -54,6 +60,7 @@ class _Cancelled(Exception):
 
 
 def _import_llama_cpp() -> Any:
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # our default; see the module docstring
     try:
         import llama_cpp
     except ImportError as e:  # pragma: no cover - depends on the environment

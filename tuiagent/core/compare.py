@@ -45,8 +45,9 @@ class PruneMark:
 
 
 def _label(verdict: ev.GuardVerdict | None, pruned: ev.ContextPruned) -> tuple[str, str]:
-    if verdict is None:
-        return (pruned.guard.upper() if pruned.keep is None else pruned.guard.upper()), ""
+    """("STP" | "STPR" | "STPR+RTTS" | another guard's name, details) for a prune."""
+    if verdict is None or verdict.guard != "prunetir":
+        return pruned.guard, ""
     data = verdict.data or {}
     if pruned.keep is not None:
         label = "STP"
@@ -54,8 +55,6 @@ def _label(verdict: ev.GuardVerdict | None, pruned: ev.ContextPruned) -> tuple[s
         label = "STPR+RTTS"
     else:
         label = "STPR"
-    if verdict.guard != "prunetir":
-        label = verdict.guard
     bits = []
     if "episode" in data:
         bits.append(f"episode {data['episode']}")

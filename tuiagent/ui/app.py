@@ -211,9 +211,11 @@ class TuiAgentApp(App):
 
     @work(exclusive=True, group="model-switch", exit_on_error=False, name="change model")
     async def change_model(self, model_id: str) -> None:
-        await self.session.aclose()
-        self.session = ModelSession(_with(self.config, model=model_id), backend_factory=None)
-        self.config = self.session.config
+        old = self.session
+        await old.aclose()
+        self.config = _with(self.config, model=model_id)
+        self.session = ModelSession(self.config)
+        self.session.enabled, self.session.overrides = old.enabled, old.overrides  # keep the guard choices
         try:
             self.session.resolve()
         except UserError as e:

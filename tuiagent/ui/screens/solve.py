@@ -93,6 +93,15 @@ class SolveScreen(Screen):
         self.query_one("#run", Button).disabled = running
         self.query_one("#stop", Button).disabled = not running
         self.set_class(running, "-running")
+        self.refresh_bindings()
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        """Run and Stop show as disabled (dimmed in the footer) when they would do nothing."""
+        if action == "stop" and not self.running:
+            return None
+        if action in ("run", "new") and self.running:
+            return None
+        return True
 
     # -- actions --------------------------------------------------------------------------------
 

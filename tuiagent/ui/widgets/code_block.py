@@ -79,7 +79,8 @@ class CodeBlockView(Widget, can_focus=True):
         self.duration_s = duration_s if executed else None
         self.error_name = error_name
         if not executed:
-            self.skip_reason = self.skip_reason or shown.splitlines()[0][:80] if shown else self.skip_reason
+            if not self.skip_reason and shown.strip():
+                self.skip_reason = shown.strip().splitlines()[0][:80]
             self.status = "skipped"
         elif died:
             self.status = "died"

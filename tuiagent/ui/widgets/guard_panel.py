@@ -20,7 +20,7 @@ class GuardPanel(Vertical):
     DEFAULT_CSS = """
     GuardPanel { width: 36; border: round $secondary; padding: 0 0; height: 1fr; }
     GuardPanel:focus-within { border: round $accent; }
-    GuardPanel #guard-doc { height: auto; max-height: 5; color: $text-muted; padding: 0 1; border-top: dashed $secondary; }
+    GuardPanel #guard-doc { height: 5; color: $text-muted; padding: 0 1; border-top: dashed $secondary; }
     """
 
     class Changed(Message):

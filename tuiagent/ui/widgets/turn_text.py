@@ -68,8 +68,16 @@ class TurnText(Widget):
 
     def _changed(self) -> None:
         self._content = None
-        self.set_class(not self._text.strip(), "-empty")
-        self.refresh(layout=True)
+        empty = not self._text.strip()
+        if empty != self.has_class("-empty"):
+            self.set_class(empty, "-empty")
+            self.refresh(layout=True)
+            return
+        width, height = self.content_size
+        if width and self.render().get_height(self.styles, width) == height:
+            self.refresh()  # same number of lines: repaint this widget only, no layout of the trajectory
+        else:
+            self.refresh(layout=True)
 
     def render(self) -> Content:
         if self._content is None:
