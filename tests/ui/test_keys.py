@@ -73,3 +73,18 @@ async def test_light_theme_toggle():
         assert app.current_theme.dark
         await pilot.press("ctrl+t")
         assert not app.current_theme.dark
+
+
+async def test_choose_model_lists_models_toml():
+    from tuiagent.ui.screens.models import ModelsScreen
+
+    app = make_app(AppConfig(model="scripted", screen="replay"))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause(0.2)
+        await pilot.press("escape")  # the open-run dialog of an empty replay screen
+        await pilot.press("ctrl+l")
+        await pilot.pause(0.3)
+        assert isinstance(app.screen, ModelsScreen)
+        assert {"scripted", "qwen2.5-coder-1.5b"} <= set(app.screen.ids)
+        await pilot.press("escape")
+        assert not isinstance(app.screen, ModelsScreen)
