@@ -492,8 +492,19 @@ def render_report(summary: dict, meta: dict, cv: dict, held: dict, tau: float, i
     for t, m in held.items():
         lines.append(f"| p >= {t} | {m['accuracy']:.3f} | {m['precision']:.3f} | {m['recall']:.3f} | "
                      f"{m['f1']:.3f} | {m['predicted_continue']:.3f} |")
-    lines += ["", f"The guard uses tau = {tau} [paper]: at that threshold the gate asks to continue often; the "
-              "safety rules (no progress, 3 extra turns, tool budget) bound the cost.", ""]
+    n_commit, n_cont = meta["label_counts"]["commit"], meta["label_counts"]["continue"]
+    baseline = max(n_commit, n_cont) / max(1, n_commit + n_cont)
+    pooled = cv.get("pooled", {}).get(0.5)
+    reading = (f"Majority-class baseline (always {'commit' if n_commit >= n_cont else 'continue'}): accuracy "
+               f"{baseline:.3f}.")
+    if pooled:
+        verdict = "does not beat" if pooled["accuracy"] <= baseline else "beats"
+        reading += (f" At p >= 0.5 the pooled out-of-fold accuracy is {pooled['accuracy']:.3f}: the gate {verdict} "
+                    f"the baseline on this much data ({meta['samples']} samples).")
+    lines += ["", "## Reading", "", reading, "",
+              f"The guard uses tau = {tau} [paper]: at that threshold the gate asks to continue often; the "
+              "safety rules (no progress, 3 extra turns, tool budget) bound the cost. Retrain as more records "
+              "arrive with the same command.", ""]
     return "\n".join(lines)
 
 
