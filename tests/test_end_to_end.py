@@ -43,3 +43,23 @@ def test_default_model_solves_a_word_problem_with_code(default_model_ready, tmp_
     assert started["model_id"] == default_model_ready.id and started["backend"] == "LlamaCppBackend"
     logprobs = [e["logprob"] for e in events if e["type"] == "TokenDelta" and e["logprob"] is not None]
     assert logprobs and all(lp <= 0 for lp in logprobs)
+
+
+def test_default_model_with_every_guard_on(default_model_ready, tmp_path):
+    out = subprocess.run(
+        [sys.executable, "-m", "tuiagent", "solve", WORD_PROBLEM, "--gold", "10", "--guard", "all", "--json",
+         "--out", str(tmp_path)],
+        capture_output=True, text=True, timeout=1800,
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    events = [json.loads(line) for line in out.stdout.splitlines()]
+    on = {e["guard"] for e in events if e["type"] == "GuardToggled" and e["enabled"]}
+    assert on == {"attc", "gstep", "necessity", "prunetir", "tim"}, [e for e in events if e["type"] == "GuardToggled"]
+    verdicts = [e for e in events if e["type"] == "GuardVerdict"]
+    by_guard = {v["guard"] for v in verdicts}
+    assert {"attc", "necessity", "tim"} <= by_guard  # a code block ran: confidence, necessity; TIM at the end
+    attc = next(v for v in verdicts if v["guard"] == "attc")
+    assert 0 < attc["data"]["confidence"] <= 1 and attc["data"]["threshold"] == 0.97
+    finished = events[-1]
+    assert finished["type"] == "RunFinished" and finished["reason"] in ("answer", "tool_budget", "token_budget")
+    assert finished["tool_calls"] >= 1
