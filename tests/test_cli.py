@@ -85,3 +85,18 @@ def test_import_contracts():
     lint = Path(sys.executable).parent / "lint-imports"
     out = subprocess.run([str(lint)], capture_output=True, text=True, cwd=Path(__file__).parent.parent)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+@pytest.mark.parametrize("args", [["--set", "bad"], ["--guard", "nope"], ["--guard", "attc", "--set", "attc.threshold=2"]])
+def test_guard_option_mistakes_exit_2(write_script, tmp_path, args):
+    script = write_script("\\boxed{3}")
+    out = tuiagent("solve", "1+2", "-m", "scripted", "--script", str(script), "--out", str(tmp_path), *args)
+    assert out.returncode == 2, out.stderr
+    assert "Traceback" not in out.stderr and ("--set" in out.stderr or "--guard" in out.stderr)
+
+
+def test_guard_that_cannot_start_is_reported_and_the_run_goes_on(write_script, tmp_path):
+    script = write_script("\\boxed{3}")
+    out = tuiagent("solve", "1+2", "-m", "scripted", "--script", str(script), "--out", str(tmp_path),
+                   "--guard", "gstep", "--set", f"gstep.weights={tmp_path / 'missing.npz'}")
+    assert out.returncode == 0 and "[gstep] off" in out.stdout and "answer: 3" in out.stdout

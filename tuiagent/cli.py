@@ -209,19 +209,18 @@ def compare(
 
 def main() -> None:
     """Console entry point: user errors print a message (no traceback) and exit with their code."""
-    import click
-
     try:
-        app(standalone_mode=False)
+        code = app(standalone_mode=False)  # returns the exit code of a typer.Exit
     except UserError as e:
         err.print(Text("error: ", style="bold red") + Text(str(e)))
         sys.exit(e.exit_code)
-    except click.ClickException as e:
+    except typer.TyperException as e:  # usage errors: typer vendors click, so catch its base class
         e.show()
-        sys.exit(e.exit_code)
-    except (KeyboardInterrupt, click.Abort):
+        sys.exit(getattr(e, "exit_code", 2))
+    except (KeyboardInterrupt, typer.Abort):
         err.print("interrupted; everything up to now is in the trajectory file")
         sys.exit(130)
+    sys.exit(code if isinstance(code, int) else 0)
 
 
 # `tuiagent eval`: the evaluation harness (tuiagent/eval); its module imports only typer at import time.

@@ -60,13 +60,18 @@ def guard_chain(spec: ModelSpec, request: RunRequest, *, toggleable: bool = Fals
         return None
     configs = {name: {} for name in available()} if toggleable else {}
     configs.update({name: dict(values) for name, values in spec.guards.items()})
+    try:  # the models.toml settings alone first, so an error names where the bad value is
+        GuardChain(configs, set())
+    except SettingsError as e:
+        raise ConfigError(str(e), file=spec.origin, key=f"models.{spec.id}.guards",
+                          fix="correct the value (`tuiagent guards` lists every setting)") from None
     for name, values in request.guard_settings.items():
         configs.setdefault(name, {}).update(values)
     try:
         return GuardChain(configs, names)
     except SettingsError as e:
-        raise ConfigError(str(e), file=spec.origin, key=f"models.{spec.id}.guards",
-                          fix="correct the value (see `tuiagent guards`), in models.toml or --set") from None
+        raise ConfigError(str(e), key="--guard / --set",
+                          fix="correct the name or value (`tuiagent guards` lists guards and settings)") from None
 
 
 def trajectory_path(request: RunRequest, run_id: str) -> Path:

@@ -41,6 +41,14 @@ class TranscriptPrinter:
                 c.print(Text("```", style=style))
             case ev.ContextAppended() if event.source != "tool":
                 c.print(Text(event.text.rstrip(), style="magenta"))
+            case ev.GuardVerdict() if event.action != "pass":
+                c.print(Text(f"[{event.guard}] {event.action}: {event.reason or _numbers(event.data)}", style="magenta"))
+            case ev.GuardToggled() if event.reason and event.reason != "on at start":
+                state = "on" if event.enabled else "off"
+                c.print(Text(f"[{event.guard}] {state}: {event.reason}", style="yellow"))
+            case ev.ContextPruned():
+                c.print(Text(f"[{event.guard}] pruned {len(event.removed_text)} characters from the working context",
+                             style="magenta"))
             case ev.Notice():
                 c.print(Text(f"[{event.level}] {event.message}", style=_STYLE.get(event.level, "")))
             case ev.RunFinished():
@@ -63,6 +71,12 @@ class TranscriptPrinter:
         )
         if event.trajectory:
             self.console.print(Text(f"trajectory: {event.trajectory}", style="dim"))
+
+
+def _numbers(data: dict) -> str:
+    """The short numeric facts of a verdict, for one transcript line."""
+    return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+                     for k, v in data.items() if isinstance(v, (int, float, str)) and len(str(v)) < 40)
 
 
 class JsonPrinter:
