@@ -155,8 +155,6 @@ async def run_problem(
         with Recorder(path) as recorder:
             if kernel is not None:
                 kernel_cm = contextlib.nullcontext(kernel if request.settings.mode == "tool" else None)
-            elif request.kernel == "jupyter":  # the older two-argument call, for callers that replace kernel_for
-                kernel_cm = kernel_for(request.settings, path.with_suffix(""))
             else:
                 kernel_cm = kernel_for(request.settings, path.with_suffix(""), kernel=request.kernel, gold=request.gold)
             async with kernel_cm as kernel:

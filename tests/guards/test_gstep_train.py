@@ -78,7 +78,7 @@ def canned_runner_kernel(monkeypatch, canned_kernel):
     kernels = []
 
     @contextlib.asynccontextmanager
-    async def kernel_for(settings, images_dir):
+    async def kernel_for(settings, images_dir, **_):
         if settings.mode != "tool":
             yield None
             return
