@@ -12,10 +12,12 @@ from pathlib import Path
 from queue import Empty
 
 from jupyter_client import AsyncKernelClient, AsyncKernelManager
+from platformdirs import user_cache_dir
 
 from kernels.base import ToolResult
 from kernels.launch import launch_kwargs, new_kernel_manager
-from kernels.limits import startup_code
+from kernels.limits import STRAY_THREADS_EXPR, startup_code
+from kernels.sandbox import check_level, policy_code
 from kernels.outputs import ImageSaver, OutputCollector
 
 # How often a call waiting on the kernel checks that it is still alive.
@@ -25,6 +27,17 @@ RESTART_NOTE = (
     "The kernel was restarted: all variables, functions and imports from earlier cells were lost; "
     "only the standard imports are back (math, itertools, fractions, Fraction, sympy, sp, numpy, np)."
 )
+
+
+
+def _stray_threads_note(reply: dict) -> str | None:
+    """What the stray-thread probe in ``reply`` found, as a note; None when nothing is left running."""
+    found = reply.get("user_expressions", {}).get("threads", {})
+    names = found.get("data", {}).get("text/plain", "[]") if found.get("status") == "ok" else "[]"
+    if names == "[]":
+        return None
+    return (f"Threads started by the code were still running after the cell ended ({names}); "
+            "Python cannot stop a thread, so the kernel was restarted.")
 
 
 class _KernelGone(Exception):
@@ -58,6 +71,9 @@ class JupyterKernel:
     - ``interrupt_grace_s``: how long a timed-out cell may take to stop after
       the interrupt before the kernel is restarted.
     - ``start_timeout_s``: how long a start or restart may take.
+    - ``sandbox``: what cells may do, see ``kernels.sandbox`` ("auto", "policy", "netns", "off").
+    - ``cache_dir``: shared between kernels and writable by them (matplotlib's font cache); by
+      default ``<user cache dir>/tuiagent/kernel``.
     - None turns a limit off.
     """
 
@@ -73,10 +89,15 @@ class JupyterKernel:
         output_limit_chars: int = 1_000_000,
         interrupt_grace_s: float = 1.0,
         start_timeout_s: float = 60.0,
+        sandbox: str = "auto",
+        cache_dir: Path | str | None = None,
     ) -> None:
         self.timeout = timeout
+        self.sandbox = check_level(sandbox)
         self._cpu_time_limit_s = cpu_time_limit_s
-        self._startup_code = startup_code(memory_limit_mb, cpu_time_limit_s, max_processes)
+        self._limits_code = startup_code(memory_limit_mb, cpu_time_limit_s, max_processes, output_limit_chars)
+        self._startup_code = self._limits_code
+        self._cache_dir = Path(cache_dir) if cache_dir is not None else Path(user_cache_dir("tuiagent")) / "kernel"
         self._given_workdir = Path(workdir) if workdir is not None else None
         self._images_dir = Path(images_dir) if images_dir is not None else None
         self._output_limit_chars = output_limit_chars
@@ -107,8 +128,13 @@ class JupyterKernel:
                     self._workdir = self._given_workdir
                     self._workdir.mkdir(parents=True, exist_ok=True)
                 self._images = ImageSaver(self._images_dir or self._workdir)
-                self._km = new_kernel_manager(self._runtime_dir)
-                await self._km.start_kernel(**launch_kwargs(self._workdir, self._runtime_dir))
+                self._cache_dir.mkdir(parents=True, exist_ok=True)
+                if self.sandbox != "off":
+                    self._startup_code = self._limits_code + policy_code(self._workdir, (self._cache_dir,))
+                self._km = new_kernel_manager(self._runtime_dir, self.sandbox)
+                await self._km.start_kernel(
+                    **launch_kwargs(self._workdir, self._runtime_dir, self._cache_dir, self.sandbox)
+                )
                 await self._connect()
             except BaseException:
                 self._closed = True
@@ -166,15 +192,20 @@ class JupyterKernel:
             )
 
         client = self._client
-        msg_id = client.execute(code, allow_stdin=False, stop_on_error=False)
+        msg_id = client.execute(
+            code, allow_stdin=False, stop_on_error=False, user_expressions={"threads": STRAY_THREADS_EXPR}
+        )
         try:
             if await self._collect(client, msg_id, collector, time.monotonic() + timeout):
-                status = await self._reply_status(client, msg_id)
-                return result(error=collector.error_name is not None or status not in ("ok", None))
+                reply = await self._reply(client, msg_id)
+                if (stray := _stray_threads_note(reply)) is not None:
+                    await self._restart()
+                    return result((stray, RESTART_NOTE), error=True, restarted=True)
+                return result(error=collector.error_name is not None or reply.get("status") not in ("ok", None))
             timed_out = f"Execution timed out after {timeout:g} s"
             await self._km.interrupt_kernel()
             if await self._collect(client, msg_id, collector, time.monotonic() + self._grace_s):
-                await self._reply_status(client, msg_id)
+                await self._reply(client, msg_id)
                 note = f"{timed_out} and was interrupted; variables from earlier cells are kept."
                 return result((note,), error=True, timed_out=True)
             await self._restart()
@@ -201,13 +232,14 @@ class JupyterKernel:
                 collector.add(msg["msg_type"], msg["content"])
         return False
 
-    async def _reply_status(self, client: AsyncKernelClient, msg_id: str) -> str | None:
-        """Read the execute_reply (sent before the idle status), so replies never pile up unread."""
+    async def _reply(self, client: AsyncKernelClient, msg_id: str) -> dict:
+        """Read the execute_reply's content (sent before the idle status), so replies never pile up
+        unread; empty if none came within the grace period."""
         deadline = time.monotonic() + self._grace_s
         while (reply := await self._next_msg(client.get_shell_msg, deadline)) is not None:
             if reply["parent_header"].get("msg_id") == msg_id:
-                return reply["content"]["status"]
-        return None
+                return reply["content"]
+        return {}
 
     async def _next_msg(self, get: Callable[..., Awaitable[dict]], deadline: float) -> dict | None:
         """The next message from ``get``; None at ``deadline``; _KernelGone if the kernel exits or is shut down."""
@@ -240,7 +272,7 @@ class JupyterKernel:
             msg_id = client.execute(self._startup_code, store_history=False, allow_stdin=False)
             if not await self._collect(client, msg_id, collector, deadline):
                 raise RuntimeError(f"the kernel's start-up cell did not finish within {self._start_timeout_s:g} s")
-            await self._reply_status(client, msg_id)
+            await self._reply(client, msg_id)
             if collector.error_name is not None:
                 text = "\n".join(o.text for o in collector.outputs())
                 raise RuntimeError(f"the kernel's start-up cell failed:\n{text}")

@@ -6,7 +6,6 @@ registered may belong to another environment, without sympy or numpy.
 
 from __future__ import annotations
 
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -15,7 +14,9 @@ import zmq.asyncio
 from jupyter_client import AsyncKernelManager
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
 
-KERNEL_ARGV = [
+from kernels.sandbox import kernel_env, launch_prefix
+
+KERNEL_ARGV = (
     sys.executable,
     "-m",
     "ipykernel_launcher",
@@ -23,15 +24,19 @@ KERNEL_ARGV = [
     "{connection_file}",
     # In-memory history: no writes to a shared history.sqlite on every cell.
     "--HistoryManager.enabled=False",
-]
+)
 
 
 class _OwnInterpreterSpecs(KernelSpecManager):
-    """Resolves every kernel name to ipykernel on ``sys.executable``."""
+    """Resolves every kernel name to ipykernel on ``sys.executable``, behind ``prefix`` (the sandbox's)."""
+
+    def __init__(self, prefix: tuple[str, ...] = (), **kwargs: object) -> None:
+        super().__init__(**kwargs)
+        self._argv = [*prefix, *KERNEL_ARGV]
 
     def get_kernel_spec(self, kernel_name: str) -> KernelSpec:
         return KernelSpec(
-            argv=KERNEL_ARGV,
+            argv=self._argv,
             display_name="Python 3 (tuiagent)",
             language="python",
             interrupt_mode="signal",
@@ -39,31 +44,31 @@ class _OwnInterpreterSpecs(KernelSpecManager):
         )
 
 
-def new_kernel_manager(runtime_dir: Path) -> AsyncKernelManager:
-    """A manager whose connection file and IPC sockets live in ``runtime_dir`` (keep it private: it holds the key)."""
+def new_kernel_manager(runtime_dir: Path, sandbox: str = "off") -> AsyncKernelManager:
+    """A manager whose connection file and IPC sockets live in ``runtime_dir``.
+
+    Keep ``runtime_dir`` owner-only (mkdtemp makes it 0700): the connection file holds the
+    HMAC key that signs every message, and IPC sockets there are reachable by no other user.
+    Nothing listens on TCP.
+    """
     return AsyncKernelManager(
         kernel_name="python3",
         transport="ipc",
         ip=str(runtime_dir / "ipc"),
         connection_file=str(runtime_dir / "kernel.json"),
-        kernel_spec_manager=_OwnInterpreterSpecs(),
+        kernel_spec_manager=_OwnInterpreterSpecs(launch_prefix(sandbox)),
         # One shared context (one I/O thread) for every kernel of this process.
         context=zmq.asyncio.Context.instance(),
     )
 
 
-def launch_kwargs(workdir: Path, runtime_dir: Path) -> dict[str, object]:
-    """Popen arguments for ``start_kernel``.
-
-    IPYTHONDIR points into ``runtime_dir`` so the user's IPython profile and
-    startup scripts stay out of the kernel; the process's own stdout/stderr
-    are discarded so they cannot scribble over a terminal UI (cell output
-    travels over IOPub, file-descriptor writes included).
-    """
-    env = dict(os.environ, IPYTHONDIR=str(runtime_dir / "ipython"))
+def launch_kwargs(workdir: Path, runtime_dir: Path, cache_dir: Path, sandbox: str = "off") -> dict[str, object]:
+    """Popen arguments for ``start_kernel``: the sandbox's environment, and the process's own
+    stdout/stderr discarded so they cannot scribble over a terminal UI (cell output travels over
+    IOPub, file-descriptor writes included)."""
     return {
         "cwd": str(workdir),
-        "env": env,
+        "env": kernel_env(sandbox, workdir, runtime_dir, cache_dir),
         "stdout": subprocess.DEVNULL,
         "stderr": subprocess.DEVNULL,
     }

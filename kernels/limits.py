@@ -1,4 +1,4 @@
-"""The start-up cell every kernel runs: the standard imports, then resource limits.
+"""The start-up cell every kernel runs: the standard imports, resource limits, a stray-thread probe.
 
 The limits are set from inside the kernel process, so they bind the kernel
 and whatever it spawns but not the app. They are a guard against runaway
@@ -8,6 +8,8 @@ cells, not a sandbox: a cell running as root can raise them again.
 from __future__ import annotations
 
 import inspect
+
+from kernels.outputs import DROPPED_MIME
 
 PRE_IMPORTS = (
     "import math, itertools, fractions, numpy, sympy\n"
@@ -60,12 +62,106 @@ def apply_limits(extra_data_bytes: int | None, cpu_seconds: int | None, extra_ta
         lower(resource.RLIMIT_NPROC, tasks + extra_tasks, tasks + extra_tasks)
 
 
-def startup_code(memory_limit_mb: int | None, cpu_time_limit_s: int | None, max_processes: int | None) -> str:
-    """The pre-imports, then the limits (measured against the loaded kernel), leaving no other names behind."""
+def install_thread_probe(grace_s: float) -> None:
+    """Give the shell a ``tuiagent_stray_threads()`` that names threads started since start-up
+    still alive after ``grace_s``; the client evaluates it after every cell (a user expression).
+
+    Python cannot stop a thread, and ipykernel sends a thread's later prints with whatever cell
+    runs then, so a thread that outlives its cell must end with a kernel restart.
+    """
+    import threading
+    import time
+
+    known = {t.ident for t in threading.enumerate()}
+    # The kernel's own helpers start threads on demand (zmq's garbage collector on a big output).
+    internal = ("ipykernel", "zmq", "IPython", "tornado", "jupyter_client", "traitlets", "debugpy", "comm")
+
+    def from_cell_code(thread: threading.Thread) -> bool:
+        target = getattr(thread, "_target", None)
+        module = getattr(target, "__module__", None) if target is not None else type(thread).__module__
+        return (module or "").split(".")[0] not in internal
+
+    def stray_threads() -> list[str]:
+        deadline = time.monotonic() + grace_s
+        while True:
+            alive = [t.name for t in threading.enumerate()
+                     if t.ident not in known and t.is_alive() and from_cell_code(t)]
+            if not alive or time.monotonic() >= deadline:
+                return alive
+            time.sleep(0.02)
+
+    get_ipython().tuiagent_stray_threads = stray_threads  # noqa: F821 (the kernel's shell)
+
+
+def install_output_cap(limit_chars: int, dropped_mime: str) -> None:
+    """Cut each cell's printed text, and its result's plain text, at ``limit_chars`` inside the kernel,
+    then tell the client how much was cut (display data of type ``dropped_mime``), so its note
+    counts what the user printed, not what reached it.
+
+    ipykernel builds every message in memory, several copies deep: one 300 MB print runs a kernel
+    with a memory limit out of memory before anything is sent. Output that reaches the client by
+    other routes (file-descriptor writes, rich displays) is capped again there.
+    """
+    import sys
+
+    shell = get_ipython()  # noqa: F821 (the kernel's shell)
+    budget = {"left": limit_chars, "dropped": 0}
+
+    def take(text: str) -> str:
+        kept = text[: max(budget["left"], 0)]
+        budget["left"] -= len(kept)
+        budget["dropped"] += len(text) - len(kept)
+        return kept
+
+    class Capped:
+        def __init__(self, stream: object) -> None:
+            self._stream = stream
+
+        def write(self, text: str) -> int:
+            if isinstance(text, str) and (kept := take(text)):
+                self._stream.write(kept)
+            return len(text)
+
+        def __getattr__(self, name: str) -> object:
+            return getattr(self._stream, name)
+
+    def new_cell(*_: object) -> None:
+        budget.update(left=limit_chars, dropped=0)
+
+    def end_cell(*_: object) -> None:
+        if budget["dropped"]:
+            shell.display_pub.publish({dropped_mime: budget["dropped"]})
+
+    hook = shell.displayhook
+    write_format_data = hook.write_format_data
+
+    def capped_format_data(format_dict: dict, md_dict: object = None) -> None:
+        if isinstance(format_dict.get("text/plain"), str):
+            format_dict = dict(format_dict, **{"text/plain": take(format_dict["text/plain"])})
+        write_format_data(format_dict, md_dict)
+
+    hook.write_format_data = capped_format_data
+    sys.stdout, sys.stderr = Capped(sys.stdout), Capped(sys.stderr)
+    shell.events.register("pre_run_cell", new_cell)
+    shell.events.register("post_run_cell", end_cell)
+
+
+STRAY_THREADS_EXPR = "get_ipython().tuiagent_stray_threads()"
+
+
+def startup_code(
+    memory_limit_mb: int | None, cpu_time_limit_s: int | None, max_processes: int | None, output_limit_chars: int
+) -> str:
+    """The pre-imports, the limits (measured against the loaded kernel), the thread probe and the
+    output cap, leaving no other names behind."""
     extra_data_bytes = None if memory_limit_mb is None else memory_limit_mb * 1024 * 1024
     return (
         PRE_IMPORTS
         + inspect.getsource(apply_limits)
         + f"apply_limits({extra_data_bytes!r}, {cpu_time_limit_s!r}, {max_processes!r})\n"
-        + "del apply_limits\n"
+        + inspect.getsource(install_thread_probe)
+        + "install_thread_probe(0.5)\n"
+        + inspect.getsource(install_output_cap)
+        + f"install_output_cap({output_limit_chars!r}, {DROPPED_MIME!r})\n"
+        + "del apply_limits, install_thread_probe, install_output_cap\n"
     )

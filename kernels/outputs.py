@@ -10,6 +10,10 @@ from pathlib import Path
 
 from kernels.base import Output
 
+TRUNCATED_NOTE = "Output truncated: {} more characters were not shown."
+# Display data by which the kernel's own output cap (kernels.limits) reports what it cut.
+DROPPED_MIME = "application/vnd.tuiagent.dropped+json"
+
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 
 # Preferred first when a message carries several image types.
@@ -63,7 +67,10 @@ class OutputCollector:
             text = "\n".join(content["traceback"]) or f"{content['ename']}: {content['evalue']}"
             self._items.append(Output("error", strip_ansi(text)))
         elif msg_type in ("execute_result", "display_data", "update_display_data"):
-            self._add_data(msg_type, content["data"])
+            if DROPPED_MIME in content["data"]:
+                self._dropped += int(content["data"][DROPPED_MIME])
+            else:
+                self._add_data(msg_type, content["data"])
 
     def outputs(self) -> tuple[Output, ...]:
         return tuple(
@@ -74,7 +81,7 @@ class OutputCollector:
     def notes(self) -> tuple[str, ...]:
         if not self._dropped:
             return ()
-        return (f"Output truncated: {self._dropped} more characters were not shown.",)
+        return (TRUNCATED_NOTE.format(self._dropped),)
 
     def _fit(self, text: str) -> str:
         kept = text[: max(self._room, 0)]

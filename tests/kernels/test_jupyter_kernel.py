@@ -191,7 +191,7 @@ async def test_cpu_time_limit_kills_and_restarts_the_kernel():
 
 @pytest.mark.skipif(os.geteuid() == 0, reason="Linux does not apply RLIMIT_NPROC to root")
 async def test_max_processes_caps_new_processes():
-    async with JupyterKernel(max_processes=5) as kernel:
+    async with JupyterKernel(max_processes=5, sandbox="off") as kernel:
         code = "import subprocess\nps = []\nfor _ in range(20): ps.append(subprocess.Popen(['sleep', '5']))"
         result = await kernel.execute(code, 10)
         assert result.error_name == "BlockingIOError"
