@@ -75,6 +75,24 @@ def test_replay_rejects_non_trajectory(tmp_path):
     assert out.returncode == 1 and "not a tuiagent trajectory" in out.stderr
 
 
+def test_replay_and_compare_warn_about_a_damaged_trajectory(tmp_path):
+    golden = Path(__file__).resolve().parent / "ui" / "data"
+    lines = (golden / "guarded.jsonl").read_text(encoding="utf-8").splitlines()
+    bad = next(i for i, line in enumerate(lines) if '"CodeBlock"' in line)
+    lines[bad] = '{"type": "CodeBlock", "turn": 1'  # a hand edit gone wrong
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    warning = f"warning: {damaged}:{bad + 1}: not valid JSON; line skipped"
+
+    out = tuiagent("replay", str(damaged), "--print")
+    assert out.returncode == 0 and warning in out.stderr and "Traceback" not in out.stderr
+    assert "answer: 338350" in out.stdout  # the rest of the run is there
+
+    out = tuiagent("compare", str(damaged), str(golden / "plain.jsonl"), "--print")
+    assert out.returncode == 0 and out.stderr.count("warning:") == 1 and warning in out.stderr
+    assert "damaged.jsonl: guards" in out.stdout and "plain.jsonl: guards" in out.stdout
+
+
 def test_importing_tuiagent_loads_no_backend():
     code = "import tuiagent, tuiagent.cli, tuiagent.runner, tuiagent.core.loop, sys; " \
            "bad = {'llama_cpp', 'vllm', 'torch', 'textual'} & set(sys.modules); assert not bad, bad"

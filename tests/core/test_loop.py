@@ -10,7 +10,7 @@ from kernels.base import Output, ToolResult
 from tuiagent.backends.scripted import ScriptedBackend, load_script
 from tuiagent.core import events as ev
 from tuiagent.core.loop import Agent, RunSettings
-from tuiagent.core.trajectory import Recorder, load
+from tuiagent.core.trajectory import Loaded, Recorder, load
 
 CODE_TURN = "Let me compute.\n```python\nprint(6 * 7)\n```\n```output\n42\n```"
 ANSWER_TURN = "So the answer is \\boxed{42}."
@@ -37,7 +37,7 @@ async def test_code_then_answer(write_script, canned_kernel, tmp_path):
     # the model never saw its own hallucinated output: generation stopped at the output fence
     turn1 = next(e for e in events if isinstance(e, ev.TurnEnded))
     assert turn1.stop == "stop" and "```output" not in turn1.text
-    assert load(tmp_path / "run.jsonl") == events
+    assert load(tmp_path / "run.jsonl") == Loaded(events, [])
 
 
 async def test_wrong_answer_is_checked(write_script, canned_kernel):
@@ -106,7 +106,7 @@ async def test_cancel_records_finish(write_script, canned_kernel, tmp_path):
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    saved = load(path)
+    saved = load(path).events
     assert isinstance(saved[-1], ev.RunFinished) and saved[-1].reason == "cancelled"
     assert sum(isinstance(e, ev.TokenDelta) for e in saved) >= 3
 

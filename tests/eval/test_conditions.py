@@ -42,13 +42,13 @@ async def test_tool_use_tax_conditions_gap_and_overlap(tmp_path, dataset):
     records = ResultStore(cfg.out).records
 
     def tool_outputs(key):
-        return [e.shown for e in load(Path(records[key]["trajectory"])) if isinstance(e, ev.ToolResult)]
+        return [e.shown for e in load(Path(records[key]["trajectory"])).events if isinstance(e, ev.ToolResult)]
 
     assert tool_outputs("tiny/2/noop/0") == ["Done."]  # the no-op stub, nothing executed
     assert tool_outputs("tiny/3/oracle/0") == ["6"]  # the gold answer
     assert tool_outputs("tiny/3/full/0") == ["6"]  # really computed (by the test kernel)
-    assert records["tiny/1/cot/0"]["tcn"] == 0 and load(Path(records["tiny/1/cot/0"]["trajectory"]))[0].mode == "cot"
-    max1 = load(Path(records["tiny/1/max1/0"]["trajectory"]))
+    assert records["tiny/1/cot/0"]["tcn"] == 0 and load(Path(records["tiny/1/cot/0"]["trajectory"])).events[0].mode == "cot"
+    max1 = load(Path(records["tiny/1/max1/0"]["trajectory"])).events
     assert records["tiny/1/max1/0"]["tcn"] == 1 and [e.executed for e in max1 if isinstance(e, ev.ToolResult)] == [True, False]
 
     tax = summary_from_store(cfg.out)["datasets"]["tiny"]["tooltax"]

@@ -47,7 +47,7 @@ async def test_every_problem_under_every_setting_and_seed(tmp_path, dataset):
     record = store.records["tiny/2/attc/1"]
     assert (record["correct"], record["tcn"], record["attc_trust"], record["model"]) == (True, 1, 1, "scripted")
     assert store.records["tiny/2/cot/0"]["tcn"] == 0
-    events = load(Path(record["trajectory"]))  # the trajectory the TUI replays
+    events = load(Path(record["trajectory"])).events  # the trajectory the TUI replays
     assert events[0].type == "RunStarted" and events[-1].type == "RunFinished" and events[0].gold == "4"
     manifest = store.manifest()
     assert [s["name"] for s in manifest["settings"]] == ["none", "attc", "cot"] and manifest["model"] == "scripted"
@@ -87,7 +87,7 @@ async def test_interrupted_eval_resumes_without_rerunning(tmp_path, dataset):
         await task
     saved = ResultStore(cfg.out).records
     assert sorted(saved) == ["tiny/1/attc/0", "tiny/1/none/0", "tiny/2/attc/0", "tiny/2/none/0"]
-    partial = load(cfg.out / "runs/tiny/none/3-s0.jsonl")  # its trajectory says it was cancelled
+    partial = load(cfg.out / "runs/tiny/none/3-s0.jsonl").events  # its trajectory says it was cancelled
     assert partial[-1].type == "RunFinished" and partial[-1].reason == "cancelled"
     assert ResultStore(cfg.out).manifest()["sessions"][-1]["interrupted"] is True
 
@@ -97,7 +97,7 @@ async def test_interrupted_eval_resumes_without_rerunning(tmp_path, dataset):
     assert (outcome.ran, outcome.already_done) == (4, 4)
     lines = (cfg.out / "results.jsonl").read_text().splitlines()
     assert len(lines) == 8 and len({json.loads(x)["key"] for x in lines}) == 8  # nothing twice, nothing lost
-    assert load(cfg.out / "runs/tiny/none/3-s0.jsonl")[-1].reason == "answer"  # the partial file was replaced
+    assert load(cfg.out / "runs/tiny/none/3-s0.jsonl").events[-1].reason == "answer"  # the partial file was replaced
     third = Factory(turns)
     outcome = await run_eval(cfg, backend_factory=third, kernels=KERNELS, log=lambda m: None)
     assert third.keys == [] and outcome.already_done == 8

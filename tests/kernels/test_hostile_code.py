@@ -199,8 +199,7 @@ async def test_a_run_through_hostile_cells_keeps_a_complete_trajectory(tmp_path)
         with Recorder(path) as recorder:
             agent = Agent(backend, kernel, recorder=recorder, settings=RunSettings(exec_timeout_s=2, max_tool_calls=10))
             streamed = [e async for e in agent.stream("problem")]
-    loaded = load(path)
-    events = loaded.events if hasattr(loaded, "events") else loaded
+    events = load(path).events
     assert [type(e) for e in events] == [type(e) for e in streamed]
     results = [e for e in events if isinstance(e, ev.ToolResult)]
     assert [r.restarted for r in results] == [False, True, True, True, False]

@@ -97,14 +97,14 @@ async def test_compare_saved_runs(ui):
 
 
 def test_align_by_turn(ui):
-    runs = [step_cells(load(ui.DATA / name)) for name in ("guarded.jsonl", "plain.jsonl")]
+    runs = [step_cells(load(ui.DATA / name).events) for name in ("guarded.jsonl", "plain.jsonl")]
     rows = align(runs)
     assert [tuple(c.turn if c else None for c in row) for row in rows] == [
         (1, 1), (2, 2), (3, 3), (4, None), (5, None)]
 
 
 def test_pruned_parts_follow_the_working_context(ui):
-    marks = pruned_parts(load(ui.DATA / "guarded.jsonl"))
+    marks = pruned_parts(load(ui.DATA / "guarded.jsonl").events)
     assert marks[1].label == "STP" and marks[1].whole and "model" not in marks[1].parts  # reasoning before e0 kept
     assert marks[2].parts == {"model"} and not marks[2].whole  # the fix's prose went, its code stayed
     assert "no intent shift" in marks[1].detail
@@ -140,3 +140,17 @@ async def test_run_columns_in_turn_or_together():
     order.clear()
     out = await run_columns([column("a"), column("b")], concurrent=True)
     assert order[:2] == ["a+", "b+"] and out == ["a", "b"]
+
+
+async def test_compare_a_damaged_saved_run_with_a_warning(ui, tmp_path):
+    lines = (ui.DATA / "guarded.jsonl").read_text(encoding="utf-8").splitlines()
+    bad = next(i for i, line in enumerate(lines) if '"ToolResult"' in line)
+    lines[bad] = '{"type": "ToolResult", "call": "one"}'
+    damaged = tmp_path / "damaged.jsonl"
+    damaged.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    app = make_app(AppConfig(model="scripted", screen="compare", compare=(damaged, ui.DATA / "plain.jsonl")))
+    async with app.run_test(size=(160, 50)) as pilot:
+        await pilot.pause(0.3)
+        warnings = [n.message for n in app._notifications if n.severity == "warning"]
+        assert len(warnings) == 1 and f"{damaged}:{bad + 1}: ToolResult" in warnings[0]
+        assert len(app.screen.events) == 2 and app.errors == []

@@ -44,7 +44,7 @@ async def test_toggle_a_guard_and_a_setting_mid_run(ui, tmp_path):
         await ui.wait_for(pilot, lambda: not app.screen.running, 60, "the run to end")
         await pilot.pause(0.1)
         assert not panel.states["attc"].pending  # the run confirmed it
-        events = load(ui.run_file(app))
+        events = load(ui.run_file(app)).events
         toggles = [(i, e) for i, e in enumerate(events) if isinstance(e, ev.GuardToggled)
                    and e.reason == "changed during the run"]
         attc_off = next(i for i, e in toggles if e.guard == "attc" and not e.enabled)
@@ -68,7 +68,7 @@ async def test_changes_made_between_runs_apply_to_the_next_run(ui, tmp_path):
         assert abs(panel.states["attc"].settings["threshold"] - 0.96) < 1e-9
         assert not panel.states["attc"].pending  # no run: nothing waits for a decision point
         await ui.solve(pilot, app)
-        events = load(ui.run_file(app))
+        events = load(ui.run_file(app)).events
         started = {e.guard for e in events if isinstance(e, ev.GuardToggled) and e.enabled}
         assert "attc" not in started and "prunetir" in started
         assert not any(isinstance(e, ev.GuardVerdict) and e.guard == "attc" for e in events)

@@ -28,7 +28,7 @@ def context_text(screen) -> str:
 
 async def test_stepping_through_a_run(ui):
     path = ui.DATA / "guarded.jsonl"
-    events = [e for e in load(path) if not isinstance(e, ev.TokenDelta)]
+    events = [e for e in load(path).events if not isinstance(e, ev.TokenDelta)]
     app = make_app(AppConfig(model="scripted", screen="replay", replay=path))
     async with app.run_test(size=(140, 40)) as pilot:
         await pilot.pause(0.2)
@@ -130,3 +130,23 @@ async def test_a_file_that_is_not_a_trajectory_is_a_notice(ui, tmp_path):
         await pilot.pause(0.2)
         assert any("not a tuiagent trajectory" in e for e in app.errors)
         assert app.is_running
+
+
+async def test_a_damaged_trajectory_opens_with_a_warning(ui, tmp_path):
+    lines = (ui.DATA / "guarded.jsonl").read_text(encoding="utf-8").splitlines()
+    bad = next(i for i, line in enumerate(lines) if '"TurnEnded"' in line)
+    lines[bad] = "{oops"  # the first turn's end: the prune after it names a segment that is not there
+    path = tmp_path / "damaged.jsonl"
+    path.write_text("\n".join(lines)[:-30], encoding="utf-8")  # and the last line cut short
+    app = make_app(AppConfig(model="scripted", screen="replay", replay=path))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.pause(0.2)
+        warnings = [n.message for n in app._notifications if n.severity == "warning"]
+        assert len(warnings) == 1
+        assert f"{path}:{bad + 1}: not valid JSON" in warnings[0] and f"{path}:{len(lines)}: cut short" in warnings[0]
+        screen = app.screen
+        assert isinstance(screen, ReplayScreen) and screen.path == path
+        assert screen.events == [e for e in load(path).events if not isinstance(e, ev.TokenDelta)]
+        await pilot.press("end")  # every step folds, the prune included
+        assert screen.position == len(screen.events)
+        assert app.errors == [] and app.is_running

@@ -28,7 +28,7 @@ async def fed(pilot, name: str = "guarded.jsonl", theme: str | None = None) -> N
     if theme:
         app.theme = theme
     await pilot.pause(0.1)
-    events = load(DATA / name)
+    events = load(DATA / name).events
     for e in events:
         app.screen.on_run_event(e)
     app.screen.query_one(StatusLine).show_run(events)

@@ -46,7 +46,7 @@ async def test_solve_shows_every_guard(ui, guarded_script):
         status = screen.query_one(StatusLine)
         assert status.tool_calls == 3 and status.errors == 1 and status.state == "answer"
         assert "3 calls" in ui.text(status) and "ctx 284 tok" in ui.text(status)
-        events = load(ui.run_file(app))
+        events = load(ui.run_file(app)).events
         assert isinstance(events[-1], ev.RunFinished) and events[-1].correct is True
         assert app.errors == []
 
@@ -83,7 +83,7 @@ async def test_stop_interrupts_the_kernel_and_keeps_the_trajectory(ui, tmp_path)
         await pilot.pause(0.1)
         assert app.screen.query_one(StatusLine).state == "cancelled"
         assert "stopped" in ui.text(app.screen.query_one(FinalAnswer))
-        events = load(ui.run_file(app))
+        events = load(ui.run_file(app)).events
         assert isinstance(events[-1], ev.RunFinished) and events[-1].reason == "cancelled"
         assert any(isinstance(e, ev.CodeBlock) for e in events)  # the partial trajectory is kept
 
@@ -95,7 +95,7 @@ async def test_stop_during_generation(ui, tmp_path):
         await ui.wait_for(pilot, lambda: app.screen.query_one(StatusLine).tokens > 5, 20)
         await pilot.click("#stop")
         await ui.wait_for(pilot, lambda: not app.screen.running, 5)
-        events = load(ui.run_file(app))
+        events = load(ui.run_file(app)).events
         ended = [e for e in events if isinstance(e, ev.TurnEnded)]
         assert ended and ended[-1].stop == "cancelled" and 0 < ended[-1].tokens < 400
         assert events[-1].reason == "cancelled"

@@ -18,8 +18,8 @@ sets an event that the worker checks once per token (and between prompt chunks);
 ``stream`` waits for the previous worker to let go of the model.
 
 Every sampled token yields one ``Token`` (apart from stop-string cuts, see ``StopMatcher``);
-its text is ``""`` while it ends inside a multi-byte UTF-8 character, and the character comes
-with the token that completes it, so no replacement characters appear.
+``PieceDecoder`` turns its bytes into text: ``""`` while it ends inside a multi-byte UTF-8
+character, which then comes with the token that completes it, so no replacement characters appear.
 
 llama_cpp is imported only inside this module's functions: importing tuiagent stays cheap.
 
@@ -53,6 +53,28 @@ from tuiagent.errors import ConfigError
 
 # llama.cpp's "pick a random seed" value (LLAMA_DEFAULT_SEED).
 _RANDOM_SEED = 0xFFFFFFFF
+
+
+class PieceDecoder:
+    """Sampled tokens' bytes to ``Token`` texts, UTF-8 decoded across token boundaries and cut at
+    stop strings. Bytes that can never be UTF-8 become U+FFFD where they are, so model output never
+    raises here; an unfinished character at the very end of a generation is dropped."""
+
+    def __init__(self, stops: Sequence[str]):
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._matcher = StopMatcher(stops)
+
+    @property
+    def stopped(self) -> bool:
+        return self._matcher.stopped
+
+    def feed(self, piece: bytes, logprob: float | None) -> list[Token]:
+        """The tokens now safe to emit, after one sampled token's bytes."""
+        return self._matcher.feed(Token(self._utf8.decode(piece), logprob))
+
+    def flush(self) -> list[Token]:
+        """At the end of generation: the tokens held back for a possible stop string."""
+        return self._matcher.flush()
 
 
 class _Cancelled(Exception):
@@ -279,8 +301,7 @@ class LlamaCppBackend:
             reset=True,
         )
         max_new = min(int(sampling.max_tokens), self.n_ctx - len(tokens))
-        matcher = StopMatcher(stop)
-        decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        decoder = PieceDecoder(stop)
         reason = "length"
         n = 0
         self.last_token_ids = ids = []
@@ -298,10 +319,10 @@ class LlamaCppBackend:
                 if tok == self._eos or self._is_eog(tok):
                     reason = "eos"
                     break
-                out = matcher.feed(Token(decoder.decode(self.piece(tok)), lp))
+                out = decoder.feed(self.piece(tok), lp)
                 if out:
                     emit("tokens", out)
-                if matcher.stopped:
+                if decoder.stopped:
                     reason = "stop"
                     break
                 if n >= max_new:
@@ -314,8 +335,7 @@ class LlamaCppBackend:
             stats.generated_tokens += n
             _add(stats, "generate_s", time.perf_counter() - t1)
             _add(stats, "logprob_s", lp_time)
-        # An incomplete UTF-8 character at the very end is dropped, not shown as U+FFFD.
-        rest = matcher.flush()
+        rest = decoder.flush()
         if rest:
             emit("tokens", rest)
         return reason

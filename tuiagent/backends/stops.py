@@ -10,10 +10,11 @@ from tuiagent.backends.base import Token
 class StopMatcher:
     """Holds back tokens that might begin a stop string; reports when one is complete.
 
-    ``feed`` returns the tokens that are now safe to emit. Once a stop string is
-    complete, ``stopped`` is true and the text before it has been emitted (a
-    token that is cut keeps its log-probability on the first piece only); the
-    stop string itself is never emitted.
+    ``feed`` returns the tokens that are now safe to emit, each whole, so that every token out
+    is one sampled token with its log-probability (a token is held back whole while its end might
+    begin a stop string). Once a stop string is complete, ``stopped`` is true and the text before
+    it has been emitted: the token that the stop string starts in is cut, keeping its
+    log-probability; the stop string itself is never emitted.
     """
 
     def __init__(self, stops: Sequence[str]):
@@ -29,8 +30,14 @@ class StopMatcher:
         hits = [i for i in (text.find(s) for s in self.stops) if i >= 0]
         if hits:
             self.stopped = True
-            return self._take_chars(min(hits))
-        return self._take_chars(len(text) - self._held_suffix(text))
+            at = min(hits)
+            out = self._take_whole(at)
+            cut = at - sum(len(t.text) for t in out)
+            if cut:  # the token the stop string starts in: its text before the stop
+                out.append(Token(self._pending[0].text[:cut], self._pending[0].logprob))
+            self._pending = []
+            return out
+        return self._take_whole(len(text) - self._held_suffix(text))
 
     def flush(self) -> list[Token]:
         """At end of generation, whatever was held back is plain text."""
@@ -47,17 +54,10 @@ class StopMatcher:
                     break
         return best
 
-    def _take_chars(self, n: int) -> list[Token]:
-        """Emit the first ``n`` characters of the pending tokens, keeping the rest pending."""
+    def _take_whole(self, n: int) -> list[Token]:
+        """Emit the pending tokens that lie entirely within the first ``n`` characters."""
         out: list[Token] = []
-        while self._pending and n > 0:
-            tok = self._pending[0]
-            if len(tok.text) <= n:
-                out.append(self._pending.pop(0))
-                n -= len(tok.text)
-            else:
-                out.append(Token(tok.text[:n], tok.logprob))
-                # The remainder is the same sampled token: its log-probability was already counted.
-                self._pending[0] = Token(tok.text[n:], None)
-                n = 0
+        while self._pending and len(self._pending[0].text) <= n:
+            n -= len(self._pending[0].text)
+            out.append(self._pending.pop(0))
         return out

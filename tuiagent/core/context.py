@@ -37,8 +37,12 @@ class WorkingContext:
             self._text += segment.text
 
     def keep(self, indices: list[int]) -> None:
-        """Keep only the segments at ``indices`` (in their order); the prompt always stays."""
-        wanted = sorted(set(indices) | {0})
+        """Keep only the segments at ``indices`` (in their order); the prompt always stays.
+
+        Indices that name no segment are ignored: a replayed trajectory may have lost a line (and
+        so a segment) before the prune.
+        """
+        wanted = sorted(i for i in set(indices) | {0} if 0 <= i < len(self.segments))
         self.segments = [self.segments[i] for i in wanted]
         self._text = None
 

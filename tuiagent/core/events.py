@@ -7,7 +7,10 @@ The trajectory file is these events, one JSON object a line, in order. Views
 from __future__ import annotations
 
 import dataclasses
+import functools
 import time
+import types
+import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
@@ -211,10 +214,54 @@ def to_dict(event: Event) -> dict[str, Any]:
     return data
 
 
-def from_dict(data: dict[str, Any]) -> Event:
-    """Rebuild an event; unknown fields (from a newer writer) are ignored."""
-    cls = EVENT_TYPES.get(data.get("type", ""))
+def from_dict(data: Any) -> Event:
+    """Rebuild an event; unknown fields (from a newer writer) are ignored.
+
+    Anything else that does not fit (not an object, an unknown type, a missing or mistyped field)
+    raises ValueError: an event read back always has the types its class declares, so the views
+    folded from a hand-edited trajectory can trust them.
+    """
+    if not isinstance(data, dict):
+        raise ValueError(f"not an event object but {type(data).__name__}")
+    name = data.get("type")
+    cls = EVENT_TYPES.get(name) if isinstance(name, str) else None
     if cls is None:
-        raise ValueError(f"unknown event type {data.get('type')!r}")
-    names = {f.name for f in dataclasses.fields(cls)}
-    return cls(**{k: v for k, v in data.items() if k in names})
+        raise ValueError(f"unknown event type {name!r}")
+    declared = _field_types(cls)
+    values = {k: v for k, v in data.items() if k in declared}
+    missing = [f.name for f in dataclasses.fields(cls) if f.name not in values
+               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    if missing:
+        raise ValueError(f"{cls.type} without {', '.join(missing)}")
+    for key, value in values.items():
+        if not _fits(value, declared[key]):
+            raise ValueError(f"{cls.type}.{key} should be {_type_name(declared[key])}, not {type(value).__name__}")
+    return cls(**values)
+
+
+@functools.cache
+def _field_types(cls: type[Event]) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}
+
+
+def _fits(value: Any, hint: Any) -> bool:
+    """Whether a JSON value has the declared type (an int is a float, a bool is not an int)."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return True
+    if origin in (typing.Union, types.UnionType):
+        return any(_fits(value, a) for a in args)
+    if origin is list:
+        return isinstance(value, list) and all(_fits(v, args[0]) for v in value)
+    if origin is dict:
+        return isinstance(value, dict) and all(_fits(v, args[1]) for v in value.values())
+    if isinstance(value, bool) and hint is not bool:
+        return False
+    if hint is float:
+        return isinstance(value, (int, float))
+    return isinstance(value, origin or hint)
+
+
+def _type_name(hint: Any) -> str:
+    return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")

@@ -3,13 +3,16 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 CODE_OPEN = "```python"
 OUTPUT_FENCE = "```output"
 
-# A closed python block: the opening fence line, the code, a closing fence on its own line.
-_CLOSED_BLOCK = re.compile(r"```python[^\n]*\n(.*?)\n?```(?!\w)", re.DOTALL)
+# A closing fence: three backticks that no word character follows (```python opens, ```` closes).
+_CLOSE = re.compile(r"```(?!\w)")
+_BOXED = re.compile(r"\\(?:boxed|fbox)\s*\{")
+_BRACE = re.compile(r"[{}]")
 
 
 @dataclass(frozen=True)
@@ -21,34 +24,48 @@ class CodeSpan:
     end: int
 
 
+def closed_blocks(text: str) -> Iterator[CodeSpan]:
+    """Every closed ```python block, in order.
+
+    A block opens at ```python (the rest of that line is not code) and closes at the next closing
+    fence; the newline before the fence is not code. One forward scan, no backtracking regex: a
+    turn with thousands of unclosed fences is read in linear time, not quadratic.
+    """
+    pos = 0
+    while (start := text.find(CODE_OPEN, pos)) >= 0:
+        body = text.find("\n", start + len(CODE_OPEN)) + 1
+        close = _CLOSE.search(text, body) if body else None
+        if close is None:  # no later fence can close either
+            return
+        end = close.start()
+        yield CodeSpan(text[body : end - 1 if end > body and text[end - 1] == "\n" else end], start, close.end())
+        pos = close.end()
+
+
 def last_closed_block(text: str) -> CodeSpan | None:
     """The last closed ```python block, or None (an unclosed fence is not a block)."""
     found = None
-    for m in _CLOSED_BLOCK.finditer(text):
-        found = CodeSpan(m.group(1), m.start(), m.end())
+    for found in closed_blocks(text):
+        pass
     return found
 
 
-def has_unclosed_block(text: str) -> bool:
-    """True when the text opens a ```python fence that is never closed."""
-    last_open = text.rfind(CODE_OPEN)
-    if last_open < 0:
-        return False
-    block = last_closed_block(text)
-    return block is None or block.start < last_open
-
-
 def boxed_answers(text: str) -> list[str]:
-    r"""Contents of every \boxed{...} (and \fbox{...}), braces matched; unbalanced ones are skipped."""
-    answers = []
-    for m in re.finditer(r"\\(?:boxed|fbox)\s*\{", text):
-        depth, i = 1, m.end()
-        while i < len(text) and depth:
-            depth += {"{": 1, "}": -1}.get(text[i], 0)
-            i += 1
-        if depth == 0:
-            answers.append(text[m.end() : i - 1].strip())
-    return answers
+    r"""Contents of every \boxed{...} (and \fbox{...}), braces matched; unbalanced ones are skipped.
+
+    Braces are matched in one pass with a stack, so a turn full of unclosed \boxed{ stays linear.
+    """
+    starts = [m.end() for m in _BOXED.finditer(text)]
+    if not starts:
+        return []
+    closing: dict[int, int] = {}  # index after a "{" -> index of its "}"
+    opened: list[int] = []
+    for m in _BRACE.finditer(text, starts[0] - 1):
+        if m.group() == "{":
+            opened.append(m.end())
+        elif opened:
+            closing[opened.pop()] = m.start()
+    return [text[s : closing[s]].strip() for s in starts if s in closing]
 
 
 def final_answer(text: str) -> str | None:

@@ -6,11 +6,15 @@ import json
 import os
 import time
 import uuid
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
 from tuiagent.core.events import SCHEMA, SCHEMA_VERSION, Event, from_dict, to_dict
 from tuiagent.errors import UserError
+
+
+MAX_WARNINGS = 5  # bad lines named one by one when loading; the rest are counted in one more warning
 
 
 class TrajectoryError(UserError):
@@ -25,7 +29,7 @@ class Recorder:
     """Appends events to a trajectory file; every line is flushed before ``write`` returns.
 
     A crash or Ctrl-C loses nothing already written: at worst the last line is
-    partial, and the loader skips a partial last line.
+    partial, and the loader skips it with a warning.
     """
 
     def __init__(self, path: Path):
@@ -44,7 +48,10 @@ class Recorder:
     def _write_line(self, data: dict) -> None:
         if self._file is None:
             raise ValueError(f"recorder for {self.path} is closed")
-        self._file.write(json.dumps(data, ensure_ascii=False) + "\n")
+        try:
+            self._file.write(json.dumps(data, ensure_ascii=False) + "\n")
+        except UnicodeEncodeError:  # a lone surrogate (undecodable bytes in argv): as \udcXX it loads back the same
+            self._file.write(json.dumps(data) + "\n")
         self._file.flush()
 
     def close(self) -> None:
@@ -60,33 +67,66 @@ class Recorder:
         self.close()
 
 
-def load(path: Path) -> list[Event]:
-    """Read a trajectory back into the same event objects."""
+@dataclass(frozen=True)
+class Loaded:
+    """A trajectory read back: the events of its good lines, and one warning (``file:line: why``)
+    for each line that was skipped."""
+
+    events: list[Event]
+    warnings: list[str]
+
+
+def load(path: Path) -> Loaded:
+    """Read a trajectory back into the same event objects.
+
+    A trajectory from a user is input like any other: a line cut short by a crash, or one edited
+    by hand into something that is not JSON, not UTF-8, an unknown event type or an event with
+    missing or mistyped fields, is skipped with a warning and the events around it are kept. A
+    file that is not a trajectory, or is one from a newer format version, is refused.
+    """
     path = Path(path)
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
+        data = path.read_bytes()
     except OSError as e:
         raise TrajectoryError(f"cannot read trajectory {path}: {e.strerror}") from None
+    # Split on newlines only: str.splitlines would also split at U+2028 or U+0085, which
+    # json.dumps(ensure_ascii=False) leaves unescaped inside strings.
+    lines = data.split(b"\n")
+    if lines[-1] == b"":
+        lines.pop()
     if not lines:
         raise TrajectoryError(f"{path} is empty, not a trajectory")
-    try:
-        header = json.loads(lines[0])
-    except json.JSONDecodeError:
-        header = {}
-    if header.get("schema") != SCHEMA:
-        raise TrajectoryError(f"{path} is not a tuiagent trajectory (first line has no schema {SCHEMA!r})")
-    if header.get("version", 0) > SCHEMA_VERSION:
-        raise TrajectoryError(
-            f"{path} was written by a newer tuiagent (trajectory version {header['version']}); upgrade tuiagent"
-        )
-    events = []
+    _check_header(path, lines[0])
+    events, warnings = [], []
     for n, line in enumerate(lines[1:], start=2):
+        if not line.strip():
+            continue
         try:
-            events.append(from_dict(json.loads(line)))
+            events.append(from_dict(json.loads(line.decode("utf-8"))))
+        except UnicodeDecodeError:
+            warnings.append(f"{path}:{n}: not UTF-8 text; line skipped")
         except json.JSONDecodeError:
-            if n == len(lines):  # a line cut short by a crash
-                break
-            raise TrajectoryError(f"{path}:{n}: not valid JSON") from None
-        except (ValueError, TypeError) as e:
-            raise TrajectoryError(f"{path}:{n}: {e}") from None
-    return events
+            why = "cut short" if n == len(lines) else "not valid JSON"
+            warnings.append(f"{path}:{n}: {why}; line skipped")
+        except ValueError as e:
+            warnings.append(f"{path}:{n}: {e}; line skipped")
+    if len(warnings) > MAX_WARNINGS:
+        warnings[MAX_WARNINGS:] = [f"{path}: {len(warnings) - MAX_WARNINGS} more bad lines skipped"]
+    return Loaded(events, warnings)
+
+
+def _check_header(path: Path, line: bytes) -> None:
+    """Refuse a file whose first line is not a trajectory header this version can read."""
+    try:
+        header = json.loads(line.decode("utf-8"))
+    except ValueError:  # UnicodeDecodeError and JSONDecodeError are both ValueErrors
+        header = None
+    if not isinstance(header, dict) or header.get("schema") != SCHEMA:
+        raise TrajectoryError(f"{path} is not a tuiagent trajectory (first line has no schema {SCHEMA!r})")
+    version = header.get("version", 0)
+    if not isinstance(version, int):
+        raise TrajectoryError(f"{path} has a trajectory version {version!r} that is not a number")
+    if version > SCHEMA_VERSION:
+        raise TrajectoryError(
+            f"{path} was written by a newer tuiagent (trajectory version {version}); upgrade tuiagent"
+        )

@@ -26,23 +26,28 @@ def _last_line(path: Path, chunk: int = 8192) -> str:
         f.seek(0, 2)
         size = f.tell()
         f.seek(max(0, size - chunk))
-        lines = f.read().decode("utf-8", errors="replace").splitlines()
-    return lines[-1] if lines else ""
+        text = f.read().decode("utf-8", errors="replace")
+    return text.rstrip("\n").rsplit("\n", 1)[-1]  # not splitlines: U+2028 inside a JSON string is no line end
+
+
+def _object(line: str) -> dict:
+    """A line's JSON object, or {} when it holds none (cut short, edited by hand, not JSON)."""
+    try:
+        data = json.loads(line)
+    except json.JSONDecodeError:
+        return {}
+    return data if isinstance(data, dict) else {}
 
 
 def run_info(path: Path) -> RunInfo | None:
     """The summary of one trajectory file, or None when it is not one."""
     try:
-        with path.open(encoding="utf-8") as f:
-            head = json.loads(f.readline() or "{}")
-            started = json.loads(f.readline() or "{}")
-        if head.get("schema") != "tuiagent.trajectory":
-            return None
-        try:
-            last = json.loads(_last_line(path))
-        except json.JSONDecodeError:
-            last = {}
-    except (OSError, json.JSONDecodeError, UnicodeDecodeError):
+        with path.open(encoding="utf-8", errors="replace") as f:
+            head, started = _object(f.readline()), _object(f.readline())
+        last = _object(_last_line(path))
+    except OSError:
+        return None
+    if head.get("schema") != "tuiagent.trajectory":
         return None
     finished = last if last.get("type") == "RunFinished" else {}
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime))

@@ -95,12 +95,14 @@ class CompareScreen(Screen):
         runs, labels = [], []
         for p in paths[:MAX_COLUMNS]:
             try:
-                events = load(p)
+                loaded = load(p)
             except TrajectoryError as e:
                 self.app.report(e, title="compare")
                 continue
-            runs.append([e for e in events])
-            labels.append(f"{Path(p).stem} · {summary(events).guards}")
+            if loaded.warnings:
+                self.notify("\n".join(loaded.warnings), title="compare: lines skipped", severity="warning", timeout=12)
+            runs.append(loaded.events)
+            labels.append(f"{Path(p).stem} · {summary(loaded.events).guards}")
         if not runs:
             return
         self.add_class("-files")

@@ -86,12 +86,14 @@ class ReplayScreen(Screen):
 
     def open(self, path: Path) -> None:
         try:
-            events = load(path)
+            loaded = load(path)
         except TrajectoryError as e:
             self.app.report(e, title="replay")
             return
+        if loaded.warnings:
+            self.notify("\n".join(loaded.warnings), title="replay: lines skipped", severity="warning", timeout=12)
         self.path = Path(path)
-        self.events = [e for e in events if not isinstance(e, ev.TokenDelta)]
+        self.events = [e for e in loaded.events if not isinstance(e, ev.TokenDelta)]
         trajectory = self.query_one(TrajectoryView)
         trajectory.reset()
         trajectory.follow = False

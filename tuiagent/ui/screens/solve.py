@@ -221,7 +221,7 @@ class SolveScreen(Screen):
         fin = None
         if self.run_path is not None and self.run_path.exists():
             try:
-                fin = next((e for e in reversed(load(self.run_path)) if isinstance(e, ev.RunFinished)), None)
+                fin = next((e for e in reversed(load(self.run_path).events) if isinstance(e, ev.RunFinished)), None)
             except TrajectoryError:
                 fin = None
         if fin is not None:
