@@ -66,8 +66,9 @@ def solve(
     set_: Annotated[list[str] | None, typer.Option("--set", help="A guard setting, e.g. attc.threshold=0.95 (repeat).")] = None,
 ) -> None:
     """Solve one problem and stream a readable transcript (or JSON events)."""
+    from tuiagent.core.events import RunStarted
     from tuiagent.core.loop import RunSettings
-    from tuiagent.runner import RunRequest, run_problem
+    from tuiagent.runner import RunRequest, run_problem, trajectory_path
     from tuiagent.transcript import JsonPrinter, TranscriptPrinter
 
     text = sys.stdin.read() if problem == "-" else problem
@@ -94,7 +95,21 @@ def solve(
         guard_settings=parse_sets(set_ or []),
     )
     printer = JsonPrinter(sys.stdout) if json_out else TranscriptPrinter()
-    finished = asyncio.run(run_problem(request, printer))
+    started: list[RunStarted] = []
+
+    def on_event(event) -> None:
+        if isinstance(event, RunStarted):
+            started.append(event)
+        printer(event)
+
+    try:
+        finished = asyncio.run(run_problem(request, on_event))
+    except KeyboardInterrupt:  # asyncio.run cancelled the run; the loop recorded its end ("cancelled")
+        if started:
+            err.print(f"interrupted: the run so far is in {trajectory_path(request, started[0].run_id)}", markup=False)
+        else:
+            err.print("interrupted before the run started")
+        raise typer.Exit(130) from None
     if finished.reason == "error":
         raise typer.Exit(1)
 
@@ -171,15 +186,22 @@ def replay(
     from tuiagent.core.trajectory import load
     from tuiagent.transcript import TranscriptPrinter
 
-    events = load(file)
-    if not print_:
+    loaded = load(file)
+    if not print_:  # the app shows the warnings itself
         from tuiagent.app import run_app
 
         run_app(screen="replay", replay=file)
         return
+    print_warnings(loaded.warnings)
     printer = TranscriptPrinter()
-    for event in events:
+    for event in loaded.events:
         printer(event)
+
+
+def print_warnings(warnings: list[str]) -> None:
+    """Lines of a damaged trajectory that were skipped, on stderr."""
+    for warning in warnings:
+        err.print(Text("warning: ", style="bold yellow") + Text(warning))
 
 
 @app.command()
@@ -194,14 +216,15 @@ def compare(
     if not 2 <= len(files) <= 4:
         raise typer.BadParameter("give two to four trajectory files", param_hint="FILES")
     runs = [load(f) for f in files]
-    if not print_:
+    if not print_:  # the app shows the warnings itself
         from tuiagent.app import run_app
 
         run_app(screen="compare", compare=tuple(files))
         return
     console = Console(highlight=False, soft_wrap=True)
-    for path, events in zip(files, runs):
-        s = summary(events)
+    for path, loaded in zip(files, runs):
+        print_warnings(loaded.warnings)
+        s = summary(loaded.events)
         right = {True: "right", False: "wrong", None: "-"}[s.correct]
         console.print(f"{path.name}: guards {s.guards} · answer {s.answer} ({right}) · {s.tool_calls} tool calls · "
                       f"{s.context_tokens} context tokens · {s.wall_s:.1f} s · {s.reason}", markup=False)

@@ -8,6 +8,10 @@ Script file: JSON lines, one model turn (one generation call) a line::
 ``text`` is split into word-sized tokens that all get ``logprob`` (omitted: no logprobs);
 ``tokens`` gives the pieces and their log-probabilities exactly. Stop strings apply as
 with a real model. When the script runs out, the backend ends every further turn at once.
+
+Option (``spec.options`` in models.toml, overridable by ``create(spec, **options)``): ``delay_s``,
+seconds to wait before each token (default 0), to replay at a model's pace, e.g. to stop a run
+part-way in a test.
 """
 
 from __future__ import annotations
@@ -109,7 +113,11 @@ class ScriptedBackend:
         return None
 
 
-def create(spec: ModelSpec, *, script: str | Path | None = None, delay_s: float = 0.0, **_: object) -> ScriptedBackend:
+def create(spec: ModelSpec, *, script: str | Path | None = None, **options: object) -> ScriptedBackend:
+    delay_s = {**spec.options, **options}.get("delay_s", 0.0)
+    if isinstance(delay_s, bool) or not isinstance(delay_s, int | float) or delay_s < 0:
+        raise ConfigError(f"options.delay_s is {delay_s!r}", file=spec.origin, key=f"models.{spec.id}.options.delay_s",
+                          fix="give seconds per token >= 0")
     path = script or spec.source.path
     if not path:
         raise ConfigError(
@@ -118,4 +126,4 @@ def create(spec: ModelSpec, *, script: str | Path | None = None, delay_s: float 
             fix="pass --script FILE (JSON lines, one turn a line)",
         )
     template = spec.chat_template if spec.chat_template in ("chatml", "raw") else "chatml"
-    return ScriptedBackend(load_script(Path(path)), model_id=spec.id, template=template, delay_s=delay_s)
+    return ScriptedBackend(load_script(Path(path)), model_id=spec.id, template=template, delay_s=float(delay_s))

@@ -1,0 +1,44 @@
+"""Quitting the app mid-run (ctrl+q) stops the run first: no kernel process outlives the app and the
+trajectory ends with the run's "cancelled" finish."""
+
+from __future__ import annotations
+
+import psutil
+import pytest
+
+from tuiagent.core import events as ev
+from tuiagent.core.trajectory import load
+from tuiagent.ui.widgets.code_block import CodeBlockView
+from tuiagent.ui.widgets.status_line import StatusLine
+
+LONG_TURN = [{"text": "word " * 400, "logprob": -0.1}]
+SLEEPING_CELL = [{"text": "Wait.\n```python\nimport time\ntime.sleep(60)\n```\n```output\n", "logprob": -0.01}]
+
+
+def generating(app) -> bool:
+    return app.screen.query_one(StatusLine).tokens > 10
+
+
+def in_cell(app) -> bool:
+    return any(c.status == "running" for c in app.screen.query(CodeBlockView))
+
+
+@pytest.mark.parametrize("turns, busy", [(LONG_TURN, generating), (SLEEPING_CELL, in_cell)],
+                         ids=["generating", "in a 60 s cell"])
+async def test_quit_mid_run_leaves_no_kernel_and_records_the_end(ui, tmp_path, turns, busy):
+    before = {p.pid for p in psutil.Process().children(recursive=True)}
+    app = ui.scripted_app(turns, delay_s=0.02, problem="x", tmp_path=tmp_path)
+    async with app.run_test() as pilot:
+        await pilot.press("ctrl+r")
+        await ui.wait_for(pilot, lambda: busy(app), 30, "the run to be under way")
+        await pilot.pause(0.3)
+        kernels = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+        assert kernels, "the run's kernel should be running"
+        await pilot.press("ctrl+q")
+    # the kernels are this process's children: nothing but the app's shutdown can end them
+    assert psutil.wait_procs(kernels, timeout=1.0)[1] == []
+    loaded = load(ui.run_file(app))
+    events = loaded.events
+    assert loaded.warnings == []
+    assert isinstance(events[-1], ev.RunFinished) and events[-1].reason == "cancelled"
+    assert not any(isinstance(e, ev.ToolResult) for e in events)
