@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 import sys
+import threading
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated
 
@@ -12,6 +14,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tuiagent.errors import UserError
+from tuiagent.options import SandboxOpt, check_sandbox
 
 app = typer.Typer(
     help="A local language model solves math problems by writing Python that a real Jupyter kernel runs.",
@@ -37,12 +40,14 @@ def main_callback(
     model: ModelOpt = None,
     models: ModelsFileOpt = None,
     script: ScriptOpt = None,
+    sandbox: SandboxOpt = "auto",
+    confirm: Annotated[bool, typer.Option("--confirm", help="Start with 'ask before running code' on (ctrl+k in the app).")] = False,
 ) -> None:
     """Without a command, open the interactive app on the default model."""
     if ctx.invoked_subcommand is None:
         from tuiagent.app import run_app
 
-        run_app(model=model, models_file=models, script=script)
+        run_app(model=model, models_file=models, script=script, sandbox=check_sandbox(sandbox), confirm=confirm)
 
 
 @app.command()
@@ -64,6 +69,8 @@ def solve(
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object per event instead of a transcript.")] = False,
     guard: Annotated[list[str] | None, typer.Option("--guard", "-g", help="Turn a guard on (repeat; `all` for every one).")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="A guard setting, e.g. attc.threshold=0.95 (repeat).")] = None,
+    sandbox: SandboxOpt = "auto",
+    confirm: Annotated[bool, typer.Option("--confirm", help="Ask on the terminal before each code block runs.")] = False,
 ) -> None:
     """Solve one problem and stream a readable transcript (or JSON events)."""
     from tuiagent.core.events import RunStarted
@@ -93,7 +100,9 @@ def solve(
         out=out,
         guards=tuple(guard or ()),
         guard_settings=parse_sets(set_ or []),
+        sandbox=check_sandbox(sandbox),
     )
+    approve = terminal_approver() if confirm else None
     printer = JsonPrinter(sys.stdout) if json_out else TranscriptPrinter()
     started: list[RunStarted] = []
 
@@ -103,7 +112,7 @@ def solve(
         printer(event)
 
     try:
-        finished = asyncio.run(run_problem(request, on_event))
+        finished = asyncio.run(run_problem(request, on_event, approve=approve))
     except KeyboardInterrupt:  # asyncio.run cancelled the run; the loop recorded its end ("cancelled")
         if started:
             err.print(f"interrupted: the run so far is in {trajectory_path(request, started[0].run_id)}", markup=False)
@@ -112,6 +121,33 @@ def solve(
         raise typer.Exit(130) from None
     if finished.reason == "error":
         raise typer.Exit(1)
+
+
+def terminal_approver() -> Callable[[str], Awaitable[bool]]:
+    """Asks "run this code block?" on the controlling terminal (the problem may come on stdin).
+
+    The question waits in a daemon thread, so Ctrl-C at the prompt still ends the run at once.
+    """
+    try:  # open for the whole run; a terminal is not seekable, so one file each way
+        tty_in, tty_out = open("/dev/tty", encoding="utf-8"), open("/dev/tty", "w", encoding="utf-8")  # noqa: SIM115
+    except OSError:
+        raise typer.BadParameter("needs a terminal to ask on; run without it, or from a terminal",
+                                 param_hint="--confirm") from None
+
+    async def approve(code: str) -> bool:
+        loop = asyncio.get_running_loop()
+        answer: asyncio.Future[bool] = loop.create_future()
+
+        def ask() -> None:
+            tty_out.write("Run this code block? [y/N] ")
+            tty_out.flush()
+            yes = tty_in.readline().strip().lower() in ("y", "yes")
+            loop.call_soon_threadsafe(lambda: answer.done() or answer.set_result(yes))
+
+        threading.Thread(target=ask, daemon=True).start()
+        return await answer
+
+    return approve
 
 
 def parse_sets(items: list[str]) -> dict[str, dict[str, str]]:

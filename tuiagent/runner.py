@@ -6,12 +6,13 @@ import contextlib
 import importlib
 import importlib.metadata
 import inspect
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from guards.base import SettingsError
 from guards.chain import GuardChain, available
+from kernels.sandbox import SandboxUnavailable
 from tuiagent import paths
 from tuiagent.backends import Backend, open_backend
 from tuiagent.config.loader import load_models
@@ -19,7 +20,7 @@ from tuiagent.config.spec import ModelSpec
 from tuiagent.core.events import Event, RunFinished
 from tuiagent.core.loop import Agent, RunSettings
 from tuiagent.core.trajectory import Recorder, new_run_id
-from tuiagent.errors import ConfigError
+from tuiagent.errors import ConfigError, UserError
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,7 @@ class RunRequest:
     guards: tuple[str, ...] = ()
     guard_settings: dict[str, dict] = field(default_factory=dict)
     kernel: str = "jupyter"  # the tool kernel, by its "tuiagent.kernels" entry-point name (noop, oracle ...)
+    sandbox: str = "auto"  # what kernel cells may do: auto, policy, netns, off (kernels.sandbox)
 
 
 def resolve_spec(request: RunRequest) -> ModelSpec:
@@ -107,24 +109,29 @@ def kernel_class(name: str) -> type:
     raise ConfigError(f"no kernel named {name!r}; installed: {', '.join(kernel_names())}")
 
 
-def make_kernel(name: str = "jupyter", *, images_dir: Path | None = None, gold: str | None = None) -> object:
-    """An unstarted kernel ``name``, given those of ``images_dir`` and ``gold`` its constructor takes."""
+def make_kernel(name: str = "jupyter", *, images_dir: Path | None = None, gold: str | None = None,
+                sandbox: str | None = None) -> object:
+    """An unstarted kernel ``name``, given those of ``images_dir``, ``gold`` and ``sandbox`` its constructor takes."""
     cls = kernel_class(name)
     params = inspect.signature(cls).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    offered = {"images_dir": images_dir, "gold": gold}
-    return cls(**{k: v for k, v in offered.items() if v is not None and (takes_any or k in params)})
+    offered = {"images_dir": images_dir, "gold": gold, "sandbox": sandbox}
+    try:
+        return cls(**{k: v for k, v in offered.items() if v is not None and (takes_any or k in params)})
+    except SandboxUnavailable as e:
+        raise UserError(str(e)) from None
 
 
 @contextlib.asynccontextmanager
 async def kernel_for(settings: RunSettings, images_dir: Path, *, kernel: str = "jupyter",
-                     gold: str | None = None) -> AsyncIterator[object | None]:
+                     gold: str | None = None, sandbox: str | None = None) -> AsyncIterator[object | None]:
     """A started kernel for tool mode (Jupyter unless ``kernel`` names another; images saved beside
-    the trajectory; ``gold`` for kernels that need it, e.g. oracle); none for CoT."""
+    the trajectory; ``gold`` for kernels that need it, e.g. oracle; ``sandbox`` for those that
+    run code); none for CoT."""
     if settings.mode != "tool":
         yield None
         return
-    async with make_kernel(kernel, images_dir=images_dir, gold=gold) as started:
+    async with make_kernel(kernel, images_dir=images_dir, gold=gold, sandbox=sandbox) as started:
         yield started
 
 
@@ -136,13 +143,14 @@ async def run_problem(
     spec: ModelSpec | None = None,
     guards: GuardChain | None = None,
     kernel: object | None = None,
+    approve: Callable[[str], Awaitable[bool]] | None = None,
 ) -> RunFinished:
     """Run one problem to the end, calling ``on_event`` for every event; returns the summary event.
 
     Pass an open ``backend`` (and its ``spec``) to reuse a loaded model across runs, and a
     ``guards`` chain to keep a handle on it (toggle guards while the run goes on), and a started
     ``kernel`` (say, from a KernelPool) to use instead of starting ``request.kernel`` (the caller
-    shuts it down).
+    shuts it down), and ``approve`` to ask before each code block runs.
     """
     spec = spec or resolve_spec(request)
     owned = backend is None
@@ -156,7 +164,8 @@ async def run_problem(
             if kernel is not None:
                 kernel_cm = contextlib.nullcontext(kernel if request.settings.mode == "tool" else None)
             else:
-                kernel_cm = kernel_for(request.settings, path.with_suffix(""), kernel=request.kernel, gold=request.gold)
+                kernel_cm = kernel_for(request.settings, path.with_suffix(""), kernel=request.kernel,
+                                       gold=request.gold, sandbox=request.sandbox)
             async with kernel_cm as kernel:
                 agent = Agent(
                     backend,
@@ -165,6 +174,7 @@ async def run_problem(
                     settings=request.settings,
                     recorder=recorder,
                     guards=guards if guards is not None else guard_chain(spec, request),
+                    approve=approve,
                 )
                 async for event in agent.stream(request.problem, gold=request.gold, run_id=run_id):
                     on_event(event)

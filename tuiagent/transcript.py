@@ -33,9 +33,10 @@ class TranscriptPrinter:
             case ev.TurnEnded() if event.text and not event.text.endswith("\n"):
                 c.file.write("\n")
             case ev.ToolResult():
-                style = "red" if event.error else "green"
+                style = "red" if event.error else ("green" if event.executed else "yellow")
                 label = "timed out" if event.timed_out else ("error" if event.error else "ok")
-                c.print(Text(f"```output  [call {event.call}: {label}, {event.duration_s * 1000:.0f} ms]", style=style))
+                status = f"{label}, {event.duration_s * 1000:.0f} ms" if event.executed else "not run"
+                c.print(Text(f"```output  [call {event.call}: {status}]", style=style))
                 if event.shown:
                     c.print(Text(event.shown), style=style)
                 c.print(Text("```", style=style))

@@ -133,3 +133,25 @@ async def test_folded_context_is_what_the_model_saw(write_script, canned_kernel)
     assert [s.turn for s in folded] == [1, 2, 3]
     assert folded[0].code.code == "print(6 * 7)" and folded[0].result.shown == "ok"
     assert folded[2].answer.answer == "42"
+
+
+async def test_asking_before_code_runs_it_only_when_approved(write_script, canned_kernel):
+    asked: list[tuple[str, bool]] = []
+
+    async def approve(code: str) -> bool:
+        seen_block = any(isinstance(e, ev.CodeBlock) and e.code == code for e in events_so_far)
+        asked.append((code, seen_block))
+        return len(asked) == 1  # yes to the first block, no to the second
+
+    events_so_far: list[ev.Event] = []
+    kernel = canned_kernel([ToolResult(outputs=(Output("stdout", "42\n"),))])
+    agent = Agent(backend_for(write_script, CODE_TURN, CODE_TURN, ANSWER_TURN), kernel, approve=approve)
+    async for event in agent.stream("What is 6 times 7?"):
+        events_so_far.append(event)
+    assert asked == [("print(6 * 7)", True), ("print(6 * 7)", True)]  # the block is shown before the question
+    assert kernel.calls == ["print(6 * 7)"]
+    results = [e for e in events_so_far if isinstance(e, ev.ToolResult)]
+    assert [r.executed for r in results] == [True, False]
+    assert "chose not to run" in results[1].shown
+    assert any(isinstance(e, ev.Notice) and "declined" in e.message for e in events_so_far)
+    assert events_so_far[-1].answer == "42"

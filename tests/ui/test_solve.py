@@ -175,3 +175,26 @@ async def test_model_that_fails_to_load_is_a_notice(ui, tmp_path):
         await pilot.press("ctrl+r")
         await pilot.pause(0.2)
         assert app.is_running and not app.screen.running
+
+
+async def test_ask_before_code_runs_only_what_the_user_approves(ui, tmp_path):
+    from tuiagent.ui.screens.confirm_code import ConfirmCodeScreen
+
+    turns = [{"text": "One.\n```python\nprint('first')\n```\n```output\n", "logprob": -0.01},
+             {"text": "Two.\n```python\nprint('second')\n```\n```output\n", "logprob": -0.01},
+             {"text": "\\boxed{2}", "logprob": -0.01}]
+    app = ui.scripted_app(turns, problem="two blocks", guards=(), tmp_path=tmp_path, out=tmp_path / "runs")
+    async with app.run_test() as pilot:
+        solve_screen = app.screen
+        await pilot.press("ctrl+k")  # ask before running code: on
+        await pilot.press("ctrl+r")
+        for key in ("n", "y"):
+            await ui.wait_for(pilot, lambda: isinstance(app.screen, ConfirmCodeScreen), 30, "the question")
+            assert ("first" if key == "n" else "second") in app.screen.code
+            await pilot.press(key)
+        await ui.wait_for(pilot, lambda: not solve_screen.running, 30, "the run to end")
+        outputs = {o.call: ui.text(o) for o in solve_screen.query(ToolOutput)}
+        assert "chose not to run" in outputs[1] and "second" in outputs[2]
+    run = next((tmp_path / "runs").glob("*.jsonl"))
+    results = [e for e in load(run).events if isinstance(e, ev.ToolResult)]
+    assert [r.executed for r in results] == [False, True]

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, dataclass, fields, replace
 
 from guards.base import (
@@ -97,7 +97,10 @@ class Agent:
         recorder: Recorder | None = None,
         guards: GuardChain | None = None,
         extra_settings: dict | None = None,
+        approve: Callable[[str], Awaitable[bool]] | None = None,
     ):
+        """``approve``, when given, is asked before each code block runs (the "ask before running
+        code" setting); a block it declines is answered with a note instead of an output."""
         self.backend = backend
         self.kernel = kernel
         self.sampling = sampling or Sampling()
@@ -105,6 +108,7 @@ class Agent:
         self.recorder = recorder
         self.guards = guards
         self.extra_settings = extra_settings or {}
+        self.approve = approve
         if self.settings.mode == "tool" and kernel is None:
             raise ValueError("tool mode needs a kernel")
 
@@ -363,13 +367,17 @@ class _Run:
         self.blocks += 1
         self.emit(CodeBlock(turn=self.turn, call=self.blocks, code=code))
         skip = await self._skip_reason(code)
+        if skip is None:
+            for event in self._drain():  # the block is shown before anyone is asked about it
+                yield event
+            if self.agent.approve is not None and not await self.agent.approve(code):
+                self.emit(Notice(level="warning", message=f"code block {self.blocks} not run: the user declined"))
+                skip = prompts.DECLINED_NOTE
         if skip is not None:
             self._output(self.blocks, code, skip, KernelResult(), executed=False)
             for event in self._drain():
                 yield event
             return
-        for event in self._drain():
-            yield event
         result = await self.agent.kernel.execute(code, self.settings.exec_timeout_s)
         self.erroneous_calls += result.error
         shown = prompts.truncate_middle(result.text, self.settings.output_chars)

@@ -24,6 +24,7 @@ She must buy 13 boxes.
 
 COT_SYSTEM = r"""You are a careful math assistant. Solve the problem step by step by reasoning in words and arithmetic; do not write code. Give the final answer in \boxed{}."""
 
+DECLINED_NOTE = "The user chose not to run this code. Continue without it and give the final answer in \\boxed{}."
 BUDGET_NOTE = "The tool budget is used up: no more code will run. Give the final answer in \\boxed{} now."
 
 

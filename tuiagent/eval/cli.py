@@ -13,6 +13,8 @@ from typing import Annotated
 
 import typer
 
+from tuiagent.options import SandboxOpt, check_sandbox
+
 FORMATS = ("table", "md", "csv", "json", "png")
 
 
@@ -52,6 +54,7 @@ def eval_command(
         "line) and report Delta Tool Y-N."))] = False,
     cue: Annotated[list[str] | None, typer.Option("--cue", help="Only these cues (repeat): notebook, shebang, code_tag, answer_tag.")] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="Runs in flight (vLLM / OpenAI-compatible servers; llama.cpp runs one at a time).")] = 1,
+    sandbox: SandboxOpt = "auto",
     max_tool_calls: Annotated[int | None, typer.Option(min=0, help="Tool-call budget (default 4, [ref]).")] = None,
     max_tokens: Annotated[int | None, typer.Option(min=1, help="Generated-token budget per run (default 3072).")] = None,
     max_time: Annotated[float | None, typer.Option(min=1, help="Wall-time budget per run in seconds (default 600).")] = None,
@@ -103,7 +106,7 @@ def eval_command(
             datasets=list(datasets), settings=settings, out=directory, model=spec.id, models_file=models,
             script=script, seeds=seeds, limit=limit, offset=offset, ids=set(_split(problem_id)) or None,
             fields=Fields(question_field, answer_field, id_field), distractors=types,
-            distractor_model=distractor_model, cues=cues, concurrency=concurrency, run=run,
+            distractor_model=distractor_model, cues=cues, concurrency=concurrency, run=run, sandbox=check_sandbox(sandbox),
             sampling={"temperature": temperature} if temperature is not None else {},
             retry_errors=retry_errors, baseline=baseline,
         )

@@ -73,6 +73,7 @@ class EvalConfig:
     sampling: dict[str, Any] = field(default_factory=dict)
     retry_errors: bool = False
     baseline: str | None = None
+    sandbox: str = "auto"  # what kernel cells may do (kernels.sandbox)
 
 
 @dataclass
@@ -219,7 +220,7 @@ class EvalRunner:
             return self.kernels[name]
         from tuiagent.runner import make_kernel
 
-        return lambda gold=None: make_kernel(name, gold=gold)
+        return lambda gold=None: make_kernel(name, gold=gold, sandbox=self.cfg.sandbox)
 
     async def _start_pools(self, jobs: list[Job]) -> None:
         from kernels.pool import KernelPool

@@ -51,6 +51,8 @@ class AppConfig:
     columns: tuple[str, ...] = ("none", "all")
     concurrent_columns: bool = False
     flush_s: float = 0.05
+    sandbox: str = "auto"  # what kernel cells may do (kernels.sandbox)
+    confirm: bool = False  # ask before each code block runs (toggled with ctrl+k)
 
 
 SCREENS = Binding.Group("solve/replay/compare", compact=True)

@@ -3,6 +3,7 @@ guards and their settings while it runs; stop at once (the partial trajectory is
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 
 from textual import work
@@ -19,6 +20,7 @@ from tuiagent.core import events as ev
 from tuiagent.core.trajectory import TrajectoryError, load
 from tuiagent.runner import RunRequest, run_problem, trajectory_path
 from tuiagent.ui.guard_state import states_from_chain, validate
+from tuiagent.ui.screens.confirm_code import ConfirmCodeScreen
 from tuiagent.ui.widgets.code_block import CodeBlockView
 from tuiagent.ui.widgets.guard_panel import GuardPanel
 from tuiagent.ui.widgets.problem_input import ProblemInput
@@ -35,6 +37,7 @@ class SolveScreen(Screen):
         Binding("ctrl+s", "stop", "Stop", priority=True),
         Binding("ctrl+g", "guards", "Guards", priority=True),
         Binding("ctrl+n", "new", "New", priority=True),
+        Binding("ctrl+k", "toggle_confirm", "Ask before running code", priority=True, show=False),
         Binding("y", "copy_answer", "Copy answer"),
         Binding("ctrl+e", "edit_problem", "Edit problem", show=False),
     ]
@@ -50,6 +53,7 @@ class SolveScreen(Screen):
         self.run_path: Path | None = None
         self.finished: ev.RunFinished | None = None
         self.answer: str | None = None
+        self.ask_before_code = self.app.config.confirm
 
     def compose(self) -> ComposeResult:
         config = self.app.config
@@ -122,6 +126,24 @@ class SolveScreen(Screen):
         self.solve(problem, gold)
         self.query_one(TrajectoryView).focus()
 
+    def action_toggle_confirm(self) -> None:
+        self.ask_before_code = not self.ask_before_code
+        self.notify("each code block waits for your yes (y) or no (n)" if self.ask_before_code
+                    else "code blocks run without asking", title="ask before running code: " +
+                    ("on" if self.ask_before_code else "off"))
+
+    async def _approve(self, code: str) -> bool:
+        """Asked by the loop before each block runs; read live, so ctrl+k applies mid-run."""
+        if not self.ask_before_code:
+            return True
+        dialog = ConfirmCodeScreen(code)
+        try:
+            return bool(await self.app.push_screen_wait(dialog))
+        except asyncio.CancelledError:  # the run was stopped while the question was open
+            if dialog.is_attached:
+                dialog.dismiss(False)
+            raise
+
     def action_stop(self) -> None:
         for worker in self.workers:
             if worker.group == "run" and worker.is_running:
@@ -187,7 +209,8 @@ class SolveScreen(Screen):
             backend, owned = await session.backend_for_run()
             self.request = session.request(problem, gold)
             self.chain = session.chain(self.request)
-            await run_problem(self.request, self.on_run_event, backend=backend, spec=session.spec, guards=self.chain)
+            await run_problem(self.request, self.on_run_event, backend=backend, spec=session.spec, guards=self.chain,
+                              approve=self._approve)
         finally:
             self.chain = None
             trajectory.stop_stream()
