@@ -17,7 +17,7 @@ from platformdirs import user_cache_dir
 from kernels.base import ToolResult
 from kernels.launch import launch_kwargs, new_kernel_manager
 from kernels.limits import STRAY_THREADS_EXPR, startup_code
-from kernels.sandbox import check_level, policy_code
+from kernels.sandbox import check_level, launch_prefix, policy_code
 from kernels.outputs import ImageSaver, OutputCollector
 
 # How often a call waiting on the kernel checks that it is still alive.
@@ -94,6 +94,7 @@ class JupyterKernel:
     ) -> None:
         self.timeout = timeout
         self.sandbox = check_level(sandbox)
+        launch_prefix(sandbox)  # a level this machine cannot provide fails here, before any run starts
         self._cpu_time_limit_s = cpu_time_limit_s
         self._limits_code = startup_code(memory_limit_mb, cpu_time_limit_s, max_processes, output_limit_chars)
         self._startup_code = self._limits_code

@@ -105,10 +105,6 @@ def launch_prefix(level: str) -> tuple[str, ...]:
     return ()
 
 
-def has_network_namespace(level: str) -> bool:
-    return bool(launch_prefix(level)) if level != "off" else False
-
-
 def install_policy(workdir: str, write_roots: tuple[str, ...]) -> None:
     """Install the audit hook; its source is shipped into the kernel, so it stays self-contained.
 
