@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import shutil
 import signal
-import tempfile
 import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -14,6 +13,7 @@ from queue import Empty
 from jupyter_client import AsyncKernelClient, AsyncKernelManager
 from platformdirs import user_cache_dir
 
+from kernels import workdirs
 from kernels.base import ToolResult
 from kernels.launch import launch_kwargs, new_kernel_manager
 from kernels.limits import STRAY_THREADS_EXPR, startup_code
@@ -122,9 +122,10 @@ class JupyterKernel:
             if self._km is not None or self._closed:
                 raise RuntimeError("a JupyterKernel can be started only once")
             try:
-                self._runtime_dir = Path(tempfile.mkdtemp(prefix="tuiagent-kernel-"))
+                workdirs.sweep_once()
+                self._runtime_dir = workdirs.make("kernel")
                 if self._given_workdir is None:
-                    self._workdir = Path(tempfile.mkdtemp(prefix="tuiagent-run-"))
+                    self._workdir = workdirs.make("run")
                 else:
                     self._workdir = self._given_workdir
                     self._workdir.mkdir(parents=True, exist_ok=True)

@@ -119,22 +119,26 @@ def is_running(process: psutil.Process) -> bool:
         return False
 
 
-@pytest.mark.parametrize("turns, ready", [([LONG_TURN], tokens(1, 10)), ([SLEEPING_CELL], cell_started)],
-                         ids=["generating", "in a 60 s cell"])
-def test_ctrl_c_stops_the_run_and_the_kernel_and_saves(start_solve, turns, ready):
+@pytest.mark.parametrize("turns, ready, sig, said", [
+    ([LONG_TURN], tokens(1, 10), signal.SIGINT, "interrupted"),
+    ([SLEEPING_CELL], cell_started, signal.SIGINT, "interrupted"),
+    ([SLEEPING_CELL], cell_started, signal.SIGTERM, "terminated"),
+    ([LONG_TURN], tokens(1, 10), signal.SIGHUP, "terminated"),
+], ids=["ctrl-c generating", "ctrl-c in a 60 s cell", "sigterm in a 60 s cell", "terminal closed generating"])
+def test_ctrl_c_stops_the_run_and_the_kernel_and_saves(start_solve, turns, ready, sig, said):
     solve = start_solve(*turns)
     seen = solve.read_until(ready)
     time.sleep(0.3)  # the cell is running (or more tokens came)
     children = solve.children()
     assert children, "the kernel should be running"
     started = time.monotonic()
-    solve.proc.send_signal(signal.SIGINT)
+    solve.proc.send_signal(sig)
     code = solve.proc.wait(timeout=30)
     took = time.monotonic() - started
     stderr = solve.proc.stderr.read()
-    assert code == 130, stderr
+    assert code == 128 + sig, stderr
     assert took < 2.0, f"exit took {took:.2f} s"
-    assert f"interrupted: the run so far is in {solve.trajectory()}" in stderr
+    assert f"{said}: the run so far is in {solve.trajectory()}" in stderr
     loaded = load(solve.trajectory())
     events = loaded.events
     assert loaded.warnings == [] and events[:len(seen)] == seen

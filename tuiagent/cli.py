@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable
@@ -73,7 +74,7 @@ def solve(
     confirm: Annotated[bool, typer.Option("--confirm", help="Ask on the terminal before each code block runs.")] = False,
 ) -> None:
     """Solve one problem and stream a readable transcript (or JSON events)."""
-    from tuiagent.core.events import RunStarted
+    from tuiagent.core.events import RunFinished, RunStarted
     from tuiagent.core.loop import RunSettings
     from tuiagent.runner import RunRequest, run_problem, trajectory_path
     from tuiagent.transcript import JsonPrinter, TranscriptPrinter
@@ -111,14 +112,25 @@ def solve(
             started.append(event)
         printer(event)
 
+    stopped_by: list[signal.Signals] = []
+
+    async def run_until_stopped() -> RunFinished:
+        """The run, cancelled like Ctrl-C cancels it when the terminal closes (SIGHUP) or the system
+        asks the process to end (SIGTERM), so the end is recorded and the kernel shut down."""
+        task, loop = asyncio.current_task(), asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGHUP):
+            loop.add_signal_handler(sig, lambda sig=sig: stopped_by.append(sig) or task.cancel())
+        return await run_problem(request, on_event, approve=approve)
+
     try:
-        finished = asyncio.run(run_problem(request, on_event, approve=approve))
-    except KeyboardInterrupt:  # asyncio.run cancelled the run; the loop recorded its end ("cancelled")
+        finished = asyncio.run(run_until_stopped())
+    except (KeyboardInterrupt, asyncio.CancelledError):  # the loop recorded its end ("cancelled")
+        how = "terminated" if stopped_by else "interrupted"
         if started:
-            err.print(f"interrupted: the run so far is in {trajectory_path(request, started[0].run_id)}", markup=False)
+            err.print(f"{how}: the run so far is in {trajectory_path(request, started[0].run_id)}", markup=False)
         else:
-            err.print("interrupted before the run started")
-        raise typer.Exit(130) from None
+            err.print(f"{how} before the run started")
+        raise typer.Exit(128 + (stopped_by[0] if stopped_by else signal.SIGINT)) from None
     if finished.reason == "error":
         raise typer.Exit(1)
 

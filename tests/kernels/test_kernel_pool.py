@@ -1,6 +1,7 @@
 """KernelPool: its bookkeeping with stand-in kernels, then isolation with real ones."""
 
 import asyncio
+import os
 
 import pytest
 
@@ -134,3 +135,19 @@ async def test_real_runs_in_parallel_get_their_own_kernels_and_leak_no_state():
         assert (seen_a, seen_b) == ("'a'", "'b'")
         async with pool.acquire() as fresh:
             assert (await fresh.execute("secret", 30)).error_name == "NameError"
+
+
+def test_directories_of_a_killed_app_are_swept_and_live_ones_kept(tmp_path):
+    import subprocess
+
+    from kernels import workdirs
+
+    gone = subprocess.Popen(["true"])
+    gone.wait()
+    stale = [tmp_path / f"tuiagent-kernel-{gone.pid}-abc", tmp_path / f"tuiagent-run-{gone.pid}-def"]
+    live = [tmp_path / f"tuiagent-run-{os.getpid()}-ghi", tmp_path / "tuiagent-run-notapid", tmp_path / "other"]
+    for d in stale + live:
+        d.mkdir()
+        (d / "kernel.json").write_text("{}")
+    assert sorted(workdirs.sweep(tmp_path)) == sorted(stale)
+    assert [d.exists() for d in stale + live] == [False, False, True, True, True]
