@@ -25,13 +25,13 @@ class ConfirmCodeScreen(ModalScreen[bool]):
     ConfirmCodeScreen Button { margin-left: 1; }
     """
 
-    def __init__(self, code: str, call: int | None = None) -> None:
+    def __init__(self, code: str) -> None:
         super().__init__()
-        self.code, self.call = code, call
+        self.code = code
 
     def compose(self) -> ComposeResult:
         with Vertical():
-            yield Label(f"Run code block {self.call or ''} in the kernel?  y runs it, n skips it")
+            yield Label("Run this code block in the kernel?  y runs it, n skips it")
             with VerticalScroll():
                 yield Static(Syntax(self.code, "python", theme="ansi_dark", word_wrap=True))
             with Horizontal():
