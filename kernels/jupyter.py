@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import shutil
 import signal
 import time
@@ -10,6 +11,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from queue import Empty
 
+import psutil
 from jupyter_client import AsyncKernelClient, AsyncKernelManager
 from platformdirs import user_cache_dir
 
@@ -111,6 +113,7 @@ class JupyterKernel:
         self._runtime_dir: Path | None = None
         self._workdir: Path | None = None
         self._images: ImageSaver | None = None
+        self._spawned: set[psutil.Process] = set()
 
     @property
     def workdir(self) -> Path | None:
@@ -154,6 +157,8 @@ class JupyterKernel:
             except asyncio.CancelledError:
                 await self.interrupt()  # don't leave the abandoned cell running
                 raise
+            finally:
+                self._remember_processes()
 
     async def interrupt(self) -> None:
         """Send SIGINT to the kernel's process group; a running cell ends with KeyboardInterrupt."""
@@ -286,17 +291,38 @@ class JupyterKernel:
             raise
         self._client = client
 
+    def _remember_processes(self) -> None:
+        """Note the processes the cells started (only possible with the sandbox off), while the
+        kernel is alive to be their parent: once it dies they belong to init, out of sight."""
+        if self.sandbox != "off" or self._km is None or not self._km.has_kernel:
+            return
+        try:
+            self._spawned |= set(psutil.Process(self._km.provisioner.pid).children(recursive=True))
+        except psutil.Error:
+            pass
+
+    def _kill_spawned(self) -> None:
+        """Kill what the cells started, even a process that left the kernel's process group (setsid);
+        psutil checks each is still the process noted, not a reused PID."""
+        self._remember_processes()
+        for process in self._spawned:
+            with contextlib.suppress(psutil.Error):
+                process.kill()
+        self._spawned.clear()
+
     async def _restart(self) -> None:
         self._client.stop_channels()
         self._client = None
+        self._kill_spawned()
         await self._km.restart_kernel(now=True)
         await self._connect()
 
     async def _teardown(self) -> None:
         client, self._client = self._client, None
-        km, self._km = self._km, None
         if client is not None:
             client.stop_channels()
+        self._kill_spawned()
+        km, self._km = self._km, None
         if km is not None:
             await km.shutdown_kernel(now=True)
         if self._runtime_dir is not None:

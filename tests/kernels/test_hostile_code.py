@@ -225,3 +225,22 @@ async def test_no_process_or_descriptor_is_left_behind():
     assert left() == []
     assert me.num_fds() <= fds
     assert signal.getsignal(signal.SIGINT) is not signal.SIG_IGN
+
+
+async def test_with_the_sandbox_off_processes_a_cell_started_do_not_outlive_the_kernel():
+    code = ("import subprocess\n"
+            "kids = [subprocess.Popen(['sleep', '1000']), subprocess.Popen(['setsid', 'sleep', '1000'])]\n"
+            "print(*[k.pid for k in kids])")
+    async with JupyterKernel(sandbox="off") as kernel:
+        first = [psutil.Process(int(p)) for p in (await kernel.execute(code, 10)).text.split()]
+        await kernel.execute("import os; os._exit(1)", 10)  # the kernel dies: its children are orphaned
+        assert [is_running(p) for p in first] == [False, False]
+        second = [psutil.Process(int(p)) for p in (await kernel.execute(code, 10)).text.split()]
+    assert [is_running(p) for p in second] == [False, False]
+
+
+def is_running(process: psutil.Process) -> bool:
+    try:
+        return process.status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from rich.syntax import Syntax
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import ModalScreen
 from textual.widgets import Button, Label, Static
-from rich.syntax import Syntax
 
 
 class ConfirmCodeScreen(ModalScreen[bool]):
