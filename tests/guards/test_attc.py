@@ -65,24 +65,25 @@ async def test_prose_and_trailing_tokens_do_not_count(canned_kernel):
 
 
 async def test_cut_token_counts_once(canned_kernel):
-    # "print(6 * 7)\n```" is held back by the stop matcher and cut in two: "```" comes out with
-    # logprob None; the next token "\n```output" is cut to "\n" (outside the block).
+    # "print(6 * 7)\n```" is held back whole by the stop matcher (its "```" could start the stop
+    # string); the stop starts inside the next token, "\n```output", which is cut to "\n" (outside
+    # the block) and keeps its logprob.
     turn = [Token("Compute.\n", -5.0), Token("```python\n", -0.1), Token("print(6 * 7)\n```", -0.1),
             Token("\n```output", -4.0)]
     backend, events, (v,), _ = await run([turn, ANSWER], canned_kernel=canned_kernel)
     deltas = [(e.text, e.logprob) for e in events if isinstance(e, ev.TokenDelta) and e.turn == 1]
-    assert deltas[-2:] == [("```", None), ("\n", -4.0)]  # the cut really happened
+    assert deltas[-2:] == [("print(6 * 7)\n```", -0.1), ("\n", -4.0)]  # the cut really happened
     assert v.data["tokens"] == 2 and v.data["confidence"] == pytest.approx(math.exp(-0.1))
 
 
 async def test_cut_token_straddling_the_opening_fence_counts(canned_kernel):
-    # "Compute.\n```" is cut (its "```" could start the stop string): "Compute.\n" keeps the
-    # logprob, "```" (inside the block) gets None; the rejoined sampled token intersects the block.
+    # "Compute.\n```" is held back whole (its "```" could start the stop string) and released with
+    # its logprob when "python" shows it is not the stop; it straddles the opening fence, so it counts.
     turn = [Token("Compute.\n```", -1.0), Token("python\n", -0.1), Token("print(6 * 7)\n", -0.1),
             Token("```\n", -0.1), Token("```output", -0.01)]
     _, events, (v,), _ = await run([turn, ANSWER], canned_kernel=canned_kernel)
     deltas = [(e.text, e.logprob) for e in events if isinstance(e, ev.TokenDelta) and e.turn == 1]
-    assert deltas[:2] == [("Compute.\n", -1.0), ("```", None)]
+    assert deltas[:2] == [("Compute.\n```", -1.0), ("python\n", -0.1)]
     assert v.data["tokens"] == 4 and v.data["mean_logprob"] == pytest.approx((-1.0 - 0.3) / 4)
 
 
