@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from kernels.base import Output, ToolResult
+from tuiagent.backends.base import Token
 from tuiagent.backends.scripted import ScriptedBackend, load_script
 from tuiagent.core import events as ev
 from tuiagent.core.loop import Agent, RunSettings
@@ -114,12 +115,15 @@ async def test_cancel_records_finish(write_script, canned_kernel, tmp_path):
 async def test_backend_failure_ends_readably(canned_kernel):
     class Broken(ScriptedBackend):
         async def stream(self, prompt, sampling, stop):
+            yield Token("Let me", -0.1)
+            yield Token(" think", -0.1)
             raise RuntimeError("model exploded")
-            yield  # pragma: no cover
 
     events = await run(Agent(Broken([]), canned_kernel()))
     assert any(isinstance(e, ev.Notice) and "model exploded" in e.message for e in events)
-    assert events[-1].reason == "error"
+    ended = next(e for e in events if isinstance(e, ev.TurnEnded))
+    assert (ended.stop, ended.text, ended.tokens) == ("error", "Let me think", 2)  # the partial turn is kept
+    assert events[-1].reason == "error" and events[-1].generated_tokens == 2
 
 
 async def test_folded_context_is_what_the_model_saw(write_script, canned_kernel):

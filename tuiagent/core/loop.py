@@ -318,6 +318,9 @@ class _Run:
         except asyncio.CancelledError:
             self._end_turn("cancelled")
             raise
+        except Exception:  # the backend failed mid-turn: keep and count what it gave, then end the run
+            self._end_turn("error")
+            raise
         self._end_turn(stop_reason)
         for event in self._drain():
             yield event
