@@ -3,6 +3,9 @@ trajectory ends with the run's "cancelled" finish."""
 
 from __future__ import annotations
 
+import os
+import signal
+
 import psutil
 import pytest
 
@@ -23,9 +26,11 @@ def in_cell(app) -> bool:
     return any(c.status == "running" for c in app.screen.query(CodeBlockView))
 
 
-@pytest.mark.parametrize("turns, busy", [(LONG_TURN, generating), (SLEEPING_CELL, in_cell)],
-                         ids=["generating", "in a 60 s cell"])
-async def test_quit_mid_run_leaves_no_kernel_and_records_the_end(ui, tmp_path, turns, busy):
+@pytest.mark.parametrize("turns, busy, how", [(LONG_TURN, generating, "ctrl+q"), (SLEEPING_CELL, in_cell, "ctrl+q"),
+                                               (SLEEPING_CELL, in_cell, signal.SIGTERM),
+                                               (LONG_TURN, generating, signal.SIGHUP)],
+                         ids=["generating", "in a 60 s cell", "sigterm in a 60 s cell", "terminal closed generating"])
+async def test_quit_mid_run_leaves_no_kernel_and_records_the_end(ui, tmp_path, turns, busy, how):
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     app = ui.scripted_app(turns, delay_s=0.02, problem="x", tmp_path=tmp_path)
     async with app.run_test() as pilot:
@@ -34,7 +39,12 @@ async def test_quit_mid_run_leaves_no_kernel_and_records_the_end(ui, tmp_path, t
         await pilot.pause(0.3)
         kernels = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
         assert kernels, "the run's kernel should be running"
-        await pilot.press("ctrl+q")
+        if isinstance(how, str):
+            await pilot.press(how)
+        else:  # the app handles these itself (without its handler this would end the test process)
+            assert signal.getsignal(how) is not signal.SIG_DFL
+            os.kill(os.getpid(), how)
+            await ui.wait_for(pilot, lambda: not app.is_running, 10, "the app to quit")
     # the kernels are this process's children: nothing but the app's shutdown can end them
     assert psutil.wait_procs(kernels, timeout=1.0)[1] == []
     loaded = load(ui.run_file(app))

@@ -8,6 +8,7 @@ async workers in the "run" group), and every worker failure lands in one handler
 from __future__ import annotations
 
 import asyncio
+import signal
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from functools import partial
@@ -88,7 +89,14 @@ class TuiAgentApp(App):
 
     # -- start and stop -------------------------------------------------------------------------
 
+    # Signals that end the app like ctrl+q does (a run's end recorded, its kernel shut down):
+    # the terminal closing, and the system asking the process to stop.
+    QUIT_SIGNALS = (signal.SIGTERM, signal.SIGHUP)
+
     def on_mount(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in self.QUIT_SIGNALS:
+            loop.add_signal_handler(sig, lambda: self.call_later(self.action_quit))
         try:
             self.session.resolve()
             self.model_state = (self.session.model_id, "idle", "")
@@ -120,6 +128,11 @@ class TuiAgentApp(App):
         self.session.set_state("ready")
         self.model_state = (self.session.model_id, "ready", "")
         self.notify(f"{self.session.model_id} is loaded", timeout=3)
+
+    def on_unmount(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in self.QUIT_SIGNALS:
+            loop.remove_signal_handler(sig)
 
     async def action_quit(self) -> None:
         """Stop any run (the kernel is interrupted and shut down, the trajectory closed), free the model, quit."""
