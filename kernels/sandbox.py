@@ -117,6 +117,7 @@ def install_policy(workdir: str, write_roots: tuple[str, ...]) -> None:
     """
     import errno
     import os
+    import socket
     import stat
     import sys
 
@@ -206,7 +207,7 @@ def install_policy(workdir: str, write_roots: tuple[str, ...]) -> None:
             raise refused("starting or signalling other processes")
         elif event == "os.kill" and args[0] not in (own_pid, 0):
             raise refused("signalling other processes")
-        elif event in network or (event == "socket.__new__" and args[1] != getattr(os, "AF_UNIX", 1)):
+        elif event in network or (event == "socket.__new__" and args[1] != socket.AF_UNIX):
             raise refused("network access")
         elif event in native:
             raise refused("native code through ctypes")
