@@ -19,8 +19,8 @@ from kernels import workdirs
 from kernels.base import ToolResult
 from kernels.launch import launch_kwargs, new_kernel_manager
 from kernels.limits import STRAY_THREADS_EXPR, startup_code
-from kernels.sandbox import check_level, launch_prefix, policy_code
 from kernels.outputs import ImageSaver, OutputCollector
+from kernels.sandbox import check_level, launch_prefix, policy_code
 
 # How often a call waiting on the kernel checks that it is still alive.
 _LIVENESS_POLL_S = 0.1
@@ -29,7 +29,6 @@ RESTART_NOTE = (
     "The kernel was restarted: all variables, functions and imports from earlier cells were lost; "
     "only the standard imports are back (math, itertools, fractions, Fraction, sympy, sp, numpy, np)."
 )
-
 
 
 def _stray_threads_note(reply: dict) -> str | None:
@@ -99,7 +98,6 @@ class JupyterKernel:
         launch_prefix(sandbox)  # a level this machine cannot provide fails here, before any run starts
         self._cpu_time_limit_s = cpu_time_limit_s
         self._limits_code = startup_code(memory_limit_mb, cpu_time_limit_s, max_processes, output_limit_chars)
-        self._startup_code = self._limits_code
         self._cache_dir = Path(cache_dir) if cache_dir is not None else Path(user_cache_dir("tuiagent")) / "kernel"
         self._given_workdir = Path(workdir) if workdir is not None else None
         self._images_dir = Path(images_dir) if images_dir is not None else None
@@ -134,8 +132,9 @@ class JupyterKernel:
                     self._workdir.mkdir(parents=True, exist_ok=True)
                 self._images = ImageSaver(self._images_dir or self._workdir)
                 self._cache_dir.mkdir(parents=True, exist_ok=True)
-                if self.sandbox != "off":
-                    self._startup_code = self._limits_code + policy_code(self._workdir, (self._cache_dir,))
+                # the policy names the run's directory, known only now; every restart runs it again
+                policy = policy_code(self._workdir, (self._cache_dir,)) if self.sandbox != "off" else ""
+                self._startup_code = self._limits_code + policy
                 self._km = new_kernel_manager(self._runtime_dir, self.sandbox)
                 await self._km.start_kernel(
                     **launch_kwargs(self._workdir, self._runtime_dir, self._cache_dir, self.sandbox)

@@ -6,7 +6,7 @@ from typing import Annotated
 
 import typer
 
-from kernels.sandbox import LEVELS
+from kernels.sandbox import check_level
 
 SandboxOpt = Annotated[str, typer.Option(
     "--sandbox",
@@ -16,6 +16,7 @@ SandboxOpt = Annotated[str, typer.Option(
 
 
 def check_sandbox(level: str) -> str:
-    if level not in LEVELS:
-        raise typer.BadParameter(f"{level!r} is not one of {', '.join(LEVELS)}", param_hint="--sandbox")
-    return level
+    try:
+        return check_level(level)
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint="--sandbox") from None

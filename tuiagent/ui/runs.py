@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from tuiagent import paths
+from tuiagent.core.events import SCHEMA
 
 
 @dataclass(frozen=True)
@@ -47,7 +48,7 @@ def run_info(path: Path) -> RunInfo | None:
         last = _object(_last_line(path))
     except OSError:
         return None
-    if head.get("schema") != "tuiagent.trajectory":
+    if head.get("schema") != SCHEMA:
         return None
     finished = last if last.get("type") == "RunFinished" else {}
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime))
