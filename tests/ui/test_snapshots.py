@@ -69,6 +69,8 @@ def test_replay_rtts_light(snap_compare):
     async def to_end(pilot):
         pilot.app.theme = "textual-light"
         await pilot.press("end", "G")
+        await pilot.pause()  # the scroll to the highlighted step runs after a refresh: wait for the queue, not a clock
+        await pilot.wait_for_scheduled_animations()
         await pilot.pause(0.3)
 
     assert snap_compare(app, terminal_size=(120, 36), run_before=to_end)
