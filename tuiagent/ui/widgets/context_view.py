@@ -51,7 +51,7 @@ class ContextView(VerticalScroll, can_focus=True):
     def __init__(self, *, id: str | None = None):
         super().__init__(id=id)
         self.border_title = "what the model saw"
-        self._previous: list[Segment] = []
+        self._shown = 0  # show() calls so far: only the latest one scrolls
 
     def show(self, context: WorkingContext | None, previous: WorkingContext | None = None) -> None:
         """Draw ``context``; what differs from ``previous`` (the context one event earlier) is marked."""
@@ -75,9 +75,21 @@ class ContextView(VerticalScroll, can_focus=True):
             widgets.extend(Static(Content(s.text), classes="-removed") for s in removed)
             new = new or widgets[-len(removed) - 1]
         self.border_subtitle = f"{len(context.segments)} segments · {len(context.text)} chars"
-        self.mount_all(widgets)
-        target = new
+        self._shown += 1
+        shown, mounted = self._shown, self.mount_all(widgets)
+
+        async def scroll_once_laid_out() -> None:
+            # Scrolling before the new widgets are mounted and laid out lands on old positions (seen
+            # on a loaded machine), and a later show() owns the view.
+            await mounted
+            if shown == self._shown:
+                self.call_after_refresh(self._scroll_to_change, new)
+
+        self.call_later(scroll_once_laid_out)
+
+    def _scroll_to_change(self, target: Static | None) -> None:
+        """The first new or removed segment at the top, or the end when nothing changed."""
         if target is not None:
-            self.call_after_refresh(self.scroll_to_widget, target, animate=False, top=True)
+            self.scroll_to_widget(target, animate=False, top=True)
         else:
-            self.call_after_refresh(self.scroll_end, animate=False)
+            self.scroll_end(animate=False)
