@@ -3,14 +3,18 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
+# llama-cpp-python built for this CPU (no AMX path, flags in the key); see tuiagent/llama_build.py.
+LLAMA_BUILD := $(BIN)/python -m tuiagent.llama_build
 
 .PHONY: run test bench lint clean
 
 run: $(VENV)/.stamp-run
 	$(BIN)/tuiagent fetch
+	$(LLAMA_BUILD) ensure
 	$(BIN)/tuiagent
 
 test: $(VENV)/.stamp-test
+	$(LLAMA_BUILD) ensure
 	$(BIN)/python -m pytest
 
 bench: $(VENV)/.stamp-test
@@ -27,10 +31,12 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(VENV)/.stamp-run: pyproject.toml | $(BIN)/python
+	$(LLAMA_BUILD) install
 	$(BIN)/pip install --quiet -e '.[llama]'
 	touch $@
 
 $(VENV)/.stamp-test: pyproject.toml | $(BIN)/python
+	$(LLAMA_BUILD) install
 	$(BIN)/pip install --quiet -e '.[llama,test]'
 	touch $@
 

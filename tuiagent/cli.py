@@ -131,7 +131,7 @@ def solve(
         else:
             err.print(f"{how} before the run started")
         raise typer.Exit(128 + (stopped_by[0] if stopped_by else signal.SIGINT)) from None
-    if finished.reason == "error":
+    if finished.reason in ("error", "backend_crashed"):
         raise typer.Exit(1)
 
 

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tuiagent.backends.base import Token
-from tuiagent.backends.llama_cpp import PieceDecoder
+from tuiagent.backends.llama_model import PieceDecoder
 from tuiagent.backends.stops import StopMatcher
 from tuiagent.core.parsing import (
     CODE_OPEN,

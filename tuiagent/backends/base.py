@@ -6,6 +6,8 @@ from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
+from tuiagent.errors import UserError
+
 
 @dataclass(frozen=True)
 class Sampling:
@@ -74,3 +76,13 @@ class Backend(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+class BackendCrashed(UserError):
+    """The model's process died (a native crash, an abort, an out-of-memory kill): the run ends
+    with reason ``backend_crashed``; ``str()`` says what crashed, the likely cause and the fix."""
+
+    def __init__(self, message: str, *, signal: str | None = None, returncode: int | None = None,
+                 log: str | None = None):
+        self.signal, self.returncode, self.log = signal, returncode, log
+        super().__init__(message)

@@ -168,7 +168,8 @@ class ContextPruned(Event):
 
 @dataclass(frozen=True)
 class RunFinished(Event):
-    """The run ended. ``reason``: answer, no_answer, tool_budget, token_budget, time_budget, cancelled, error."""
+    """The run ended. ``reason``: answer, no_answer, tool_budget, token_budget, time_budget, cancelled, error,
+    backend_crashed (the model process died; a Notice before this event says how)."""
 
     reason: str
     answer: str | None

@@ -30,7 +30,7 @@ from guards.base import (
 from guards.chain import GuardChain
 from kernels.base import Kernel
 from kernels.base import ToolResult as KernelResult
-from tuiagent.backends.base import Backend, Sampling
+from tuiagent.backends.base import Backend, BackendCrashed, Sampling
 from tuiagent.core import prompts
 from tuiagent.core.context import Segment, WorkingContext, split_turn
 from tuiagent.core.events import (
@@ -191,6 +191,9 @@ class _Run:
         except (asyncio.CancelledError, GeneratorExit):
             self._finish("cancelled", None)
             raise
+        except BackendCrashed as e:  # the model's process died: the app, and this record, go on
+            reason = "backend_crashed"
+            self.emit(Notice(level="error", message=str(e)))
         except Exception as e:  # a backend or kernel failure ends the run readably, not with a traceback
             self.emit(Notice(level="error", message=f"{type(e).__name__}: {e}"))
         await self._consult("on_finish", answer=answer)
@@ -318,8 +321,8 @@ class _Run:
         except asyncio.CancelledError:
             self._end_turn("cancelled")
             raise
-        except Exception:  # the backend failed mid-turn: keep and count what it gave, then end the run
-            self._end_turn("error")
+        except Exception as e:  # the backend failed mid-turn: keep and count what it gave, then end the run
+            self._end_turn("backend_crashed" if isinstance(e, BackendCrashed) else "error")
             raise
         self._end_turn(stop_reason)
         for event in self._drain():

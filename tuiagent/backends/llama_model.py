@@ -1,0 +1,311 @@
+"""A GGUF model in this process through llama-cpp-python: generation with the log-probability of
+every sampled token. It runs inside the model worker process (``llama_worker``); the app talks to
+it through ``LlamaCppBackend``.
+
+The model is loaded with ``logits_all=False`` (no n_ctx x vocab logits buffer). After each token
+that ``Llama.generate`` samples, and before it evaluates that token, the last row of logits is
+still in the llama.cpp context: ``llama_get_logits_ith(ctx, -1)`` read as a numpy view gives
+``logprob = logit[tok] - logsumexp(logits)``; this is the model's own distribution, before
+repeat penalty or temperature.
+
+Prefix reuse: the previous call's tokens stay in the KV cache. A new prompt is compared with
+them and only the tokens after the longest common prefix are evaluated (in chunks, so that a
+cancellation is seen between chunks); ``Llama.generate`` then finds the whole prompt cached and
+samples at once. When the new prompt is a prefix of what was evaluated (or equal to it while
+the logits in the context are stale), its last token is evaluated again to refresh the logits.
+
+Every sampled token yields one ``Token`` (apart from stop-string cuts, see ``StopMatcher``);
+``PieceDecoder`` turns its bytes into text: ``""`` while it ends inside a multi-byte UTF-8
+character, which then comes with the token that completes it, so no replacement characters appear.
+
+Speed note: llama-cpp-python 0.3.36 builds llama.cpp with OpenMP, whose threads spin at every
+barrier by default. When other processes share the CPUs, that makes generation several times
+slower (measured: 8 vs 47 tok/s on SmolLM2 with 2 threads on 2 busy cores);
+``OMP_WAIT_POLICY=passive`` in the environment (read when llama_cpp is first imported) avoids it,
+so we set it unless the user did: the app's UI thread and the kernel share the same cores.
+"""
+
+from __future__ import annotations
+
+import codecs
+import ctypes
+import math
+import os
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tuiagent.backends.base import Sampling, Token
+from tuiagent.backends.stops import StopMatcher
+from tuiagent.errors import ConfigError
+
+# llama.cpp's "pick a random seed" value (LLAMA_DEFAULT_SEED).
+RANDOM_SEED = 0xFFFFFFFF
+
+
+class PieceDecoder:
+    """Sampled tokens' bytes to ``Token`` texts, UTF-8 decoded across token boundaries and cut at
+    stop strings. Bytes that can never be UTF-8 become U+FFFD where they are, so model output never
+    raises here; an unfinished character at the very end of a generation is dropped."""
+
+    def __init__(self, stops: Sequence[str]):
+        self._utf8 = codecs.getincrementaldecoder("utf-8")(errors="replace")
+        self._matcher = StopMatcher(stops)
+
+    @property
+    def stopped(self) -> bool:
+        return self._matcher.stopped
+
+    def feed(self, piece: bytes, logprob: float | None) -> list[Token]:
+        """The tokens now safe to emit, after one sampled token's bytes."""
+        return self._matcher.feed(Token(self._utf8.decode(piece), logprob))
+
+    def flush(self) -> list[Token]:
+        """At the end of generation: the tokens held back for a possible stop string."""
+        return self._matcher.flush()
+
+
+class Cancelled(Exception):
+    """The consumer went away: generation stopped between tokens or prompt chunks."""
+
+
+@dataclass
+class Generation:
+    """What one ``generate`` call did: why it stopped, every sampled id (an end token included), timings."""
+
+    reason: str = "length"
+    token_ids: list[int] = field(default_factory=list)
+    prompt_tokens: int = 0
+    prompt_evaluated: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def import_llama_cpp() -> Any:
+    os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # our default; see the module docstring
+    try:
+        import llama_cpp
+    except ImportError as e:  # pragma: no cover - depends on the environment
+        raise ConfigError(
+            f"the llama_cpp backend needs llama-cpp-python ({e})",
+            fix="pip install 'tuiagent[llama]'  (llama-cpp-python==0.3.36), or run `make run` in a checkout",
+        ) from None
+    return llama_cpp
+
+
+def _silence(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
+    """A llama.cpp log callback that drops everything."""
+
+
+_SILENT_LOG: Any = None
+
+
+class Vocab:
+    """A model's tokenizer and chat template: cheap to load (``vocab_only``), no weights, no compute."""
+
+    def __init__(self, llm: Any, llama_cpp: Any):
+        self._lc = llama_cpp
+        self.llm = llm
+        self.vocab = llama_cpp.llama_model_get_vocab(llm.model)
+        is_eog = getattr(llama_cpp, "llama_vocab_is_eog", None) or llama_cpp.llama_token_is_eog
+        self.is_eog = lambda tok: bool(is_eog(self.vocab, tok))
+        self.eos = llm.token_eos()
+        self.bos = llm.token_bos()
+        self.add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self.vocab)) and self.bos >= 0
+        self._pieces: dict[int, bytes] = {}
+        self._piece_buf = ctypes.create_string_buffer(256)
+
+    @classmethod
+    def load(cls, model_path: str) -> Vocab:
+        """The tokenizer alone (in the app's process). llama.cpp's log is silenced here: this
+        process holds the terminal (the app's screen), and a vocab-only context warns about its
+        training context of 0. The worker keeps its log, in its own log file."""
+        global _SILENT_LOG
+        llama_cpp = import_llama_cpp()
+        if _SILENT_LOG is None:  # kept in a global: llama.cpp holds the pointer
+            _SILENT_LOG = llama_cpp.llama_log_callback(_silence)
+        llama_cpp.llama_log_set(_SILENT_LOG, ctypes.c_void_p(0))
+        return cls(llama_cpp.Llama(model_path=model_path, vocab_only=True, n_ctx=8, verbose=False), llama_cpp)
+
+    def tokenize(self, text: str, *, add_bos: bool = False) -> list[int]:
+        """Tokens of ``text`` with special tokens (``<|im_start|>``...) parsed as such."""
+        tokens = self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+        if add_bos and self.add_bos and (not tokens or tokens[0] != self.bos):
+            tokens.insert(0, self.bos)
+        return tokens
+
+    def piece(self, token: int) -> bytes:
+        """The bytes of one token (special tokens as their text).
+
+        Not ``Llama.detokenize``: in 0.3.36 it uses a 32-byte buffer and returns b"" for longer
+        pieces (Qwen2.5 has 240 such tokens, e.g. runs of spaces used for code indentation).
+        """
+        cached = self._pieces.get(token)
+        if cached is not None:
+            return cached
+        buf = self._piece_buf
+        n = self._lc.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, True)
+        if n < 0:
+            buf = ctypes.create_string_buffer(-n)
+            n = self._lc.llama_token_to_piece(self.vocab, token, buf, len(buf), 0, True)
+        out = buf.raw[: max(n, 0)]
+        self._pieces[token] = out
+        return out
+
+    def gguf_formatter(self, model_path: str, model_id: str) -> Any:
+        """The chat formatter built from the template embedded in the GGUF."""
+        from llama_cpp.llama_chat_format import Jinja2ChatFormatter
+
+        template = self.llm.metadata.get("tokenizer.chat_template")
+        if not template:
+            raise ConfigError(
+                f"{model_path} has no embedded chat template (tokenizer.chat_template)",
+                key=f"models.{model_id}.chat_template",
+                fix="set chat_template = \"chatml\" (or \"raw\") for this model",
+            )
+        model = self.llm._model
+        eos = model.token_get_text(self.eos) if self.eos >= 0 else ""
+        bos = model.token_get_text(self.bos) if self.bos >= 0 else ""
+        return Jinja2ChatFormatter(template=template, eos_token=eos, bos_token=bos, add_generation_prompt=True)
+
+    def close(self) -> None:
+        self.llm.close()
+
+
+class LlamaModel:
+    """The weights and one llama.cpp context; ``generate`` runs on the calling thread."""
+
+    def __init__(self, model_path: str, *, n_ctx: int, n_threads: int, n_batch: int, seed: int | None,
+                 min_p: float, prompt_chunk: int | None):
+        llama_cpp = import_llama_cpp()
+        self._lc = llama_cpp
+        self.llm = llama_cpp.Llama(
+            model_path=model_path,
+            n_ctx=int(n_ctx),
+            n_batch=int(n_batch),
+            n_threads=int(n_threads),
+            n_threads_batch=int(n_threads),
+            logits_all=False,
+            verbose=False,
+        )
+        # Llama(seed=0) would be taken as "random" (it does `seed or DEFAULT`): set it directly.
+        self.default_seed = RANDOM_SEED if seed is None else int(seed) & 0xFFFFFFFF
+        self.llm.set_seed(self.default_seed)
+        self.vocab = Vocab(self.llm, llama_cpp)
+        self.n_ctx = self.llm.n_ctx()
+        self.n_vocab = self.llm.n_vocab()
+        self.min_p = float(min_p)
+        self.chunk = max(1, int(prompt_chunk or self.llm.n_batch))
+        self._lp_buf = np.empty(self.n_vocab, dtype=np.float32)
+
+    def system_info(self) -> str:
+        return self._lc.llama_print_system_info().decode("utf-8", "replace").strip()
+
+    def logprob(self, token: int) -> float:
+        """log p(token) under the logits of the last evaluated position: logit - logsumexp."""
+        ptr = self._lc.llama_get_logits_ith(self.llm.ctx, -1)
+        logits = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
+        m = float(logits.max())
+        buf = self._lp_buf
+        np.subtract(logits, np.float32(m), out=buf)
+        np.exp(buf, out=buf)
+        return float(logits[token]) - m - math.log(float(buf.sum(dtype=np.float64)))
+
+    def generate(self, tokens: list[int], sampling: Sampling, stop: Sequence[str], cancel: threading.Event,
+                 emit: Callable[[list[Token]], None]) -> Generation:
+        """Sample a continuation of ``tokens``; ``emit`` gets the tokens as they become safe to show.
+        Raises ``Cancelled`` when ``cancel`` is set (checked once per token and between prompt chunks)."""
+        llm, vocab = self.llm, self.vocab
+        out = Generation(prompt_tokens=len(tokens))
+        t0 = time.perf_counter()
+        out.prompt_evaluated = self._eval_prompt(tokens, cancel)
+        t1 = time.perf_counter()
+        out.seconds["prompt_eval_s"] = t1 - t0
+
+        llm.set_seed(self.default_seed if sampling.seed is None else int(sampling.seed) & 0xFFFFFFFF)
+        temp = float(sampling.temperature)
+        gen = llm.generate(
+            tokens,
+            temp=temp if temp > 0 else 0.0,
+            top_k=int(sampling.top_k),
+            top_p=float(sampling.top_p),
+            min_p=self.min_p,
+            typical_p=1.0,
+            repeat_penalty=float(sampling.repeat_penalty),
+            reset=True,
+        )
+        max_new = min(int(sampling.max_tokens), self.n_ctx - len(tokens))
+        decoder = PieceDecoder(stop)
+        ids = out.token_ids
+        lp_time = 0.0
+        try:
+            if max_new <= 0:
+                return out
+            for tok in gen:
+                # The logits that produced `tok` are still in the context: read them before the next eval.
+                t = time.perf_counter()
+                lp = self.logprob(tok)
+                lp_time += time.perf_counter() - t
+                ids.append(tok)
+                if tok == vocab.eos or vocab.is_eog(tok):
+                    out.reason = "eos"
+                    break
+                ready = decoder.feed(vocab.piece(tok), lp)
+                if ready:
+                    emit(ready)
+                if decoder.stopped:
+                    out.reason = "stop"
+                    break
+                if len(ids) >= max_new:
+                    out.reason = "length"
+                    break
+                if cancel.is_set():
+                    raise Cancelled
+        finally:
+            gen.close()
+            out.seconds["generate_s"] = time.perf_counter() - t1
+            out.seconds["logprob_s"] = lp_time
+        rest = decoder.flush()
+        if rest:
+            emit(rest)
+        return out
+
+    def _eval_prompt(self, tokens: list[int], cancel: threading.Event) -> int:
+        """Bring the KV cache to exactly ``tokens`` with fresh logits; returns how many were evaluated.
+
+        Mirrors ``Llama.generate``'s own prefix check (0.3.36) so that generate then takes its
+        "full prompt already cached" path and samples without evaluating anything.
+        """
+        llm = self.llm
+        n_past = int(llm.n_tokens)
+        lim = min(n_past, len(tokens))
+        common = 0
+        if lim:
+            diff = np.flatnonzero(llm.input_ids[:lim] != np.asarray(tokens[:lim], dtype=np.intc))
+            common = int(diff[0]) if diff.size else lim
+        if common == len(tokens) == n_past and not getattr(llm, "_requires_eval", True):
+            return 0
+        # Evaluate at least the last prompt token again so the logits belong to it.
+        keep = min(common, len(tokens) - 1)
+        if keep < n_past:
+            if keep > 0 and llm._ctx.kv_cache_seq_rm(-1, keep, -1):
+                llm.n_tokens = keep
+            else:
+                llm.reset()
+                keep = 0
+        rest = tokens[keep:]
+        for i in range(0, len(rest), self.chunk):
+            if cancel.is_set():
+                raise Cancelled
+            llm.eval(rest[i : i + self.chunk])
+        return len(rest)
+
+    def reset(self) -> None:
+        """Forget the evaluated tokens: the next prompt is evaluated from its start."""
+        self.llm.reset()
+
+    def close(self) -> None:
+        self.llm.close()

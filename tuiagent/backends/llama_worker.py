@@ -1,0 +1,138 @@
+"""The model worker: one llama.cpp model in a process of its own, driven by ``LlamaCppBackend``.
+
+A native crash, an abort (``GGML_ASSERT``) or an out-of-memory kill in llama.cpp then ends this
+process only; the app sees the socket close, reads the exit signal and ends the run readably.
+
+Started as ``python -m tuiagent.backends.llama_worker FD`` with one end of a socket pair as FD.
+Messages are pickled tuples (``multiprocessing.connection`` framing):
+
+    app -> worker   ("load", options)            first, once
+                    ("generate", rid, token_ids, sampling, stops)
+                    ("cancel", rid)               handled at once, by the reader thread
+                    ("reset",)                    forget the KV cache
+                    ("close",)
+    worker -> app   ("ready", info) | ("load_error", message)
+                    ("tokens", rid, [(text, logprob), ...])
+                    ("end", rid, reason, token_ids, stats)
+                    ("error", rid, type_name, message)
+
+Loading ends with one tiny generation (the smoke check): a build that crashes at the first
+decode crashes here, before the app calls the model ready. Requests run one at a time, in
+order; a reader thread takes cancels while a generation runs. When the app goes away (its end
+of the socket closes, even after ``kill -9``) the worker exits.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import queue
+import sys
+import threading
+import time
+from dataclasses import asdict
+from multiprocessing.connection import Connection
+from typing import Any
+
+from tuiagent.backends.base import Sampling, Token
+from tuiagent.backends.llama_model import Cancelled, LlamaModel
+
+SMOKE_PROMPT = "1 + 1 ="
+
+
+class Worker:
+    def __init__(self, conn: Connection):
+        self.conn = conn
+        self._send_lock = threading.Lock()
+        self.jobs: queue.Queue[tuple] = queue.Queue()
+        self.cancels: dict[int, threading.Event] = {}
+        self.model: LlamaModel | None = None
+
+    def send(self, message: tuple) -> None:
+        with self._send_lock:
+            self.conn.send(message)
+
+    def load(self, options: dict[str, Any]) -> bool:
+        try:
+            self.model = model = LlamaModel(**options)
+            started = time.perf_counter()
+            tokens = model.vocab.tokenize(SMOKE_PROMPT, add_bos=True)
+            model.generate(tokens, Sampling(temperature=0.0, max_tokens=1), [], threading.Event(), lambda _: None)
+            model.reset()
+        except Exception as e:  # noqa: BLE001 - reported to the app, which explains it
+            self.send(("load_error", f"{type(e).__name__}: {e}"))
+            return False
+        self.send(("ready", {
+            "pid": os.getpid(),
+            "n_ctx": model.n_ctx,
+            "system_info": model.system_info(),
+            "smoke_s": round(time.perf_counter() - started, 4),
+        }))
+        return True
+
+    def read(self) -> None:
+        """The reader thread: cancels at once, everything else in order for the main thread."""
+        while True:
+            try:
+                message = self.conn.recv()
+            except (EOFError, OSError):
+                os._exit(0)  # the app is gone: nobody will read what we would generate
+            if message[0] == "cancel":
+                event = self.cancels.get(message[1])
+                if event is not None:
+                    event.set()
+                continue
+            if message[0] == "generate":
+                self.cancels[message[1]] = threading.Event()
+            self.jobs.put(message)
+            if message[0] == "close":
+                return
+
+    def serve(self) -> None:
+        while True:
+            message = self.jobs.get()
+            kind = message[0]
+            if kind == "close":
+                return
+            if kind == "reset":
+                self.model.reset()
+            elif kind == "generate":
+                self.generate(*message[1:])
+
+    def generate(self, rid: int, tokens: list[int], sampling: dict[str, Any], stops: list[str]) -> None:
+        cancel = self.cancels[rid]
+
+        def emit(out: list[Token]) -> None:
+            self.send(("tokens", rid, [(t.text, t.logprob) for t in out]))
+
+        try:
+            if cancel.is_set():
+                raise Cancelled
+            result = self.model.generate(tokens, Sampling(**sampling), stops, cancel, emit)
+        except Cancelled:
+            self.send(("end", rid, "cancelled", [], {}))
+        except Exception as e:  # noqa: BLE001 - raised again in the app
+            self.send(("error", rid, type(e).__name__, str(e)))
+        else:
+            stats = {k: v for k, v in asdict(result).items() if k not in ("reason", "token_ids")}
+            self.send(("end", rid, result.reason, result.token_ids, stats))
+        finally:
+            self.cancels.pop(rid, None)
+
+
+def main(argv: list[str]) -> int:
+    faulthandler.enable()  # a native crash leaves the Python stack in our log (stderr)
+    conn = Connection(int(argv[1]))
+    kind, options = conn.recv()
+    assert kind == "load", kind
+    worker = Worker(conn)
+    if not worker.load(options):
+        return 1
+    threading.Thread(target=worker.read, name="llama-worker-reader", daemon=True).start()
+    worker.serve()
+    worker.model.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
