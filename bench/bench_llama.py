@@ -2,12 +2,13 @@
 
     python bench/bench_llama.py --model PATH [--tokens 128] [--reps 3] [--threads N] [--turns 4]
 
-(1) Generation speed, greedy, same prompt and token count: our LlamaCppBackend (logprob of every
-    token, worker thread, asyncio queue) against llama-cpp-python's own ``Llama.generate`` loop
-    without logprobs, on a second Llama over the same file. Runs alternate (warm-up first); decode
+(1) Generation speed, greedy, same prompt and token count: our LlamaCppBackend (the model in its
+    worker process, logprob of every token, tokens streamed back over a socket) against
+    llama-cpp-python's own ``Llama.generate`` loop in this process, without logprobs, on a second
+    Llama over the same file. Runs alternate (warm-up first); decode
     speed excludes the prompt (timed from the first token to the last), and each run starts from
-    an empty KV cache, so both evaluate the same prompt. The baseline runs on a fresh thread, as our
-    worker does: with llama-cpp-python's OpenMP build, the same loop on the main thread is several
+    an empty KV cache, so both evaluate the same prompt. The baseline runs on a fresh thread (as
+    the backend did before it moved to a worker process): with llama-cpp-python's OpenMP build, the same loop on the main thread is several
     times slower when the CPUs are shared with other processes (libgomp's spinning helper threads;
     OMP_WAIT_POLICY=passive removes the difference). It is measured too, for reference.
 (2) Prefix reuse: a simulated tool-integrated run (ChatML system + user math question; each turn
@@ -162,7 +163,7 @@ def tir(backend: LlamaCppBackend, turns: int, turn_tokens: int) -> dict:
             })
             # The stop string is not yielded: the tool output block opens with it.
             context += text + ("" if text.endswith("\n") else "\n") + TOOL_OUTPUT
-        final = backend.count_tokens(context) + (1 if backend._add_bos else 0)
+        final = backend.count_tokens(context) + (1 if backend.vocab.add_bos else 0)
         evaluated = s.prompt_tokens_evaluated - ev0
         return {
             "turns": rows,

@@ -226,6 +226,24 @@ def fetch(
 
 
 @app.command()
+def doctor(
+    models: ModelsFileOpt = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print the checks as one JSON object.")] = False,
+    verify: Annotated[bool, typer.Option("--verify", help="Re-hash assembled model files (reads 1.1 GB for the default).")] = False,
+) -> None:
+    """Check Python, the llama.cpp build, models, the kernel and directories; paste the output into a bug report."""
+    from tuiagent import doctor as checks
+
+    if json_out:
+        found = list(checks.run(models, verify=verify))
+        typer.echo(checks.to_json(found))
+    else:
+        found = checks.report(checks.run(models, verify=verify), typer.echo)
+    if checks.counts(found)[0]:
+        raise typer.Exit(1)
+
+
+@app.command()
 def replay(
     file: Annotated[Path, typer.Argument(help="A trajectory file (.jsonl).")],
     print_: Annotated[bool, typer.Option("--print", help="Print a readable transcript instead of opening the app.")] = False,

@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-import threading
 import time
 
 import numpy as np
@@ -247,3 +246,33 @@ async def test_open_backend_from_models_toml(smollm2_path):
         assert len(out) >= 1 and all(t.logprob is not None and t.logprob <= 0 for t in out)
     finally:
         await b.aclose()
+
+
+def test_the_worker_exits_when_the_app_is_killed(smollm2_path):
+    """kill -9 of the process that holds the model: its worker sees the socket close and exits."""
+    import psutil
+
+    code = (
+        "import sys\nfrom tuiagent.backends.llama_cpp import LlamaCppBackend\n"
+        f"b = LlamaCppBackend({str(smollm2_path)!r}, n_ctx=256, n_threads=1)\n"
+        "print(b.worker_pid, flush=True)\nsys.stdin.read()\n"
+    )
+    app = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    try:
+        worker = psutil.Process(int(app.stdout.readline()))
+        assert "tuiagent.backends.llama_worker" in " ".join(worker.cmdline())
+        app.kill()
+        app.wait()
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline:
+            try:
+                if worker.status() == psutil.STATUS_ZOMBIE:
+                    break
+            except psutil.NoSuchProcess:
+                break
+            time.sleep(0.02)
+        else:
+            worker.kill()
+            pytest.fail("the model worker outlived its app")
+    finally:
+        app.kill()

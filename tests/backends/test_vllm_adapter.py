@@ -20,7 +20,7 @@ from tests.backends.vllm_standins import (
     Step,
     steps,
 )
-from tuiagent.backends.base import ContextOverflow, Sampling, Token
+from tuiagent.backends.base import BackendCrashed, ContextOverflow, Sampling, Token
 from tuiagent.backends.vllm import VLLMBackend, VLLMError, create
 from tuiagent.config.spec import ModelSpec, Source
 from tuiagent.errors import ConfigError
@@ -233,3 +233,21 @@ async def test_real_vllm_engine():
         assert len(again) <= 4 and backend.last_stop_reason in ("length", "eos")
     finally:
         await backend.aclose()
+
+
+async def test_a_dead_engine_process_is_backend_crashed():
+    class EngineDeadError(RuntimeError):
+        """Stand-in for vllm.v1.engine.exceptions.EngineDeadError (the engine-core process died)."""
+
+    class Dying(StandInEngine):
+        async def generate(self, prompt, sampling_params, request_id):
+            async for out in super().generate(prompt, sampling_params, request_id):
+                yield out
+                raise EngineDeadError("EngineCore encountered an issue")
+
+    backend = VLLMBackend(Dying(CODE), model_id="m", sampling_params=StandInSamplingParams)
+    got = []
+    with pytest.raises(BackendCrashed, match="engine process for 'm' died") as err:
+        async for token in backend.stream("P", Sampling(max_tokens=100), []):
+            got.append(token)
+    assert got and "fix:" in str(err.value) and backend.engine.aborted == []

@@ -18,7 +18,7 @@ from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, numb
 from tuiagent.core.trajectory import load
 from tuiagent.errors import UserError
 from tuiagent.eval.configs import resolve_settings
-from tuiagent.eval.harness import EvalConfig, EvalRunner, run_eval
+from tuiagent.eval.harness import EvalConfig, EvalRunner, load_problems, plan, run_eval
 from tuiagent.eval.report import summary_from_store
 from tuiagent.eval.results import ResultsError, ResultStore
 
@@ -261,3 +261,53 @@ def test_a_line_cut_short_by_a_kill_is_skipped_and_appending_goes_on(tmp_path):
     store.append({"key": "c", "model": "m"})
     store.close()
     assert sorted(ResultStore(tmp_path).records) == ["a", "c"]
+
+
+class AnswerBackend:
+    """Test double for a shared model: answers every prompt with \\boxed{2}; ``crash`` makes its
+    streams raise BackendCrashed, as a llama_cpp backend whose worker process died does."""
+
+    def __init__(self, crash: bool = False):
+        from tuiagent.backends.base import GenerationStats
+
+        self.model_id, self.stats, self.last_stop_reason, self.crash = "scripted", GenerationStats(), "eos", crash
+        self.closed = False
+
+    async def stream(self, prompt, sampling, stop):
+        from tuiagent.backends.base import BackendCrashed, Token
+
+        yield Token("The answer is ", -0.1)
+        if self.crash:
+            raise BackendCrashed("the model process for 'scripted' died with SIGSEGV while generating\n  fix: ...")
+        yield Token("\\boxed{2}.", -0.1)
+
+    def count_tokens(self, text):
+        return len(text.split())
+
+    def render_chat(self, messages):
+        return "\n".join(m["content"] for m in messages)
+
+    async def aclose(self):
+        self.closed = True
+
+
+async def test_a_shared_model_that_crashes_is_reloaded_and_its_run_retried_later(tmp_path, dataset, monkeypatch):
+    from dataclasses import replace
+
+    import tuiagent.runner
+    from tuiagent.runner import RunRequest, resolve_spec
+
+    opened = [AnswerBackend(crash=True), AnswerBackend()]
+    made = iter(opened)
+    monkeypatch.setattr(tuiagent.runner, "open_model", lambda spec, request: next(made))
+    spec = replace(resolve_spec(RunRequest(problem="", model="scripted")), backend="openai")  # shared, not per run
+    messages = []
+    with ResultStore(tmp_path / "out") as store:
+        cfg = config(tmp_path, dataset(3), "none")
+        async with EvalRunner(spec, store, cfg, kernels=KERNELS, log=messages.append) as runner:
+            outcome = await runner.run(plan(load_problems(cfg), cfg.settings, 1))
+        assert (outcome.ran, outcome.failed) == (2, 1)
+        assert opened[0].closed and runner.shared_backend is None  # the dead one closed, the new one at exit
+        assert any("loading the model again" in m for m in messages)
+        assert any("SIGSEGV" in m and "will be retried" in m for m in messages)
+        assert len(store.records) == 2 and all(r["answer"] == "2" for r in store.records.values())

@@ -19,6 +19,7 @@ llama_cpp is imported only inside this module's functions: importing tuiagent st
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import os
 import socket
@@ -26,6 +27,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import asdict
 from multiprocessing.connection import Connection
@@ -41,10 +43,13 @@ from tuiagent.config.spec import ModelSpec
 from tuiagent.errors import ConfigError
 
 _STOP_WAIT_S = 5.0  # a closing worker gets this long before it is killed
+_KEEP_LOGS_S = 7 * 24 * 3600
 
 
 class LlamaCppBackend:
     """A GGUF model in a worker process. See the module docstring for how it works."""
+
+    worker_command: tuple[str, ...] = ("-m", "tuiagent.backends.llama_worker")  # python's arguments; the fd follows
 
     def __init__(
         self,
@@ -101,13 +106,14 @@ class LlamaCppBackend:
         ours, theirs = socket.socketpair()
         logs = paths.cache_dir() / "logs"
         logs.mkdir(parents=True, exist_ok=True)
+        _sweep_old_logs(logs)
         log = tempfile.NamedTemporaryFile(prefix=f"llama-worker-{os.getpid()}-", suffix=".log", dir=logs, delete=False)
         self.log_path = log.name
         env = dict(os.environ)
         env.setdefault("OMP_WAIT_POLICY", "passive")  # see llama_model's docstring
         with log, theirs:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", "tuiagent.backends.llama_worker", str(theirs.fileno())],
+                [sys.executable, *self.worker_command, str(theirs.fileno())],
                 pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
                 env=env, start_new_session=True,  # Ctrl-C in a terminal goes to us; we cancel the worker
             )
@@ -280,6 +286,15 @@ class LlamaCppBackend:
         self.vocab.close()
         if self._dead is None:
             Path(self.log_path).unlink(missing_ok=True)
+
+
+def _sweep_old_logs(logs: Path) -> None:
+    """Remove worker logs older than a week (a clean close removes its own; crashes keep theirs)."""
+    cutoff = time.time() - _KEEP_LOGS_S
+    for old in logs.glob("llama-worker-*.log"):
+        with contextlib.suppress(OSError):
+            if old.stat().st_mtime < cutoff:
+                old.unlink()
 
 
 def _tail(path: str, limit: int = 8192) -> str:

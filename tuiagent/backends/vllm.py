@@ -38,7 +38,7 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from tuiagent.backends.base import ContextOverflow, GenerationStats, Sampling, Token
+from tuiagent.backends.base import BackendCrashed, ContextOverflow, GenerationStats, Sampling, Token
 from tuiagent.backends.openai import TokenAligner, estimate_tokens
 from tuiagent.backends.stops import StopMatcher
 from tuiagent.backends.templates import NAMED_TEMPLATES, render_named
@@ -103,6 +103,13 @@ class VLLMBackend:
             kwargs["output_kind"] = self._delta_kind
         return self._sampling_params(**kwargs)
 
+    def _crashed(self, exc: Exception) -> BackendCrashed:
+        return BackendCrashed(
+            f"vLLM's engine process for {self.model_id!r} died while generating ({exc})\n"
+            "  likely cause: a CUDA error or out of GPU memory (vLLM's log above says which)\n"
+            "  fix: lower options.gpu_memory_utilization or context_size in models.toml, then load the model again"
+        )
+
     async def stream(self, prompt: str, sampling: Sampling, stop: Sequence[str]) -> AsyncIterator[Token]:
         """Yield sampled tokens until a stop string (not yielded), end of sequence or max_tokens."""
         stops = [s for s in stop if s]
@@ -133,6 +140,11 @@ class VLLMBackend:
                     break
                 except ValueError as exc:
                     raise self._context_error(exc, prompt) from exc
+                except Exception as exc:
+                    if type(exc).__name__ == "EngineDeadError":  # vLLM's engine-core process died
+                        finished = True  # nothing left to abort
+                        raise self._crashed(exc) from exc
+                    raise
                 if not prompt_counted and getattr(output, "prompt_token_ids", None) is not None:
                     self._count_prompt(output)
                     prompt_counted = True

@@ -74,6 +74,16 @@ def assembled_path(spec: ModelSpec) -> Path:
     return paths.models_cache_dir() / f"{spec.id}-{(spec.source.sha256 or 'unverified')[:12]}.gguf"
 
 
+def verify_assembled(spec: ModelSpec) -> bool | None:
+    """Re-hash a pypi_chunks model's assembled file, ignoring its verified stamp (``tuiagent doctor
+    --verify``): True when it has the expected sha256, False when not, None when there is no
+    assembled file to check."""
+    target = assembled_path(spec)
+    if spec.source.kind != "pypi_chunks" or not target.is_file():
+        return None
+    return _hash_file(target) == spec.source.sha256
+
+
 # ---------------------------------------------------------------- packages
 
 

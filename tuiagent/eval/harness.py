@@ -2,8 +2,10 @@
 backend allows, each finished run appended to the results file before the next is counted.
 
 Backends:
-- llama_cpp: one model in this process serves one stream at a time: runs are serialised
+- llama_cpp: one model (in its worker process) serves one stream at a time: runs are serialised
   (concurrency forced to 1, with a message) and the loaded model is shared by all runs;
+- a shared model whose process dies is loaded again; the runs it was serving count as failed
+  (not recorded, so the next eval retries them);
 - vllm / openai: one engine or server client shared by up to ``concurrency`` runs in flight;
 - scripted: a fresh backend per run (a script is replayed from its first turn for every run);
 - tests and the benchmark pass ``backend_factory(job)``: a fresh backend per run.
@@ -26,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from tuiagent import paths
+from tuiagent.backends.base import BackendCrashed
 from tuiagent.eval.configs import EvalSetting
 from tuiagent.eval.datasets import Fields, Problem, load_dataset, select
 from tuiagent.eval.metrics import run_record
@@ -215,6 +218,15 @@ class EvalRunner:
                                                                    models_file=self.cfg.models_file,
                                                                    script=self.cfg.script))
 
+    async def _reopen_shared(self, dead: Any) -> None:
+        """Replace a shared backend whose process died (once, however many runs saw it die)."""
+        if dead is None or self.shared_backend is not dead:
+            return
+        self.shared_backend = None
+        await dead.aclose()
+        self.log("the model process died; loading the model again")
+        await asyncio.to_thread(self._open_shared)
+
     def _kernel_factory(self, name: str) -> Callable[..., Any]:
         if name in self.kernels:
             return self.kernels[name]
@@ -248,7 +260,7 @@ class EvalRunner:
 
     async def run_one(self, job: Job) -> dict[str, Any] | None:
         """Run one job; its record (already appended), or None when it was cancelled."""
-        from tuiagent.core.events import Event
+        from tuiagent.core.events import Event, Notice
         from tuiagent.runner import run_problem
 
         request = self.request(job)
@@ -266,6 +278,10 @@ class EvalRunner:
                 await backend.aclose()
         if finished.reason == "cancelled":
             return None
+        if finished.reason == "backend_crashed":  # the model's fault, not the run's: reload, retry later
+            await self._reopen_shared(backend)
+            why = next((e.message for e in reversed(events) if isinstance(e, Notice)), "the model process died")
+            raise BackendCrashed(f"{why.splitlines()[0]} (the model was reloaded)")
         record = {
             "key": job.key, "dataset": job.problem.dataset, "problem_id": job.problem.id,
             "variant": job.problem.variant, "setting": job.setting.name,

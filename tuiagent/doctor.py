@@ -1,0 +1,349 @@
+"""`tuiagent doctor`: one screen about this installation, to paste into a bug report.
+
+Headless: the checks are gathered section by section as :class:`Check` records and rendered as
+plain text or JSON; the CLI only prints them. Every warning and problem carries its fix.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import importlib.metadata
+import json
+import os
+import platform
+import shlex
+import shutil
+import sys
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from tuiagent import llama_build, paths
+from tuiagent.backends import crash
+from tuiagent.config.spec import ModelSpec
+
+PACKAGES = ("tuiagent", "llama-cpp-python", "textual", "jupyter-client", "ipykernel", "numpy", "openai", "vllm")
+# The cpuinfo flags that decide which llama.cpp build suits a CPU (see tuiagent.llama_build).
+CPU_FLAGS = ("avx", "avx2", "fma", "f16c", "bmi2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512vbmi",
+             "avx_vnni", "amx_tile", "amx_int8", "amx_bf16")
+LOW_DISK_BYTES = 2 * 10**9  # assembling a model needs its whole size free (the default: 1.1 GB)
+NAME_WIDTH = 20
+
+PYTHON, CPU, MODELS, KERNEL, DIRS = (
+    "Python and packages", "CPU and llama.cpp build", "Models", "Kernel", "Directories")
+
+
+@dataclass(frozen=True)
+class Check:
+    section: str
+    name: str
+    status: str  # "ok" | "warn" | "fail" | "info"
+    detail: str
+    fix: str | None = None
+
+
+def run(models_file: Path | None = None, *, verify: bool = False) -> Iterator[Check]:
+    """Every check, each yielded as soon as it is known (starting the kernel takes seconds)."""
+    sections: list[tuple[str, Callable[[], Iterable[Check]]]] = [
+        (PYTHON, python_checks),
+        (CPU, cpu_checks),
+        (MODELS, lambda: model_checks(models_file, verify=verify)),
+        (KERNEL, kernel_checks),
+        (DIRS, dir_checks),
+    ]
+    for section, gather in sections:
+        try:
+            yield from gather()
+        except Exception as e:  # noqa: BLE001 - one broken check must not hide the rest of the report
+            yield Check(section, "doctor", "fail", f"this check itself crashed: {type(e).__name__}: {e}",
+                        "please report it, with this output")
+
+
+# ----------------------------------------------------------------------------- Python and packages
+
+
+def python_checks() -> Iterator[Check]:
+    check = functools.partial(Check, PYTHON)
+    yield check("python", "info", f"{platform.python_version()} ({sys.executable})")
+    yield check("platform", "info", platform.platform())
+    for name in PACKAGES:
+        try:
+            version = importlib.metadata.version(name)
+        except importlib.metadata.PackageNotFoundError:
+            version = "not installed"
+        yield check(name, "info", version)
+
+
+# ----------------------------------------------------------------------------- CPU and llama.cpp build
+
+
+def cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def llama_system_info() -> str:
+    """llama.cpp's own report of the instruction sets it was built with. Reading it runs no model
+    code, so it is safe in this process even for a build that crashes at the first decode."""
+    import llama_cpp
+
+    return llama_cpp.llama_print_system_info().decode("utf-8", errors="replace").strip()
+
+
+def cpu_checks() -> Iterator[Check]:
+    check = functools.partial(Check, CPU)
+    flags = llama_build.cpu_flags()
+    present = [f for f in CPU_FLAGS if f in flags]
+    yield check("cpu", "info", f"{cpu_model()}, {os.cpu_count()} cores")
+    yield check("cpu flags", "info", (" ".join(present) or "none of the x86 ones llama.cpp uses") if flags
+                else "unreadable (no /proc/cpuinfo flags)")
+    yield check("OMP_WAIT_POLICY", "info", os.environ.get("OMP_WAIT_POLICY", "not set (the llama_cpp backend uses passive)"))
+    if llama_build.installed_version() is None:
+        yield check("llama.cpp build", "fail", "llama-cpp-python is not installed",
+                    "make run (or: pip install 'tuiagent[llama]')")
+        return
+    try:
+        info = llama_system_info()
+    except (ImportError, OSError) as e:
+        yield check("llama.cpp build", "fail", f"llama_cpp cannot be imported: {e}",
+                    f"reinstall it for this CPU: {crash.REBUILD}")
+        return
+    yield check("system info", "info", info)
+    yield from build_checks(info, flags)
+    yield from record_checks()
+
+
+def build_checks(system_info: str, flags: set[str]) -> list[Check]:
+    """What llama.cpp's ``system_info`` says about its build, held against this CPU's ``flags``."""
+    check = functools.partial(Check, CPU)
+    built = [name for name in llama_build.SYSTEM_INFO_FLAGS if crash.system_info_has(system_info, name)]
+    summary = " ".join(n for n in built if n != "AMX_INT8")
+    if "AMX_INT8" in built:
+        amx_cpu = "amx_tile" in flags or "amx_int8" in flags
+        why = ("this CPU advertises AMX, so llama.cpp takes that path and can crash at the first decode"
+               if amx_cpu else "it crashes at the first decode on CPUs that take it")
+        found = [check("llama.cpp build", "fail",
+                       f"{summary} (AMX ON: llama.cpp's AMX matmul path is built in; {why}; "
+                       "upstream llama.cpp issue #20824)",
+                       f"rebuild llama-cpp-python for this CPU without AMX: {crash.REBUILD}")]
+    else:
+        found = [check("llama.cpp build", "ok", f"{summary} (AMX off)")]
+    if not flags:
+        found.append(check("instruction sets", "info", "not compared: this CPU's flags cannot be read"))
+        return found
+    lacking = [name for name in built if name != "AMX_INT8"
+               and not all(f in flags for f in llama_build.SYSTEM_INFO_FLAGS[name])]
+    if lacking:
+        found.append(check("instruction sets", "fail",
+                           f"the build uses {', '.join(lacking)}, which this CPU lacks (it was built for "
+                           "another CPU; expect SIGILL at the first decode)",
+                           f"rebuild llama-cpp-python for this CPU: {crash.REBUILD}"))
+    else:
+        found.append(check("instruction sets", "ok", "the build uses only what this CPU has"))
+    return found
+
+
+def record_checks() -> Iterator[Check]:
+    """The record our build step leaves in the environment: which flags, and the smoke check."""
+    check = functools.partial(Check, CPU)
+    record, plan = llama_build.read_record(), llama_build.plan()
+    if not record:
+        yield check("build record", "warn",
+                    "none: this llama-cpp-python was not built by tuiagent's build step, its flags are unknown",
+                    f"rebuild it for this CPU: {crash.REBUILD}")
+        return
+    if llama_build.is_current(plan):
+        flags_from = "$CMAKE_ARGS" if plan.source == "user" else "this CPU's flags"
+        yield check("build record", "ok", f"built from {flags_from} (key {plan.key})")
+    else:
+        yield check("build record", "warn",
+                    f"made for other flags or another version (key {record.get('key')}; this CPU needs "
+                    f"{plan.key}, llama-cpp-python {plan.version})",
+                    f"rebuild it for this CPU: {crash.REBUILD}")
+    smoke = record.get("smoke", "not recorded")
+    ensure = f"{shlex.quote(sys.executable)} -m tuiagent.llama_build ensure"
+    if smoke == "passed":
+        yield check("smoke check", "ok", f"passed on {record.get('smoke_model', 'a local model')}")
+    elif smoke == "failed":
+        yield check("smoke check", "fail", "failed: the model process crashed at its first token",
+                    f"run `{ensure}`: it says what crashed and how to fix it")
+    else:
+        yield check("smoke check", "info", f"{smoke} (`{ensure}` runs it)")
+
+
+# ----------------------------------------------------------------------------- models
+
+
+def model_checks(models_file: Path | None, *, verify: bool = False) -> Iterator[Check]:
+    from tuiagent.config.loader import load_models
+    from tuiagent.config.sources import assembled_path, install_state, verify_assembled
+    from tuiagent.errors import ConfigError
+
+    check = functools.partial(Check, MODELS)
+    try:
+        registry = load_models(models_file)
+    except ConfigError as e:  # its text names the file and the key; the fix goes on its own line
+        yield check("models.toml", "fail", str(e).removesuffix(f"\n  fix: {e.fix}"), e.fix)
+        return
+    yield check("models.toml", "ok", ", ".join(registry.files))
+    for spec in registry:
+        state = install_state(spec)
+        head, _, fix = state.partition(": ")
+        default = spec.id == registry.default
+        detail = ", ".join(p for p in (spec.backend, head if fix else state, _size(spec), default and "the default") if p)
+        if head == "broken":
+            status = "fail"
+        elif head in ("missing", "not downloaded"):
+            status = "fail" if default else "info"  # an optional model is not a problem until asked for
+            if spec.source.kind == "path":
+                fix = f"put the model at {spec.source.path}, or change [models.{spec.id}.source] in {spec.origin}"
+        else:
+            status = "info" if state in ("server", "script") else "ok"
+        if verify and (good := verify_assembled(spec)) is not None:
+            if good:
+                detail += ", sha256 re-checked"
+            else:
+                path = shlex.quote(str(assembled_path(spec)))
+                status, detail = "fail", detail + ", sha256 MISMATCH (the assembled file is damaged)"
+                fix = f"rm {path} && tuiagent fetch {spec.id}"
+        yield check(spec.id, status, detail, fix or None)  # only missing/broken states carry one
+
+
+def _size(spec: ModelSpec) -> str:
+    size = spec.source.size
+    if size is None and spec.source.kind == "path" and Path(spec.source.path or "").is_file():
+        size = Path(spec.source.path).stat().st_size
+    return "" if size is None else _bytes(size)
+
+
+def _bytes(n: int) -> str:
+    return f"{n / 1e9:.1f} GB" if n >= 1e9 else f"{n / 1e6:.0f} MB"
+
+
+# ----------------------------------------------------------------------------- kernel
+
+
+_KERNEL_FIX = (f"reinstall the kernel packages ({shlex.quote(sys.executable)} -m pip install --force-reinstall "
+               "ipykernel jupyter-client); if the error names the sandbox, run with --sandbox policy or off")
+
+
+def kernel_checks() -> Iterator[Check]:
+    from kernels.sandbox import SandboxUnavailable, launch_prefix
+
+    check = functools.partial(Check, KERNEL)
+    try:
+        launch_prefix("netns")
+        levels = "auto (policy + no network), policy, netns, off"
+    except SandboxUnavailable as e:
+        levels = f"auto (policy only: no network namespace here), policy, off; not netns: {e}"
+    yield check("sandbox levels", "info", levels)
+    try:
+        start_s, cell_s, result = asyncio.run(_time_kernel())
+    except Exception as e:  # noqa: BLE001 - whatever stops the kernel is the finding
+        yield check("kernel start", "fail", f"{type(e).__name__}: {e}", _KERNEL_FIX)
+        return
+    yield check("kernel start", "ok", f"{start_s:.2f} s (Jupyter, sandbox auto)")
+    if result.error or result.text.strip() != "2":
+        yield check("first cell", "fail", f"print(1 + 1) gave {result.text!r}", _KERNEL_FIX)
+    else:
+        yield check("first cell", "ok", f"print(1 + 1) -> 2 in {cell_s * 1000:.0f} ms")
+
+
+async def _time_kernel():
+    """Seconds to start a kernel, seconds for one cell, and that cell's result."""
+    from tuiagent.runner import make_kernel
+
+    kernel = make_kernel("jupyter", sandbox="auto")
+    started = time.perf_counter()
+    try:
+        await kernel.start()
+        ready = time.perf_counter()
+        result = await kernel.execute("print(1 + 1)", timeout=30)
+        return ready - started, time.perf_counter() - ready, result
+    finally:
+        await kernel.shutdown()
+
+
+# ----------------------------------------------------------------------------- directories
+
+
+def dir_checks() -> Iterator[Check]:
+    check = functools.partial(Check, DIRS)
+    config = paths.config_dir()
+    models = "has a models.toml" if paths.user_models_file().is_file() else "no models.toml there (optional)"
+    yield check("config dir", "info", f"{config}, {models}")
+    for name, path, env in (("data dir", paths.data_dir(), paths.DATA_ENV), ("runs dir", paths.runs_dir(), paths.DATA_ENV),
+                            ("cache dir", paths.cache_dir(), paths.CACHE_ENV)):
+        yield _writable(name, path, env)
+    free = shutil.disk_usage(_existing(paths.cache_dir())).free
+    if free < LOW_DISK_BYTES:
+        yield check("free disk (cache)", "warn", f"{_bytes(free)}: assembling a model needs its whole size",
+                    f"free space there, or set {paths.CACHE_ENV} to a directory on a larger disk")
+    else:
+        yield check("free disk (cache)", "ok", _bytes(free))
+
+
+def _existing(path: Path) -> Path:
+    """``path`` or its nearest ancestor that exists."""
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _writable(name: str, path: Path, env: str) -> Check:
+    """Whether tuiagent can write in ``path``, or make it (nothing is created to find out)."""
+    fix = f"make it writable (chmod u+w), or set {env} to a directory you can write"
+    if path.is_dir():
+        if os.access(path, os.W_OK | os.X_OK):
+            return Check(DIRS, name, "ok", str(path))
+        return Check(DIRS, name, "fail", f"{path} is not writable", fix)
+    parent = _existing(path)
+    if parent.is_dir() and os.access(parent, os.W_OK | os.X_OK):
+        return Check(DIRS, name, "ok", f"{path} (not created yet; made on first use)")
+    return Check(DIRS, name, "fail", f"{path} cannot be created ({parent} is not a writable directory)", fix)
+
+
+# ----------------------------------------------------------------------------- output
+
+
+def render(check: Check) -> str:
+    line = f"  {check.status:<5} {check.name:<{NAME_WIDTH}} {check.detail}".rstrip()
+    return line + (f"\n{'':8}fix: {check.fix}" if check.fix else "")
+
+
+def report(checks: Iterable[Check], write: Callable[[str], None]) -> list[Check]:
+    """Write each check as it comes, under its section's title, then the summary; returns the checks."""
+    done: list[Check] = []
+    for check in checks:
+        if not done or check.section != done[-1].section:
+            write(("\n" if done else "") + check.section)
+        write(render(check))
+        done.append(check)
+    write("\n" + summary(done))
+    return done
+
+
+def counts(checks: Iterable[Check]) -> tuple[int, int]:
+    """(problems, warnings)."""
+    statuses = [c.status for c in checks]
+    return statuses.count("fail"), statuses.count("warn")
+
+
+def summary(checks: list[Check]) -> str:
+    problems, warnings = counts(checks)
+    if not problems and not warnings:
+        return "doctor: all good"
+    return f"doctor: {problems} problem{'s' * (problems != 1)}, {warnings} warning{'s' * (warnings != 1)}"
+
+
+def to_json(checks: list[Check]) -> str:
+    problems, warnings = counts(checks)
+    return json.dumps({"checks": [asdict(c) for c in checks], "problems": problems, "warnings": warnings}, indent=1)
