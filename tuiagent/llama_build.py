@@ -28,6 +28,7 @@ import shutil
 import subprocess
 import sys
 import tempfile
+import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -176,8 +177,10 @@ def build_wheel(p: BuildPlan) -> Path:
           f"  CMAKE_ARGS={p.cmake_args or '(llama.cpp defaults)'}", flush=True)
     out = Path(tempfile.mkdtemp(prefix="tuiagent-llama-wheel-"))
     env = {**os.environ, "CMAKE_ARGS": p.cmake_args, "FORCE_CMAKE": "1"}
+    started = time.monotonic()
     _pip("wheel", "--no-deps", "--no-cache-dir", "--no-binary", PACKAGE, "--wheel-dir", str(out),
          f"{PACKAGE}=={p.version}", env=env)
+    print(f"llama-cpp-python {p.version}: built in {time.monotonic() - started:.0f} s", flush=True)
     wheel = next(out.glob("*.whl"))
     if cache is None:
         return wheel
