@@ -15,7 +15,7 @@ Token rules (ours, where the reference works on whole tokens):
   the prose/fence boundary, like "\\n```python", is part of the block);
 - tokens without a log-probability are left out; when none in the span has one (a backend
   without logprobs), or there is no closed block, ``conf`` is None: "n/a", nothing injected
-  (GUARDS.md), even for a timed-out call.
+  (docs/guards.md#attc), even for a timed-out call.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from typing import ClassVar
 from guards.base import INJECT, PASS, Call, RunView, TokenLP, Verdict, setting
 from tuiagent.core.parsing import last_closed_block
 
-# The sentences the model continues from, in its own voice (meaning per GUARDS.md, our wording).
+# The sentences the model continues from, in its own voice (meaning per docs/guards.md#attc, our wording).
 TRUST = "The execution result above is reliable, so I will trust it and give the answer based on it."
 RETHINK = "I am not sure this code is right; I should optimise it or reconsider my reasoning path."
 TIMEOUT = "The code execution timed out; I should optimise the code or reconsider my reasoning path."

@@ -116,7 +116,7 @@ class Gate:
         return 1.0 / (1.0 + np.exp(-z))
 
 
-# -- prompts (our words, GUARDS.md's meaning) --------------------------------------------------------
+# -- prompts (our words, docs/guards.md#g-step's meaning) --------------------------------------------------------
 
 
 def _result_text(output: str, limit: int = 200) -> str:

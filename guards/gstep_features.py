@@ -9,7 +9,7 @@ over the candidate final text, then 32 hashed bins over the last successful tool
 Hashing: tokens ``[A-Za-z0-9_./%-]+`` of the lower-cased text; bin = int(md5(token), 16) mod
 n_bins; counts; L2-normalised (an empty text stays all zeros).
 
-Terms used in the definitions (adapted to a code tool, GUARDS.md):
+Terms used in the definitions (adapted to a code tool, docs/guards.md#g-step):
 
 - *calls*: the executed tool calls so far, in order, as (code, shown output, error); *error* =
   the kernel reported an exception or the call timed out. Blocks that were not executed (the

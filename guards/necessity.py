@@ -160,7 +160,7 @@ class Necessity:
                     "model call costs the prefix cache); our default: rule", tag="default")
         mode: Literal["flag", "enforce"] = setting(
             "flag", "'flag' annotates only; 'enforce' does not run an unnecessary call and tells the model "
-                    "to reason directly; default flag, as GUARDS.md specifies", tag="default")
+                    "to reason directly; default flag, as docs/guards.md specifies", tag="default")
         threshold: float = setting(
             0.5, "enforce skips a call when P(unnecessary) >= threshold", check=lambda v: 0.0 <= v <= 1.0,
             allowed="a probability in [0, 1]", tag="default")

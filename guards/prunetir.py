@@ -1,4 +1,4 @@
-r"""PruneTIR: pruning erroneous tool-call traces from the working context (GUARDS.md, "PruneTIR").
+r"""PruneTIR: pruning erroneous tool-call traces from the working context (docs/guards.md#prunetir).
 
 Control flow, all at ``on_tool_result`` of *executed* calls (skipped calls neither open,
 resolve nor fail an episode; their turns still count as attempts):
@@ -20,7 +20,7 @@ resolve nor fail an episode; their turns still count as attempts):
   ``data["sampling"] = {"temperature": resample_temperature, "seed": <new>}`` (the loop
   applies only ``data["sampling"]``; everything else in ``data`` is the record).
 * **RTTS**: stuck episodes are counted in a row (a successful executed call, in an episode
-  or not, breaks the row). GUARDS.md: "when STPR fires Retry Limit times in a row, tell the
+  or not, breaks the row). docs/guards.md#prunetir: "when STPR fires Retry Limit times in a row, tell the
   model ... from then on code blocks are not executed". So the ``retry_limit``-th STPR in a
   row is still carried out (same truncation and resampling) and, in the same verdict, tools
   are suspended: SUSPEND with ``truncate_to``, the same ``data["sampling"]`` and a note in

@@ -27,7 +27,7 @@ class ToolResult:
     """What one code cell did.
 
     ``error`` is true when the kernel reported an exception or the call timed
-    out (GUARDS.md: empty stdout is not an error). ``restarted`` means the
+    out (docs/guards.md: empty stdout is not an error). ``restarted`` means the
     kernel had to be restarted and its state was lost.
     """
 

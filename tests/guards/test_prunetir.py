@@ -1,4 +1,4 @@
-"""PruneTIR on golden scripted trajectories with canned kernel results (GUARDS.md, "PruneTIR")."""
+"""PruneTIR on golden scripted trajectories with canned kernel results (docs/guards.md, "PruneTIR")."""
 
 from __future__ import annotations
 
