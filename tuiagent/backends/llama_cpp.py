@@ -274,9 +274,9 @@ class LlamaCppBackend:
         if self._closed:
             return
         self._closed = True
-        for rid in list(self._pending):
-            self._send(("cancel", rid))
-        if self._dead is None:
+        if self._dead is None:  # a dead worker has nothing to cancel or close
+            for rid in list(self._pending):
+                self._send(("cancel", rid))
             self._send(("close",))
         try:
             await asyncio.to_thread(self._proc.wait, _STOP_WAIT_S)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
@@ -23,6 +23,7 @@ from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from tuiagent.backends.base import Backend
+from tuiagent.core import events as ev
 from tuiagent.core.loop import RunSettings
 from tuiagent.errors import UserError
 from tuiagent.ui.errors import describe_error
@@ -69,6 +70,7 @@ class TuiAgentApp(App):
 
     BINDINGS = [
         Binding("f1", "help", "Help", priority=True),
+        Binding("f5", "reload_model", "Reload model", priority=True),  # shown when there is a model to reload
         Binding("ctrl+o", "open_run", "Open run", priority=True),
         Binding("f2", "switch_mode('solve')", "Solve screen", priority=True, group=SCREENS),
         Binding("f3", "switch_mode('replay')", "Replay screen", priority=True, group=SCREENS),
@@ -128,6 +130,36 @@ class TuiAgentApp(App):
         self.session.set_state("ready")
         self.model_state = (self.session.model_id, "ready", "")
         self.notify(f"{self.session.model_id} is loaded", timeout=3)
+
+    def watch_model_state(self) -> None:
+        self.refresh_bindings()  # f5 shows or hides
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action == "reload_model":
+            return self.session.state in ("crashed", "failed")
+        return True
+
+    def can_run(self) -> bool:
+        """Whether a run can start; if not (the model failed to load or crashed), says why."""
+        if self.session.state in ("failed", "crashed"):
+            self.report(self.session.error, title="no model")
+            return False
+        return True
+
+    def model_crashed(self, events: Sequence[ev.Event]) -> None:
+        """A run (its ``events``) ended because the shared model's process died: every later run would
+        fail the same way, so the model is marked crashed and a reload is offered."""
+        s = self.session
+        if not s.shared or s.state == "crashed":  # a per-run backend dies alone; the next run opens another
+            return
+        message = next((e.message for e in reversed(events) if isinstance(e, ev.Notice) and e.level == "error"), "")
+        s.set_state("crashed", "the model crashed: press f5 to reload it")
+        self.model_state = (s.model_id, "crashed", "f5 reloads")
+        self.errors.append(f"the model crashed: {message}")
+        self.clear_notifications()  # the run's toast of the same message would cover the dialog
+        from tuiagent.ui.screens.model_crashed import ModelCrashedScreen
+
+        self.push_screen(ModelCrashedScreen(message), lambda reload: reload and self.action_reload_model())
 
     def on_unmount(self) -> None:
         loop = asyncio.get_running_loop()
@@ -217,15 +249,25 @@ class TuiAgentApp(App):
         self.push_screen(ModelsScreen(self.session.model_id), self._model_chosen)
 
     def _model_chosen(self, model_id: str | None) -> None:
-        if not model_id or model_id == self.session.model_id:
+        if not model_id or (model_id == self.session.model_id and self.session.state not in ("crashed", "failed")):
             return
         if any(w.group == "run" and w.is_running for w in self.workers):
             self.notify("stop the run before changing the model", severity="warning")
             return
         self.change_model(model_id)
 
+    def action_reload_model(self) -> None:
+        """Close the model that crashed (or failed to load) and load it again."""
+        if any(w.group == "run" and w.is_running for w in self.workers):
+            self.notify("stop the run before reloading the model", severity="warning")
+            return
+        self.session.set_state("loading")  # at once: no second reload, and the crash dialog closes
+        self.model_state = (self.session.model_id, "loading", "")
+        self.change_model(self.config.model)
+
     @work(exclusive=True, group="model-switch", exit_on_error=False, name="change model")
-    async def change_model(self, model_id: str) -> None:
+    async def change_model(self, model_id: str | None) -> None:
+        """Close the model and open ``model_id`` (None: the default one), keeping the guard choices."""
         old = self.session
         await old.aclose()
         self.config = _with(self.config, model=model_id)
@@ -235,7 +277,7 @@ class TuiAgentApp(App):
             self.session.resolve()
         except UserError as e:
             self.session.set_state("failed", str(e))
-            self.model_state = (model_id, "failed", "")
+            self.model_state = (self.session.model_id, "failed", "")
             self.report(e, title="configuration")
             return
         self.ensure_model()

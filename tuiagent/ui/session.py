@@ -1,6 +1,7 @@
 """The app's model and guard configuration, shared by every run (no UI code).
 
-The model is opened once (in a worker thread: loading a GGUF takes seconds) and kept across runs.
+The model is opened once (in a worker thread: loading a GGUF takes seconds) and kept across runs;
+if its process dies, the state is "crashed" and runs are refused until the app opens it again.
 A scripted backend replays its turns from the start, so it is opened afresh for each run; tests
 pass ``backend_factory`` to get the same behaviour with their own doubles.
 """
@@ -15,6 +16,7 @@ from typing import Any
 from guards.chain import GuardChain, available
 from tuiagent.backends.base import Backend
 from tuiagent.config.spec import ModelSpec
+from tuiagent.errors import UserError
 from tuiagent.runner import RunRequest, guard_chain, open_model, resolve_spec
 
 
@@ -27,7 +29,7 @@ class ModelSession:
         self.spec: ModelSpec | None = None
         self.backend = backend
         self.factory = backend_factory
-        self.state = "idle"  # idle, loading, ready, failed
+        self.state = "idle"  # idle, loading, ready, failed, crashed (its process died; reload to go on)
         self.error = ""
         self._ready: asyncio.Event | None = None
         self.enabled: set[str] = set(available()) if "all" in config.guards else set(config.guards)
@@ -63,7 +65,7 @@ class ModelSession:
 
     def set_state(self, state: str, error: str = "") -> None:
         self.state, self.error = state, error
-        if state in ("ready", "failed"):
+        if state in ("ready", "failed", "crashed"):
             self.ready_event().set()
         else:
             self.ready_event().clear()
@@ -75,6 +77,8 @@ class ModelSession:
         await self.ready_event().wait()
         if self.state == "failed":
             raise RuntimeError(f"the model could not be loaded: {self.error}")
+        if self.state == "crashed":
+            raise UserError(self.error)
         if self.backend is not None:
             return self.backend, False
         assert self.spec is not None

@@ -137,6 +137,8 @@ class CompareScreen(Screen):
         if any(w.group == "run" and w.is_running for w in self.app.workers):
             self.notify("a run is going on: stop it first (ctrl+s)", severity="warning")
             return
+        if not self.app.can_run():
+            return
         gold = self.query_one("#compare-gold", Input).value.strip() or None
         self.events = [[] for _ in specs]
         self.labels = [s.label for s in specs]
@@ -183,6 +185,8 @@ class CompareScreen(Screen):
                 if isinstance(r, BaseException):
                     self.errors[i] = describe_error(r)
                     self.app.report(r, title=f"column {i + 1}")
+                elif r.reason == "backend_crashed":
+                    self.app.model_crashed(self.events[i])
         finally:
             self._set_running(False)
             self._refresh()

@@ -118,8 +118,7 @@ class SolveScreen(Screen):
         if self.running:
             self.notify("a run is going on: stop it first (ctrl+s)", severity="warning")
             return
-        if self.app.session.state == "failed":
-            self.app.report(self.app.session.error, title="no model")
+        if not self.app.can_run():
             return
         gold = self.query_one("#gold", Input).value.strip() or None
         self.running = True
@@ -219,6 +218,8 @@ class SolveScreen(Screen):
             self.running = False
             if owned and backend is not None:
                 await backend.aclose()
+        if self.finished is not None and self.finished.reason == "backend_crashed":
+            self.app.model_crashed(trajectory.events)
 
     def on_run_event(self, e: ev.Event) -> None:
         """Every event of the run, as it happens: counted, drawn, and passed to the guard panel."""

@@ -15,6 +15,7 @@ _REASONS = {
     "time_budget": "the time budget ran out",
     "cancelled": "stopped",
     "error": "the run failed",
+    "backend_crashed": "the model process crashed",
 }
 
 

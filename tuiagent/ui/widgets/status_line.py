@@ -93,7 +93,7 @@ class StatusLine(Widget):
     def render(self) -> Content:
         e = int(self.elapsed())
         state_style = {"running": "bold $text-accent", "answer": "bold $text-success", "cancelled": "bold $text-warning",
-                       "error": "bold $text-error"}.get(self.state, "bold")
+                       "error": "bold $text-error", "backend_crashed": "bold $text-error"}.get(self.state, "bold")
         sep = ("  ", "")
         return Content.assemble(
             (self.state, state_style), sep,

@@ -13,6 +13,7 @@ _STATE = {
     "loading": ("◌", "$text-accent"),
     "ready": ("●", "$text-success"),
     "failed": ("✗", "$text-error"),
+    "crashed": ("✗", "$text-error"),
 }
 
 
