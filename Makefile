@@ -10,11 +10,11 @@ LLAMA_BUILD := $(BIN)/python -m tuiagent.llama_build
 
 run: $(VENV)/.stamp-run
 	$(BIN)/tuiagent fetch
-	$(LLAMA_BUILD) ensure
+	$(BIN)/python -m tuiagent.smoke
 	$(BIN)/tuiagent
 
 test: $(VENV)/.stamp-test
-	$(LLAMA_BUILD) ensure
+	$(BIN)/python -m tuiagent.smoke
 	$(BIN)/python -m pytest
 
 bench: $(VENV)/.stamp-test

@@ -33,9 +33,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from tuiagent.backends.base import Sampling  # noqa: E402
 from tuiagent.backends.llama_cpp import LlamaCppBackend  # noqa: E402
 from tuiagent.backends.templates import render_chatml  # noqa: E402
+from tuiagent.protocol import Sampling  # noqa: E402
 
 SPEED_PROMPT = "Count from 1 to 200 separated by commas."
 SYSTEM = (

@@ -18,8 +18,9 @@ from pathlib import Path
 
 from kernels.base import Output, ToolResult
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
-from tuiagent.core.loop import Agent, RunSettings
+from tuiagent.core.loop import Agent
 from tuiagent.core.trajectory import Recorder
+from tuiagent.protocol import RunSettings
 
 RESULTS = Path(__file__).parent / "results" / "loop.json"
 

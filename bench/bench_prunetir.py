@@ -37,12 +37,12 @@ from pathlib import Path
 from guards.chain import GuardChain
 from guards.prunetir import code_tokens, failing_statement
 from kernels.base import Output, ToolResult
-from tuiagent.backends.base import Sampling
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
-from tuiagent.core.loop import Agent, RunSettings
-from tuiagent.core.parsing import last_closed_block
+from tuiagent.core.loop import Agent
 from tuiagent.core.steps import run_metrics
+from tuiagent.parsing import last_closed_block
+from tuiagent.protocol import RunSettings, Sampling
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "erroneous"

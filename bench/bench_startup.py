@@ -30,7 +30,7 @@ ROOT = Path(__file__).resolve().parents[1]
 CHILD = r"""
 import asyncio, sys, time
 from tuiagent.runner import RunRequest, open_model, resolve_spec
-from tuiagent.backends.base import Sampling
+from tuiagent.protocol import Sampling
 request = RunRequest(problem="", model=sys.argv[1])
 backend = open_model(resolve_spec(request), request)
 ready = time.time()

@@ -71,7 +71,7 @@ def pct(values: list[float], q: float) -> float:
 async def measure(keys: int, rate: float, interval: float, turns: int, words: int) -> dict:
     from textual import events
 
-    from tuiagent.core.loop import RunSettings
+    from tuiagent.protocol import RunSettings
     from tuiagent.ui import AppConfig, make_app
     from tuiagent.ui.widgets.guard_list import GuardList
     from tuiagent.ui.widgets.status_line import StatusLine

@@ -25,8 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from guards.base import INJECT, PASS, Call, RunView, TokenLP, Verdict, setting
-from tuiagent.core.parsing import last_closed_block
+from guards.base import setting
+from tuiagent.parsing import last_closed_block
+from tuiagent.protocol import INJECT, PASS, Call, RunView, TokenLP, Verdict
 
 # The sentences the model continues from, in its own voice (meaning per docs/guards.md#attc, our wording).
 TRUST = "The execution result above is reliable, so I will trust it and give the answer based on it."

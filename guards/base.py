@@ -11,78 +11,11 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable
+from dataclasses import field
 from typing import Any, ClassVar, Protocol
 
-PASS, FLAG, INJECT, PRUNE, RESAMPLE, SUSPEND, SKIP, CONTINUE, COMMIT = (
-    "pass", "flag", "inject", "prune", "resample", "suspend", "skip", "continue", "commit",
-)
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """A guard's decision. ``data`` holds the numbers behind it (shown in the UI, kept in the trajectory).
-
-    ``keep``: segment indices of the working context to keep (prune);
-    ``truncate_to``: number of segments to keep before resampling (resample);
-    ``text``: what to inject / show instead of a tool output / say on continue or suspend.
-    """
-
-    action: str
-    guard: str = ""
-    reason: str = ""
-    text: str = ""
-    data: dict[str, Any] = field(default_factory=dict)
-    keep: tuple[int, ...] | None = None
-    truncate_to: int | None = None
-
-
-@dataclass(frozen=True)
-class Call:
-    """One tool call as guards see it. ``segment`` is the index of its code segment in the
-    working context (None once pruned)."""
-
-    call: int
-    turn: int
-    code: str
-    output: str
-    error: bool
-    timed_out: bool
-    executed: bool = True
-    segment: int | None = None
-
-
-@dataclass(frozen=True)
-class TokenLP:
-    text: str
-    logprob: float | None
-
-
-@dataclass
-class RunView:
-    """What the loop shows guards. Read-only by convention; rebuilt cheaply at each decision point."""
-
-    problem: str
-    mode: str
-    turn: int
-    turn_text: str
-    turn_tokens: Sequence[TokenLP]
-    calls: Sequence[Call]
-    segments: Sequence[Any]  # tuiagent.core.context.Segment
-    max_tool_calls: int
-    tools_suspended: bool
-    answer: str | None = None
-    answer_attempts: int = 0
-    judge: Callable[..., Awaitable[TokenLP]] | None = None  # async judge(question, max_tokens=3)
-
-    @property
-    def tool_calls_left(self) -> int:
-        return self.max_tool_calls - len(self.calls)
-
-    @property
-    def successful_calls(self) -> list[Call]:
-        return [c for c in self.calls if c.executed and not c.error]
+from tuiagent.protocol import Call, RunView, Verdict
 
 
 class Guard(Protocol):

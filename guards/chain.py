@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from guards.base import RESAMPLE, SettingsError, Verdict, parse_settings
+from guards.base import SettingsError, parse_settings
+from tuiagent.protocol import RESAMPLE, Verdict
 
 GROUP = "tuiagent.guards"
 

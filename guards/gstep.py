@@ -15,8 +15,8 @@ commits -- the "at least one more tool call" requirement is enforced that way, n
 
 Weights: the setting ``weights`` is "auto" (the gate shipped for the default model,
 qwen2.5-coder-1.5b: guards/data/gstep-qwen2.5-coder-1.5b.npz; the guard does not know which model
-runs, and a gate is model-specific: train one per model with ``python -m guards.gstep_train``),
-"off" (no gate: every attempt commits), or a path to an .npz written by guards.gstep_train.
+runs, and a gate is model-specific: train one per model with ``python -m tuiagent.training.gstep``),
+"off" (no gate: every attempt commits), or a path to an .npz written by tuiagent.training.gstep.
 The file is plain arrays read with ``np.load(allow_pickle=False)`` and evaluated with numpy.
 A missing or unreadable file raises in ``__init__``; the chain then turns the guard off with
 that reason and the run goes on.
@@ -31,16 +31,17 @@ from typing import Any
 
 import numpy as np
 
-from guards.base import COMMIT, CONTINUE, SKIP, RunView, Verdict, setting
+from guards.base import setting
 from guards.gstep_features import (
     N_FEATURES,
     NUMERIC_NAMES,
     features,
     gate_input_from_view,
-    normalise_code,
     norm_text,
+    normalise_code,
     numeric_features,
 )
+from tuiagent.protocol import COMMIT, CONTINUE, SKIP, RunView, Verdict
 
 DEFAULT_GATE_MODEL = "qwen2.5-coder-1.5b"
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -84,7 +85,7 @@ class Gate:
     def from_file(cls, path: Path) -> Gate:
         path = Path(path)
         if not path.is_file():
-            raise GateError(f"no G-STEP weights at {path} (train them: python -m guards.gstep_train train ...)")
+            raise GateError(f"no G-STEP weights at {path} (train them: python -m tuiagent.training.gstep train ...)")
         try:
             with np.load(path, allow_pickle=False) as data:
                 arrays = {k: data[k] for k in data.files}
@@ -188,7 +189,7 @@ class GStep:
                                       "then the corrected block (a paper variant, off = plain gate)", tag="paper")
         weights: str = setting("auto", "the gate file: 'auto' = the gate shipped for the default model "
                                        f"({DEFAULT_GATE_MODEL}), 'off' = no gate (always commit), or a path "
-                                       "to an .npz from guards.gstep_train",
+                                       "to an .npz from tuiagent.training.gstep",
                                check=_weights_check, allowed="auto, off or a file path", tag="default")
 
     def __init__(self, settings: Settings | None = None):

@@ -2,7 +2,7 @@ r"""G-STEP's 120 gate features, one code path for the guard (online) and the tra
 
 A :class:`GateInput` is built either from the loop's :class:`~guards.base.RunView` at an answer
 attempt (:func:`gate_input_from_view`) or from a compact collection record
-(:func:`gate_input_from_record`); :func:`features` turns it into the vector.
+(``tuiagent.training.gstep.gate_input_from_record``); :func:`features` turns it into the vector.
 
 Layout [paper+ref]: 24 numeric features (``NUMERIC_NAMES``, in this order), then 64 hashed bins
 over the candidate final text, then 32 hashed bins over the last successful tool output.
@@ -154,26 +154,6 @@ def gate_input_from_view(view) -> GateInput:  # view: guards.base.RunView
                      final_text=view.turn_text, budget=max(0, int(view.tool_calls_left)))
 
 
-def gate_input_from_record(record: dict) -> GateInput:
-    """Offline: a collection record's tool run at its final answer attempt (see guards.gstep_train).
-
-    The turns are split into segments with the loop's own ``split_turn``/``tool_block_start``, so
-    the prose is exactly what the working context held (nothing is pruned with guards off)."""
-    from tuiagent.core.context import split_turn
-    from tuiagent.core.parsing import tool_block_start
-
-    tool = record["tool"] if "tool" in record else record
-    turns = tool["turns"]
-    prose = []
-    for i, turn in enumerate(turns, start=1):
-        start = tool_block_start(turn["text"], turn["stop"], "tool")
-        prose += [s.text for s in split_turn(turn["text"], i, start, 0) if s.kind == "model"]
-    calls = tuple((c[0], c[1], bool(c[2])) for c in tool["calls"] if c[3])
-    budget = max(0, int(tool.get("max_tool_calls", 4)) - len(tool["calls"]))
-    return GateInput(turn_index=len(turns), calls=calls, reasoning=reasoning_text(prose),
-                     final_text=tool.get("final_text", turns[-1]["text"] if turns else ""), budget=budget)
-
-
 # -- helpers ---------------------------------------------------------------------------------------
 
 
@@ -205,7 +185,7 @@ def norm_text(text: str) -> str:
 
 
 def boxed(text: str) -> str | None:
-    from tuiagent.core.parsing import final_answer
+    from tuiagent.parsing import final_answer
 
     return final_answer(text or "")
 

@@ -29,7 +29,8 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from guards.base import FLAG, SKIP, RunView, Verdict, setting
+from guards.base import setting
+from tuiagent.protocol import FLAG, SKIP, RunView, Verdict
 
 TRIVIAL_CALLS = frozenset({"print", "round", "int", "float", "abs"})
 

@@ -50,7 +50,8 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Any, ClassVar
 
-from guards.base import FLAG, PRUNE, RESAMPLE, SUSPEND, Call, RunView, Verdict, setting
+from guards.base import setting
+from tuiagent.protocol import FLAG, PRUNE, RESAMPLE, SUSPEND, Call, RunView, Verdict
 
 RTTS_NOTE = (
     "The Python tool is not available any more, so none of my code will be run from here on. "

@@ -21,8 +21,9 @@ from dataclasses import dataclass
 from fractions import Fraction
 from typing import ClassVar
 
-from guards.base import FLAG, INJECT, PASS, RunView, Verdict, setting
-from tuiagent.core.parsing import boxed_answers
+from guards.base import setting
+from tuiagent.parsing import boxed_answers
+from tuiagent.protocol import FLAG, INJECT, PASS, RunView, Verdict
 
 PROMPT = ("Before I start: code and its results are only helpful hints for me; I must derive the "
           "solution itself by mathematical reasoning.")

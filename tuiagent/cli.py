@@ -75,7 +75,7 @@ def solve(
 ) -> None:
     """Solve one problem and stream a readable transcript (or JSON events)."""
     from tuiagent.core.events import RunFinished, RunStarted
-    from tuiagent.core.loop import RunSettings
+    from tuiagent.protocol import RunSettings
     from tuiagent.runner import RunRequest, run_problem, trajectory_path
     from tuiagent.transcript import JsonPrinter, TranscriptPrinter
 

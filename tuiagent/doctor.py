@@ -169,7 +169,7 @@ def record_checks() -> Iterator[Check]:
                     f"{plan.key}, llama-cpp-python {plan.version})",
                     f"rebuild it for this CPU: {crash.REBUILD}")
     smoke = record.get("smoke", "not recorded")
-    ensure = f"{shlex.quote(sys.executable)} -m tuiagent.llama_build ensure"
+    ensure = f"{shlex.quote(sys.executable)} -m tuiagent.smoke"
     if smoke == "passed":
         yield check("smoke check", "ok", f"passed on {record.get('smoke_model', 'a local model')}")
     elif smoke == "failed":

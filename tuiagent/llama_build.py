@@ -204,30 +204,30 @@ def install(p: BuildPlan, *, force: bool = False) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """``plan`` and ``install``; the smoke check after it is ``python -m tuiagent.smoke``."""
     ap = argparse.ArgumentParser(prog="python -m tuiagent.llama_build", description=__doc__.split("\n\n")[0])
     sub = ap.add_subparsers(dest="cmd", required=True)
     sub.add_parser("plan", help="print the flags this CPU gets, and whether the installed build has them")
     i = sub.add_parser("install", help="build and install llama-cpp-python for this CPU unless it is already here")
     i.add_argument("--force", action="store_true", help="rebuild even when the installed build matches")
-    e = sub.add_parser("ensure", help="install (as above), then run the smoke check unless it passed for this build")
-    e.add_argument("--force", action="store_true", help="rebuild even when the installed build matches")
     args = ap.parse_args(argv)
     p = plan()
     if args.cmd == "plan":
         print(json.dumps({**asdict(p), "installed": installed_version(), "current": is_current(p),
                           "record": read_record()}, indent=1))
         return 0
+    return install_or_explain(p, force=args.force)
+
+
+def install_or_explain(p: BuildPlan, *, force: bool = False) -> int:
+    """``install``, with a build failure told in one message; 0 or 1."""
     try:
-        install(p, force=args.force)
+        install(p, force=force)
     except subprocess.CalledProcessError as err:
         print(f"error: building llama-cpp-python failed ({err}); the output above says why.\n"
               "  fix: install a C/C++ compiler and cmake (Debian: apt-get install build-essential cmake), "
               "then run the same command again", file=sys.stderr)
         return 1
-    if args.cmd == "ensure":
-        from tuiagent.smoke import ensure_smoke  # needs the installed environment
-
-        return ensure_smoke(p)
     return 0
 
 

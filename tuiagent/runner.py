@@ -18,9 +18,10 @@ from tuiagent.backends import Backend, open_backend
 from tuiagent.config.loader import load_models
 from tuiagent.config.spec import ModelSpec
 from tuiagent.core.events import Event, RunFinished
-from tuiagent.core.loop import Agent, RunSettings
+from tuiagent.core.loop import Agent
 from tuiagent.core.trajectory import Recorder, new_run_id
 from tuiagent.errors import ConfigError, UserError
+from tuiagent.protocol import RunSettings
 
 
 @dataclass(frozen=True)

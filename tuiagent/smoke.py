@@ -1,5 +1,7 @@
 """The smoke check after installing llama-cpp-python: one tiny generation in a child process.
 
+    python -m tuiagent.smoke [--force]    # build for this CPU if needed (tuiagent.llama_build), then check
+
 Starting a ``LlamaCppBackend`` is the check: its worker process loads the model and samples one
 token before it reports ready, so a build that crashes at the first decode crashes there, and the
 user reads what crashed, the likely cause and the fix instead of a segfault.
@@ -7,11 +9,12 @@ user reads what crashed, the likely cause and the fix instead of a segfault.
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import sys
 from pathlib import Path
 
-from tuiagent.llama_build import BuildPlan, read_record, write_record
+from tuiagent.llama_build import BuildPlan, install_or_explain, plan, read_record, write_record
 
 
 def smallest_local_model() -> tuple[str, Path] | None:
@@ -69,3 +72,16 @@ def ensure_smoke(plan: BuildPlan) -> int:
     amx = "AMX_INT8 = 1" in info
     print(f"llama.cpp smoke check passed on {model_id} (AMX {'on' if amx else 'off'})")
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m tuiagent.smoke",
+                                 description="Build llama-cpp-python for this CPU unless it is here, then run the smoke check.")
+    ap.add_argument("--force", action="store_true", help="rebuild even when the installed build matches")
+    args = ap.parse_args(argv)
+    p = plan()
+    return install_or_explain(p, force=args.force) or ensure_smoke(p)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

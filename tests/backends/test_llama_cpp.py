@@ -10,8 +10,9 @@ import time
 import numpy as np
 import pytest
 
-from tuiagent.backends.base import ContextOverflow, Sampling, Token
+from tuiagent.backends.base import ContextOverflow
 from tuiagent.errors import ConfigError
+from tuiagent.protocol import Sampling, Token
 
 pytestmark = pytest.mark.slow
 

@@ -23,10 +23,11 @@ from pathlib import Path
 
 import pytest
 
-from tuiagent.backends.base import ContextOverflow, Sampling, Token
-from tuiagent.backends.templates import render_chatml
+from tuiagent.backends.base import ContextOverflow
 from tuiagent.backends.openai import ModelServerError, OpenAIBackend, TokenAligner, context_error, create
+from tuiagent.backends.templates import render_chatml
 from tuiagent.config.spec import ModelSpec, Source
+from tuiagent.protocol import Sampling, Token
 
 pytestmark = pytest.mark.slow
 

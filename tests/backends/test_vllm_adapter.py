@@ -20,10 +20,11 @@ from tests.backends.vllm_standins import (
     Step,
     steps,
 )
-from tuiagent.backends.base import BackendCrashed, ContextOverflow, Sampling, Token
+from tuiagent.backends.base import BackendCrashed, ContextOverflow
 from tuiagent.backends.vllm import VLLMBackend, VLLMError, create
 from tuiagent.config.spec import ModelSpec, Source
 from tuiagent.errors import ConfigError
+from tuiagent.protocol import Sampling, Token
 
 FENCE = "```output"
 CODE = steps("Let", " me", " compute", ".\n", "```", "python", "\n", "print", "(", "5", ")", "\n", "```", "\n",

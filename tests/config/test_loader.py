@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from tuiagent import paths
-from tuiagent.backends.base import Sampling
 from tuiagent.config import ModelRegistry, load_models, shipped_models_file
 from tuiagent.errors import ConfigError
+from tuiagent.protocol import Sampling
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -7,11 +7,11 @@ import asyncio
 import pytest
 
 from kernels.base import Output, ToolResult
-from tuiagent.backends.base import Token
 from tuiagent.backends.scripted import ScriptedBackend, load_script
 from tuiagent.core import events as ev
-from tuiagent.core.loop import Agent, RunSettings
+from tuiagent.core.loop import Agent
 from tuiagent.core.trajectory import Loaded, Recorder, load
+from tuiagent.protocol import RunSettings, Token
 
 CODE_TURN = "Let me compute.\n```python\nprint(6 * 7)\n```\n```output\n42\n```"
 ANSWER_TURN = "So the answer is \\boxed{42}."

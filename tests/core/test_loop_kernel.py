@@ -9,7 +9,8 @@ import pytest
 from kernels.jupyter import JupyterKernel
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
-from tuiagent.core.loop import Agent, RunSettings
+from tuiagent.core.loop import Agent
+from tuiagent.protocol import RunSettings
 
 
 def turn(code: str, prose: str = "Let me compute.") -> list:

@@ -14,13 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernels.base import Output, ToolResult
-from tuiagent.backends.base import Sampling, Token
 from tuiagent.backends.scripted import ScriptedBackend
 from tuiagent.core import events as ev
-from tuiagent.core.loop import Agent, RunSettings
-from tuiagent.core.parsing import OUTPUT_FENCE, final_answer
+from tuiagent.core.loop import Agent
 from tuiagent.core.steps import working_context
 from tuiagent.core.trajectory import Recorder, load
+from tuiagent.parsing import OUTPUT_FENCE, final_answer
+from tuiagent.protocol import RunSettings, Sampling, Token
 
 REASONS = {"answer", "no_answer", "tool_budget", "token_budget", "time_budget", "cancelled", "error"}
 FRAGMENTS = ["```python\n", "```python", "```\n", "```", "\n", "`", OUTPUT_FENCE, "\\boxed{", "}", "{", "\\boxed{}",

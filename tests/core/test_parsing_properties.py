@@ -8,10 +8,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tuiagent.backends.base import Token
 from tuiagent.backends.llama_model import PieceDecoder
 from tuiagent.backends.stops import StopMatcher
-from tuiagent.core.parsing import (
+from tuiagent.parsing import (
     CODE_OPEN,
     OUTPUT_FENCE,
     boxed_answers,
@@ -20,6 +19,7 @@ from tuiagent.core.parsing import (
     last_closed_block,
     tool_block_start,
 )
+from tuiagent.protocol import Token
 
 FAST = settings(max_examples=150, deadline=None)
 

@@ -274,7 +274,8 @@ class AnswerBackend:
         self.closed = False
 
     async def stream(self, prompt, sampling, stop):
-        from tuiagent.backends.base import BackendCrashed, Token
+        from tuiagent.backends.base import BackendCrashed
+        from tuiagent.protocol import Token
 
         yield Token("The answer is ", -0.1)
         if self.crash:

@@ -7,13 +7,13 @@ import math
 import pytest
 
 from guards.attc import RETHINK, TIMEOUT, TRUST, block_confidence
-from guards.base import INJECT, PASS, SettingsError, TokenLP
+from guards.base import SettingsError
 from guards.chain import GuardChain
 from kernels.base import Output, ToolResult
-from tuiagent.backends.base import Token
 from tuiagent.backends.scripted import ScriptedBackend
 from tuiagent.core import events as ev
 from tuiagent.core.loop import Agent
+from tuiagent.protocol import INJECT, PASS, Token, TokenLP
 
 ANSWER = [Token("So the answer is ", -0.3), Token("\\boxed{42}.", -0.1)]
 OUT_42 = ToolResult(outputs=(Output("stdout", "42\n"),))

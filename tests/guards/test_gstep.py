@@ -9,15 +9,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from guards.base import COMMIT, CONTINUE, Call, RunView
 from guards.chain import GuardChain
 from guards.gstep import Gate, GateError, GStep, shipped_weights
 from guards.gstep_features import N_FEATURES
 from kernels.base import Output, ToolResult
 from tuiagent.backends.scripted import ScriptedBackend, load_script
 from tuiagent.core import events as ev
-from tuiagent.core.context import Segment
-from tuiagent.core.loop import Agent, RunSettings
+from tuiagent.core.loop import Agent
+from tuiagent.protocol import COMMIT, CONTINUE, Call, RunSettings, RunView, Segment
 
 CODE = "Half of 48 is 24, then add.\n```python\nprint(48 + 24)\n```\n```output\n"
 CODE_AGAIN = "Let me recompute.\n```python\n# same thing\nprint( 48+24 )\n```\n```output\n"

@@ -19,15 +19,15 @@ from guards.gstep_features import (
     GateInput,
     answer_value,
     features,
-    gate_input_from_record,
     hashed,
     normalise_code,
     numbers,
 )
-from guards.gstep_train import record_from_events
+from tuiagent.training.gstep import gate_input_from_record, record_from_events
 from kernels.base import Output, ToolResult
 from tuiagent.backends.scripted import ScriptedBackend, load_script
-from tuiagent.core.loop import Agent, RunSettings
+from tuiagent.core.loop import Agent
+from tuiagent.protocol import RunSettings
 
 # Trajectory A: two good calls, then the answer.
 A_TURNS = [

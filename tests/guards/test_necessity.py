@@ -6,14 +6,14 @@ import math
 
 import pytest
 
-from guards.base import FLAG, SKIP, RunView, SettingsError, TokenLP
+from guards.base import SettingsError
 from guards.chain import GuardChain
 from guards.necessity import SKIP_TEXT, Necessity, read_reply, rule_judge
 from kernels.base import Output, ToolResult
-from tuiagent.backends.base import Token
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
 from tuiagent.core.loop import Agent
+from tuiagent.protocol import FLAG, SKIP, RunView, Token, TokenLP
 
 PROBLEM = "What is 6 times 7?"
 TRIVIAL = "print(6 * 7)"

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 import guards.chain as chain_mod
-from guards.base import INJECT, SettingsError, Verdict, parse_settings
+from guards.base import SettingsError, parse_settings
 from guards.chain import GuardChain
 from guards.prunetir import (
     RTTS_NOTE,
@@ -25,8 +25,9 @@ from guards.prunetir import (
 from kernels.base import Output, ToolResult
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
-from tuiagent.core.loop import Agent, RunSettings, resample_sampling
+from tuiagent.core.loop import Agent, resample_sampling
 from tuiagent.core.steps import run_metrics, working_context
+from tuiagent.protocol import INJECT, RunSettings, Verdict
 
 PROBLEM = "What is the sum of k^2 for k = 1..10?"
 WIDE = RunSettings(max_tool_calls=30)

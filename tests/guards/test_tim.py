@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from guards.base import FLAG, PASS
 from guards.chain import GuardChain
 from guards.tim import PROMPT, answer_matches_output, precursor_phrases
 from kernels.base import Output, ToolResult
 from tuiagent.backends.scripted import ScriptedBackend, load_script
 from tuiagent.core import events as ev
 from tuiagent.core.loop import Agent
+from tuiagent.protocol import FLAG, PASS
 
 CODE = "I will compute it.\n```python\nprint(6 * 7)\n```\n```output\n"
 SHORT_ANSWER = "So \\boxed{42}."

@@ -19,8 +19,9 @@ from kernels.jupyter import RESTART_NOTE, JupyterKernel
 from kernels.sandbox import launch_prefix
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
-from tuiagent.core.loop import Agent, RunSettings
+from tuiagent.core.loop import Agent
 from tuiagent.core.trajectory import Recorder, load
+from tuiagent.protocol import RunSettings
 
 pytestmark = pytest.mark.asyncio(loop_scope="module")
 

@@ -76,7 +76,7 @@ def normalise(path: Path, name: str) -> None:
 
 async def guarded(name: str, guards: tuple[str, ...]) -> None:
     from tuiagent.backends.scripted import ScriptedBackend, split_tokens
-    from tuiagent.core.loop import RunSettings
+    from tuiagent.protocol import RunSettings
     from tuiagent.runner import RunRequest, guard_chain, resolve_spec, run_problem
 
     target = DATA / f"{name}.jsonl"

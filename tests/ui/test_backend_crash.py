@@ -16,8 +16,8 @@ from textual.widgets import Button, Footer
 from tuiagent.backends import crash
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
-from tuiagent.core.loop import RunSettings
 from tuiagent.core.trajectory import load
+from tuiagent.protocol import RunSettings
 from tuiagent.ui import AppConfig, make_app
 from tuiagent.ui.screens.model_crashed import ModelCrashedScreen
 from tuiagent.ui.widgets.compare_summary import CompareSummary

@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import importlib
 
-from tuiagent.backends.base import Backend, GenerationStats, Sampling, Token
+from tuiagent.backends.base import Backend, GenerationStats
 from tuiagent.config.spec import ModelSpec
+from tuiagent.protocol import Sampling, Token
 
 _MODULES = {
     "llama_cpp": "tuiagent.backends.llama_cpp",

@@ -7,26 +7,7 @@ from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from tuiagent.errors import UserError
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """Sampling settings for one generation. ``max_tokens`` bounds one turn."""
-
-    temperature: float = 0.0
-    top_p: float = 1.0
-    top_k: int = 0
-    repeat_penalty: float = 1.0
-    max_tokens: int = 1024
-    seed: int | None = None
-
-
-@dataclass(frozen=True)
-class Token:
-    """One sampled token: its text and log-probability under the model (None when unavailable)."""
-
-    text: str
-    logprob: float | None = None
+from tuiagent.protocol import Sampling, Token
 
 
 @dataclass

@@ -36,11 +36,12 @@ from typing import Any
 
 from tuiagent import paths
 from tuiagent.backends import crash
-from tuiagent.backends.base import BackendCrashed, ContextOverflow, GenerationStats, Sampling, Token
+from tuiagent.backends.base import BackendCrashed, ContextOverflow, GenerationStats
 from tuiagent.backends.llama_model import Vocab
 from tuiagent.backends.templates import NAMED_TEMPLATES, render_named
 from tuiagent.config.spec import ModelSpec
 from tuiagent.errors import ConfigError
+from tuiagent.protocol import Sampling, Token
 
 _STOP_WAIT_S = 5.0  # a closing worker gets this long before it is killed
 _KEEP_LOGS_S = 7 * 24 * 3600

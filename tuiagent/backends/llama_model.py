@@ -39,9 +39,9 @@ from typing import Any
 
 import numpy as np
 
-from tuiagent.backends.base import Sampling, Token
 from tuiagent.backends.stops import StopMatcher
 from tuiagent.errors import ConfigError
+from tuiagent.protocol import Sampling, Token
 
 # llama.cpp's "pick a random seed" value (LLAMA_DEFAULT_SEED).
 RANDOM_SEED = 0xFFFFFFFF

@@ -34,8 +34,8 @@ from dataclasses import asdict
 from multiprocessing.connection import Connection
 from typing import Any
 
-from tuiagent.backends.base import Sampling, Token
 from tuiagent.backends.llama_model import Cancelled, LlamaModel
+from tuiagent.protocol import Sampling, Token
 
 SMOKE_PROMPT = "1 + 1 ="
 

@@ -59,12 +59,13 @@ import time
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from tuiagent.backends.base import ContextOverflow, GenerationStats, Sampling, Token
+from tuiagent.backends.base import ContextOverflow, GenerationStats
 from tuiagent.backends.stops import StopMatcher
 from tuiagent.backends.templates import NAMED_TEMPLATES, render_named
 from tuiagent.config.loader import toml_key
 from tuiagent.config.spec import ModelSpec
 from tuiagent.errors import ConfigError, UserError
+from tuiagent.protocol import Sampling, Token
 
 DEFAULT_TIMEOUT = 120.0
 DEFAULT_CONNECT_TIMEOUT = 10.0

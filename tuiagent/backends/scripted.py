@@ -22,11 +22,12 @@ import re
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
 
-from tuiagent.backends.base import GenerationStats, Sampling, Token
+from tuiagent.backends.base import GenerationStats
 from tuiagent.backends.stops import StopMatcher
 from tuiagent.backends.templates import render_named
 from tuiagent.config.spec import ModelSpec
 from tuiagent.errors import ConfigError
+from tuiagent.protocol import Sampling, Token
 
 _PIECES = re.compile(r"\s*\S+|\s+")
 

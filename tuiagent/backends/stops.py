@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from tuiagent.backends.base import Token
+from tuiagent.protocol import Token
 
 
 class StopMatcher:

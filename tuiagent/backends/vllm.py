@@ -38,12 +38,13 @@ import uuid
 from collections.abc import AsyncIterator, Callable, Sequence
 from typing import Any
 
-from tuiagent.backends.base import BackendCrashed, ContextOverflow, GenerationStats, Sampling, Token
+from tuiagent.backends.base import BackendCrashed, ContextOverflow, GenerationStats
 from tuiagent.backends.openai import TokenAligner, estimate_tokens
 from tuiagent.backends.stops import StopMatcher
 from tuiagent.backends.templates import NAMED_TEMPLATES, render_named
 from tuiagent.config.spec import ModelSpec
 from tuiagent.errors import ConfigError, UserError
+from tuiagent.protocol import Sampling, Token
 
 TEMPLATES = (*NAMED_TEMPLATES, "hf")
 

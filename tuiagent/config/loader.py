@@ -19,9 +19,9 @@ from pathlib import Path
 from typing import Any
 
 from tuiagent import paths
-from tuiagent.backends.base import Sampling
 from tuiagent.config.spec import BACKENDS, CHAT_TEMPLATES, SOURCE_KINDS, ModelSpec, Source
 from tuiagent.errors import ConfigError
+from tuiagent.protocol import Sampling
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from tuiagent.backends.base import Sampling
+from tuiagent.protocol import Sampling
 
 BACKENDS = ("llama_cpp", "vllm", "openai", "scripted")
 SOURCE_KINDS = ("pypi_chunks", "package_file", "path", "hub", "server", "script")

@@ -22,8 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tuiagent.core import events as ev
-from tuiagent.core.parsing import last_closed_block
 from tuiagent.core.steps import steps, working_context
+from tuiagent.parsing import last_closed_block
 
 # -- pruning -----------------------------------------------------------------------------------
 

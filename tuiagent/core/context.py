@@ -8,16 +8,7 @@ Segment kinds: "prompt" (the rendered chat template), "model" (generated prose),
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
-
-@dataclass(frozen=True)
-class Segment:
-    kind: str
-    text: str
-    turn: int = 0
-    call: int | None = None
-    source: str = ""
+from tuiagent.protocol import Segment
 
 
 class WorkingContext:

@@ -13,26 +13,14 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from dataclasses import asdict, dataclass, fields, replace
+from dataclasses import asdict, fields, replace
 
-from guards.base import (
-    CONTINUE,
-    INJECT,
-    PRUNE,
-    RESAMPLE,
-    SKIP,
-    SUSPEND,
-    Call,
-    RunView,
-    TokenLP,
-    Verdict,
-)
 from guards.chain import GuardChain
 from kernels.base import Kernel
 from kernels.base import ToolResult as KernelResult
-from tuiagent.backends.base import Backend, BackendCrashed, Sampling
+from tuiagent.backends.base import Backend, BackendCrashed
 from tuiagent.core import prompts
-from tuiagent.core.context import Segment, WorkingContext, split_turn
+from tuiagent.core.context import WorkingContext, split_turn
 from tuiagent.core.events import (
     AnswerAttempt,
     CodeBlock,
@@ -49,22 +37,24 @@ from tuiagent.core.events import (
     TurnEnded,
     TurnStarted,
 )
-from tuiagent.core.parsing import OUTPUT_FENCE, final_answer, last_closed_block, tool_block_start
 from tuiagent.core.trajectory import Recorder, new_run_id
 from tuiagent.core.verify import is_correct
-
-
-@dataclass(frozen=True)
-class RunSettings:
-    """Budgets and formats of one run. Values marked [ref] follow the ATTC reference loop; the rest are ours."""
-
-    mode: str = "tool"  # "tool" or "cot" (chain of thought: same loop, no tool)
-    max_tool_calls: int = 4  # [ref]
-    exec_timeout_s: float = 5.0  # [ref]
-    output_chars: int = 400  # [ref] first 200 + last 200 characters of the tool output
-    max_tokens: int = 3072  # [default] generated tokens over the whole run
-    max_wall_s: float = 600.0  # [default]
-
+from tuiagent.parsing import OUTPUT_FENCE, final_answer, last_closed_block, tool_block_start
+from tuiagent.protocol import (
+    CONTINUE,
+    INJECT,
+    PRUNE,
+    RESAMPLE,
+    SKIP,
+    SUSPEND,
+    Call,
+    RunSettings,
+    RunView,
+    Sampling,
+    Segment,
+    TokenLP,
+    Verdict,
+)
 
 _SAMPLING_FIELDS = frozenset(f.name for f in fields(Sampling)) - {"max_tokens"}
 

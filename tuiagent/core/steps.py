@@ -9,8 +9,9 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from tuiagent.core import events as ev
-from tuiagent.core.context import Segment, WorkingContext, split_turn
-from tuiagent.core.parsing import tool_block_start
+from tuiagent.core.context import WorkingContext, split_turn
+from tuiagent.parsing import tool_block_start
+from tuiagent.protocol import Segment
 
 
 @dataclass

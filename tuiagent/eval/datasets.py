@@ -21,8 +21,8 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from tuiagent.core.parsing import final_answer
 from tuiagent.errors import UserError
+from tuiagent.parsing import final_answer
 
 DEMO = "demo"
 QUESTION_FIELDS = ("question", "problem", "prompt", "input")

@@ -29,12 +29,12 @@ from typing import Any
 
 from tuiagent import paths
 from tuiagent.backends.base import BackendCrashed
+from tuiagent.errors import ConfigError, UserError
 from tuiagent.eval.configs import EvalSetting
 from tuiagent.eval.datasets import Fields, Problem, load_dataset, select
 from tuiagent.eval.metrics import run_record
 from tuiagent.eval.results import ResultStore, run_key
 from tuiagent.eval.variants import cue_variants, distractor_variants
-from tuiagent.errors import ConfigError, UserError
 
 SERIAL_BACKENDS = ("llama_cpp",)
 PER_RUN_BACKENDS = ("scripted",)
@@ -139,7 +139,7 @@ class EvalRunner:
                  pooled: tuple[str, ...] = ("jupyter",),
                  log: Callable[[str], None] = print,
                  on_record: Callable[[dict[str, Any]], None] | None = None):
-        from tuiagent.core.loop import RunSettings
+        from tuiagent.protocol import RunSettings
 
         self.spec, self.store, self.cfg = spec, store, cfg
         self.backend_factory = backend_factory
@@ -166,7 +166,7 @@ class EvalRunner:
         return {"run": dict(self.cfg.run), "sampling": dict(self.cfg.sampling)}
 
     def request(self, job: Job) -> Any:
-        from tuiagent.core.loop import RunSettings
+        from tuiagent.protocol import RunSettings
         from tuiagent.runner import RunRequest
 
         run = {**self.cfg.run, **{k: v for k, v in job.setting.run.items() if k in self._run_fields}}

@@ -102,7 +102,7 @@ def _cache_file(model_id: str, question: str, kind: str) -> Path:
 
 async def generate_distractor(backend: Any, question: str, kind: str, *, max_tokens: int = 512) -> dict[str, Any]:
     """Ask the model for one variant (greedy). Returns the cache entry (not yet written)."""
-    from tuiagent.backends.base import Sampling
+    from tuiagent.protocol import Sampling
 
     prompt = distractor_prompt(question, kind)
     rendered = backend.render_chat([{"role": "user", "content": prompt}])

@@ -24,8 +24,8 @@ from textual.worker import Worker, WorkerState
 
 from tuiagent.backends.base import Backend
 from tuiagent.core import events as ev
-from tuiagent.core.loop import RunSettings
 from tuiagent.errors import UserError
+from tuiagent.protocol import RunSettings
 from tuiagent.ui.errors import describe_error
 from tuiagent.ui.screens.compare import CompareScreen
 from tuiagent.ui.screens.replay import ReplayScreen

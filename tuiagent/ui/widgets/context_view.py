@@ -8,7 +8,8 @@ from textual.content import Content
 from textual.highlight import highlight
 from textual.widgets import Static
 
-from tuiagent.core.context import Segment, WorkingContext
+from tuiagent.core.context import WorkingContext
+from tuiagent.protocol import Segment
 
 _STYLE = {
     "prompt": "$text-muted",

@@ -16,7 +16,7 @@ from textual.widget import Widget
 
 from tuiagent.core import events as ev
 from tuiagent.core.compare import PruneMark, pruned_parts
-from tuiagent.core.parsing import final_answer, last_closed_block
+from tuiagent.parsing import final_answer, last_closed_block
 from tuiagent.ui.widgets.banner import Banner
 from tuiagent.ui.widgets.code_block import CodeBlockView
 from tuiagent.ui.widgets.final_answer import FinalAnswer

@@ -1,11 +1,11 @@
 """G-STEP's training pipeline: collect runs of our own model, train the gate, report.
 
-    python -m guards.gstep_train collect --model qwen2.5-coder-1.5b \\
+    python -m tuiagent.training.gstep collect --model qwen2.5-coder-1.5b \\
         --data ../shared/data/gsm8k_train.jsonl --start 0 --n 200 \\
         --records data/gstep/records-qwen2.5-coder-1.5b.jsonl
-    python -m guards.gstep_train train --records data/gstep/records-qwen2.5-coder-1.5b.jsonl \\
+    python -m tuiagent.training.gstep train --records data/gstep/records-qwen2.5-coder-1.5b.jsonl \\
         --out guards/data/gstep-qwen2.5-coder-1.5b.npz --report guards/data/gstep-qwen2.5-coder-1.5b.md
-    python -m guards.gstep_train report --records data/gstep/records-qwen2.5-coder-1.5b.jsonl
+    python -m tuiagent.training.gstep report --records data/gstep/records-qwen2.5-coder-1.5b.jsonl
 
 ``collect`` loads the model once and runs every question twice through the real loop, guards
 off, with the loop's default budgets and greedy decoding: in CoT mode and in tool mode (a real
@@ -30,7 +30,6 @@ import contextlib
 import dataclasses
 import json
 import os
-import re
 import signal
 import sys
 import time
@@ -41,12 +40,33 @@ from typing import Any
 
 import numpy as np
 
+from guards.gstep_features import GateInput, reasoning_text
+from tuiagent.core.context import split_turn
+from tuiagent.parsing import tool_block_start
+
 RECORD_VERSION = 1
 
 # -- labels [paper Table 11] --------------------------------------------------------------------
 
 CONTINUE_LABEL, COMMIT_LABEL = 1, 0
 STRONG, MEDIUM, WEAK, COT_FIXABLE_BONUS = 3, 2, 1, 1
+
+
+def gate_input_from_record(record: dict) -> GateInput:
+    """Offline: a collection record's tool run at its final answer attempt (see :func:`record_from_events`).
+
+    The turns are split into segments with the loop's own ``split_turn``/``tool_block_start``, so
+    the prose is exactly what the working context held (nothing is pruned with guards off)."""
+    tool = record["tool"] if "tool" in record else record
+    turns = tool["turns"]
+    prose = []
+    for i, turn in enumerate(turns, start=1):
+        start = tool_block_start(turn["text"], turn["stop"], "tool")
+        prose += [s.text for s in split_turn(turn["text"], i, start, 0) if s.kind == "model"]
+    calls = tuple((c[0], c[1], bool(c[2])) for c in tool["calls"] if c[3])
+    budget = max(0, int(tool.get("max_tool_calls", 4)) - len(tool["calls"]))
+    return GateInput(turn_index=len(turns), calls=calls, reasoning=reasoning_text(prose),
+                     final_text=tool.get("final_text", turns[-1]["text"] if turns else ""), budget=budget)
 
 
 def label(record: dict) -> tuple[int, float, str]:
@@ -185,7 +205,7 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
                   models_file: Path | None = None, script: Path | None = None, threads: int | None = None,
                   log: Any = print) -> int:
     """Run the questions not yet in ``records``; returns how many records were appended."""
-    from tuiagent.core.loop import RunSettings
+    from tuiagent.protocol import RunSettings
     from tuiagent.runner import RunRequest, open_model, resolve_spec, run_problem
 
     base = RunRequest(problem="", model=model, models_file=models_file, script=script)
@@ -260,7 +280,7 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
 def samples(records: Iterable[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict]]:
     """(X, y, sample weights, groups = question ids, info) — one sample per question whose tool run
     ended at an answer attempt (the only state at which the gate is ever consulted)."""
-    from guards.gstep_features import features, gate_input_from_record
+    from guards.gstep_features import features
 
     xs, ys, ws, gs, info = [], [], [], [], []
     for r in records:
@@ -442,7 +462,7 @@ def render_report(summary: dict, meta: dict, cv: dict, held: dict, tau: float, i
     lines = [
         f"# G-STEP gate for {meta['model']}",
         "",
-        f"Created {meta['created']} by `python -m guards.gstep_train train` from `{meta['records']}`.",
+        f"Created {meta['created']} by `python -m tuiagent.training.gstep train` from `{meta['records']}`.",
         "",
         "## Data",
         "",
@@ -512,7 +532,7 @@ def render_report(summary: dict, meta: dict, cv: dict, held: dict, tau: float, i
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m guards.gstep_train", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m tuiagent.training.gstep", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     c = sub.add_parser("collect", help="run questions in CoT and tool mode, append compact records")
     c.add_argument("--model", default=None, help="model id from models.toml (default: the default model)")

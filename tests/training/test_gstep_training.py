@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 import tuiagent.runner
-from guards import gstep_train as gt
+from tuiagent.training import gstep as gt
 from guards.gstep import Gate, GStep
-from guards.gstep_features import N_FEATURES, features, gate_input_from_record
+from guards.gstep_features import N_FEATURES, features
+from tuiagent.training.gstep import gate_input_from_record
 from kernels.base import Output, ToolResult
 
 sklearn = pytest.importorskip("sklearn", reason="the train extra (scikit-learn) is not installed")
