@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import importlib.metadata
 import inspect
-from collections.abc import Callable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -35,6 +34,17 @@ def guard_class(name: str) -> type:
 
 
 @dataclass(frozen=True)
+class Toggle:
+    """A guard switched on or off (a requested change applied, or a guard that raised or failed to
+    start); ``consult`` hands these back with its verdicts so the loop records them."""
+
+    guard: str
+    enabled: bool
+    settings: dict[str, Any]
+    reason: str
+
+
+@dataclass(frozen=True)
 class Change:
     """A request made while a run goes on, applied at the next decision point."""
 
@@ -47,8 +57,7 @@ class GuardChain:
     """The guards of one run. ``configs`` maps a guard name to its settings values; ``enabled`` names
     the guards that start on. Guards named in ``configs`` but not enabled can be switched on later."""
 
-    def __init__(self, configs: dict[str, dict[str, Any]], enabled: set[str], *,
-                 on_change: Callable[[str, bool, dict, str], None] | None = None):
+    def __init__(self, configs: dict[str, dict[str, Any]], enabled: set[str]):
         self.classes = {name: guard_class(name) for name in sorted(set(configs) | enabled)}
         self.settings = {name: parse_settings(cls.Settings, configs.get(name, {}), guard=name)
                          for name, cls in self.classes.items()}
@@ -56,7 +65,7 @@ class GuardChain:
         self.enabled: set[str] = set()
         self.disabled_reason: dict[str, str] = {}
         self._pending: list[Change] = []
-        self._on_change = on_change or (lambda *a: None)
+        self._toggles: list[Toggle] = []
         for name in sorted(enabled):
             self._switch(name, True, reason="")
 
@@ -91,13 +100,16 @@ class GuardChain:
                     self.instances[name] = self.classes[name](self.settings[name])
                 except Exception as e:  # a guard that cannot start (say, a missing weights file) stays off
                     self.disabled_reason[name] = f"{type(e).__name__}: {e}"
-                    self._on_change(name, False, asdict(self.settings[name]), self.disabled_reason[name])
+                    self._toggled(name, False, self.disabled_reason[name])
                     return
             self.enabled.add(name)
             self.disabled_reason.pop(name, None)
         else:
             self.enabled.discard(name)
-        self._on_change(name, on, asdict(self.settings[name]), reason)
+        self._toggled(name, on, reason)
+
+    def _toggled(self, name: str, on: bool, reason: str) -> None:
+        self._toggles.append(Toggle(name, on, asdict(self.settings[name]), reason))
 
     # -- consulting ---------------------------------------------------------------------------
 
@@ -105,9 +117,18 @@ class GuardChain:
         guards = [self.instances[n] for n in self.enabled]
         return sorted(guards, key=lambda g: (g.order, g.name))
 
-    async def consult(self, hook: str, *args: Any) -> list[Verdict]:
+    def start(self) -> list[Toggle]:
+        """The guards' state as the run starts: each one on, and each one that could not start."""
+        self._toggles.clear()
+        on = [Toggle(n, True, asdict(self.settings[n]), "on at start") for n in sorted(self.enabled)]
+        off = [Toggle(n, False, asdict(self.settings[n]), why) for n, why in sorted(self.disabled_reason.items())]
+        return on + off
+
+    async def consult(self, hook: str, *args: Any) -> tuple[list[Verdict], list[Toggle]]:
         """Ask every enabled guard that has ``hook``; stop after a verdict that truncates the context.
-        A hook may be a coroutine function (a guard that asks the model through ``view.judge``)."""
+        A hook may be a coroutine function (a guard that asks the model through ``view.judge``).
+        Returns the verdicts and the toggles made on the way (pending changes applied first, then
+        any guard that raised, switched off)."""
         self.apply_pending()
         verdicts = []
         for guard in self.ordered():
@@ -121,12 +142,13 @@ class GuardChain:
             except Exception as e:
                 self.enabled.discard(guard.name)
                 self.disabled_reason[guard.name] = f"{type(e).__name__} in {hook}: {e}"
-                self._on_change(guard.name, False, asdict(self.settings[guard.name]), self.disabled_reason[guard.name])
+                self._toggled(guard.name, False, self.disabled_reason[guard.name])
                 continue
             if verdict is None:
                 continue
             verdicts.append(verdict if verdict.guard else replace(verdict, guard=guard.name))
             if verdict.action == RESAMPLE or verdict.truncate_to is not None:
                 break  # the context was cut back: later guards would speak about text that is gone
-        return verdicts
+        toggles, self._toggles = self._toggles, []
+        return verdicts, toggles
 

@@ -129,7 +129,8 @@ async def test_backend_failure_ends_readably(canned_kernel):
 async def test_folded_context_is_what_the_model_saw(write_script, canned_kernel):
     backend = backend_for(write_script, CODE_TURN, CODE_TURN, ANSWER_TURN)
     events = await run(Agent(backend, canned_kernel()))
-    from tuiagent.core.steps import steps, working_context
+    from tuiagent.core.context import working_context
+    from tuiagent.core.steps import steps
 
     starts = [i for i, e in enumerate(events) if isinstance(e, ev.TurnStarted)]
     assert [working_context(events[:i]).text for i in starts] == backend.prompts

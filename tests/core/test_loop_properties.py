@@ -16,8 +16,8 @@ from hypothesis import strategies as st
 from kernels.base import Output, ToolResult
 from tuiagent.backends.scripted import ScriptedBackend
 from tuiagent.core import events as ev
+from tuiagent.core.context import working_context
 from tuiagent.core.loop import Agent
-from tuiagent.core.steps import working_context
 from tuiagent.core.trajectory import Recorder, load
 from tuiagent.parsing import OUTPUT_FENCE, final_answer
 from tuiagent.protocol import RunSettings, Sampling, Token

@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 
 from tuiagent.core import events as ev
 from tuiagent.core.compare import pruned_parts, step_cells, summary
-from tuiagent.core.steps import run_metrics, steps, working_context
+from tuiagent.core.context import working_context
+from tuiagent.core.steps import run_metrics, steps
 from tuiagent.core.trajectory import MAX_WARNINGS, Loaded, Recorder, TrajectoryError, load
 from tuiagent.ui.describe import describe_event
 

@@ -8,7 +8,7 @@ from kernels.base import Output, ToolResult
 from tests.eval.helpers import answer_turn, code_turn
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
-from tuiagent.core.steps import working_context
+from tuiagent.core.context import working_context
 from tuiagent.eval.metrics import run_record
 from tuiagent.protocol import RunSettings
 from tuiagent.runner import RunRequest, resolve_spec, run_problem

@@ -25,8 +25,9 @@ from guards.prunetir import (
 from kernels.base import Output, ToolResult
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
+from tuiagent.core.context import working_context
 from tuiagent.core.loop import Agent, resample_sampling
-from tuiagent.core.steps import run_metrics, working_context
+from tuiagent.core.steps import run_metrics
 from tuiagent.protocol import INJECT, RunSettings, Verdict
 
 PROBLEM = "What is the sum of k^2 for k = 1..10?"

@@ -7,7 +7,7 @@ import shutil
 
 from tuiagent import paths
 from tuiagent.core import events as ev
-from tuiagent.core.steps import working_context
+from tuiagent.core.context import working_context
 from tuiagent.core.trajectory import load
 from tuiagent.ui import AppConfig, make_app
 from tuiagent.ui.describe import is_guard_decision

@@ -22,7 +22,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tuiagent.core import events as ev
-from tuiagent.core.steps import steps, working_context
+from tuiagent.core.context import working_context
+from tuiagent.core.steps import steps
 from tuiagent.parsing import last_closed_block
 
 # -- pruning -----------------------------------------------------------------------------------

@@ -1,20 +1,45 @@
-"""The working context: what the model is conditioned on next, as a list of segments.
+"""The working context: what the model is conditioned on next, as a list of segments (see
+``tuiagent.protocol.Segment`` for their kinds).
 
-Guards prune and truncate it through verdicts; the trajectory keeps everything.
-Segment kinds: "prompt" (the rendered chat template), "model" (generated prose),
-"code" (a generated ```python block through its closing fence), "tool" (an
-```output block), "note" (text the loop or a guard appended to the assistant's turn).
+It changes only through events: ``WorkingContext.apply`` is the one function that turns a run's
+events into its context. The loop applies each event as it records it, and ``working_context``
+folds a recorded trajectory through the same function, so replay shows exactly what the model
+saw. Guards prune and truncate it through verdicts (ContextPruned events); the trajectory keeps
+everything.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+
+from tuiagent.core import events as ev
+from tuiagent.parsing import tool_block_start
 from tuiagent.protocol import Segment
 
 
 class WorkingContext:
-    def __init__(self, prompt: str):
+    def __init__(self, prompt: str, mode: str = "tool"):
         self.segments: list[Segment] = [Segment("prompt", prompt)]
         self._text: str | None = prompt
+        self.mode = mode
+        self.turn = 0  # the last turn that ended
+        self.blocks = 0  # code blocks so far (each one's call number)
+
+    def apply(self, event: ev.Event) -> None:
+        """Change the context as ``event`` says (events that do not change it are ignored)."""
+        if isinstance(event, ev.TurnEnded):
+            self.turn = event.turn
+            code_start = tool_block_start(event.text, event.stop, self.mode)
+            self.blocks += code_start is not None
+            for segment in split_turn(event.text, event.turn, code_start, self.blocks):
+                self.append(segment)
+        elif isinstance(event, ev.ContextAppended):
+            self.append(Segment(event.kind, event.text, self.turn, event.call, event.source))
+        elif isinstance(event, ev.ContextPruned):
+            if event.keep is not None:
+                self.keep(event.keep)
+            elif event.truncate_to is not None:
+                self.truncate(event.truncate_to)
 
     @property
     def text(self) -> str:
@@ -56,3 +81,14 @@ def split_turn(text: str, turn: int, code_start: int | None, call: int) -> list[
         return [Segment("model", text, turn)] if text else []
     prose, code = text[:code_start], text[code_start:]
     return ([Segment("model", prose, turn)] if prose else []) + [Segment("code", code, turn, call)]
+
+
+def working_context(events: Iterable[ev.Event]) -> WorkingContext | None:
+    """The context the model would be given next, after the given events (None before RunStarted)."""
+    context = None
+    for e in events:
+        if isinstance(e, ev.RunStarted):
+            context = WorkingContext(e.prompt, e.mode)
+        elif context is not None:
+            context.apply(e)
+    return context

@@ -107,6 +107,7 @@ class ContextAppended(Event):
     text: str
     source: str
     kind: str = "note"
+    call: int | None = None  # the tool call a "tool" segment answers
     type: ClassVar[str] = "ContextAppended"
 
 

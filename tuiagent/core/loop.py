@@ -15,12 +15,12 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, fields, replace
 
-from guards.chain import GuardChain
+from guards.chain import GuardChain, Toggle
 from kernels.base import Kernel
 from kernels.base import ToolResult as KernelResult
 from tuiagent.backends.base import Backend, BackendCrashed
 from tuiagent.core import prompts
-from tuiagent.core.context import WorkingContext, split_turn
+from tuiagent.core.context import WorkingContext
 from tuiagent.core.events import (
     AnswerAttempt,
     CodeBlock,
@@ -51,7 +51,6 @@ from tuiagent.protocol import (
     RunSettings,
     RunView,
     Sampling,
-    Segment,
     TokenLP,
     Verdict,
 )
@@ -117,9 +116,9 @@ class _Run:
         self.agent = agent
         self.settings = agent.settings
         self.problem, self.gold, self.run_id = problem, gold, run_id
-        self.context = WorkingContext(agent.backend.render_chat(prompts.messages(problem, mode=agent.settings.mode)))
+        prompt = agent.backend.render_chat(prompts.messages(problem, mode=agent.settings.mode))
+        self.context = WorkingContext(prompt, mode=agent.settings.mode)  # changed only by events (emit)
         self.turn = 0
-        self.blocks = 0
         self.calls: list[Call] = []
         self.erroneous_calls = 0
         self.generated = 0
@@ -131,12 +130,11 @@ class _Run:
         self.turn_tokens: list[TokenLP] = []
         self.started = time.monotonic()
         self._queue: list[Event] = []
-        if agent.guards is not None:
-            agent.guards._on_change = self._guard_changed
 
     # -- events ---------------------------------------------------------------------------------
 
     def emit(self, event: Event) -> None:
+        self.context.apply(event)
         if self.agent.recorder is not None:
             self.agent.recorder.write(event)
         self._queue.append(event)
@@ -145,8 +143,9 @@ class _Run:
         out, self._queue = self._queue, []
         return out
 
-    def _guard_changed(self, guard: str, enabled: bool, settings: dict, reason: str) -> None:
-        self.emit(GuardToggled(guard=guard, enabled=enabled, settings=settings, reason=reason))
+    def _toggled(self, toggles: list[Toggle]) -> None:
+        for t in toggles:
+            self.emit(GuardToggled(guard=t.guard, enabled=t.enabled, settings=t.settings, reason=t.reason))
 
     async def events(self) -> AsyncIterator[Event]:
         backend, guards = self.agent.backend, self.agent.guards
@@ -164,10 +163,7 @@ class _Run:
             )
         )
         if guards is not None:
-            for name in sorted(guards.enabled):
-                self._guard_changed(name, True, asdict(guards.settings[name]), "on at start")
-            for name, why in sorted(guards.disabled_reason.items()):
-                self._guard_changed(name, False, asdict(guards.settings[name]), why)
+            self._toggled(guards.start())
         reason, answer = "error", None
         try:
             self._apply(await self._consult("on_start"))
@@ -237,7 +233,8 @@ class _Run:
         guards = self.agent.guards
         if guards is None:
             return []
-        verdicts = await guards.consult(hook, *args, self.view(answer))
+        verdicts, toggles = await guards.consult(hook, *args, self.view(answer))
+        self._toggled(toggles)  # changes applied before the guards were asked come first
         for v in verdicts:
             self.emit(GuardVerdict(hook=hook, guard=v.guard, action=v.action, reason=v.reason, text=v.text,
                                    data=v.data, turn=self.turn))
@@ -248,9 +245,8 @@ class _Run:
         for v in verdicts:
             if v.action == PRUNE and v.keep is not None:
                 removed = [s.text for i, s in enumerate(self.context.segments) if i not in set(v.keep) and i]
-                self.context.keep(list(v.keep))
-                self._renumber_calls()
                 self.emit(ContextPruned(guard=v.guard, keep=list(v.keep), removed_text="".join(removed)))
+                self._renumber_calls()
             elif v.action == RESAMPLE and v.truncate_to is not None:
                 self._truncate(v)
             elif v.action == SUSPEND:
@@ -265,10 +261,9 @@ class _Run:
         """Drop the context from segment ``v.truncate_to`` on; the next turn is sampled with the
         verdict's sampling overrides (see resample_sampling)."""
         removed = "".join(s.text for s in self.context.segments[v.truncate_to:])
-        self.context.truncate(v.truncate_to)
+        self.emit(ContextPruned(guard=v.guard, truncate_to=v.truncate_to, removed_text=removed))
         self._renumber_calls()
         self.resample = resample_sampling(v.data)
-        self.emit(ContextPruned(guard=v.guard, truncate_to=v.truncate_to, removed_text=removed))
 
     def _renumber_calls(self) -> None:
         """Point each call at its code segment in the pruned context (None when it was pruned)."""
@@ -331,9 +326,6 @@ class _Run:
         text = "".join(t.text for t in self.turn_tokens)
         self.turn_text = text
         self.generated += len(self.turn_tokens)
-        code_start = tool_block_start(text, stop, self.settings.mode)
-        for segment in split_turn(text, self.turn, code_start, self.blocks + 1):
-            self.context.append(segment)
         self.emit(TurnEnded(turn=self.turn, text=text, stop=stop, tokens=len(self.turn_tokens)))
 
     async def _act(self, stop_reason: str) -> AsyncIterator[Event]:
@@ -360,24 +352,24 @@ class _Run:
         raise _Finish("answer", answer)
 
     async def _call_tool(self, code: str) -> AsyncIterator[Event]:
-        self.blocks += 1
-        self.emit(CodeBlock(turn=self.turn, call=self.blocks, code=code))
+        call = self.context.blocks  # numbered when the turn that holds it ended
+        self.emit(CodeBlock(turn=self.turn, call=call, code=code))
         skip = await self._skip_reason(code)
         if skip is None:
             for event in self._drain():  # the block is shown before anyone is asked about it
                 yield event
             if self.agent.approve is not None and not await self.agent.approve(code):
-                self.emit(Notice(level="warning", message=f"code block {self.blocks} not run: the user declined"))
+                self.emit(Notice(level="warning", message=f"code block {call} not run: the user declined"))
                 skip = prompts.DECLINED_NOTE
         if skip is not None:
-            self._output(self.blocks, code, skip, KernelResult(), executed=False)
+            self._output(call, code, skip, KernelResult(), executed=False)
             for event in self._drain():
                 yield event
             return
         result = await self.agent.kernel.execute(code, self.settings.exec_timeout_s)
         self.erroneous_calls += result.error
         shown = prompts.truncate_middle(result.text, self.settings.output_chars)
-        self._output(self.blocks, code, shown, result, executed=True)
+        self._output(call, code, shown, result, executed=True)
         if result.restarted:
             self.emit(Notice(level="warning", message="the kernel was restarted; its variables were lost"))
         self._apply(await self._consult("on_tool_result", self.calls[-1]))
@@ -423,5 +415,4 @@ class _Run:
             text = "\n" + text
         elif kind == "note" and not text.endswith("\n"):
             text += "\n"
-        self.context.append(Segment(kind, text, self.turn, call, source))
-        self.emit(ContextAppended(text=text, source=source, kind=kind))
+        self.emit(ContextAppended(text=text, source=source, kind=kind, call=call))

@@ -9,9 +9,7 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 from tuiagent.core import events as ev
-from tuiagent.core.context import WorkingContext, split_turn
-from tuiagent.parsing import tool_block_start
-from tuiagent.protocol import Segment
+from tuiagent.core.context import working_context
 
 
 @dataclass
@@ -52,30 +50,6 @@ def steps(events: Iterable[ev.Event]) -> list[Step]:
         elif isinstance(e, ev.AnswerAttempt):
             out[-1].answer = e
     return out
-
-
-def working_context(events: Iterable[ev.Event]) -> WorkingContext | None:
-    """The context the model would be given next, after the given events (None before RunStarted)."""
-    context, mode, blocks, turn = None, "tool", 0, 0
-    for e in events:
-        if isinstance(e, ev.RunStarted):
-            context, mode = WorkingContext(e.prompt), e.mode
-        elif context is None:
-            continue
-        elif isinstance(e, ev.TurnEnded):
-            turn = e.turn
-            code_start = tool_block_start(e.text, e.stop, mode)
-            blocks += code_start is not None
-            for segment in split_turn(e.text, turn, code_start, blocks):
-                context.append(segment)
-        elif isinstance(e, ev.ContextAppended):
-            context.append(Segment(e.kind, e.text, turn, None, e.source))
-        elif isinstance(e, ev.ContextPruned):
-            if e.keep is not None:
-                context.keep(e.keep)
-            elif e.truncate_to is not None:
-                context.truncate(e.truncate_to)
-    return context
 
 
 def run_metrics(events: Iterable[ev.Event], count_tokens: Callable[[str], int] | None = None) -> dict:

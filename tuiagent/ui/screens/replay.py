@@ -1,6 +1,6 @@
 """Replay: step through a saved run, event by event or step by step, jump to the next guard decision;
 what happened (the full trajectory, current event marked) beside what the model saw at that point
-(``steps.working_context(events[:i])``)."""
+(``context.working_context(events[:i])``)."""
 
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from textual.widget import Widget
 from textual.widgets import Footer
 
 from tuiagent.core import events as ev
-from tuiagent.core.steps import working_context
+from tuiagent.core.context import working_context
 from tuiagent.core.trajectory import TrajectoryError, load
 from tuiagent.ui.describe import describe_event, is_guard_decision
 from tuiagent.ui.widgets.context_view import ContextView
@@ -22,7 +22,6 @@ from tuiagent.ui.widgets.replay_bar import ReplayBar
 from tuiagent.ui.widgets.status_line import StatusLine
 from tuiagent.ui.widgets.top_bar import TopBar
 from tuiagent.ui.widgets.trajectory import TrajectoryView
-
 
 EVENT = Binding.Group("event", compact=True)
 STEP = Binding.Group("step", compact=True)
