@@ -29,7 +29,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kernels.base import Output, ToolResult
+from kernels.base import CellResult, Output
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.eval.configs import resolve_settings
 from tuiagent.eval.harness import EvalConfig, run_eval
@@ -60,13 +60,13 @@ class ServerBackend(ScriptedBackend):
         super().__init__(turns, model_id="scripted")
         self.server = server
 
-    async def stream(self, prompt, sampling, stop):
+    async def generate(self, out, prompt, sampling, stop):
         server = self.server
         server.active += 1
         server.peak = max(server.peak, server.active)
         try:
             await asyncio.sleep(server.ttft_s * server.slowdown())
-            async for token in super().stream(prompt, sampling, stop):
+            async for token in super().generate(out, prompt, sampling, stop):
                 await asyncio.sleep(server.token_s * server.slowdown())
                 server.tokens += 1
                 yield token
@@ -82,9 +82,9 @@ class StubKernel:
 
     async def start(self) -> None: ...
 
-    async def execute(self, code: str, timeout: float) -> ToolResult:
+    async def execute(self, code: str, timeout: float) -> CellResult:
         expr = code.strip().removeprefix("print(").removesuffix(")")
-        return ToolResult(outputs=(Output("stdout", f"{eval(expr, {'__builtins__': {}})}\n"),))
+        return CellResult(outputs=(Output("stdout", f"{eval(expr, {'__builtins__': {}})}\n"),))
 
     async def interrupt(self) -> None: ...
 

@@ -53,12 +53,13 @@ def ours_run(backend: LlamaCppBackend, prompt: str, n: int) -> dict:
         before = dict(backend.stats.extra)
         t0 = time.perf_counter()
         stamps: list[float] = []
-        async for _ in backend.stream(prompt, Sampling(temperature=0.0, max_tokens=n), []):
+        stream = backend.stream(prompt, Sampling(temperature=0.0, max_tokens=n), [])
+        async for _ in stream:
             stamps.append(time.perf_counter())
         extra = {k: v - before.get(k, 0.0) for k, v in backend.stats.extra.items()}
         return {
             "tokens": len(backend.last_token_ids),
-            "stop": backend.last_stop_reason,
+            "stop": stream.stop_reason,
             "first_token_s": stamps[0] - t0,
             "decode_tps": (len(stamps) - 1) / (stamps[-1] - stamps[0]),
             "total_s": stamps[-1] - t0,
@@ -151,14 +152,15 @@ def tir(backend: LlamaCppBackend, turns: int, turn_tokens: int) -> dict:
         rows = []
         for turn in range(1, turns + 1):
             ev, tot, t0 = s.prompt_tokens_evaluated, s.prompt_tokens_total, time.perf_counter()
-            pieces = [t.text async for t in backend.stream(context, Sampling(max_tokens=turn_tokens), [OUTPUT_FENCE])]
+            stream = backend.stream(context, Sampling(max_tokens=turn_tokens), [OUTPUT_FENCE])
+            pieces = [t.text async for t in stream]
             text = "".join(pieces)
             rows.append({
                 "turn": turn,
                 "context_tokens": s.prompt_tokens_total - tot,
                 "evaluated": s.prompt_tokens_evaluated - ev,
                 "generated": len(backend.last_token_ids),
-                "stop": backend.last_stop_reason,
+                "stop": stream.stop_reason,
                 "seconds": round(time.perf_counter() - t0, 2),
             })
             # The stop string is not yielded: the tool output block opens with it.

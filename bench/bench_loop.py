@@ -16,7 +16,7 @@ import tempfile
 import time
 from pathlib import Path
 
-from kernels.base import Output, ToolResult
+from kernels.base import CellResult, Output
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core.loop import Agent
 from tuiagent.core.trajectory import Recorder
@@ -28,8 +28,8 @@ RESULTS = Path(__file__).parent / "results" / "loop.json"
 class InstantKernel:
     """Benchmark double: returns a fixed result at once, so only the loop's own work is timed."""
 
-    async def execute(self, code: str, timeout: float) -> ToolResult:
-        return ToolResult(outputs=(Output("stdout", "42\n"),))
+    async def execute(self, code: str, timeout: float) -> CellResult:
+        return CellResult(outputs=(Output("stdout", "42\n"),))
 
 
 def script(turns: int) -> list:

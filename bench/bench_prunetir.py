@@ -36,7 +36,7 @@ from pathlib import Path
 
 from guards.chain import GuardChain
 from guards.prunetir import code_tokens, failing_statement
-from kernels.base import Output, ToolResult
+from kernels.base import CellResult, Output
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
 from tuiagent.core.loop import Agent
@@ -94,15 +94,14 @@ class BranchingBackend(ScriptedBackend):
         self.samplings: list[Sampling] = []
         self._seeds: set[int] = set()
 
-    async def stream(self, prompt: str, sampling: Sampling, stop):
+    def stream(self, prompt: str, sampling: Sampling, stop):
         self.samplings.append(sampling)
         if sampling.seed is not None and sampling.seed not in self._seeds:
             self._seeds.add(sampling.seed)
             if self.branch + 1 < len(self.branches):
                 self.branch += 1
                 self.turns, self._next = self.branches[self.branch], 0
-        async for token in super().stream(prompt, sampling, stop):
-            yield token
+        return super().stream(prompt, sampling, stop)
 
 
 class ReplayKernel:
@@ -112,10 +111,10 @@ class ReplayKernel:
         self.results = results
         self.calls: list[str] = []
 
-    async def execute(self, code: str, timeout: float) -> ToolResult:
+    async def execute(self, code: str, timeout: float) -> CellResult:
         self.calls.append(code)
         r = self.results[code]  # a block without a recorded result is a broken file: fail loudly
-        return ToolResult(outputs=tuple(Output(k, t) for k, t in r["outputs"]), error=r["error"],
+        return CellResult(outputs=tuple(Output(k, t) for k, t in r["outputs"]), error=r["error"],
                           timed_out=r["timed_out"], error_name=r.get("error_name"))
 
 

@@ -49,9 +49,9 @@ def paced_backend(turns: list, rate: float):
     from tuiagent.backends.scripted import ScriptedBackend
 
     class Paced(ScriptedBackend):
-        async def stream(self, prompt, sampling, stop):
+        async def generate(self, out, prompt, sampling, stop):
             start, n = time.perf_counter(), 0
-            async for token in super().stream(prompt, sampling, stop):
+            async for token in super().generate(out, prompt, sampling, stop):
                 n += 1
                 wait = start + n / rate - time.perf_counter()
                 if wait > 0:

@@ -25,9 +25,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import ClassVar
 
-from guards.base import setting
+from guards.base import GuardBase, setting
 from tuiagent.parsing import last_closed_block
-from tuiagent.protocol import INJECT, PASS, Call, RunView, TokenLP, Verdict
+from tuiagent.protocol import INJECT, PASS, Call, Display, Gauge, RunRecord, RunView, Span, TokenLP, Verdict, VerdictRecord
 
 # The sentences the model continues from, in its own voice (meaning per docs/guards.md#attc, our wording).
 TRUST = "The execution result above is reliable, so I will trust it and give the answer based on it."
@@ -67,11 +67,41 @@ def block_confidence(text: str, tokens: Sequence[TokenLP]) -> tuple[float | None
     return math.exp(mean), mean, len(lps)
 
 
-class ATTC:
+class ATTC(GuardBase):
     """ATTC: trust or rethink each tool result by the code block's token confidence (arXiv 2604.08281)."""
 
     name: ClassVar[str] = "attc"
     order: ClassVar[int] = 30
+    main_settings = ("threshold",)
+    summary = (("attc_trust", "trust"), ("attc_rethink", "rethink"))
+    SCALE = (0.80, 1.00)  # [ours] the confidence bar's range: every block of the default model lands in it
+    _STYLE = {"trust": "bold ok", "rethink": "bold warn", "timeout": "bold error"}
+
+    @classmethod
+    def note(cls, v: VerdictRecord) -> str:
+        conf = v.data.get("confidence")
+        if conf is None:
+            return "conf n/a"
+        return f"conf {conf:.3f} / τ {v.data.get('threshold', 0):.2f} {v.data.get('decision', '')}"
+
+    @classmethod
+    def display(cls, v: VerdictRecord) -> Display | None:
+        """The block's confidence on a bar, against the threshold, and the decision."""
+        conf, tau, decision = v.data.get("confidence"), v.data.get("threshold"), v.data.get("decision", "")
+        line = (
+            Span("ATTC ", "bold"), Gauge(conf, tau, lo=cls.SCALE[0], hi=cls.SCALE[1]),
+            Span(f" {'n/a' if conf is None else f'{conf:.3f}'}", "bold"),
+            Span(f"  τ {tau:.3f}" if tau is not None else "", "muted"), Span("  → ", "muted"),
+            Span(decision or "n/a", cls._STYLE.get(decision, "muted")),
+        )
+        return Display("code", lines=(line,), call=v.data.get("call"),
+                       tooltip="ATTC confidence = exp(mean log-prob of the block's tokens), scale 0.80–1.00")
+
+    @classmethod
+    def metrics(cls, run: RunRecord) -> dict[str, int]:
+        decisions = [str(v.data.get("decision")) for v in run.of(cls.name) if v.hook == "on_tool_result"]
+        return {f"attc_{key}": decisions.count(d) for key, d in
+                (("trust", "trust"), ("rethink", "rethink"), ("timeout", "timeout"), ("na", "n/a"))}
 
     @dataclass(frozen=True)
     class Settings:

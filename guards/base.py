@@ -15,13 +15,13 @@ from collections.abc import Callable
 from dataclasses import field
 from typing import Any, ClassVar, Protocol
 
-from tuiagent.protocol import Call, RunView, Verdict
+from tuiagent.protocol import PASS, SUSPEND, Call, Display, RunRecord, RunView, Verdict, VerdictRecord
 
 
 class Guard(Protocol):
     """Optional hooks; a guard implements the ones it needs. ``name`` and ``order`` are class attributes.
 
-    ``order``: when several guards act at one point, lower runs first (see guards.chain.ORDER).
+    ``order``: when several guards act at one point, lower runs first (see the order in guards.chain's docstring).
     Hooks return a Verdict or None (nothing to say).
     """
 
@@ -38,6 +38,46 @@ class Guard(Protocol):
     def on_answer(self, answer: str, view: RunView) -> Verdict | None: ...
 
     def on_finish(self, view: RunView) -> Verdict | None: ...
+
+
+class GuardBase:
+    """What a guard says about itself, for everything that shows or counts its verdicts: replay,
+    compare, the app's trajectory and guard panel, the eval's metrics and summary. Those read a
+    guard only through these class-level methods (a recorded verdict is enough: no instance, no
+    model), so a new guard needs no change anywhere else. A guard overrides what it needs; the
+    defaults describe any verdict plainly (and stand in for a guard that is not installed here).
+    """
+
+    name: ClassVar[str] = ""
+    order: ClassVar[int] = 100
+    main_settings: ClassVar[tuple[str, ...]] = ()  # what the guard panel shows (empty: the first five)
+    summary: ClassVar[tuple[tuple[str, str], ...]] = ()  # (metric, column header): totals in eval reports
+
+    @classmethod
+    def note(cls, v: VerdictRecord) -> str:
+        """The verdict in one short line (a compare cell, replay's event list)."""
+        return v.reason or v.action
+
+    @classmethod
+    def display(cls, v: VerdictRecord) -> Display | None:
+        """How the app shows the verdict; None: not at all (a pass with nothing to say)."""
+        if v.action == PASS:
+            return None
+        if v.action == SUSPEND:
+            return Display("banner", title="⚠ the tool is suspended from here on", sticky=True,
+                           text=f"{v.reason}. Code blocks are no longer run; the model continues by hand.")
+        return Display("line", title=f"{v.guard} · {v.action}", text=v.reason)
+
+    @classmethod
+    def prune_label(cls, v: VerdictRecord, *, kept: bool) -> tuple[str, str]:
+        """(label, details) for a part of the context this guard pruned (``kept``: a prune that kept
+        segments, else a truncation)."""
+        return v.guard, ""
+
+    @classmethod
+    def metrics(cls, run: RunRecord) -> dict[str, Any]:
+        """This guard's numbers for one finished run (the same keys whether it was on or off)."""
+        return {}
 
 
 class SettingsError(ValueError):

@@ -10,12 +10,13 @@ A guard that raises is switched off for the rest of the run with a visible reaso
 
 from __future__ import annotations
 
-import importlib.metadata
+import functools
 import inspect
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from guards.base import SettingsError, parse_settings
+from guards.base import GuardBase, SettingsError, parse_settings
+from tuiagent import plugins
 from tuiagent.protocol import RESAMPLE, Verdict
 
 GROUP = "tuiagent.guards"
@@ -23,14 +24,22 @@ GROUP = "tuiagent.guards"
 
 def available() -> list[str]:
     """Names of the installed guards, without importing any of them."""
-    return sorted({ep.name for ep in importlib.metadata.entry_points(group=GROUP)})
+    return plugins.names(GROUP)
 
 
 def guard_class(name: str) -> type:
-    for ep in importlib.metadata.entry_points(group=GROUP):
-        if ep.name == name:
-            return ep.load()
-    raise SettingsError(f"no guard named {name!r}; installed: {', '.join(available()) or 'none'}")
+    return plugins.load(GROUP, name, "guard", error=SettingsError)
+
+
+@functools.cache
+def presenter(name: str) -> type[GuardBase]:
+    """The class that describes ``name``'s verdicts: the installed guard, or the plain defaults for
+    a guard recorded elsewhere and not installed here."""
+    try:
+        cls = guard_class(name)
+    except (SettingsError, ImportError):
+        return GuardBase
+    return cls if isinstance(cls, type) and issubclass(cls, GuardBase) else GuardBase
 
 
 @dataclass(frozen=True)

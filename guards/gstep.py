@@ -31,7 +31,7 @@ from typing import Any
 
 import numpy as np
 
-from guards.base import setting
+from guards.base import GuardBase, setting
 from guards.gstep_features import (
     N_FEATURES,
     NUMERIC_NAMES,
@@ -41,7 +41,7 @@ from guards.gstep_features import (
     normalise_code,
     numeric_features,
 )
-from tuiagent.protocol import COMMIT, CONTINUE, SKIP, RunView, Verdict
+from tuiagent.protocol import COMMIT, CONTINUE, SKIP, Display, Gauge, RunRecord, RunView, Span, Verdict, VerdictRecord
 
 DEFAULT_GATE_MODEL = "qwen2.5-coder-1.5b"
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -173,11 +173,47 @@ def _weights_check(v: str) -> bool:
     return bool(str(v).strip())
 
 
-class GStep:
+class GStep(GuardBase):
     """G-STEP: a learned gate at each answer attempt -- continue with one more tool call, or commit."""
 
     name = "gstep"
     order = 40
+    main_settings = ("tau", "max_extra_turns", "critic")
+    summary = (("gate_continues", "gate cont"),)
+    _STYLE = {"commit": "bold ok", "continue": "bold warn", "replan": "bold warn", "duplicate": "bold warn",
+              "safety stop": "bold accent"}
+
+    @classmethod
+    def note(cls, v: VerdictRecord) -> str:
+        p = v.data.get("p_continue")
+        return f"p(cont) {'n/a' if p is None else f'{p:.3f}'} / τ {v.data.get('tau', 0):g} {v.data.get('decision', v.action)}"
+
+    @classmethod
+    def display(cls, v: VerdictRecord) -> Display | None:
+        """At an answer attempt: a card with p(continue) against tau (log scale) and the decision;
+        a duplicate block it skipped: the reason, on that block."""
+        d = v.data
+        if v.hook == "on_code" and v.action == SKIP:
+            return Display("code-skip", text=d.get("reason", v.reason))
+        if v.hook != "on_answer":
+            return super().display(v)
+        p, tau = d.get("p_continue"), d.get("tau")
+        decision = d.get("decision", v.action)
+        gate = (
+            Span("p(continue) ", "muted"), Gauge(p, tau, lo=0.001, hi=1.0, log=True, above="warn", below="ok"),
+            Span(f" {'n/a' if p is None else f'{p:.3f}'}", "bold"),
+            Span(f"  τ {tau:g}" if tau is not None else "", "muted"), Span("  → ", "muted"),
+            Span(decision, cls._STYLE.get(decision, "bold")),
+        )
+        why = (Span(f"reason: {d.get('reason') or v.reason}", "muted"),)
+        return Display("card", title="G-STEP", lines=(gate, why), attempt=True,
+                       tooltip="p(continue) on a log scale from 0.001 to 1; the marker is tau")
+
+    @classmethod
+    def metrics(cls, run: RunRecord) -> dict[str, Any]:
+        decisions = [str(v.data["decision"]) for v in run.of(cls.name) if v.data.get("decision")]
+        gate = {d: decisions.count(d) for d in dict.fromkeys(decisions)}
+        return {"gate": gate, "gate_continues": sum(n for d, n in gate.items() if d in ("continue", "replan"))}
 
     @dataclass
     class Settings:

@@ -29,8 +29,8 @@ import math
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
-from guards.base import setting
-from tuiagent.protocol import FLAG, SKIP, RunView, Verdict
+from guards.base import GuardBase, setting
+from tuiagent.protocol import FLAG, SKIP, Display, RunRecord, RunView, Span, Verdict, VerdictRecord
 
 TRIVIAL_CALLS = frozenset({"print", "round", "int", "float", "abs"})
 
@@ -148,11 +148,41 @@ def read_reply(text: str, logprob: float | None) -> float | None:
     return None
 
 
-class Necessity:
+class Necessity(GuardBase):
     """Necessity: flag (or skip) code blocks a competent solver would not need (arXiv 2609.16268)."""
 
     name: ClassVar[str] = "necessity"
     order: ClassVar[int] = 20
+    main_settings = ("mode", "judge", "threshold")
+    summary = (("unnecessary_calls", "unnec calls"), ("necessity_flags", "nec flags"))
+
+    @classmethod
+    def note(cls, v: VerdictRecord) -> str:
+        label = "necessary" if v.data.get("necessary", True) else "unnecessary"
+        return f"{label} p={v.data.get('p_unnecessary', 0):.2f}" + (" skipped" if v.data.get("skipped") else "")
+
+    @classmethod
+    def display(cls, v: VerdictRecord) -> Display | None:
+        """A flag on the code block's status line."""
+        if v.hook != "on_code":
+            return super().display(v)
+        necessary = bool(v.data.get("necessary", True))
+        p = v.data.get("p_unnecessary")
+        return Display("code-status", lines=((
+            Span("  · ", "muted"), Span("necessary", "muted") if necessary else Span("⚑ unnecessary", "bold warn"),
+            Span(f"{'' if p is None else f' P(unnecessary) {p:.2f}'} ({v.data.get('judge', '?')})", "muted"),
+        ),))
+
+    @classmethod
+    def metrics(cls, run: RunRecord) -> dict[str, int]:
+        """Flags and skips of this guard, and (for every run, on or off) the executed blocks its
+        deterministic rule judge calls unnecessary, so settings compare."""
+        verdicts = run.of(cls.name)
+        return {
+            "unnecessary_calls": sum(not rule_judge(p.text)[0] for p in run.pieces if p.kind == "code" and p.executed),
+            "necessity_flags": sum(v.data.get("necessary") is False for v in verdicts),
+            "necessity_skipped": sum(bool(v.data.get("skipped")) for v in verdicts),
+        }
 
     @dataclass(frozen=True)
     class Settings:

@@ -46,12 +46,23 @@ import random
 import re
 import tokenize
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import Any, ClassVar
 
-from guards.base import setting
-from tuiagent.protocol import FLAG, PRUNE, RESAMPLE, SUSPEND, Call, RunView, Verdict
+from guards.base import GuardBase, setting
+from tuiagent.protocol import (
+    FLAG,
+    PRUNE,
+    RESAMPLE,
+    SUSPEND,
+    Call,
+    Display,
+    RunRecord,
+    RunView,
+    Verdict,
+    VerdictRecord,
+)
 
 RTTS_NOTE = (
     "The Python tool is not available any more, so none of my code will be run from here on. "
@@ -175,7 +186,7 @@ class PruneTIRSettings:
     rtts: bool = setting(True, "Retry-Triggered Tool Suspension (off for ablations)", tag="paper")
 
 
-class PruneTIR:
+class PruneTIR(GuardBase):
     """Prunes fixed tool errors from the context (STP), resamples stuck turns (STPR), then suspends the tool (RTTS).
 
     The intent-shift test is the method ``intent_test(e0_code, e0_output, success_code) -> bool``:
@@ -185,6 +196,35 @@ class PruneTIR:
     name: ClassVar[str] = "prunetir"
     order: ClassVar[int] = 10
     Settings: ClassVar[type] = PruneTIRSettings
+    main_settings = ("turn_limit", "retry_limit", "stp", "stpr", "rtts")
+    summary = (("stuck", "stuck"),)
+
+    @classmethod
+    def display(cls, v: VerdictRecord) -> Display | None:
+        """Its notes stay in view (a pruned branch's story); a suspension is RTTS's banner."""
+        shown = super().display(v)
+        if shown is None:
+            return None
+        if v.action == SUSPEND:
+            return replace(shown, title="⚠ RTTS: the tool is suspended from here on")
+        return replace(shown, sticky=True)
+
+    @classmethod
+    def prune_label(cls, v: VerdictRecord, *, kept: bool) -> tuple[str, str]:
+        """STP (an error episode pruned), STPR (truncated to resample), STPR+RTTS (and the tool suspended)."""
+        label = "STP" if kept else "STPR+RTTS" if v.action == SUSPEND else "STPR"
+        data, bits = v.data, []
+        if "episode" in data:
+            bits.append(f"episode {data['episode']}")
+        if "attempts" in data:
+            bits.append(f"{data['attempts']} attempt{'s' if data['attempts'] != 1 else ''}")
+        if kept and "intent_shift" in data:
+            bits.append("intent shift" if data["intent_shift"] else "no intent shift")
+        return label, " · ".join(bits)
+
+    @classmethod
+    def metrics(cls, run: RunRecord) -> dict[str, int]:
+        return {"stuck": sum("stuck_in_a_row" in v.data for v in run.of(cls.name))}
 
     def __init__(self, settings: PruneTIRSettings | None = None):
         self.settings = settings or PruneTIRSettings()

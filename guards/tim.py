@@ -19,11 +19,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import ClassVar
+from typing import Any, ClassVar
 
-from guards.base import setting
+from guards.base import GuardBase, setting
 from tuiagent.parsing import boxed_answers
-from tuiagent.protocol import FLAG, INJECT, PASS, RunView, Verdict
+from tuiagent.protocol import FLAG, INJECT, PASS, Display, RunRecord, RunView, Span, Verdict, VerdictRecord
 
 PROMPT = ("Before I start: code and its results are only helpful hints for me; I must derive the "
           "solution itself by mathematical reasoning.")
@@ -127,11 +127,79 @@ def _words_after_output(view: RunView, call: int) -> int:
     return len(_WORD.findall(after))
 
 
-class TIM:
+def _words_before_box(text: str) -> int:
+    box = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
+    return len(_WORD.findall(text[:box] if box >= 0 else text))
+
+
+def monitor(run: RunRecord, min_calls: int, min_words_after: int) -> tuple[bool, list[str]]:
+    """The monitor's test on any finished run, guard on or off [ours]: (flagged, precursor-phrase
+    categories matched). Flagged: precursor phrases in what the model generated, or an answer that
+    repeats the last successful tool output with fewer than ``min_words_after`` words after it,
+    once ``min_calls`` calls ran."""
+    generated = "\n".join(p.text for p in run.pieces if p.kind == "turn")
+    categories = sorted({cat for cat, _ in precursor_phrases(generated)})
+    outputs = [i for i, p in enumerate(run.pieces) if p.kind == "output"]
+    ok = [i for i in outputs if not run.pieces[i].error]
+    copied = False
+    if run.answer is not None and ok and len(outputs) >= min_calls \
+            and answer_matches_output(run.answer, run.pieces[ok[-1]].text):
+        after = "".join(p.text for p in run.pieces[ok[-1]:] if p.kind == "turn")
+        copied = _words_before_box(after) < min_words_after
+    return copied or bool(categories), categories
+
+
+def tool_ignored(run: RunRecord) -> bool:
+    """The last successful tool output equals the gold answer, yet the run's answer is wrong."""
+    ok = [p for p in run.pieces if p.kind == "output" and not p.error]
+    if run.gold is None or run.correct is not False or not ok:
+        return False
+    return answer_matches_output(run.gold, ok[-1].text)
+
+
+class TIM(GuardBase):
     """TIM: prompt against tool-induced myopia and a monitor for its signs (arXiv 2511.10899)."""
 
     name: ClassVar[str] = "tim"
     order: ClassVar[int] = 50
+    main_settings = ("monitor", "prompt")
+    summary = (("tool_ignored", "tool ignored"), ("tim_flag", "TIM flags"))
+
+    @classmethod
+    def note(cls, v: VerdictRecord) -> str:
+        phrases = v.data.get("phrases") or []
+        return ("flagged" if v.data.get("flagged") else "clean") + (f": {', '.join(phrases[:2])}" if phrases else "")
+
+    @classmethod
+    def display(cls, v: VerdictRecord) -> Display | None:
+        """At the end of the run: a card, flagged or not, with what raised the flag."""
+        if v.hook != "on_finish":
+            return super().display(v)
+        d = v.data
+        if not d.get("flagged"):
+            return Display("card", title="TIM", lines=((Span("TIM ", "bold"), Span("✓ no sign of tool-induced myopia", "ok")),))
+        lines = [(Span("TIM ", "bold"), Span("⚑ tool-induced myopia flagged", "bold warn"), Span(" (a hint, not proof)", "muted"))]
+        if d.get("answer_from_tool"):
+            lines.append((Span(f"answer repeats the last tool output with {d.get('words_after_output')} words of "
+                               "derivation after it", "warn"),))
+        phrases = d.get("phrases") or []
+        if phrases:
+            quoted: list[Span] = []
+            for n, p in enumerate(phrases):
+                quoted += [Span("; ")] if n else []
+                quoted.append(Span(f"“{p}”", "italic"))
+            lines.append((Span("phrases: ", "muted"), *quoted))
+        return Display("card", title="TIM", lines=tuple(lines), flagged=True)
+
+    @classmethod
+    def metrics(cls, run: RunRecord) -> dict[str, Any]:
+        """The monitor's flag on every run (guard on or off, so settings compare), what the guard
+        itself said when it was on, and whether a right tool output was ignored."""
+        defaults = cls.Settings()
+        flagged, categories = monitor(run, defaults.min_calls, defaults.min_words_after)
+        said = next((v for v in run.of(cls.name) if v.hook == "on_finish"), None)
+        return {"tool_ignored": tool_ignored(run), "tim_flag": flagged, "tim_categories": categories,
+                "tim_guard_flag": None if said is None else bool(said.data.get("flagged"))}
 
     @dataclass(frozen=True)
     class Settings:

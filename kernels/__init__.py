@@ -1,5 +1,5 @@
 """Code-execution environments for tuiagent, registered under the ``tuiagent.kernels`` entry-point group."""
 
-from kernels.base import Kernel, Output, ToolResult
+from kernels.base import CellResult, Kernel, Output
 
-__all__ = ["Kernel", "Output", "ToolResult"]
+__all__ = ["CellResult", "Kernel", "Output"]

@@ -1,4 +1,4 @@
-"""The kernel protocol and the result of one tool call."""
+"""The kernel protocol and the result of one cell execution."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ class Output:
 
 
 @dataclass(frozen=True)
-class ToolResult:
+class CellResult:
     """What one code cell did.
 
     ``error`` is true when the kernel reported an exception or the call timed
@@ -54,7 +54,7 @@ class Kernel(Protocol):
 
     async def start(self) -> None: ...
 
-    async def execute(self, code: str, timeout: float) -> ToolResult: ...
+    async def execute(self, code: str, timeout: float) -> CellResult: ...
 
     async def interrupt(self) -> None: ...
 

@@ -16,7 +16,7 @@ from jupyter_client import AsyncKernelClient, AsyncKernelManager
 from platformdirs import user_cache_dir
 
 from kernels import workdirs
-from kernels.base import ToolResult
+from kernels.base import CellResult
 from kernels.launch import launch_kwargs, new_kernel_manager
 from kernels.limits import STRAY_THREADS_EXPR, startup_code
 from kernels.outputs import ImageSaver, OutputCollector
@@ -145,7 +145,7 @@ class JupyterKernel:
                 await self._teardown()
                 raise
 
-    async def execute(self, code: str, timeout: float | None = None) -> ToolResult:
+    async def execute(self, code: str, timeout: float | None = None) -> CellResult:
         """Run ``code``; a timeout, a dead kernel or a restart is reported in the result, not raised."""
         timeout = self.timeout if timeout is None else timeout
         async with self._lock:
@@ -184,12 +184,12 @@ class JupyterKernel:
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
 
-    async def _execute(self, code: str, timeout: float) -> ToolResult:
+    async def _execute(self, code: str, timeout: float) -> CellResult:
         started = time.perf_counter()
         collector = OutputCollector(self._images, self._output_limit_chars)
 
-        def result(notes: tuple[str, ...] = (), **flags: bool) -> ToolResult:
-            return ToolResult(
+        def result(notes: tuple[str, ...] = (), **flags: bool) -> CellResult:
+            return CellResult(
                 outputs=collector.outputs(),
                 error_name=collector.error_name,
                 duration_s=time.perf_counter() - started,

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from kernels.base import Output, ToolResult
+from kernels.base import CellResult, Output
 
 STUB = "Done."
 
@@ -24,10 +24,10 @@ class NoopKernel:
     async def start(self) -> None:
         return None
 
-    async def execute(self, code: str, timeout: float | None = None) -> ToolResult:
+    async def execute(self, code: str, timeout: float | None = None) -> CellResult:
         started = time.perf_counter()
         self.calls.append(code)
-        return ToolResult(outputs=(Output("stdout", self.stub + "\n"),), duration_s=time.perf_counter() - started)
+        return CellResult(outputs=(Output("stdout", self.stub + "\n"),), duration_s=time.perf_counter() - started)
 
     async def interrupt(self) -> None:
         return None

@@ -7,23 +7,23 @@ from pathlib import Path
 
 import pytest
 
-from kernels.base import Output, ToolResult
+from kernels.base import CellResult, Output
 
 
 class CannedKernel:
     """Test double for a kernel: answers each call from a list of canned results, in order."""
 
-    def __init__(self, results: list[ToolResult] | None = None):
+    def __init__(self, results: list[CellResult] | None = None):
         self.results = list(results or [])
         self.calls: list[str] = []
 
     async def start(self) -> None: ...
 
-    async def execute(self, code: str, timeout: float) -> ToolResult:
+    async def execute(self, code: str, timeout: float) -> CellResult:
         self.calls.append(code)
         if self.results:
             return self.results.pop(0)
-        return ToolResult(outputs=(Output("stdout", "ok\n"),))
+        return CellResult(outputs=(Output("stdout", "ok\n"),))
 
     async def interrupt(self) -> None: ...
 

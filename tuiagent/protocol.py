@@ -7,9 +7,13 @@ the project, and core, guards, backends, kernels and the UI all import from it.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Sequence
+import asyncio
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from types import TracebackType
+from typing import Any, Concatenate, ParamSpec
+
+_P = ParamSpec("_P")
 
 # ----------------------------------------------------------------------------- generation
 
@@ -32,6 +36,63 @@ class Token:
 
     text: str
     logprob: float | None = None
+
+
+class TokenStream:
+    """The tokens of one generation, and why it ended: what ``Backend.stream`` returns.
+
+    Iterate it (``async for token in stream``) for the sampled tokens. ``stop_reason`` is None
+    while tokens flow; once the stream ends it is ``"stop"`` (a stop string, not yielded),
+    ``"eos"`` (end of sequence) or ``"length"`` (``max_tokens``), and ``"cancelled"`` when it was
+    closed (``aclose()``, leaving ``async with``) or its consumer cancelled before it ended. When
+    the backend raised, it stays None: the exception says what happened. Each stream carries its
+    own reason, so one backend may serve concurrent streams.
+
+    A backend makes one with ``TokenStream(produce, *args)``: ``produce(stream, *args)`` is an
+    async generator that yields the tokens and sets ``stream.stop_reason`` before it returns (a
+    producer that returns without setting it ended at end of sequence: ``"eos"``). Nothing runs
+    before the first token is asked for; ``aclose()`` closes the generator, so its ``finally``
+    blocks (cancelling the request upstream) run at once.
+    """
+
+    def __init__(self, produce: Callable[Concatenate[TokenStream, _P], AsyncGenerator[Token, None]],
+                 *args: _P.args, **kwargs: _P.kwargs):
+        self.stop_reason: str | None = None
+        self._tokens = produce(self, *args, **kwargs)
+        self._ended = False
+
+    def __aiter__(self) -> TokenStream:
+        return self
+
+    async def __anext__(self) -> Token:
+        if self._ended:
+            raise StopAsyncIteration
+        try:
+            return await self._tokens.__anext__()
+        except StopAsyncIteration:
+            self._ended = True
+            if self.stop_reason is None:
+                self.stop_reason = "eos"
+            raise
+        except asyncio.CancelledError:
+            self._ended, self.stop_reason = True, "cancelled"
+            raise
+        except BaseException:
+            self._ended, self.stop_reason = True, None
+            raise
+
+    async def aclose(self) -> None:
+        """Stop generating; ``stop_reason`` is then ``"cancelled"`` (unchanged if the stream had ended)."""
+        if not self._ended:
+            self._ended, self.stop_reason = True, "cancelled"
+        await self._tokens.aclose()
+
+    async def __aenter__(self) -> TokenStream:
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        tb: TracebackType | None) -> None:
+        await self.aclose()
 
 
 # ----------------------------------------------------------------------------- a run
@@ -133,3 +194,96 @@ class RunView:
     @property
     def successful_calls(self) -> list[Call]:
         return [c for c in self.calls if c.executed and not c.error]
+
+
+# ----------------------------------------------------------------------------- how guards read and show
+# A guard describes its own verdicts with these (see guards.base.GuardBase): renderers, replay,
+# compare and the eval read them and never need to know a guard by name.
+
+
+@dataclass(frozen=True)
+class VerdictRecord:
+    """A verdict as the trajectory holds it (a GuardVerdict event's fields)."""
+
+    guard: str
+    hook: str
+    action: str
+    reason: str = ""
+    text: str = ""
+    data: Mapping[str, Any] = field(default_factory=dict)
+    turn: int = 0
+
+
+@dataclass(frozen=True)
+class Span:
+    """A piece of styled text. ``style``: space-separated words from bold, italic, muted, ok, warn,
+    error, accent (the app maps them to its theme)."""
+
+    text: str
+    style: str = ""
+
+
+@dataclass(frozen=True)
+class Gauge:
+    """A number drawn as a bar over [lo, hi] (``log``: a log10 scale) with ``mark`` (a threshold)
+    marked; drawn in ``above``'s style when value >= mark, else ``below``'s."""
+
+    value: float | None
+    mark: float | None = None
+    lo: float = 0.0
+    hi: float = 1.0
+    log: bool = False
+    above: str = "ok"
+    below: str = "warn"
+    width: int = 16
+
+
+Line = tuple[Span | Gauge, ...]
+
+
+@dataclass(frozen=True)
+class Display:
+    """How the app shows one verdict.
+
+    ``place``: "code" (lines under the code block it judged: ``call``, or the latest one),
+    "code-status" (spans at the end of that block's status line), "code-skip" (the reason that
+    block was not run), "card" (a card in the turn), "banner" (a sticky banner), "line" (a note
+    line). ``attempt``: a card about an answer attempt (the app adds the attempted answer and
+    whether it was final). ``flagged``: a card that warns. ``sticky``: stays in view.
+    """
+
+    place: str
+    lines: tuple[Line, ...] = ()
+    title: str = ""
+    text: str = ""
+    call: int | None = None
+    attempt: bool = False
+    flagged: bool = False
+    sticky: bool = False
+    tooltip: str = ""
+
+
+@dataclass(frozen=True)
+class RunPiece:
+    """One piece of a finished run, in order: "turn" (generated text), "code" (a code block;
+    ``executed`` false when it was not run), "output" (an executed tool output; ``error`` when
+    the call raised or timed out)."""
+
+    kind: str
+    text: str
+    executed: bool = True
+    error: bool = False
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    """A finished run as guards' metrics read it (every verdict, of every guard)."""
+
+    pieces: tuple[RunPiece, ...]
+    verdicts: tuple[VerdictRecord, ...]
+    answer: str | None
+    gold: str | None
+    correct: bool | None
+
+    def of(self, guard: str) -> list[VerdictRecord]:
+        return [v for v in self.verdicts if v.guard == guard]

@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import contextlib
-import importlib
-import importlib.metadata
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
@@ -13,7 +11,7 @@ from pathlib import Path
 from guards.base import SettingsError
 from guards.chain import GuardChain, available
 from kernels.sandbox import SandboxUnavailable
-from tuiagent import paths
+from tuiagent import paths, plugins
 from tuiagent.backends import Backend, open_backend
 from tuiagent.config.loader import load_models
 from tuiagent.config.spec import ModelSpec
@@ -96,18 +94,12 @@ _SHIPPED_KERNELS = {
 
 def kernel_names() -> list[str]:
     """Names of the installed kernels, without importing any of them."""
-    return sorted({ep.name for ep in importlib.metadata.entry_points(group=KERNELS_GROUP)} | set(_SHIPPED_KERNELS))
+    return plugins.names(KERNELS_GROUP, _SHIPPED_KERNELS)
 
 
 def kernel_class(name: str) -> type:
     """The kernel class registered as ``name`` under "tuiagent.kernels" (or shipped with tuiagent)."""
-    for ep in importlib.metadata.entry_points(group=KERNELS_GROUP):
-        if ep.name == name:
-            return ep.load()
-    if name in _SHIPPED_KERNELS:
-        module, _, attr = _SHIPPED_KERNELS[name].partition(":")
-        return getattr(importlib.import_module(module), attr)
-    raise ConfigError(f"no kernel named {name!r}; installed: {', '.join(kernel_names())}")
+    return plugins.load(KERNELS_GROUP, name, "kernel", shipped=_SHIPPED_KERNELS, error=ConfigError)
 
 
 def make_kernel(name: str = "jupyter", *, images_dir: Path | None = None, gold: str | None = None,

@@ -44,8 +44,14 @@ def chat(backend, text: str) -> str:
     return backend.render_chat([{"role": "user", "content": text}])
 
 
+async def run(backend, prompt: str, sampling: Sampling = GREEDY, stop=()) -> tuple[list[Token], str | None]:
+    """The tokens of one stream and its stop reason."""
+    stream = backend.stream(prompt, sampling, list(stop))
+    return [t async for t in stream], stream.stop_reason
+
+
 async def collect(backend, prompt: str, sampling: Sampling = GREEDY, stop=()) -> list[Token]:
-    return [t async for t in backend.stream(prompt, sampling, list(stop))]
+    return (await run(backend, prompt, sampling, stop))[0]
 
 
 def text_of(tokens: list[Token]) -> str:
@@ -83,9 +89,9 @@ def reference_greedy(reference, prompt: str, n: int, split: int | None = None) -
 async def test_greedy_tokens_and_logprobs_match_llama_cpp(backend, reference):
     prompt = chat(backend, QUESTION)
     backend.reset_cache()  # one batch for the whole prompt, as the reference does
-    ours = await collect(backend, prompt)
+    ours, reason = await run(backend, prompt)
     ids = backend.last_token_ids
-    assert backend.last_stop_reason == "length" and len(ours) == len(ids) == GREEDY.max_tokens
+    assert reason == "length" and len(ours) == len(ids) == GREEDY.max_tokens
     theirs, expected = reference_greedy(reference, prompt, len(ids))
     assert ids == theirs
     np.testing.assert_allclose([t.logprob for t in ours], expected, atol=1e-4, rtol=0)
@@ -102,18 +108,43 @@ async def test_stop_strings_are_not_yielded(backend):
     i = next(i for i in range(3, len(free) - 1) if len(free[i].text) >= 2 and len(free[i + 1].text) >= 2)
     straddling = free[i].text[-2:] + free[i + 1].text[:2]
     for stop in (common, straddling):
-        out = await collect(backend, prompt, stop=[stop])
-        assert backend.last_stop_reason == "stop", stop
+        out, reason = await run(backend, prompt, stop=[stop])
+        assert reason == "stop", stop
         assert text_of(out) == full[: full.find(stop)], stop
         assert stop not in text_of(out)
 
 
 async def test_eos_and_length(backend):
-    out = await collect(backend, chat(backend, "What is the capital of France?"), Sampling(max_tokens=100))
-    assert backend.last_stop_reason == "eos"
+    out, reason = await run(backend, chat(backend, "What is the capital of France?"), Sampling(max_tokens=100))
+    assert reason == "eos"
     assert "Paris" in text_of(out) and "<|im_end|>" not in text_of(out)
-    out = await collect(backend, chat(backend, QUESTION), Sampling(max_tokens=5))
-    assert backend.last_stop_reason == "length" and len(out) == 5
+    out, reason = await run(backend, chat(backend, QUESTION), Sampling(max_tokens=5))
+    assert reason == "length" and len(out) == 5
+
+
+async def test_two_streams_in_flight_each_get_their_own_stop_reason(backend):
+    """One backend, two streams at once (the worker runs them in turn): each stream carries the
+    reason its own generation ended, whichever finishes last."""
+    france = chat(backend, "What is the capital of France?")
+    short = backend.stream(chat(backend, QUESTION), Sampling(max_tokens=5), [])
+    long = backend.stream(france, Sampling(max_tokens=100), [])
+    cut = backend.stream(COUNTING, Sampling(max_tokens=1000), [])
+
+    async def drain(stream):
+        return [t async for t in stream]
+
+    async def cancel_after_one(stream):
+        async for _ in stream:
+            await stream.aclose()
+
+    five, paris, _ = await asyncio.gather(drain(short), drain(long), cancel_after_one(cut))
+    assert (short.stop_reason, len(five)) == ("length", 5)
+    assert long.stop_reason == "eos" and "Paris" in text_of(paris)
+    assert cut.stop_reason == "cancelled"
+    deadline = time.monotonic() + 5  # the worker lets go of the cancelled one at its next token
+    while backend.busy and time.monotonic() < deadline:
+        await asyncio.sleep(0.002)
+    assert backend.alive and not backend.busy
 
 
 async def test_prefix_reuse_evaluates_only_the_new_text(backend):
@@ -129,28 +160,46 @@ async def test_prefix_reuse_evaluates_only_the_new_text(backend):
     assert evaluated <= backend.count_tokens(appended) + 3, evaluated
 
 
-async def test_same_prompt_again_evaluates_its_last_token_again(backend, reference):
-    """The prompt is a prefix of the evaluated tokens: only its last token is evaluated, to refresh
-    the logits; what follows is what llama-cpp-python gives for that same batch layout."""
+async def test_same_prompt_again_is_bit_exact_and_reuses_whole_canonical_chunks(backend):
+    """The prompt again after its own generation: evaluation goes back to the last whole chunk of
+    the canonical layout (the cache after it holds generated tokens), so the tokens and every
+    logprob are exactly the first call's."""
+    from tuiagent.backends.llama_model import CANONICAL_CHUNK
+
     prompt = chat(backend, QUESTION)
-    await collect(backend, prompt, Sampling(max_tokens=12))
+    backend.reset_cache()
+    first = await collect(backend, prompt, Sampling(max_tokens=12))
+    first_ids = backend.last_token_ids
     before = backend.stats.prompt_tokens_evaluated
     again = await collect(backend, prompt, Sampling(max_tokens=12))
-    assert backend.stats.prompt_tokens_evaluated - before == 1
-    theirs, expected = reference_greedy(reference, prompt, 12, split=1)
-    assert backend.last_token_ids == theirs
-    np.testing.assert_allclose([t.logprob for t in again], expected, atol=1e-4, rtol=0)
+    n = backend.count_tokens(prompt)
+    assert backend.stats.prompt_tokens_evaluated - before == n - (n - 1) // CANONICAL_CHUNK * CANONICAL_CHUNK
+    assert backend.last_token_ids == first_ids
+    assert [(t.text, t.logprob) for t in again] == [(t.text, t.logprob) for t in first]
+
+
+async def test_runs_are_bit_exact_whatever_ran_before(backend):
+    """A run's tokens and logprobs do not depend on what the model did before it: three prompts in
+    three orders, each generation identical to the same prompt's in the other orders."""
+    prompts = [chat(backend, q) for q in (QUESTION, "What is 17 * 23? Answer briefly.", "Name three prime numbers.")]
+    seen: dict[str, list[tuple[str, float | None]]] = {}
+    for order in ([0, 1, 2], [2, 0, 1], [1, 2, 0]):
+        for i in order:
+            out = [(t.text, t.logprob) for t in await collect(backend, prompts[i], Sampling(max_tokens=16))]
+            assert seen.setdefault(prompts[i], out) == out, (order, i)
 
 
 COUNTING = "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12,"  # a raw prompt the model continues for a long time
 
 
-async def _cancel_after(backend, n: int, how: str) -> float:
+async def _cancel_after(backend, n: int, how: str) -> tuple[float, str | None]:
+    """Seconds until the worker let go of a stream cancelled (or closed) after ``n`` tokens, and
+    that stream's stop reason."""
     got: list[Token] = []
     seen = asyncio.Event()
+    agen = backend.stream(COUNTING, Sampling(max_tokens=1000), [])
 
     async def consume():
-        agen = backend.stream(COUNTING, Sampling(max_tokens=1000), [])
         async for t in agen:
             got.append(t)
             if len(got) >= n:
@@ -174,18 +223,18 @@ async def _cancel_after(backend, n: int, how: str) -> float:
     while backend.busy and time.monotonic() < deadline:
         await asyncio.sleep(0.002)
     assert not backend.busy
-    return time.monotonic() - t0
+    return time.monotonic() - t0, agen.stop_reason
 
 
 @pytest.mark.parametrize("how", ["cancel", "aclose"])
 async def test_cancellation_is_prompt_and_the_backend_stays_usable(backend, how):
     generated = backend.stats.generated_tokens
-    elapsed = await _cancel_after(backend, 3, how)
+    elapsed, reason = await _cancel_after(backend, 3, how)
     assert elapsed < 1.0
-    assert backend.last_stop_reason == "cancelled"
+    assert reason == "cancelled"
     assert backend.stats.generated_tokens - generated < 30  # not the 1000 it was allowed
-    out = await collect(backend, chat(backend, "What is the capital of France?"), Sampling(max_tokens=100))
-    assert "Paris" in text_of(out) and backend.last_stop_reason == "eos"
+    out, reason = await run(backend, chat(backend, "What is the capital of France?"), Sampling(max_tokens=100))
+    assert "Paris" in text_of(out) and reason == "eos"
     assert backend.alive and not backend.busy
 
 

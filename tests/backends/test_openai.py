@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from tuiagent.backends.base import ContextOverflow
-from tuiagent.backends.openai import ModelServerError, OpenAIBackend, TokenAligner, context_error, create
+from tuiagent.backends.openai import ModelServerError, OpenAIBackend, context_error, create
 from tuiagent.backends.templates import render_chatml
 from tuiagent.config.spec import ModelSpec, Source
 from tuiagent.protocol import Sampling, Token
@@ -103,8 +103,9 @@ def greedy(server):
         b = OpenAIBackend(model_id="smollm2-server", base_url=server[0], served_model="smollm2",
                           context_size=N_CTX, extra_body=NEUTRAL, max_retries=0, timeout=60)
         try:
-            tokens = [t async for t in b.stream(_prompt(), GREEDY, [])]
-            return tokens, b.last_stop_reason, b.stats
+            stream = b.stream(_prompt(), GREEDY, [])
+            tokens = [t async for t in stream]
+            return tokens, stream.stop_reason, b.stats
         finally:
             await b.aclose()
 
@@ -115,8 +116,14 @@ def _prompt(question: str = QUESTION) -> str:
     return render_chatml([{"role": "user", "content": question}])
 
 
+async def _run(backend: OpenAIBackend, prompt: str, sampling: Sampling, stop=()) -> tuple[list[Token], str | None]:
+    """The tokens of one stream and its stop reason."""
+    stream = backend.stream(prompt, sampling, list(stop))
+    return [t async for t in stream], stream.stop_reason
+
+
 async def _collect(backend: OpenAIBackend, prompt: str, sampling: Sampling, stop=()) -> list[Token]:
-    return [t async for t in backend.stream(prompt, sampling, list(stop))]
+    return (await _run(backend, prompt, sampling, stop))[0]
 
 
 def _text(tokens: list[Token]) -> str:
@@ -137,10 +144,10 @@ async def test_stream_stops_at_the_stop_string_which_is_never_yielded(backend, g
     full_text = _text(greedy[0])
     assert STOP in full_text, f"SmolLM2 did not close its code block: {full_text!r}"
 
-    tokens = await _collect(backend, _prompt(), GREEDY, [STOP, "<never>"])
+    tokens, reason = await _run(backend, _prompt(), GREEDY, [STOP, "<never>"])
     text = _text(tokens)
     assert text and text == full_text[: full_text.index(STOP)]
-    assert backend.last_stop_reason == "stop"
+    assert reason == "stop"
     assert text.startswith("```python") and STOP not in text
 
 
@@ -180,28 +187,29 @@ async def test_logprobs_roughly_agree_with_the_local_llama_cpp_backend(greedy, s
 
 
 async def test_length(backend):
-    tokens = await _collect(backend, _prompt(), Sampling(max_tokens=3), [STOP])
-    assert len(tokens) == 3 and backend.last_stop_reason == "length"
+    tokens, reason = await _run(backend, _prompt(), Sampling(max_tokens=3), [STOP])
+    assert len(tokens) == 3 and reason == "length"
 
 
 async def test_stops_sent_to_the_server_too(server):
     b = OpenAIBackend(model_id="s", base_url=server[0], served_model="smollm2", extra_body=NEUTRAL,
                       server_stop="always", max_retries=0)
     try:
-        tokens = await _collect(b, _prompt(), GREEDY, [STOP])
+        tokens, reason = await _run(b, _prompt(), GREEDY, [STOP])
     finally:
         await b.aclose()
     text = _text(tokens)
     assert text.startswith("```python") and STOP not in text
     # llama-cpp-python's server says "stop" for a stop string and for end of sequence alike.
-    assert b.last_stop_reason == "eos"
+    assert reason == "eos"
 
 
 async def test_cancellation_closes_the_stream_promptly(backend, server):
     seen: list[Token] = []
+    stream = backend.stream(LONG, Sampling(max_tokens=400), [])
 
     async def consume():
-        async for t in backend.stream(LONG, Sampling(max_tokens=400), []):
+        async for t in stream:
             seen.append(t)
 
     task = asyncio.create_task(consume())
@@ -211,13 +219,14 @@ async def test_cancellation_closes_the_stream_promptly(backend, server):
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert time.monotonic() - started < 1.0
+    assert time.monotonic() - started < 1.0 and stream.stop_reason == "cancelled"
 
-    # Closing the generator early (a consumer that breaks out) closes the stream as well.
+    # Closing the stream early (a consumer that breaks out) closes the HTTP stream as well.
     gen = backend.stream(LONG, Sampling(max_tokens=400), [])
     async for _ in gen:
         break
     await gen.aclose()
+    assert gen.stop_reason == "cancelled"
 
     # The server does not interrupt requests: had it gone on generating 400 tokens for either
     # of the clients that left (~50 ms a token), this would wait for it.
@@ -325,45 +334,6 @@ def test_create_rejects_what_a_server_model_cannot_use():
 # ---------------------------------------------------------------- helpers on server shapes
 
 
-def _aligned(*deltas, final=True):
-    aligner = TokenAligner()
-    out = [t for text, names, lps in deltas for t in aligner.feed(text, names, lps)]
-    return out + (aligner.finish() if final else [])
-
-
-def test_aligner_pairs_text_with_tokens():
-    assert _aligned(("ab c", ["ab", " c"], [-0.1, -0.2])) == [Token("ab", -0.1), Token(" c", -0.2)]
-    assert _aligned(("x", None, None)) == [Token("x", None)]
-    # No logprobs at all: the text is passed on as it comes.
-    assert _aligned(("x", None, None), ("", None, None)) == [Token("x", None)]
-
-
-def test_aligner_waits_for_text_a_server_holds_back():
-    # vLLM holds back text that might start a stop string but sends the tokens at once.
-    deltas = [("ab", ["ab", "``"], [-0.1, -0.2]), ("", ["`o"], [-0.3]), ("```o", ["k"], [-0.4])]
-    assert _aligned(*deltas[:2], final=False) == [Token("ab", -0.1)]
-    assert _aligned(*deltas, ("k", [], None)) == [Token("ab", -0.1), Token("``", -0.2), Token("`o", -0.3),
-                                                   Token("k", -0.4)]
-
-
-def test_aligner_drops_what_lies_past_a_cut_stop_string():
-    # The server cut its text at a stop string: the straddling token is cut, the rest dropped.
-    assert _aligned(("ab ", ["ab", " c", "d"], [-0.1, -0.2, -0.3])) == [Token("ab", -0.1), Token(" ", -0.2)]
-    assert _aligned(("", ["```"], [-0.1])) == []
-    # An end-of-sequence token whose name is not in the text.
-    assert _aligned(("hi", ["hi", "<|im_end|>"], [-0.1, -0.2])) == [Token("hi", -0.1)]
-
-
-def test_aligner_keeps_every_logprob_when_names_are_not_text():
-    # A character split over byte tokens: the text comes with the last of them.
-    deltas = [("", ["\ufffd"], [-0.1]), ("é", ["\ufffd"], [-0.2]), ("s", ["s"], [-0.3])]
-    assert _aligned(*deltas) == [Token("é", -0.1), Token("", -0.2), Token("s", -0.3)]
-    # Byte-level names that never match: the text goes to the first, the logprobs stay.
-    assert _aligned(("é", ["bytes:\\xc3", "bytes:\\xa9"], [-0.1, -0.2])) == [Token("é", -0.1), Token("", -0.2)]
-    # llama-cpp-python drops the bytes of a split character from text and names alike.
-    assert _aligned(("", [""], [-0.1]), ("a", ["a"], [-0.2])) == [Token("", -0.1), Token("a", -0.2)]
-
-
 def test_context_error_messages():
     vllm_new = ("This model's maximum context length is 2048 tokens. However, your request has 3000 input "
                 "tokens. Please reduce the length of the input messages.")
@@ -434,13 +404,13 @@ async def test_vllm_shaped_stream_stop_reason_is_learned_and_used():
     stop = ["```output"]
     # (With no stops sent the server would not have cut anything; the script is the same to
     # keep it short: the point here is what the backend sends and how it reads the answer.)
-    first = await _collect(b, "P", GREEDY, stop)
+    first, reason = await _run(b, "P", GREEDY, stop)
     assert "stop" not in completions.requests[0] and b.server_reports_stop_reason
-    assert b.last_stop_reason == "stop"  # stop_reason names one of our stop strings
+    assert reason == "stop"  # stop_reason names one of our stop strings
     second = await _collect(b, "P", GREEDY, stop)
     assert completions.requests[1]["stop"] == stop
     assert first == second == [Token("x", -0.1), Token(" =", -0.2), Token(" 1", -0.3), Token("\n", -0.4),
                                Token("```", -0.5), Token("\n", -0.6)]
     end = [_vllm_choice("ok", ["ok", "<|im_end|>"], [-0.1, -0.2], "stop", None)]
     completions.chunks = end
-    assert await _collect(b, "P", GREEDY, stop) == [Token("ok", -0.1)] and b.last_stop_reason == "eos"
+    assert await _run(b, "P", GREEDY, stop) == ([Token("ok", -0.1)], "eos")

@@ -39,8 +39,14 @@ def make(script, *, delta=True, tokenizer=None, context_size=4096, chat_template
     return backend, engine
 
 
+async def run(backend, sampling=Sampling(max_tokens=100), stop=(), prompt="P"):
+    """The tokens of one stream and its stop reason."""
+    stream = backend.stream(prompt, sampling, list(stop))
+    return [t async for t in stream], stream.stop_reason
+
+
 async def collect(backend, sampling=Sampling(max_tokens=100), stop=(), prompt="P"):
-    return [t async for t in backend.stream(prompt, sampling, list(stop))]
+    return (await run(backend, sampling, stop, prompt))[0]
 
 
 def text(tokens):
@@ -51,10 +57,10 @@ def text(tokens):
 async def test_text_deltas_with_the_sampled_tokens_logprobs(delta):
     script = steps(("```", -0.5), ("python", -0.01), ("\n", -0.001), ("x", -2.0), (" = ", -0.3))
     backend, engine = make(script, delta=delta)
-    tokens = await collect(backend)
+    tokens, reason = await run(backend)
     assert tokens == [Token("```", -0.5), Token("python", -0.01), Token("\n", -0.001), Token("x", -2.0),
                       Token(" = ", -0.3)]
-    assert backend.last_stop_reason == "eos"  # the end-of-sequence token is not yielded
+    assert reason == "eos"  # the end-of-sequence token is not yielded
     assert engine.aborted == [] and len(engine.closed) == 1
     assert backend.stats.generated_tokens == len(script) and backend.stats.calls == 1
     assert backend.stats.prompt_tokens_total == 4
@@ -83,9 +89,9 @@ async def test_sampling_params_sent_to_vllm():
 @pytest.mark.parametrize("delta", [True, False], ids=["delta", "cumulative"])
 async def test_a_stop_string_cut_by_vllm(delta):
     backend, engine = make(CODE, delta=delta)
-    tokens = await collect(backend, stop=[FENCE])
+    tokens, reason = await run(backend, stop=[FENCE])
     assert text(tokens) == "Let me compute.\n```python\nprint(5)\n```\n"
-    assert backend.last_stop_reason == "stop"
+    assert reason == "stop"
     assert all(t.logprob is not None for t in tokens)
     assert FENCE not in text(tokens)
     assert engine.aborted == []  # vLLM finished the request itself
@@ -93,33 +99,34 @@ async def test_a_stop_string_cut_by_vllm(delta):
 
 async def test_the_adapter_stops_where_the_engine_does_not_and_aborts():
     backend, engine = make(CODE, honor_stop=False)
-    tokens = await collect(backend, stop=[FENCE])
+    tokens, reason = await run(backend, stop=[FENCE])
     assert text(tokens) == "Let me compute.\n```python\nprint(5)\n```\n"
-    assert backend.last_stop_reason == "stop"
+    assert reason == "stop"
     assert engine.aborted == [engine.requests[0][2]] and engine.closed == [engine.requests[0][2]]
     assert engine.steps_taken == 16  # it stopped at "output", the token that completed the fence
 
 
 async def test_a_stop_string_inside_one_token_keeps_the_text_before_it():
     backend, _ = make(steps(("ab", -0.1), ("c```outputd", -0.2)))
-    tokens = await collect(backend, stop=[FENCE])
-    assert tokens == [Token("ab", -0.1), Token("c", -0.2)] and backend.last_stop_reason == "stop"
+    assert await run(backend, stop=[FENCE]) == ([Token("ab", -0.1), Token("c", -0.2)], "stop")
 
 
 async def test_finish_reasons():
     backend, _ = make(steps("a", "b", "c", "d"))
-    assert text(await collect(backend, Sampling(max_tokens=2))) == "ab"
-    assert backend.last_stop_reason == "length"
-    assert text(await collect(backend)) == "abcd" and backend.last_stop_reason == "eos"
+    tokens, reason = await run(backend, Sampling(max_tokens=2))
+    assert text(tokens) == "ab" and reason == "length"
+    tokens, reason = await run(backend)
+    assert text(tokens) == "abcd" and reason == "eos"
 
 
 @pytest.mark.parametrize("how", ["cancel", "close"])
 async def test_closing_the_stream_aborts_the_request(how):
     backend, engine = make(steps(*["tok"] * 200), delay=0.01)
     seen = []
+    gen = backend.stream("P", Sampling(max_tokens=500), [])
     if how == "cancel":
         async def consume():
-            async for t in backend.stream("P", Sampling(max_tokens=500), []):
+            async for t in gen:
                 seen.append(t)
 
         task = asyncio.create_task(consume())
@@ -129,12 +136,12 @@ async def test_closing_the_stream_aborts_the_request(how):
         with pytest.raises(asyncio.CancelledError):
             await task
     else:
-        gen = backend.stream("P", Sampling(max_tokens=500), [])
         async for t in gen:
             seen.append(t)
             if len(seen) == 3:
                 break
         await gen.aclose()
+    assert gen.stop_reason == "cancelled"
     request_id = engine.requests[0][2]
     assert engine.aborted == [request_id] and engine.closed == [request_id]
     taken = engine.steps_taken
@@ -220,18 +227,18 @@ async def test_real_vllm_engine():
     backend = await asyncio.to_thread(create, spec)
     try:
         prompt = backend.render_chat([{"role": "user", "content": "Write a Python code block that prints 5."}])
-        tokens = await collect(backend, Sampling(max_tokens=64), ["```\n"], prompt=prompt)
+        tokens, reason = await run(backend, Sampling(max_tokens=64), ["```\n"], prompt=prompt)
         assert tokens and "```\n" not in text(tokens)
         assert all(t.logprob is not None and t.logprob <= 0 and math.isfinite(t.logprob) for t in tokens)
-        assert backend.last_stop_reason in ("stop", "eos", "length")
+        assert reason in ("stop", "eos", "length")
         assert backend.count_tokens(text(tokens)) > 0
 
         gen = backend.stream(prompt, Sampling(max_tokens=500, temperature=0.8, seed=1), [])
         async for _ in gen:
             break
         await gen.aclose()  # aborts the request
-        again = await collect(backend, Sampling(max_tokens=4), prompt=prompt)
-        assert len(again) <= 4 and backend.last_stop_reason in ("length", "eos")
+        again, reason = await run(backend, Sampling(max_tokens=4), prompt=prompt)
+        assert len(again) <= 4 and reason in ("length", "eos")
     finally:
         await backend.aclose()
 

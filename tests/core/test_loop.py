@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from kernels.base import Output, ToolResult
+from kernels.base import CellResult, Output
 from tuiagent.backends.scripted import ScriptedBackend, load_script
 from tuiagent.core import events as ev
 from tuiagent.core.loop import Agent
@@ -26,7 +26,7 @@ def backend_for(write_script, *turns) -> ScriptedBackend:
 
 
 async def test_code_then_answer(write_script, canned_kernel, tmp_path):
-    kernel = canned_kernel([ToolResult(outputs=(Output("stdout", "42\n"),))])
+    kernel = canned_kernel([CellResult(outputs=(Output("stdout", "42\n"),))])
     with Recorder(tmp_path / "run.jsonl") as rec:
         events = await run(Agent(backend_for(write_script, CODE_TURN, ANSWER_TURN), kernel, recorder=rec), gold="42")
     assert kernel.calls == ["print(6 * 7)"]
@@ -77,7 +77,7 @@ async def test_token_budget(write_script, canned_kernel):
 
 async def test_error_output_truncated_head_and_tail(write_script, canned_kernel):
     trace = "Traceback start\n" + "x" * 1000 + "\nZeroDivisionError: division by zero"
-    kernel = canned_kernel([ToolResult(outputs=(Output("error", trace),), error=True, error_name="ZeroDivisionError")])
+    kernel = canned_kernel([CellResult(outputs=(Output("error", trace),), error=True, error_name="ZeroDivisionError")])
     events = await run(Agent(backend_for(write_script, CODE_TURN, ANSWER_TURN), kernel, settings=RunSettings(output_chars=100)))
     tool = next(e for e in events if isinstance(e, ev.ToolResult))
     assert tool.shown.startswith("Traceback start") and tool.shown.endswith("division by zero")
@@ -114,7 +114,7 @@ async def test_cancel_records_finish(write_script, canned_kernel, tmp_path):
 
 async def test_backend_failure_ends_readably(canned_kernel):
     class Broken(ScriptedBackend):
-        async def stream(self, prompt, sampling, stop):
+        async def generate(self, out, prompt, sampling, stop):
             yield Token("Let me", -0.1)
             yield Token(" think", -0.1)
             raise RuntimeError("model exploded")
@@ -149,7 +149,7 @@ async def test_asking_before_code_runs_it_only_when_approved(write_script, canne
         return len(asked) == 1  # yes to the first block, no to the second
 
     events_so_far: list[ev.Event] = []
-    kernel = canned_kernel([ToolResult(outputs=(Output("stdout", "42\n"),))])
+    kernel = canned_kernel([CellResult(outputs=(Output("stdout", "42\n"),))])
     agent = Agent(backend_for(write_script, CODE_TURN, CODE_TURN, ANSWER_TURN), kernel, approve=approve)
     async for event in agent.stream("What is 6 times 7?"):
         events_so_far.append(event)

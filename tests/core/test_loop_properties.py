@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels.base import Output, ToolResult
+from kernels.base import CellResult, Output
 from tuiagent.backends.scripted import ScriptedBackend
 from tuiagent.core import events as ev
 from tuiagent.core.context import working_context
@@ -51,17 +51,17 @@ class ChaosKernel:
         self.outcomes = list(outcomes)
         self.calls: list[str] = []
 
-    async def execute(self, code: str, timeout: float) -> ToolResult:
+    async def execute(self, code: str, timeout: float) -> CellResult:
         await asyncio.sleep(0)  # a real kernel is awaited: a cancel can land here
         self.calls.append(code)
         kind, text = self.outcomes.pop(0) if self.outcomes else ("ok", "ok")
         if kind == "raise":
             raise RuntimeError(text)
         if kind == "timeout":
-            return ToolResult(outputs=(Output("stdout", text),), error=True, timed_out=True)
+            return CellResult(outputs=(Output("stdout", text),), error=True, timed_out=True)
         if kind == "error":
-            return ToolResult(outputs=(Output("error", text),), error=True, error_name="ValueError")
-        return ToolResult(outputs=(Output("stdout", text),))
+            return CellResult(outputs=(Output("error", text),), error=True, error_name="ValueError")
+        return CellResult(outputs=(Output("stdout", text),))
 
 
 class BrokenBackend(ScriptedBackend):
@@ -72,8 +72,8 @@ class BrokenBackend(ScriptedBackend):
         self.fail_after = fail_after
         self.sent = 0
 
-    async def stream(self, prompt, sampling, stop):
-        async for token in super().stream(prompt, sampling, stop):
+    async def generate(self, out, prompt, sampling, stop):
+        async for token in super().generate(out, prompt, sampling, stop):
             if self.sent == self.fail_after:
                 raise ConnectionError("the model server went away")
             self.sent += 1

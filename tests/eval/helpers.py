@@ -45,16 +45,16 @@ class CalcKernel:
             raise RuntimeError("kernel would not start")
 
     async def execute(self, code: str, timeout: float):
-        from kernels.base import Output, ToolResult
+        from kernels.base import CellResult, Output
 
         self.calls.append(code)
         expr = code.strip().removeprefix("print(").removesuffix(")")
         try:
             value = eval(expr, {"__builtins__": {}})  # test double: literal arithmetic only
         except Exception as e:  # noqa: BLE001
-            return ToolResult(outputs=(Output("error", f"{type(e).__name__}: {e}"),), error=True,
+            return CellResult(outputs=(Output("error", f"{type(e).__name__}: {e}"),), error=True,
                               error_name=type(e).__name__)
-        return ToolResult(outputs=(Output("stdout", f"{value}\n"),))
+        return CellResult(outputs=(Output("stdout", f"{value}\n"),))
 
     async def interrupt(self) -> None: ...
 

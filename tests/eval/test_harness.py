@@ -66,14 +66,14 @@ async def test_interrupted_eval_resumes_without_rerunning(tmp_path, dataset):
         def __call__(self, job):
             backend = super().__call__(job)
             if job.key == "tiny/3/none/0":  # the fifth run never finishes: we interrupt it
-                original = backend.stream
+                original = backend.generate
 
                 async def stuck(*a, **k):
                     await release.wait()
                     async for t in original(*a, **k):
                         yield t
 
-                backend.stream = stuck
+                backend.generate = stuck
             return backend
 
     first = Hanging(turns)
@@ -154,9 +154,9 @@ async def test_concurrency_bounds_runs_in_flight(tmp_path, dataset):
     class Counting(Factory):
         def __call__(self, job):
             backend = super().__call__(job)
-            original = backend.stream
+            original = backend.generate
 
-            async def stream(*a, **k):
+            async def generate(*a, **k):
                 nonlocal active, peak
                 active += 1
                 peak = max(peak, active)
@@ -166,7 +166,7 @@ async def test_concurrency_bounds_runs_in_flight(tmp_path, dataset):
                 finally:
                     active -= 1
 
-            backend.stream = stream
+            backend.generate = generate
             return backend
 
     outcome = await run_eval(cfg, backend_factory=Counting(solve_right, delay_s=0.002), kernels=KERNELS,
@@ -236,11 +236,11 @@ async def test_retry_errors_replaces_error_runs(tmp_path, dataset):
         def __call__(self, job):
             backend = super().__call__(job)
 
-            async def stream(*a, **k):
+            async def generate(*a, **k):
                 raise ConnectionError("server went away")
                 yield  # pragma: no cover
 
-            backend.stream = stream
+            backend.generate = generate
             return backend
 
     await run_eval(cfg, backend_factory=Broken(solve_right), kernels=KERNELS, log=lambda m: None)
@@ -270,10 +270,15 @@ class AnswerBackend:
     def __init__(self, crash: bool = False):
         from tuiagent.backends.base import GenerationStats
 
-        self.model_id, self.stats, self.last_stop_reason, self.crash = "scripted", GenerationStats(), "eos", crash
+        self.model_id, self.stats, self.crash = "scripted", GenerationStats(), crash
         self.closed = False
 
-    async def stream(self, prompt, sampling, stop):
+    def stream(self, prompt, sampling, stop):
+        from tuiagent.protocol import TokenStream
+
+        return TokenStream(self._generate)
+
+    async def _generate(self, out):
         from tuiagent.backends.base import BackendCrashed
         from tuiagent.protocol import Token
 
@@ -281,6 +286,7 @@ class AnswerBackend:
         if self.crash:
             raise BackendCrashed("the model process for 'scripted' died with SIGSEGV while generating\n  fix: ...")
         yield Token("\\boxed{2}.", -0.1)
+        out.stop_reason = "eos"
 
     def count_tokens(self, text):
         return len(text.split())

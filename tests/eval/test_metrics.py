@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from kernels.base import Output, ToolResult
+from kernels.base import CellResult, Output
 from tests.eval.helpers import answer_turn, code_turn
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
@@ -14,12 +14,12 @@ from tuiagent.protocol import RunSettings
 from tuiagent.runner import RunRequest, resolve_spec, run_problem
 
 SPEC = resolve_spec(RunRequest(problem="", model="scripted"))
-ERROR = ToolResult(outputs=(Output("error", "NameError: name 'compute' is not defined"),), error=True,
+ERROR = CellResult(outputs=(Output("error", "NameError: name 'compute' is not defined"),), error=True,
                    error_name="NameError")
 
 
-def ok(text: str) -> ToolResult:
-    return ToolResult(outputs=(Output("stdout", text + "\n"),))
+def ok(text: str) -> CellResult:
+    return CellResult(outputs=(Output("stdout", text + "\n"),))
 
 
 async def run(tmp_path: Path, turns, kernel, *, gold="42", guards=(), logprob=-0.01, settings=None, guard_settings=None):

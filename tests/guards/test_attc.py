@@ -9,14 +9,14 @@ import pytest
 from guards.attc import RETHINK, TIMEOUT, TRUST, block_confidence
 from guards.base import SettingsError
 from guards.chain import GuardChain
-from kernels.base import Output, ToolResult
+from kernels.base import CellResult, Output
 from tuiagent.backends.scripted import ScriptedBackend
 from tuiagent.core import events as ev
 from tuiagent.core.loop import Agent
 from tuiagent.protocol import INJECT, PASS, Token, TokenLP
 
 ANSWER = [Token("So the answer is ", -0.3), Token("\\boxed{42}.", -0.1)]
-OUT_42 = ToolResult(outputs=(Output("stdout", "42\n"),))
+OUT_42 = CellResult(outputs=(Output("stdout", "42\n"),))
 
 
 def code_turn(prose_lp: float = -0.01, code_lps: tuple[float, ...] = (-0.01,) * 5, after_lp: float = -0.5) -> list[Token]:
@@ -104,8 +104,8 @@ async def test_missing_logprobs_is_na_and_injects_nothing(canned_kernel):
 
 
 @pytest.mark.parametrize("result", [
-    ToolResult(outputs=(Output("error", "TimeoutError: cell ran past 5 s"),), error=True, timed_out=True),
-    ToolResult(outputs=(Output("stdout", "Execution Timeout\n"),)),  # matched in the text, any case
+    CellResult(outputs=(Output("error", "TimeoutError: cell ran past 5 s"),), error=True, timed_out=True),
+    CellResult(outputs=(Output("stdout", "Execution Timeout\n"),)),  # matched in the text, any case
 ])
 async def test_timeout_sentence(canned_kernel, result):
     backend, _, (v,), _ = await run([code_turn(), ANSWER], results=(result,), canned_kernel=canned_kernel)

@@ -12,7 +12,7 @@ import pytest
 from guards.chain import GuardChain
 from guards.gstep import Gate, GateError, GStep, shipped_weights
 from guards.gstep_features import N_FEATURES
-from kernels.base import Output, ToolResult
+from kernels.base import CellResult, Output
 from tuiagent.backends.scripted import ScriptedBackend, load_script
 from tuiagent.core import events as ev
 from tuiagent.core.loop import Agent
@@ -31,8 +31,8 @@ def constant_gate(path: Path, p: float) -> Path:
     return path
 
 
-def stdout(text: str) -> ToolResult:
-    return ToolResult(outputs=(Output("stdout", text + "\n"),))
+def stdout(text: str) -> CellResult:
+    return CellResult(outputs=(Output("stdout", text + "\n"),))
 
 
 async def run(write_script, kernel, turns, settings: dict, *, run_settings: RunSettings | None = None):

@@ -24,7 +24,7 @@ from guards.gstep_features import (
     numbers,
 )
 from tuiagent.training.gstep import gate_input_from_record, record_from_events
-from kernels.base import Output, ToolResult
+from kernels.base import CellResult, Output
 from tuiagent.backends.scripted import ScriptedBackend, load_script
 from tuiagent.core.loop import Agent
 from tuiagent.protocol import RunSettings
@@ -168,8 +168,8 @@ async def test_online_and_offline_inputs_are_the_same(write_script, canned_kerne
     monkeypatch.setattr(gstep_module, "gate_input_from_view", lambda v: captured.append(original(v)) or captured[-1])
     for turns, calls in ((A_TURNS, A_CALLS), (B_TURNS, B_CALLS)):
         script = write_script(*[t["text"] + ("\n```output\n" if t["stop"] == "stop" else "") for t in turns])
-        results = [ToolResult(outputs=(Output("error", c[1]),), error=True) if c[2]
-                   else ToolResult(outputs=(Output("stdout", c[1] + "\n"),)) for c in calls if c[3]]
+        results = [CellResult(outputs=(Output("error", c[1]),), error=True) if c[2]
+                   else CellResult(outputs=(Output("stdout", c[1] + "\n"),)) for c in calls if c[3]]
         captured.clear()
         agent = Agent(ScriptedBackend(load_script(script)), canned_kernel(results),
                       guards=GuardChain({"gstep": {"weights": "off"}}, {"gstep"}), settings=RunSettings())

@@ -9,7 +9,7 @@ import pytest
 from guards.base import SettingsError
 from guards.chain import GuardChain
 from guards.necessity import SKIP_TEXT, Necessity, read_reply, rule_judge
-from kernels.base import Output, ToolResult
+from kernels.base import CellResult, Output
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
 from tuiagent.core.loop import Agent
@@ -27,7 +27,7 @@ def code_turn(code: str) -> list[Token]:
 
 async def run(turns, configs, canned_kernel, results=()):
     backend = ScriptedBackend(turns)
-    kernel = canned_kernel(list(results) or [ToolResult(outputs=(Output("stdout", "42\n"),))])
+    kernel = canned_kernel(list(results) or [CellResult(outputs=(Output("stdout", "42\n"),))])
     events = [e async for e in Agent(backend, kernel, guards=GuardChain(configs, {"necessity"})).stream(PROBLEM)]
     verdicts = [e for e in events if isinstance(e, ev.GuardVerdict) and e.guard == "necessity"]
     return backend, kernel, events, verdicts

@@ -22,7 +22,7 @@ from guards.prunetir import (
     failing_statement,
     intent_shifted,
 )
-from kernels.base import Output, ToolResult
+from kernels.base import CellResult, Output
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
 from tuiagent.core.context import working_context
@@ -46,17 +46,17 @@ def tb(name: str, message: str, code: str, line: int, cell: int = 1) -> str:
             f"{body}\n\n{name}: {message}")
 
 
-def err(name: str, message: str, code: str, line: int = 1, **kw) -> ToolResult:
-    return ToolResult(outputs=(Output("error", tb(name, message, code, line)),), error=True, error_name=name, **kw)
+def err(name: str, message: str, code: str, line: int = 1, **kw) -> CellResult:
+    return CellResult(outputs=(Output("error", tb(name, message, code, line)),), error=True, error_name=name, **kw)
 
 
-def ok(text: str) -> ToolResult:
-    return ToolResult(outputs=(Output("stdout", text + "\n"),))
+def ok(text: str) -> CellResult:
+    return CellResult(outputs=(Output("stdout", text + "\n"),))
 
 
-def timeout(code: str, *, error: bool = True) -> ToolResult:
+def timeout(code: str, *, error: bool = True) -> CellResult:
     text = tb("KeyboardInterrupt", "", code, 1) + "\nExecution timed out after 5 s and was interrupted."
-    return ToolResult(outputs=(Output("error", text),), error=error, timed_out=True, error_name="KeyboardInterrupt")
+    return CellResult(outputs=(Output("error", text),), error=error, timed_out=True, error_name="KeyboardInterrupt")
 
 
 class RecordingBackend(ScriptedBackend):
@@ -66,10 +66,9 @@ class RecordingBackend(ScriptedBackend):
         super().__init__([split_tokens(t, -0.01) for t in turns])
         self.samplings = []
 
-    async def stream(self, prompt, sampling, stop):
+    def stream(self, prompt, sampling, stop):
         self.samplings.append(sampling)
-        async for token in super().stream(prompt, sampling, stop):
-            yield token
+        return super().stream(prompt, sampling, stop)
 
 
 def chain(**settings) -> GuardChain:

@@ -6,7 +6,7 @@ import pytest
 
 from guards.chain import GuardChain
 from guards.tim import PROMPT, answer_matches_output, precursor_phrases
-from kernels.base import Output, ToolResult
+from kernels.base import CellResult, Output
 from tuiagent.backends.scripted import ScriptedBackend, load_script
 from tuiagent.core import events as ev
 from tuiagent.core.loop import Agent
@@ -18,8 +18,8 @@ DERIVED_ANSWER = ("The code agrees with the algebra: six groups of seven are six
                   "forty two because six sevens make thirty five plus seven. Hence \\boxed{42}.")
 
 
-def out(text: str) -> ToolResult:
-    return ToolResult(outputs=(Output("stdout", text),))
+def out(text: str) -> CellResult:
+    return CellResult(outputs=(Output("stdout", text),))
 
 
 async def run(write_script, canned_kernel, *turns, results=(), configs=None):

@@ -5,7 +5,7 @@ import os
 
 import pytest
 
-from kernels.base import ToolResult
+from kernels.base import CellResult
 from kernels.pool import KernelPool
 
 
@@ -25,8 +25,8 @@ class FakeKernel:
             raise
         self.started = True
 
-    async def execute(self, code: str, timeout: float) -> ToolResult:
-        return ToolResult()
+    async def execute(self, code: str, timeout: float) -> CellResult:
+        return CellResult()
 
     async def interrupt(self) -> None: ...
 

@@ -17,7 +17,7 @@ from tuiagent.training import gstep as gt
 from guards.gstep import Gate, GStep
 from guards.gstep_features import N_FEATURES, features
 from tuiagent.training.gstep import gate_input_from_record
-from kernels.base import Output, ToolResult
+from kernels.base import CellResult, Output
 
 sklearn = pytest.importorskip("sklearn", reason="the train extra (scikit-learn) is not installed")
 
@@ -83,7 +83,7 @@ def canned_runner_kernel(monkeypatch, canned_kernel):
         if settings.mode != "tool":
             yield None
             return
-        kernel = canned_kernel([ToolResult(outputs=(Output("stdout", "tool says hi\n"),))])
+        kernel = canned_kernel([CellResult(outputs=(Output("stdout", "tool says hi\n"),))])
         kernels.append(kernel)
         yield kernel
 

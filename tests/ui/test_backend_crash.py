@@ -34,8 +34,8 @@ class CrashingBackend(ScriptedBackend):
         super().__init__([split_tokens("Let me think about this step by step.", -0.1)], model_id="local")
         self.closed = False
 
-    async def stream(self, prompt, sampling, stop):
-        async for token in super().stream(prompt, sampling, stop):
+    async def generate(self, out, prompt, sampling, stop):
+        async for token in super().generate(out, prompt, sampling, stop):
             yield token
         raise crash.describe(self.model_id, -11, "", "", during="generating")
 

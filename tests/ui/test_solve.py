@@ -9,10 +9,9 @@ from tuiagent.core import events as ev
 from tuiagent.core.trajectory import load
 from tuiagent.ui.widgets.code_block import CodeBlockView
 from tuiagent.ui.widgets.final_answer import FinalAnswer
-from tuiagent.ui.widgets.gate_card import GateCard
+from tuiagent.ui.widgets.guard_card import GuardCard
 from tuiagent.ui.widgets.status_line import StatusLine
 from tuiagent.ui.widgets.step_header import StepHeader
-from tuiagent.ui.widgets.tim_card import TimCard
 from tuiagent.ui.widgets.tool_output import ToolOutput
 from tuiagent.ui.widgets.trajectory import TrajectoryView
 from tuiagent.ui.widgets.turn_text import TurnText
@@ -35,10 +34,10 @@ async def test_solve_shows_every_guard(ui, guarded_script):
         outputs = {o.call: o for o in screen.query(ToolOutput)}
         assert "338350" in outputs[2].text  # the real kernel ran the code
         assert outputs[1].has_class("-error") and "NameError" in ui.text(outputs[1])
-        gates = [ui.text(g) for g in screen.query(GateCard)]
+        gates = [ui.text(g) for g in screen.query(GuardCard).filter('.-gstep')]
         assert len(gates) == 2 and "continue" in gates[0] and "0.269" in gates[0] and "τ 0.05" in gates[0]
         assert "commit" in gates[1] and "p(continue) 0.007 < tau 0.05" in gates[1]
-        tim = ui.text(screen.query_one(TimCard))
+        tim = ui.text(screen.query(GuardCard).filter('.-tim').only_one())
         assert "flagged" in tim and "Let's verify this numerically" in tim
         headers = {h.turn: h for h in screen.query(StepHeader)}
         assert headers[1].mark is not None and headers[1].mark.label == "STP"

@@ -6,7 +6,7 @@ import importlib
 
 from tuiagent.backends.base import Backend, GenerationStats
 from tuiagent.config.spec import ModelSpec
-from tuiagent.protocol import Sampling, Token
+from tuiagent.protocol import Sampling, Token, TokenStream
 
 _MODULES = {
     "llama_cpp": "tuiagent.backends.llama_cpp",
@@ -22,4 +22,4 @@ def open_backend(spec: ModelSpec, **options: object) -> Backend:
     return module.create(spec, **options)
 
 
-__all__ = ["Backend", "GenerationStats", "Sampling", "Token", "open_backend"]
+__all__ = ["Backend", "GenerationStats", "Sampling", "Token", "TokenStream", "open_backend"]

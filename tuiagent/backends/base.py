@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Protocol, runtime_checkable
 
 from tuiagent.errors import UserError
-from tuiagent.protocol import Sampling, Token
+from tuiagent.protocol import Sampling, TokenStream
 
 
 @dataclass
@@ -38,17 +38,18 @@ class ContextOverflow(Exception):
 class Backend(Protocol):
     """A model that continues raw text.
 
-    ``stream`` yields tokens until a stop string (which is not yielded), end of
-    sequence or ``sampling.max_tokens``; after it ends, ``last_stop_reason`` is
-    ``"stop"`` (a stop string), ``"eos"`` or ``"length"``. Cancelling the
-    consuming task stops generation promptly.
+    ``stream`` returns a ``TokenStream`` of the tokens sampled until a stop string (which is not
+    yielded), end of sequence or ``sampling.max_tokens``; once it ends, the stream's own
+    ``stop_reason`` says which (``"stop"``, ``"eos"``, ``"length"``; ``"cancelled"`` when closed
+    early), so concurrent streams on one backend never mix them up. Nothing is sent to the model
+    before the first token is asked for. Cancelling the consuming task, or ``aclose()`` on the
+    stream, stops generation promptly.
     """
 
     model_id: str
     stats: GenerationStats
-    last_stop_reason: str
 
-    def stream(self, prompt: str, sampling: Sampling, stop: Sequence[str]) -> AsyncIterator[Token]: ...
+    def stream(self, prompt: str, sampling: Sampling, stop: Sequence[str]) -> TokenStream: ...
 
     def count_tokens(self, text: str) -> int: ...
 

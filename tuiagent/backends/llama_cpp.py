@@ -10,7 +10,7 @@ When the worker dies (native crash, ``GGML_ASSERT`` abort, out-of-memory kill), 
 flight and every later one raises ``BackendCrashed`` with what crashed, the likely cause and the
 fix; the app stays up. The worker exits by itself when this process goes away, ``kill -9`` included.
 
-Cancelling the consuming task, or closing the async generator, sends a cancel that the worker
+Cancelling the consuming task, or closing the stream, sends a cancel that the worker
 sees at once (a reader thread of its own) and acts on within a token or a prompt chunk.
 
 llama_cpp is imported only inside this module's functions: importing tuiagent stays cheap.
@@ -28,7 +28,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from dataclasses import asdict
 from multiprocessing.connection import Connection
 from pathlib import Path
@@ -41,7 +41,7 @@ from tuiagent.backends.llama_model import Vocab
 from tuiagent.backends.templates import NAMED_TEMPLATES, render_named
 from tuiagent.config.spec import ModelSpec
 from tuiagent.errors import ConfigError
-from tuiagent.protocol import Sampling, Token
+from tuiagent.protocol import Sampling, Token, TokenStream
 
 _STOP_WAIT_S = 5.0  # a closing worker gets this long before it is killed
 _KEEP_LOGS_S = 7 * 24 * 3600
@@ -70,8 +70,7 @@ class LlamaCppBackend:
         self.model_path = str(model_path)
         self.model_id = model_id or Path(self.model_path).stem
         self.stats = GenerationStats()
-        self.last_stop_reason = "eos"
-        self.last_token_ids: list[int] = []  # every token sampled by the last call (an end token included)
+        self.last_token_ids: list[int] = []  # every token sampled by the last call to end (an end token included)
         self.chat_template = chat_template
         if chat_template not in NAMED_TEMPLATES and chat_template != "gguf":
             render_named(chat_template, [])  # raises the ConfigError that lists the choices
@@ -215,7 +214,11 @@ class LlamaCppBackend:
 
     # -- generation -----------------------------------------------------------------------
 
-    async def stream(self, prompt: str, sampling: Sampling, stop: Sequence[str]) -> AsyncIterator[Token]:
+    def stream(self, prompt: str, sampling: Sampling, stop: Sequence[str]) -> TokenStream:
+        return TokenStream(self._generate, prompt, sampling, stop)
+
+    async def _generate(self, out: TokenStream, prompt: str, sampling: Sampling,
+                        stop: Sequence[str]) -> AsyncGenerator[Token, None]:
         if self._closed:
             raise RuntimeError(f"backend {self.model_id!r} is closed")
         if self._dead is not None:
@@ -241,7 +244,7 @@ class LlamaCppBackend:
                 elif kind == "end":
                     done = True
                     self._count(len(tokens), message[3], message[4])
-                    self.last_stop_reason = message[2]
+                    out.stop_reason = message[2]
                     return
                 elif kind == "crashed":
                     done = True
@@ -251,10 +254,8 @@ class LlamaCppBackend:
                     raise RuntimeError(f"llama.cpp worker: {message[2]}: {message[3]}")
         finally:
             self._pending.pop(rid, None)
-            if not done:
-                self.last_stop_reason = "cancelled"
-                if self._dead is None and not self._closed:
-                    self._send(("cancel", rid))
+            if not done and self._dead is None and not self._closed:
+                self._send(("cancel", rid))
 
     def _count(self, prompt_tokens: int, token_ids: list[int], stats: dict[str, Any]) -> None:
         s = self.stats

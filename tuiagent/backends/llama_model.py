@@ -8,11 +8,18 @@ still in the llama.cpp context: ``llama_get_logits_ith(ctx, -1)`` read as a nump
 ``logprob = logit[tok] - logsumexp(logits)``; this is the model's own distribution, before
 repeat penalty or temperature.
 
-Prefix reuse: the previous call's tokens stay in the KV cache. A new prompt is compared with
-them and only the tokens after the longest common prefix are evaluated (in chunks, so that a
-cancellation is seen between chunks); ``Llama.generate`` then finds the whole prompt cached and
-samples at once. When the new prompt is a prefix of what was evaluated (or equal to it while
-the logits in the context are stale), its last token is evaluated again to refresh the logits.
+Bit-exact prefix reuse. llama.cpp's CPU kernels give slightly different numbers for a token
+evaluated in batches of different shapes, so reusing "whatever the cache holds" would make a
+run's tokens depend on what ran before it. Prompts are therefore evaluated in a canonical layout:
+chunks of ``chunk`` tokens at absolute positions 0, chunk, 2*chunk, ...; the leading full chunks
+evaluated that way (``canonical`` tokens) are what a fresh evaluation of any prompt sharing them
+would compute, so they are reused across calls and runs (the shared system prompt and worked
+example are evaluated once). A new prompt that extends everything in the cache (the next turn of
+the same run: its prompt, its generated tokens, then the tool output) continues from there; any
+other prompt goes back to the last canonical chunk boundary inside the common prefix and
+evaluates the rest canonically. So a run's tokens and logprobs depend only on the model, its
+prompt, its settings and its own history. ``Llama.generate`` then finds the whole prompt cached
+and samples at once. Chunks also let a cancel be seen during a long prompt.
 
 Every sampled token yields one ``Token`` (apart from stop-string cuts, see ``StopMatcher``);
 ``PieceDecoder`` turns its bytes into text: ``""`` while it ends inside a multi-byte UTF-8
@@ -45,6 +52,9 @@ from tuiagent.protocol import Sampling, Token
 
 # llama.cpp's "pick a random seed" value (LLAMA_DEFAULT_SEED).
 RANDOM_SEED = 0xFFFFFFFF
+# [ours] The canonical prompt chunk: small enough that the shared system prompt fills whole chunks
+# (reused by every run), large enough for llama.cpp's batched matmul (see bench/bench_llama.py).
+CANONICAL_CHUNK = 64
 
 
 class PieceDecoder:
@@ -198,7 +208,8 @@ class LlamaModel:
         self.n_ctx = self.llm.n_ctx()
         self.n_vocab = self.llm.n_vocab()
         self.min_p = float(min_p)
-        self.chunk = max(1, int(prompt_chunk or self.llm.n_batch))
+        self.chunk = max(1, int(prompt_chunk or CANONICAL_CHUNK))
+        self.canonical = 0  # leading cached tokens evaluated in the canonical layout (whole chunks)
         self._lp_buf = np.empty(self.n_vocab, dtype=np.float32)
 
     def system_info(self) -> str:
@@ -274,10 +285,11 @@ class LlamaModel:
         return out
 
     def _eval_prompt(self, tokens: list[int], cancel: threading.Event) -> int:
-        """Bring the KV cache to exactly ``tokens`` with fresh logits; returns how many were evaluated.
+        """Bring the KV cache to exactly ``tokens`` with fresh logits, in the layout the module
+        docstring describes; returns how many tokens were evaluated.
 
-        Mirrors ``Llama.generate``'s own prefix check (0.3.36) so that generate then takes its
-        "full prompt already cached" path and samples without evaluating anything.
+        Leaves the state ``Llama.generate`` (0.3.36) takes as "full prompt already cached", so it
+        then samples without evaluating anything.
         """
         llm = self.llm
         n_past = int(llm.n_tokens)
@@ -286,26 +298,33 @@ class LlamaModel:
         if lim:
             diff = np.flatnonzero(llm.input_ids[:lim] != np.asarray(tokens[:lim], dtype=np.intc))
             common = int(diff[0]) if diff.size else lim
-        if common == len(tokens) == n_past and not getattr(llm, "_requires_eval", True):
-            return 0
-        # Evaluate at least the last prompt token again so the logits belong to it.
-        keep = min(common, len(tokens) - 1)
-        if keep < n_past:
+        extends = common == n_past and (n_past < len(tokens) or not getattr(llm, "_requires_eval", True))
+        if extends:  # the same run's next turn (or the very same prompt with its logits still there)
+            keep = n_past
+        else:  # back to the last canonical chunk boundary inside the common prefix
+            keep = min(self.canonical, common // self.chunk * self.chunk, (len(tokens) - 1) // self.chunk * self.chunk)
             if keep > 0 and llm._ctx.kv_cache_seq_rm(-1, keep, -1):
                 llm.n_tokens = keep
             else:
                 llm.reset()
                 keep = 0
-        rest = tokens[keep:]
-        for i in range(0, len(rest), self.chunk):
+            self.canonical = keep
+        canonical = keep == self.canonical  # evaluating from the canonical edge keeps the layout canonical
+        start = keep
+        while start < len(tokens):
             if cancel.is_set():
                 raise Cancelled
-            llm.eval(rest[i : i + self.chunk])
-        return len(rest)
+            end = min(len(tokens), (start // self.chunk + 1) * self.chunk)  # up to the next chunk boundary
+            llm.eval(tokens[start:end])
+            start = end
+            if canonical and end % self.chunk == 0:
+                self.canonical = end
+        return len(tokens) - keep
 
     def reset(self) -> None:
         """Forget the evaluated tokens: the next prompt is evaluated from its start."""
         self.llm.reset()
+        self.canonical = 0
 
     def close(self) -> None:
         self.llm.close()

@@ -32,7 +32,7 @@ a response to start and between streamed chunks, default 120), ``connect_timeout
 ``max_retries`` (default 1), ``server_stop`` (above), ``logprobs`` (default true),
 ``extra_body`` (dict), ``tokenizer`` (a tiktoken encoding name; else ``spec.tokenizer``).
 
-Text and tokens: the streamed text is authoritative; ``TokenAligner`` pairs it with the
+Text and tokens: the streamed text is authoritative; ``alignment.TokenAligner`` pairs it with the
 per-token report, which may run ahead of it (vLLM holds back text that might begin a stop
 string) or name tokens by their bytes.
 
@@ -56,16 +56,17 @@ import os
 import re
 import threading
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from typing import Any
 
+from tuiagent.backends.alignment import TokenAligner, estimate_tokens
 from tuiagent.backends.base import ContextOverflow, GenerationStats
 from tuiagent.backends.stops import StopMatcher
 from tuiagent.backends.templates import NAMED_TEMPLATES, render_named
 from tuiagent.config.loader import toml_key
 from tuiagent.config.spec import ModelSpec
 from tuiagent.errors import ConfigError, UserError
-from tuiagent.protocol import Sampling, Token
+from tuiagent.protocol import Sampling, Token, TokenStream
 
 DEFAULT_TIMEOUT = 120.0
 DEFAULT_CONNECT_TIMEOUT = 10.0
@@ -77,93 +78,7 @@ class ModelServerError(UserError):
     """The model server could not be reached or refused the request; the message says what to check."""
 
 
-# ---------------------------------------------------------------- tokens from a streamed delta
-
-
-class TokenAligner:
-    """Pairs a server's streamed text with its per-token report (names and log-probabilities).
-
-    The text is authoritative: what is emitted is exactly the text the server sent, nothing
-    dropped, nothing added. The tokens come with names (``logprobs.tokens`` on a server, each
-    ``Logprob.decoded_token`` in vLLM) and the two streams need not be in step: a server that
-    checks stop strings holds text back while it sends the tokens that made it, and the text of
-    a character split across tokens comes with the token that completes it. So tokens wait here
-    until their text has arrived. Where a token's name is not its text (byte pieces, replacement
-    characters) the text up to the next token whose name is found in it goes to the first
-    token, and the others keep their log-probabilities with empty text: sums and counts stay
-    exact. At the end (``finish``), tokens past the end of the text (the stop string a server
-    cut, an end-of-sequence token) are dropped; one that straddles the end is cut.
-    """
-
-    def __init__(self) -> None:
-        self._text = ""
-        self._tokens: list[tuple[str, float | None]] = []
-
-    def feed(self, text: str, names: Sequence[str] | None, logprobs: Sequence[float | None] | None = None) -> list[Token]:
-        """Add one streamed delta; return the tokens whose text is now known."""
-        if names is None:  # no per-token report: the text is one token of unknown probability
-            if not self._tokens:
-                return [Token(text, None)] if text else []
-            names, logprobs = [], []
-        lps = list(logprobs or [])
-        lps += [None] * (len(names) - len(lps))
-        self._text += text
-        self._tokens += zip(names, lps)
-        return self._drain(final=False)
-
-    def finish(self) -> list[Token]:
-        """The stream ended: settle what is left."""
-        out = self._drain(final=True)
-        if self._text:
-            out.append(Token(self._text, None))
-            self._text = ""
-        return out
-
-    def _drain(self, final: bool) -> list[Token]:
-        out: list[Token] = []
-        while self._tokens:
-            name, lp = self._tokens[0]
-            if name and self._text.startswith(name) or not name and (self._text or not final):
-                out.append(Token(name, lp))
-                self._text = self._text[len(name):]
-                del self._tokens[0]
-                continue
-            if name.startswith(self._text):
-                if not final:
-                    break  # its text has not all arrived yet
-                if self._text:
-                    out.append(Token(self._text, lp))
-                    self._text = ""
-                self._tokens.clear()  # past the end of the text: a cut stop string, end of sequence
-                break
-            # The name is not the text: resynchronise on the next token whose name is found in it.
-            for j in range(1, len(self._tokens)):
-                following = self._tokens[j][0]
-                if following and "\ufffd" not in following:
-                    at = self._text.find(following, 1)
-                    if at > 0:
-                        break
-            else:
-                j, at = len(self._tokens), -1
-            if at < 0:
-                if not final:
-                    break  # wait for more text or tokens
-                j, at = len(self._tokens), len(self._text)
-            out.append(Token(self._text[:at], lp))
-            out.extend(Token("", p) for _, p in self._tokens[1:j])
-            self._text = self._text[at:]
-            del self._tokens[:j]
-        return out
-
-
 # ---------------------------------------------------------------- approximate token counts
-
-_PIECES = re.compile(r"'(?:s|t|re|ve|m|ll|d)| ?[^\W\d_]+| ?\d{1,3}| ?[^\s\w]+|\s+(?!\S)|\s+|_+")
-
-
-def estimate_tokens(text: str) -> int:
-    """A rough count without any tokenizer data: cl100k-like pre-token pieces, long words split."""
-    return sum(1 + len(p.strip()) // 6 for p in _PIECES.findall(text))
 
 
 class ApproxTokenCounter:
@@ -252,7 +167,6 @@ class OpenAIBackend:
         self.logprobs = logprobs
         self.extra_body = dict(extra_body or {})
         self.stats = GenerationStats()
-        self.last_stop_reason = "eos"
         self.server_reports_stop_reason = False
         self._count = ApproxTokenCounter(tokenizer or DEFAULT_ENCODING)
         self._tokenize_route: tuple[str, str] | None = None
@@ -269,14 +183,17 @@ class OpenAIBackend:
 
     # ------------------------------------------------------------ generation
 
-    async def stream(self, prompt: str, sampling: Sampling, stop: Sequence[str]) -> AsyncIterator[Token]:
-        """Yield sampled tokens until a stop string (not yielded), end of sequence or max_tokens."""
+    def stream(self, prompt: str, sampling: Sampling, stop: Sequence[str]) -> TokenStream:
+        """The sampled tokens until a stop string (not yielded), end of sequence or max_tokens."""
+        return TokenStream(self._generate, prompt, sampling, stop)
+
+    async def _generate(self, out: TokenStream, prompt: str, sampling: Sampling,
+                        stop: Sequence[str]) -> AsyncGenerator[Token, None]:
         stops = [s for s in stop if s]
         send_stops = self.server_stop == "always" or (self.server_stop == "auto" and self.server_reports_stop_reason)
         request = self._request(prompt, sampling, stops if send_stops else [])
         matcher = StopMatcher(stops)
         aligner = TokenAligner()
-        self.last_stop_reason = "eos"
         self.stats.calls += 1
         started = time.perf_counter()
         finish: str | None = None
@@ -313,8 +230,8 @@ class OpenAIBackend:
                     if choice.finish_reason:
                         tokens += aligner.finish()
                     for token in tokens:
-                        for out in matcher.feed(token):
-                            yield out
+                        for piece in matcher.feed(token):
+                            yield piece
                         if matcher.stopped:
                             break
                     if choice.finish_reason:
@@ -322,19 +239,19 @@ class OpenAIBackend:
             if not matcher.stopped:
                 if finish is None:  # the stream ended without saying why: find out
                     raise await self._unfinished(prompt)
-                for out in matcher.flush():
-                    yield out
+                for piece in matcher.flush():
+                    yield piece
         finally:
             await response.close()
             self._account(prompt, usage, sampled, time.perf_counter() - started)
         if matcher.stopped:
-            self.last_stop_reason = "stop"
+            out.stop_reason = "stop"
         elif finish == "length":
-            self.last_stop_reason = "length"
+            out.stop_reason = "length"
         elif isinstance(server_reason, str) and server_reason in stops:
-            self.last_stop_reason = "stop"
+            out.stop_reason = "stop"
         else:
-            self.last_stop_reason = "eos"
+            out.stop_reason = "eos"
 
     async def _open(self, request: dict[str, Any], prompt: str) -> Any:
         """Start the streamed completion. A prompt that fits but leaves less room than

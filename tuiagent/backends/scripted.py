@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, Sequence
 from pathlib import Path
 
 from tuiagent.backends.base import GenerationStats
@@ -27,7 +27,7 @@ from tuiagent.backends.stops import StopMatcher
 from tuiagent.backends.templates import render_named
 from tuiagent.config.spec import ModelSpec
 from tuiagent.errors import ConfigError
-from tuiagent.protocol import Sampling, Token
+from tuiagent.protocol import Sampling, Token, TokenStream
 
 _PIECES = re.compile(r"\s*\S+|\s+")
 
@@ -73,11 +73,16 @@ class ScriptedBackend:
         self.template = template
         self.delay_s = delay_s
         self.stats = GenerationStats()
-        self.last_stop_reason = "eos"
         self.prompts: list[str] = []  # every prompt it was given, for tests and replay checks
         self._next = 0
 
-    async def stream(self, prompt: str, sampling: Sampling, stop: Sequence[str]) -> AsyncIterator[Token]:
+    def stream(self, prompt: str, sampling: Sampling, stop: Sequence[str]) -> TokenStream:
+        return TokenStream(self.generate, prompt, sampling, stop)
+
+    async def generate(self, out: TokenStream, prompt: str, sampling: Sampling,
+                       stop: Sequence[str]) -> AsyncGenerator[Token, None]:
+        """The tokens behind ``stream``; sets ``out.stop_reason`` as it ends. Test doubles override
+        it to pace, record or break a stream (``async for t in super().generate(...)``)."""
         self.stats.calls += 1
         self.prompts.append(prompt)
         n_prompt = self.count_tokens(prompt)
@@ -86,23 +91,24 @@ class ScriptedBackend:
         turn = self.turns[self._next] if self._next < len(self.turns) else []
         self._next += 1
         matcher = StopMatcher(stop)
-        self.last_stop_reason = "eos"
+        reason = "eos"
         for i, token in enumerate(turn):
             if i >= sampling.max_tokens:
-                self.last_stop_reason = "length"
+                reason = "length"
                 break
             if self.delay_s:
                 await asyncio.sleep(self.delay_s)
             else:
                 await asyncio.sleep(0)
             self.stats.generated_tokens += 1
-            for out in matcher.feed(token):
-                yield out
+            for piece in matcher.feed(token):
+                yield piece
             if matcher.stopped:
-                self.last_stop_reason = "stop"
+                out.stop_reason = "stop"
                 return
-        for out in matcher.flush():
-            yield out
+        for piece in matcher.flush():
+            yield piece
+        out.stop_reason = reason
 
     def count_tokens(self, text: str) -> int:
         return len(_PIECES.findall(text))

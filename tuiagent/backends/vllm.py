@@ -35,16 +35,16 @@ import inspect
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import Any
 
+from tuiagent.backends.alignment import TokenAligner, estimate_tokens
 from tuiagent.backends.base import BackendCrashed, ContextOverflow, GenerationStats
-from tuiagent.backends.openai import TokenAligner, estimate_tokens
 from tuiagent.backends.stops import StopMatcher
 from tuiagent.backends.templates import NAMED_TEMPLATES, render_named
 from tuiagent.config.spec import ModelSpec
 from tuiagent.errors import ConfigError, UserError
-from tuiagent.protocol import Sampling, Token
+from tuiagent.protocol import Sampling, Token, TokenStream
 
 TEMPLATES = (*NAMED_TEMPLATES, "hf")
 
@@ -80,7 +80,6 @@ class VLLMBackend:
         self.chat_template = chat_template
         self.context_size = int(context_size)
         self.stats = GenerationStats()
-        self.last_stop_reason = "eos"
         self._sampling_params = sampling_params
         self._delta_kind = delta_kind
         self._owns_engine = owns_engine
@@ -111,8 +110,12 @@ class VLLMBackend:
             "  fix: lower options.gpu_memory_utilization or context_size in models.toml, then load the model again"
         )
 
-    async def stream(self, prompt: str, sampling: Sampling, stop: Sequence[str]) -> AsyncIterator[Token]:
-        """Yield sampled tokens until a stop string (not yielded), end of sequence or max_tokens."""
+    def stream(self, prompt: str, sampling: Sampling, stop: Sequence[str]) -> TokenStream:
+        """The sampled tokens until a stop string (not yielded), end of sequence or max_tokens."""
+        return TokenStream(self._generate, prompt, sampling, stop)
+
+    async def _generate(self, out: TokenStream, prompt: str, sampling: Sampling,
+                        stop: Sequence[str]) -> AsyncGenerator[Token, None]:
         stops = [s for s in stop if s]
         max_tokens = sampling.max_tokens
         if self.tokenizer is not None:
@@ -124,7 +127,6 @@ class VLLMBackend:
         request_id = f"tuiagent-{uuid.uuid4().hex}"
         matcher = StopMatcher(stops)
         aligner = TokenAligner()
-        self.last_stop_reason = "eos"
         self.stats.calls += 1
         started = time.perf_counter()
         finished = False
@@ -165,13 +167,13 @@ class VLLMBackend:
                     finish_reason, stop_reason = completion.finish_reason, completion.stop_reason
                     tokens += aligner.finish()
                 for token in tokens:
-                    for out in matcher.feed(token):
-                        yield out
+                    for piece in matcher.feed(token):
+                        yield piece
                     if matcher.stopped:
                         break
             if not matcher.stopped:
-                for out in matcher.flush():
-                    yield out
+                for piece in matcher.flush():
+                    yield piece
         finally:
             if not finished:
                 await self._abort(request_id)
@@ -183,13 +185,13 @@ class VLLMBackend:
         if finish_reason == "abort":
             raise VLLMError(f"vLLM aborted the request for model {self.model_id!r} (see its log)")
         if matcher.stopped:
-            self.last_stop_reason = "stop"
+            out.stop_reason = "stop"
         elif finish_reason == "length":
-            self.last_stop_reason = "length"
+            out.stop_reason = "length"
         elif finish_reason == "stop" and isinstance(stop_reason, str):
-            self.last_stop_reason = "stop"
+            out.stop_reason = "stop"
         else:
-            self.last_stop_reason = "eos"
+            out.stop_reason = "eos"
 
     def _sampled(self, token_ids: list[int], logprobs: Any) -> tuple[list[str] | None, list[float | None]]:
         """Names and log-probabilities of the sampled tokens (the entry for each sampled id)."""

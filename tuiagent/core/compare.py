@@ -21,6 +21,7 @@ from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from guards.chain import presenter
 from tuiagent.core import events as ev
 from tuiagent.core.context import working_context
 from tuiagent.core.steps import steps
@@ -46,24 +47,10 @@ class PruneMark:
 
 
 def _label(verdict: ev.GuardVerdict | None, pruned: ev.ContextPruned) -> tuple[str, str]:
-    """("STP" | "STPR" | "STPR+RTTS" | another guard's name, details) for a prune."""
-    if verdict is None or verdict.guard != "prunetir":
+    """(label, details) for a prune, as the guard that pruned names it (its name by default)."""
+    if verdict is None:
         return pruned.guard, ""
-    data = verdict.data or {}
-    if pruned.keep is not None:
-        label = "STP"
-    elif verdict.action == "suspend":
-        label = "STPR+RTTS"
-    else:
-        label = "STPR"
-    bits = []
-    if "episode" in data:
-        bits.append(f"episode {data['episode']}")
-    if "attempts" in data:
-        bits.append(f"{data['attempts']} attempt{'s' if data['attempts'] != 1 else ''}")
-    if pruned.keep is not None and "intent_shift" in data:
-        bits.append("intent shift" if data["intent_shift"] else "no intent shift")
-    return label, " · ".join(bits)
+    return presenter(verdict.guard).prune_label(verdict.record(), kept=pruned.keep is not None)
 
 
 def pruned_parts(events: Sequence[ev.Event]) -> dict[int, PruneMark]:
@@ -127,26 +114,13 @@ class StepCell:
 
 
 def verdict_note(v: ev.GuardVerdict) -> VerdictNote:
-    """One line about a verdict, with the numbers that matter for its guard."""
-    d = v.data or {}
-    if v.guard == "attc":
-        conf = d.get("confidence")
-        text = "conf n/a" if conf is None else f"conf {conf:.3f} / τ {d.get('threshold', 0):.2f} {d.get('decision', '')}"
-    elif v.guard == "necessity":
-        label = "necessary" if d.get("necessary", True) else "unnecessary"
-        text = f"{label} p={d.get('p_unnecessary', 0):.2f}" + (" skipped" if d.get("skipped") else "")
-    elif v.guard == "gstep":
-        p = d.get("p_continue")
-        ptxt = "n/a" if p is None else f"{p:.3f}"
-        text = f"p(cont) {ptxt} / τ {d.get('tau', 0):g} {d.get('decision', v.action)}"
-    elif v.guard == "prunetir":
-        text = v.reason or v.action
-    elif v.guard == "tim":
-        phrases = d.get("phrases") or []
-        text = ("flagged" if d.get("flagged") else "clean") + (f": {', '.join(phrases[:2])}" if phrases else "")
-    else:
-        text = v.reason or v.action
-    return VerdictNote(v.guard, v.action, text)
+    """One line about a verdict, as its guard words it."""
+    return VerdictNote(v.guard, v.action, presenter(v.guard).note(v.record()))
+
+
+def shown(v: ev.GuardVerdict) -> bool:
+    """Whether a verdict has something to show (its guard gives it a display)."""
+    return presenter(v.guard).display(v.record()) is not None
 
 
 def step_cells(events: Sequence[ev.Event]) -> list[StepCell]:
@@ -177,7 +151,7 @@ def step_cells(events: Sequence[ev.Event]) -> list[StepCell]:
         cells.append(StepCell(
             turn=s.turn, prose=prose.strip(), code=s.code.code if s.code else None,
             call=s.code.call if s.code else None, status=status, error_name=err, duration_s=dur, output=out,
-            verdicts=tuple(verdict_note(v) for v in s.verdicts if v.action != "pass" or v.guard == "attc"),
+            verdicts=tuple(verdict_note(v) for v in s.verdicts if shown(v)),
             pruned=marks.get(s.turn), answer=s.answer.answer if s.answer else None,
             answer_final=bool(s.answer and s.answer.final), stop=s.stop, tokens=s.tokens,
         ))

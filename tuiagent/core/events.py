@@ -14,6 +14,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
+from tuiagent.protocol import VerdictRecord
+
 SCHEMA = "tuiagent.trajectory"
 SCHEMA_VERSION = 1
 
@@ -142,6 +144,10 @@ class GuardVerdict(Event):
     data: dict[str, Any] = field(default_factory=dict)
     turn: int = 0
     type: ClassVar[str] = "GuardVerdict"
+
+    def record(self) -> VerdictRecord:
+        """The verdict as guards describe it (``guards.chain.presenter(guard)``)."""
+        return VerdictRecord(self.guard, self.hook, self.action, self.reason, self.text, self.data or {}, self.turn)
 
 
 @dataclass(frozen=True)

@@ -16,8 +16,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import asdict, fields, replace
 
 from guards.chain import GuardChain, Toggle
-from kernels.base import Kernel
-from kernels.base import ToolResult as KernelResult
+from kernels.base import CellResult, Kernel
 from tuiagent.backends.base import Backend, BackendCrashed
 from tuiagent.core import prompts
 from tuiagent.core.context import WorkingContext
@@ -85,7 +84,6 @@ class Agent:
         settings: RunSettings | None = None,
         recorder: Recorder | None = None,
         guards: GuardChain | None = None,
-        extra_settings: dict | None = None,
         approve: Callable[[str], Awaitable[bool]] | None = None,
     ):
         """``approve``, when given, is asked before each code block runs (the "ask before running
@@ -96,7 +94,6 @@ class Agent:
         self.settings = settings or RunSettings()
         self.recorder = recorder
         self.guards = guards
-        self.extra_settings = extra_settings or {}
         self.approve = approve
         if self.settings.mode == "tool" and kernel is None:
             raise ValueError("tool mode needs a kernel")
@@ -158,7 +155,7 @@ class _Run:
                 mode=self.settings.mode,
                 prompt=self.context.text,
                 sampling=asdict(self.agent.sampling),
-                settings={**asdict(self.settings), **self.agent.extra_settings},
+                settings=asdict(self.settings),
                 gold=self.gold,
             )
         )
@@ -226,7 +223,8 @@ class _Run:
         token's log-probability. Costs the prefix cache: the next turn re-evaluates the context."""
         backend = self.agent.backend
         prompt = backend.render_chat([{"role": "user", "content": question}])
-        tokens = [t async for t in backend.stream(prompt, Sampling(temperature=0.0, max_tokens=max_tokens), [])]
+        async with backend.stream(prompt, Sampling(temperature=0.0, max_tokens=max_tokens), []) as stream:
+            tokens = [t async for t in stream]
         return TokenLP("".join(t.text for t in tokens), tokens[0].logprob if tokens else None)
 
     async def _consult(self, hook: str, *args: object, answer: str | None = None) -> list[Verdict]:
@@ -294,13 +292,13 @@ class _Run:
             self.resample = None
         stop = [OUTPUT_FENCE] if self.settings.mode == "tool" else []
         self.turn_tokens = []
-        stop_reason = "eos"
         try:
-            async with asyncio.timeout(self._remaining_wall()):
-                async for token in backend.stream(self.context.text, sampling, stop):
+            async with (asyncio.timeout(self._remaining_wall()),
+                        backend.stream(self.context.text, sampling, stop) as stream):
+                async for token in stream:
                     self.turn_tokens.append(TokenLP(token.text, token.logprob))
                     yield self._record(TokenDelta(turn=self.turn, text=token.text, logprob=token.logprob))
-            stop_reason = backend.last_stop_reason
+            stop_reason = stream.stop_reason or "eos"
         except TimeoutError:
             stop_reason = "time"
         except asyncio.CancelledError:
@@ -362,7 +360,7 @@ class _Run:
                 self.emit(Notice(level="warning", message=f"code block {call} not run: the user declined"))
                 skip = prompts.DECLINED_NOTE
         if skip is not None:
-            self._output(call, code, skip, KernelResult(), executed=False)
+            self._output(call, code, skip, CellResult(), executed=False)
             for event in self._drain():
                 yield event
             return
@@ -391,7 +389,7 @@ class _Run:
                 return v.text
         return None
 
-    def _output(self, call: int, code: str, shown: str, result: KernelResult, *, executed: bool) -> None:
+    def _output(self, call: int, code: str, shown: str, result: CellResult, *, executed: bool) -> None:
         self.emit(ToolResult(
             call=call,
             shown=shown,

@@ -1,66 +1,34 @@
 """One run's numbers, folded from its events (the same events its trajectory holds).
 
-Guard-reported numbers (ATTC decisions, G-STEP gate decisions, PruneTIR's stuck/resample/suspend,
-necessity verdicts, the TIM monitor's flag) come from the GuardVerdict events of the guards that
-were on. Two numbers are also measured for every run, guards on or off, so settings compare:
-``unnecessary_calls`` (the necessity guard's deterministic rule judge over the executed blocks) and
-``tim_flag`` (the TIM monitor's test: precursor phrases, or an answer copied from the last tool
-output with little derivation after >= 2 calls).
+The loop's own numbers (answer, tool calls, context tokens, prunes, time) come from the events;
+each installed guard adds its own from the run (``GuardBase.metrics``): what its verdicts said
+when it was on, and numbers it measures on every run, on or off, so settings compare (the
+necessity rule judge's unnecessary calls, the TIM monitor's flag).
 """
 
 from __future__ import annotations
 
-import re
-from collections import Counter
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from typing import Any
 
+from guards.chain import available, presenter
 from tuiagent.core import events as ev
 from tuiagent.core.steps import run_metrics
-
-TIM_MIN_CALLS = 2
-TIM_MIN_WORDS_AFTER = 15
-_WORD = re.compile(r"[A-Za-z0-9]+")
+from tuiagent.protocol import RunPiece, RunRecord
 
 
-def _words_before_box(text: str) -> int:
-    box = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
-    return len(_WORD.findall(text[:box] if box >= 0 else text))
-
-
-def tool_ignored(gold: str | None, correct: bool | None, results: list[ev.ToolResult]) -> bool:
-    """The last executed, successful tool output equals the gold answer, yet the run's answer is wrong."""
-    from guards.tim import answer_matches_output
-
-    ok = [r for r in results if r.executed and not (r.error or r.timed_out)]
-    if gold is None or correct is not False or not ok:
-        return False
-    return answer_matches_output(gold, ok[-1].shown)
-
-
-def tim_monitor(events: list[ev.Event], answer: str | None) -> tuple[bool, list[str]]:
-    """The TIM monitor's test on any run: (flagged, precursor-phrase categories matched)."""
-    from guards.tim import answer_matches_output, precursor_phrases
-
-    generated = "\n".join(e.text for e in events if isinstance(e, ev.TurnEnded))
-    categories = sorted({cat for cat, _ in precursor_phrases(generated)})
-    results = [e for e in events if isinstance(e, ev.ToolResult) and e.executed]
-    ok = [r for r in results if not (r.error or r.timed_out)]
-    copied = False
-    if answer is not None and ok and len(results) >= TIM_MIN_CALLS and answer_matches_output(answer, ok[-1].shown):
-        at = max(i for i, e in enumerate(events) if e is ok[-1])
-        after = "".join(e.text for e in events[at:] if isinstance(e, ev.TurnEnded))
-        copied = _words_before_box(after) < TIM_MIN_WORDS_AFTER
-    return copied or bool(categories), categories
-
-
-def unnecessary_calls(events: Iterable[ev.Event]) -> int:
-    """Executed code blocks the necessity guard's rule judge calls unnecessary (trivial arithmetic/printing)."""
-    from guards.necessity import rule_judge
-
-    events = list(events)
+def run_pieces(events: list[ev.Event]) -> tuple[RunPiece, ...]:
+    """The run in order, as guards' metrics read it: generated turns, code blocks, executed outputs."""
     executed = {e.call for e in events if isinstance(e, ev.ToolResult) and e.executed}
-    return sum(not rule_judge(e.code)[0] for e in events if isinstance(e, ev.CodeBlock) and e.call in executed)
+    pieces = []
+    for e in events:
+        if isinstance(e, ev.TurnEnded):
+            pieces.append(RunPiece("turn", e.text))
+        elif isinstance(e, ev.CodeBlock):
+            pieces.append(RunPiece("code", e.code, executed=e.call in executed))
+        elif isinstance(e, ev.ToolResult) and e.executed:
+            pieces.append(RunPiece("output", e.shown, error=e.error or e.timed_out))
+    return tuple(pieces)
 
 
 def run_record(events: list[ev.Event], count_tokens: Callable[[str], int] | None = None) -> dict[str, Any]:
@@ -70,14 +38,8 @@ def run_record(events: list[ev.Event], count_tokens: Callable[[str], int] | None
     gold = started.gold if started else None
     base = run_metrics(events, count_tokens)
     results = [e for e in events if isinstance(e, ev.ToolResult)]
-    verdicts = [e for e in events if isinstance(e, ev.GuardVerdict)]
-
-    attc = Counter(str(v.data.get("decision")) for v in verdicts if v.guard == "attc" and v.hook == "on_tool_result")
-    gate = Counter(str(v.data.get("decision")) for v in verdicts if v.guard == "gstep" and v.data.get("decision"))
-    prunetir = [v for v in verdicts if v.guard == "prunetir"]
-    necessity = [v for v in verdicts if v.guard == "necessity"]
-    tim_guard = next((v for v in verdicts if v.guard == "tim" and v.hook == "on_finish"), None)
-    tim_flag, tim_categories = tim_monitor(events, finished.answer)
+    run = RunRecord(run_pieces(events), tuple(e.record() for e in events if isinstance(e, ev.GuardVerdict)),
+                    finished.answer, gold, finished.correct)
     return {
         "answer": finished.answer,
         "correct": finished.correct,
@@ -91,23 +53,19 @@ def run_record(events: list[ev.Event], count_tokens: Callable[[str], int] | None
         "generated_tokens": finished.generated_tokens,
         "turns": sum(isinstance(e, ev.TurnEnded) for e in events),
         "wall_s": finished.wall_s,
-        "stuck": sum("stuck_in_a_row" in v.data for v in prunetir),
         "resampled": base["stpr"],
         "suspended": base["rtts"],
         "stp": base["stp"],
-        "attc_trust": attc.get("trust", 0),
-        "attc_rethink": attc.get("rethink", 0),
-        "attc_timeout": attc.get("timeout", 0),
-        "attc_na": attc.get("n/a", 0),
-        "gate": dict(gate),
-        "gate_continues": sum(n for d, n in gate.items() if d in ("continue", "replan")),
-        "tool_ignored": tool_ignored(gold, finished.correct, results),
-        "unnecessary_calls": unnecessary_calls(events),
-        "necessity_flags": sum(v.data.get("necessary") is False for v in necessity),
-        "necessity_skipped": sum(bool(v.data.get("skipped")) for v in necessity),
-        "tim_flag": tim_flag,
-        "tim_categories": tim_categories,
-        "tim_guard_flag": None if tim_guard is None else bool(tim_guard.data.get("flagged")),
+        **guard_metrics(run),
         "notices": [e.message for e in events if isinstance(e, ev.Notice) and e.level == "error"][:3],
         "trajectory": finished.trajectory,
     }
+
+
+def guard_metrics(run: RunRecord) -> dict[str, Any]:
+    """Every installed guard's numbers for the run (each guard names its own; the same keys
+    whether it was on or off, so settings compare)."""
+    out: dict[str, Any] = {}
+    for name in available():
+        out.update(presenter(name).metrics(run))
+    return out

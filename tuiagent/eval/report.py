@@ -24,13 +24,24 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
+from guards.chain import available, presenter
 from tuiagent.eval.configs import CONDITION_LABELS
 from tuiagent.eval.stats import TOOL_BINS, bin_label, bootstrap_mean, mcnemar_exact, paired_bootstrap, tool_bin
 from tuiagent.eval.variants import CUE_PREFIX, DISTRACTOR_PREFIX
 
 MEANS = ("tcn", "erroneous", "wtn", "generated_tokens", "wall_s")
-TOTALS = ("stuck", "resampled", "suspended", "gate_continues", "attc_trust", "attc_rethink", "tool_ignored",
-          "unnecessary_calls", "necessity_flags", "tim_flag")
+LOOP_TOTALS = (("resampled", "resampled"), ("suspended", "suspended"))
+
+
+def guard_totals() -> tuple[tuple[str, str], ...]:
+    """(metric, header) of every installed guard's summary numbers, in the guards' order."""
+    return tuple(col for name in sorted(available(), key=lambda n: (presenter(n).order, n))
+                 for col in presenter(name).summary)
+
+
+def totals() -> tuple[str, ...]:
+    """The numbers summed over a setting's runs: the loop's, then each installed guard's."""
+    return tuple(k for k, _ in LOOP_TOTALS + guard_totals())
 
 
 def _ok(record: dict[str, Any]) -> float:
@@ -83,7 +94,7 @@ def setting_row(records: list[dict[str, Any]], base: list[dict[str, Any]] | None
     for key in MEANS:
         values = [r[key] for r in records if isinstance(r.get(key), (int, float))]
         row[key] = _round(sum(values) / len(values), 2) if values else None
-    for key in TOTALS:
+    for key in totals():
         row[key] = int(sum(bool(r.get(key)) if key == "tim_flag" else (r.get(key) or 0) for r in records))
     if base is not None:
         base_units = _per_unit(base)
@@ -228,14 +239,13 @@ ACC_COLUMNS = (
     ("acc_ci", "95% CI"), ("delta", "Δ vs base"), ("delta_ci", "Δ 95% CI"), ("p_mcnemar", "McNemar p"),
     ("tool_call_rate", "tool rate"), ("no_answer", "no answer"), ("errors", "errors"),
 )
-TOOL_COLUMNS = (
-    ("setting", "setting"), ("tcn", "TCN"), ("erroneous", "err"), ("wtn", "WTN"), ("generated_tokens", "gen tok"),
-    ("wall_s", "wall s"), ("stuck", "stuck"), ("resampled", "resampled"), ("suspended", "suspended"),
-    ("gate_continues", "gate cont"), ("attc_trust", "trust"), ("attc_rethink", "rethink"),
-    ("tool_ignored", "tool ignored"), ("unnecessary_calls", "unnec calls"), ("necessity_flags", "nec flags"),
-    ("tim_flag", "TIM flags"),
-)
-MAIN_COLUMNS = ACC_COLUMNS + TOOL_COLUMNS[1:]
+def tool_columns() -> tuple[tuple[str, str], ...]:
+    return (("setting", "setting"), ("tcn", "TCN"), ("erroneous", "err"), ("wtn", "WTN"),
+            ("generated_tokens", "gen tok"), ("wall_s", "wall s"), *LOOP_TOTALS, *guard_totals())
+
+
+def main_columns() -> tuple[tuple[str, str], ...]:
+    return ACC_COLUMNS + tool_columns()[1:]
 
 
 def _cell(value: Any) -> str:
@@ -248,12 +258,12 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def main_rows(summary: dict[str, Any], dataset: str, columns: tuple = MAIN_COLUMNS) -> list[list[str]]:
+def main_rows(summary: dict[str, Any], dataset: str, columns: tuple | None = None) -> list[list[str]]:
     rows = []
     base = summary["baseline"]
     for name, row in summary["datasets"][dataset]["settings"].items():
         cells = []
-        for key, _ in columns:
+        for key, _ in columns or main_columns():
             if key == "setting":
                 cells.append(name + (" (base)" if name == base else ""))
             else:
@@ -267,7 +277,7 @@ def _main_tables(summary: dict[str, Any], dataset: str) -> list[tuple[str, list[
         (f"{dataset}: accuracy ({summary['model']}, baseline {summary['baseline']})",
          [h for _, h in ACC_COLUMNS], main_rows(summary, dataset, ACC_COLUMNS)),
         (f"{dataset}: tool and guard numbers (TCN, err, WTN, gen tok, wall s: per-run means; the rest: totals)",
-         [h for _, h in TOOL_COLUMNS], main_rows(summary, dataset, TOOL_COLUMNS)),
+         [h for _, h in tool_columns()], main_rows(summary, dataset, tool_columns())),
     ]
 
 
@@ -330,7 +340,7 @@ def to_markdown(summary: dict[str, Any]) -> str:
 
 def to_csv(summary: dict[str, Any]) -> str:
     """One row per dataset x setting with every number of the main table (CI bounds in their own columns)."""
-    keys = [k for k, _ in MAIN_COLUMNS if k != "setting"]
+    keys = [k for k, _ in main_columns() if k != "setting"]
     header = ["dataset", "setting", "is_baseline"]
     for k in keys:
         header += [f"{k}_low", f"{k}_high"] if k in ("acc_ci", "delta_ci") else [k]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tuiagent.core import events as ev
-from tuiagent.core.compare import verdict_note
+from tuiagent.core.compare import shown, verdict_note
 
 
 def describe_event(e: ev.Event) -> str:
@@ -43,6 +43,6 @@ def describe_event(e: ev.Event) -> str:
 def is_guard_decision(e: ev.Event) -> bool:
     """What 'jump to the next guard decision' stops at: a verdict that says something, a prune, a switch."""
     if isinstance(e, ev.GuardVerdict):
-        return e.action != "pass" or e.guard == "attc"
+        return shown(e)
     return isinstance(e, (ev.ContextPruned, ev.GuardToggled)) and not (
         isinstance(e, ev.GuardToggled) and e.reason == "on at start")

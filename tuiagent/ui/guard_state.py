@@ -14,16 +14,6 @@ from typing import Any
 from guards.base import parse_settings
 from guards.chain import GuardChain, guard_class
 
-# The settings the panel shows for each guard (the rest stay editable with --set and models.toml).
-MAIN_SETTINGS: dict[str, tuple[str, ...]] = {
-    "attc": ("threshold",),
-    "gstep": ("tau", "max_extra_turns", "critic"),
-    "necessity": ("mode", "judge", "threshold"),
-    "prunetir": ("turn_limit", "retry_limit", "stp", "stpr", "rtts"),
-    "tim": ("monitor", "prompt"),
-}
-
-
 @dataclass(frozen=True)
 class FieldInfo:
     name: str
@@ -45,9 +35,10 @@ class GuardState:
 
 
 def field_infos(name: str) -> list[FieldInfo]:
-    cls = guard_class(name).Settings
+    guard = guard_class(name)
+    cls = guard.Settings
     hints = typing.get_type_hints(cls)
-    shown = MAIN_SETTINGS.get(name)
+    shown = getattr(guard, "main_settings", ()) or None  # the guard's own choice, else the first five
     out = []
     for f in dataclasses.fields(cls):
         if shown is not None and f.name not in shown:

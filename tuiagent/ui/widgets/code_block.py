@@ -1,10 +1,9 @@
 """One code block the model wrote: highlighted code, its tool call's status and duration, and what the
-guards said about it (ATTC confidence on a scale with its threshold and decision; the necessity flag)."""
+guards said about it, drawn from each guard's own description (ATTC's confidence bar, the necessity flag)."""
 
 from __future__ import annotations
 
 import time
-from typing import Any
 
 from textual import events
 from textual.binding import Binding
@@ -14,9 +13,8 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from tuiagent.ui.widgets.confidence_bar import bar_content
-
-ATTC_SCALE = (0.8, 1.0)  # confidences below 0.8 sit at the left end (marked ◂)
+from tuiagent.protocol import Display, Line
+from tuiagent.ui.widgets.guard_display import line_content
 
 _STATUS = {
     "pending": ("… waiting", "$text-muted"),
@@ -61,12 +59,12 @@ class CodeBlockView(Widget, can_focus=True):
         self.turn, self.call, self.code = turn, call, code
         self.duration_s: float | None = None
         self.error_name: str | None = None
-        self.attc: dict[str, Any] | None = None
-        self.necessity: dict[str, Any] | None = None
+        self.guard_lines: dict[str, tuple[Line, ...]] = {}  # per guard: lines under the status
+        self.guard_status: dict[str, tuple[Line, ...]] = {}  # per guard: spans at the end of the status
         self.skip_reason = ""
         self.started = time.monotonic()
         self._code = highlight(code, language="python")
-        self.tooltip = "ATTC confidence = exp(mean log-prob of the block's tokens), scale 0.80–1.00; c copies the code"
+        self.tooltip = "c copies the code"
 
     # -- calls down from the trajectory ---------------------------------------------------------
 
@@ -92,16 +90,17 @@ class CodeBlockView(Widget, can_focus=True):
         self.set_class(self.status == "skipped", "-skipped")
         self.refresh(layout=True)
 
-    def set_attc(self, data: dict[str, Any]) -> None:
-        self.attc = data
-        self.refresh(layout=True)
-
-    def set_necessity(self, data: dict[str, Any]) -> None:
-        self.necessity = data
-        self.refresh(layout=True)
-
-    def set_skip(self, reason: str) -> None:
-        self.skip_reason = reason
+    def set_guard(self, guard: str, display: Display) -> None:
+        """What ``guard`` says about this block: lines under its status ("code"), spans on the status
+        line ("code-status"), or the reason it was not run ("code-skip")."""
+        if display.place == "code-skip":
+            self.skip_reason = display.text
+        elif display.place == "code-status":
+            self.guard_status[guard] = display.lines
+        else:
+            self.guard_lines[guard] = display.lines
+        if display.tooltip:
+            self.tooltip = f"{display.tooltip}; c copies the code"
         self.refresh(layout=True)
 
     # -- drawing --------------------------------------------------------------------------------
@@ -120,37 +119,14 @@ class CodeBlockView(Widget, can_focus=True):
             parts.append((f" {time.monotonic() - self.started:.1f} s", "$text-muted"))
         if self.skip_reason and self.status == "skipped":
             parts.append((f" ({self.skip_reason})", "$text-warning"))
-        n = self.necessity
-        if n is not None:
-            necessary = bool(n.get("necessary", True))
-            p = n.get("p_unnecessary")
-            ptxt = "" if p is None else f" P(unnecessary) {p:.2f}"
-            parts.append(("  · ", "$text-muted"))
-            parts.append(("necessary" if necessary else "⚑ unnecessary",
-                          "$text-muted" if necessary else "bold $text-warning"))
-            parts.append((f"{ptxt} ({n.get('judge', '?')})", "$text-muted"))
+        for spans in self.guard_status.values():
+            parts += [line_content(line) for line in spans]
         return Content.assemble(*parts)
-
-    def attc_line(self) -> Content | None:
-        a = self.attc
-        if a is None:
-            return None
-        conf, tau, decision = a.get("confidence"), a.get("threshold"), a.get("decision", "")
-        lo, hi = ATTC_SCALE
-        number = "n/a" if conf is None else f"{conf:.3f}"
-        style = {"trust": "bold $text-success", "rethink": "bold $text-warning",
-                 "timeout": "bold $text-error"}.get(decision, "$text-muted")
-        return Content.assemble(
-            ("ATTC ", "bold"), bar_content(conf, tau, width=16, lo=lo, hi=hi),
-            (f" {number}", "bold"), (f"  τ {tau:.3f}" if tau is not None else "", "$text-muted"),
-            ("  → ", "$text-muted"), (decision or "n/a", style),
-        )
 
     def render(self) -> Content:
         lines = [self.status_line()]
-        attc = self.attc_line()
-        if attc is not None:
-            lines.append(attc)
+        for guard_lines in self.guard_lines.values():
+            lines += [line_content(line) for line in guard_lines]
         lines.append(self._code)
         return Content("\n").join(lines)
 

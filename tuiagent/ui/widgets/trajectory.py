@@ -14,16 +14,16 @@ from textual.binding import Binding
 from textual.containers import VerticalScroll
 from textual.widget import Widget
 
+from guards.chain import presenter
 from tuiagent.core import events as ev
 from tuiagent.core.compare import PruneMark, pruned_parts
 from tuiagent.parsing import final_answer, last_closed_block
 from tuiagent.ui.widgets.banner import Banner
 from tuiagent.ui.widgets.code_block import CodeBlockView
 from tuiagent.ui.widgets.final_answer import FinalAnswer
-from tuiagent.ui.widgets.gate_card import GateCard
+from tuiagent.ui.widgets.guard_card import GuardCard
 from tuiagent.ui.widgets.note_line import NoteLine
 from tuiagent.ui.widgets.step_header import StepHeader
-from tuiagent.ui.widgets.tim_card import TimCard
 from tuiagent.ui.widgets.tool_output import ToolOutput
 from tuiagent.ui.widgets.turn_text import TurnText
 
@@ -59,7 +59,7 @@ class TrajectoryView(VerticalScroll, can_focus=True):
         self.outputs: dict[int, ToolOutput] = {}
         self.marks: dict[int, PruneMark] = {}
         self.pruned_items: dict[int, list[Widget]] = {}
-        self.gates: list[GateCard] = []
+        self.attempts: list[GuardCard] = []  # cards about answer attempts (marked final or not)
         self.final: FinalAnswer | None = None
         self._dirty: set[TurnText] = set()
         self._current: Widget | None = None
@@ -163,36 +163,29 @@ class TrajectoryView(VerticalScroll, can_focus=True):
         return self._add(out, turn)
 
     def _on_GuardVerdict(self, e: ev.GuardVerdict) -> Widget | None:
-        d = e.data or {}
-        turn = e.turn or self.turn
-        if e.guard == "attc" and e.hook == "on_tool_result":
-            view = self.code.get(d.get("call", self.call or -1))
-            if view is not None:
-                view.set_attc(d)
-                return view
-        if e.guard == "necessity" and e.hook == "on_code" and self.call in self.code:
-            self.code[self.call].set_necessity(d)
-            return self.code[self.call]
-        if e.guard == "gstep" and e.hook == "on_answer":
-            text = self.texts.get(turn)
-            card = GateCard(turn, final_answer(text.text) if text else None, e.action, e.reason, d)
-            self.gates.append(card)
-            return self._add(card, turn)
-        if e.guard == "gstep" and e.action == "skip" and self.call in self.code:
-            self.code[self.call].set_skip(d.get("reason", e.reason))
-            return self.code[self.call]
-        if e.guard == "tim" and e.hook == "on_finish":
-            return self._add(TimCard(turn, e.reason, d), turn)
-        if e.action == "suspend":
-            banner = Banner(turn, "⚠ RTTS: the tool is suspended from here on",
-                            f"{e.reason}. Code blocks are no longer run; the model continues by hand.")
-            banner.sticky = True
-            return self._add(banner, turn)
-        if e.action == "pass":
+        """Drawn as the guard describes it (``GuardBase.display``): on its code block, as a card, a
+        banner or a line; this view knows no guard by name."""
+        shown = presenter(e.guard).display(e.record())
+        if shown is None:
             return None
-        line = NoteLine(turn, "verdict", f"{e.guard} · {e.action}", e.reason)
-        line.sticky = e.guard == "prunetir"
-        return self._add(line, turn)
+        turn = e.turn or self.turn
+        if shown.place.startswith("code"):
+            view = self.code.get(self.call if shown.call is None else shown.call)
+            if view is not None:
+                view.set_guard(e.guard, shown)
+                return view
+        if shown.place == "card":
+            text = self.texts.get(turn)
+            card = GuardCard(turn, e.guard, shown, answer=final_answer(text.text) if text and shown.attempt else None)
+            if shown.attempt:
+                self.attempts.append(card)
+            return self._add(card, turn)
+        if shown.place == "banner":
+            banner = Banner(turn, shown.title, shown.text)
+        else:  # a line (or a block it is about that this view does not hold)
+            banner = NoteLine(turn, "verdict", shown.title or f"{e.guard} · {e.action}", shown.text or e.reason)
+        banner.sticky = shown.sticky
+        return self._add(banner, turn)
 
     def _on_ContextAppended(self, e: ev.ContextAppended) -> Widget | None:
         if e.kind == "tool":
@@ -216,9 +209,9 @@ class TrajectoryView(VerticalScroll, can_focus=True):
         return first
 
     def _on_AnswerAttempt(self, e: ev.AnswerAttempt) -> Widget | None:
-        if self.gates and self.gates[-1].turn == e.turn:
-            self.gates[-1].set_final(e.final)
-            return self.gates[-1]
+        if self.attempts and self.attempts[-1].turn == e.turn:
+            self.attempts[-1].set_final(e.final)
+            return self.attempts[-1]
         return self.texts.get(e.turn)
 
     def _on_Notice(self, e: ev.Notice) -> Widget:

@@ -1,0 +1,51 @@
+"""A guard that lives outside tuiagent/ and guards/ and is registered only through the
+``tuiagent.guards`` entry point of the dist-info beside it: the proof that a guard is a plug-in.
+It flags tool outputs longer than ``max_chars`` and describes itself like any shipped guard."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from guards.base import GuardBase, setting
+from tuiagent.protocol import FLAG, PASS, Call, Display, Gauge, RunRecord, RunView, Span, Verdict, VerdictRecord
+
+
+@dataclass(frozen=True)
+class ProbeSettings:
+    max_chars: int = setting(40, "a tool output longer than this is flagged", check=lambda v: v > 0, allowed="> 0")
+
+
+class ProbeGuard(GuardBase):
+    """Probe: flags long tool outputs (a test plug-in)."""
+
+    name = "probe"
+    order = 60
+    Settings = ProbeSettings
+    main_settings = ("max_chars",)
+    summary = (("probe_long", "probe long"),)
+
+    def __init__(self, settings: ProbeSettings):
+        self.settings = settings
+
+    def on_tool_result(self, call: Call, view: RunView) -> Verdict:
+        n, limit = len(call.output), self.settings.max_chars
+        return Verdict(FLAG if n > limit else PASS, reason=f"output of {n} chars",
+                       data={"call": call.call, "chars": n, "max_chars": limit, "long": n > limit})
+
+    @classmethod
+    def note(cls, v: VerdictRecord) -> str:
+        return f"probe {v.data.get('chars')} chars"
+
+    @classmethod
+    def display(cls, v: VerdictRecord) -> Display:
+        d = v.data
+        ratio = min(d["chars"] / (2 * d["max_chars"]), 1.0)
+        return Display("code", call=d.get("call"), lines=((
+            Span("PROBE ", "bold"), Gauge(ratio, 0.5, above="warn", below="ok"),
+            Span(f" {d['chars']} chars", "bold"), Span(" long" if d["long"] else " short", "warn" if d["long"] else "ok"),
+        ),))
+
+    @classmethod
+    def metrics(cls, run: RunRecord) -> dict[str, Any]:
+        return {"probe_long": sum(bool(v.data.get("long")) for v in run.of(cls.name))}

@@ -1,0 +1,33 @@
+"""Plug-ins found by entry point: the one place that reads ``importlib.metadata.entry_points``.
+
+Guards register under "tuiagent.guards" (``guards.chain``), kernels under "tuiagent.kernels"
+(``tuiagent.runner``). ``shipped`` maps a name to "module:attr" for plug-ins that ship with
+tuiagent and must be found even when the installed entry points predate them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+from collections.abc import Callable, Mapping
+
+
+def names(group: str, shipped: Mapping[str, str] | None = None) -> list[str]:
+    """Names registered under ``group`` (and those in ``shipped``), without importing any of them."""
+    return sorted({ep.name for ep in importlib.metadata.entry_points(group=group)} | set(shipped or ()))
+
+
+def load(group: str, name: str, kind: str, *, shipped: Mapping[str, str] | None = None,
+         error: Callable[[str], Exception] = LookupError) -> type:
+    """The object registered as ``name`` under ``group``, else the one ``shipped`` names.
+
+    Raises ``error("no <kind> named '<name>'; installed: <names>")`` when there is none, so each
+    caller keeps its own error type.
+    """
+    for ep in importlib.metadata.entry_points(group=group):
+        if ep.name == name:
+            return ep.load()
+    if shipped and name in shipped:
+        module, _, attr = shipped[name].partition(":")
+        return getattr(importlib.import_module(module), attr)
+    raise error(f"no {kind} named {name!r}; installed: {', '.join(names(group, shipped)) or 'none'}")

@@ -1,0 +1,43 @@
+"""A guard's card in the trajectory, drawn from the guard's own description of its verdict: at an
+answer attempt (the attempted answer, then whether it was final), or at the end of the run."""
+
+from __future__ import annotations
+
+from textual.content import Content
+from textual.widget import Widget
+
+from tuiagent.protocol import Display
+from tuiagent.ui.widgets.guard_display import line_content
+
+
+class GuardCard(Widget):
+    DEFAULT_CSS = """
+    GuardCard { height: auto; margin: 1 1 0 1; padding: 0 1; border-left: outer $secondary; }
+    GuardCard.-attempt { margin: 0 1; background: $boost; }
+    GuardCard.-flagged { border-left: outer $warning; background: $warning-muted 30%; }
+    GuardCard.-current { background: $primary-muted; }
+    """
+
+    def __init__(self, turn: int, guard: str, display: Display, *, answer: str | None = None,
+                 classes: str | None = None):
+        super().__init__(classes=classes)
+        self.turn, self.guard, self.shown, self.answer = turn, guard, display, answer
+        self.final: bool | None = None
+        self.set_class(display.attempt, "-attempt")
+        self.set_class(display.flagged, "-flagged")
+        self.add_class(f"-{guard}")
+        if display.tooltip:
+            self.tooltip = display.tooltip
+
+    def set_final(self, final: bool) -> None:
+        self.final = final
+        self.refresh(layout=True)
+
+    def render(self) -> Content:
+        lines = [line_content(line) for line in self.shown.lines]
+        if self.shown.attempt:
+            marker = "" if self.final is None else ("  (final)" if self.final else "  (not final: keep going)")
+            lines.insert(0, Content.assemble(
+                (f"{self.shown.title} ", "bold"), ("answer attempt ", "$text-muted"), (self.answer or "?", "bold"),
+                (marker, "$text-muted")))
+        return Content("\n").join(lines)
