@@ -24,6 +24,7 @@ bench: $(VENV)/.stamp-test
 
 lint: $(VENV)/.stamp-test
 	$(BIN)/lint-imports
+	$(BIN)/python -m mypy
 
 $(BIN)/python:
 	@$(PYTHON) -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else "tuiagent needs Python 3.11 or newer: run make PYTHON=python3.11")'

@@ -23,9 +23,9 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import ClassVar, Literal, TypedDict
 
-from guards.base import GuardBase, setting
+from guards.base import GuardBase, setting, verdict_data
 from tuiagent.parsing import last_closed_block
 from tuiagent.protocol import INJECT, PASS, Call, Display, Gauge, RunRecord, RunView, Span, TokenLP, Verdict, VerdictRecord
 
@@ -34,6 +34,20 @@ TRUST = "The execution result above is reliable, so I will trust it and give the
 RETHINK = "I am not sure this code is right; I should optimise it or reconsider my reasoning path."
 TIMEOUT = "The code execution timed out; I should optimise the code or reconsider my reasoning path."
 SENTENCES = {"trust": TRUST, "rethink": RETHINK, "timeout": TIMEOUT}
+
+Decision = Literal["trust", "rethink", "timeout", "n/a"]
+
+
+class ATTCData(TypedDict):
+    """The data of ATTC's verdicts (every verdict has every key)."""
+
+    confidence: float | None  # exp(mean logprob) of the block's tokens; None: n/a
+    threshold: float  # tau
+    mean_logprob: float | None
+    tokens: int  # tokens counted
+    call: int
+    timed_out: bool
+    decision: Decision  # "n/a": a pass, nothing injected
 
 
 def sampled_tokens(tokens: Sequence[TokenLP]) -> list[tuple[int, int, float | None]]:
@@ -79,27 +93,36 @@ class ATTC(GuardBase):
 
     @classmethod
     def note(cls, v: VerdictRecord) -> str:
-        conf = v.data.get("confidence")
+        d = verdict_data(v, ATTCData)
+        conf: float | None = d.get("confidence")
         if conf is None:
             return "conf n/a"
-        return f"conf {conf:.3f} / τ {v.data.get('threshold', 0):.2f} {v.data.get('decision', '')}"
+        tau: float = d.get("threshold", 0)
+        decision: str = d.get("decision", "")
+        return f"conf {conf:.3f} / τ {tau:.2f} {decision}"
 
     @classmethod
     def display(cls, v: VerdictRecord) -> Display | None:
         """The block's confidence on a bar, against the threshold, and the decision."""
-        conf, tau, decision = v.data.get("confidence"), v.data.get("threshold"), v.data.get("decision", "")
+        d = verdict_data(v, ATTCData)
+        conf: float | None = d.get("confidence")
+        tau: float | None = d.get("threshold")
+        decision: str = d.get("decision", "")
+        call: int | None = d.get("call")
         line = (
             Span("ATTC ", "bold"), Gauge(conf, tau, lo=cls.SCALE[0], hi=cls.SCALE[1]),
             Span(f" {'n/a' if conf is None else f'{conf:.3f}'}", "bold"),
             Span(f"  τ {tau:.3f}" if tau is not None else "", "muted"), Span("  → ", "muted"),
             Span(decision or "n/a", cls._STYLE.get(decision, "muted")),
         )
-        return Display("code", lines=(line,), call=v.data.get("call"),
+        return Display("code", lines=(line,), call=call,
                        tooltip="ATTC confidence = exp(mean log-prob of the block's tokens), scale 0.80–1.00")
 
     @classmethod
     def metrics(cls, run: RunRecord) -> dict[str, int]:
-        decisions = [str(v.data.get("decision")) for v in run.of(cls.name) if v.hook == "on_tool_result"]
+        said: list[Decision | None] = [verdict_data(v, ATTCData).get("decision")
+                                       for v in run.of(cls.name) if v.hook == "on_tool_result"]
+        decisions = [str(d) for d in said]
         return {f"attc_{key}": decisions.count(d) for key, d in
                 (("trust", "trust"), ("rethink", "rethink"), ("timeout", "timeout"), ("na", "n/a"))}
 
@@ -121,11 +144,11 @@ class ATTC(GuardBase):
         tau = self.settings.threshold
         timed_out = bool(call.timed_out) or "timeout" in call.output.lower()
         conf, mean, n = block_confidence(view.turn_text, view.turn_tokens)
-        data = {"confidence": conf, "threshold": tau, "mean_logprob": mean, "tokens": n,
-                "call": call.call, "timed_out": timed_out}
+        data = ATTCData(confidence=conf, threshold=tau, mean_logprob=mean, tokens=n, call=call.call,
+                        timed_out=timed_out, decision="n/a")
         if conf is None:
-            return Verdict(PASS, reason="confidence n/a (no closed code block or no logprobs)",
-                           data={**data, "decision": "n/a"})
+            return Verdict(PASS, reason="confidence n/a (no closed code block or no logprobs)", data=data)
+        decision: Decision
         if timed_out:
             decision = "timeout"
         elif conf >= tau:
@@ -134,4 +157,5 @@ class ATTC(GuardBase):
             decision = "rethink"
         reason = f"confidence {conf:.4f} {'>=' if conf >= tau else '<'} {tau:g}" + (
             ", call timed out" if timed_out else "")
-        return Verdict(INJECT, reason=reason, text=SENTENCES[decision], data={**data, "decision": decision})
+        data["decision"] = decision
+        return Verdict(INJECT, reason=reason, text=SENTENCES[decision], data=data)

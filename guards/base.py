@@ -13,7 +13,7 @@ import types
 import typing
 from collections.abc import Callable
 from dataclasses import field
-from typing import Any, ClassVar, Protocol
+from typing import Any, ClassVar, Protocol, TypeVar, cast
 
 from tuiagent.protocol import PASS, SUSPEND, Call, Display, RunRecord, RunView, Verdict, VerdictRecord
 
@@ -40,12 +40,27 @@ class Guard(Protocol):
     def on_finish(self, view: RunView) -> Verdict | None: ...
 
 
+_Data = TypeVar("_Data")
+
+
+def verdict_data(v: VerdictRecord, schema: type[_Data]) -> _Data:
+    """A recorded verdict's ``data`` as the type checker should read it: ``schema`` is the guard's
+    ``TypedDict`` of its verdict data (``ATTCData``...). No copy and no check at run time (the data
+    is the plain dict of the trajectory, and a record written by another version may lack keys), so
+    read with ``get`` into annotated names: mypy gives a known key its value type and an unknown
+    key ``object``, so a misspelt key fails the annotation."""
+    return cast(_Data, v.data)
+
+
 class GuardBase:
     """What a guard says about itself, for everything that shows or counts its verdicts: replay,
     compare, the app's trajectory and guard panel, the eval's metrics and summary. Those read a
     guard only through these class-level methods (a recorded verdict is enough: no instance, no
     model), so a new guard needs no change anywhere else. A guard overrides what it needs; the
     defaults describe any verdict plainly (and stand in for a guard that is not installed here).
+
+    A guard describes the ``data`` of its verdicts with a ``TypedDict`` (say ``ATTCData``): it builds
+    the data as one, and its methods here read a record's data through it (``verdict_data``).
     """
 
     name: ClassVar[str] = ""

@@ -27,8 +27,11 @@ def available() -> list[str]:
     return plugins.names(GROUP)
 
 
-def guard_class(name: str) -> type:
-    return plugins.load(GROUP, name, "guard", error=SettingsError)
+def guard_class(name: str) -> type[Any]:
+    """The guard class registered as ``name``: duck-typed (``guards.base.Guard``: ``name``, ``order``,
+    ``Settings`` and the hooks it has), usually, but not necessarily, a ``GuardBase``."""
+    cls: type[Any] = plugins.load(GROUP, name, "guard", error=SettingsError)
+    return cls
 
 
 @functools.cache

@@ -27,11 +27,11 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, TypedDict
 
 import numpy as np
 
-from guards.base import GuardBase, setting
+from guards.base import GuardBase, setting, verdict_data
 from guards.gstep_features import (
     N_FEATURES,
     NUMERIC_NAMES,
@@ -60,7 +60,7 @@ class Gate:
     """The gate evaluated with numpy: z = (x - mean) / scale; ReLU hidden layers; logistic output."""
 
     def __init__(self, mean: np.ndarray, scale: np.ndarray, layers: list[tuple[np.ndarray, np.ndarray]],
-                 meta: dict | None = None):
+                 meta: dict[str, Any] | None = None):
         self.mean = np.asarray(mean, dtype=np.float64)
         self.scale = np.asarray(scale, dtype=np.float64)
         self.layers = [(np.asarray(w, dtype=np.float64), np.asarray(b, dtype=np.float64)) for w, b in layers]
@@ -168,6 +168,24 @@ def duplicate_prompt(output: str, call: int, critic: bool) -> str:
 
 # -- the guard ----------------------------------------------------------------------------------------
 
+Decision = Literal["commit", "safety stop", "continue", "replan", "duplicate"]
+
+
+class GStepData(TypedDict, total=False):
+    """The data of G-STEP's verdicts: at an answer attempt (``on_answer``) or on a duplicate block
+    it skipped (``on_code``: no max_extra_turns, tool_calls_left, features)."""
+
+    p_continue: float | None  # None: no gate
+    tau: float
+    extra_turns: int  # continues given so far (this one included)
+    max_extra_turns: int
+    tool_calls_left: int
+    features: dict[str, float]  # the numeric features, rounded
+    decision: Decision
+    reason: str
+    repeats_call: int  # a duplicate: the earlier call it repeats, and what that one printed
+    previous_output: str
+
 
 def _weights_check(v: str) -> bool:
     return bool(str(v).strip())
@@ -185,33 +203,39 @@ class GStep(GuardBase):
 
     @classmethod
     def note(cls, v: VerdictRecord) -> str:
-        p = v.data.get("p_continue")
-        return f"p(cont) {'n/a' if p is None else f'{p:.3f}'} / τ {v.data.get('tau', 0):g} {v.data.get('decision', v.action)}"
+        d = verdict_data(v, GStepData)
+        p: float | None = d.get("p_continue")
+        tau: float = d.get("tau", 0)
+        decision: str = d.get("decision", v.action)
+        return f"p(cont) {'n/a' if p is None else f'{p:.3f}'} / τ {tau:g} {decision}"
 
     @classmethod
     def display(cls, v: VerdictRecord) -> Display | None:
         """At an answer attempt: a card with p(continue) against tau (log scale) and the decision;
         a duplicate block it skipped: the reason, on that block."""
-        d = v.data
+        d = verdict_data(v, GStepData)
+        reason: str = d.get("reason", v.reason)
         if v.hook == "on_code" and v.action == SKIP:
-            return Display("code-skip", text=d.get("reason", v.reason))
+            return Display("code-skip", text=reason)
         if v.hook != "on_answer":
             return super().display(v)
-        p, tau = d.get("p_continue"), d.get("tau")
-        decision = d.get("decision", v.action)
+        p: float | None = d.get("p_continue")
+        tau: float | None = d.get("tau")
+        decision: str = d.get("decision", v.action)
         gate = (
             Span("p(continue) ", "muted"), Gauge(p, tau, lo=0.001, hi=1.0, log=True, above="warn", below="ok"),
             Span(f" {'n/a' if p is None else f'{p:.3f}'}", "bold"),
             Span(f"  τ {tau:g}" if tau is not None else "", "muted"), Span("  → ", "muted"),
             Span(decision, cls._STYLE.get(decision, "bold")),
         )
-        why = (Span(f"reason: {d.get('reason') or v.reason}", "muted"),)
+        why = (Span(f"reason: {reason or v.reason}", "muted"),)
         return Display("card", title="G-STEP", lines=(gate, why), attempt=True,
                        tooltip="p(continue) on a log scale from 0.001 to 1; the marker is tau")
 
     @classmethod
     def metrics(cls, run: RunRecord) -> dict[str, Any]:
-        decisions = [str(v.data["decision"]) for v in run.of(cls.name) if v.data.get("decision")]
+        said: list[Decision | None] = [verdict_data(v, GStepData).get("decision") for v in run.of(cls.name)]
+        decisions = [str(d) for d in said if d]
         gate = {d: decisions.count(d) for d in dict.fromkeys(decisions)}
         return {"gate": gate, "gate_continues": sum(n for d, n in gate.items() if d in ("continue", "replan"))}
 
@@ -261,7 +285,7 @@ class GStep(GuardBase):
         p = float(self.gate.p_continue(features(inp))) if self.gate is not None else None
         self._last_p = p
         state = self._progress(view)
-        data: dict[str, Any] = {
+        data: GStepData = {
             "p_continue": None if p is None else round(p, 6),
             "tau": s.tau,
             "extra_turns": self.extra_turns,
@@ -283,19 +307,21 @@ class GStep(GuardBase):
         elif view.tool_calls_left <= 0:
             safety = "the tool-call budget is used up"
         if safety is not None:
-            decision = "commit" if self.gate is None else "safety stop"
-            return Verdict(COMMIT, reason=safety, data={**data, "decision": decision, "reason": safety})
+            data.update({"decision": "commit" if self.gate is None else "safety stop", "reason": safety})
+            return Verdict(COMMIT, reason=safety, data=data)
+        assert p is not None  # no gate: a safety stop above
         if p >= s.tau:
             stagnant = numeric["output_stagnation"] == 1.0
-            decision = "replan" if stagnant else "continue"
+            decision: Decision = "replan" if stagnant else "continue"
             text = replan_prompt(view, s.critic) if stagnant else continue_prompt(view, s.critic)
             self.extra_turns += 1
             self._at_continue = state
             reason = f"p(continue) {p:.3f} >= tau {s.tau}" + ("; the outputs stagnate" if stagnant else "")
-            return Verdict(CONTINUE, reason=reason, text=text,
-                           data={**data, "extra_turns": self.extra_turns, "decision": decision, "reason": reason})
+            data.update({"extra_turns": self.extra_turns, "decision": decision, "reason": reason})
+            return Verdict(CONTINUE, reason=reason, text=text, data=data)
         reason = f"p(continue) {p:.3f} < tau {s.tau}"
-        return Verdict(COMMIT, reason=reason, data={**data, "decision": "commit", "reason": reason})
+        data.update({"decision": "commit", "reason": reason})
+        return Verdict(COMMIT, reason=reason, data=data)
 
     def on_code(self, code: str, view: RunView) -> Verdict | None:
         """After a continue, a block equal (normalised) to an earlier executed one is not run."""
@@ -306,9 +332,9 @@ class GStep(GuardBase):
             if c.executed and normalise_code(c.code) == norm:
                 reason = f"repeats call {c.call}"
                 return Verdict(SKIP, reason=reason, text=duplicate_prompt(c.output, c.call, self.settings.critic),
-                               data={"decision": "duplicate", "reason": reason, "repeats_call": c.call,
-                                     "previous_output": c.output[:200], "p_continue": self._last_p,
-                                     "tau": self.settings.tau, "extra_turns": self.extra_turns})
+                               data=GStepData(decision="duplicate", reason=reason, repeats_call=c.call,
+                                              previous_output=c.output[:200], p_continue=self._last_p,
+                                              tau=self.settings.tau, extra_turns=self.extra_turns))
         return None
 
     @staticmethod

@@ -43,6 +43,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from tuiagent.protocol import RunView
+
 N_NUMERIC, N_FINAL_BINS, N_OUTPUT_BINS = 24, 64, 32
 N_FEATURES = N_NUMERIC + N_FINAL_BINS + N_OUTPUT_BINS  # 120
 
@@ -146,7 +148,7 @@ def reasoning_text(prose: Sequence[str]) -> str:
     return text[:cut] if cut >= 0 else text
 
 
-def gate_input_from_view(view) -> GateInput:  # view: guards.base.RunView
+def gate_input_from_view(view: RunView) -> GateInput:
     """Online: the loop's view at ``on_answer`` (the answering turn is already a "model" segment)."""
     calls = tuple((c.code, c.output, bool(c.error or c.timed_out)) for c in view.calls if c.executed)
     prose = [s.text for s in view.segments if getattr(s, "kind", None) == "model"]
@@ -202,7 +204,7 @@ def answer_value(answer: str | None) -> float | None:
     return value(s)
 
 
-def _frac(m: re.Match) -> str:
+def _frac(m: re.Match[str]) -> str:
     a, b = value(m.group(1)), value(m.group(2))
     if a is None or b is None or b == 0:
         return " "

@@ -27,9 +27,9 @@ from __future__ import annotations
 import ast
 import math
 from dataclasses import dataclass
-from typing import ClassVar, Literal
+from typing import ClassVar, Literal, TypedDict
 
-from guards.base import GuardBase, setting
+from guards.base import GuardBase, setting, verdict_data
 from tuiagent.protocol import FLAG, SKIP, Display, RunRecord, RunView, Span, Verdict, VerdictRecord
 
 TRIVIAL_CALLS = frozenset({"print", "round", "int", "float", "abs"})
@@ -50,6 +50,21 @@ Tool input:
 
 A tool call is NECESSARY when a competent solver could not reliably get this result without running it. It is UNNECESSARY when the step is easy to do by hand (simple arithmetic, formatting, printing known values).
 Answer with one word, NECESSARY or UNNECESSARY."""
+
+
+class NecessityData(TypedDict, total=False):
+    """The data of Necessity's verdicts (one per code block)."""
+
+    necessary: bool
+    p_unnecessary: float
+    judge: Literal["rule", "model"]  # who decided ("rule" also when the model judge fell back to it)
+    reason: str
+    reply: str  # the model judge: its reply and the first token's log-probability
+    logprob: float | None
+    fallback: str  # why the rule judge answered for the model judge
+    mode: Literal["flag", "enforce"]
+    threshold: float
+    skipped: bool
 
 
 class _Trivial(ast.NodeVisitor):
@@ -78,9 +93,10 @@ class _Trivial(ast.NodeVisitor):
             return self.expr(node.value)
         if isinstance(node, ast.Assign):
             names = [n for t in node.targets for n in self._names(t)]
-            if any(n is None for n in names) or not self.expr(node.value):
+            plain = [n for n in names if n is not None]
+            if len(plain) < len(names) or not self.expr(node.value):
                 return self._no(node, "assigns to something other than a plain name")
-            self.bound.update(names)
+            self.bound.update(plain)
             return True
         if isinstance(node, ast.AugAssign):
             if isinstance(node.target, ast.Name) and node.target.id in self.bound and self.expr(node.value):
@@ -158,30 +174,38 @@ class Necessity(GuardBase):
 
     @classmethod
     def note(cls, v: VerdictRecord) -> str:
-        label = "necessary" if v.data.get("necessary", True) else "unnecessary"
-        return f"{label} p={v.data.get('p_unnecessary', 0):.2f}" + (" skipped" if v.data.get("skipped") else "")
+        d = verdict_data(v, NecessityData)
+        necessary: bool = d.get("necessary", True)
+        p: float = d.get("p_unnecessary", 0)
+        skipped: bool | None = d.get("skipped")
+        label = "necessary" if necessary else "unnecessary"
+        return f"{label} p={p:.2f}" + (" skipped" if skipped else "")
 
     @classmethod
     def display(cls, v: VerdictRecord) -> Display | None:
         """A flag on the code block's status line."""
         if v.hook != "on_code":
             return super().display(v)
-        necessary = bool(v.data.get("necessary", True))
-        p = v.data.get("p_unnecessary")
+        d = verdict_data(v, NecessityData)
+        necessary = bool(d.get("necessary", True))
+        p: float | None = d.get("p_unnecessary")
+        judge: str = d.get("judge", "?")
         return Display("code-status", lines=((
             Span("  · ", "muted"), Span("necessary", "muted") if necessary else Span("⚑ unnecessary", "bold warn"),
-            Span(f"{'' if p is None else f' P(unnecessary) {p:.2f}'} ({v.data.get('judge', '?')})", "muted"),
+            Span(f"{'' if p is None else f' P(unnecessary) {p:.2f}'} ({judge})", "muted"),
         ),))
 
     @classmethod
     def metrics(cls, run: RunRecord) -> dict[str, int]:
         """Flags and skips of this guard, and (for every run, on or off) the executed blocks its
         deterministic rule judge calls unnecessary, so settings compare."""
-        verdicts = run.of(cls.name)
+        said = [verdict_data(v, NecessityData) for v in run.of(cls.name)]
+        necessary: list[bool | None] = [d.get("necessary") for d in said]
+        skipped: list[bool | None] = [d.get("skipped") for d in said]
         return {
             "unnecessary_calls": sum(not rule_judge(p.text)[0] for p in run.pieces if p.kind == "code" and p.executed),
-            "necessity_flags": sum(v.data.get("necessary") is False for v in verdicts),
-            "necessity_skipped": sum(bool(v.data.get("skipped")) for v in verdicts),
+            "necessity_flags": sum(n is False for n in necessary),
+            "necessity_skipped": sum(bool(s) for s in skipped),
         }
 
     @dataclass(frozen=True)
@@ -204,6 +228,7 @@ class Necessity(GuardBase):
 
     async def on_code(self, code: str, view: RunView) -> Verdict:
         s = self.settings
+        data: NecessityData
         if s.judge == "model":
             data = await self._ask_model(code, view)
         else:
@@ -214,10 +239,12 @@ class Necessity(GuardBase):
         label = "unnecessary" if not data["necessary"] else "necessary"
         reason = f"{label} (P(unnecessary) = {p:.3f}, {data['judge']} judge)"
         if s.mode == "enforce" and not data["necessary"] and p >= s.threshold:
-            return Verdict(SKIP, reason=reason + ": not executed", text=SKIP_TEXT, data={**data, "skipped": True})
-        return Verdict(FLAG, reason=reason, data={**data, "skipped": False})
+            data["skipped"] = True
+            return Verdict(SKIP, reason=reason + ": not executed", text=SKIP_TEXT, data=data)
+        data["skipped"] = False
+        return Verdict(FLAG, reason=reason, data=data)
 
-    async def _ask_model(self, code: str, view: RunView) -> dict:
+    async def _ask_model(self, code: str, view: RunView) -> NecessityData:
         """The model judge's verdict data, or the rule judge's with ``fallback`` saying why."""
         s = self.settings
         why = ""

@@ -48,9 +48,9 @@ import tokenize
 from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
-from typing import Any, ClassVar
+from typing import ClassVar, TypedDict
 
-from guards.base import GuardBase, setting
+from guards.base import GuardBase, setting, verdict_data
 from tuiagent.protocol import (
     FLAG,
     PRUNE,
@@ -60,6 +60,7 @@ from tuiagent.protocol import (
     Display,
     RunRecord,
     RunView,
+    Segment,
     Verdict,
     VerdictRecord,
 )
@@ -102,7 +103,7 @@ def failing_statement(code: str, output: str) -> str:
             found = arrow.group(1).strip()
     if found:
         return found
-    arrows = [a.strip() for a in _ARROW.findall(output) if a.strip()]
+    arrows: list[str] = [a.strip() for a in _ARROW.findall(output) if a.strip()]
     if arrows:
         return arrows[-1]
     nonblank = [line.strip() for line in lines if line.strip()]
@@ -155,6 +156,46 @@ def intent_shifted(e0_code: str, e0_output: str, success_code: str, *, jaccard_m
 
 
 # -- the guard ---------------------------------------------------------------------------------
+
+
+class Resampling(TypedDict):
+    """How the resampled turn is sampled (the one part of a verdict's data the loop acts on)."""
+
+    temperature: float
+    seed: int
+
+
+class PruneTIRData(TypedDict, total=False):
+    """The data of PruneTIR's verdicts; which keys a verdict has depends on what it says."""
+
+    # every verdict
+    episode: int
+    attempts: int  # resolution turns since e0's
+    e0_call: int
+    erroneous_calls: list[int]  # the episode's erroneous calls, e0 first
+    # an erroneous call (an episode opened, a failed attempt, a stuck episode)
+    turn_limit: int
+    call: int
+    timed_out: bool
+    # a resolved episode (STP, or a flag when STP is off)
+    success_call: int
+    intent_shift: bool
+    jaccard: float
+    shares_failing_statement: bool
+    failing_statement: str
+    kept_segments: list[int]
+    removed_segments: list[int]
+    kept_new_strategy: bool
+    # what STP or STPR cut
+    pruned_calls: list[int]
+    wtn_saved_chars: int
+    # a stuck episode (STPR, RTTS)
+    stuck_in_a_row: int
+    retry_limit: int
+    stpr: bool
+    rtts: bool
+    truncate_to: int
+    sampling: Resampling
 
 
 @dataclass
@@ -213,7 +254,7 @@ class PruneTIR(GuardBase):
     def prune_label(cls, v: VerdictRecord, *, kept: bool) -> tuple[str, str]:
         """STP (an error episode pruned), STPR (truncated to resample), STPR+RTTS (and the tool suspended)."""
         label = "STP" if kept else "STPR+RTTS" if v.action == SUSPEND else "STPR"
-        data, bits = v.data, []
+        data, bits = verdict_data(v, PruneTIRData), []
         if "episode" in data:
             bits.append(f"episode {data['episode']}")
         if "attempts" in data:
@@ -224,7 +265,7 @@ class PruneTIR(GuardBase):
 
     @classmethod
     def metrics(cls, run: RunRecord) -> dict[str, int]:
-        return {"stuck": sum("stuck_in_a_row" in v.data for v in run.of(cls.name))}
+        return {"stuck": sum("stuck_in_a_row" in verdict_data(v, PruneTIRData) for v in run.of(cls.name))}
 
     def __init__(self, settings: PruneTIRSettings | None = None):
         self.settings = settings or PruneTIRSettings()
@@ -246,9 +287,10 @@ class PruneTIR(GuardBase):
             return None
         erroneous = call.error or call.timed_out
         ep = self.episode
-        if ep is not None and _find(view.calls, ep.e0) is None:
+        e0 = _find(view.calls, ep.e0) if ep is not None else None
+        if ep is not None and e0 is None:
             ep = self.episode = None  # switched on mid-run, or state from elsewhere: start afresh
-        if ep is None:
+        if ep is None or e0 is None:
             if not erroneous:
                 self.stuck_in_a_row = 0
                 return None
@@ -260,7 +302,7 @@ class PruneTIR(GuardBase):
         if not erroneous:
             self.episode = None
             self.stuck_in_a_row = 0
-            return self._resolved(ep, call, view, attempts)
+            return self._resolved(ep, e0, call, view, attempts)
         ep.errors.append(call.call)
         if attempts < self.settings.turn_limit:
             return Verdict(FLAG, reason=f"resolution attempt {attempts}/{self.settings.turn_limit} failed",
@@ -271,15 +313,14 @@ class PruneTIR(GuardBase):
 
     # -- STP ------------------------------------------------------------------------------------
 
-    def _resolved(self, ep: _Episode, success: Call, view: RunView, attempts: int) -> Verdict:
+    def _resolved(self, ep: _Episode, e0: Call, success: Call, view: RunView, attempts: int) -> Verdict:
         s = self.settings
-        e0 = _find(view.calls, ep.e0)
-        base = {"episode": ep.number, "attempts": attempts, "e0_call": ep.e0, "success_call": success.call,
-                "erroneous_calls": list(ep.errors)}
+        base = PruneTIRData(episode=ep.number, attempts=attempts, e0_call=ep.e0, success_call=success.call,
+                            erroneous_calls=list(ep.errors))
         shifted = bool(self.intent_test(e0.code, e0.output, success.code))
         shares, jaccard = intent_measures(e0.code, e0.output, success.code)
-        base.update(intent_shift=shifted, jaccard=round(jaccard, 4), shares_failing_statement=shares,
-                    failing_statement=failing_statement(e0.code, e0.output))
+        base.update({"intent_shift": shifted, "jaccard": round(jaccard, 4), "shares_failing_statement": shares,
+                     "failing_statement": failing_statement(e0.code, e0.output)})
         if not s.stp or e0.segment is None or success.segment is None:
             why = "STP off" if not s.stp else "e0 is no longer in the context"
             return Verdict(FLAG, reason=f"episode {ep.number} resolved after {attempts} attempt(s) ({why})",
@@ -298,9 +339,9 @@ class PruneTIR(GuardBase):
         kept = set(keep)
         removed = [i for i in range(len(segs)) if i not in kept]
         pruned = [c.call for c in view.calls if c.segment is not None and start <= c.segment < success.segment]
-        base.update(pruned_calls=pruned, kept_segments=keep, removed_segments=removed,
-                    kept_new_strategy=shifted and new_strategy is not None,
-                    wtn_saved_chars=sum(len(segs[i].text) for i in removed))
+        base.update({"pruned_calls": pruned, "kept_segments": keep, "removed_segments": removed,
+                     "kept_new_strategy": shifted and new_strategy is not None,
+                     "wtn_saved_chars": sum(len(segs[i].text) for i in removed)})
         return Verdict(PRUNE, reason=f"STP: episode {ep.number} resolved after {attempts} attempt(s); "
                        f"{len(pruned)} erroneous call(s) pruned" + (" (intent shift kept)" if shifted else ""),
                        keep=tuple(keep), data=base)
@@ -311,8 +352,8 @@ class PruneTIR(GuardBase):
         s = self.settings
         n = self.stuck_in_a_row
         rtts = s.rtts and n >= s.retry_limit
-        data: dict[str, Any] = {**self._counts(ep, attempts, call), "stuck_in_a_row": n,
-                                "retry_limit": s.retry_limit, "stpr": False, "rtts": rtts}
+        data: PruneTIRData = {**self._counts(ep, attempts, call), "stuck_in_a_row": n,
+                              "retry_limit": s.retry_limit, "stpr": False, "rtts": rtts}
         e0 = _find(view.calls, ep.e0)
         start = _turn_start(e0, view.segments) if e0 is not None and e0.segment is not None else None
         where = f"episode {ep.number} stuck after {attempts} attempt(s)"
@@ -320,10 +361,10 @@ class PruneTIR(GuardBase):
             self.suspended = True
         if s.stpr and start is not None:
             segs = view.segments
-            data.update(stpr=True, truncate_to=start,
-                        pruned_calls=[c.call for c in view.calls if c.segment is not None and c.segment >= start],
-                        wtn_saved_chars=sum(len(seg.text) for seg in segs[start:]),
-                        sampling={"temperature": s.resample_temperature, "seed": self._new_seed()})
+            data.update({"stpr": True, "truncate_to": start,
+                         "pruned_calls": [c.call for c in view.calls if c.segment is not None and c.segment >= start],
+                         "wtn_saved_chars": sum(len(seg.text) for seg in segs[start:]),
+                         "sampling": Resampling(temperature=s.resample_temperature, seed=self._new_seed())})
             if rtts:
                 return Verdict(SUSPEND, reason=f"STPR #{n} in a row + RTTS: {where}; tool suspended",
                                text=RTTS_NOTE, truncate_to=start, data=data)
@@ -337,7 +378,7 @@ class PruneTIR(GuardBase):
 
     # -- helpers --------------------------------------------------------------------------------
 
-    def _counts(self, ep: _Episode, attempts: int, call: Call) -> dict[str, Any]:
+    def _counts(self, ep: _Episode, attempts: int, call: Call) -> PruneTIRData:
         return {"episode": ep.number, "attempts": attempts, "turn_limit": self.settings.turn_limit,
                 "e0_call": ep.e0, "call": call.call, "timed_out": call.timed_out,
                 "erroneous_calls": list(ep.errors)}
@@ -354,9 +395,11 @@ def _find(calls: Sequence[Call], call_id: int) -> Call | None:
     return next((c for c in calls if c.call == call_id), None)
 
 
-def _turn_start(e0: Call, segments: Sequence[Any]) -> int:
+def _turn_start(e0: Call, segments: Sequence[Segment]) -> int:
     """Index of the first segment of e0's turn: its prose when it has some, else its code block."""
     i = e0.segment
+    if i is None:
+        raise ValueError(f"call {e0.call} is no longer in the context")
     if i > 0 and segments[i - 1].kind == "model" and segments[i - 1].turn == e0.turn:
         return i - 1
     return i

@@ -19,11 +19,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from fractions import Fraction
-from typing import Any, ClassVar
+from typing import Any, ClassVar, TypedDict
 
-from guards.base import GuardBase, setting
+from guards.base import GuardBase, setting, verdict_data
 from tuiagent.parsing import boxed_answers
-from tuiagent.protocol import FLAG, INJECT, PASS, Display, RunRecord, RunView, Span, Verdict, VerdictRecord
+from tuiagent.protocol import FLAG, INJECT, PASS, Display, Line, RunRecord, RunView, Span, Verdict, VerdictRecord
 
 PROMPT = ("Before I start: code and its results are only helpful hints for me; I must derive the "
           "solution itself by mathematical reasoning.")
@@ -157,6 +157,19 @@ def tool_ignored(run: RunRecord) -> bool:
     return answer_matches_output(run.gold, ok[-1].text)
 
 
+class TIMData(TypedDict, total=False):
+    """The data of TIM's verdicts: the prompt mitigation (``on_start``: only ``prompt``) or the
+    monitor at the end of the run (``on_finish``: the rest)."""
+
+    prompt: bool
+    flagged: bool
+    categories: list[str]  # precursor-phrase categories matched
+    phrases: list[str]  # the matched phrases, in order
+    tool_calls: int  # executed calls
+    answer_from_tool: bool  # the answer repeats the last successful output with little derivation after it
+    words_after_output: int | None  # None: the answer does not repeat that output
+
+
 class TIM(GuardBase):
     """TIM: prompt against tool-induced myopia and a monitor for its signs (arXiv 2511.10899)."""
 
@@ -167,22 +180,29 @@ class TIM(GuardBase):
 
     @classmethod
     def note(cls, v: VerdictRecord) -> str:
-        phrases = v.data.get("phrases") or []
-        return ("flagged" if v.data.get("flagged") else "clean") + (f": {', '.join(phrases[:2])}" if phrases else "")
+        d = verdict_data(v, TIMData)
+        phrases: list[str] = d.get("phrases") or []
+        flagged: bool | None = d.get("flagged")
+        return ("flagged" if flagged else "clean") + (f": {', '.join(phrases[:2])}" if phrases else "")
 
     @classmethod
     def display(cls, v: VerdictRecord) -> Display | None:
         """At the end of the run: a card, flagged or not, with what raised the flag."""
         if v.hook != "on_finish":
             return super().display(v)
-        d = v.data
-        if not d.get("flagged"):
+        d = verdict_data(v, TIMData)
+        flagged: bool | None = d.get("flagged")
+        if not flagged:
             return Display("card", title="TIM", lines=((Span("TIM ", "bold"), Span("✓ no sign of tool-induced myopia", "ok")),))
-        lines = [(Span("TIM ", "bold"), Span("⚑ tool-induced myopia flagged", "bold warn"), Span(" (a hint, not proof)", "muted"))]
-        if d.get("answer_from_tool"):
-            lines.append((Span(f"answer repeats the last tool output with {d.get('words_after_output')} words of "
+        lines: list[Line] = [
+            (Span("TIM ", "bold"), Span("⚑ tool-induced myopia flagged", "bold warn"), Span(" (a hint, not proof)", "muted"))
+        ]
+        answer_from_tool: bool | None = d.get("answer_from_tool")
+        if answer_from_tool:
+            words: int | None = d.get("words_after_output")
+            lines.append((Span(f"answer repeats the last tool output with {words} words of "
                                "derivation after it", "warn"),))
-        phrases = d.get("phrases") or []
+        phrases: list[str] = d.get("phrases") or []
         if phrases:
             quoted: list[Span] = []
             for n, p in enumerate(phrases):
@@ -198,8 +218,9 @@ class TIM(GuardBase):
         defaults = cls.Settings()
         flagged, categories = monitor(run, defaults.min_calls, defaults.min_words_after)
         said = next((v for v in run.of(cls.name) if v.hook == "on_finish"), None)
+        guard_flag: bool | None = None if said is None else verdict_data(said, TIMData).get("flagged")
         return {"tool_ignored": tool_ignored(run), "tim_flag": flagged, "tim_categories": categories,
-                "tim_guard_flag": None if said is None else bool(said.data.get("flagged"))}
+                "tim_guard_flag": None if said is None else bool(guard_flag)}
 
     @dataclass(frozen=True)
     class Settings:
@@ -220,7 +241,7 @@ class TIM(GuardBase):
     def on_start(self, view: RunView) -> Verdict | None:
         if not self.settings.prompt or view.mode != "tool":
             return None
-        return Verdict(INJECT, reason="prompt mitigation", text=PROMPT, data={"prompt": True})
+        return Verdict(INJECT, reason="prompt mitigation", text=PROMPT, data=TIMData(prompt=True))
 
     def on_finish(self, view: RunView) -> Verdict | None:
         if not self.settings.monitor:
@@ -247,6 +268,6 @@ class TIM(GuardBase):
                            f"with {len(executed)} tool calls")
         if matches:
             reasons.append("precursor phrases: " + "; ".join(categories))
-        data = {"flagged": flagged, "categories": categories, "phrases": [p for _, p in matches],
-                "tool_calls": len(executed), "answer_from_tool": from_tool, "words_after_output": words_after}
+        data = TIMData(flagged=flagged, categories=categories, phrases=[p for _, p in matches],
+                       tool_calls=len(executed), answer_from_tool=from_tool, words_after_output=words_after)
         return Verdict(FLAG if flagged else PASS, reason=" and ".join(reasons) or "clean", data=data)

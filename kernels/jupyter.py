@@ -10,9 +10,11 @@ import time
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from queue import Empty
+from typing import Any
 
 import psutil
-from jupyter_client import AsyncKernelClient, AsyncKernelManager
+from jupyter_client.asynchronous.client import AsyncKernelClient
+from jupyter_client.manager import AsyncKernelManager
 from platformdirs import user_cache_dir
 
 from kernels import workdirs
@@ -31,7 +33,7 @@ RESTART_NOTE = (
 )
 
 
-def _stray_threads_note(reply: dict) -> str | None:
+def _stray_threads_note(reply: dict[str, Any]) -> str | None:
     """What the stray-thread probe in ``reply`` found, as a note; None when nothing is left running."""
     found = reply.get("user_expressions", {}).get("threads", {})
     names = found.get("data", {}).get("text/plain", "[]") if found.get("status") == "ok" else "[]"
@@ -184,9 +186,25 @@ class JupyterKernel:
     async def __aexit__(self, *exc: object) -> None:
         await self.shutdown()
 
+    def _running(self) -> tuple[AsyncKernelManager, AsyncKernelClient]:
+        """The manager and the client of the started kernel (RuntimeError when it is not running)."""
+        if self._km is None or self._client is None:
+            raise RuntimeError("the kernel is not running")
+        return self._km, self._client
+
+    def _manager(self) -> AsyncKernelManager:
+        if self._km is None:
+            raise RuntimeError("the kernel is not running")
+        return self._km
+
+    def _collector(self) -> OutputCollector:
+        if self._images is None:
+            raise RuntimeError("the kernel is not started")
+        return OutputCollector(self._images, self._output_limit_chars)
+
     async def _execute(self, code: str, timeout: float) -> CellResult:
         started = time.perf_counter()
-        collector = OutputCollector(self._images, self._output_limit_chars)
+        collector = self._collector()
 
         def result(notes: tuple[str, ...] = (), **flags: bool) -> CellResult:
             return CellResult(
@@ -197,7 +215,7 @@ class JupyterKernel:
                 **flags,
             )
 
-        client = self._client
+        km, client = self._running()
         msg_id = client.execute(
             code, allow_stdin=False, stop_on_error=False, user_expressions={"threads": STRAY_THREADS_EXPR}
         )
@@ -209,7 +227,7 @@ class JupyterKernel:
                     return result((stray, RESTART_NOTE), error=True, restarted=True)
                 return result(error=collector.error_name is not None or reply.get("status") not in ("ok", None))
             timed_out = f"Execution timed out after {timeout:g} s"
-            await self._km.interrupt_kernel()
+            await km.interrupt_kernel()
             if await self._collect(client, msg_id, collector, time.monotonic() + self._grace_s):
                 await self._reply(client, msg_id)
                 note = f"{timed_out} and was interrupted; variables from earlier cells are kept."
@@ -238,16 +256,19 @@ class JupyterKernel:
                 collector.add(msg["msg_type"], msg["content"])
         return False
 
-    async def _reply(self, client: AsyncKernelClient, msg_id: str) -> dict:
+    async def _reply(self, client: AsyncKernelClient, msg_id: str) -> dict[str, Any]:
         """Read the execute_reply's content (sent before the idle status), so replies never pile up
         unread; empty if none came within the grace period."""
         deadline = time.monotonic() + self._grace_s
         while (reply := await self._next_msg(client.get_shell_msg, deadline)) is not None:
             if reply["parent_header"].get("msg_id") == msg_id:
-                return reply["content"]
+                content: dict[str, Any] = reply["content"]
+                return content
         return {}
 
-    async def _next_msg(self, get: Callable[..., Awaitable[dict]], deadline: float) -> dict | None:
+    async def _next_msg(
+        self, get: Callable[..., Awaitable[dict[str, Any]]], deadline: float
+    ) -> dict[str, Any] | None:
         """The next message from ``get``; None at ``deadline``; _KernelGone if the kernel exits or is shut down."""
         while not self._closed:
             remaining = deadline - time.monotonic()
@@ -257,14 +278,17 @@ class JupyterKernel:
                 return await get(timeout=min(remaining, _LIVENESS_POLL_S))
             except Empty:
                 pass
-            exit_code = await self._km.provisioner.poll()
+            provisioner = self._manager().provisioner
+            if provisioner is None:
+                raise RuntimeError("the kernel has no process")
+            exit_code = await provisioner.poll()
             if exit_code is not None:
                 raise _KernelGone(exit_code)
         raise _KernelGone(None)
 
     async def _connect(self) -> None:
         """Open a fresh client, wait until IOPub is subscribed, then run the start-up cell."""
-        client = self._km.client()
+        client = self._manager().client()
         client.start_channels(shell=True, iopub=True, stdin=False, hb=False, control=False)
         deadline = time.monotonic() + self._start_timeout_s
         try:
@@ -274,7 +298,7 @@ class JupyterKernel:
                     break
             else:
                 raise RuntimeError(f"the kernel did not start within {self._start_timeout_s:g} s")
-            collector = OutputCollector(self._images, self._output_limit_chars)
+            collector = self._collector()
             msg_id = client.execute(self._startup_code, store_history=False, allow_stdin=False)
             if not await self._collect(client, msg_id, collector, deadline):
                 raise RuntimeError(f"the kernel's start-up cell did not finish within {self._start_timeout_s:g} s")
@@ -295,8 +319,11 @@ class JupyterKernel:
         kernel is alive to be their parent: once it dies they belong to init, out of sight."""
         if self.sandbox != "off" or self._km is None or not self._km.has_kernel:
             return
+        pid = getattr(self._km.provisioner, "pid", None)  # the local provisioner's (the base class has none)
+        if pid is None:
+            return
         try:
-            self._spawned |= set(psutil.Process(self._km.provisioner.pid).children(recursive=True))
+            self._spawned |= set(psutil.Process(pid).children(recursive=True))
         except psutil.Error:
             pass
 
@@ -310,10 +337,11 @@ class JupyterKernel:
         self._spawned.clear()
 
     async def _restart(self) -> None:
-        self._client.stop_channels()
+        km, client = self._running()
+        client.stop_channels()
         self._client = None
         self._kill_spawned()
-        await self._km.restart_kernel(now=True)
+        await km.restart_kernel(now=True)
         await self._connect()
 
     async def _teardown(self) -> None:

@@ -11,8 +11,8 @@ import sys
 from pathlib import Path
 
 import zmq.asyncio
-from jupyter_client import AsyncKernelManager
 from jupyter_client.kernelspec import KernelSpec, KernelSpecManager
+from jupyter_client.manager import AsyncKernelManager
 
 from kernels.sandbox import kernel_env, launch_prefix
 

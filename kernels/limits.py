@@ -8,8 +8,17 @@ cells, not a sandbox: a cell running as root can raise them again.
 from __future__ import annotations
 
 import inspect
+from typing import TYPE_CHECKING
 
 from kernels.outputs import DROPPED_MIME
+
+if TYPE_CHECKING:
+    # The functions below run inside the kernel: their source is shipped there, without this
+    # module's imports, so annotations naming these are quoted, and IPython makes ``get_ipython``
+    # a builtin there.
+    from typing import IO, Any
+
+    def get_ipython() -> Any: ...
 
 PRE_IMPORTS = (
     "import math, itertools, fractions, numpy, sympy\n"
@@ -114,7 +123,7 @@ def install_output_cap(limit_chars: int, dropped_mime: str) -> None:
         return kept
 
     class Capped:
-        def __init__(self, stream: object) -> None:
+        def __init__(self, stream: "IO[str]") -> None:
             self._stream = stream
 
         def write(self, text: str) -> int:
@@ -135,7 +144,7 @@ def install_output_cap(limit_chars: int, dropped_mime: str) -> None:
     hook = shell.displayhook
     write_format_data = hook.write_format_data
 
-    def capped_format_data(format_dict: dict, md_dict: object = None) -> None:
+    def capped_format_data(format_dict: "dict[str, Any]", md_dict: object = None) -> None:
         if isinstance(format_dict.get("text/plain"), str):
             format_dict = dict(format_dict, **{"text/plain": take(format_dict["text/plain"])})
         write_format_data(format_dict, md_dict)

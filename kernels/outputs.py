@@ -6,7 +6,9 @@ import base64
 import itertools
 import re
 import secrets
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any, Literal
 
 from kernels.base import Output
 
@@ -43,6 +45,14 @@ class ImageSaver:
         return path
 
 
+@dataclass
+class _OpenStream:
+    """Chunks of one stream that arrived one after another: one Output once the cell ends."""
+
+    kind: Literal["stdout", "stderr"]
+    chunks: list[str]
+
+
 class OutputCollector:
     """Gathers a cell's outputs in arrival order.
 
@@ -56,10 +66,10 @@ class OutputCollector:
         self._images = images
         self._room = limit_chars
         self._dropped = 0
-        self._items: list[Output | list[str]] = []  # a list is an open stream: [kind, chunk, chunk, ...]
+        self._items: list[Output | _OpenStream] = []
         self.error_name: str | None = None
 
-    def add(self, msg_type: str, content: dict) -> None:
+    def add(self, msg_type: str, content: dict[str, Any]) -> None:
         if msg_type == "stream":
             self._add_stream(content["name"], content["text"])
         elif msg_type == "error":
@@ -74,7 +84,7 @@ class OutputCollector:
 
     def outputs(self) -> tuple[Output, ...]:
         return tuple(
-            Output(item[0], strip_ansi("".join(item[1:]))) if isinstance(item, list) else item
+            Output(item.kind, strip_ansi("".join(item.chunks))) if isinstance(item, _OpenStream) else item
             for item in self._items
         )
 
@@ -89,17 +99,17 @@ class OutputCollector:
         self._dropped += len(text) - len(kept)
         return kept
 
-    def _add_stream(self, name: str, text: str) -> None:
+    def _add_stream(self, name: Literal["stdout", "stderr"], text: str) -> None:
         text = self._fit(text)
         if not text:
             return
         last = self._items[-1] if self._items else None
-        if isinstance(last, list) and last[0] == name:
-            last.append(text)
+        if isinstance(last, _OpenStream) and last.kind == name:
+            last.chunks.append(text)
         else:
-            self._items.append([name, text])
+            self._items.append(_OpenStream(name, [text]))
 
-    def _add_data(self, msg_type: str, data: dict) -> None:
+    def _add_data(self, msg_type: str, data: dict[str, Any]) -> None:
         text = self._fit(strip_ansi(data.get("text/plain", "")))
         mime = next((m for m in _IMAGE_TYPES if m in data), None)
         if mime is not None:

@@ -25,6 +25,11 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # only in install_policy's annotations, quoted: its source is shipped to the kernel
+    from collections.abc import Iterable
+    from typing import Any
 
 LEVELS = ("auto", "policy", "netns", "off")
 
@@ -124,6 +129,8 @@ def install_policy(workdir: str, write_roots: tuple[str, ...]) -> None:
     def real(path: object, dir_fd: object = None) -> str | None:
         if path is None or isinstance(path, int):
             return None  # an open descriptor: its file was checked when it was opened
+        if not isinstance(path, (str, bytes, os.PathLike)):
+            return None  # not a path; the call itself will fail
         try:
             text = os.fsdecode(os.fspath(path))
         except TypeError:
@@ -132,7 +139,7 @@ def install_policy(workdir: str, write_roots: tuple[str, ...]) -> None:
             text = os.path.join(f"/proc/self/fd/{dir_fd}", text)
         return os.path.realpath(text)
 
-    def roots(paths: object) -> tuple[str, ...]:
+    def roots(paths: "Iterable[object]") -> tuple[str, ...]:
         return tuple(sorted({os.path.realpath(p) for p in paths if isinstance(p, str) and p and os.path.isdir(p)}))
 
     writable = roots((workdir, *write_roots))
@@ -182,7 +189,7 @@ def install_policy(workdir: str, write_roots: tuple[str, ...]) -> None:
               "ctypes.string_at", "ctypes.wstring_at", "ctypes.cdata", "ctypes.cdata/buffer"}
     own_pid = os.getpid()
 
-    def hook(event: str, args: tuple) -> None:
+    def hook(event: str, args: "tuple[Any, ...]") -> None:
         __tracebackhide__ = True  # noqa: F841 (IPython leaves this frame out of tracebacks)
         if event == "open":
             path = real(args[0])

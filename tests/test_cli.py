@@ -105,7 +105,8 @@ def test_import_contracts():
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-@pytest.mark.parametrize("args", [["--set", "bad"], ["--guard", "nope"], ["--guard", "attc", "--set", "attc.threshold=2"]])
+@pytest.mark.parametrize("args", [["--set", "bad"], ["--guard", "nope"], ["--guard", "attc", "--set", "attc.threshold=2"],
+                                  ["--set", "gstep.tau=0.5"], ["--guard", "attc", "--set", "gstep.tau=0.5"]])
 def test_guard_option_mistakes_exit_2(write_script, tmp_path, args):
     script = write_script("\\boxed{3}")
     out = tuiagent("solve", "1+2", "-m", "scripted", "--script", str(script), "--out", str(tmp_path), *args)
@@ -118,3 +119,18 @@ def test_guard_that_cannot_start_is_reported_and_the_run_goes_on(write_script, t
     out = tuiagent("solve", "1+2", "-m", "scripted", "--script", str(script), "--out", str(tmp_path),
                    "--guard", "gstep", "--set", f"gstep.weights={tmp_path / 'missing.npz'}")
     assert out.returncode == 0 and "[gstep] off" in out.stdout and "answer: 3" in out.stdout
+
+
+def test_a_setting_for_a_guard_that_is_off_is_an_error_not_silence(write_script, tmp_path):
+    script = write_script("\\boxed{3}")
+    out = tuiagent("solve", "1+2", "-m", "scripted", "--script", str(script), "--out", str(tmp_path),
+                   "--set", "gstep.tau=0.5")
+    assert out.returncode == 2 and "'gstep', which is not on" in out.stderr and "--guard gstep" in out.stderr
+
+
+def test_the_transcript_header_lists_the_guards_in_force(write_script, tmp_path):
+    script = write_script("\\boxed{3}")
+    base = ("solve", "1+2", "-m", "scripted", "--script", str(script), "--out", str(tmp_path))
+    out = tuiagent(*base, "--guard", "attc", "--set", "attc.threshold=0.9")
+    assert out.returncode == 0 and "guard attc on: threshold=0.9" in out.stdout
+    assert "guards: none" in tuiagent(*base).stdout

@@ -26,8 +26,10 @@ def load(group: str, name: str, kind: str, *, shipped: Mapping[str, str] | None 
     """
     for ep in importlib.metadata.entry_points(group=group):
         if ep.name == name:
-            return ep.load()
+            found: type = ep.load()
+            return found
     if shipped and name in shipped:
         module, _, attr = shipped[name].partition(":")
-        return getattr(importlib.import_module(module), attr)
+        shipped_class: type = getattr(importlib.import_module(module), attr)
+        return shipped_class
     raise error(f"no {kind} named {name!r}; installed: {', '.join(names(group, shipped)) or 'none'}")

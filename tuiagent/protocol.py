@@ -132,7 +132,8 @@ PASS, FLAG, INJECT, PRUNE, RESAMPLE, SUSPEND, SKIP, CONTINUE, COMMIT = (
 
 @dataclass(frozen=True)
 class Verdict:
-    """A guard's decision. ``data`` holds the numbers behind it (shown in the UI, kept in the trajectory).
+    """A guard's decision. ``data`` holds the numbers behind it (shown in the UI, kept in the trajectory):
+    a plain dict of JSON values, which a guard may describe with a ``TypedDict`` of its own.
 
     ``keep``: segment indices of the working context to keep (prune);
     ``truncate_to``: number of segments to keep before resampling (resample);
@@ -143,7 +144,7 @@ class Verdict:
     guard: str = ""
     reason: str = ""
     text: str = ""
-    data: dict[str, Any] = field(default_factory=dict)
+    data: Mapping[str, Any] = field(default_factory=dict)
     keep: tuple[int, ...] | None = None
     truncate_to: int | None = None
 

@@ -67,6 +67,9 @@ def guard_chain(spec: ModelSpec, request: RunRequest, *, toggleable: bool = Fals
         raise ConfigError(str(e), file=spec.origin, key=f"models.{spec.id}.guards",
                           fix="correct the value (`tuiagent guards` lists every setting)") from None
     for name, values in request.guard_settings.items():
+        if not toggleable and name not in names:
+            raise ConfigError(f"--set {name}.{next(iter(values), '...')}=... is for guard {name!r}, which is not on",
+                              key="--set", fix=f"turn it on with --guard {name}, or drop the setting")
         configs.setdefault(name, {}).update(values)
     try:
         return GuardChain(configs, names)

@@ -18,6 +18,7 @@ class TranscriptPrinter:
 
     def __init__(self, console: Console | None = None):
         self.console = console or Console(highlight=False, soft_wrap=True)
+        self._guards_on = 0
 
     def __call__(self, event: ev.Event) -> None:
         c = self.console
@@ -26,6 +27,8 @@ class TranscriptPrinter:
                 c.print(Text(f"problem: {event.problem}", style="bold"))
                 c.print(Text(f"model: {event.model_id} ({event.backend}), mode: {event.mode}", style="dim"))
             case ev.TurnStarted():
+                if event.turn == 1 and not self._guards_on:
+                    c.print(Text("guards: none", style="dim"))
                 c.print(Text(f"\n── turn {event.turn} · {event.context_tokens} context tokens", style="dim"))
             case ev.TokenDelta():
                 c.file.write(event.text)
@@ -44,7 +47,11 @@ class TranscriptPrinter:
                 c.print(Text(event.text.rstrip(), style="magenta"))
             case ev.GuardVerdict() if event.action != "pass":
                 c.print(Text(f"[{event.guard}] {event.action}: {event.reason or _numbers(event.data)}", style="magenta"))
-            case ev.GuardToggled() if event.reason and event.reason != "on at start":
+            case ev.GuardToggled() if event.reason == "on at start":  # the header: every guard in force
+                self._guards_on += 1
+                values = " ".join(f"{k}={v}" for k, v in event.settings.items())
+                c.print(Text(f"guard {event.guard} on: {values}", style="dim"))
+            case ev.GuardToggled() if event.reason:
                 state = "on" if event.enabled else "off"
                 c.print(Text(f"[{event.guard}] {state}: {event.reason}", style="yellow"))
             case ev.ContextPruned():

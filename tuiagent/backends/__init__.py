@@ -19,7 +19,8 @@ _MODULES = {
 def open_backend(spec: ModelSpec, **options: object) -> Backend:
     """Create the backend named by ``spec.backend``; each module exposes ``create(spec, **options)``."""
     module = importlib.import_module(_MODULES[spec.backend])
-    return module.create(spec, **options)
+    backend: Backend = module.create(spec, **options)
+    return backend
 
 
 __all__ = ["Backend", "GenerationStats", "Sampling", "Token", "TokenStream", "open_backend"]

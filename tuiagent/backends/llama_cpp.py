@@ -77,7 +77,7 @@ class LlamaCppBackend:
         if not Path(self.model_path).is_file():
             raise _load_error(self.model_path, FileNotFoundError(self.model_path), origin, expected_size, self.model_id)
         self._origin, self._expected_size = origin, expected_size
-        self._pending: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Queue]] = {}
+        self._pending: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Queue[tuple[Any, ...]]]] = {}
         self._ids = itertools.count(1)
         self._in_worker: set[int] = set()  # requests the worker has not finished (cancelled ones too)
         self._lock = threading.Lock()
@@ -129,7 +129,8 @@ class LlamaCppBackend:
             self._kill()
             raise _load_error(self.model_path, RuntimeError(payload), self._origin, self._expected_size,
                               self.model_id) from None
-        return payload
+        info: dict[str, Any] = payload  # ("ready", info): see tuiagent.backends.llama_worker
+        return info
 
     def _crashed(self, during: str) -> BackendCrashed:
         try:
@@ -160,7 +161,7 @@ class LlamaCppBackend:
         for rid in list(self._pending):
             self._deliver(rid, ("crashed", rid, err))
 
-    def _deliver(self, rid: int, message: tuple) -> None:
+    def _deliver(self, rid: int, message: tuple[Any, ...]) -> None:
         target = self._pending.get(rid)
         if target is None:
             return
@@ -170,7 +171,7 @@ class LlamaCppBackend:
         except RuntimeError:  # that event loop is gone: nobody is listening
             self._send(("cancel", rid))
 
-    def _send(self, message: tuple) -> None:
+    def _send(self, message: tuple[Any, ...]) -> None:
         if self._dead is not None:
             raise self._dead
         with self._lock:
@@ -210,7 +211,8 @@ class LlamaCppBackend:
             return render_named(self.chat_template, messages)
         if self._formatter is None:
             self._formatter = self.vocab.gguf_formatter(self.model_path, self.model_id)
-        return self._formatter(messages=[dict(m) for m in messages]).prompt
+        prompt: str = self._formatter(messages=[dict(m) for m in messages]).prompt
+        return prompt
 
     # -- generation -----------------------------------------------------------------------
 
@@ -229,7 +231,7 @@ class LlamaCppBackend:
         if len(tokens) >= self.n_ctx:
             raise ContextOverflow(len(tokens), self.n_ctx, self.model_id)
         rid = next(self._ids)
-        queue: asyncio.Queue[tuple] = asyncio.Queue()
+        queue: asyncio.Queue[tuple[Any, ...]] = asyncio.Queue()
         self._pending[rid] = (asyncio.get_running_loop(), queue)
         done = False
         try:
@@ -314,7 +316,8 @@ def _system_info() -> str:
     try:
         import llama_cpp
 
-        return llama_cpp.llama_print_system_info().decode("utf-8", "replace")
+        info: bytes = llama_cpp.llama_print_system_info()
+        return info.decode("utf-8", "replace")
     except Exception:  # noqa: BLE001 - only used to explain a crash
         return ""
 
@@ -343,11 +346,13 @@ def create(spec: ModelSpec, **options: Any) -> LlamaCppBackend:
     n_threads (default: all CPUs), n_batch, seed, min_p, prompt_chunk, n_ctx (default:
     spec.context_size), model_path (skips resolving ``spec.source``)."""
     opts = {**spec.options, **options}
-    path = opts.get("model_path")
+    path: str | os.PathLike[str] | None = opts.get("model_path")
     if path is None:
         from tuiagent.config.sources import resolve_model_file
 
         path = resolve_model_file(spec)
+    if path is None:  # a source with no file (a server, a script): LlamaCppBackend's "model file None does not exist"
+        raise _load_error(str(path), FileNotFoundError(str(path)), spec.origin, spec.source.size, spec.id)
     return LlamaCppBackend(
         path,
         model_id=spec.id,

@@ -120,13 +120,16 @@ class Vocab:
         self._lc = llama_cpp
         self.llm = llm
         self.vocab = llama_cpp.llama_model_get_vocab(llm.model)
-        is_eog = getattr(llama_cpp, "llama_vocab_is_eog", None) or llama_cpp.llama_token_is_eog
-        self.is_eog = lambda tok: bool(is_eog(self.vocab, tok))
+        self._is_eog = getattr(llama_cpp, "llama_vocab_is_eog", None) or llama_cpp.llama_token_is_eog
         self.eos = llm.token_eos()
         self.bos = llm.token_bos()
         self.add_bos = bool(llama_cpp.llama_vocab_get_add_bos(self.vocab)) and self.bos >= 0
         self._pieces: dict[int, bytes] = {}
         self._piece_buf = ctypes.create_string_buffer(256)
+
+    def is_eog(self, token: int) -> bool:
+        """Whether ``token`` ends generation (end of sequence, end of turn)."""
+        return bool(self._is_eog(self.vocab, token))
 
     @classmethod
     def load(cls, model_path: str) -> Vocab:
@@ -142,7 +145,7 @@ class Vocab:
 
     def tokenize(self, text: str, *, add_bos: bool = False) -> list[int]:
         """Tokens of ``text`` with special tokens (``<|im_start|>``...) parsed as such."""
-        tokens = self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+        tokens: list[int] = self.llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
         if add_bos and self.add_bos and (not tokens or tokens[0] != self.bos):
             tokens.insert(0, self.bos)
         return tokens
@@ -213,7 +216,8 @@ class LlamaModel:
         self._lp_buf = np.empty(self.n_vocab, dtype=np.float32)
 
     def system_info(self) -> str:
-        return self._lc.llama_print_system_info().decode("utf-8", "replace").strip()
+        info: bytes = self._lc.llama_print_system_info()
+        return info.decode("utf-8", "replace").strip()
 
     def logprob(self, token: int) -> float:
         """log p(token) under the logits of the last evaluated position: logit - logsumexp."""

@@ -44,11 +44,18 @@ class Worker:
     def __init__(self, conn: Connection):
         self.conn = conn
         self._send_lock = threading.Lock()
-        self.jobs: queue.Queue[tuple] = queue.Queue()
+        self.jobs: queue.Queue[tuple[Any, ...]] = queue.Queue()
         self.cancels: dict[int, threading.Event] = {}
         self.model: LlamaModel | None = None
 
-    def send(self, message: tuple) -> None:
+    @property
+    def loaded(self) -> LlamaModel:
+        """The model; ``load`` succeeded before any request is served."""
+        if self.model is None:
+            raise RuntimeError("the model is not loaded")
+        return self.model
+
+    def send(self, message: tuple[Any, ...]) -> None:
         with self._send_lock:
             self.conn.send(message)
 
@@ -95,7 +102,7 @@ class Worker:
             if kind == "close":
                 return
             if kind == "reset":
-                self.model.reset()
+                self.loaded.reset()
             elif kind == "generate":
                 self.generate(*message[1:])
 
@@ -108,7 +115,7 @@ class Worker:
         try:
             if cancel.is_set():
                 raise Cancelled
-            result = self.model.generate(tokens, Sampling(**sampling), stops, cancel, emit)
+            result = self.loaded.generate(tokens, Sampling(**sampling), stops, cancel, emit)
         except Cancelled:
             self.send(("end", rid, "cancelled", [], {}))
         except Exception as e:  # noqa: BLE001 - raised again in the app
@@ -130,7 +137,7 @@ def main(argv: list[str]) -> int:
         return 1
     threading.Thread(target=worker.read, name="llama-worker-reader", daemon=True).start()
     worker.serve()
-    worker.model.close()
+    worker.loaded.close()
     return 0
 
 

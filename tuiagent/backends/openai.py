@@ -416,11 +416,12 @@ class OpenAIBackend:
         if self._tokenize_route is not None:
             routes = [self._tokenize_route]
         for kind, url in routes:
-            body: dict[str, Any] = {
+            bodies: dict[str, dict[str, Any]] = {
                 "vllm": {"model": self.served_model, "prompt": text, "add_special_tokens": False},
                 "llama_cpp_python": {"input": text},
                 "llama_cpp": {"content": text},
-            }[kind]
+            }
+            body = bodies[kind]
             try:
                 answer = await self._client.post(url, cast_to=object, body=body)
             except (openai.APIStatusError, openai.APIResponseValidationError):
@@ -450,8 +451,8 @@ def _message(exc: Exception) -> str:
         inner = body.get("error", body)
         if isinstance(inner, dict) and inner.get("message"):
             return str(inner["message"])
-        if isinstance(body.get("detail"), str):
-            return body["detail"]
+        if isinstance(detail := body.get("detail"), str):
+            return detail
         if isinstance(inner, str):
             return inner
     return getattr(exc, "message", None) or str(exc)
@@ -481,8 +482,8 @@ def context_error(message: str) -> tuple[int | None, int | None] | None:
 
 def _count_from(answer: Any) -> int | None:
     if isinstance(answer, dict):
-        if isinstance(answer.get("count"), int):
-            return answer["count"]
+        if isinstance(count := answer.get("count"), int):
+            return count
         if isinstance(answer.get("tokens"), list):
             return len(answer["tokens"])
     return None

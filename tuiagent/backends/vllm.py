@@ -248,7 +248,8 @@ class VLLMBackend:
         if self.chat_template == "hf":
             if self.tokenizer is None:
                 raise VLLMError(f"model {self.model_id!r}: no tokenizer to render its chat template with")
-            return self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+            prompt: str = self.tokenizer.apply_chat_template(list(messages), tokenize=False, add_generation_prompt=True)
+            return prompt
         return render_named(self.chat_template, messages)
 
     async def aclose(self) -> None:

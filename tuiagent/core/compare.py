@@ -26,6 +26,7 @@ from tuiagent.core import events as ev
 from tuiagent.core.context import working_context
 from tuiagent.core.steps import steps
 from tuiagent.parsing import last_closed_block
+from tuiagent.protocol import Segment
 
 # -- pruning -----------------------------------------------------------------------------------
 
@@ -79,7 +80,7 @@ def pruned_parts(events: Sequence[ev.Event]) -> dict[int, PruneMark]:
     return marks
 
 
-def _key(segment: Any) -> tuple:
+def _key(segment: Segment) -> tuple[str, int, int | None, str, str]:
     return (segment.kind, segment.turn, segment.call, segment.source, segment.text)
 
 

@@ -235,7 +235,7 @@ def from_dict(data: Any) -> Event:
     cls = EVENT_TYPES.get(name) if isinstance(name, str) else None
     if cls is None:
         raise ValueError(f"unknown event type {name!r}")
-    declared = _field_types(cls)
+    declared = _field_types(cls)  # type: ignore[arg-type]  # a class is hashable; mypy#11470 says not
     values = {k: v for k, v in data.items() if k in declared}
     missing = [f.name for f in dataclasses.fields(cls) if f.name not in values
                and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]

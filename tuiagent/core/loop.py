@@ -12,8 +12,9 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
 from dataclasses import asdict, fields, replace
+from typing import Any
 
 from guards.chain import GuardChain, Toggle
 from kernels.base import CellResult, Kernel
@@ -57,7 +58,7 @@ from tuiagent.protocol import (
 _SAMPLING_FIELDS = frozenset(f.name for f in fields(Sampling)) - {"max_tokens"}
 
 
-def resample_sampling(data: dict) -> dict:
+def resample_sampling(data: Mapping[str, Any]) -> dict[str, Any]:
     """The sampling overrides of a truncating verdict: the Sampling fields in ``data["sampling"]``
     when present (the rest of ``data`` is the verdict's numbers, for the record), else the Sampling
     fields among ``data``'s own keys. ``max_tokens`` stays the loop's (it enforces the token budget)."""
@@ -122,7 +123,7 @@ class _Run:
         self.budget_noted = False
         self.tools_suspended = False
         self.answer_attempts = 0
-        self.resample: dict | None = None
+        self.resample: dict[str, Any] | None = None
         self.turn_text = ""
         self.turn_tokens: list[TokenLP] = []
         self.started = time.monotonic()
@@ -235,7 +236,7 @@ class _Run:
         self._toggled(toggles)  # changes applied before the guards were asked come first
         for v in verdicts:
             self.emit(GuardVerdict(hook=hook, guard=v.guard, action=v.action, reason=v.reason, text=v.text,
-                                   data=v.data, turn=self.turn))
+                                   data=dict(v.data), turn=self.turn))
         return verdicts
 
     def _apply(self, verdicts: list[Verdict]) -> None:
@@ -328,8 +329,10 @@ class _Run:
 
     async def _act(self, stop_reason: str) -> AsyncIterator[Event]:
         text = self.turn_text
-        if tool_block_start(text, stop_reason, self.settings.mode) is not None:
-            async for event in self._call_tool(last_closed_block(text).code):
+        asks_tool = tool_block_start(text, stop_reason, self.settings.mode) is not None
+        block = last_closed_block(text) if asks_tool else None
+        if block is not None:
+            async for event in self._call_tool(block.code):
                 yield event
             return
         answer = final_answer(text)
@@ -364,7 +367,10 @@ class _Run:
             for event in self._drain():
                 yield event
             return
-        result = await self.agent.kernel.execute(code, self.settings.exec_timeout_s)
+        kernel = self.agent.kernel
+        if kernel is None:  # Agent refuses tool mode without one, and only tool mode calls the tool
+            raise RuntimeError("tool mode needs a kernel")
+        result = await kernel.execute(code, self.settings.exec_timeout_s)
         self.erroneous_calls += result.error
         shown = prompts.truncate_middle(result.text, self.settings.output_chars)
         self._output(call, code, shown, result, executed=True)

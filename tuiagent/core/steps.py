@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
+from typing import Any
 
 from tuiagent.core import events as ev
 from tuiagent.core.context import working_context
@@ -52,7 +53,7 @@ def steps(events: Iterable[ev.Event]) -> list[Step]:
     return out
 
 
-def run_metrics(events: Iterable[ev.Event], count_tokens: Callable[[str], int] | None = None) -> dict:
+def run_metrics(events: Iterable[ev.Event], count_tokens: Callable[[str], int] | None = None) -> dict[str, Any]:
     """Per-run tool metrics (PruneTIR's names, our definitions), for any run, guards on or off.
 
     - ``tcn``: tool calls executed in the whole trajectory, pruned and resampled ones included;

@@ -8,7 +8,7 @@ import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from tuiagent.core.events import SCHEMA, SCHEMA_VERSION, Event, from_dict, to_dict
 from tuiagent.errors import UserError
@@ -45,7 +45,7 @@ class Recorder:
     def write(self, event: Event) -> None:
         self._write_line(to_dict(event))
 
-    def _write_line(self, data: dict) -> None:
+    def _write_line(self, data: dict[str, Any]) -> None:
         if self._file is None:
             raise ValueError(f"recorder for {self.path} is closed")
         try:
