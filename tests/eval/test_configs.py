@@ -35,6 +35,8 @@ def test_conditions():
     ("attc:max_tool_calls=x", "must be a number"),
     ("attc:mode=python", "mode must be tool or cot"),
     ("attc:oops", "is not KEY=VALUE"),
+    ("attc:gstep.tau=0.5", "sets gstep, which it does not turn on"),
+    ("none:attc.threshold=0.9", "sets attc, which it does not turn on"),
 ])
 def test_mistakes_say_what_is_allowed(text, message):
     with pytest.raises(ConfigError, match=message):
@@ -79,3 +81,10 @@ def test_fingerprint_changes_with_what_the_setting_does():
     assert a.fingerprint() != b.fingerprint()
     assert a.fingerprint({"run": {"max_tool_calls": 4}}) != a.fingerprint({"run": {"max_tool_calls": 5}})
     assert a.fingerprint() == parse_config("attc:attc.threshold=0.9").fingerprint()
+
+
+def test_a_named_config_that_sets_a_guard_it_does_not_turn_on_is_refused(tmp_path):
+    path = tmp_path / "configs.toml"
+    path.write_text('[configs.odd]\nguards = ["attc"]\n[configs.odd.guard_settings.gstep]\ntau = 0.5\n')
+    with pytest.raises(ConfigError, match="configs.odd sets gstep, which it does not turn on"):
+        load_config_file(path)

@@ -128,6 +128,14 @@ def _guard_names() -> list[str]:
     return available()
 
 
+def _check_settings_are_for_guards_on(guards: list[str], guard_settings: dict[str, Any], where: str) -> None:
+    """A setting for a guard the config does not turn on would be silently ignored: refuse it."""
+    off = sorted(g for g in guard_settings if g not in guards and "all" not in guards)
+    if off:
+        raise ConfigError(f"{where} sets {', '.join(off)}, which it does not turn on",
+                          fix=f"add {'+'.join(off)} to its guards, or drop the setting")
+
+
 def parse_config(text: str, named: dict[str, EvalSetting] | None = None) -> EvalSetting:
     """One ``--config`` string (see the module docstring) -> an EvalSetting named ``text``."""
     named = named or {}
@@ -165,6 +173,7 @@ def parse_config(text: str, named: dict[str, EvalSetting] | None = None) -> Eval
                 raise ConfigError(f"--config {text!r}: {item!r} is not KEY=VALUE",
                                   fix="e.g. attc+prunetir:attc.threshold=0.9,max_tool_calls=6")
             _assign(setting, key.strip(), value.strip(), f"--config {text}")
+    _check_settings_are_for_guards_on(setting["guards"], setting["guard_settings"], f"--config {text!r}")
     condition = conditions[0] if conditions else ("full" if text in ("none", "full") else None)
     return EvalSetting(name=text, guards=tuple(dict.fromkeys(setting["guards"])),
                        guard_settings=setting["guard_settings"], run=setting["run"], sampling=setting["sampling"],
@@ -223,6 +232,7 @@ def load_config_file(path: Path | str) -> dict[str, EvalSetting]:
             if not isinstance(values, dict):
                 raise ConfigError("must be a table of settings", file=str(path), key=f"{where}.guard_settings.{guard}")
             setting["guard_settings"][guard] = dict(values)
+        _check_settings_are_for_guards_on(guards, setting["guard_settings"], f"{path}: {where}")
         out[name] = EvalSetting(name=name, guards=tuple(guards), guard_settings=setting["guard_settings"],
                                 run=setting["run"], sampling=setting["sampling"],
                                 condition=condition if condition and not guards else None)
