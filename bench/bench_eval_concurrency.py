@@ -31,7 +31,7 @@ from pathlib import Path
 
 from kernels.base import CellResult, Output
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
-from tuiagent.eval.configs import resolve_settings
+from tuiagent.presets import resolve_settings
 from tuiagent.eval.harness import EvalConfig, run_eval
 
 RESULTS = Path(__file__).parent / "results" / "eval_concurrency.json"

@@ -39,7 +39,7 @@ import psutil
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
 from tuiagent.core.trajectory import load
-from tuiagent.eval.configs import resolve_settings
+from tuiagent.presets import resolve_settings
 from tuiagent.eval.harness import EvalConfig, run_eval
 
 RESULTS = Path(__file__).parent / "results" / "soak.json"

@@ -8,7 +8,7 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, Any
 
 import typer
 from rich.console import Console
@@ -53,6 +53,7 @@ def main_callback(
 
 @app.command()
 def solve(
+    ctx: typer.Context,
     problem: Annotated[str, typer.Argument(help="The problem text, or - to read it from standard input.")],
     model: ModelOpt = None,
     models: ModelsFileOpt = None,
@@ -68,6 +69,9 @@ def solve(
     seed: Annotated[int | None, typer.Option(help="Sampling seed.")] = None,
     out: Annotated[Path | None, typer.Option(help="Trajectory file, or a directory for it (default: user data dir).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object per event instead of a transcript.")] = False,
+    preset: Annotated[str | None, typer.Option("--preset", "-p", help=(
+        "A preset (`tuiagent presets`): its guards, their settings, budgets and sampling; -g, --set and "
+        "budget options given here add to it or win over it."))] = None,
     guard: Annotated[list[str] | None, typer.Option("--guard", "-g", help="Turn a guard on (repeat; `all` for every one).")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="A guard setting, e.g. attc.threshold=0.95 (repeat).")] = None,
     sandbox: SandboxOpt = "auto",
@@ -83,24 +87,30 @@ def solve(
     if not text.strip():
         raise UserError("the problem is empty: pass the problem text, or - and the text on standard input")
     overrides = {k: v for k, v in {"temperature": temperature, "seed": seed}.items() if v is not None}
+    settings = RunSettings(
+        mode="cot" if no_tool else "tool",
+        max_tool_calls=max_tool_calls,
+        max_tokens=max_tokens,
+        max_wall_s=max_time,
+        exec_timeout_s=timeout,
+        output_chars=output_chars,
+    )
+    guards, guard_settings, kernel = tuple(guard or ()), parse_sets(set_ or []), "jupyter"
+    if preset is not None:
+        settings, guards, guard_settings, kernel, overrides = apply_preset(
+            ctx, preset, settings, guards, guard_settings, overrides)
     request = RunRequest(
         problem=text,
         model=model,
         models_file=models,
         script=script,
         gold=gold,
-        settings=RunSettings(
-            mode="cot" if no_tool else "tool",
-            max_tool_calls=max_tool_calls,
-            max_tokens=max_tokens,
-            max_wall_s=max_time,
-            exec_timeout_s=timeout,
-            output_chars=output_chars,
-        ),
+        settings=settings,
         sampling_overrides=overrides,
         out=out,
-        guards=tuple(guard or ()),
-        guard_settings=parse_sets(set_ or []),
+        guards=guards,
+        guard_settings=guard_settings,
+        kernel=kernel,
         sandbox=check_sandbox(sandbox),
     )
     approve = terminal_approver() if confirm else None
@@ -133,6 +143,31 @@ def solve(
         raise typer.Exit(128 + (stopped_by[0] if stopped_by else signal.SIGINT)) from None
     if finished.reason in ("error", "backend_crashed"):
         raise typer.Exit(1)
+
+
+# solve's options that a preset's run settings fill in when they are not given on the command line
+_RUN_OPTIONS = {"max_tool_calls": "max_tool_calls", "max_tokens": "max_tokens", "max_wall_s": "max_time",
+                "exec_timeout_s": "timeout", "output_chars": "output_chars", "mode": "no_tool"}
+
+
+def apply_preset(ctx: typer.Context, name: str, settings: Any, guards: tuple[str, ...],
+                 guard_settings: dict[str, dict[str, Any]], sampling: dict[str, Any]) -> tuple:
+    """``solve``'s request with preset ``name`` under it: what the command line gave wins."""
+    from dataclasses import replace
+
+    from tuiagent.presets import load_presets
+
+    presets = load_presets()
+    if name not in presets:
+        raise typer.BadParameter(f"no preset {name!r}; known: {', '.join(sorted(presets))}", param_hint="--preset")
+    p = presets[name]
+    given = {k for k in _RUN_OPTIONS.values() if getattr(ctx.get_parameter_source(k), "name", "") == "COMMANDLINE"}
+    run = {k: v for k, v in p.run.items() if k in _RUN_OPTIONS and _RUN_OPTIONS[k] not in given}
+    merged = {g: dict(v) for g, v in p.guard_settings.items()}
+    for g, values in guard_settings.items():
+        merged.setdefault(g, {}).update(values)
+    return (replace(settings, **run), tuple(dict.fromkeys(p.guards + guards)), merged,
+            str(p.run.get("kernel", "jupyter")), {**p.sampling, **sampling})
 
 
 def terminal_approver() -> Callable[[str], Awaitable[bool]]:
@@ -189,6 +224,24 @@ def list_guards() -> None:
             tag = f.metadata.get("tag", "default")
             label = "ours" if tag == "default" else tag
             console.print(f"  {name}.{f.name} = {f.default!r}  [{label}]  {f.metadata.get('doc', '')}", markup=False)
+
+
+@app.command("presets")
+def list_presets() -> None:
+    """List the presets (named guard settings) and the files they come from; add yours to the user file."""
+    from tuiagent.presets import load_presets, user_presets_file
+
+    console = Console(highlight=False, soft_wrap=True)
+    for name, p in load_presets().items():
+        what = " ".join([*(p.guards or ("no guards",)),
+                         *(f"{g}.{k}={v}" for g, values in p.guard_settings.items() for k, v in values.items()),
+                         *(f"{k}={v}" for k, v in {**p.run, **p.sampling}.items())])
+        console.print(Text(name, style="bold") + Text(f"  {what}"))
+        if p.description:
+            console.print(Text(f"  {p.description}", style="dim"))
+        console.print(Text(f"  from {p.origin}", style="dim"))
+    console.print(Text(f"\nyour presets: {user_presets_file()} ([presets.NAME] tables); "
+                       "none, all and each guard's name need no preset", style="dim"))
 
 
 @app.command("models")

@@ -7,7 +7,7 @@ from pathlib import Path
 from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, number_in
 from tuiagent.core import events as ev
 from tuiagent.core.trajectory import load
-from tuiagent.eval.configs import resolve_settings
+from tuiagent.presets import resolve_settings
 from tuiagent.eval.harness import EvalConfig, run_eval
 from tuiagent.eval.report import summary_from_store
 from tuiagent.eval.results import ResultStore

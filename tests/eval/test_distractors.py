@@ -7,7 +7,7 @@ import json
 from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, number_in
 from tuiagent import paths
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
-from tuiagent.eval.configs import resolve_settings
+from tuiagent.presets import resolve_settings
 from tuiagent.eval.datasets import Problem
 from tuiagent.eval.harness import EvalConfig, run_eval
 from tuiagent.eval.report import summary_from_store, to_markdown

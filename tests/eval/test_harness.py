@@ -17,7 +17,7 @@ import pytest
 from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, number_in
 from tuiagent.core.trajectory import load
 from tuiagent.errors import UserError
-from tuiagent.eval.configs import resolve_settings
+from tuiagent.presets import resolve_settings
 from tuiagent.eval.harness import EvalConfig, EvalRunner, load_problems, plan, run_eval
 from tuiagent.eval.report import summary_from_store
 from tuiagent.eval.results import ResultsError, ResultStore
@@ -107,7 +107,7 @@ DRIVER = """
 import asyncio, sys
 sys.path.insert(0, {root!r})
 from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, number_in
-from tuiagent.eval.configs import resolve_settings
+from tuiagent.presets import resolve_settings
 from tuiagent.eval.harness import EvalConfig, run_eval
 from pathlib import Path
 

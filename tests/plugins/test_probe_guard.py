@@ -71,7 +71,7 @@ async def test_a_live_run_records_it_and_replay_and_compare_read_it(probe, tmp_p
 
 
 async def test_the_eval_counts_it_and_its_summary_column(probe, tmp_path):
-    from tuiagent.eval.configs import resolve_settings
+    from tuiagent.presets import resolve_settings
     from tuiagent.eval.harness import EvalConfig, run_eval
     from tuiagent.eval.report import summary_from_store, to_markdown
     from tuiagent.eval.results import ResultStore

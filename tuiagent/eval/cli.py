@@ -30,9 +30,9 @@ def eval_command(
     script: Annotated[Path | None, typer.Option("--script", help="Turns to replay with `--model scripted` (every run replays it).")] = None,
     config: Annotated[list[str] | None, typer.Option("--config", "-c", help=(
         "A setting to run every problem under (repeat): none, all, guard names joined by + (attc+prunetir), a "
-        "condition (full, cot, noop, oracle, max1), a name from --configs; then :KEY=VALUE,... e.g. "
+        "condition (full, cot, noop, oracle, max1), a preset (`tuiagent presets`); then :KEY=VALUE,... e.g. "
         "'attc+prunetir:attc.threshold=0.9' or 'full:max_tool_calls=8'. Default: none."))] = None,
-    configs: Annotated[Path | None, typer.Option("--configs", help="A TOML file of named configs ([configs.NAME] tables).")] = None,
+    configs: Annotated[Path | None, typer.Option("--configs", help="A TOML file of more presets ([presets.NAME] tables); without -c, all of them run.")] = None,
     protocol: Annotated[str | None, typer.Option("--protocol", help=(
         "Add a paper protocol's settings: tooltax = full, cot, noop, oracle, max1 (Gap and capability overlap)."))] = None,
     baseline: Annotated[str | None, typer.Option("--baseline", help="The setting differences are taken against (default: the first).")] = None,
@@ -72,7 +72,7 @@ def eval_command(
     from rich.console import Console
 
     from tuiagent.errors import UserError
-    from tuiagent.eval import configs as cf
+    from tuiagent import presets as cf
     from tuiagent.eval import report as rp
     from tuiagent.eval.datasets import Fields
     from tuiagent.eval.harness import EvalConfig, default_out
@@ -88,8 +88,10 @@ def eval_command(
     directory = (out or default_out(datasets, spec.id, name)).expanduser()
 
     if not report_only:
-        named = cf.load_config_file(configs) if configs else None
-        settings = cf.resolve_settings(_split(config) if config else [], named=named, protocol=protocol)
+        named = cf.load_presets(configs)
+        default = list(cf.load_preset_file(configs)) if configs else None  # no -c: every config of the file
+        settings = cf.resolve_settings(_split(config) if config else [], named=named, default=default,
+                                       protocol=protocol)
         if baseline and baseline not in {s.name for s in settings}:
             raise UserError(f"--baseline {baseline!r} is not one of the settings: {', '.join(s.name for s in settings)}")
         types = _split(distractor_types) or (list(DISTRACTORS) if distractors else [])

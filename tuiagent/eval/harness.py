@@ -30,7 +30,7 @@ from typing import Any
 from tuiagent import paths
 from tuiagent.backends.base import BackendCrashed
 from tuiagent.errors import ConfigError, UserError
-from tuiagent.eval.configs import EvalSetting
+from tuiagent.presets import Preset
 from tuiagent.eval.datasets import Fields, Problem, load_dataset, select
 from tuiagent.eval.metrics import run_record
 from tuiagent.eval.results import ResultStore, run_key
@@ -44,7 +44,7 @@ MAX_FAILURES_IN_A_ROW = 5
 @dataclass(frozen=True)
 class Job:
     problem: Problem
-    setting: EvalSetting
+    setting: Preset
     seed: int
 
     @property
@@ -58,7 +58,7 @@ class EvalConfig:
     ``sampling`` eval-wide sampling overrides; a setting's own values win over both."""
 
     datasets: list[str]
-    settings: list[EvalSetting]
+    settings: list[Preset]
     out: Path
     model: str | None = None
     models_file: Path | None = None
@@ -125,7 +125,7 @@ def load_problems(cfg: EvalConfig) -> list[Problem]:
     return out
 
 
-def plan(problems: list[Problem], settings: list[EvalSetting], seeds: int) -> list[Job]:
+def plan(problems: list[Problem], settings: list[Preset], seeds: int) -> list[Job]:
     """Problem-major order: an interrupted eval has whole problems (every setting) done."""
     return [Job(p, s, seed) for p in problems for seed in range(seeds) for s in settings]
 
@@ -183,7 +183,7 @@ class EvalRunner:
         return (self.store.dir / "runs" / safe_name(p.dataset) / safe_name(job.setting.name)
                 / f"{safe_name(p.unit)}-s{job.seed}.jsonl")
 
-    def check(self, settings: list[EvalSetting]) -> None:
+    def check(self, settings: list[Preset]) -> None:
         """Fail before any run when a setting cannot be built (bad guard setting, unknown kernel)."""
         from tuiagent.runner import guard_chain, kernel_class
 

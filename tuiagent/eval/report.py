@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from guards.chain import available, presenter
-from tuiagent.eval.configs import CONDITION_LABELS
+from tuiagent.presets import CONDITION_LABELS
 from tuiagent.eval.stats import TOOL_BINS, bin_label, bootstrap_mean, mcnemar_exact, paired_bootstrap, tool_bin
 from tuiagent.eval.variants import CUE_PREFIX, DISTRACTOR_PREFIX
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from tuiagent.errors import ConfigError
-from tuiagent.eval.configs import load_config_file, parse_config, resolve_settings
+from tuiagent.presets import load_preset_file, parse_config, resolve_settings
 
 
 def test_guard_combinations_and_settings():
@@ -56,18 +56,18 @@ threshold = 0.99
 [configs.calc]
 condition = "oracle"
 """)
-    named = load_config_file(path)
+    named = load_preset_file(path)
     strict = named["strict"]
     assert strict.guards == ("attc", "prunetir") and strict.guard_settings == {"attc": {"threshold": 0.99}}
     assert strict.run == {"max_tool_calls": 6} and strict.sampling == {"temperature": 0.5}
     assert (named["calc"].kernel, named["calc"].condition) == ("oracle", "oracle")
     settings = resolve_settings(["none", "strict"], named=named)
     assert [s.name for s in settings] == ["none", "strict"]
-    assert [s.name for s in resolve_settings([], named=named)] == ["strict", "calc"]
+    assert [s.name for s in resolve_settings([], named=named, default=list(named))] == ["strict", "calc"]
     bad = tmp_path / "bad.toml"
     bad.write_text('[configs.x]\nguards = ["nope"]\n')
     with pytest.raises(ConfigError, match="'nope' is not an installed guard"):
-        load_config_file(bad)
+        load_preset_file(bad)
 
 
 def test_protocol_adds_the_five_conditions_once():
@@ -87,4 +87,4 @@ def test_a_named_config_that_sets_a_guard_it_does_not_turn_on_is_refused(tmp_pat
     path = tmp_path / "configs.toml"
     path.write_text('[configs.odd]\nguards = ["attc"]\n[configs.odd.guard_settings.gstep]\ntau = 0.5\n')
     with pytest.raises(ConfigError, match="configs.odd sets gstep, which it does not turn on"):
-        load_config_file(path)
+        load_preset_file(path)

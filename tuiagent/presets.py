@@ -1,12 +1,26 @@
-"""Eval settings: which guards, which mode and kernel, which budgets -- parsed from ``--config`` strings
-and named configs in a TOML file.
+"""Presets: named guard settings (which guards, their settings, and the run budgets and sampling
+they need), defined once and used by ``solve --preset``, ``eval -c`` and the app.
 
-A ``--config`` string is ``PARTS[:KEY=VALUE,KEY=VALUE...]``:
+Where they come from, later ones winning: the shipped ``tuiagent/presets.toml``, the user's
+``<config dir>/presets.toml``, and for an eval a ``--configs FILE``. Each file holds tables::
+
+    [presets.strict]                       # ([configs.NAME] is read too, for older eval files)
+    description = "ATTC and PruneTIR, a stricter ATTC"
+    guards = ["attc", "prunetir"]          # or "all"
+    condition = "full"                     # optional: full, cot, noop, oracle, max1
+    run = { max_tool_calls = 6 }           # optional run settings
+    sampling = { temperature = 0.6 }       # optional sampling settings
+    [presets.strict.guard_settings.attc]
+    threshold = 0.99
+
+A preset may only set guards it turns on (anything else would be silently ignored, so it is an
+error naming the file). Where a single string names a setting (``eval -c``, compare columns) it is
+``PARTS[:KEY=VALUE,KEY=VALUE...]``:
 
 - PARTS joined by ``+``: guard names (``attc``, ``prunetir``, ...), ``all`` (every installed guard),
   ``none`` (no guard), or a tool-use-tax condition: ``full`` (Agent-Full), ``cot`` (NoTool-CoT),
   ``noop`` (Agent-NoopTool), ``oracle`` (Agent-OracleCalc), ``max1`` (Agent-Max1Turn);
-  or the name of a config from the TOML file (alone).
+  or the name of a preset (alone).
 - ``guard.key=value``: a guard setting (checked by the guard, as with ``solve --set``);
   ``key=value`` without a dot: a run setting (mode, kernel, max_tool_calls, max_tokens,
   exec_timeout_s, output_chars, max_wall_s) or a sampling setting (temperature, top_p, top_k,
@@ -14,18 +28,8 @@ A ``--config`` string is ``PARTS[:KEY=VALUE,KEY=VALUE...]``:
 
 The setting's name in results and reports is the string as given. Examples::
 
-    --config none --config attc --config all --config "attc+prunetir:attc.threshold=0.9"
-    --config cot --config "noop+attc" --config "full:max_tool_calls=8"
-
-A TOML file (``--configs FILE``) names configs::
-
-    [configs.strict]
-    guards = ["attc", "prunetir"]          # or "all"
-    condition = "full"                     # optional: full, cot, noop, oracle, max1
-    run = { max_tool_calls = 6 }           # optional run settings
-    sampling = { temperature = 0.6 }       # optional sampling settings
-    [configs.strict.guard_settings.attc]
-    threshold = 0.99
+    -c none -c attc -c all -c flag-only -c "attc+prunetir:attc.threshold=0.9"
+    -c cot -c "noop+attc" -c "full:max_tool_calls=8"
 """
 
 from __future__ import annotations
@@ -35,8 +39,10 @@ import json
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
+from importlib import resources
 from typing import Any
 
+from tuiagent import paths
 from tuiagent.errors import ConfigError
 
 # The tool-use-tax conditions (arXiv 2605.00136), as changes to a run.
@@ -62,9 +68,10 @@ SAMPLING_KEYS = {"temperature": float, "top_p": float, "top_k": int, "repeat_pen
 
 
 @dataclass(frozen=True)
-class EvalSetting:
-    """One setting every problem is run under. ``run`` overrides RunSettings fields (``mode`` and
-    the budgets) and may name the ``kernel``; ``sampling`` overrides the model's sampling."""
+class Preset:
+    """Named settings for a run (in an eval: one setting every problem is run under). ``run``
+    overrides RunSettings fields (``mode`` and the budgets) and may name the ``kernel``;
+    ``sampling`` overrides the model's sampling."""
 
     name: str
     guards: tuple[str, ...] = ()
@@ -72,6 +79,8 @@ class EvalSetting:
     run: dict[str, Any] = field(default_factory=dict, hash=False)
     sampling: dict[str, Any] = field(default_factory=dict, hash=False)
     condition: str | None = None  # a tool-use-tax condition this setting is, when it is one
+    description: str = field(default="", compare=False)
+    origin: str = field(default="", compare=False)  # the file that defined it ("" for a parsed string)
 
     @property
     def mode(self) -> str:
@@ -136,8 +145,8 @@ def _check_settings_are_for_guards_on(guards: list[str], guard_settings: dict[st
                           fix=f"add {'+'.join(off)} to its guards, or drop the setting")
 
 
-def parse_config(text: str, named: dict[str, EvalSetting] | None = None) -> EvalSetting:
-    """One ``--config`` string (see the module docstring) -> an EvalSetting named ``text``."""
+def parse_config(text: str, named: dict[str, Preset] | None = None) -> Preset:
+    """One ``--config`` string (see the module docstring) -> an Preset named ``text``."""
     named = named or {}
     text = text.strip()
     if not text:
@@ -175,29 +184,48 @@ def parse_config(text: str, named: dict[str, EvalSetting] | None = None) -> Eval
             _assign(setting, key.strip(), value.strip(), f"--config {text}")
     _check_settings_are_for_guards_on(setting["guards"], setting["guard_settings"], f"--config {text!r}")
     condition = conditions[0] if conditions else ("full" if text in ("none", "full") else None)
-    return EvalSetting(name=text, guards=tuple(dict.fromkeys(setting["guards"])),
+    return Preset(name=text, guards=tuple(dict.fromkeys(setting["guards"])),
                        guard_settings=setting["guard_settings"], run=setting["run"], sampling=setting["sampling"],
                        condition=condition if not setting["guards"] else None)
 
 
-def load_config_file(path: Path | str) -> dict[str, EvalSetting]:
-    """Named configs from a TOML file (``[configs.NAME]`` tables, see the module docstring)."""
+def shipped_presets_file() -> Path:
+    return Path(str(resources.files("tuiagent") / "presets.toml"))
+
+
+def user_presets_file() -> Path:
+    return paths.config_dir() / "presets.toml"
+
+
+def load_presets(extra: Path | str | None = None) -> dict[str, Preset]:
+    """Every preset by name: the shipped ones, the user's, then ``extra``'s (later ones win)."""
+    out = load_preset_file(shipped_presets_file())
+    if user_presets_file().is_file():
+        out.update(load_preset_file(user_presets_file()))
+    if extra is not None:
+        out.update(load_preset_file(extra))
+    return out
+
+
+def load_preset_file(path: Path | str) -> dict[str, Preset]:
+    """The presets of one TOML file (``[presets.NAME]`` or ``[configs.NAME]`` tables)."""
     path = Path(path).expanduser()
     try:
         data = tomllib.loads(path.read_text(encoding="utf-8"))
     except OSError as e:
-        raise ConfigError(f"cannot read configs file: {e.strerror}", file=str(path)) from None
+        raise ConfigError(f"cannot read presets file: {e.strerror}", file=str(path)) from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"not valid TOML: {e}", file=str(path)) from None
-    tables = data.get("configs")
+    table_name = "presets" if "presets" in data else "configs"
+    tables = data.get(table_name)
     if not isinstance(tables, dict) or not tables:
-        raise ConfigError("no [configs.NAME] tables", file=str(path),
-                          fix='add e.g. [configs.strict] with guards = ["attc"]')
+        raise ConfigError("no [presets.NAME] tables", file=str(path),
+                          fix='add e.g. [presets.strict] with guards = ["attc"]')
     known_keys = {"guards", "condition", "run", "sampling", "guard_settings", "description"}
     guards_known = _guard_names()
     out = {}
     for name, table in tables.items():
-        where = f"configs.{name}"
+        where = f"{table_name}.{name}"
         if not isinstance(table, dict):
             raise ConfigError("must be a table", file=str(path), key=where)
         unknown = set(table) - known_keys
@@ -233,23 +261,25 @@ def load_config_file(path: Path | str) -> dict[str, EvalSetting]:
                 raise ConfigError("must be a table of settings", file=str(path), key=f"{where}.guard_settings.{guard}")
             setting["guard_settings"][guard] = dict(values)
         _check_settings_are_for_guards_on(guards, setting["guard_settings"], f"{path}: {where}")
-        out[name] = EvalSetting(name=name, guards=tuple(guards), guard_settings=setting["guard_settings"],
-                                run=setting["run"], sampling=setting["sampling"],
-                                condition=condition if condition and not guards else None)
+        out[name] = Preset(name=name, guards=tuple(guards), guard_settings=setting["guard_settings"],
+                           run=setting["run"], sampling=setting["sampling"],
+                           condition=condition if condition and not guards else None,
+                           description=str(table.get("description", "")), origin=str(path))
     return out
 
 
-def resolve_settings(configs: list[str], *, named: dict[str, EvalSetting] | None = None,
-                     protocol: str | None = None) -> list[EvalSetting]:
-    """The settings of an eval, in order, duplicates dropped. No config at all -> ``none``."""
+def resolve_settings(configs: list[str], *, named: dict[str, Preset] | None = None,
+                     default: list[str] | None = None, protocol: str | None = None) -> list[Preset]:
+    """The settings of an eval, in order, duplicates dropped. No config at all -> ``default``
+    (``none`` when not given)."""
     texts = list(configs)
     if protocol:
         if protocol not in PROTOCOLS:
             raise ConfigError(f"unknown protocol {protocol!r}", fix=f"use one of {', '.join(PROTOCOLS)}")
         texts += [c for c in PROTOCOLS[protocol] if c not in texts]
     if not texts:
-        texts = list(named) if named else ["none"]
-    out: dict[str, EvalSetting] = {}
+        texts = list(default or ["none"])
+    out: dict[str, Preset] = {}
     for text in texts:
         setting = parse_config(text, named)
         out.setdefault(setting.name, setting)
