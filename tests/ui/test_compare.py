@@ -49,6 +49,22 @@ async def test_live_compare_runs_each_column_with_its_own_kernel(ui, tmp_path):
         assert app.errors == []
 
 
+async def test_a_column_runs_with_its_own_settings_only(ui, tmp_path):
+    """A threshold typed on the solve screen does not leak into a compare column."""
+    app = ui.scripted_app(COUNTER, problem="count", screen="compare", columns=("attc", "attc attc.threshold=0.9"),
+                          tmp_path=tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause(0.2)
+        app.session.remember("attc", enabled=True, settings={"threshold": 0.98})  # as if typed on the solve screen
+        screen = app.screen
+        await pilot.press("ctrl+r")
+        await ui.wait_for(pilot, lambda: len(screen.events) == 2 and all(
+            any(isinstance(e, ev.RunFinished) for e in evs) for evs in screen.events), 60, "both columns")
+        thresholds = [next(e.settings["threshold"] for e in evs if isinstance(e, ev.GuardToggled) and e.guard == "attc")
+                      for evs in screen.events]
+        assert thresholds == [0.97, 0.9] and screen.labels == ["attc", "attc attc.threshold=0.9"]
+
+
 async def test_compare_columns_can_run_concurrently(ui, tmp_path):
     app = ui.scripted_app(COUNTER, problem="count", screen="compare", columns=("none", "attc", "all"),
                           concurrent_columns=True, tmp_path=tmp_path)
@@ -115,9 +131,13 @@ def test_parse_column():
     assert parse_column("all", KNOWN).guards == tuple(KNOWN)
     spec = parse_column("attc, prunetir attc.threshold=0.9", KNOWN)
     assert spec.guards == ("attc", "prunetir") and spec.settings == {"attc": {"threshold": "0.9"}}
-    assert spec.label == "attc+prunetir"
-    with pytest.raises(ValueError, match="no guard named 'bogus'"):
+    assert spec.label == "attc+prunetir attc.threshold=0.9"  # every setting in force is in the label
+    with pytest.raises(ValueError, match="no guard or preset named 'bogus'"):
         parse_column("bogus", KNOWN)
+    with pytest.raises(ValueError, match="gstep, which this column does not turn on"):
+        parse_column("attc gstep.tau=0.5", KNOWN)
+    preset = parse_column("strict prunetir", KNOWN, {"strict": (("attc",), {"attc": {"threshold": 0.99}})})
+    assert preset.guards == ("attc", "prunetir") and preset.label == "attc+prunetir attc.threshold=0.99"
     with pytest.raises(ValueError, match="GUARD.KEY=VALUE"):
         parse_column("threshold=1", KNOWN)
 

@@ -17,7 +17,7 @@ No UI code here: the Textual app renders these records.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -227,13 +227,18 @@ class ColumnSpec:
     settings: dict[str, dict[str, str]] = field(default_factory=dict)
 
 
-def parse_column(text: str, known: Sequence[str]) -> ColumnSpec:
-    """"none", "all", or guard names and guard.key=value settings, separated by spaces, commas or '+'.
+def parse_column(text: str, known: Sequence[str],
+                 presets: Mapping[str, tuple[tuple[str, ...], Mapping[str, Mapping[str, Any]]]] | None = None) -> ColumnSpec:
+    """"none", "all", preset names, guard names and guard.key=value settings, separated by spaces,
+    commas or '+'. ``presets`` maps a preset's name to its (guards, guard settings).
 
-    Raises ValueError naming the mistake (an unknown guard, a malformed setting)."""
+    The label names every guard and setting in force. Raises ValueError naming the mistake: an
+    unknown guard or preset, a malformed setting, or a setting for a guard the column does not
+    turn on."""
+    presets = presets or {}
     words = [w for w in text.replace(",", " ").replace("+", " ").split() if w]
     guards: list[str] = []
-    settings: dict[str, dict[str, str]] = {}
+    settings: dict[str, dict[str, Any]] = {}
     for w in words:
         if "=" in w:
             name, _, value = w.partition("=")
@@ -249,10 +254,21 @@ def parse_column(text: str, known: Sequence[str]) -> ColumnSpec:
             guards.extend(known)
         elif w in known:
             guards.append(w)
+        elif w in presets:
+            preset_guards, preset_settings = presets[w]
+            guards.extend(known if "all" in preset_guards else preset_guards)
+            for guard, values in preset_settings.items():
+                settings.setdefault(guard, {}).update(values)
         else:
-            raise ValueError(f"no guard named {w!r}; installed: {', '.join(known)}")
+            choices = ", ".join([*known, *presets])
+            raise ValueError(f"no guard or preset named {w!r}; use none, all or one of: {choices}")
     names = tuple(dict.fromkeys(guards))
-    return ColumnSpec("+".join(names) or "none", names, settings)
+    off = sorted(set(settings) - set(names))
+    if off:
+        raise ValueError(f"a setting for {', '.join(off)}, which this column does not turn on")
+    label = " ".join(["+".join(names) or "none",
+                      *(f"{g}.{k}={v}" for g, values in settings.items() for k, v in values.items())])
+    return ColumnSpec(label, names, settings)
 
 
 async def run_columns(starts: Sequence[Callable[[], Awaitable[Any]]], *, concurrent: bool = False) -> list[Any]:

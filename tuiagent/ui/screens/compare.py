@@ -10,14 +10,22 @@ from textual import work
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
-from textual.screen import Screen
 from textual.content import Content
+from textual.screen import Screen
 from textual.widgets import Button, Footer, Input, Static
 
 from guards.chain import available
 from tuiagent.core import events as ev
-from tuiagent.core.compare import ColumnSpec, parse_column, run_columns, step_cells, summary
+from tuiagent.core.compare import (
+    ColumnSpec,
+    parse_column,
+    run_columns,
+    step_cells,
+    summary,
+)
 from tuiagent.core.trajectory import TrajectoryError, load
+from tuiagent.errors import UserError
+from tuiagent.presets import load_presets
 from tuiagent.runner import run_problem
 from tuiagent.ui.errors import describe_error
 from tuiagent.ui.widgets.compare_grid import CompareGrid
@@ -118,7 +126,8 @@ class CompareScreen(Screen):
 
     def column_specs(self) -> list[ColumnSpec]:
         known = available()
-        return [parse_column(box.value, known) for box in self.query(".column-spec").results(Input)]
+        presets = {name: (p.guards, p.guard_settings) for name, p in load_presets().items()}
+        return [parse_column(box.value, known, presets) for box in self.query(".column-spec").results(Input)]
 
     def action_run(self) -> None:
         if self.has_class("-files"):
@@ -131,7 +140,7 @@ class CompareScreen(Screen):
             return
         try:
             specs = self.column_specs()
-        except ValueError as e:
+        except (ValueError, UserError) as e:
             self.app.report(str(e), title="column setting")
             return
         if any(w.group == "run" and w.is_running for w in self.app.workers):
@@ -194,10 +203,9 @@ class CompareScreen(Screen):
     async def _column(self, i: int, spec: ColumnSpec, problem: str, gold: str | None) -> ev.RunFinished:
         session = self.app.session
         backend, owned = await session.backend_for_run()
-        settings = {k: dict(v) for k, v in session.overrides.items()}
-        for guard, values in spec.settings.items():
-            settings.setdefault(guard, {}).update(values)
-        request = session.request(problem, gold, guards=spec.guards, guard_settings=settings)
+        # A column runs with its own settings only: nothing typed on the solve screen carries over.
+        request = session.request(problem, gold, guards=spec.guards,
+                                  guard_settings={g: dict(v) for g, v in spec.settings.items()})
         try:
             return await run_problem(request, partial(self._on_event, i), backend=backend, spec=session.spec,
                                      guards=session.chain(request))
