@@ -43,12 +43,18 @@ def main_callback(
     script: ScriptOpt = None,
     sandbox: SandboxOpt = "auto",
     confirm: Annotated[bool, typer.Option("--confirm", help="Start with 'ask before running code' on (ctrl+k in the app).")] = False,
+    preset: Annotated[str | None, typer.Option("--preset", "-p", help="Start with a preset's guards and settings (`tuiagent presets`).")] = None,
 ) -> None:
     """Without a command, open the interactive app on the default model."""
     if ctx.invoked_subcommand is None:
         from tuiagent.app import run_app
 
-        run_app(model=model, models_file=models, script=script, sandbox=check_sandbox(sandbox), confirm=confirm)
+        guards: dict[str, Any] = {}
+        if preset is not None:
+            p = preset_named(preset)
+            guards = {"guards": p.guards, "guard_settings": {g: dict(v) for g, v in p.guard_settings.items()}}
+        run_app(model=model, models_file=models, script=script, sandbox=check_sandbox(sandbox), confirm=confirm,
+                **guards)
 
 
 @app.command()
@@ -145,6 +151,15 @@ def solve(
         raise typer.Exit(1)
 
 
+def preset_named(name: str) -> Any:
+    from tuiagent.presets import load_presets
+
+    presets = load_presets()
+    if name not in presets:
+        raise typer.BadParameter(f"no preset {name!r}; known: {', '.join(sorted(presets))}", param_hint="--preset")
+    return presets[name]
+
+
 # solve's options that a preset's run settings fill in when they are not given on the command line
 _RUN_OPTIONS = {"max_tool_calls": "max_tool_calls", "max_tokens": "max_tokens", "max_wall_s": "max_time",
                 "exec_timeout_s": "timeout", "output_chars": "output_chars", "mode": "no_tool"}
@@ -155,12 +170,7 @@ def apply_preset(ctx: typer.Context, name: str, settings: Any, guards: tuple[str
     """``solve``'s request with preset ``name`` under it: what the command line gave wins."""
     from dataclasses import replace
 
-    from tuiagent.presets import load_presets
-
-    presets = load_presets()
-    if name not in presets:
-        raise typer.BadParameter(f"no preset {name!r}; known: {', '.join(sorted(presets))}", param_hint="--preset")
-    p = presets[name]
+    p = preset_named(name)
     given = {k for k in _RUN_OPTIONS.values() if getattr(ctx.get_parameter_source(k), "name", "") == "COMMANDLINE"}
     run = {k: v for k, v in p.run.items() if k in _RUN_OPTIONS and _RUN_OPTIONS[k] not in given}
     merged = {g: dict(v) for g, v in p.guard_settings.items()}
