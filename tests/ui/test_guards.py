@@ -105,3 +105,28 @@ async def test_clicking_a_guard_row_toggles_it(ui, tmp_path):
         await pilot.pause(0.1)
         assert panel.states["necessity"].enabled is False
         assert "necessity" not in app.session.enabled
+
+
+async def test_a_preset_sets_every_guard_and_setting_at_once(ui, tmp_path):
+    """p in the panel: flag-only turns everything but necessity and tim off; a setting changed
+    earlier goes back to its default; the next run starts with exactly that."""
+    from tuiagent.ui.screens.presets import PresetsScreen
+
+    app = ui.scripted_app(THREE_CALLS, problem="sum of parts", tmp_path=tmp_path)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.pause(0.2)
+        panel = app.screen.query_one(GuardPanel)
+        assert panel.states["attc"].enabled and panel.states["gstep"].enabled
+        app.screen.on_guard_panel_changed(GuardPanel.Changed("attc", setting=("threshold", 0.9)))
+        panel.focus_list()
+        await pilot.press("p")
+        await ui.wait_for(pilot, lambda: isinstance(app.screen, PresetsScreen), 10, "the preset list")
+        names = [p.name for p in app.screen.presets]
+        assert names[:2] == ["none", "all"] and "flag-only" in names
+        app.screen.dismiss(app.screen.presets[names.index("flag-only")])
+        await pilot.pause(0.2)
+        on = {name for name, s in panel.states.items() if s.enabled}
+        assert on == {"necessity", "tim"} and panel.states["attc"].settings["threshold"] == 0.97
+        await ui.solve(pilot, app)
+        started = [e for e in load(ui.run_file(app)).events if isinstance(e, ev.GuardToggled) and e.reason == "on at start"]
+        assert sorted(e.guard for e in started) == ["necessity", "tim"]

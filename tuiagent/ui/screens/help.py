@@ -11,6 +11,7 @@ from textual.widgets import Static
 
 from tuiagent.ui.widgets.code_block import CodeBlockView
 from tuiagent.ui.widgets.guard_list import GuardList
+from tuiagent.ui.widgets.guard_panel import GuardPanel
 from tuiagent.ui.widgets.step_header import StepHeader
 from tuiagent.ui.widgets.tool_output import ToolOutput
 from tuiagent.ui.widgets.trajectory import TrajectoryView
@@ -57,7 +58,8 @@ class HelpScreen(ModalScreen[None]):
             ("A focused code block", list(CodeBlockView.BINDINGS)),
             ("A focused output", list(ToolOutput.BINDINGS)),
             ("A pruned step's ✂ line", list(StepHeader.BINDINGS)),
-            ("Guard panel (ctrl+g)", list(GuardList.BINDINGS) + [Binding("up,down", "x", "Move")]),
+            ("Guard panel (ctrl+g)", list(GuardList.BINDINGS) + list(GuardPanel.BINDINGS)
+             + [Binding("up,down", "x", "Move")]),
         ]
         with VerticalScroll():
             yield Static(Content.styled("Keys  (esc closes; every action is also in the command palette, ctrl+p)",

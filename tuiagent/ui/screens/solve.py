@@ -4,6 +4,7 @@ guards and their settings while it runs; stop at once (the partial trajectory is
 from __future__ import annotations
 
 import asyncio
+from dataclasses import asdict
 from pathlib import Path
 
 from textual import work
@@ -15,9 +16,11 @@ from textual.screen import Screen
 from textual.widgets import Button, Footer, Input
 
 from guards.base import SettingsError
-from guards.chain import Change, GuardChain
+from guards.chain import Change, GuardChain, guard_class
 from tuiagent.core import events as ev
 from tuiagent.core.trajectory import TrajectoryError, load
+from tuiagent.errors import UserError
+from tuiagent.presets import Preset
 from tuiagent.runner import RunRequest, run_problem, trajectory_path
 from tuiagent.ui.guard_state import states_from_chain, validate
 from tuiagent.ui.screens.confirm_code import ConfirmCodeScreen
@@ -262,6 +265,34 @@ class SolveScreen(Screen):
             self.query_one(StatusLine).end("error")
 
     # -- the guard panel ------------------------------------------------------------------------
+
+    def on_guard_panel_preset_wanted(self, message: GuardPanel.PresetWanted) -> None:
+        from tuiagent.presets import load_presets
+        from tuiagent.ui.screens.presets import PresetsScreen
+
+        try:
+            named = list(load_presets().values())
+        except UserError as e:
+            self.app.report(e, title="presets")
+            return
+        choices = [Preset("none"), Preset("all", guards=("all",)), *named]
+        self.app.push_screen(PresetsScreen(choices), self.apply_preset)
+
+    def apply_preset(self, preset: Preset | None) -> None:
+        """The guards and settings of ``preset``: every other guard off, every setting it does not
+        name back to its default (a change during a run applies at the next decision point)."""
+        if preset is None:
+            return
+        panel = self.query_one(GuardPanel)
+        on = set(panel.states) if "all" in preset.guards else set(preset.guards)
+        for name, state in list(panel.states.items()):
+            wanted = {**asdict(guard_class(name).Settings()), **preset.guard_settings.get(name, {})}
+            for key in state.settings:
+                if key in wanted and state.settings[key] != wanted[key]:
+                    self.on_guard_panel_changed(GuardPanel.Changed(name, setting=(key, wanted[key])))
+            if state.enabled != (name in on):
+                self.on_guard_panel_changed(GuardPanel.Changed(name, enabled=name in on))
+        self.notify(f"guards: preset {preset.name}", timeout=3)
 
     def on_guard_panel_changed(self, message: GuardPanel.Changed) -> None:
         panel = self.query_one(GuardPanel)

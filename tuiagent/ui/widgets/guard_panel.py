@@ -4,6 +4,7 @@ change applies at the next decision point and is recorded in the trajectory (Gua
 from __future__ import annotations
 
 from textual.app import ComposeResult
+from textual.binding import Binding
 from textual.containers import Vertical
 from textual.content import Content
 from textual.message import Message
@@ -15,7 +16,10 @@ from tuiagent.ui.widgets.guard_list import GuardList
 
 
 class GuardPanel(Vertical):
-    """Messages up: :class:`GuardPanel.Changed`; calls down: :meth:`show`, :meth:`confirm`."""
+    """Messages up: :class:`GuardPanel.Changed`, :class:`GuardPanel.PresetWanted`; calls down:
+    :meth:`show`, :meth:`confirm`."""
+
+    BINDINGS = [Binding("p", "preset", "Preset")]
 
     DEFAULT_CSS = """
     GuardPanel { width: 36; border: round $secondary; padding: 0 0; height: 1fr; }
@@ -31,11 +35,14 @@ class GuardPanel(Vertical):
             super().__init__()
             self.guard, self.enabled, self.setting, self.edit = guard, enabled, setting, edit
 
+    class PresetWanted(Message):
+        """The user asked to apply a preset (p)."""
+
     def __init__(self, *, id: str | None = None, classes: str | None = None):
         super().__init__(id=id, classes=classes)
         self.states: dict[str, GuardState] = {}
         self.border_title = "guards"
-        self.border_subtitle = "␣ on/off · ◂▸ value"
+        self.border_subtitle = "␣ on/off · ◂▸ value · p preset"
 
     def compose(self) -> ComposeResult:
         yield GuardList(id="guard-list")
@@ -64,6 +71,9 @@ class GuardPanel(Vertical):
 
     def focus_list(self) -> None:
         self.list.focus()
+
+    def action_preset(self) -> None:
+        self.post_message(self.PresetWanted())
 
     # -- messages from the list -----------------------------------------------------------------
 
