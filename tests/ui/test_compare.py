@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 from tuiagent.core import events as ev
-from tuiagent.core.compare import align, parse_column, pruned_parts, run_columns, step_cells, summary
+from tuiagent.core.compare import align, first_divergence, parse_column, pruned_parts, run_columns, step_cells, summary
 from tuiagent.core.trajectory import load
 from tuiagent.ui import AppConfig, make_app
 from tuiagent.ui.widgets.compare_grid import CompareGrid
@@ -85,6 +85,9 @@ async def test_add_and_remove_columns_and_bad_settings(ui, tmp_path):
         screen.query_one(CompareGrid).focus()
         await pilot.press("plus", "plus", "plus")
         assert len(screen.query(".column-spec")) == 4
+        values = [box.value for box in screen.query(".column-spec")]
+        assert len(set(values)) == 4, values  # each new column is a different setting
+        await ui.wait_for(pilot, lambda: len(screen.query_one(CompareSummary).children) == 4, 5, "the summary row")
         await pilot.press("minus", "minus", "minus")
         assert len(screen.query(".column-spec")) == 2
         screen.query(".column-spec").first().value = "attc nonsense"
@@ -124,6 +127,14 @@ def test_pruned_parts_follow_the_working_context(ui):
     assert marks[1].label == "STP" and marks[1].whole and "model" not in marks[1].parts  # reasoning before e0 kept
     assert marks[2].parts == {"model"} and not marks[2].whole  # the fix's prose went, its code stayed
     assert "no intent shift" in marks[1].detail
+
+
+def test_the_first_divergence_is_the_first_step_the_runs_did_differently(ui):
+    events = [load(ui.DATA / name).events for name in ("guarded.jsonl", "plain.jsonl")]
+    rows = align([step_cells(e) for e in events])
+    i = first_divergence(rows)
+    assert i == 3 and rows[i][1] is None  # turn 4: the guarded run checked again, the plain one had stopped
+    assert first_divergence(align([step_cells(events[0])] * 2)) is None
 
 
 def test_parse_column():

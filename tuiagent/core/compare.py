@@ -159,6 +159,18 @@ def step_cells(events: Sequence[ev.Event]) -> list[StepCell]:
     return cells
 
 
+def first_divergence(rows: Sequence[Sequence[StepCell | None]]) -> int | None:
+    """The index of the first aligned row where the runs did something different (text, code,
+    output or answer; a run that has no such step differs), or None while they agree."""
+    def what(cell: StepCell | None) -> tuple | None:
+        return None if cell is None else (cell.prose, cell.code, cell.output, cell.answer)
+
+    for i, row in enumerate(rows):
+        if len({what(c) for c in row}) > 1:
+            return i
+    return None
+
+
 def align(runs: Sequence[Sequence[StepCell]]) -> list[tuple[StepCell | None, ...]]:
     """Rows of steps, one column per run, aligned by turn number (a run with fewer turns has gaps)."""
     by_turn = [{c.turn: c for c in cells} for cells in runs]

@@ -75,9 +75,9 @@ class CompareScreen(Screen):
         return True
 
     def _column_input(self, spec: str) -> Input:
-        box = Input(spec, placeholder="guards: none | all | attc prunetir attc.threshold=0.9", compact=True,
+        box = Input(spec, placeholder="guards: none | all | a preset | attc prunetir attc.threshold=0.9", compact=True,
                     classes="column-spec")
-        box.tooltip = "the guards of this column: none, all, or names and guard.key=value settings"
+        box.tooltip = "the guards of this column: none, all, a preset, or guard names and guard.key=value settings"
         return box
 
     def on_mount(self) -> None:
@@ -165,7 +165,10 @@ class CompareScreen(Screen):
         if len(boxes) >= MAX_COLUMNS:
             self.notify(f"at most {MAX_COLUMNS} columns", severity="warning")
             return
-        self.query_one("#compare-columns").mount(self._column_input("attc"))
+        taken = {box.value.strip() for box in self.query(".column-spec").results(Input)}
+        fresh = next((c for c in ("none", "all", *load_presets(), *available()) if c not in taken), "attc")
+        self.query_one("#compare-columns").mount(self._column_input(fresh))
+        self.call_after_refresh(self._refresh)  # the summary row follows the columns
 
     def action_remove_column(self) -> None:
         boxes = list(self.query(".column-spec"))
@@ -173,6 +176,7 @@ class CompareScreen(Screen):
             self.notify("at least 2 columns", severity="warning")
             return
         boxes[-1].remove()
+        self.call_after_refresh(self._refresh)
 
     def on_button_pressed(self, event: Button.Pressed) -> None:
         if event.button.id == "compare-run":

@@ -8,7 +8,7 @@ from textual.containers import Grid, VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
 
-from tuiagent.core.compare import StepCell, align
+from tuiagent.core.compare import StepCell, align, first_divergence
 
 _STATUS = {
     "ok": ("✓", "$text-success"),
@@ -19,11 +19,13 @@ _STATUS = {
 }
 
 
-def cell_content(cell: StepCell | None, *, prose_lines: int = 3) -> Content:
+def cell_content(cell: StepCell | None, *, prose_lines: int = 3, diverges: bool = False) -> Content:
     if cell is None:
-        return Content.styled("·", "$text-muted")
+        return Content.styled("·" + ("  ≠ no such step here" if diverges else ""), "$text-muted")
     lines: list[Content] = []
     head = [(f"turn {cell.turn}", "bold")]
+    if diverges:
+        head.append(("  ≠ first divergence", "bold $text-accent"))
     if cell.pruned is not None:
         head.append((f"  ✂ {cell.pruned.label}", "bold $text-warning"))
     lines.append(Content.assemble(*head))
@@ -34,11 +36,11 @@ def cell_content(cell: StepCell | None, *, prose_lines: int = 3) -> Content:
                                     "$text-muted" if cell.pruned is not None else ""))
     if cell.code is not None:
         mark, style = _STATUS.get(cell.status, ("?", ""))
-        first = next((ln for ln in cell.code.splitlines() if ln.strip()), "")
         dur = f" {cell.duration_s * 1000:.0f} ms" if cell.duration_s is not None else ""
         err = f" {cell.error_name}" if cell.error_name and cell.status == "error" else ""
         lines.append(Content.assemble((f"{mark} call {cell.call}{err}{dur}", f"bold {style}")))
-        lines.append(Content.styled(f"  {first.strip()[:60]}", "$text-secondary"))
+        code = "\n".join(f"  {ln}" for ln in cell.code.strip("\n").splitlines())
+        lines.append(Content.styled(code, "$text-secondary"))  # whole, wrapped by the cell
         if cell.output and cell.status == "ok":
             out = cell.output.strip().splitlines()
             lines.append(Content.styled(f"  → {out[-1][:50] if out else ''}", "$text-success"))
@@ -57,12 +59,14 @@ class CompareGrid(VerticalScroll, can_focus=True):
     CompareGrid Static { height: auto; padding: 0 1; border-bottom: dashed $secondary 50%; }
     CompareGrid Static.-pruned { background: $warning-muted 20%; }
     CompareGrid Static.-gap { color: $text-muted; }
+    CompareGrid Static.-diverges { border-top: heavy $accent; }
     """
 
     def __init__(self, *, id: str | None = None):
         super().__init__(id=id)
         self.columns = 2
         self.rows: list[tuple[StepCell | None, ...]] = []
+        self.divergence: int | None = None  # the first row where the columns differ
 
     def compose(self):
         yield Grid(id="compare-cells")
@@ -75,6 +79,7 @@ class CompareGrid(VerticalScroll, can_focus=True):
             self.columns = n
             grid.styles.grid_size_columns = n
         self.rows = align(runs)
+        self.divergence = first_divergence(self.rows) if len(runs) > 1 else None
         cells = [c for row in self.rows for c in row]
         existing = list(grid.children)
         if len(existing) > len(cells):
@@ -83,15 +88,17 @@ class CompareGrid(VerticalScroll, can_focus=True):
             existing = existing[: len(cells)]
         new = []
         for i, cell in enumerate(cells):
-            content = cell_content(cell)
+            diverges = i // n == self.divergence
+            content = cell_content(cell, diverges=diverges)
             if i < len(existing):
                 w = existing[i]
-                if getattr(w, "_cell", None) != cell:
+                if getattr(w, "_cell", None) != (cell, diverges):
                     w.update(content)
             else:
                 w = Static(content)
                 new.append(w)
-            w._cell = cell
+            w._cell = (cell, diverges)
+            w.set_class(diverges, "-diverges")
             w.set_class(cell is not None and cell.pruned is not None, "-pruned")
             w.set_class(cell is None, "-gap")
         if new:
