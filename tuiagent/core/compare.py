@@ -162,7 +162,7 @@ def step_cells(events: Sequence[ev.Event]) -> list[StepCell]:
 def first_divergence(rows: Sequence[Sequence[StepCell | None]]) -> int | None:
     """The index of the first aligned row where the runs did something different (text, code,
     output or answer; a run that has no such step differs), or None while they agree."""
-    def what(cell: StepCell | None) -> tuple | None:
+    def what(cell: StepCell | None) -> tuple[str, str | None, str, str | None] | None:
         return None if cell is None else (cell.prose, cell.code, cell.output, cell.answer)
 
     for i, row in enumerate(rows):
