@@ -185,3 +185,25 @@ async def test_compare_a_damaged_saved_run_with_a_warning(ui, tmp_path):
         warnings = [n.message for n in app._notifications if n.severity == "warning"]
         assert len(warnings) == 1 and f"{damaged}:{bad + 1}: ToolResult" in warnings[0]
         assert len(app.screen.events) == 2 and app.errors == []
+
+
+async def test_rerun_as_runs_the_problem_again_under_a_preset_beside_the_current_settings(ui, tmp_path):
+    from tuiagent.ui.screens.compare import CompareScreen
+    from tuiagent.ui.screens.presets import PresetsScreen
+    from tuiagent.ui.widgets.guard_panel import GuardPanel
+
+    app = ui.scripted_app(COUNTER, problem="count", gold="1", guards=("attc",), tmp_path=tmp_path)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.pause(0.2)
+        app.screen.on_guard_panel_changed(GuardPanel.Changed("attc", setting=("threshold", 0.9)))
+        await pilot.press("f6")
+        await ui.wait_for(pilot, lambda: isinstance(app.screen, PresetsScreen), 10, "the preset list")
+        app.screen.dismiss(next(p for p in app.screen.presets if p.name == "flag-only"))
+        await ui.wait_for(pilot, lambda: isinstance(app.screen, CompareScreen) and len(app.screen.events) == 2
+                          and all(any(isinstance(e, ev.RunFinished) for e in evs) for evs in app.screen.events),
+                          60, "both columns")
+        screen = app.screen
+        assert screen.labels == ["attc attc.threshold=0.9", "necessity+tim"]
+        assert screen.query_one("#compare-problem").text == "count"
+        started = [next(e for e in evs if isinstance(e, ev.RunStarted)) for evs in screen.events]
+        assert all(s.problem == "count" and s.gold == "1" for s in started)

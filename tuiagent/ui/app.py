@@ -256,6 +256,12 @@ class TuiAgentApp(App):
             return
         self.change_model(model_id)
 
+    @work(exclusive=True, group="rerun-as", exit_on_error=False, name="rerun as")
+    async def rerun_as(self, problem: str, gold: str | None, columns: list[str]) -> None:
+        """Run ``problem`` on the compare screen under ``columns`` (guard settings or presets)."""
+        await self.switch_mode("compare")
+        await self.screen.start(problem, gold, columns)
+
     def action_reload_model(self) -> None:
         """Close the model that crashed (or failed to load) and load it again."""
         if any(w.group == "run" and w.is_running for w in self.workers):

@@ -155,6 +155,15 @@ class CompareScreen(Screen):
         self._set_running(True)
         self.compare(problem, gold, specs)
 
+    async def start(self, problem: str, gold: str | None, columns: list[str]) -> None:
+        """Fill in the problem and the columns, then run them (rerun-as from the solve screen)."""
+        self.query_one("#compare-problem", ProblemInput).text = problem
+        self.query_one("#compare-gold", Input).value = gold or ""
+        row = self.query_one("#compare-columns")
+        await row.remove_children()
+        await row.mount_all([self._column_input(c) for c in columns[:MAX_COLUMNS]])
+        self.action_run()
+
     def action_stop(self) -> None:
         for worker in self.workers:
             if worker.group == "run" and worker.is_running:

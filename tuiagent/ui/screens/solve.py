@@ -43,6 +43,7 @@ class SolveScreen(Screen):
         Binding("ctrl+k", "toggle_confirm", "Ask before running code", priority=True, show=False),
         Binding("y", "copy_answer", "Copy answer"),
         Binding("ctrl+e", "edit_problem", "Edit problem", show=False),
+        Binding("f6", "rerun_as", "Rerun as…", priority=True),
     ]
 
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
@@ -265,6 +266,40 @@ class SolveScreen(Screen):
             self.query_one(StatusLine).end("error")
 
     # -- the guard panel ------------------------------------------------------------------------
+
+    def current_column(self) -> str:
+        """The guards on now and every setting that differs from its default, as a compare column."""
+        states = self.query_one(GuardPanel).states
+        on = [name for name, s in states.items() if s.enabled]
+        changed = [f"{name}.{k}={v}" for name in on for k, v in states[name].settings.items()
+                   if asdict(guard_class(name).Settings()).get(k) != v]
+        return " ".join(["+".join(on) or "none", *changed])
+
+    def action_rerun_as(self) -> None:
+        """This problem again under a preset, beside the current settings, on the compare screen."""
+        from tuiagent.presets import load_presets
+        from tuiagent.ui.screens.presets import PresetsScreen
+
+        problem = self.query_one(ProblemInput).text.strip()
+        if not problem:
+            self.notify("type a problem first", severity="warning")
+            return
+        if self.running:
+            self.notify("a run is going on: stop it first (ctrl+s)", severity="warning")
+            return
+        try:
+            named = list(load_presets().values())
+        except UserError as e:
+            self.app.report(e, title="presets")
+            return
+        gold = self.query_one("#gold", Input).value.strip() or None
+        current = self.current_column()
+
+        def chosen(preset: Preset | None) -> None:
+            if preset is not None:
+                self.app.rerun_as(problem, gold, [current, preset.name])
+
+        self.app.push_screen(PresetsScreen([Preset("none"), Preset("all", guards=("all",)), *named]), chosen)
 
     def on_guard_panel_preset_wanted(self, message: GuardPanel.PresetWanted) -> None:
         from tuiagent.presets import load_presets
