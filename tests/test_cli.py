@@ -134,3 +134,15 @@ def test_the_transcript_header_lists_the_guards_in_force(write_script, tmp_path)
     out = tuiagent(*base, "--guard", "attc", "--set", "attc.threshold=0.9")
     assert out.returncode == 0 and "guard attc on: threshold=0.9" in out.stdout
     assert "guards: none" in tuiagent(*base).stdout
+
+
+def test_replay_print_of_a_run_with_no_end_says_it_is_incomplete(tmp_path):
+    golden = Path(__file__).resolve().parent / "ui" / "data" / "guarded.jsonl"
+    lines = golden.read_text(encoding="utf-8").splitlines()
+    cut = tmp_path / "crashed.jsonl"
+    cut.write_text("\n".join(lines[: len(lines) // 2]) + "\n", encoding="utf-8")  # as a kill -9 leaves it
+    out = tuiagent("replay", str(cut), "--print")
+    assert out.returncode == 1 and "incomplete:" in out.stderr and "Traceback" not in out.stderr
+    assert "── turn 1" in out.stdout  # everything recorded is still printed
+    whole = tuiagent("replay", str(golden), "--print")
+    assert whole.returncode == 0 and "3 tool calls (1 erroneous)" in whole.stdout

@@ -325,6 +325,10 @@ def replay(
     printer = TranscriptPrinter()
     for event in loaded.events:
         printer(event)
+    if not loaded.events or loaded.events[-1].type != "RunFinished":
+        err.print(Text("incomplete: ", style="bold yellow")
+                  + Text("the run has no end in this file (it crashed or was killed); everything up to here is above"))
+        raise typer.Exit(1)
 
 
 def print_warnings(warnings: list[str]) -> None:

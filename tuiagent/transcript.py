@@ -71,7 +71,7 @@ class TranscriptPrinter:
         self.console.print(line)
         self.console.print(
             Text(
-                f"ended: {event.reason} · {event.tool_calls} tool calls ({event.erroneous_calls} erroneous) · "
+                f"ended: {event.reason} · {event.tool_calls} tool call{'s' * (event.tool_calls != 1)} ({event.erroneous_calls} erroneous) · "
                 f"{event.generated_tokens} generated tokens · {event.context_tokens} context tokens · "
                 f"{event.wall_s:.1f} s",
                 style="dim",

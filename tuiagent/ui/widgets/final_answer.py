@@ -54,6 +54,6 @@ class FinalAnswer(Widget):
                 verdict = (f"  ✗ wrong (gold {self.gold})" if self.gold else "  ✗ wrong", "bold $text-error")
             head = Content.assemble(("ANSWER  ", "bold $text-muted"), (f.answer, "bold reverse"), verdict)
         tail = Content.styled(
-            f"{_REASONS.get(f.reason, f.reason)} · {f.tool_calls} tool calls ({f.erroneous_calls} erroneous) · "
+            f"{_REASONS.get(f.reason, f.reason)} · {f.tool_calls} tool call{'s' * (f.tool_calls != 1)} ({f.erroneous_calls} erroneous) · "
             f"{f.generated_tokens} tokens · {f.context_tokens} context tokens · {f.wall_s:.1f} s", "$text-muted")
         return Content("\n").join([head, tail])
