@@ -150,3 +150,13 @@ async def test_a_damaged_trajectory_opens_with_a_warning(ui, tmp_path):
         await pilot.press("end")  # every step folds, the prune included
         assert screen.position == len(screen.events)
         assert app.errors == [] and app.is_running
+
+
+async def test_the_header_names_the_model_that_made_the_saved_run(ui):
+    from tuiagent.ui.widgets.top_bar import TopBar
+
+    app = make_app(AppConfig(model="smollm2-135m", screen="replay", replay=ui.DATA / "guarded.jsonl"))
+    async with app.run_test(size=(120, 30)) as pilot:
+        await pilot.pause(0.2)
+        bar = app.screen.query_one(TopBar)
+        assert (bar.model, bar.state) == ("scripted", "recorded")  # not the app's own model

@@ -81,7 +81,7 @@ class CompareScreen(Screen):
         return box
 
     def on_mount(self) -> None:
-        self.watch(self.app, "model_state", lambda s: self.query_one(TopBar).set_model(*s))
+        self.watch(self.app, "model_state", self._model_state)
         self.set_interval(0.2, self._refresh_if_dirty)
         if self.app.config.compare:
             self.open_files(list(self.app.config.compare))
@@ -91,6 +91,10 @@ class CompareScreen(Screen):
 
     def on_screen_resume(self) -> None:
         self.call_after_refresh(self.take_pending)
+
+    def _model_state(self, state: tuple[str, str, str]) -> None:
+        if not self.has_class("-files"):  # saved runs show the model(s) that made them
+            self.query_one(TopBar).set_model(*state)
 
     def take_pending(self) -> None:
         paths = self.app.pending.pop("compare", None)
@@ -119,6 +123,7 @@ class CompareScreen(Screen):
         row.mount_all(Static(Content.styled(label, "bold $text-accent"), classes="column-label") for label in labels)
         self.files, self.events, self.labels, self.errors = list(paths), runs, labels, [""] * len(runs)
         self.query_one(TopBar).title = f"· compare {len(runs)} saved runs"
+        self.query_one(TopBar).show_recorded([e for evs in runs for e in evs])
         self.refresh_bindings()
         self._refresh()
 

@@ -65,11 +65,15 @@ class ReplayScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
-        self.watch(self.app, "model_state", lambda s: self.query_one(TopBar).set_model(*s))
+        self.watch(self.app, "model_state", self._model_state)
         self.query_one(TrajectoryView).border_title = "what happened"
         path = self.app.config.replay
         if path is not None and self.path is None:
             self.open(path)
+
+    def _model_state(self, state: tuple[str, str, str]) -> None:
+        if self.path is None:  # a saved run shows the model that made it
+            self.query_one(TopBar).set_model(*state)
 
     def on_screen_resume(self) -> None:
         self.call_after_refresh(self.take_pending)
@@ -98,6 +102,7 @@ class ReplayScreen(Screen):
         trajectory.follow = False
         self.widgets = trajectory.load(self.events)
         self.query_one(TopBar).title = f"· replay · {self.path.name}"
+        self.query_one(TopBar).show_recorded(self.events)
         self.query_one(StatusLine).show_run(self.events)
         self.go(1 if self.events else 0)
 

@@ -14,6 +14,7 @@ _STATE = {
     "ready": ("●", "$text-success"),
     "failed": ("✗", "$text-error"),
     "crashed": ("✗", "$text-error"),
+    "recorded": ("▪", "$text-muted"),  # a saved run's model, not the one loaded here
 }
 
 
@@ -34,6 +35,11 @@ class TopBar(Widget):
 
     def on_mount(self) -> None:
         self._timer = self.set_interval(0.5, self.refresh, pause=self.state != "loading")
+
+    def show_recorded(self, events: list) -> None:
+        """The model(s) that made these saved runs' events (from their RunStarted)."""
+        models = sorted({e.model_id for e in events if getattr(e, "type", "") == "RunStarted"})
+        self.set_model(models[0] if len(models) == 1 else " / ".join(models) or "?", "recorded")
 
     def set_model(self, model: str, state: str, detail: str = "") -> None:
         if state == "loading" and self.state != "loading":
