@@ -23,6 +23,7 @@ from pathlib import Path
 from tuiagent import llama_build, paths
 from tuiagent.backends import crash
 from tuiagent.config.spec import ModelSpec
+from tuiagent.errors import ConfigError
 
 PACKAGES = ("tuiagent", "llama-cpp-python", "textual", "jupyter-client", "ipykernel", "numpy", "openai", "vllm")
 # The cpuinfo flags that decide which llama.cpp build suits a CPU (see tuiagent.llama_build).
@@ -90,14 +91,6 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
-def llama_system_info() -> str:
-    """llama.cpp's own report of the instruction sets it was built with. Reading it runs no model
-    code, so it is safe in this process even for a build that crashes at the first decode."""
-    import llama_cpp
-
-    return llama_cpp.llama_print_system_info().decode("utf-8", errors="replace").strip()
-
-
 def cpu_checks() -> Iterator[Check]:
     check = functools.partial(Check, CPU)
     flags = llama_build.cpu_flags()
@@ -110,9 +103,11 @@ def cpu_checks() -> Iterator[Check]:
         yield check("llama.cpp build", "fail", "llama-cpp-python is not installed",
                     "make run (or: pip install 'tuiagent[llama]')")
         return
+    from tuiagent.backends.llama_model import system_info
+
     try:
-        info = llama_system_info()
-    except (ImportError, OSError) as e:
+        info = system_info()
+    except (ConfigError, OSError) as e:  # llama_cpp cannot be imported (ConfigError) or its library loaded
         yield check("llama.cpp build", "fail", f"llama_cpp cannot be imported: {e}",
                     f"reinstall it for this CPU: {crash.REBUILD}")
         return
@@ -185,7 +180,6 @@ def record_checks() -> Iterator[Check]:
 def model_checks(models_file: Path | None, *, verify: bool = False) -> Iterator[Check]:
     from tuiagent.config.loader import load_models
     from tuiagent.config.sources import assembled_path, install_state, verify_assembled
-    from tuiagent.errors import ConfigError
 
     check = functools.partial(Check, MODELS)
     try:

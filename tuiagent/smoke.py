@@ -53,6 +53,7 @@ def ensure_smoke(plan: BuildPlan) -> int:
     """Run the smoke check unless it passed for this build; 0 when the build works (or cannot be
     checked yet: no model on this machine), 1 when it crashed."""
     from tuiagent.backends.base import BackendCrashed
+    from tuiagent.backends.crash import system_info_has
 
     record = read_record()
     if record.get("key") == plan.key and record.get("smoke") == "passed":
@@ -69,7 +70,7 @@ def ensure_smoke(plan: BuildPlan) -> int:
         print(f"error: the llama.cpp smoke check crashed.\n{e}", file=sys.stderr)
         return 1
     write_record(**{**record, "smoke": "passed", "smoke_model": model_id})
-    amx = "AMX_INT8 = 1" in info
+    amx = system_info_has(info, "AMX_INT8")
     print(f"llama.cpp smoke check passed on {model_id} (AMX {'on' if amx else 'off'})")
     return 0
 

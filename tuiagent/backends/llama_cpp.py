@@ -37,7 +37,7 @@ from typing import Any
 from tuiagent import paths
 from tuiagent.backends import crash
 from tuiagent.backends.base import BackendCrashed, ContextOverflow, GenerationStats
-from tuiagent.backends.llama_model import Vocab
+from tuiagent.backends.llama_model import Vocab, system_info
 from tuiagent.backends.templates import NAMED_TEMPLATES, render_named
 from tuiagent.config.spec import ModelSpec
 from tuiagent.errors import ConfigError
@@ -312,13 +312,10 @@ def _tail(path: str, limit: int = 8192) -> str:
 
 
 def _system_info() -> str:
-    """What the installed llama.cpp was built with (reading it runs no model code)."""
+    """What the installed llama.cpp was built with, or "" (only used to explain a crash)."""
     try:
-        import llama_cpp
-
-        info: bytes = llama_cpp.llama_print_system_info()
-        return info.decode("utf-8", "replace")
-    except Exception:  # noqa: BLE001 - only used to explain a crash
+        return system_info()
+    except Exception:  # noqa: BLE001 - an explanation must not fail
         return ""
 
 

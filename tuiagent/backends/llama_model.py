@@ -113,6 +113,13 @@ def _silence(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
 _SILENT_LOG: Any = None
 
 
+def system_info() -> str:
+    """llama.cpp's own report of the instruction sets it was built with ("AVX2 = 1 | ..."). Reading
+    it runs no model code, so it is safe even in a process whose build crashes at the first decode."""
+    info: bytes = import_llama_cpp().llama_print_system_info()
+    return info.decode("utf-8", "replace").strip()
+
+
 class Vocab:
     """A model's tokenizer and chat template: cheap to load (``vocab_only``), no weights, no compute."""
 
@@ -214,10 +221,6 @@ class LlamaModel:
         self.chunk = max(1, int(prompt_chunk or CANONICAL_CHUNK))
         self.canonical = 0  # leading cached tokens evaluated in the canonical layout (whole chunks)
         self._lp_buf = np.empty(self.n_vocab, dtype=np.float32)
-
-    def system_info(self) -> str:
-        info: bytes = self._lc.llama_print_system_info()
-        return info.decode("utf-8", "replace").strip()
 
     def logprob(self, token: int) -> float:
         """log p(token) under the logits of the last evaluated position: logit - logsumexp."""

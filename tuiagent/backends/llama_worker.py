@@ -34,7 +34,7 @@ from dataclasses import asdict
 from multiprocessing.connection import Connection
 from typing import Any
 
-from tuiagent.backends.llama_model import Cancelled, LlamaModel
+from tuiagent.backends.llama_model import Cancelled, LlamaModel, system_info
 from tuiagent.protocol import Sampling, Token
 
 SMOKE_PROMPT = "1 + 1 ="
@@ -72,7 +72,7 @@ class Worker:
         self.send(("ready", {
             "pid": os.getpid(),
             "n_ctx": model.n_ctx,
-            "system_info": model.system_info(),
+            "system_info": system_info(),
             "smoke_s": round(time.perf_counter() - started, 4),
         }))
         return True
