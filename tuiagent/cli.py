@@ -239,12 +239,13 @@ def list_guards() -> None:
 @app.command("presets")
 def list_presets() -> None:
     """List the presets (named guard settings) and the files they come from; add yours to the user file."""
+    from tuiagent.core.compare import setting_words
     from tuiagent.presets import load_presets, user_presets_file
 
     console = Console(highlight=False, soft_wrap=True)
     for name, p in load_presets().items():
         what = " ".join([*(p.guards or ("no guards",)),
-                         *(f"{g}.{k}={v}" for g, values in p.guard_settings.items() for k, v in values.items()),
+                         *setting_words(p.guard_settings),
                          *(f"{k}={v}" for k, v in {**p.run, **p.sampling}.items())])
         console.print(Text(name, style="bold") + Text(f"  {what}"))
         if p.description:

@@ -278,9 +278,17 @@ def parse_column(text: str, known: Sequence[str],
     off = sorted(set(settings) - set(names))
     if off:
         raise ValueError(f"a setting for {', '.join(off)}, which this column does not turn on")
-    label = " ".join(["+".join(names) or "none",
-                      *(f"{g}.{k}={v}" for g, values in settings.items() for k, v in values.items())])
-    return ColumnSpec(label, names, settings)
+    return ColumnSpec(column_text(names, settings), names, settings)
+
+
+def setting_words(settings: Mapping[str, Mapping[str, Any]]) -> list[str]:
+    """Guard settings as ``guard.key=value`` words (what parse_column and ``--set`` read)."""
+    return [f"{guard}.{key}={value}" for guard, values in settings.items() for key, value in values.items()]
+
+
+def column_text(guards: Sequence[str], settings: Mapping[str, Mapping[str, Any]]) -> str:
+    """A column as parse_column reads it, naming every guard and setting in force."""
+    return " ".join(["+".join(guards) or "none", *setting_words(settings)])
 
 
 async def run_columns(starts: Sequence[Callable[[], Awaitable[Any]]], *, concurrent: bool = False) -> list[Any]:

@@ -10,6 +10,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Label, OptionList
 from textual.widgets.option_list import Option
 
+from tuiagent.core.compare import setting_words
 from tuiagent.presets import Preset
 
 
@@ -30,7 +31,7 @@ class PresetsScreen(ModalScreen[Preset | None]):
     def compose(self) -> ComposeResult:
         options = []
         for p in self.presets:
-            settings = " ".join(f"{g}.{k}={v}" for g, values in p.guard_settings.items() for k, v in values.items())
+            settings = " ".join(setting_words(p.guard_settings))
             options.append(Option(Content.assemble(
                 (f"{p.name:<14}", "bold"), (" ".join(p.guards) or "no guards", ""), (f"  {settings}", "$text-muted"),
                 (f"  {p.description[:60]}" if p.description else "", "$text-muted"))))

@@ -18,6 +18,7 @@ from textual.widgets import Button, Footer, Input
 from guards.base import SettingsError
 from guards.chain import Change, GuardChain, guard_class
 from tuiagent.core import events as ev
+from tuiagent.core.compare import column_text
 from tuiagent.core.trajectory import TrajectoryError, load
 from tuiagent.errors import UserError
 from tuiagent.presets import Preset
@@ -271,9 +272,9 @@ class SolveScreen(Screen):
         """The guards on now and every setting that differs from its default, as a compare column."""
         states = self.query_one(GuardPanel).states
         on = [name for name, s in states.items() if s.enabled]
-        changed = [f"{name}.{k}={v}" for name in on for k, v in states[name].settings.items()
-                   if asdict(guard_class(name).Settings()).get(k) != v]
-        return " ".join(["+".join(on) or "none", *changed])
+        changed = {name: {k: v for k, v in states[name].settings.items()
+                          if asdict(guard_class(name).Settings()).get(k) != v} for name in on}
+        return column_text(on, changed)
 
     def action_rerun_as(self) -> None:
         """This problem again under a preset, beside the current settings, on the compare screen."""
