@@ -4,6 +4,7 @@ guards and their settings while it runs; stop at once (the partial trajectory is
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
 
@@ -276,22 +277,26 @@ class SolveScreen(Screen):
                           if asdict(guard_class(name).Settings()).get(k) != v} for name in on}
         return column_text(on, changed)
 
-    def action_rerun_as(self) -> None:
-        """This problem again under a preset, beside the current settings, on the compare screen."""
+    def choose_preset(self, then: Callable[[Preset | None], None]) -> None:
+        """Offer none, all and every preset (shipped and the user's); ``then`` gets the choice."""
         from tuiagent.presets import load_presets
         from tuiagent.ui.screens.presets import PresetsScreen
 
+        try:
+            named = list(load_presets().values())
+        except UserError as e:
+            self.app.report(e, title="presets")
+            return
+        self.app.push_screen(PresetsScreen([Preset("none"), Preset("all", guards=("all",)), *named]), then)
+
+    def action_rerun_as(self) -> None:
+        """This problem again under a preset, beside the current settings, on the compare screen."""
         problem = self.query_one(ProblemInput).text.strip()
         if not problem:
             self.notify("type a problem first", severity="warning")
             return
         if self.running:
             self.notify("a run is going on: stop it first (ctrl+s)", severity="warning")
-            return
-        try:
-            named = list(load_presets().values())
-        except UserError as e:
-            self.app.report(e, title="presets")
             return
         gold = self.query_one("#gold", Input).value.strip() or None
         current = self.current_column()
@@ -300,19 +305,10 @@ class SolveScreen(Screen):
             if preset is not None:
                 self.app.rerun_as(problem, gold, [current, preset.name])
 
-        self.app.push_screen(PresetsScreen([Preset("none"), Preset("all", guards=("all",)), *named]), chosen)
+        self.choose_preset(chosen)
 
     def on_guard_panel_preset_wanted(self, message: GuardPanel.PresetWanted) -> None:
-        from tuiagent.presets import load_presets
-        from tuiagent.ui.screens.presets import PresetsScreen
-
-        try:
-            named = list(load_presets().values())
-        except UserError as e:
-            self.app.report(e, title="presets")
-            return
-        choices = [Preset("none"), Preset("all", guards=("all",)), *named]
-        self.app.push_screen(PresetsScreen(choices), self.apply_preset)
+        self.choose_preset(self.apply_preset)
 
     def apply_preset(self, preset: Preset | None) -> None:
         """The guards and settings of ``preset``: every other guard off, every setting it does not
