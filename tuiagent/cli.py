@@ -151,6 +151,65 @@ def solve(
         raise typer.Exit(1)
 
 
+@app.command()
+def fork(
+    run: Annotated[Path, typer.Argument(help="The parent run's trajectory file (.jsonl).")],
+    step: Annotated[int, typer.Option("--step", "-s", help="Fork after this step (0: before the first turn); "
+                                      "the fork generates the turn after it.")],
+    model: Annotated[str | None, typer.Option("--model", "-m", help="Model id from models.toml (default: the parent's).")] = None,
+    models: ModelsFileOpt = None,
+    script: ScriptOpt = None,
+    preset: Annotated[str | None, typer.Option("--preset", "-p", help="Run the fork under a preset's guards, settings, budgets and sampling.")] = None,
+    guard: Annotated[list[str] | None, typer.Option("--guard", "-g", help="Turn a guard on (repeat; `all` for every one). With -g, --preset or --no-guards the parent's guards are dropped.")] = None,
+    no_guards: Annotated[bool, typer.Option("--no-guards", help="Run the fork with no guard.")] = False,
+    set_: Annotated[list[str] | None, typer.Option("--set", help="A guard setting, e.g. attc.threshold=0.95 (repeat).")] = None,
+    max_tool_calls: Annotated[int | None, typer.Option(min=0, help="Tool-call budget (default: the parent's).")] = None,
+    max_tokens: Annotated[int | None, typer.Option(min=1, help="Generated-token budget (default: the parent's).")] = None,
+    temperature: Annotated[float | None, typer.Option(min=0, help="Sampling temperature (default: the parent's).")] = None,
+    seed: Annotated[int | None, typer.Option(help="Sampling seed (default: the parent's).")] = None,
+    out: Annotated[Path | None, typer.Option(help="Trajectory file, or a directory for it (default: user data dir).")] = None,
+    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object per event instead of a transcript.")] = False,
+    sandbox: SandboxOpt = "auto",
+) -> None:
+    """Fork a saved run at a step: same working context, model and kernel state rebuilt, other guards or sampling.
+
+    Without -g, --preset or --no-guards the fork keeps the parent's guards and settings, so it
+    repeats the parent's next turn exactly (a check that the rebuild worked)."""
+    from tuiagent.core.fork import fork_point
+    from tuiagent.core.trajectory import load
+    from tuiagent.runner import fork_request, run_problem
+    from tuiagent.transcript import JsonPrinter, TranscriptPrinter
+
+    loaded = load(run)
+    print_warnings(loaded.warnings)
+    point = fork_point(loaded.events, step, run)
+    guards: tuple[str, ...] | None = None
+    guard_settings = parse_sets(set_ or [])
+    settings = {k: v for k, v in {"max_tool_calls": max_tool_calls, "max_tokens": max_tokens}.items() if v is not None}
+    sampling = {k: v for k, v in {"temperature": temperature, "seed": seed}.items() if v is not None}
+    if preset is not None:
+        p = preset_named(preset)
+        guards = p.guards
+        guard_settings = {g: {**p.guard_settings.get(g, {}), **guard_settings.get(g, {})}
+                          for g in {*p.guard_settings, *guard_settings}}
+        settings = {**{k: v for k, v in p.run.items() if k != "kernel"}, **settings}
+        sampling = {**p.sampling, **sampling}
+    if guard or no_guards:
+        guards = tuple(dict.fromkeys((guards or ()) + tuple(guard or ())))
+    request = fork_request(point, guards=guards, guard_settings=guard_settings, settings=settings,
+                           sampling=sampling, models_file=models, script=script, out=out,
+                           sandbox=check_sandbox(sandbox), **({"model": model} if model else {}))
+    printer = JsonPrinter(sys.stdout) if json_out else TranscriptPrinter()
+    try:
+        finished = asyncio.run(run_problem(request, printer, fork=point))
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        err.print("interrupted; the fork so far is in its trajectory file")
+        raise typer.Exit(130) from None
+    err.print(f"fork of {point.parent_run_id} after step {step}: {finished.trajectory}", markup=False)
+    if finished.reason in ("error", "backend_crashed"):
+        raise typer.Exit(1)
+
+
 def preset_named(name: str) -> Any:
     from tuiagent.presets import load_presets
 

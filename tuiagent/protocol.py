@@ -58,6 +58,8 @@ class TokenStream:
     def __init__(self, produce: Callable[Concatenate[TokenStream, _P], AsyncGenerator[Token, None]],
                  *args: _P.args, **kwargs: _P.kwargs):
         self.stop_reason: str | None = None
+        self.token_ids: list[int] | None = None  # every sampled id, once ended (backends that know them)
+        self.layout: str | None = None  # how the prompt met the cache, once ended (llama.cpp: "extend"/"fresh")
         self._tokens = produce(self, *args, **kwargs)
         self._ended = False
 

@@ -16,6 +16,7 @@ from tuiagent.backends import Backend, open_backend
 from tuiagent.config.loader import load_models
 from tuiagent.config.spec import ModelSpec
 from tuiagent.core.events import Event, RunFinished
+from tuiagent.core.fork import ForkPoint, guards_at
 from tuiagent.core.loop import Agent
 from tuiagent.core.trajectory import Recorder, new_run_id
 from tuiagent.errors import ConfigError, UserError
@@ -140,13 +141,15 @@ async def run_problem(
     guards: GuardChain | None = None,
     kernel: object | None = None,
     approve: Callable[[str], Awaitable[bool]] | None = None,
+    fork: ForkPoint | None = None,
 ) -> RunFinished:
     """Run one problem to the end, calling ``on_event`` for every event; returns the summary event.
 
     Pass an open ``backend`` (and its ``spec``) to reuse a loaded model across runs, and a
     ``guards`` chain to keep a handle on it (toggle guards while the run goes on), and a started
     ``kernel`` (say, from a KernelPool) to use instead of starting ``request.kernel`` (the caller
-    shuts it down), and ``approve`` to ask before each code block runs.
+    shuts it down), and ``approve`` to ask before each code block runs. ``fork``: continue a
+    recorded run from a step instead (``fork_request`` makes the request that goes with it).
     """
     spec = spec or resolve_spec(request)
     owned = backend is None
@@ -172,7 +175,7 @@ async def run_problem(
                     guards=guards if guards is not None else guard_chain(spec, request),
                     approve=approve,
                 )
-                async for event in agent.stream(request.problem, gold=request.gold, run_id=run_id):
+                async for event in agent.stream(request.problem, gold=request.gold, run_id=run_id, fork=fork):
                     on_event(event)
                     if isinstance(event, RunFinished):
                         finished = event
@@ -181,3 +184,26 @@ async def run_problem(
             await backend.aclose()
     assert finished is not None
     return finished
+
+
+def fork_request(point: ForkPoint, *, guards: tuple[str, ...] | None = None,
+                 guard_settings: dict[str, dict] | None = None, settings: dict | None = None,
+                 sampling: dict | None = None, **request: object) -> RunRequest:
+    """The request for a fork of ``point``: the parent's problem, gold, model, budgets, sampling and
+    guards (as on at the fork point), each replaced by what is given here. ``guards`` given (even
+    empty) replaces the parent's guards and their settings; ``guard_settings`` then go with them."""
+    started = point.started
+    run = {k: v for k, v in started.settings.items() if k in RunSettings.__dataclass_fields__}
+    if guards is None:
+        guards, inherited = guards_at(point)
+        guard_settings = {g: {**inherited.get(g, {}), **(guard_settings or {}).get(g, {})} for g in guards}
+    fields = {
+        "problem": started.problem,
+        "gold": started.gold,
+        "model": started.model_id,
+        "settings": RunSettings(**{**run, **(settings or {}), "mode": started.mode}),
+        "sampling_overrides": {**started.sampling, **(sampling or {})},
+        "guards": tuple(guards),
+        "guard_settings": dict(guard_settings or {}),
+    }
+    return RunRequest(**{**fields, **request})  # type: ignore[arg-type]

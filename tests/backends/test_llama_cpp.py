@@ -326,3 +326,35 @@ def test_the_worker_exits_when_the_app_is_killed(smollm2_path):
             pytest.fail("the model worker outlived its app")
     finally:
         app.kill()
+
+
+async def _tokens_of(stream) -> list[tuple[str, float | None]]:
+    return [(t.text, t.logprob) async for t in stream]
+
+
+async def test_a_recorded_run_is_rebuilt_exactly_by_decoding_its_turns_again(backend):
+    """What a fork does: a two-turn run (the second turn extends the first), other work on the
+    model, then the first turn's sampled ids decoded again (``replay``): the replayed tokens and the
+    second turn streamed again are bit-identical to the originals. Evaluating the second prompt
+    fresh instead (what continuing from the text alone would do) gives different numbers."""
+    first_prompt = chat(backend, "Compute 6*7 with Python. Put the code in a ```python block.")
+    first = backend.stream(first_prompt, Sampling(max_tokens=24), [])
+    first_tokens = await _tokens_of(first)
+    assert first.layout == "fresh" and len(first.token_ids) == 24
+    second_prompt = first_prompt + "".join(t for t, _ in first_tokens) + "\n```output\n42\n```\nSo the result is"
+    second = backend.stream(second_prompt, Sampling(max_tokens=12), [])
+    second_tokens = await _tokens_of(second)
+    assert second.layout == "extend"
+
+    await collect(backend, chat(backend, "Name three prime numbers."))
+    backend.fresh()
+    replayed = backend.replay(first_prompt, first.token_ids, [])
+    assert await _tokens_of(replayed) == first_tokens and replayed.layout == "fresh"
+    again = backend.stream(second_prompt, Sampling(max_tokens=12), [])
+    assert await _tokens_of(again) == second_tokens and again.layout == "extend"
+
+    backend.fresh()
+    from_text = backend.stream(second_prompt, Sampling(max_tokens=12), [])
+    from_text_tokens = await _tokens_of(from_text)
+    assert from_text.layout == "fresh"
+    assert [lp for _, lp in from_text_tokens] != [lp for _, lp in second_tokens]

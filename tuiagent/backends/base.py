@@ -60,6 +60,19 @@ class Backend(Protocol):
     async def aclose(self) -> None: ...
 
 
+@runtime_checkable
+class ExactReplay(Protocol):
+    """A backend that can bring its model to exactly the state a recorded run left it in (a fork
+    continues from there, see ``tuiagent.core.fork``): the recorded turns' prompts and sampled
+    ids (``TokenStream.token_ids``, ``TokenStream.layout``) decoded again as they were."""
+
+    def replay(self, prompt: str, token_ids: Sequence[int], stop: Sequence[str]) -> TokenStream: ...
+
+    def fresh(self) -> None:
+        """The next generation does not continue the cache of the one before."""
+        ...
+
+
 class BackendCrashed(UserError):
     """The model's process died (a native crash, an abort, an out-of-memory kill): the run ends
     with reason ``backend_crashed``; ``str()`` says what crashed, the likely cause and the fix."""

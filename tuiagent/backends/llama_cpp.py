@@ -219,8 +219,18 @@ class LlamaCppBackend:
     def stream(self, prompt: str, sampling: Sampling, stop: Sequence[str]) -> TokenStream:
         return TokenStream(self._generate, prompt, sampling, stop)
 
+    def replay(self, prompt: str, token_ids: Sequence[int], stop: Sequence[str]) -> TokenStream:
+        """A recorded generation again: ``token_ids`` decoded as sampling decoded them (see
+        ``ExactReplay``); the stream yields the tokens with the logprobs the model gives them now."""
+        return TokenStream(self._generate, prompt, Sampling(temperature=0.0, max_tokens=len(token_ids)), stop,
+                           forced=list(token_ids))
+
+    def fresh(self) -> None:
+        """The next generation starts from the canonical layout (see ``llama_model``)."""
+        self._send(("fresh",))
+
     async def _generate(self, out: TokenStream, prompt: str, sampling: Sampling,
-                        stop: Sequence[str]) -> AsyncGenerator[Token, None]:
+                        stop: Sequence[str], forced: list[int] | None = None) -> AsyncGenerator[Token, None]:
         if self._closed:
             raise RuntimeError(f"backend {self.model_id!r} is closed")
         if self._dead is not None:
@@ -236,7 +246,7 @@ class LlamaCppBackend:
         done = False
         try:
             self._in_worker.add(rid)
-            self._send(("generate", rid, tokens, asdict(sampling), list(stop)))
+            self._send(("generate", rid, tokens, asdict(sampling), list(stop), forced))
             while True:
                 message = await queue.get()
                 kind = message[0]
@@ -246,6 +256,7 @@ class LlamaCppBackend:
                 elif kind == "end":
                     done = True
                     self._count(len(tokens), message[3], message[4])
+                    out.token_ids, out.layout = message[3], message[4].get("layout")
                     out.stop_reason = message[2]
                     return
                 elif kind == "crashed":

@@ -21,6 +21,13 @@ evaluates the rest canonically. So a run's tokens and logprobs depend only on th
 prompt, its settings and its own history. ``Llama.generate`` then finds the whole prompt cached
 and samples at once. Chunks also let a cancel be seen during a long prompt.
 
+Each generation reports its ``layout``: ``"extend"`` (it continued the cache of the call before)
+or ``"fresh"`` (canonical from a chunk boundary). Given the prompt, a fresh call's state is a
+function of the tokens alone; an extending call's state also depends on the calls it extends.
+That is what a fork needs to rebuild a recorded run's state exactly (``tuiagent.core.fork``):
+``generate(..., forced=ids)`` re-decodes a recorded turn's sampled ids one at a time, as
+sampling did, and ``fresh()`` makes the next call fresh.
+
 Every sampled token yields one ``Token`` (apart from stop-string cuts, see ``StopMatcher``);
 ``PieceDecoder`` turns its bytes into text: ``""`` while it ends inside a multi-byte UTF-8
 character, which then comes with the token that completes it, so no replacement characters appear.
@@ -40,7 +47,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Generator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -91,6 +98,7 @@ class Generation:
     token_ids: list[int] = field(default_factory=list)
     prompt_tokens: int = 0
     prompt_evaluated: int = 0
+    layout: str = "fresh"  # "extend": continued the previous call's cache (see the module docstring)
     seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -233,29 +241,36 @@ class LlamaModel:
         return float(logits[token]) - m - math.log(float(buf.sum(dtype=np.float64)))
 
     def generate(self, tokens: list[int], sampling: Sampling, stop: Sequence[str], cancel: threading.Event,
-                 emit: Callable[[list[Token]], None]) -> Generation:
+                 emit: Callable[[list[Token]], None], forced: Sequence[int] | None = None) -> Generation:
         """Sample a continuation of ``tokens``; ``emit`` gets the tokens as they become safe to show.
-        Raises ``Cancelled`` when ``cancel`` is set (checked once per token and between prompt chunks)."""
+        Raises ``Cancelled`` when ``cancel`` is set (checked once per token and between prompt chunks).
+
+        ``forced``: decode these ids instead of sampling (a recorded turn, replayed exactly: the
+        same evaluations in the same layout, and the logprobs the model gives them now)."""
         llm, vocab = self.llm, self.vocab
         out = Generation(prompt_tokens=len(tokens))
         t0 = time.perf_counter()
-        out.prompt_evaluated = self._eval_prompt(tokens, cancel)
+        out.prompt_evaluated, out.layout = self._eval_prompt(tokens, cancel)
         t1 = time.perf_counter()
         out.seconds["prompt_eval_s"] = t1 - t0
 
-        llm.set_seed(self.default_seed if sampling.seed is None else int(sampling.seed) & 0xFFFFFFFF)
-        temp = float(sampling.temperature)
-        gen = llm.generate(
-            tokens,
-            temp=temp if temp > 0 else 0.0,
-            top_k=int(sampling.top_k),
-            top_p=float(sampling.top_p),
-            min_p=self.min_p,
-            typical_p=1.0,
-            repeat_penalty=float(sampling.repeat_penalty),
-            reset=True,
-        )
-        max_new = min(int(sampling.max_tokens), self.n_ctx - len(tokens))
+        if forced is not None:
+            gen = self._decode(forced)
+            max_new = len(forced)
+        else:
+            llm.set_seed(self.default_seed if sampling.seed is None else int(sampling.seed) & 0xFFFFFFFF)
+            temp = float(sampling.temperature)
+            gen = llm.generate(
+                tokens,
+                temp=temp if temp > 0 else 0.0,
+                top_k=int(sampling.top_k),
+                top_p=float(sampling.top_p),
+                min_p=self.min_p,
+                typical_p=1.0,
+                repeat_penalty=float(sampling.repeat_penalty),
+                reset=True,
+            )
+            max_new = min(int(sampling.max_tokens), self.n_ctx - len(tokens))
         decoder = PieceDecoder(stop)
         ids = out.token_ids
         lp_time = 0.0
@@ -291,9 +306,26 @@ class LlamaModel:
             emit(rest)
         return out
 
-    def _eval_prompt(self, tokens: list[int], cancel: threading.Event) -> int:
+    def _decode(self, ids: Sequence[int]) -> Generator[int, None, None]:
+        """``Llama.generate``'s evaluations without its sampling: each id is yielded while the
+        logits that would have produced it are current, then evaluated alone (the last one is
+        not, as a generation that ends there leaves it)."""
+        for tok in ids:
+            yield int(tok)
+            self.llm.eval([int(tok)])
+
+    def fresh(self) -> None:
+        """Make the next call fresh: drop what follows the canonical chunks (kept for reuse)."""
+        llm = self.llm
+        if int(llm.n_tokens) > self.canonical:
+            if self.canonical > 0 and llm._ctx.kv_cache_seq_rm(-1, self.canonical, -1):
+                llm.n_tokens = self.canonical
+            else:
+                self.reset()
+
+    def _eval_prompt(self, tokens: list[int], cancel: threading.Event) -> tuple[int, str]:
         """Bring the KV cache to exactly ``tokens`` with fresh logits, in the layout the module
-        docstring describes; returns how many tokens were evaluated.
+        docstring describes; returns how many tokens were evaluated, and the layout.
 
         Leaves the state ``Llama.generate`` (0.3.36) takes as "full prompt already cached", so it
         then samples without evaluating anything.
@@ -326,7 +358,7 @@ class LlamaModel:
             start = end
             if canonical and end % self.chunk == 0:
                 self.canonical = end
-        return len(tokens) - keep
+        return len(tokens) - keep, "fresh" if canonical else "extend"
 
     def reset(self) -> None:
         """Forget the evaluated tokens: the next prompt is evaluated from its start."""

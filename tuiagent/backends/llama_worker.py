@@ -7,9 +7,11 @@ Started as ``python -m tuiagent.backends.llama_worker FD`` with one end of a soc
 Messages are pickled tuples (``multiprocessing.connection`` framing):
 
     app -> worker   ("load", options)            first, once
-                    ("generate", rid, token_ids, sampling, stops)
+                    ("generate", rid, token_ids, sampling, stops[, forced_ids])
+                                                  forced_ids: decode these instead of sampling
                     ("cancel", rid)               handled at once, by the reader thread
                     ("reset",)                    forget the KV cache
+                    ("fresh",)                    the next generation starts a fresh layout
                     ("close",)
     worker -> app   ("ready", info) | ("load_error", message)
                     ("tokens", rid, [(text, logprob), ...])
@@ -103,10 +105,13 @@ class Worker:
                 return
             if kind == "reset":
                 self.loaded.reset()
+            elif kind == "fresh":
+                self.loaded.fresh()
             elif kind == "generate":
                 self.generate(*message[1:])
 
-    def generate(self, rid: int, tokens: list[int], sampling: dict[str, Any], stops: list[str]) -> None:
+    def generate(self, rid: int, tokens: list[int], sampling: dict[str, Any], stops: list[str],
+                 forced: list[int] | None = None) -> None:
         cancel = self.cancels[rid]
 
         def emit(out: list[Token]) -> None:
@@ -115,7 +120,7 @@ class Worker:
         try:
             if cancel.is_set():
                 raise Cancelled
-            result = self.loaded.generate(tokens, Sampling(**sampling), stops, cancel, emit)
+            result = self.loaded.generate(tokens, Sampling(**sampling), stops, cancel, emit, forced)
         except Cancelled:
             self.send(("end", rid, "cancelled", [], {}))
         except Exception as e:  # noqa: BLE001 - raised again in the app

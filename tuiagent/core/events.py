@@ -41,6 +41,7 @@ class RunStarted(Event):
     sampling: dict[str, Any]
     settings: dict[str, Any]
     gold: str | None = None
+    parent: dict[str, Any] | None = None  # a fork's parent: run_id, trajectory, step (tuiagent.core.fork)
     type: ClassVar[str] = "RunStarted"
 
 
@@ -65,12 +66,16 @@ class TokenDelta(Event):
 
 @dataclass(frozen=True)
 class TurnEnded(Event):
-    """A turn ended. ``stop`` is "stop" (at the output fence), "eos", "length" or "cancelled"."""
+    """A turn ended. ``stop`` is "stop" (at the output fence), "eos", "length" or "cancelled".
+    ``token_ids`` (every sampled id) and ``layout`` (how the prompt met the model's cache) come
+    from backends that know them; a fork uses them to rebuild the model's state exactly."""
 
     turn: int
     text: str
     stop: str
     tokens: int
+    token_ids: list[int] | None = None
+    layout: str | None = None
     type: ClassVar[str] = "TurnEnded"
 
 

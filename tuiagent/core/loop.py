@@ -21,6 +21,7 @@ from kernels.base import CellResult, Kernel
 from tuiagent.backends.base import Backend, BackendCrashed
 from tuiagent.core import prompts
 from tuiagent.core.context import WorkingContext
+from tuiagent.core.fork import ForkPoint, restore_kernel, restore_model
 from tuiagent.core.events import (
     AnswerAttempt,
     CodeBlock,
@@ -99,10 +100,15 @@ class Agent:
         if self.settings.mode == "tool" and kernel is None:
             raise ValueError("tool mode needs a kernel")
 
-    async def stream(self, problem: str, *, gold: str | None = None, run_id: str | None = None) -> AsyncIterator[Event]:
+    async def stream(self, problem: str, *, gold: str | None = None, run_id: str | None = None,
+                     fork: ForkPoint | None = None) -> AsyncIterator[Event]:
         """Yield the run's events as they happen. Cancelling the consumer cancels the run;
-        the RunFinished event is still recorded."""
-        run = _Run(self, problem, gold, run_id or new_run_id())
+        the RunFinished event is still recorded.
+
+        ``fork``: start from a recorded run's step instead of the problem (``problem`` is then the
+        parent's): its events so far are copied, the model and kernel states rebuilt, and the run
+        goes on from there with this agent's settings and guards (see ``tuiagent.core.fork``)."""
+        run = _Run(self, problem, gold, run_id or new_run_id(), fork)
         async for event in run.events():
             yield event
 
@@ -110,11 +116,14 @@ class Agent:
 class _Run:
     """The state of one run: the working context, the calls so far and the counters the summary needs."""
 
-    def __init__(self, agent: Agent, problem: str, gold: str | None, run_id: str):
+    def __init__(self, agent: Agent, problem: str, gold: str | None, run_id: str, fork: ForkPoint | None = None):
         self.agent = agent
         self.settings = agent.settings
-        self.problem, self.gold, self.run_id = problem, gold, run_id
-        prompt = agent.backend.render_chat(prompts.messages(problem, mode=agent.settings.mode))
+        self.problem, self.gold, self.run_id, self.fork = problem, gold, run_id, fork
+        if fork is not None:
+            prompt = fork.started.prompt
+        else:
+            prompt = agent.backend.render_chat(prompts.messages(problem, mode=agent.settings.mode))
         self.context = WorkingContext(prompt, mode=agent.settings.mode)  # changed only by events (emit)
         self.turn = 0
         self.calls: list[Call] = []
@@ -126,7 +135,7 @@ class _Run:
         self.resample: dict[str, Any] | None = None
         self.turn_text = ""
         self.turn_tokens: list[TokenLP] = []
-        self.started = time.monotonic()
+        self.started = time.monotonic() - (fork.elapsed_s if fork is not None else 0.0)
         self._queue: list[Event] = []
 
     # -- events ---------------------------------------------------------------------------------
@@ -158,12 +167,16 @@ class _Run:
                 sampling=asdict(self.agent.sampling),
                 settings=asdict(self.settings),
                 gold=self.gold,
+                parent=self.fork.parent if self.fork is not None else None,
             )
         )
-        if guards is not None:
-            self._toggled(guards.start())
         reason, answer = "error", None
         try:
+            if self.fork is not None:
+                for event in await self._resume(self.fork):
+                    yield event
+            if guards is not None:
+                self._toggled(guards.start())
             self._apply(await self._consult("on_start"))
             for event in self._drain():
                 yield event
@@ -184,6 +197,41 @@ class _Run:
         self._finish(reason, answer)
         for event in self._drain():
             yield event
+
+    async def _resume(self, point: ForkPoint) -> list[Event]:
+        """Take over the parent's events before the fork point, then rebuild the model's and the
+        kernel's states (each check recorded as a Notice)."""
+        code: dict[int, CodeBlock] = {}
+        for e in point.prefix:
+            self.emit(e)
+            if isinstance(e, TurnStarted):
+                self.turn, self.turn_tokens = e.turn, []
+            elif isinstance(e, TokenDelta):
+                self.turn_tokens.append(TokenLP(e.text, e.logprob))
+            elif isinstance(e, TurnEnded):
+                self.turn_text = e.text
+                self.generated += e.tokens
+            elif isinstance(e, CodeBlock):
+                code[e.call] = e
+            elif isinstance(e, ToolResult) and e.call in code:
+                block = code[e.call]
+                self.calls.append(Call(call=e.call, turn=block.turn, code=block.code, output=e.shown, error=e.error,
+                                       timed_out=e.timed_out, executed=e.executed))
+                self.erroneous_calls += e.executed and e.error
+                self.budget_noted |= not e.executed and e.shown == prompts.BUDGET_NOTE
+            elif isinstance(e, AnswerAttempt) and not e.final:
+                self.answer_attempts += 1
+            elif isinstance(e, GuardVerdict) and e.action == SUSPEND:
+                self.tools_suspended = True
+        self._renumber_calls()
+        self.emit(Notice(level="info", message=f"forked from run {point.parent_run_id} after step {point.step}"))
+        stop = [OUTPUT_FENCE] if self.settings.mode == "tool" else []
+        self.emit(await restore_model(self.agent.backend, point, stop))
+        rebuilt = await restore_kernel(self.agent.kernel, point.cells, self.settings.exec_timeout_s,
+                                       self.settings.output_chars)
+        if rebuilt is not None:
+            self.emit(rebuilt)
+        return self._drain()
 
     def _finish(self, reason: str, answer: str | None) -> None:
         correct = is_correct(self.gold, answer) if self.gold is not None else None
@@ -293,6 +341,8 @@ class _Run:
             self.resample = None
         stop = [OUTPUT_FENCE] if self.settings.mode == "tool" else []
         self.turn_tokens = []
+        ids: list[int] | None = None
+        layout: str | None = None
         try:
             async with (asyncio.timeout(self._remaining_wall()),
                         backend.stream(self.context.text, sampling, stop) as stream):
@@ -300,6 +350,7 @@ class _Run:
                     self.turn_tokens.append(TokenLP(token.text, token.logprob))
                     yield self._record(TokenDelta(turn=self.turn, text=token.text, logprob=token.logprob))
             stop_reason = stream.stop_reason or "eos"
+            ids, layout = stream.token_ids, stream.layout
         except TimeoutError:
             stop_reason = "time"
         except asyncio.CancelledError:
@@ -308,7 +359,7 @@ class _Run:
         except Exception as e:  # the backend failed mid-turn: keep and count what it gave, then end the run
             self._end_turn("backend_crashed" if isinstance(e, BackendCrashed) else "error")
             raise
-        self._end_turn(stop_reason)
+        self._end_turn(stop_reason, ids, layout)
         for event in self._drain():
             yield event
 
@@ -321,11 +372,12 @@ class _Run:
             self.agent.recorder.write(event)
         return event
 
-    def _end_turn(self, stop: str) -> None:
+    def _end_turn(self, stop: str, token_ids: list[int] | None = None, layout: str | None = None) -> None:
         text = "".join(t.text for t in self.turn_tokens)
         self.turn_text = text
         self.generated += len(self.turn_tokens)
-        self.emit(TurnEnded(turn=self.turn, text=text, stop=stop, tokens=len(self.turn_tokens)))
+        self.emit(TurnEnded(turn=self.turn, text=text, stop=stop, tokens=len(self.turn_tokens),
+                            token_ids=token_ids, layout=layout))
 
     async def _act(self, stop_reason: str) -> AsyncIterator[Event]:
         text = self.turn_text

@@ -1,0 +1,147 @@
+"""Forking a recorded run (tuiagent.core.fork): the prefix taken over, the kernel's state rebuilt and
+checked, budgets and guards carried on — driven by the scripted backend and a real Jupyter kernel.
+The model-state half (exact replay on real llama.cpp) is in tests/backends/test_llama_cpp.py."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from kernels.jupyter import JupyterKernel
+from tuiagent.backends.scripted import ScriptedBackend, split_tokens
+from tuiagent.core import events as ev
+from tuiagent.core.context import working_context
+from tuiagent.core.fork import ForkError, fork_point, guards_at
+from tuiagent.core.loop import Agent
+from tuiagent.core.trajectory import Recorder, load
+from tuiagent.protocol import RunSettings
+from tuiagent.runner import fork_request
+
+
+def code_turn(code: str) -> list:
+    return split_tokens(f"Let me compute.\n```python\n{code}\n```\n```output", -0.01)
+
+
+def answer(text: str) -> list:
+    return split_tokens(f"So the answer is \\boxed{{{text}}}.", -0.02)
+
+
+@pytest.fixture
+async def kernel(tmp_path: Path):
+    async with JupyterKernel(images_dir=tmp_path / "images") as k:
+        yield k
+
+
+async def record(path: Path, kernel, turns, *, settings: RunSettings | None = None, fork=None, guards=None) -> list:
+    with Recorder(path) as recorder:
+        agent = Agent(ScriptedBackend(turns), kernel, settings=settings, recorder=recorder, guards=guards)
+        problem = fork.started.problem if fork is not None else "What is 6 times 7?"
+        return [e async for e in agent.stream(problem, gold="42", fork=fork)]
+
+
+@pytest.fixture
+async def parent(tmp_path: Path, kernel) -> Path:
+    path = tmp_path / "parent.jsonl"
+    await record(path, kernel, [code_turn("x = 6\nprint('set')"), code_turn("print(x * 7)"), answer("42")])
+    await kernel.restart()
+    return path
+
+
+async def test_a_fork_takes_over_the_prefix_and_rebuilds_the_kernel(parent, tmp_path, kernel):
+    events = load(parent).events
+    point = fork_point(events, 1, parent)
+    forked = await record(tmp_path / "fork.jsonl", kernel, [code_turn("print(x + 1)"), answer("7")], fork=point)
+
+    started = forked[0]
+    assert isinstance(started, ev.RunStarted) and started.prompt == events[0].prompt
+    assert started.parent == {"run_id": events[0].run_id, "trajectory": str(parent), "step": 1}
+    cut = next(i for i, e in enumerate(events) if isinstance(e, ev.TurnStarted) and e.turn == 2)
+    assert forked[1:cut] == events[1:cut]  # the parent's first step, as it was recorded
+    notices = [e.message for e in forked if isinstance(e, ev.Notice)]
+    assert any("forked from run" in m and "after step 1" in m for m in notices)
+    assert any("kernel state rebuilt: 1 cell" in m and "as recorded" in m for m in notices)
+    assert any("cannot replay" in m for m in notices)  # the scripted backend has no model state
+    results = [e for e in forked if isinstance(e, ev.ToolResult)]
+    assert results[-1].shown == "7"  # x from the parent's cell, run again in this kernel
+    end = forked[-1]
+    assert end.answer == "7" and end.tool_calls == 2 and end.correct is False
+    # The fork's own trajectory reads back as a whole run: prefix, then the fork's turns.
+    reread = load(tmp_path / "fork.jsonl").events
+    assert reread == forked
+    assert "print(x + 1)" in working_context(reread).text
+
+
+async def test_an_output_that_differs_from_the_record_is_reported(parent, tmp_path, kernel):
+    lines = parent.read_text().splitlines()
+    tampered = [json.dumps({**d, "shown": "41"}) if d.get("type") == "ToolResult" and d.get("call") == 2 else line
+                for line, d in ((line, json.loads(line)) for line in lines)]
+    parent.write_text("\n".join(tampered) + "\n")
+    point = fork_point(load(parent).events, 2, parent)
+    forked = await record(tmp_path / "fork.jsonl", kernel, [answer("42")], fork=point)
+    warning = next(e for e in forked if isinstance(e, ev.Notice) and "kernel state" in e.message)
+    assert warning.level == "warning"
+    assert "1 output differs" in warning.message and "cell 2 gave '42', recorded '41'" in warning.message
+
+
+async def test_budgets_count_the_prefix(parent, tmp_path, kernel):
+    point = fork_point(load(parent).events, 2, parent)
+    forked = await record(tmp_path / "fork.jsonl", kernel, [code_turn("print(1)"), answer("42")], fork=point,
+                          settings=RunSettings(max_tool_calls=2))
+    assert any(isinstance(e, ev.Notice) and "tool budget of 2 calls reached" in e.message for e in forked)
+    assert forked[-1].tool_calls == 2
+
+
+def test_steps_that_cannot_be_forked_are_clear_errors(tmp_path):
+    events = [ev.RunStarted(run_id="r", problem="p", model_id="m", backend="b", mode="tool", prompt="x",
+                            sampling={}, settings={}),
+              ev.TurnStarted(turn=1, context_tokens=1)]
+    assert fork_point(events, 0).prefix == ()
+    with pytest.raises(ForkError, match="step 1 is not a step this run can be forked at: it has 1 turn, so step 0"):
+        fork_point(events, 1)
+    with pytest.raises(ForkError, match="has no start"):
+        fork_point(events[1:], 0)
+
+
+def test_the_fork_keeps_the_parents_guards_unless_told_otherwise():
+    events = [ev.RunStarted(run_id="r", problem="p", model_id="m", backend="b", mode="tool", prompt="x",
+                            sampling={"temperature": 0.0}, settings={"max_tool_calls": 9}, gold="3"),
+              ev.GuardToggled(guard="tim", enabled=True, settings={"window": 3}),
+              ev.GuardToggled(guard="attc", enabled=True, settings={"threshold": 0.9}),
+              ev.TurnStarted(turn=1, context_tokens=1),
+              ev.GuardToggled(guard="attc", enabled=False, settings={"threshold": 0.9}),
+              ev.TurnStarted(turn=2, context_tokens=1)]
+    point = fork_point(events, 1)
+    assert guards_at(point) == (("tim",), {"tim": {"window": 3}})
+    inherited = fork_request(point)
+    assert (inherited.guards, inherited.guard_settings, inherited.model, inherited.gold) == (
+        ("tim",), {"tim": {"window": 3}}, "m", "3")
+    assert inherited.settings.max_tool_calls == 9 and inherited.sampling_overrides == {"temperature": 0.0}
+    replaced = fork_request(point, guards=(), settings={"max_tool_calls": 2}, sampling={"seed": 5})
+    assert replaced.guards == () and replaced.guard_settings == {}
+    assert replaced.settings.max_tool_calls == 2 and replaced.sampling_overrides == {"temperature": 0.0, "seed": 5}
+
+
+def tuiagent(*args: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "tuiagent", *args], capture_output=True, text=True, cwd=cwd,
+                          timeout=120)
+
+
+def test_fork_from_the_command_line(tmp_path, write_script):
+    parent_script = write_script("Let me compute.\n```python\nx = 6\n```\n```output", "So \\boxed{6}.", name="p.jsonl")
+    done = tuiagent("solve", "What is 6 times 7?", "--model", "scripted", "--script", str(parent_script),
+                    "--out", str(tmp_path / "parent.jsonl"), "--sandbox", "off", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    fork_script = write_script("Let me compute.\n```python\nprint(x * 7)\n```\n```output", "So \\boxed{42}.",
+                               name="f.jsonl")
+    forked = tuiagent("fork", str(tmp_path / "parent.jsonl"), "--step", "1", "--model", "scripted", "--script",
+                      str(fork_script), "--no-guards", "--out", str(tmp_path / "fork.jsonl"), "--sandbox", "off",
+                      cwd=tmp_path)
+    assert forked.returncode == 0, forked.stderr
+    assert "forked from run" in forked.stdout and "answer: 42" in forked.stdout
+    assert "kernel state rebuilt: 1 cell" in forked.stdout
+    bad = tuiagent("fork", str(tmp_path / "parent.jsonl"), "--step", "7", cwd=tmp_path)
+    assert bad.returncode != 0 and "step 7 is not a step" in bad.stderr and "Traceback" not in bad.stderr

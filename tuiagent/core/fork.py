@@ -1,0 +1,229 @@
+"""Forking a recorded run: a new run that starts from the parent's working context at a step and
+goes on under other settings.
+
+A fork copies the parent's events up to the cut (the start of turn ``step + 1``; step 0 is the bare
+prompt), then rebuilds the two things the text alone does not hold:
+
+- **the model's state.** llama.cpp gives slightly different numbers for one token evaluated in
+  batches of different shapes (see ``tuiagent.backends.llama_model``), so continuing from the text
+  would not continue the parent exactly. Each recorded turn says how its prompt met the cache
+  (``TurnEnded.layout``) and which ids it sampled (``TurnEnded.token_ids``); the turns from the last
+  fresh one to the cut are decoded again with those ids (``ExactReplay``), which gives the parent's
+  state bit for bit, and each replayed token's logprob is checked against the record. A fork with
+  the parent's own settings therefore repeats the parent's next turn exactly.
+- **the kernel's state.** The executed cells of the prefix run again, in order, in the fork's fresh
+  kernel; an output that differs from the recorded one is reported, not hidden.
+
+Both checks end up as Notices in the fork's trajectory, whose RunStarted names its parent and step.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from tuiagent.backends.base import Backend, ExactReplay
+from tuiagent.core import events as ev
+from tuiagent.core import prompts
+from tuiagent.core.context import WorkingContext
+from tuiagent.errors import UserError
+
+PREVIEW_CHARS = 60  # [ours] how much of a mismatching output a notice quotes
+
+
+class ForkError(UserError):
+    """A run that cannot be forked at the step asked for."""
+
+
+@dataclass(frozen=True)
+class ModelTurn:
+    """One recorded generation to decode again: its prompt, sampled ids, layout and streamed tokens."""
+
+    turn: int
+    prompt: str
+    token_ids: tuple[int, ...]
+    layout: str
+    tokens: tuple[tuple[str, float | None], ...]
+
+
+@dataclass(frozen=True)
+class Cell:
+    """An executed cell of the prefix and the output the model was shown."""
+
+    call: int
+    code: str
+    shown: str
+
+
+@dataclass(frozen=True)
+class ForkPoint:
+    """Where a fork starts: the parent's events before the cut, and what rebuilding needs."""
+
+    parent_run_id: str
+    parent_path: str | None
+    step: int
+    started: ev.RunStarted
+    prefix: tuple[ev.Event, ...]  # after RunStarted, up to the cut
+    chain: tuple[ModelTurn, ...] | None  # None: the record cannot rebuild the model state (``inexact`` says why)
+    inexact: str
+    next_layout: str | None  # how the parent's turn after the cut met the cache, if it had one
+    cells: tuple[Cell, ...]
+
+    @property
+    def parent(self) -> dict[str, Any]:
+        """What the fork's RunStarted records about its parent."""
+        return {"run_id": self.parent_run_id, "trajectory": self.parent_path, "step": self.step}
+
+    @property
+    def elapsed_s(self) -> float:
+        """The parent's wall time up to the cut (the fork's time budget counts it)."""
+        last = self.prefix[-1].t if self.prefix else self.started.t
+        return max(0.0, last - self.started.t)
+
+
+def fork_point(events: Sequence[ev.Event], step: int, path: str | Path | None = None) -> ForkPoint:
+    """The fork of ``events`` (a recorded run) after its step ``step`` (0: before the first turn)."""
+    if not events or not isinstance(events[0], ev.RunStarted):
+        raise ForkError(f"{path or 'the run'} has no start (RunStarted): there is nothing to fork")
+    started = events[0]
+    turn_starts = [i for i, e in enumerate(events) if isinstance(e, ev.TurnStarted)]
+    if not 0 <= step < len(turn_starts):
+        turns = len(turn_starts)
+        steps = f"steps 0 to {turns - 1}" if turns > 1 else "step 0" if turns else "no step"
+        raise ForkError(f"step {step} is not a step this run can be forked at: it has {turns} "
+                        f"turn{'s' * (turns != 1)}, so {steps} (a fork generates the turn after its step)")
+    cut = turn_starts[step]
+    prefix = tuple(events[1:cut])
+    chain, inexact = _model_chain(started, prefix)
+    nxt = next((e for e in events[cut:] if isinstance(e, ev.TurnEnded)), None)
+    return ForkPoint(
+        parent_run_id=started.run_id,
+        parent_path=str(path) if path is not None else None,
+        step=step,
+        started=started,
+        prefix=prefix,
+        chain=chain,
+        inexact=inexact,
+        next_layout=nxt.layout if nxt is not None else None,
+        cells=_cells(prefix),
+    )
+
+
+def guards_at(point: ForkPoint) -> tuple[tuple[str, ...], dict[str, dict[str, Any]]]:
+    """The guards on at the fork point and the settings each was last given (what the parent ran with)."""
+    on: dict[str, bool] = {}
+    settings: dict[str, dict[str, Any]] = {}
+    for e in point.prefix:
+        if isinstance(e, ev.GuardToggled):
+            on[e.guard] = e.enabled
+            settings[e.guard] = dict(e.settings)
+    names = tuple(sorted(g for g, enabled in on.items() if enabled))
+    return names, {g: settings[g] for g in names}
+
+
+def _model_chain(started: ev.RunStarted, prefix: Sequence[ev.Event]) -> tuple[tuple[ModelTurn, ...] | None, str]:
+    """The turns to decode again: from the last fresh one to the cut (or why the record cannot say)."""
+    context = WorkingContext(started.prompt, started.mode)
+    turns: list[ModelTurn] = []
+    prompt = ""
+    tokens: list[tuple[str, float | None]] = []
+    for e in prefix:
+        if isinstance(e, ev.TurnStarted):
+            prompt, tokens = context.text, []
+        elif isinstance(e, ev.TokenDelta):
+            tokens.append((e.text, e.logprob))
+        elif isinstance(e, ev.TurnEnded):
+            if e.token_ids is None or e.layout is None:
+                return None, (f"turn {e.turn} was recorded without its token ids (a backend that does not give "
+                              "them, or an older tuiagent)")
+            if e.layout == "fresh":
+                turns = []
+            turns.append(ModelTurn(e.turn, prompt, tuple(e.token_ids), e.layout, tuple(tokens)))
+        context.apply(e)
+    return tuple(turns), ""
+
+
+def _cells(prefix: Sequence[ev.Event]) -> tuple[Cell, ...]:
+    code = {e.call: e.code for e in prefix if isinstance(e, ev.CodeBlock)}
+    return tuple(Cell(e.call, code.get(e.call, ""), e.shown)
+                 for e in prefix if isinstance(e, ev.ToolResult) and e.executed and e.call in code)
+
+
+async def restore_model(backend: Backend, point: ForkPoint, stop: Sequence[str]) -> ev.Notice:
+    """Bring ``backend`` to the parent's model state at the cut and say how exactly it matched."""
+    if point.started.model_id != backend.model_id:
+        return ev.Notice(level="warning", message=(
+            f"the fork runs on {backend.model_id}, the parent ran on {point.started.model_id}: "
+            "it continues from the parent's text, not its model state"))
+    if not isinstance(backend, ExactReplay):
+        return ev.Notice(level="info", message=(
+            f"{type(backend).__name__} cannot replay a recorded turn: the fork continues from the parent's text "
+            "(its first turn is not guaranteed to repeat the parent's numbers)"))
+    if point.chain is None:
+        backend.fresh()
+        return ev.Notice(level="warning", message=f"model state not rebuilt: {point.inexact}; the fork starts fresh")
+    backend.fresh()  # the chain starts where the parent's layout was fresh
+    tokens = 0
+    for turn in point.chain:
+        async with backend.replay(turn.prompt, turn.token_ids, stop) as stream:
+            got = [(t.text, t.logprob) async for t in stream]
+        tokens += len(turn.token_ids)
+        where = _first_difference(got, turn.tokens)
+        if stream.layout != turn.layout or where is not None:
+            detail = (f"its layout was {stream.layout}, recorded {turn.layout}" if stream.layout != turn.layout
+                      else where)
+            return ev.Notice(level="warning", message=(
+                f"model state differs from the record at turn {turn.turn}: {detail}; "
+                "the fork's tokens may differ from the parent's for reasons other than its settings"))
+    if point.next_layout == "fresh":
+        backend.fresh()
+    turns = len(point.chain)
+    return ev.Notice(level="info", message=(
+        f"model state rebuilt exactly: {turns} turn{'s' * (turns != 1)} ({tokens} tokens) decoded again, "
+        "every token and logprob as recorded" if turns else "model state: nothing to rebuild before the first turn"))
+
+
+def _first_difference(got: Sequence[tuple[str, float | None]],
+                      recorded: Sequence[tuple[str, float | None]]) -> str | None:
+    for i, (a, b) in enumerate(zip(got, recorded)):
+        if a[0] != b[0]:
+            return f"token {i + 1} is {a[0]!r}, recorded {b[0]!r}"
+        if not _same(a[1], b[1]):
+            return f"token {i + 1} ({a[0]!r}) has logprob {a[1]}, recorded {b[1]}"
+    if len(got) != len(recorded):
+        return f"{len(got)} tokens, recorded {len(recorded)}"
+    return None
+
+
+def _same(a: float | None, b: float | None) -> bool:
+    """Logprobs equal as recorded: JSON round-trips floats exactly, so equal means bit-equal."""
+    if a is None or b is None:
+        return a is b
+    return a == b or (math.isnan(a) and math.isnan(b))
+
+
+async def restore_kernel(kernel: Any, cells: Sequence[Cell], timeout_s: float, output_chars: int) -> ev.Notice | None:
+    """Run the prefix's executed cells again in ``kernel``; a Notice says whether outputs matched."""
+    if kernel is None or not cells:
+        return None
+    differ = []
+    for cell in cells:
+        result = await kernel.execute(cell.code, timeout_s)
+        shown = prompts.truncate_middle(result.text, output_chars)
+        if shown != cell.shown:
+            differ.append(f"cell {cell.call} gave {_preview(shown)}, recorded {_preview(cell.shown)}")
+    n = len(cells)
+    if not differ:
+        return ev.Notice(level="info", message=(
+            f"kernel state rebuilt: {n} cell{'s' * (n != 1)} of the parent run again, every output as recorded"))
+    outputs = "1 output differs" if len(differ) == 1 else f"{len(differ)} outputs differ"
+    return ev.Notice(level="warning", message=(
+        f"kernel state rebuilt from {n} cell{'s' * (n != 1)}, but {outputs}: " + "; ".join(differ)))
+
+
+def _preview(text: str) -> str:
+    text = text.strip()
+    return repr(text if len(text) <= PREVIEW_CHARS else text[:PREVIEW_CHARS] + "…")
