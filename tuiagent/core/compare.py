@@ -24,6 +24,7 @@ from typing import Any
 from guards.chain import presenter
 from tuiagent.core import events as ev
 from tuiagent.core.context import working_context
+from tuiagent.core.fork import is_fork_mark
 from tuiagent.core.steps import steps
 from tuiagent.parsing import last_closed_block
 from tuiagent.protocol import Segment
@@ -112,6 +113,7 @@ class StepCell:
     answer_final: bool = False
     stop: str = ""
     tokens: int = 0
+    forked: bool = False  # a fork's first own step (the steps before it are its parent's)
 
 
 def verdict_note(v: ev.GuardVerdict) -> VerdictNote:
@@ -133,6 +135,8 @@ def step_cells(events: Sequence[ev.Event]) -> list[StepCell]:
     for e in events:
         if isinstance(e, ev.TokenDelta):
             live_text[e.turn] = live_text.get(e.turn, "") + e.text
+    started = events[0] if events and isinstance(events[0], ev.RunStarted) else None
+    first_own = started.parent.get("step", -1) + 1 if started is not None and started.parent else None
     for s in steps(events):
         text = s.text or live_text.get(s.turn, "")
         prose = text
@@ -155,6 +159,7 @@ def step_cells(events: Sequence[ev.Event]) -> list[StepCell]:
             verdicts=tuple(verdict_note(v) for v in s.verdicts if shown(v)),
             pruned=marks.get(s.turn), answer=s.answer.answer if s.answer else None,
             answer_final=bool(s.answer and s.answer.final), stop=s.stop, tokens=s.tokens,
+            forked=s.turn == first_own,
         ))
     return cells
 
@@ -198,12 +203,17 @@ class RunSummary:
 
 
 def guards_label(events: Iterable[ev.Event]) -> str:
-    """The guards on at the start of a run, joined with '+', or 'none'."""
+    """The guards on at the start of a run (of a fork: at its fork point), joined with '+', or 'none'."""
     on: set[str] = set()
+    before_fork = False  # in a fork's copy of its parent's steps
     for e in events:
-        if isinstance(e, ev.GuardToggled) and e.reason in ("on at start", ""):
+        if isinstance(e, ev.RunStarted):
+            before_fork = bool(e.parent)
+        elif is_fork_mark(e):
+            on, before_fork = set(), False
+        elif isinstance(e, ev.GuardToggled) and e.reason in ("on at start", ""):
             (on.add if e.enabled else on.discard)(e.guard)
-        elif isinstance(e, ev.TurnStarted):
+        elif isinstance(e, ev.TurnStarted) and not before_fork:
             break
     return "+".join(sorted(on)) or "none"
 

@@ -32,6 +32,16 @@ from tuiagent.core.context import WorkingContext
 from tuiagent.errors import UserError
 
 PREVIEW_CHARS = 60  # [ours] how much of a mismatching output a notice quotes
+FORK_MARK = "forked from run"  # the Notice after the prefix: the fork's own events follow it
+
+
+def fork_notice(point: ForkPoint) -> ev.Notice:
+    return ev.Notice(level="info", message=f"{FORK_MARK} {point.parent_run_id} after step {point.step}")
+
+
+def is_fork_mark(e: ev.Event) -> bool:
+    """Whether ``e`` is where a fork's own events begin (what came before is its parent's)."""
+    return isinstance(e, ev.Notice) and e.message.startswith(FORK_MARK)
 
 
 class ForkError(UserError):

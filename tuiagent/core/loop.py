@@ -21,7 +21,7 @@ from kernels.base import CellResult, Kernel
 from tuiagent.backends.base import Backend, BackendCrashed
 from tuiagent.core import prompts
 from tuiagent.core.context import WorkingContext
-from tuiagent.core.fork import ForkPoint, restore_kernel, restore_model
+from tuiagent.core.fork import ForkPoint, fork_notice, restore_kernel, restore_model
 from tuiagent.core.events import (
     AnswerAttempt,
     CodeBlock,
@@ -224,7 +224,7 @@ class _Run:
             elif isinstance(e, GuardVerdict) and e.action == SUSPEND:
                 self.tools_suspended = True
         self._renumber_calls()
-        self.emit(Notice(level="info", message=f"forked from run {point.parent_run_id} after step {point.step}"))
+        self.emit(fork_notice(point))
         stop = [OUTPUT_FENCE] if self.settings.mode == "tool" else []
         self.emit(await restore_model(self.agent.backend, point, stop))
         rebuilt = await restore_kernel(self.agent.kernel, point.cells, self.settings.exec_timeout_s,

@@ -25,6 +25,7 @@ from textual.worker import Worker, WorkerState
 from tuiagent.backends.base import Backend
 from tuiagent.core import events as ev
 from tuiagent.errors import UserError
+from tuiagent.presets import Preset
 from tuiagent.protocol import RunSettings
 from tuiagent.ui.errors import describe_error
 from tuiagent.ui.screens.compare import CompareScreen
@@ -235,6 +236,47 @@ class TuiAgentApp(App):
             self.screen.take_pending()
         else:
             self.switch_mode("replay")
+
+    # The fork dialog's first choice: keep the parent's guards and settings (then the fork repeats it exactly).
+    AS_RECORDED = "as recorded"
+
+    def ask_fork(self, parent: Path, step: int | None) -> None:
+        """Ask what a fork of ``parent`` needs (the step, when not given; then its settings) and run
+        it on the solve screen."""
+        from tuiagent.presets import load_presets
+        from tuiagent.ui.screens.edit_value import EditValueScreen
+        from tuiagent.ui.screens.presets import PresetsScreen
+
+        try:
+            named = list(load_presets().values())
+        except UserError as e:
+            self.report(e, title="presets")
+            return
+        choices = [Preset(self.AS_RECORDED, description="the parent's guards and settings: repeats its next turn"),
+                   Preset("none"), Preset("all", guards=("all",)), *named]
+
+        def with_settings(at: int, preset: Preset | None) -> None:
+            if preset is not None:
+                self.run_fork(parent, at, None if preset.name == self.AS_RECORDED else preset)
+
+        def with_step(value: str | None) -> None:
+            if value is None:
+                return
+            if not value.isdigit():
+                self.notify(f"{value!r} is not a step number", severity="warning")
+                return
+            self.push_screen(PresetsScreen(choices, f"fork after step {value}: run it under (enter)"),
+                             lambda preset: with_settings(int(value), preset))
+
+        if step is None:
+            self.push_screen(EditValueScreen("fork after step (0: before the first turn)", 0), with_step)
+        else:
+            with_step(str(step))
+
+    @work(exclusive=True, group="fork", exit_on_error=False, name="fork")
+    async def run_fork(self, parent: Path, step: int, preset: Preset | None) -> None:
+        await self.switch_mode("solve")
+        self.screen.fork(parent, step, preset)
 
     def open_compare(self, paths: Iterable[Path]) -> None:
         self.pending["compare"] = [Path(p) for p in paths]

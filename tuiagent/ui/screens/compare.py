@@ -36,6 +36,14 @@ from tuiagent.ui.widgets.top_bar import TopBar
 MAX_COLUMNS = 4
 
 
+def fork_label(events: list[ev.Event]) -> str:
+    """" · fork of RUN @ step N" for a fork, "" for any other run."""
+    started = events[0] if events and isinstance(events[0], ev.RunStarted) else None
+    if started is None or not started.parent:
+        return ""
+    return f" · fork of {started.parent.get('run_id')} @ step {started.parent.get('step')}"
+
+
 class CompareScreen(Screen):
     BINDINGS = [
         Binding("ctrl+r", "run", "Run all", priority=True),
@@ -114,7 +122,7 @@ class CompareScreen(Screen):
             if loaded.warnings:
                 self.notify("\n".join(loaded.warnings), title="compare: lines skipped", severity="warning", timeout=12)
             runs.append(loaded.events)
-            labels.append(f"{Path(p).stem} · {summary(loaded.events).guards}")
+            labels.append(f"{Path(p).stem}{fork_label(loaded.events)} · {summary(loaded.events).guards}")
         if not runs:
             return
         self.add_class("-files")

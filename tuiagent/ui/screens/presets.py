@@ -10,8 +10,9 @@ from tuiagent.ui.screens.chooser import ChooserScreen
 
 
 class PresetsScreen(ChooserScreen):
-    def __init__(self, presets: list[Preset]):
-        super().__init__("apply a preset to the guards (enter); settings not in it go back to their defaults")
+    def __init__(self, presets: list[Preset],
+                 title: str = "apply a preset to the guards (enter); settings not in it go back to their defaults"):
+        super().__init__(title)
         self.presets = presets
 
     def choices(self) -> list[tuple[Content, Preset]]:

@@ -45,6 +45,7 @@ class ReplayScreen(Screen):
         Binding("right_square_bracket", "step_turn(1)", "Next step", priority=True, show=False),
         Binding("tab", "switch_pane", "Switch pane", show=False),
         Binding("y", "copy_answer", "Copy answer"),
+        Binding("f", "fork", "Fork from this step…"),
     ]
 
 
@@ -153,6 +154,13 @@ class ReplayScreen(Screen):
     def action_switch_pane(self) -> None:
         trajectory, context = self.query_one(TrajectoryView), self.query_one(ContextView)
         (context if trajectory.has_focus else trajectory).focus()
+
+    def action_fork(self) -> None:
+        """Fork the run so that the step in view is generated again (under the settings chosen next)."""
+        if self.path is None:
+            return
+        turn = next((e.turn for e in reversed(self.events[: self.position]) if isinstance(e, ev.TurnStarted)), 1)
+        self.app.ask_fork(self.path, max(turn - 1, 0))
 
     def action_copy_answer(self) -> None:
         fin = next((e for e in reversed(self.events) if isinstance(e, ev.RunFinished)), None)

@@ -20,6 +20,7 @@ from guards.base import SettingsError
 from guards.chain import Change, GuardChain, guard_class
 from tuiagent.core import events as ev
 from tuiagent.core.compare import column_text
+from tuiagent.core.fork import ForkPoint
 from tuiagent.core.trajectory import TrajectoryError, load
 from tuiagent.errors import UserError
 from tuiagent.presets import Preset
@@ -46,6 +47,8 @@ class SolveScreen(Screen):
         Binding("y", "copy_answer", "Copy answer"),
         Binding("ctrl+e", "edit_problem", "Edit problem", show=False),
         Binding("f6", "rerun_as", "Rerun as…", priority=True),
+        Binding("f7", "fork", "Fork…", priority=True),
+        Binding("f8", "compare_parent", "Compare with parent", priority=True),
     ]
 
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
@@ -57,6 +60,7 @@ class SolveScreen(Screen):
         self.chain: GuardChain | None = None
         self.request: RunRequest | None = None
         self.run_path: Path | None = None
+        self.parent_path: Path | None = None  # the run this one forked, when it is a fork
         self.finished: ev.RunFinished | None = None
         self.answer: str | None = None
         self.ask_before_code = self.app.config.confirm
@@ -109,7 +113,11 @@ class SolveScreen(Screen):
         """Run and Stop show as disabled (dimmed in the footer) when they would do nothing."""
         if action == "stop" and not self.running:
             return None
-        if action in ("run", "new") and self.running:
+        if action in ("run", "new", "fork") and self.running:
+            return None
+        if action == "fork" and self.run_path is None:
+            return None
+        if action == "compare_parent" and (self.running or self.parent_path is None):
             return None
         return True
 
@@ -201,8 +209,40 @@ class SolveScreen(Screen):
 
     # -- the run --------------------------------------------------------------------------------
 
+    def solve(self, problem: str, gold: str | None) -> None:
+        self.parent_path = None
+        self._run(self.app.session.request(problem, gold))
+
+    def fork(self, parent: Path, step: int, preset: Preset | None) -> None:
+        """Fork the saved run ``parent`` after ``step`` under ``preset`` (None: the parent's guards)."""
+        from tuiagent.core.fork import fork_point
+        from tuiagent.runner import fork_request
+
+        if self.running:
+            self.notify("a run is going on: stop it first (ctrl+s)", severity="warning")
+            return
+        if not self.app.can_run():
+            return
+        try:
+            point = fork_point(load(parent).events, step, parent)
+            base = self.app.session.request(point.started.problem, point.started.gold)
+            changes = {} if preset is None else {
+                "guards": preset.guards, "guard_settings": {g: dict(v) for g, v in preset.guard_settings.items()},
+                "settings": preset.run, "sampling": preset.sampling}
+            request = fork_request(point, models_file=base.models_file, script=base.script, sandbox=base.sandbox,
+                                   out=base.out, **changes)
+        except UserError as e:
+            self.app.report(e, title="fork")
+            return
+        self.query_one(ProblemInput).text = point.started.problem
+        self.query_one("#gold", Input).value = point.started.gold or ""
+        self.parent_path = Path(parent)
+        self.running = True
+        self._run(request, point)
+        self.query_one(TrajectoryView).focus()
+
     @work(exclusive=True, group="run", exit_on_error=False, name="run")
-    async def solve(self, problem: str, gold: str | None) -> None:
+    async def _run(self, request: RunRequest, fork: ForkPoint | None = None) -> None:
         session = self.app.session
         trajectory, status = self.query_one(TrajectoryView), self.query_one(StatusLine)
         trajectory.reset()
@@ -212,12 +252,16 @@ class SolveScreen(Screen):
         backend, owned = None, False
         try:
             backend, owned = await session.backend_for_run()
-            self.request = session.request(problem, gold)
+            self.request = request
             self.chain = session.chain(self.request)
+            if fork is not None:  # the fork's guards while it runs; the panel's own come back after
+                self.query_one(GuardPanel).show(states_from_chain(self.chain))
             await run_problem(self.request, self.on_run_event, backend=backend, spec=session.spec, guards=self.chain,
-                              approve=self._approve)
+                              approve=self._approve, fork=fork)
         finally:
             self.chain = None
+            if fork is not None:
+                self._show_guards()
             trajectory.stop_stream()
             if self.finished is None:
                 self._show_partial()
@@ -306,6 +350,17 @@ class SolveScreen(Screen):
                 self.app.rerun_as(problem, gold, [current, preset.name])
 
         self.choose_preset(chosen)
+
+    def action_fork(self) -> None:
+        """Fork this run: a step to regenerate from, then the settings (the parent's, or a preset)."""
+        if self.run_path is None or not self.run_path.exists():
+            self.notify("run something first: a fork continues a saved run", severity="warning")
+            return
+        self.app.ask_fork(self.run_path, None)
+
+    def action_compare_parent(self) -> None:
+        if self.parent_path is not None and self.run_path is not None:
+            self.app.open_compare([self.parent_path, self.run_path])
 
     def on_guard_panel_preset_wanted(self, message: GuardPanel.PresetWanted) -> None:
         self.choose_preset(self.apply_preset)

@@ -24,6 +24,8 @@ def cell_content(cell: StepCell | None, *, prose_lines: int = 3, diverges: bool 
         return Content.styled("·" + ("  ≠ no such step here" if diverges else ""), "$text-muted")
     lines: list[Content] = []
     head = [(f"turn {cell.turn}", "bold")]
+    if cell.forked:
+        head.append(("  ⑂ fork starts here", "bold $text-warning"))
     if diverges:
         head.append(("  ≠ first divergence", "bold $text-accent"))
     if cell.pruned is not None:
