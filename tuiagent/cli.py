@@ -16,6 +16,7 @@ from rich.text import Text
 
 from tuiagent.errors import UserError
 from tuiagent.options import SandboxOpt, check_sandbox
+from tuiagent.presets import DEFAULT_PRESET
 
 app = typer.Typer(
     help="A local language model solves math problems by writing Python that a real Jupyter kernel runs.",
@@ -43,18 +44,15 @@ def main_callback(
     script: ScriptOpt = None,
     sandbox: SandboxOpt = "auto",
     confirm: Annotated[bool, typer.Option("--confirm", help="Start with 'ask before running code' on (ctrl+k in the app).")] = False,
-    preset: Annotated[str | None, typer.Option("--preset", "-p", help="Start with a preset's guards and settings (`tuiagent presets`).")] = None,
+    preset: Annotated[str | None, typer.Option("--preset", "-p", help="Start with a preset's guards and settings (`tuiagent presets`; default: recommended).")] = None,
 ) -> None:
     """Without a command, open the interactive app on the default model."""
     if ctx.invoked_subcommand is None:
         from tuiagent.app import run_app
 
-        guards: dict[str, Any] = {}
-        if preset is not None:
-            p = preset_named(preset)
-            guards = {"guards": p.guards, "guard_settings": {g: dict(v) for g, v in p.guard_settings.items()}}
+        preset_named(preset or DEFAULT_PRESET)  # a usage error before the app opens
         run_app(model=model, models_file=models, script=script, sandbox=check_sandbox(sandbox), confirm=confirm,
-                **guards)
+                preset=preset or DEFAULT_PRESET)
 
 
 @app.command()
@@ -77,7 +75,7 @@ def solve(
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object per event instead of a transcript.")] = False,
     preset: Annotated[str | None, typer.Option("--preset", "-p", help=(
         "A preset (`tuiagent presets`): its guards, their settings, budgets and sampling; -g, --set and "
-        "budget options given here add to it or win over it."))] = None,
+        "budget options given here add to it or win over it. Default: recommended, unless -g or --set is given."))] = None,
     guard: Annotated[list[str] | None, typer.Option("--guard", "-g", help="Turn a guard on (repeat; `all` for every one).")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="A guard setting, e.g. attc.threshold=0.95 (repeat).")] = None,
     sandbox: SandboxOpt = "auto",
@@ -102,6 +100,8 @@ def solve(
         output_chars=output_chars,
     )
     guards, guard_settings, kernel = tuple(guard or ()), parse_sets(set_ or []), "jupyter"
+    if preset is None and not guard and not set_:
+        preset = DEFAULT_PRESET
     if preset is not None:
         settings, guards, guard_settings, kernel, overrides = apply_preset(
             ctx, preset, settings, guards, guard_settings, overrides)
@@ -211,12 +211,12 @@ def fork(
 
 
 def preset_named(name: str) -> Any:
-    from tuiagent.presets import load_presets
+    from tuiagent.presets import find_preset
 
-    presets = load_presets()
-    if name not in presets:
-        raise typer.BadParameter(f"no preset {name!r}; known: {', '.join(sorted(presets))}", param_hint="--preset")
-    return presets[name]
+    try:
+        return find_preset(name)
+    except UserError as e:
+        raise typer.BadParameter(getattr(e, "problem", str(e)), param_hint="--preset") from None
 
 
 # solve's options that a preset's run settings fill in when they are not given on the command line

@@ -243,17 +243,11 @@ class TuiAgentApp(App):
     def ask_fork(self, parent: Path, step: int | None) -> None:
         """Ask what a fork of ``parent`` needs (the step, when not given; then its settings) and run
         it on the solve screen."""
+        from tuiagent.core.fork import fork_point, guards_at
+        from tuiagent.core.trajectory import load
         from tuiagent.presets import load_presets
         from tuiagent.ui.screens.edit_value import EditValueScreen
         from tuiagent.ui.screens.presets import PresetsScreen
-
-        try:
-            named = list(load_presets().values())
-        except UserError as e:
-            self.report(e, title="presets")
-            return
-        choices = [Preset(self.AS_RECORDED, description="the parent's guards and settings: repeats its next turn"),
-                   Preset("none"), Preset("all", guards=("all",)), *named]
 
         def with_settings(at: int, preset: Preset | None) -> None:
             if preset is not None:
@@ -262,11 +256,20 @@ class TuiAgentApp(App):
         def with_step(value: str | None) -> None:
             if value is None:
                 return
-            if not value.isdigit():
-                self.notify(f"{value!r} is not a step number", severity="warning")
+            try:
+                if not value.strip().isdigit():
+                    raise UserError(f"{value!r} is not a step number")
+                at = int(value)
+                guards, settings = guards_at(fork_point(load(parent).events, at, parent))
+                named = list(load_presets().values())
+            except UserError as e:
+                self.report(e, title="fork")
                 return
-            self.push_screen(PresetsScreen(choices, f"fork after step {value}: run it under (enter)"),
-                             lambda preset: with_settings(int(value), preset))
+            recorded = Preset(self.AS_RECORDED, guards=guards, guard_settings=settings,
+                              description="the parent's settings: repeats its next step exactly")
+            choices = [recorded, Preset("none"), Preset("all", guards=("all",)), *named]
+            self.push_screen(PresetsScreen(choices, f"fork after step {at}: run it under (enter)"),
+                             lambda preset: with_settings(at, preset))
 
         if step is None:
             self.push_screen(EditValueScreen("fork after step (0: before the first turn)", 0), with_step)

@@ -48,7 +48,7 @@ class SolveScreen(Screen):
         Binding("ctrl+e", "edit_problem", "Edit problem", show=False),
         Binding("f6", "rerun_as", "Rerun as…", priority=True),
         Binding("f7", "fork", "Fork…", priority=True),
-        Binding("f8", "compare_parent", "Compare with parent", priority=True),
+        Binding("f8", "compare_parent", "Compare with parent", priority=True, show=False),
     ]
 
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
