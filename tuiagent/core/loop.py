@@ -67,7 +67,10 @@ def resample_sampling(data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class _Finish(Exception):
-    """Ends the run from deep inside the loop with a reason and an answer."""
+    """Ends the run from deep inside the loop with a reason and an answer. A run cut off (a budget)
+    or ending without an answer reports the turn's own \\boxed{} if a cut turn has one, else the last
+    answer attempt a guard sent back (G-STEP's continue), else none: never a \\boxed{} that the
+    prompt's example or a note put in the context."""
 
     def __init__(self, reason: str, answer: str | None = None):
         self.reason, self.answer = reason, answer
@@ -123,6 +126,7 @@ class _Run:
         self.budget_noted = False
         self.tools_suspended = False
         self.answer_attempts = 0
+        self.last_attempt: str | None = None  # the last answer a guard sent back (continue)
         self.resample: dict[str, Any] | None = None
         self.turn_text = ""
         self.turn_tokens: list[TokenLP] = []
@@ -278,9 +282,9 @@ class _Run:
         """Generate one turn, then act on it: run its code, or end the run."""
         remaining_tokens = self.settings.max_tokens - self.generated
         if remaining_tokens <= 0:
-            raise _Finish("token_budget", final_answer(self.context.text))
+            raise _Finish("token_budget", self.last_attempt)
         if self._remaining_wall() <= 0:
-            raise _Finish("time_budget", final_answer(self.context.text))
+            raise _Finish("time_budget", self.last_attempt)
         self.turn += 1
         backend = self.agent.backend
         self.emit(TurnStarted(turn=self.turn, context_tokens=backend.count_tokens(self.context.text)))
@@ -337,14 +341,15 @@ class _Run:
             return
         answer = final_answer(text)
         if stop_reason == "time":
-            raise _Finish("time_budget", answer)
+            raise _Finish("time_budget", answer if answer is not None else self.last_attempt)
         if stop_reason == "length":
-            raise _Finish("token_budget", answer)
+            raise _Finish("token_budget", answer if answer is not None else self.last_attempt)
         if answer is None:
-            raise _Finish("no_answer")
+            raise _Finish("no_answer", self.last_attempt)
         self.answer_attempts += 1
         verdicts = await self._consult("on_answer", answer, answer=answer)
         if any(v.action == CONTINUE for v in verdicts):
+            self.last_attempt = answer
             self.emit(AnswerAttempt(turn=self.turn, answer=answer, final=False))
             self._apply(verdicts)
             for event in self._drain():
@@ -386,7 +391,7 @@ class _Run:
             return "The tool is unavailable: continue by reasoning step by step and give the answer in \\boxed{}."
         if sum(c.executed for c in self.calls) >= self.settings.max_tool_calls:
             if self.budget_noted:
-                raise _Finish("tool_budget", final_answer(self.context.text))
+                raise _Finish("tool_budget", self.last_attempt)
             self.budget_noted = True
             self.emit(Notice(level="warning", message=f"tool budget of {self.settings.max_tool_calls} calls reached"))
             return prompts.BUDGET_NOTE
