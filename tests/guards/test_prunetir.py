@@ -168,6 +168,33 @@ async def test_intent_shift_keeps_the_new_strategy(canned_kernel):
                                   + f"```python\n{SHIFT_NEW}\n```\n```output\n317\n```\n")
 
 
+SHIFT_TYPO = SHIFT_NEW.replace("math.isqrt", "mth.isqrt")
+SHIFT_FIX_PROSE = "Typo: the module is math."
+
+
+async def test_an_intent_shift_on_an_earlier_turn_of_the_episode_keeps_that_turns_reasoning(canned_kernel):
+    """The model switches strategy on the first resolution turn, that new block fails on a typo, and
+    the next turn fixes the typo: the new strategy's reasoning is the switch turn's, not the fix-up's."""
+    backend = RecordingBackend([
+        turn("I let sympy list the lattice points.", SHIFT_E0),
+        turn(SHIFT_NEW_PROSE, SHIFT_TYPO),
+        turn(SHIFT_FIX_PROSE, SHIFT_NEW),
+        "\\boxed{317}",
+    ])
+    kernel = canned_kernel([
+        err("AttributeError", "module 'sympy' has no attribute 'lattice_points_in_circle'", SHIFT_E0, 2),
+        err("NameError", "name 'mth' is not defined", SHIFT_TYPO, 2),
+        ok("317"),
+    ])
+    events = await run(backend, kernel, chain())
+    prune = verdicts(events)[-1]
+    assert prune.action == "prune" and prune.data["intent_shift"] is True and prune.data["kept_new_strategy"] is True
+    assert prune.data["new_strategy_call"] == 2 and prune.data["pruned_calls"] == [1, 2]
+    assert backend.prompts[3] == (backend.prompts[0] + "I let sympy list the lattice points.\n" + SHIFT_NEW_PROSE
+                                  + "\n" + f"```python\n{SHIFT_NEW}\n```\n```output\n317\n```\n")
+    assert SHIFT_FIX_PROSE not in backend.prompts[3] and "mth" not in backend.prompts[3]
+
+
 async def test_no_intent_shift_drops_the_fix_up_text_and_the_test_is_swappable(canned_kernel):
     def run_with(swap):
         backend = RecordingBackend([turn(E0_PROSE, E0_CODE), turn(FIX_PROSE, FIX_CODE), ANSWER])
