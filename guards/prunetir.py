@@ -272,6 +272,13 @@ class PruneTIR(GuardBase):
     def metrics(cls, run: RunRecord) -> dict[str, int]:
         return {"stuck": sum("stuck_in_a_row" in verdict_data(v, PruneTIRData) for v in run.of(cls.name))}
 
+    @classmethod
+    def run_budget(cls, settings: PruneTIRSettings) -> dict[str, float]:
+        """Tool calls for ``retry_limit`` stuck episodes in a row (e0 and ``turn_limit`` failed
+        attempts each: STPR, then RTTS at the last) plus one call that recovers:
+        retry_limit * (turn_limit + 1) + 1, 9 with the defaults [ours]."""
+        return {"max_tool_calls": settings.retry_limit * (settings.turn_limit + 1) + 1}
+
     def __init__(self, settings: PruneTIRSettings | None = None):
         self.settings = settings or PruneTIRSettings()
         self.episode: _Episode | None = None

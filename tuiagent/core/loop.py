@@ -53,6 +53,7 @@ from tuiagent.protocol import (
     Sampling,
     TokenLP,
     Verdict,
+    with_guard_needs,
 )
 
 _SAMPLING_FIELDS = frozenset(f.name for f in fields(Sampling)) - {"max_tokens"}
@@ -115,7 +116,8 @@ class _Run:
 
     def __init__(self, agent: Agent, problem: str, gold: str | None, run_id: str):
         self.agent = agent
-        self.settings = agent.settings
+        # the budgets the guards on at the start need, where the user set none (RunSettings.raised)
+        self.settings = with_guard_needs(agent.settings, agent.guards.needs() if agent.guards is not None else {})
         self.problem, self.gold, self.run_id = problem, gold, run_id
         prompt = agent.backend.render_chat(prompts.messages(problem, mode=agent.settings.mode))
         self.context = WorkingContext(prompt, mode=agent.settings.mode)  # changed only by events (emit)
@@ -160,7 +162,7 @@ class _Run:
                 mode=self.settings.mode,
                 prompt=self.context.text,
                 sampling=asdict(self.agent.sampling),
-                settings=asdict(self.settings),
+                settings=self.settings.record(),
                 gold=self.gold,
             )
         )
