@@ -241,6 +241,7 @@ class RunView:
     answer: str | None = None
     answer_attempts: int = 0
     judge: Callable[..., Awaitable[TokenLP]] | None = None  # async judge(question, max_tokens=3)
+    trajectory: Sequence[RunPiece] = ()  # the whole run so far, pruned parts included (RunRecord.pieces)
 
     @property
     def tool_calls_left(self) -> int:

@@ -37,6 +37,7 @@ from tuiagent.core.events import (
     TurnEnded,
     TurnStarted,
 )
+from tuiagent.core.steps import run_pieces
 from tuiagent.core.trajectory import Recorder, new_run_id
 from tuiagent.core.verify import is_correct
 from tuiagent.parsing import OUTPUT_FENCE, final_answer, last_closed_block, tool_block_start
@@ -134,11 +135,13 @@ class _Run:
         self.turn_tokens: list[TokenLP] = []
         self.started = time.monotonic()
         self._queue: list[Event] = []
+        self.history: list[Event] = []  # every event emitted (TokenDelta, not queued, is not among them)
 
     # -- events ---------------------------------------------------------------------------------
 
     def emit(self, event: Event) -> None:
         self.context.apply(event)
+        self.history.append(event)
         if self.agent.recorder is not None:
             self.agent.recorder.write(event)
         self._queue.append(event)
@@ -223,6 +226,7 @@ class _Run:
             answer=answer,
             answer_attempts=self.answer_attempts,
             judge=self._judge,
+            trajectory=run_pieces(self.history),
         )
 
     async def _judge(self, question: str, max_tokens: int = 3) -> TokenLP:
