@@ -10,7 +10,7 @@ gets a verdict before it runs, from one of two judges:
   its head -- a long multiplication or division (significant digits of the operands multiply to
   more than ``max_digit_products``), a power, root or factorial with a long exact result (more
   than ``max_result_digits`` significant digits), a sum of more than ``max_terms`` terms or with a
-  number longer than ``max_digits``, more than ``max_statements`` statements, or an irrational
+  number longer than ``max_digits``, more than ``max_operations`` operations, or an irrational
   constant (math.pi). A block of small arithmetic on literals (with print, round, int, float, abs,
   min, max, sum, math.floor/ceil/sqrt/factorial, f-strings, names bound in the block, ``import
   math``) is *unnecessary*. What the rule cannot evaluate without running it (loops, definitions,
@@ -114,14 +114,13 @@ class _Judge:
     def __init__(self, limits: Necessity.Settings):
         self.limits = limits
         self.bound: dict[str, Any] = {}
+        self.operations = 0
 
     def block(self, code: str) -> None:
         try:
             tree = ast.parse(code)
         except SyntaxError as e:
             raise _Unjudged(f"does not parse ({e.msg})") from None
-        if len(tree.body) > self.limits.max_statements:
-            raise _Needed(f"{len(tree.body)} statements (> {self.limits.max_statements})")
         for node in tree.body:
             self.statement(node)
 
@@ -137,10 +136,10 @@ class _Judge:
         elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
             self.bound[node.target.id] = self.binop(node.op, ast.BinOp(node.target, node.op, node.value,
                                                                      lineno=node.lineno))
-        elif isinstance(node, ast.Import) and all(a.name in _KNOWN_MODULES and a.asname is None for a in node.names):
-            self.bound.update({a.name: _MODULE for a in node.names})
+        elif isinstance(node, ast.Import) and all(a.name in _KNOWN_MODULES for a in node.names):
+            self.bound.update({a.asname or a.name: _MODULE for a in node.names})  # no work: the kernel has them
         else:
-            raise _Unjudged(f"line {node.lineno}: a {type(node).__name__.lower()} statement")
+            raise _Unjudged(f"line {node.lineno}: {ast.unparse(node).splitlines()[0][:40]!r} is not arithmetic")
 
     def bind(self, target: ast.expr, value: Any) -> None:
         if isinstance(target, ast.Name):
@@ -190,6 +189,12 @@ class _Judge:
 
     # -- arithmetic -------------------------------------------------------------------------------
 
+    def step(self, n: int = 1) -> None:
+        """Count arithmetic operations: a long chain of small steps is needed too."""
+        self.operations += n
+        if self.operations > self.limits.max_operations:
+            raise _Needed(f"more than {self.limits.max_operations} arithmetic operations")
+
     def binop(self, op: ast.operator, node: ast.BinOp) -> Any:
         if isinstance(op, (ast.Add, ast.Sub)):
             return self.sum(_terms(node), node.lineno)
@@ -199,6 +204,7 @@ class _Judge:
                 return ""  # string formatting or repetition
             raise _Unjudged(f"line {node.lineno}: {ast.unparse(node)} is not arithmetic on numbers")
         lim, where = self.limits, f"{_show(a)} {_OPS.get(type(op), '?')} {_show(b)}"
+        self.step()
         if isinstance(op, ast.Mult):
             if digits(a) * digits(b) > lim.max_digit_products:
                 raise _Needed(f"{where} is a long multiplication ({digits(a):g} x {digits(b):g} digits)")
@@ -229,6 +235,7 @@ class _Judge:
         long = [v for v in values if digits(v) > lim.max_digits]
         if long:
             raise _Needed(f"adds {_show(long[0])} ({digits(long[0]):g} digits > {lim.max_digits})")
+        self.step(len(values) - 1)
         return sum(values, Fraction(0))
 
     def power(self, base: Fraction, exponent: Fraction, where: str) -> Fraction:
@@ -260,6 +267,8 @@ class _Judge:
             if not items or not all(isinstance(v, Fraction) for v in items):
                 raise _Unjudged(f"line {node.lineno}: {name} of something that is not literal numbers")
             return self.add(items) if name == "sum" else (min(items) if name == "min" else max(items))
+        if name in ("math.sqrt", "math.isqrt", "np.sqrt", "numpy.sqrt", "math.factorial") and one is not None:
+            self.step()
         if name in ("math.sqrt", "math.isqrt", "np.sqrt", "numpy.sqrt") and one is not None:
             root = _exact_root(one)
             if root is None or digits(root) > self.limits.max_result_digits:
@@ -374,9 +383,9 @@ class Necessity(GuardBase):
         threshold: float = setting(
             0.5, "enforce skips a call when P(unnecessary) >= threshold", check=lambda v: 0.0 <= v <= 1.0,
             allowed="a probability in [0, 1]", tag="default")
-        max_statements: int = setting(
-            6, "rule judge: a block of more statements is many steps: needed", check=lambda v: v >= 1,
-            allowed="an integer >= 1", tag="default")
+        max_operations: int = setting(
+            10, "rule judge: a block of more arithmetic operations is a long chain of steps: needed",
+            check=lambda v: v >= 1, allowed="an integer >= 1", tag="default")
         max_terms: int = setting(
             5, "rule judge: a sum of more terms is needed", check=lambda v: v >= 2, allowed="an integer >= 2",
             tag="default")

@@ -43,6 +43,7 @@ async def run(turns, configs, canned_kernel, results=()):
     ("", False),
     (SYMPY, True),
     ("import math\nprint(math.ceil(75 / 6))", False),  # syntax that is not bare arithmetic, yet trivial
+    ("import sympy as sp\nprint(48 / 2 + 48)", False),  # an import is no work
     ("print(math.sqrt(144) + 48 // 5 % 3)", False),
     ("print(37 * 43)", False),  # 2 x 2 digits
     ("print(5000 * 0.035 * 3)", False),  # 1 x 2, then 3 x 1 significant digits
@@ -51,7 +52,8 @@ async def run(turns, configs, canned_kernel, results=()):
     ("s = 0\nfor i in range(1, 101):\n    s += i\nprint(s)", True),
     ("print(sum(range(101)))", True),
     ("print(x)", True),  # a value from an earlier cell
-    ("\n".join(f"a{i} = {i}" for i in range(7)), True),  # more than 6 statements
+    ("\n".join(f"a{i} = {i}" for i in range(9)) + "\nprint(a1 * a2 + a8)", False),  # many statements, little work
+    ("x = 2\n" + "\n".join("x = x * 2 + 1" for _ in range(6)), True),  # 12 operations: a long chain
     ("print(6 *", True),  # does not parse
     # needed although it is only arithmetic on literals
     ("print(123456 * 789)", True),  # long multiplication
@@ -88,6 +90,8 @@ def test_rule_judge_limits_are_settings():
     assert rule_judge("print(2 ** 20)", relaxed)[0] is False
     assert rule_judge("print(1 + 2 + 3 + 4 + 5 + 6)", relaxed)[0] is False
     assert rule_judge("print(37 * 43)", Necessity.Settings(max_digit_products=3))[0] is True
+    assert rule_judge("print(1 + 2 * 3 - 4 / 2)", Necessity.Settings(max_operations=3))[2] == \
+        "needed: more than 3 arithmetic operations"
 
 
 async def test_flag_mode_runs_the_code_anyway(canned_kernel):
