@@ -39,6 +39,8 @@ class Guard(Protocol):
 
     def on_finish(self, view: RunView) -> Verdict | None: ...
 
+    # optional, a classmethod: run_budget(settings) -> {budget: least value} (see GuardBase.run_budget)
+
 
 _Data = TypeVar("_Data")
 
@@ -92,6 +94,15 @@ class GuardBase:
     @classmethod
     def metrics(cls, run: RunRecord) -> dict[str, Any]:
         """This guard's numbers for one finished run (the same keys whether it was on or off)."""
+        return {}
+
+    @classmethod
+    def run_budget(cls, settings: Any) -> dict[str, float]:
+        """The run budgets this guard needs to act with ``settings`` (its Settings instance): the
+        least value of each budget it needs (a ``tuiagent.protocol.BUDGETS`` name: max_tool_calls,
+        max_tokens, ...). When the guard is on at the start of a run, the loop raises every budget
+        the user did not set to at least this (``tuiagent.protocol.with_guard_needs``). Empty: the
+        default budgets suffice."""
         return {}
 
 

@@ -17,7 +17,7 @@ from typing import Any
 
 from guards.base import GuardBase, SettingsError, parse_settings
 from tuiagent import plugins
-from tuiagent.protocol import RESAMPLE, Verdict
+from tuiagent.protocol import RESAMPLE, RunSettings, Verdict, with_guard_needs
 
 GROUP = "tuiagent.guards"
 
@@ -128,6 +128,25 @@ class GuardChain:
     def ordered(self) -> list[Any]:
         guards = [self.instances[n] for n in self.enabled]
         return sorted(guards, key=lambda g: (g.order, g.name))
+
+    def needs(self) -> dict[str, dict[str, float]]:
+        """The run budgets each guard that is on declares it needs (``GuardBase.run_budget``). A
+        guard whose declaration raises or names no run budget is switched off with that reason."""
+        out = {}
+        for name in sorted(self.enabled):
+            declare = getattr(self.classes[name], "run_budget", None)
+            if declare is None:
+                continue
+            try:
+                wants = dict(declare(self.settings[name]) or {})
+                with_guard_needs(RunSettings(), {name: wants})  # checks the names and the values
+            except Exception as e:
+                self.enabled.discard(name)
+                self.disabled_reason[name] = f"{type(e).__name__} in run_budget: {e}"
+                continue
+            if wants:
+                out[name] = wants
+        return out
 
     def start(self) -> list[Toggle]:
         """The guards' state as the run starts: each one on, and each one that could not start."""

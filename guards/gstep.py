@@ -4,9 +4,10 @@ When the model tries to finish without a further tool call, a small MLP over 120
 the run (guards.gstep_features) gives p = P(continue). Safety rules come first: commit when the
 gate is off, when tools are suspended (PruneTIR's RTTS: G-STEP never forces tool calls then),
 when a previous continue made no progress (same count and last value of successful outputs),
-when 3 extra turns were already spent [paper], or at the tool-call budget [paper]. Otherwise
-p >= tau (0.05 [paper]) -> CONTINUE with a prompt that asks for one more, corrected tool call
-(a *replan* prompt when the last two successful outputs are the same); else COMMIT.
+when an independent check made since the continue agrees with the answer sent back [ours], when
+3 extra turns were already spent [paper], or at the tool-call budget [paper] (executed calls only).
+Otherwise p >= tau (0.05 [paper]) -> CONTINUE with a prompt that asks for one more, corrected tool
+call (a *replan* prompt when the same code printed the same output twice); else COMMIT.
 
 After a continue, a code block that repeats an earlier executed one (same normalised code) is
 not run: the loop shows the *duplicate* prompt in place of its output (SKIP). If the model
@@ -35,11 +36,14 @@ from guards.base import GuardBase, setting, verdict_data
 from guards.gstep_features import (
     N_FEATURES,
     NUMERIC_NAMES,
+    answer_value,
     features,
     gate_input_from_view,
     norm_text,
     normalise_code,
     numeric_features,
+    same,
+    value,
 )
 from tuiagent.protocol import COMMIT, CONTINUE, SKIP, Display, Gauge, RunRecord, RunView, Span, Verdict, VerdictRecord
 
@@ -260,6 +264,7 @@ class GStep(GuardBase):
         self._load()
         self.extra_turns = 0  # continues given in this run
         self._at_continue: tuple[int, str] | None = None  # (successful calls, last output) at the last continue
+        self._continued: str | None = None  # the answer that continue sent back
         self._last_p: float | None = None
 
     # -- weights -----------------------------------------------------------------------------------
@@ -302,6 +307,10 @@ class GStep(GuardBase):
             safety = "tools are suspended (PruneTIR): G-STEP never forces a tool call then"
         elif self._at_continue is not None and state == self._at_continue:
             safety = "no progress since the last continue (same number and last value of successful outputs)"
+        elif (check := self._agreeing_check(answer, view)) is not None:
+            reason = f"an independent check (call {check}) agrees with the earlier answer"
+            data.update({"decision": "commit", "reason": reason})
+            return Verdict(COMMIT, reason=reason, data=data)
         elif self.extra_turns >= s.max_extra_turns:
             safety = f"{self.extra_turns} extra turns already spent (max {s.max_extra_turns})"
         elif view.tool_calls_left <= 0:
@@ -311,11 +320,11 @@ class GStep(GuardBase):
             return Verdict(COMMIT, reason=safety, data=data)
         assert p is not None  # no gate: a safety stop above
         if p >= s.tau:
-            stagnant = numeric["output_stagnation"] == 1.0
+            stagnant = numeric["output_stagnation"] == 1.0 and self._repeated(view)
             decision: Decision = "replan" if stagnant else "continue"
             text = replan_prompt(view, s.critic) if stagnant else continue_prompt(view, s.critic)
             self.extra_turns += 1
-            self._at_continue = state
+            self._at_continue, self._continued = state, answer
             reason = f"p(continue) {p:.3f} >= tau {s.tau}" + ("; the outputs stagnate" if stagnant else "")
             data.update({"extra_turns": self.extra_turns, "decision": decision, "reason": reason})
             return Verdict(CONTINUE, reason=reason, text=text, data=data)
@@ -337,10 +346,39 @@ class GStep(GuardBase):
                                               tau=self.settings.tau, extra_turns=self.extra_turns))
         return None
 
+    def _agreeing_check(self, answer: str, view: RunView) -> int | None:
+        """After a continue: the call that independently confirmed the answer sent back, or None.
+        Confirmed [ours]: the model gives the same answer again, and a successful call made since
+        the continue, with code unlike every earlier call's, printed that answer's value last."""
+        if self._at_continue is None or self._continued is None or not _same_answer(answer, self._continued):
+            return None
+        ok = [c for c in view.calls if c.executed and not (c.error or c.timed_out)]
+        new = ok[self._at_continue[0]:]
+        if not new or not _same_answer(answer, new[-1].output, last_number=True):
+            return None
+        earlier = {normalise_code(c.code) for c in view.calls if c.executed and c.call != new[-1].call}
+        return new[-1].call if normalise_code(new[-1].code) not in earlier else None
+
+    @staticmethod
+    def _repeated(view: RunView) -> bool:
+        """The last two successful outputs came from the same (normalised) code: equal outputs of
+        different code are an independent check that agrees, not stagnation [ours]."""
+        ok = [c for c in view.calls if c.executed and not (c.error or c.timed_out)]
+        return len(ok) >= 2 and normalise_code(ok[-1].code) == normalise_code(ok[-2].code)
+
     @staticmethod
     def _progress(view: RunView) -> tuple[int, str]:
         ok = [c for c in view.calls if c.executed and not (c.error or c.timed_out)]
         return len(ok), norm_text(ok[-1].output) if ok else ""
+
+
+def _same_answer(answer: str, other: str, *, last_number: bool = False) -> bool:
+    """Two answers agree: equal values (the pred value of ``answer``; of ``other`` its pred value,
+    or its last number with ``last_number``, as for a tool output), else equal normalised text."""
+    a, b = answer_value(answer), value(other) if last_number else answer_value(other)
+    if a is not None and b is not None:
+        return same(a, b)
+    return bool(norm_text(answer)) and norm_text(answer) == norm_text(other)
 
 
 # The numeric features shown with each verdict.

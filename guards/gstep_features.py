@@ -13,7 +13,8 @@ Terms used in the definitions (adapted to a code tool, docs/guards.md#g-step):
 
 - *calls*: the executed tool calls so far, in order, as (code, shown output, error); *error* =
   the kernel reported an exception or the call timed out. Blocks that were not executed (the
-  loop's budget note, a guard's skip) are not calls here; they only use up the budget.
+  loop's budget note, a guard's skip, a block the user declined) are not calls here and use up
+  none of the budget (:func:`budget_remaining`, the one count for the guard and the trainer).
 - *successful outputs*: the shown outputs of calls without error, in order.
 - *normalised output*: stripped, runs of whitespace collapsed to one space.
 - *numbers in a text*: matches of :data:`NUMBER` (``1,234.5``, ``-3``, ``2e5``), thousands
@@ -82,7 +83,8 @@ DEFINITIONS = {
     "turn_index": "1-based index of the turn that gives this answer (RunView.turn)",
     "successful_calls": "number of executed calls without error",
     "error_count": "number of executed calls with an exception or a timeout",
-    "budget_remaining": "tool calls left: max_tool_calls - blocks handled (executed or skipped), floored at 0",
+    "budget_remaining": "tool calls left: max_tool_calls - executed calls, floored at 0 (blocks not run -- the "
+                        "budget note, a guard's skip, a declined block -- use none of it, as in the loop)",
     "last_two_output_diff": "log1p(|a-b|), a and b the values of the last two successful outputs that have a "
                             "number; 0 with fewer than two",
     "output_stagnation": "1 if the last two successful outputs are equal (normalised); else 0",
@@ -148,12 +150,18 @@ def reasoning_text(prose: Sequence[str]) -> str:
     return text[:cut] if cut >= 0 else text
 
 
+def budget_remaining(max_tool_calls: int, executed_calls: int) -> int:
+    """Tool calls the budget still allows: only executed calls use it up, as the loop counts them
+    (``RunView.tool_calls_left``). The guard (online) and the trainer (offline) both count with this."""
+    return max(0, int(max_tool_calls) - int(executed_calls))
+
+
 def gate_input_from_view(view: RunView) -> GateInput:
     """Online: the loop's view at ``on_answer`` (the answering turn is already a "model" segment)."""
     calls = tuple((c.code, c.output, bool(c.error or c.timed_out)) for c in view.calls if c.executed)
     prose = [s.text for s in view.segments if getattr(s, "kind", None) == "model"]
     return GateInput(turn_index=int(view.turn), calls=calls, reasoning=reasoning_text(prose),
-                     final_text=view.turn_text, budget=max(0, int(view.tool_calls_left)))
+                     final_text=view.turn_text, budget=budget_remaining(view.max_tool_calls, len(calls)))
 
 
 # -- helpers ---------------------------------------------------------------------------------------

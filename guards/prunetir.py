@@ -10,8 +10,9 @@ resolve nor fail an episode; their turns still count as attempts):
   attempt below the limit gets a FLAG verdict with the counts.
 * **Resolved** (a call succeeds while the episode is open) -> **STP**: one PRUNE verdict
   keeping everything before e0's turn, the prose of e0's turn (the reasoning before e0),
-  [only if the intent shifted: the prose of the successful call's turn], the successful
-  code block and its output. Gone: every erroneous call of the episode, its output, the
+  [only if the intent shifted: the prose of the turn where the model switched to the strategy
+  that succeeded, on whichever turn of the episode that was], the successful code block and
+  its output. Gone: every erroneous call of the episode, its output, the
   prose of the resolution turns and every note appended in between (e.g. ATTC sentences).
 * **Stuck** (Turn Limit): an erroneous call with ``attempts >= turn_limit``, i.e. e0 plus
   ``turn_limit`` failed resolution turns (default 3 -> the 4th erroneous call in a row).
@@ -36,6 +37,9 @@ Intent shift (the paper's Algorithm 1, our [default] test, swappable as ``intent
 the successful block no longer computes what e0 computed when it neither contains e0's
 failing statement (the line the traceback points at in e0's own cell, else e0's last line)
 nor reaches token-Jaccard >= ``intent_jaccard`` with e0's code (identifiers and literals).
+The switch may come on any turn of the episode: the new strategy starts at the first call
+after e0 that shifted from e0 and that the successful block still continues (the same test,
+from that call to the successful one), and that call's prose is what is kept.
 """
 
 from __future__ import annotations
@@ -186,6 +190,7 @@ class PruneTIRData(TypedDict, total=False):
     kept_segments: list[int]
     removed_segments: list[int]
     kept_new_strategy: bool
+    new_strategy_call: int  # an intent shift: the call where the model switched strategy
     # what STP or STPR cut
     pruned_calls: list[int]
     wtn_saved_chars: int
@@ -267,6 +272,13 @@ class PruneTIR(GuardBase):
     def metrics(cls, run: RunRecord) -> dict[str, int]:
         return {"stuck": sum("stuck_in_a_row" in verdict_data(v, PruneTIRData) for v in run.of(cls.name))}
 
+    @classmethod
+    def run_budget(cls, settings: PruneTIRSettings) -> dict[str, float]:
+        """Tool calls for ``retry_limit`` stuck episodes in a row (e0 and ``turn_limit`` failed
+        attempts each: STPR, then RTTS at the last) plus one call that recovers:
+        retry_limit * (turn_limit + 1) + 1, 9 with the defaults [ours]."""
+        return {"max_tool_calls": settings.retry_limit * (settings.turn_limit + 1) + 1}
+
     def __init__(self, settings: PruneTIRSettings | None = None):
         self.settings = settings or PruneTIRSettings()
         self.episode: _Episode | None = None
@@ -330,21 +342,36 @@ class PruneTIR(GuardBase):
         keep = list(range(start))
         if start < e0.segment:
             keep.append(start)  # the reasoning that preceded e0
-        before = success.segment - 1
-        new_strategy = (before if before > e0.segment and segs[before].kind == "model"
-                        and segs[before].turn == success.turn else None)
-        if shifted and new_strategy is not None:
+        switch = self._switch(ep, e0, success, view) if shifted else None
+        new_strategy = _prose_before(switch, segs) if switch is not None else None
+        if new_strategy is not None and new_strategy > e0.segment:
             keep.append(new_strategy)
+        else:
+            new_strategy = None
         keep.extend(range(success.segment, len(segs)))
         kept = set(keep)
         removed = [i for i in range(len(segs)) if i not in kept]
         pruned = [c.call for c in view.calls if c.segment is not None and start <= c.segment < success.segment]
+        if switch is not None:
+            base["new_strategy_call"] = switch.call
         base.update({"pruned_calls": pruned, "kept_segments": keep, "removed_segments": removed,
-                     "kept_new_strategy": shifted and new_strategy is not None,
+                     "kept_new_strategy": new_strategy is not None,
                      "wtn_saved_chars": sum(len(segs[i].text) for i in removed)})
         return Verdict(PRUNE, reason=f"STP: episode {ep.number} resolved after {attempts} attempt(s); "
                        f"{len(pruned)} erroneous call(s) pruned" + (" (intent shift kept)" if shifted else ""),
                        keep=tuple(keep), data=base)
+
+    def _switch(self, ep: _Episode, e0: Call, success: Call, view: RunView) -> Call:
+        """Where the model switched to the strategy that succeeded (the intent shifted): the
+        episode's first call after e0 that no longer computes what e0 computed and that the
+        successful block still computes (by ``intent_test`` both times); the successful call when
+        the switch came with it."""
+        for call_id in ep.errors[1:]:
+            c = _find(view.calls, call_id)
+            if (c is not None and c.segment is not None and self.intent_test(e0.code, e0.output, c.code)
+                    and not self.intent_test(c.code, c.output, success.code)):
+                return c
+        return success
 
     # -- STPR / RTTS ----------------------------------------------------------------------------
 
@@ -395,11 +422,17 @@ def _find(calls: Sequence[Call], call_id: int) -> Call | None:
     return next((c for c in calls if c.call == call_id), None)
 
 
+def _prose_before(call: Call, segments: Sequence[Segment]) -> int | None:
+    """Index of the prose that the call's turn wrote before its code block, or None."""
+    i = call.segment
+    if i is not None and i > 0 and segments[i - 1].kind == "model" and segments[i - 1].turn == call.turn:
+        return i - 1
+    return None
+
+
 def _turn_start(e0: Call, segments: Sequence[Segment]) -> int:
     """Index of the first segment of e0's turn: its prose when it has some, else its code block."""
-    i = e0.segment
-    if i is None:
+    if e0.segment is None:
         raise ValueError(f"call {e0.call} is no longer in the context")
-    if i > 0 and segments[i - 1].kind == "model" and segments[i - 1].turn == e0.turn:
-        return i - 1
-    return i
+    prose = _prose_before(e0, segments)
+    return e0.segment if prose is None else prose

@@ -10,8 +10,9 @@ Two parts:
   and the answer, or (b) its generated text uses precursor phrases of the paper's Table 4
   categories. It is a hint, not proof: the matched phrases are shown.
 
-The monitor reads the generated text of the working context (segments of kind model and code,
-plus the last turn): text pruned from the context by another guard is not seen.
+The monitor reads the whole trajectory (``RunView.trajectory``: every generated turn and executed
+output, text that PruneTIR pruned from the working context included), with the same function
+(:func:`monitor`) as the eval's ``tim_flag``, so the guard and the eval agree on every run.
 """
 
 from __future__ import annotations
@@ -22,7 +23,6 @@ from fractions import Fraction
 from typing import Any, ClassVar, TypedDict
 
 from guards.base import GuardBase, setting, verdict_data
-from tuiagent.parsing import boxed_answers
 from tuiagent.protocol import FLAG, INJECT, PASS, Display, Line, RunRecord, RunView, Span, Verdict, VerdictRecord
 
 PROMPT = ("Before I start: code and its results are only helpful hints for me; I must derive the "
@@ -104,49 +104,39 @@ def answer_matches_output(answer: str, output: str) -> bool:
     return _norm(answer) == _norm(lines[-1]) or (bool(numbers) and _norm(answer) == _norm(numbers[-1]))
 
 
-def _generated_text(view: RunView) -> str:
-    parts = [s.text for s in view.segments if getattr(s, "kind", "") in ("model", "code")]
-    text = "".join(parts)
-    if view.turn_text and view.turn_text not in text:
-        text += "\n" + view.turn_text
-    return text
-
-
-def _words_after_output(view: RunView, call: int) -> int:
-    """Words the model wrote between the tool output of ``call`` and its final boxed answer."""
-    segments = list(view.segments)
-    at = next((i for i in range(len(segments) - 1, -1, -1)
-               if segments[i].kind == "tool" and segments[i].call == call), None)
-    after = "".join(s.text for s in segments[at + 1:] if s.kind in ("model", "code")) if at is not None \
-        else view.turn_text
-    box = after.rfind("\\boxed")
-    if box < 0:
-        box = after.rfind("\\fbox")
-    if box >= 0:
-        after = after[:box]
-    return len(_WORD.findall(after))
-
-
 def _words_before_box(text: str) -> int:
     box = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
     return len(_WORD.findall(text[:box] if box >= 0 else text))
 
 
-def monitor(run: RunRecord, min_calls: int, min_words_after: int) -> tuple[bool, list[str]]:
-    """The monitor's test on any finished run, guard on or off [ours]: (flagged, precursor-phrase
-    categories matched). Flagged: precursor phrases in what the model generated, or an answer that
-    repeats the last successful tool output with fewer than ``min_words_after`` words after it,
-    once ``min_calls`` calls ran."""
-    generated = "\n".join(p.text for p in run.pieces if p.kind == "turn")
-    categories = sorted({cat for cat, _ in precursor_phrases(generated)})
+@dataclass(frozen=True)
+class Reading:
+    """What the monitor found in one run."""
+
+    flagged: bool
+    categories: list[str]  # precursor-phrase categories matched
+    phrases: list[str]  # the matched phrases, in order
+    tool_calls: int  # executed calls
+    answer_from_tool: bool  # the answer repeats the last successful output with little derivation after it
+    words_after_output: int | None  # None: the answer does not repeat that output
+
+
+def monitor(run: RunRecord, min_calls: int, min_words_after: int) -> Reading:
+    """The monitor's test [ours] on the whole trajectory (``run.pieces``: every generated turn, text
+    that PruneTIR pruned from the working context included), for the guard at the end of a run and
+    for the eval's metric on any run, guard on or off. Flagged: precursor phrases in what the model
+    generated, or an answer that repeats the last successful tool output with fewer than
+    ``min_words_after`` words before its \\boxed{}, once ``min_calls`` calls ran."""
+    matches = precursor_phrases("\n".join(p.text for p in run.pieces if p.kind == "turn"))
     outputs = [i for i, p in enumerate(run.pieces) if p.kind == "output"]
     ok = [i for i in outputs if not run.pieces[i].error]
-    copied = False
-    if run.answer is not None and ok and len(outputs) >= min_calls \
-            and answer_matches_output(run.answer, run.pieces[ok[-1]].text):
-        after = "".join(p.text for p in run.pieces[ok[-1]:] if p.kind == "turn")
-        copied = _words_before_box(after) < min_words_after
-    return copied or bool(categories), categories
+    from_tool, words = False, None
+    if run.answer is not None and ok and answer_matches_output(run.answer, run.pieces[ok[-1]].text):
+        words = _words_before_box("".join(p.text for p in run.pieces[ok[-1]:] if p.kind == "turn"))
+        from_tool = words < min_words_after
+    copied = from_tool and len(outputs) >= min_calls
+    return Reading(copied or bool(matches), sorted({cat for cat, _ in matches}), [p for _, p in matches],
+                   len(outputs), from_tool, words)
 
 
 def tool_ignored(run: RunRecord) -> bool:
@@ -216,10 +206,10 @@ class TIM(GuardBase):
         """The monitor's flag on every run (guard on or off, so settings compare), what the guard
         itself said when it was on, and whether a right tool output was ignored."""
         defaults = cls.Settings()
-        flagged, categories = monitor(run, defaults.min_calls, defaults.min_words_after)
+        reading = monitor(run, defaults.min_calls, defaults.min_words_after)
         said = next((v for v in run.of(cls.name) if v.hook == "on_finish"), None)
         guard_flag: bool | None = None if said is None else verdict_data(said, TIMData).get("flagged")
-        return {"tool_ignored": tool_ignored(run), "tim_flag": flagged, "tim_categories": categories,
+        return {"tool_ignored": tool_ignored(run), "tim_flag": reading.flagged, "tim_categories": reading.categories,
                 "tim_guard_flag": None if said is None else bool(guard_flag)}
 
     @dataclass(frozen=True)
@@ -244,30 +234,17 @@ class TIM(GuardBase):
         return Verdict(INJECT, reason="prompt mitigation", text=PROMPT, data=TIMData(prompt=True))
 
     def on_finish(self, view: RunView) -> Verdict | None:
+        """The monitor on the whole trajectory (pruned text included), as the eval's metric reads it."""
         if not self.settings.monitor:
             return None
-        executed = [c for c in view.calls if c.executed]
-        answer = view.answer
-        if answer is None:
-            boxed = boxed_answers(view.turn_text)
-            answer = boxed[-1] if boxed else None
-        successes = view.successful_calls
-        from_tool, words_after = False, None
-        if answer is not None and successes:
-            last = successes[-1]
-            if answer_matches_output(answer, last.output):
-                words_after = _words_after_output(view, last.call)
-                from_tool = words_after < self.settings.min_words_after
-        copied = from_tool and len(executed) >= self.settings.min_calls
-        matches = precursor_phrases(_generated_text(view))
-        categories = sorted({cat for cat, _ in matches})
-        flagged = copied or bool(matches)
+        r = monitor(RunRecord(tuple(view.trajectory), (), view.answer, None, None),
+                    self.settings.min_calls, self.settings.min_words_after)
         reasons = []
-        if copied:
-            reasons.append(f"answer repeats the last tool output after {words_after} words, "
-                           f"with {len(executed)} tool calls")
-        if matches:
-            reasons.append("precursor phrases: " + "; ".join(categories))
-        data = TIMData(flagged=flagged, categories=categories, phrases=[p for _, p in matches],
-                       tool_calls=len(executed), answer_from_tool=from_tool, words_after_output=words_after)
-        return Verdict(FLAG if flagged else PASS, reason=" and ".join(reasons) or "clean", data=data)
+        if r.answer_from_tool and r.tool_calls >= self.settings.min_calls:
+            reasons.append(f"answer repeats the last tool output after {r.words_after_output} words, "
+                           f"with {r.tool_calls} tool calls")
+        if r.phrases:
+            reasons.append("precursor phrases: " + "; ".join(r.categories))
+        data = TIMData(flagged=r.flagged, categories=r.categories, phrases=r.phrases, tool_calls=r.tool_calls,
+                       answer_from_tool=r.answer_from_tool, words_after_output=r.words_after_output)
+        return Verdict(FLAG if r.flagged else PASS, reason=" and ".join(reasons) or "clean", data=data)

@@ -82,8 +82,10 @@ def solve(
     confirm: Annotated[bool, typer.Option("--confirm", help="Ask on the terminal before each code block runs.")] = False,
 ) -> None:
     """Solve one problem and stream a readable transcript (or JSON events)."""
+    from dataclasses import replace
+
     from tuiagent.core.events import RunFinished, RunStarted
-    from tuiagent.protocol import RunSettings
+    from tuiagent.protocol import BUDGETS, RunSettings
     from tuiagent.runner import RunRequest, run_problem, trajectory_path
     from tuiagent.transcript import JsonPrinter, TranscriptPrinter
 
@@ -99,6 +101,8 @@ def solve(
         exec_timeout_s=timeout,
         output_chars=output_chars,
     )
+    settings = replace(settings, explicit=tuple(  # budgets given here: guards do not raise them
+        k for k, option in _RUN_OPTIONS.items() if k in BUDGETS and _on_command_line(ctx, option)))
     guards, guard_settings, kernel = tuple(guard or ()), parse_sets(set_ or []), "jupyter"
     if preset is None and not guard and not set_:
         preset = DEFAULT_PRESET
@@ -229,14 +233,21 @@ def apply_preset(ctx: typer.Context, name: str, settings: Any, guards: tuple[str
     """``solve``'s request with preset ``name`` under it: what the command line gave wins."""
     from dataclasses import replace
 
+    from tuiagent.protocol import BUDGETS
+
     p = preset_named(name)
-    given = {k for k in _RUN_OPTIONS.values() if getattr(ctx.get_parameter_source(k), "name", "") == "COMMANDLINE"}
+    given = {k for k in _RUN_OPTIONS.values() if _on_command_line(ctx, k)}
     run = {k: v for k, v in p.run.items() if k in _RUN_OPTIONS and _RUN_OPTIONS[k] not in given}
     merged = {g: dict(v) for g, v in p.guard_settings.items()}
     for g, values in guard_settings.items():
         merged.setdefault(g, {}).update(values)
-    return (replace(settings, **run), tuple(dict.fromkeys(p.guards + guards)), merged,
+    explicit = tuple(dict.fromkeys([*settings.explicit, *(k for k in run if k in BUDGETS)]))
+    return (replace(settings, **run, explicit=explicit), tuple(dict.fromkeys(p.guards + guards)), merged,
             str(p.run.get("kernel", "jupyter")), {**p.sampling, **sampling})
+
+
+def _on_command_line(ctx: typer.Context, option: str) -> bool:
+    return getattr(ctx.get_parameter_source(option), "name", "") == "COMMANDLINE"
 
 
 def terminal_approver() -> Callable[[str], Awaitable[bool]]:

@@ -8,8 +8,9 @@ the project, and core, guards, backends, kernels and the UI all import from it.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import asdict, dataclass, field, replace
 from types import TracebackType
 from typing import Any, Concatenate, ParamSpec
 
@@ -102,7 +103,12 @@ class TokenStream:
 
 @dataclass(frozen=True)
 class RunSettings:
-    """Budgets and formats of one run. Values marked [ref] follow the ATTC reference loop; the rest are ours."""
+    """Budgets and formats of one run. Values marked [ref] follow the ATTC reference loop; the rest are ours.
+
+    ``explicit``: the budgets the user set (a CLI flag, a preset, an app field); guards never change
+    those. ``raised``: (budget, guard) for each default budget the loop raised to what a guard that
+    is on needs to act (``guards.base.GuardBase.run_budget``, see :func:`with_guard_needs`) [ours].
+    """
 
     mode: str = "tool"  # "tool" or "cot" (chain of thought: same loop, no tool)
     max_tool_calls: int = 4  # [ref]
@@ -110,6 +116,55 @@ class RunSettings:
     output_chars: int = 400  # [ref] first 200 + last 200 characters of the tool output
     max_tokens: int = 3072  # [default] generated tokens over the whole run
     max_wall_s: float = 600.0  # [default]
+    explicit: tuple[str, ...] = ()
+    raised: tuple[tuple[str, str], ...] = ()
+
+    def record(self) -> dict[str, Any]:
+        """The settings as ``RunStarted`` records them: JSON values only (lists, not tuples), so a
+        saved run reads back equal."""
+        return {**asdict(self), "explicit": list(self.explicit), "raised": [list(p) for p in self.raised]}
+
+
+# The RunSettings fields that are budgets: what a guard may need more of, and a user may set.
+BUDGETS = ("max_tool_calls", "max_tokens", "max_wall_s", "exec_timeout_s", "output_chars")
+
+
+def budget_words(settings: Mapping[str, Any]) -> str:
+    """A run's budgets in one line, from its RunSettings as a dict (``RunStarted.settings``):
+    ``budget=value`` each, with "(ours: GUARD needs it)" after a budget a guard raised and "(set)"
+    after one the user set; the transcript's header and the app's guard panel show this."""
+    raised = {budget: guard for budget, guard in settings.get("raised", ())}
+    explicit = set(settings.get("explicit", ()))
+    words = []
+    for budget in BUDGETS:
+        if budget in settings:
+            note = f" (ours: {raised[budget]} needs it)" if budget in raised else " (set)" if budget in explicit else ""
+            words.append(f"{budget}={settings[budget]:g}{note}")
+    return " ".join(words)
+
+
+class BudgetError(ValueError):
+    """A guard declared a need for something that is not a run budget, or not a number."""
+
+
+def with_guard_needs(settings: RunSettings, needs: Mapping[str, Mapping[str, float]]) -> RunSettings:
+    """``settings`` with each budget the user did not set (``explicit``) raised to the most that
+    any guard in ``needs`` (guard name -> {budget: least value}) needs; a raised budget names the
+    guard in ``raised``. Budgets are only ever raised, never lowered."""
+    values = {b: getattr(settings, b) for b in BUDGETS}
+    raised = dict(settings.raised)
+    for guard, wants in sorted(needs.items()):
+        for budget, least in wants.items():
+            if budget not in BUDGETS:
+                raise BudgetError(f"guard {guard} declares a need for {budget!r}, which is not a run budget "
+                                  f"(budgets: {', '.join(BUDGETS)})")
+            if not isinstance(least, (int, float)) or isinstance(least, bool):
+                raise BudgetError(f"guard {guard} declares {budget} = {least!r}, not a number")
+            if budget in settings.explicit or least <= values[budget]:
+                continue
+            values[budget] = math.ceil(least) if isinstance(values[budget], int) else float(least)
+            raised[budget] = guard
+    return replace(settings, **values, raised=tuple(sorted(raised.items())))
 
 
 @dataclass(frozen=True)
@@ -188,6 +243,7 @@ class RunView:
     answer: str | None = None
     answer_attempts: int = 0
     judge: Callable[..., Awaitable[TokenLP]] | None = None  # async judge(question, max_tokens=3)
+    trajectory: Sequence[RunPiece] = ()  # the whole run so far, pruned parts included (RunRecord.pieces)
 
     @property
     def tool_calls_left(self) -> int:

@@ -7,6 +7,7 @@ import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
+from typing import Any
 
 from guards.base import SettingsError
 from guards.chain import GuardChain, available
@@ -20,7 +21,7 @@ from tuiagent.core.fork import ForkPoint, guards_at
 from tuiagent.core.loop import Agent
 from tuiagent.core.trajectory import Recorder, new_run_id
 from tuiagent.errors import ConfigError, UserError
-from tuiagent.protocol import RunSettings
+from tuiagent.protocol import BUDGETS, RunSettings
 
 
 @dataclass(frozen=True)
@@ -193,7 +194,10 @@ def fork_request(point: ForkPoint, *, guards: tuple[str, ...] | None = None,
     guards (as on at the fork point), each replaced by what is given here. ``guards`` given (even
     empty) replaces the parent's guards and their settings; ``guard_settings`` then go with them."""
     started = point.started
-    run = {k: v for k, v in started.settings.items() if k in RunSettings.__dataclass_fields__}
+    # The parent's budgets as it ran (raised ones included), held fixed so that the fork differs by
+    # its guards alone: recorded as set by the user, so no guard raises them again.
+    run: dict[str, Any] = {k: started.settings[k] for k in BUDGETS if k in started.settings}
+    run["explicit"] = tuple(BUDGETS)
     if guards is None:
         guards, inherited = guards_at(point)
         guard_settings = {g: {**inherited.get(g, {}), **(guard_settings or {}).get(g, {})} for g in guards}
@@ -201,7 +205,7 @@ def fork_request(point: ForkPoint, *, guards: tuple[str, ...] | None = None,
         "problem": started.problem,
         "gold": started.gold,
         "model": started.model_id,
-        "settings": RunSettings(**{**run, **(settings or {}), "mode": started.mode}),
+        "settings": RunSettings(**{**run, **(settings or {}), "mode": started.mode}),  # type: ignore[arg-type]
         "sampling_overrides": {**started.sampling, **(sampling or {})},
         "guards": tuple(guards),
         "guard_settings": dict(guard_settings or {}),

@@ -9,6 +9,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tuiagent.core import events as ev
+from tuiagent.protocol import budget_words
 
 _STYLE = {"info": "cyan", "warning": "yellow", "error": "bold red"}
 
@@ -26,6 +27,7 @@ class TranscriptPrinter:
             case ev.RunStarted():
                 c.print(Text(f"problem: {event.problem}", style="bold"))
                 c.print(Text(f"model: {event.model_id} ({event.backend}), mode: {event.mode}", style="dim"))
+                c.print(Text(f"budgets: {budget_words(event.settings)}", style="dim"))
             case ev.TurnStarted():
                 if event.turn == 1 and not self._guards_on:
                     c.print(Text("guards: none", style="dim"))

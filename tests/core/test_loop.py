@@ -67,6 +67,8 @@ async def test_tool_budget_notes_then_stops(write_script, canned_kernel):
     skipped = [e for e in events if isinstance(e, ev.ToolResult) and not e.executed]
     assert len(skipped) == 1 and "budget" in skipped[0].shown
     assert events[-1].reason == "tool_budget" and events[-1].tool_calls == 2
+    # no answer was given: the budget note's "\\boxed{}" (or the prompt's example) is not one
+    assert events[-1].answer is None and not any(isinstance(e, ev.AnswerAttempt) for e in events)
 
 
 async def test_token_budget(write_script, canned_kernel):

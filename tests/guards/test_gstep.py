@@ -75,7 +75,7 @@ async def test_low_probability_commits(write_script, canned_kernel, tmp_path):
 
 
 async def test_progress_allows_more_continues_up_to_three_extra_turns(write_script, canned_kernel, tmp_path):
-    outputs = [stdout(str(n)) for n in (70, 71, 72, 73)]
+    outputs = [stdout(str(n)) for n in (70, 71, 74, 73)]  # no check confirms the answer 72
     turns = [CODE, ANSWER, CODE_NEW, ANSWER, CODE.replace("48 + 24", "24 + 48"), ANSWER,
              CODE_NEW.replace("48 + 48 / 2", "72 + 1"), ANSWER]
     events, _ = await run(write_script, canned_kernel(outputs), turns,
@@ -115,11 +115,62 @@ async def test_no_duplicate_check_before_a_continue(write_script, canned_kernel,
 
 async def test_stagnating_outputs_get_the_replan_prompt(write_script, canned_kernel, tmp_path):
     kernel = canned_kernel([stdout("72"), stdout("72")])
-    events, _ = await run(write_script, kernel, [CODE, CODE_NEW, ANSWER],
+    events, _ = await run(write_script, kernel, [CODE, CODE_AGAIN, ANSWER],
                           {"weights": str(constant_gate(tmp_path / "g.npz", 0.9))})
     v = verdicts(events)[0]
     assert v.action == CONTINUE and v.data["decision"] == "replan"
     assert "stale" in v.text and "plan" in v.text and "72" in v.text
+
+
+async def test_equal_outputs_of_different_code_are_not_stagnation(write_script, canned_kernel, tmp_path):
+    """Two different computations that print the same value agree; nothing is stale."""
+    kernel = canned_kernel([stdout("72"), stdout("72")])
+    events, _ = await run(write_script, kernel, [CODE, CODE_NEW, ANSWER],
+                          {"weights": str(constant_gate(tmp_path / "g.npz", 0.9))})
+    v = verdicts(events)[0]
+    assert v.data["features"]["output_stagnation"] == 1.0  # the paper's feature is unchanged
+    assert v.action == CONTINUE and v.data["decision"] == "continue" and "stale" not in v.text
+
+
+async def test_an_independent_check_that_agrees_commits(write_script, canned_kernel, tmp_path):
+    kernel = canned_kernel([stdout("72"), stdout("72")])
+    events, _ = await run(write_script, kernel, [CODE, ANSWER, CODE_NEW, ANSWER],
+                          {"weights": str(constant_gate(tmp_path / "g.npz", 0.9))})
+    first, second = verdicts(events)
+    assert first.action == CONTINUE
+    assert second.action == COMMIT and second.data["decision"] == "commit"
+    assert second.data["reason"] == "an independent check (call 2) agrees with the earlier answer"
+    assert (events[-1].reason, events[-1].answer, events[-1].tool_calls) == ("answer", "72", 2)
+
+
+async def test_a_check_that_disagrees_or_a_changed_answer_is_no_confirmation(write_script, canned_kernel, tmp_path):
+    gate = str(constant_gate(tmp_path / "g.npz", 0.9))
+    # the check prints another value: the gate decides again (continue)
+    events, _ = await run(write_script, canned_kernel([stdout("72"), stdout("96")]), [CODE, ANSWER, CODE_NEW, ANSWER],
+                          {"weights": gate}, run_settings=RunSettings(max_tool_calls=10))
+    assert [v.data["decision"] for v in verdicts(events)][:2] == ["continue", "continue"]
+    # the check agrees with a new answer, not with the earlier one: no confirmation either
+    events, _ = await run(write_script, canned_kernel([stdout("72"), stdout("96")]),
+                          [CODE, ANSWER, CODE_NEW, "So it is \\boxed{96}."], {"weights": gate},
+                          run_settings=RunSettings(max_tool_calls=10))
+    assert verdicts(events)[1].data["decision"] == "continue"
+
+
+async def test_a_run_cut_off_after_a_continue_reports_its_last_answer_attempt(write_script, canned_kernel, tmp_path):
+    gate = str(constant_gate(tmp_path / "g.npz", 0.9))
+    more_code = "Check again.\n```python\nprint(2 * 36)\n```\n```output\n"
+    cases = [  # (turns after the continue, run settings, how the run ends)
+        ([CODE_NEW, more_code, more_code.replace("2 * 36", "3 * 24")], RunSettings(max_tool_calls=2), "tool_budget"),
+        (["Hmm, let me think about it once more " * 200], RunSettings(max_tokens=300), "token_budget"),
+        (["I am not sure any more."], RunSettings(), "no_answer"),
+    ]
+    for after, settings, reason in cases:
+        events, _ = await run(write_script, canned_kernel([stdout("72"), stdout("70")]), [CODE, ANSWER, *after],
+                              {"weights": gate}, run_settings=settings)
+        fin = events[-1]
+        assert (fin.reason, fin.answer, fin.correct) == (reason, "72", True), reason
+        attempts = [(a.answer, a.final) for a in events if isinstance(a, ev.AnswerAttempt)]
+        assert attempts == [("72", False), ("72", True)]
 
 
 async def test_critic_variant_asks_for_words_first(write_script, canned_kernel, tmp_path):

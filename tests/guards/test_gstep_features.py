@@ -179,3 +179,28 @@ async def test_online_and_offline_inputs_are_the_same(write_script, canned_kerne
         assert captured[0] == offline
         np.testing.assert_array_equal(features(captured[0]), features(offline))
         assert features(offline)[:24].tolist() == features(gate_input_from_record(record(turns, calls)))[:24].tolist()
+
+
+async def test_blocks_not_run_use_none_of_the_budget_online_and_offline(write_script, canned_kernel, monkeypatch):
+    """A declined block and a guard's skip are not calls: budget_remaining counts executed calls only,
+    the same way in the guard and in the trainer (which reads the loop's compact record)."""
+    captured = []
+    original = gstep_module.gate_input_from_view
+    monkeypatch.setattr(gstep_module, "gate_input_from_view", lambda v: captured.append(original(v)) or captured[-1])
+    script = write_script("Try.\n```python\nprint(1)\n```\n```output\n",
+                          "Again.\n```python\nprint(math.factorial(12))\n```\n```output\n",
+                          "Now.\n```python\nprint(math.factorial(12) // 2)\n```\n```output\n", "So \\boxed{42}")
+    answers = iter([False, True])  # the first block necessity skips; the user declines the next one
+
+    async def approve(code: str) -> bool:
+        return next(answers)
+
+    chain = GuardChain({"gstep": {"weights": "off"}, "necessity": {"mode": "enforce"}}, {"gstep", "necessity"})
+    agent = Agent(ScriptedBackend(load_script(script)), canned_kernel([CellResult(outputs=(Output("stdout", "42\n"),))]),
+                  guards=chain, settings=RunSettings(max_tool_calls=2), approve=approve)
+    events = [e async for e in agent.stream("q", gold="42")]
+    skipped = [e for e in events if type(e).__name__ == "ToolResult" and not e.executed]
+    assert len(skipped) == 2  # skipped by necessity (enforce), declined by the user
+    offline = gate_input_from_record(record_from_events(0, "q", "42", "m", events, events))
+    assert captured == [offline] and offline.budget == 1  # 2 - one executed call
+    assert features(offline)[3] == 1.0

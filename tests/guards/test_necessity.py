@@ -42,16 +42,56 @@ async def run(turns, configs, canned_kernel, results=()):
     ("total = 0.5\ntotal += 0.25\nprint(float(total))", False),
     ("", False),
     (SYMPY, True),
-    ("import math\nprint(math.ceil(75 / 6))", True),
+    ("import math\nprint(math.ceil(75 / 6))", False),  # syntax that is not bare arithmetic, yet trivial
+    ("import sympy as sp\nprint(48 / 2 + 48)", False),  # an import is no work
+    ("print(math.sqrt(144) + 48 // 5 % 3)", False),
+    ("print(37 * 43)", False),  # 2 x 2 digits
+    ("print(5000 * 0.035 * 3)", False),  # 1 x 2, then 3 x 1 significant digits
+    ("print(10 ** 9, 2 ** 10, 1 / 3 + 1 / 6)", False),
+    ("print(12 + 15 + 8 + 20 + 3)", False),  # five terms
     ("s = 0\nfor i in range(1, 101):\n    s += i\nprint(s)", True),
     ("print(sum(range(101)))", True),
     ("print(x)", True),  # a value from an earlier cell
-    ("\n".join(f"a{i} = {i}" for i in range(7)), True),  # more than 6 statements
+    ("\n".join(f"a{i} = {i}" for i in range(9)) + "\nprint(a1 * a2 + a8)", False),  # many statements, little work
+    ("x = 2\n" + "\n".join("x = x * 2 + 1" for _ in range(6)), True),  # 12 operations: a long chain
     ("print(6 *", True),  # does not parse
+    # needed although it is only arithmetic on literals
+    ("print(123456 * 789)", True),  # long multiplication
+    ("print(123 * 456)", True),  # 3 x 3 digits
+    ("print(2 ** 20)", True),  # large power
+    ("print(1.05 ** 10)", True),  # compound interest
+    ("print(12 + 15 + 8 + 20 + 3 + 9)", True),  # many-term sum
+    ("print(sum([1, 2, 3, 4, 5, 6]))", True),
+    ("total = 0\ntotal += 1234567\nprint(total)", True),  # a long number
+    ("print(355 / 113)", True),  # long division
+    ("print(math.sqrt(2))", True),
+    ("print(math.factorial(10))", True),
+    ("print(math.pi * 5 ** 2)", True),
 ])
 def test_rule_judge(code, necessary):
     got, p, reason = rule_judge(code)
     assert got is necessary and p == (0.0 if necessary else 1.0) and reason
+
+
+@pytest.mark.parametrize("code, words", [
+    ("print(123456 * 789)", "needed: 123456 * 789 is a long multiplication (6 x 3 digits)"),
+    ("print(2 ** 20)", "needed: 2 ** 20 = 1048576 is a large power (7 digits)"),
+    ("print(1 + 2 + 3 + 4 + 5 + 6)", "needed: a sum of 6 terms (> 5)"),
+    ("print(6 * 7)", "trivial: small arithmetic a competent model does in its head"),
+    ("print(x)", "not judged (counted as necessary): line 1: uses 'x' from an earlier cell"),
+])
+def test_rule_judge_says_why(code, words):
+    assert rule_judge(code)[2] == words
+
+
+def test_rule_judge_limits_are_settings():
+    relaxed = Necessity.Settings(max_digit_products=20, max_result_digits=8, max_terms=6)
+    assert rule_judge("print(123456 * 789)", relaxed)[0] is False
+    assert rule_judge("print(2 ** 20)", relaxed)[0] is False
+    assert rule_judge("print(1 + 2 + 3 + 4 + 5 + 6)", relaxed)[0] is False
+    assert rule_judge("print(37 * 43)", Necessity.Settings(max_digit_products=3))[0] is True
+    assert rule_judge("print(1 + 2 * 3 - 4 / 2)", Necessity.Settings(max_operations=3))[2] == \
+        "needed: more than 3 arithmetic operations"
 
 
 async def test_flag_mode_runs_the_code_anyway(canned_kernel):

@@ -168,6 +168,33 @@ async def test_intent_shift_keeps_the_new_strategy(canned_kernel):
                                   + f"```python\n{SHIFT_NEW}\n```\n```output\n317\n```\n")
 
 
+SHIFT_TYPO = SHIFT_NEW.replace("math.isqrt", "mth.isqrt")
+SHIFT_FIX_PROSE = "Typo: the module is math."
+
+
+async def test_an_intent_shift_on_an_earlier_turn_of_the_episode_keeps_that_turns_reasoning(canned_kernel):
+    """The model switches strategy on the first resolution turn, that new block fails on a typo, and
+    the next turn fixes the typo: the new strategy's reasoning is the switch turn's, not the fix-up's."""
+    backend = RecordingBackend([
+        turn("I let sympy list the lattice points.", SHIFT_E0),
+        turn(SHIFT_NEW_PROSE, SHIFT_TYPO),
+        turn(SHIFT_FIX_PROSE, SHIFT_NEW),
+        "\\boxed{317}",
+    ])
+    kernel = canned_kernel([
+        err("AttributeError", "module 'sympy' has no attribute 'lattice_points_in_circle'", SHIFT_E0, 2),
+        err("NameError", "name 'mth' is not defined", SHIFT_TYPO, 2),
+        ok("317"),
+    ])
+    events = await run(backend, kernel, chain())
+    prune = verdicts(events)[-1]
+    assert prune.action == "prune" and prune.data["intent_shift"] is True and prune.data["kept_new_strategy"] is True
+    assert prune.data["new_strategy_call"] == 2 and prune.data["pruned_calls"] == [1, 2]
+    assert backend.prompts[3] == (backend.prompts[0] + "I let sympy list the lattice points.\n" + SHIFT_NEW_PROSE
+                                  + "\n" + f"```python\n{SHIFT_NEW}\n```\n```output\n317\n```\n")
+    assert SHIFT_FIX_PROSE not in backend.prompts[3] and "mth" not in backend.prompts[3]
+
+
 async def test_no_intent_shift_drops_the_fix_up_text_and_the_test_is_swappable(canned_kernel):
     def run_with(swap):
         backend = RecordingBackend([turn(E0_PROSE, E0_CODE), turn(FIX_PROSE, FIX_CODE), ANSWER])
@@ -505,3 +532,37 @@ async def test_order_with_the_real_attc(canned_kernel):
     assert by_call[1] == ["prunetir", "attc"]  # PruneTIR decides about the erroneous call first
     assert by_call[4] == ["prunetir"]  # STPR: the round ends, ATTC says nothing about a call that is gone
     assert by_call[5] == ["attc"]
+
+
+# -- the budget PruneTIR needs --------------------------------------------------------------------
+
+
+def test_the_budget_it_needs_follows_from_its_settings():
+    assert PruneTIR.run_budget(PruneTIRSettings()) == {"max_tool_calls": 9}  # 2 stuck episodes of 4 calls + 1
+    assert PruneTIR.run_budget(PruneTIRSettings(turn_limit=2, retry_limit=3)) == {"max_tool_calls": 10}
+    assert PruneTIR.run_budget(PruneTIRSettings(turn_limit=1, retry_limit=1)) == {"max_tool_calls": 3}
+
+
+async def test_on_the_default_budget_it_reaches_rtts(canned_kernel):
+    """Turned on without a budget given, PruneTIR raises the default 4 tool calls to the 9 it needs, so
+    both stuck episodes (STPR, then STPR + RTTS) happen; the run records the raised budget as ours."""
+    turns = [turn(f"Try {i}.", STUCK[i]) for i in range(8)] + ["By hand the value is 42.\n\\boxed{42}"]
+    events = await run(RecordingBackend(turns), canned_kernel(stuck_results(STUCK[:8])), chain(), RunSettings())
+    assert [v.action for v in verdicts(events)][-1] == "suspend"
+    started = events[0]
+    assert started.settings["max_tool_calls"] == 9 and started.settings["raised"] == [["max_tool_calls", "prunetir"]]
+    assert (events[-1].answer, events[-1].tool_calls) == ("42", 8)
+
+
+async def test_a_budget_the_user_set_is_not_raised(canned_kernel):
+    turns = [turn(f"Try {i}.", STUCK[i]) for i in range(8)] + ["\\boxed{42}"]
+    settings = RunSettings(max_tool_calls=4, explicit=("max_tool_calls",))
+    events = await run(RecordingBackend(turns), canned_kernel(stuck_results(STUCK[:4])), chain(), settings)
+    assert events[0].settings["max_tool_calls"] == 4 and events[0].settings["raised"] == []
+    assert "suspend" not in [v.action for v in verdicts(events)] and events[-1].tool_calls == 4
+    # a guard's settings change what it needs: a turn limit of 1 needs 2 * 2 + 1 = 5 calls
+    events = await run(RecordingBackend(["\\boxed{1}"]), canned_kernel([]), chain(turn_limit=1), RunSettings())
+    assert events[0].settings["max_tool_calls"] == 5
+    # a larger default than the guard needs stays as it is
+    events = await run(RecordingBackend(["\\boxed{1}"]), canned_kernel([]), chain(), RunSettings(max_tool_calls=30))
+    assert events[0].settings["max_tool_calls"] == 30 and events[0].settings["raised"] == []

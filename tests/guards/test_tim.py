@@ -24,7 +24,7 @@ def out(text: str) -> CellResult:
 
 async def run(write_script, canned_kernel, *turns, results=(), configs=None):
     backend = ScriptedBackend(load_script(write_script(*turns)))
-    chain = GuardChain(configs or {}, {"tim"})
+    chain = GuardChain(configs or {}, {"tim", *(configs or {})})
     events = [e async for e in Agent(backend, canned_kernel(list(results)), guards=chain).stream("What is 6 times 7?")]
     verdicts = [e for e in events if isinstance(e, ev.GuardVerdict) and e.guard == "tim"]
     return backend, events, verdicts
@@ -119,3 +119,21 @@ def test_ordinary_reasoning_has_no_precursors(text):
 ])
 def test_answer_matches_output(answer, output, same):
     assert answer_matches_output(answer, output) is same
+
+
+async def test_the_monitor_reads_text_that_prunetir_pruned(write_script, canned_kernel):
+    """The precursor phrase sits in the fix-up prose of an error episode; STP prunes it from the
+    working context, yet the monitor reads the whole trajectory and flags it, as the eval's metric does."""
+    from tuiagent.eval.metrics import run_record
+
+    failing = "I multiply.\n```python\nprint(six * 7)\n```\n```output\n"
+    fixed = "The name was wrong; let's verify numerically again.\n```python\nprint(6 * 7)\n```\n```output\n"
+    error = CellResult(outputs=(Output("error", "NameError: name 'six' is not defined"),), error=True)
+    _, events, verdicts = await run(write_script, canned_kernel, failing, fixed, DERIVED_ANSWER,
+                                    results=[error, out("42\n")], configs={"prunetir": {}})
+    pruned = [e for e in events if isinstance(e, ev.ContextPruned)]
+    assert len(pruned) == 1 and "verify numerically" in pruned[0].removed_text  # gone from the context
+    (v,) = [v for v in verdicts if v.hook == "on_finish"]
+    assert v.action == FLAG and v.data["phrases"] == ["let's verify numerically"]
+    assert v.data["categories"] == ["numerical/empirical checking"] and v.data["tool_calls"] == 2
+    assert run_record(events)["tim_flag"] is True  # the guard and the eval agree

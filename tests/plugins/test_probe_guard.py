@@ -50,6 +50,11 @@ async def run_with_probe(tmp_path: Path) -> list[ev.Event]:
         return [e async for e in agent.stream("What is 1 + 1?", gold="2")]
 
 
+async def test_the_budget_it_declares_raises_the_default(probe, tmp_path):
+    started = (await run_with_probe(tmp_path))[0]
+    assert started.settings["max_tool_calls"] == 6 and started.settings["raised"] == [["max_tool_calls", "probe"]]
+
+
 def test_tuiagent_guards_lists_it(probe):
     out = subprocess.run([sys.executable, "-m", "tuiagent", "guards"], capture_output=True, text=True, check=True).stdout
     assert "probe  Probe: flags long tool outputs" in out and "probe.max_chars = 40" in out

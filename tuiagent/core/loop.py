@@ -38,6 +38,7 @@ from tuiagent.core.events import (
     TurnEnded,
     TurnStarted,
 )
+from tuiagent.core.steps import run_pieces
 from tuiagent.core.trajectory import Recorder, new_run_id
 from tuiagent.core.verify import is_correct
 from tuiagent.parsing import OUTPUT_FENCE, final_answer, last_closed_block, tool_block_start
@@ -54,6 +55,7 @@ from tuiagent.protocol import (
     Sampling,
     TokenLP,
     Verdict,
+    with_guard_needs,
 )
 
 _SAMPLING_FIELDS = frozenset(f.name for f in fields(Sampling)) - {"max_tokens"}
@@ -68,7 +70,10 @@ def resample_sampling(data: Mapping[str, Any]) -> dict[str, Any]:
 
 
 class _Finish(Exception):
-    """Ends the run from deep inside the loop with a reason and an answer."""
+    """Ends the run from deep inside the loop with a reason and an answer. A run cut off (a budget)
+    or ending without an answer reports the turn's own \\boxed{} if a cut turn has one, else the last
+    answer attempt a guard sent back (G-STEP's continue), else none: never a \\boxed{} that the
+    prompt's example or a note put in the context."""
 
     def __init__(self, reason: str, answer: str | None = None):
         self.reason, self.answer = reason, answer
@@ -118,7 +123,8 @@ class _Run:
 
     def __init__(self, agent: Agent, problem: str, gold: str | None, run_id: str, fork: ForkPoint | None = None):
         self.agent = agent
-        self.settings = agent.settings
+        # the budgets the guards on at the start need, where the user set none (RunSettings.raised)
+        self.settings = with_guard_needs(agent.settings, agent.guards.needs() if agent.guards is not None else {})
         self.problem, self.gold, self.run_id, self.fork = problem, gold, run_id, fork
         if fork is not None:
             prompt = fork.started.prompt
@@ -132,16 +138,19 @@ class _Run:
         self.budget_noted = False
         self.tools_suspended = False
         self.answer_attempts = 0
+        self.last_attempt: str | None = None  # the last answer a guard sent back (continue)
         self.resample: dict[str, Any] | None = None
         self.turn_text = ""
         self.turn_tokens: list[TokenLP] = []
         self.started = time.monotonic() - (fork.elapsed_s if fork is not None else 0.0)
         self._queue: list[Event] = []
+        self.history: list[Event] = []  # every event emitted (TokenDelta, not queued, is not among them)
 
     # -- events ---------------------------------------------------------------------------------
 
     def emit(self, event: Event) -> None:
         self.context.apply(event)
+        self.history.append(event)
         if self.agent.recorder is not None:
             self.agent.recorder.write(event)
         self._queue.append(event)
@@ -165,7 +174,7 @@ class _Run:
                 mode=self.settings.mode,
                 prompt=self.context.text,
                 sampling=asdict(self.agent.sampling),
-                settings=asdict(self.settings),
+                settings=self.settings.record(),
                 gold=self.gold,
                 parent=self.fork.parent if self.fork is not None else None,
             )
@@ -221,6 +230,7 @@ class _Run:
                 self.budget_noted |= not e.executed and e.shown == prompts.BUDGET_NOTE
             elif isinstance(e, AnswerAttempt) and not e.final:
                 self.answer_attempts += 1
+                self.last_attempt = e.answer
             elif isinstance(e, GuardVerdict) and e.action == SUSPEND:
                 self.tools_suspended = True
         self._renumber_calls()
@@ -265,6 +275,7 @@ class _Run:
             answer=answer,
             answer_attempts=self.answer_attempts,
             judge=self._judge,
+            trajectory=run_pieces(self.history),
         )
 
     async def _judge(self, question: str, max_tokens: int = 3) -> TokenLP:
@@ -326,9 +337,9 @@ class _Run:
         """Generate one turn, then act on it: run its code, or end the run."""
         remaining_tokens = self.settings.max_tokens - self.generated
         if remaining_tokens <= 0:
-            raise _Finish("token_budget", final_answer(self.context.text))
+            raise _Finish("token_budget", self.last_attempt)
         if self._remaining_wall() <= 0:
-            raise _Finish("time_budget", final_answer(self.context.text))
+            raise _Finish("time_budget", self.last_attempt)
         self.turn += 1
         backend = self.agent.backend
         self.emit(TurnStarted(turn=self.turn, context_tokens=backend.count_tokens(self.context.text)))
@@ -389,14 +400,15 @@ class _Run:
             return
         answer = final_answer(text)
         if stop_reason == "time":
-            raise _Finish("time_budget", answer)
+            raise _Finish("time_budget", answer if answer is not None else self.last_attempt)
         if stop_reason == "length":
-            raise _Finish("token_budget", answer)
+            raise _Finish("token_budget", answer if answer is not None else self.last_attempt)
         if answer is None:
-            raise _Finish("no_answer")
+            raise _Finish("no_answer", self.last_attempt)
         self.answer_attempts += 1
         verdicts = await self._consult("on_answer", answer, answer=answer)
         if any(v.action == CONTINUE for v in verdicts):
+            self.last_attempt = answer
             self.emit(AnswerAttempt(turn=self.turn, answer=answer, final=False))
             self._apply(verdicts)
             for event in self._drain():
@@ -438,7 +450,7 @@ class _Run:
             return "The tool is unavailable: continue by reasoning step by step and give the answer in \\boxed{}."
         if sum(c.executed for c in self.calls) >= self.settings.max_tool_calls:
             if self.budget_noted:
-                raise _Finish("tool_budget", final_answer(self.context.text))
+                raise _Finish("tool_budget", self.last_attempt)
             self.budget_noted = True
             self.emit(Notice(level="warning", message=f"tool budget of {self.settings.max_tool_calls} calls reached"))
             return prompts.BUDGET_NOTE

@@ -5,12 +5,13 @@ Nothing here is stored: replay, comparison and summaries are folds over the same
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from tuiagent.core import events as ev
 from tuiagent.core.context import working_context
+from tuiagent.protocol import RunPiece
 
 
 @dataclass
@@ -27,6 +28,21 @@ class Step:
     notes: list[ev.ContextAppended] = field(default_factory=list)
     pruned: list[ev.ContextPruned] = field(default_factory=list)
     answer: ev.AnswerAttempt | None = None
+
+
+def run_pieces(events: Sequence[ev.Event]) -> tuple[RunPiece, ...]:
+    """The whole run in order, pruned parts included, as guards read a trajectory (the TIM monitor
+    at the end of a run, every guard's metrics): generated turns, code blocks, executed outputs."""
+    executed = {e.call for e in events if isinstance(e, ev.ToolResult) and e.executed}
+    pieces = []
+    for e in events:
+        if isinstance(e, ev.TurnEnded):
+            pieces.append(RunPiece("turn", e.text))
+        elif isinstance(e, ev.CodeBlock):
+            pieces.append(RunPiece("code", e.code, executed=e.call in executed))
+        elif isinstance(e, ev.ToolResult) and e.executed:
+            pieces.append(RunPiece("output", e.shown, error=e.error or e.timed_out))
+    return tuple(pieces)
 
 
 def steps(events: Iterable[ev.Event]) -> list[Step]:

@@ -166,14 +166,15 @@ class EvalRunner:
         return {"run": dict(self.cfg.run), "sampling": dict(self.cfg.sampling)}
 
     def request(self, job: Job) -> Any:
-        from tuiagent.protocol import RunSettings
+        from tuiagent.protocol import BUDGETS, RunSettings
         from tuiagent.runner import RunRequest
 
         run = {**self.cfg.run, **{k: v for k, v in job.setting.run.items() if k in self._run_fields}}
         sampling = {**self.cfg.sampling, **job.setting.sampling, "seed": job.seed}
         return RunRequest(
             problem=job.problem.question, model=self.spec.id, models_file=self.cfg.models_file,
-            script=self.cfg.script, gold=job.problem.gold, settings=RunSettings(**run),
+            script=self.cfg.script, gold=job.problem.gold,
+            settings=RunSettings(**run, explicit=tuple(k for k in run if k in BUDGETS)),
             sampling_overrides=sampling, out=self.trajectory(job), guards=job.setting.guards,
             guard_settings=job.setting.guard_settings, kernel=job.setting.kernel,
         )

@@ -13,22 +13,8 @@ from typing import Any
 
 from guards.chain import available, presenter
 from tuiagent.core import events as ev
-from tuiagent.core.steps import run_metrics
-from tuiagent.protocol import RunPiece, RunRecord
-
-
-def run_pieces(events: list[ev.Event]) -> tuple[RunPiece, ...]:
-    """The run in order, as guards' metrics read it: generated turns, code blocks, executed outputs."""
-    executed = {e.call for e in events if isinstance(e, ev.ToolResult) and e.executed}
-    pieces = []
-    for e in events:
-        if isinstance(e, ev.TurnEnded):
-            pieces.append(RunPiece("turn", e.text))
-        elif isinstance(e, ev.CodeBlock):
-            pieces.append(RunPiece("code", e.code, executed=e.call in executed))
-        elif isinstance(e, ev.ToolResult) and e.executed:
-            pieces.append(RunPiece("output", e.shown, error=e.error or e.timed_out))
-    return tuple(pieces)
+from tuiagent.core.steps import run_metrics, run_pieces
+from tuiagent.protocol import RunRecord
 
 
 def run_record(events: list[ev.Event], count_tokens: Callable[[str], int] | None = None) -> dict[str, Any]:

@@ -40,7 +40,7 @@ from typing import Any
 
 import numpy as np
 
-from guards.gstep_features import GateInput, reasoning_text
+from guards.gstep_features import GateInput, budget_remaining, reasoning_text
 from tuiagent.core.context import split_turn
 from tuiagent.parsing import tool_block_start
 
@@ -64,7 +64,7 @@ def gate_input_from_record(record: dict) -> GateInput:
         start = tool_block_start(turn["text"], turn["stop"], "tool")
         prose += [s.text for s in split_turn(turn["text"], i, start, 0) if s.kind == "model"]
     calls = tuple((c[0], c[1], bool(c[2])) for c in tool["calls"] if c[3])
-    budget = max(0, int(tool.get("max_tool_calls", 4)) - len(tool["calls"]))
+    budget = budget_remaining(int(tool.get("max_tool_calls", 4)), len(calls))
     return GateInput(turn_index=len(turns), calls=calls, reasoning=reasoning_text(prose),
                      final_text=tool.get("final_text", turns[-1]["text"] if turns else ""), budget=budget)
 

@@ -33,6 +33,16 @@ class GuardState:
     pending: bool = False  # a change requested during a run, not applied yet
     fields: list[FieldInfo] = field(default_factory=list)
 
+    def needs(self) -> str:
+        """The run budgets the guard needs to act with its current settings (``run_budget``), in words."""
+        cls = guard_class(self.name)
+        declare = getattr(cls, "run_budget", None)
+        try:
+            wants = declare(parse_settings(cls.Settings, self.settings, guard=self.name)) if declare else {}
+        except Exception:  # the chain switches such a guard off and says why
+            return ""
+        return " ".join(f"{budget}≥{least:g}" for budget, least in wants.items())
+
 
 def field_infos(name: str) -> list[FieldInfo]:
     guard = guard_class(name)

@@ -47,5 +47,10 @@ class ProbeGuard(GuardBase):
         ),))
 
     @classmethod
+    def run_budget(cls, settings: ProbeSettings) -> dict[str, float]:
+        """What a plug-in needs, declared like PruneTIR does: a run of at least 6 tool calls."""
+        return {"max_tool_calls": 6}
+
+    @classmethod
     def metrics(cls, run: RunRecord) -> dict[str, Any]:
         return {"probe_long": sum(bool(v.data.get("long")) for v in run.of(cls.name))}

@@ -72,7 +72,8 @@ class GuardList(OptionList):
         if info is None:
             dot, style, state = ("●", "$text-success", "on") if s.enabled else ("○", "$text-muted", "off")
             why = Content.styled(" ⚠ could not start", "$text-error") if (s.reason and not s.enabled) else Content("")
-            return Content.assemble((f"{dot} ", style), (f"{name:<10}", "bold"), (state, style), pending, why)
+            needs = Content.styled(f" {s.needs()}", "$text-muted") if s.enabled and not why else Content("")
+            return Content.assemble((f"{dot} ", style), (f"{name:<10}", "bold"), (state, style), pending, why, needs)
         value = format_value(s.settings.get(info.name))
         hint = "◂ ▸" if info.kind in ("int", "float", "choice") else ("␣" if info.kind == "bool" else "⏎")
         label = info.name if len(info.name) <= 15 else info.name[:14] + "…"
