@@ -42,7 +42,7 @@ class BareKernel:
     async def start(self) -> None:
         self._dir = Path(tempfile.mkdtemp(prefix="bench-bare-"))
         self._km = new_kernel_manager(self._dir)
-        await self._km.start_kernel(**launch_kwargs(self._dir, self._dir, self._dir))
+        await self._km.start_kernel(**launch_kwargs(self._dir, self._dir))
         self._client = self._km.client()
         self._client.start_channels(stdin=False, hb=False, control=False)
         while (await self._client.get_iopub_msg())["msg_type"] != "iopub_welcome":

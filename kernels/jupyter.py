@@ -15,14 +15,14 @@ from typing import Any
 import psutil
 from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
-from platformdirs import user_cache_dir
 
 from kernels import workdirs
+from kernels.boundary import BoundaryPaths
 from kernels.base import CellResult
-from kernels.launch import launch_kwargs, new_kernel_manager
+from kernels.launch import launch_kwargs, new_kernel_manager, runtime_box
 from kernels.limits import STRAY_THREADS_EXPR, startup_code
 from kernels.outputs import ImageSaver, OutputCollector
-from kernels.sandbox import check_level, launch_prefix, policy_code
+from kernels.sandbox import launch_prefix, policy_code, resolve
 
 # How often a call waiting on the kernel checks that it is still alive.
 _LIVENESS_POLL_S = 0.1
@@ -74,9 +74,8 @@ class JupyterKernel:
     - ``interrupt_grace_s``: how long a timed-out cell may take to stop after
       the interrupt before the kernel is restarted.
     - ``start_timeout_s``: how long a start or restart may take.
-    - ``sandbox``: what cells may do, see ``kernels.sandbox`` ("auto", "policy", "netns", "off").
-    - ``cache_dir``: shared between kernels and writable by them (matplotlib's font cache); by
-      default ``<user cache dir>/tuiagent/kernel``.
+    - ``sandbox``: what cells may do, see ``kernels.sandbox`` ("auto", "strict", "netns", "policy",
+      "off"); ``level`` is the one in force ("auto" resolved).
     - None turns a limit off.
     """
 
@@ -93,14 +92,12 @@ class JupyterKernel:
         interrupt_grace_s: float = 1.0,
         start_timeout_s: float = 60.0,
         sandbox: str = "auto",
-        cache_dir: Path | str | None = None,
     ) -> None:
         self.timeout = timeout
-        self.sandbox = check_level(sandbox)
-        launch_prefix(sandbox)  # a level this machine cannot provide fails here, before any run starts
+        self.sandbox = sandbox
+        self.level = resolve(sandbox)  # a level this machine cannot provide fails here, before any run starts
         self._cpu_time_limit_s = cpu_time_limit_s
         self._limits_code = startup_code(memory_limit_mb, cpu_time_limit_s, max_processes, output_limit_chars)
-        self._cache_dir = Path(cache_dir) if cache_dir is not None else Path(user_cache_dir("tuiagent")) / "kernel"
         self._given_workdir = Path(workdir) if workdir is not None else None
         self._images_dir = Path(images_dir) if images_dir is not None else None
         self._output_limit_chars = output_limit_chars
@@ -133,14 +130,14 @@ class JupyterKernel:
                     self._workdir = self._given_workdir
                     self._workdir.mkdir(parents=True, exist_ok=True)
                 self._images = ImageSaver(self._images_dir or self._workdir)
-                self._cache_dir.mkdir(parents=True, exist_ok=True)
+                box = runtime_box(self._runtime_dir)
                 # the policy names the run's directory, known only now; every restart runs it again
-                policy = policy_code(self._workdir, (self._cache_dir,)) if self.sandbox != "off" else ""
+                policy = policy_code(self._workdir, (box,)) if self.level != "off" else ""
                 self._startup_code = self._limits_code + policy
-                self._km = new_kernel_manager(self._runtime_dir, self.sandbox)
-                await self._km.start_kernel(
-                    **launch_kwargs(self._workdir, self._runtime_dir, self._cache_dir, self.sandbox)
-                )
+                paths = BoundaryPaths(self._workdir, box, self._runtime_dir / "kernel.json")
+                self._km = new_kernel_manager(self._runtime_dir, launch_prefix(self.level, paths),
+                                              "message" if self.level == "strict" else "signal")
+                await self._km.start_kernel(**launch_kwargs(self._workdir, self._runtime_dir, self.level))
                 await self._connect()
             except BaseException:
                 self._closed = True
@@ -317,7 +314,7 @@ class JupyterKernel:
     def _remember_processes(self) -> None:
         """Note the processes the cells started (only possible with the sandbox off), while the
         kernel is alive to be their parent: once it dies they belong to init, out of sight."""
-        if self.sandbox != "off" or self._km is None or not self._km.has_kernel:
+        if self.level != "off" or self._km is None or not self._km.has_kernel:
             return
         pid = getattr(self._km.provisioner, "pid", None)  # the local provisioner's (the base class has none)
         if pid is None:
@@ -361,6 +358,8 @@ class JupyterKernel:
     def _describe_exit(self, exit_code: int | None) -> str:
         if exit_code is None:
             return "it was shut down"
+        if self.level == "strict" and exit_code > 128:
+            exit_code = 128 - exit_code  # bwrap reports a kernel killed by signal N as 128 + N
         if exit_code >= 0:
             return f"exit code {exit_code}"
         try:

@@ -16,7 +16,7 @@ import pytest
 import pytest_asyncio
 
 from kernels.jupyter import RESTART_NOTE, JupyterKernel
-from kernels.sandbox import launch_prefix
+from kernels.sandbox import SandboxUnavailable, resolve
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
 from tuiagent.core.loop import Agent
@@ -161,9 +161,18 @@ async def test_no_network_connection_is_made(kernel):
             server.accept()
 
 
-@pytest.mark.skipif(not launch_prefix("auto"), reason="this machine cannot make a network namespace")
-async def test_in_a_network_namespace_only_loopback_exists():
-    async with JupyterKernel(sandbox="netns") as kernel:
+def available(level: str) -> bool:
+    try:
+        return resolve(level) == level
+    except SandboxUnavailable:
+        return False
+
+
+@pytest.mark.parametrize("level", ["netns", "strict"])
+async def test_in_a_network_namespace_only_loopback_exists(level):
+    if not available(level):
+        pytest.skip(f"this machine cannot provide sandbox {level!r}")
+    async with JupyterKernel(sandbox=level) as kernel:
         result = await kernel.execute("print(sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]))", 10)
     assert result.text == "['lo']"
 
