@@ -68,8 +68,8 @@ class JupyterKernel:
       user already runs (RLIMIT_NPROC); no effect when running as root.
     - ``workdir``: the kernel's cwd; by default a temporary directory made in
       ``start`` and removed by ``shutdown`` (a given one is kept).
-    - ``images_dir``: where display images are saved; by default the workdir,
-      so they go with it.
+    - ``images_dir``: where the app saves display images (never a directory the kernel can
+      write); by default one beside the connection file, removed by ``shutdown``.
     - ``output_limit_chars``: text kept per call; the rest is counted in a note.
     - ``interrupt_grace_s``: how long a timed-out cell may take to stop after
       the interrupt before the kernel is restarted.
@@ -129,7 +129,8 @@ class JupyterKernel:
                 else:
                     self._workdir = self._given_workdir
                     self._workdir.mkdir(parents=True, exist_ok=True)
-                self._images = ImageSaver(self._images_dir or self._workdir)
+                # never the run's directory: the kernel could plant links there for the app to follow
+                self._images = ImageSaver(self._images_dir or self._runtime_dir / "images")
                 box = runtime_box(self._runtime_dir)
                 # the policy names the run's directory, known only now; every restart runs it again
                 policy = policy_code(self._workdir, (box,)) if self.level != "off" else ""

@@ -27,7 +27,8 @@ PRE_IMPORTS = (
 )
 
 
-def apply_limits(extra_data_bytes: int | None, cpu_seconds: int | None, extra_tasks: int | None) -> None:
+def apply_limits(extra_data_bytes: int | None, cpu_seconds: int | None, extra_tasks: int | None,
+                 open_files: int | None = None, file_bytes: int | None = None) -> None:
     """Lower this process's rlimits; its source is shipped into the kernel, so it must stay self-contained.
 
     RLIMIT_DATA rather than RLIMIT_AS: a kernel with numpy and sympy loaded
@@ -39,7 +40,10 @@ def apply_limits(extra_data_bytes: int | None, cpu_seconds: int | None, extra_ta
     ``extra_data_bytes``. RLIMIT_CPU counts the whole life of the process;
     its soft limit sends SIGXCPU, which kills the kernel. RLIMIT_NPROC counts
     every process and thread of the user, so it is set to those already
-    running plus ``extra_tasks``; Linux does not apply it to root.
+    running plus ``extra_tasks``; Linux does not apply it to root (the strict sandbox refuses new
+    processes instead). RLIMIT_NOFILE caps open descriptors at ``open_files``, RLIMIT_FSIZE each
+    file written at ``file_bytes`` (past it a write fails with EFBIG: Python ignores SIGXFSZ).
+    Inside the strict sandbox no capability is left to raise a hard limit again.
     """
     import os
     import resource
@@ -60,6 +64,10 @@ def apply_limits(extra_data_bytes: int | None, cpu_seconds: int | None, extra_ta
     if cpu_seconds is not None:
         # A hard limit one second later: SIGKILL only if SIGXCPU was ignored.
         lower(resource.RLIMIT_CPU, cpu_seconds, cpu_seconds + 1)
+    if open_files is not None:
+        lower(resource.RLIMIT_NOFILE, open_files, open_files)
+    if file_bytes is not None:
+        lower(resource.RLIMIT_FSIZE, file_bytes, file_bytes)
     if extra_tasks is not None and os.path.isdir("/proc"):
         uid, tasks = os.getuid(), 0
         for pid in os.listdir("/proc"):
@@ -158,6 +166,12 @@ def install_output_cap(limit_chars: int, dropped_mime: str) -> None:
 STRAY_THREADS_EXPR = "get_ipython().tuiagent_stray_threads()"
 
 
+# Ours: a cell has no use for more; the kernel itself holds about 60 descriptors.
+MAX_OPEN_FILES = 1024
+# Ours: per file in the run's directory; a 2 GiB posix_fallocate was seen.
+MAX_FILE_BYTES = 256 * 1024 * 1024
+
+
 def startup_code(
     memory_limit_mb: int | None, cpu_time_limit_s: int | None, max_processes: int | None, output_limit_chars: int
 ) -> str:
@@ -167,7 +181,7 @@ def startup_code(
     return (
         PRE_IMPORTS
         + inspect.getsource(apply_limits)
-        + f"apply_limits({extra_data_bytes!r}, {cpu_time_limit_s!r}, {max_processes!r})\n"
+        + f"apply_limits({extra_data_bytes!r}, {cpu_time_limit_s!r}, {max_processes!r}, {MAX_OPEN_FILES}, {MAX_FILE_BYTES})\n"
         + inspect.getsource(install_thread_probe)
         + "install_thread_probe(0.5)\n"
         + inspect.getsource(install_output_cap)

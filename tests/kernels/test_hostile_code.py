@@ -34,7 +34,8 @@ RESTART_SLACK_S = 15
 class Case:
     code: str
     timeout: float
-    expect: str  # "interrupted", "restarted", "died", "refused", "truncated", or an exception name
+    expect: str  # "interrupted", "restarted", "died", "refused", "truncated", "ok", or an exception name
+    levels: tuple[str, ...] = ("strict", "netns", "policy")  # where the case holds (an OSError from the OS, or the policy)
 
 
 CASES = {
@@ -58,6 +59,21 @@ CASES = {
         "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass", 2, "restarted"),
     "signal another process": Case("import os, signal; os.kill(os.getppid(), signal.SIGTERM)", 5, "refused"),
     "read the app's environment": Case("import os; open(f'/proc/{os.getppid()}/environ').read()", 5, "refused"),
+    "read a secret through dir_fd": Case(
+        "import os; os.read(os.open('shadow', os.O_RDONLY, dir_fd=os.open('/etc', os.O_RDONLY)), 10)", 5,
+        "PermissionError", levels=("strict",)),
+    "start a process without an audit event": Case(
+        "import multiprocessing.util as u; u.spawnv_passfds(b'/bin/sleep', [b'sleep', b'100'], [])", 5,
+        "PermissionError", levels=("strict",)),
+    "signal the app through a pidfd": Case(
+        f"import os, signal; signal.pidfd_send_signal(os.pidfd_open({os.getpid()}), signal.SIGTERM)", 5,
+        "OSError", levels=("strict",)),
+    "renice the app": Case(f"import os; os.setpriority(os.PRIO_PROCESS, {os.getpid()}, 19)", 5, "OSError",
+                           levels=("strict",)),
+    "2 GiB file": Case("import os; os.posix_fallocate(os.open('big', os.O_CREAT | os.O_WRONLY), 0, 2 << 30)", 10,
+                       "OSError"),
+    "too many open files": Case("fs = [open('/dev/null') for _ in range(5000)]", 10, "OSError"),
+    "list /proc": Case("import os; print(len(os.listdir('/proc')) > 0)", 5, "ok"),
 }
 
 
@@ -71,11 +87,14 @@ def user_files(tmp_path_factory):
     return home
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def kernel(user_files):
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=["strict", "netns", "policy"])
+async def kernel(request, user_files):
+    """A kernel at each sandbox level this machine supports."""
+    if not available(request.param):
+        pytest.skip(f"this machine cannot provide sandbox {request.param!r}")
     os.environ[SECRET] = "hunter2"
     try:
-        async with JupyterKernel(memory_limit_mb=1024) as k:
+        async with JupyterKernel(memory_limit_mb=1024, sandbox=request.param) as k:
             yield k
     finally:
         del os.environ[SECRET]
@@ -94,6 +113,8 @@ async def assert_alive(kernel):
 @pytest.mark.parametrize("name", list(CASES))
 async def test_hostile_cell_ends_clearly_and_the_kernel_goes_on(kernel, user_files, name):
     case = CASES[name]
+    if kernel.level not in case.levels:
+        pytest.skip(f"only the OS boundary stops this; the kernel runs at level {kernel.level!r}")
     started = time.monotonic()
     result = await kernel.execute(case.code, case.timeout)
     elapsed = time.monotonic() - started
@@ -110,8 +131,11 @@ async def test_hostile_cell_ends_clearly_and_the_kernel_goes_on(kernel, user_fil
         assert "tuiagent sandbox" in result.text
     elif case.expect == "truncated":
         assert not result.error and "Output truncated" in result.text
+    elif case.expect == "ok":
+        assert not result.error, result.text
     else:
-        assert result.error and result.error_name == case.expect and not result.restarted
+        subclasses = ("PermissionError", "FileNotFoundError", "ProcessLookupError") if case.expect == "OSError" else ()
+        assert result.error and result.error_name in (case.expect, *subclasses) and not result.restarted, result.text
     await assert_alive(kernel)
     assert_untouched(user_files)
 
@@ -130,6 +154,16 @@ async def test_files_outside_the_run_directory_cannot_be_read_changed_or_deleted
     ):
         result = await kernel.execute(code, 10)
         assert result.error_name == "PermissionError" and "tuiagent sandbox" in result.text, code
+    assert_untouched(user_files)
+
+
+async def test_links_planted_for_the_image_saver_are_not_followed(kernel, user_files):
+    code = (f"import os\nfor n in range(1, 50): os.symlink({str(user_files / 'notes.txt')!r}, f'image-{{n}}.png')\n"
+            "from IPython.display import Image, display\n"
+            "display(Image(data=b'\\x89PNG\\r\\n\\x1a\\n' + b'x' * 100, format='png'))")
+    result = await kernel.execute(code, 10)
+    saved = [o.path for o in result.outputs if o.path]
+    assert saved and all(not p.startswith(str(kernel.workdir)) for p in saved), result.text
     assert_untouched(user_files)
 
 
