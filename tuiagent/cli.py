@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tuiagent.errors import UserError
+from tuiagent.safetext import for_terminal
 from tuiagent.options import SandboxOpt, check_sandbox
 
 app = typer.Typer(
@@ -335,7 +336,7 @@ def replay(
 def print_warnings(warnings: list[str]) -> None:
     """Lines of a damaged trajectory that were skipped, on stderr."""
     for warning in warnings:
-        err.print(Text("warning: ", style="bold yellow") + Text(warning))
+        err.print(Text("warning: ", style="bold yellow") + Text(for_terminal(warning)))
 
 
 @app.command()
@@ -360,8 +361,9 @@ def compare(
         print_warnings(loaded.warnings)
         s = summary(loaded.events)
         right = {True: "right", False: "wrong", None: "-"}[s.correct]
-        console.print(f"{path.name}: guards {s.guards} · answer {s.answer} ({right}) · {s.tool_calls} tool calls · "
-                      f"{s.context_tokens} context tokens · {s.wall_s:.1f} s · {s.reason}", markup=False)
+        console.print(for_terminal(f"{path.name}: guards {s.guards} · answer {s.answer} ({right}) · {s.tool_calls} tool "
+                                   f"calls · {s.context_tokens} context tokens · {s.wall_s:.1f} s · {s.reason}"),
+                      markup=False)
 
 
 def main() -> None:
@@ -369,7 +371,7 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)  # returns the exit code of a typer.Exit
     except UserError as e:
-        err.print(Text("error: ", style="bold red") + Text(str(e)))
+        err.print(Text("error: ", style="bold red") + Text(for_terminal(str(e))))
         sys.exit(e.exit_code)
     except typer.TyperException as e:  # usage errors: typer vendors click, so catch its base class
         e.show()
