@@ -16,11 +16,11 @@ import psutil
 from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 
-from kernels import workdirs
+from kernels import leftovers, workdirs
 from kernels.boundary import BoundaryPaths
 from kernels.base import CellResult
 from kernels.launch import launch_kwargs, new_kernel_manager, runtime_box
-from kernels.limits import STRAY_THREADS_EXPR, startup_code
+from kernels.limits import startup_code
 from kernels.outputs import ImageSaver, OutputCollector
 from kernels.sandbox import launch_prefix, policy_code, resolve
 
@@ -31,16 +31,6 @@ RESTART_NOTE = (
     "The kernel was restarted: all variables, functions and imports from earlier cells were lost; "
     "only the standard imports are back (math, itertools, fractions, Fraction, sympy, sp, numpy, np)."
 )
-
-
-def _stray_threads_note(reply: dict[str, Any]) -> str | None:
-    """What the stray-thread probe in ``reply`` found, as a note; None when nothing is left running."""
-    found = reply.get("user_expressions", {}).get("threads", {})
-    names = found.get("data", {}).get("text/plain", "[]") if found.get("status") == "ok" else "[]"
-    if names == "[]":
-        return None
-    return (f"Threads started by the code were still running after the cell ended ({names}); "
-            "Python cannot stop a thread, so the kernel was restarted.")
 
 
 class _KernelGone(Exception):
@@ -111,6 +101,7 @@ class JupyterKernel:
         self._workdir: Path | None = None
         self._images: ImageSaver | None = None
         self._spawned: set[psutil.Process] = set()
+        self._baseline: tuple[psutil.Process, leftovers.State] | None = None  # the kernel as its start-up left it
 
     @property
     def workdir(self) -> Path | None:
@@ -214,15 +205,13 @@ class JupyterKernel:
             )
 
         km, client = self._running()
-        msg_id = client.execute(
-            code, allow_stdin=False, stop_on_error=False, user_expressions={"threads": STRAY_THREADS_EXPR}
-        )
+        msg_id = client.execute(code, allow_stdin=False, stop_on_error=False)
         try:
             if await self._collect(client, msg_id, collector, time.monotonic() + timeout):
                 reply = await self._reply(client, msg_id)
-                if (stray := _stray_threads_note(reply)) is not None:
+                if self._baseline is not None and (left := await leftovers.left_behind(*self._baseline)) is not None:
                     await self._restart()
-                    return result((stray, RESTART_NOTE), error=True, restarted=True)
+                    return result((left, RESTART_NOTE), error=True, restarted=True)
                 return result(error=collector.error_name is not None or reply.get("status") not in ("ok", None))
             timed_out = f"Execution timed out after {timeout:g} s"
             await km.interrupt_kernel()
@@ -304,6 +293,9 @@ class JupyterKernel:
             if collector.error_name is not None:
                 text = "\n".join(o.text for o in collector.outputs())
                 raise RuntimeError(f"the kernel's start-up cell failed:\n{text}")
+            process = leftovers.kernel_process(getattr(self._manager().provisioner, "pid", -1))
+            state = leftovers.read(process) if process is not None else None
+            self._baseline = (process, state) if process is not None and state is not None else None
         except _KernelGone as gone:
             client.stop_channels()
             raise RuntimeError(f"the kernel exited during start-up ({self._describe_exit(gone.exit_code)})") from None

@@ -19,6 +19,9 @@ TRUNCATED_NOTE = "Output truncated: {} more characters were not shown."
 DROPPED_MIME = "application/vnd.tuiagent.dropped+json"
 
 _ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
+# Ours: an error's traceback kept per cell (its head and tail); a 30 MB exception message was seen.
+ERROR_LIMIT_CHARS = 20_000
 
 # Preferred first when a message carries several image types.
 _IMAGE_TYPES = {"image/png": ".png", "image/jpeg": ".jpg", "image/svg+xml": ".svg"}
@@ -26,6 +29,20 @@ _IMAGE_TYPES = {"image/png": ".png", "image/jpeg": ".jpg", "image/svg+xml": ".sv
 
 def strip_ansi(text: str) -> str:
     return _ANSI.sub("", text) if "\x1b" in text else text
+
+
+def clean(text: object) -> str:
+    """Text from the kernel as the app keeps it: a string, ANSI colours gone, lone surrogates as U+FFFD
+    (they cannot be written as UTF-8, so one would stop the trajectory)."""
+    text = text if isinstance(text, str) else str(text)
+    return _LONE_SURROGATE.sub("\ufffd", strip_ansi(text))
+
+
+def _cap_error(text: str) -> str:
+    if len(text) <= ERROR_LIMIT_CHARS:
+        return text
+    half = ERROR_LIMIT_CHARS // 2
+    return f"{text[:half]}\n[... {len(text) - 2 * half} characters of the error not shown ...]\n{text[-half:]}"
 
 
 # Per cell: images kept, and bytes per image (ours: a plot is tens of kB; eight 50 MB images were seen).
@@ -98,9 +115,9 @@ class OutputCollector:
         if msg_type == "stream":
             self._add_stream(content["name"], content["text"])
         elif msg_type == "error":
-            self.error_name = content["ename"]
-            text = "\n".join(content["traceback"]) or f"{content['ename']}: {content['evalue']}"
-            self._items.append(Output("error", strip_ansi(text)))
+            self.error_name = clean(content["ename"])[:200]
+            text = "\n".join(map(clean, content["traceback"])) or f"{self.error_name}: {clean(content['evalue'])}"
+            self._items.append(Output("error", _cap_error(text)))
         elif msg_type in ("execute_result", "display_data", "update_display_data"):
             if DROPPED_MIME in content["data"]:
                 self._dropped += int(content["data"][DROPPED_MIME])
@@ -109,7 +126,7 @@ class OutputCollector:
 
     def outputs(self) -> tuple[Output, ...]:
         return tuple(
-            Output(item.kind, strip_ansi("".join(item.chunks))) if isinstance(item, _OpenStream) else item
+            Output(item.kind, clean("".join(item.chunks))) if isinstance(item, _OpenStream) else item
             for item in self._items
         )
 
@@ -138,7 +155,7 @@ class OutputCollector:
             self._items.append(_OpenStream(name, [text]))
 
     def _add_data(self, msg_type: str, data: dict[str, Any]) -> None:
-        text = self._fit(strip_ansi(data.get("text/plain", "")))
+        text = self._fit(clean(data.get("text/plain", "")))
         mime = next((m for m in _IMAGE_TYPES if m in data), None)
         path = None
         if mime is not None and self._images_kept < MAX_IMAGES:

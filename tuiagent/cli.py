@@ -94,18 +94,21 @@ def solve(
     if not text.strip():
         raise UserError("the problem is empty: pass the problem text, or - and the text on standard input")
     overrides = {k: v for k, v in {"temperature": temperature, "seed": seed}.items() if v is not None}
-    settings = RunSettings(
-        mode="cot" if no_tool else "tool",
-        max_tool_calls=max_tool_calls,
-        max_tokens=max_tokens,
-        max_wall_s=max_time,
-        exec_timeout_s=timeout,
-        output_chars=output_chars,
-    )
     guards, guard_settings, kernel = tuple(guard or ()), parse_sets(set_ or []), "jupyter"
-    if preset is not None:
-        settings, guards, guard_settings, kernel, overrides = apply_preset(
-            ctx, preset, settings, guards, guard_settings, overrides)
+    try:
+        settings = RunSettings(
+            mode="cot" if no_tool else "tool",
+            max_tool_calls=max_tool_calls,
+            max_tokens=max_tokens,
+            max_wall_s=max_time,
+            exec_timeout_s=timeout,
+            output_chars=output_chars,
+        )
+        if preset is not None:
+            settings, guards, guard_settings, kernel, overrides = apply_preset(
+                ctx, preset, settings, guards, guard_settings, overrides)
+    except ValueError as e:  # a budget no run can keep (RunSettings says which)
+        raise typer.BadParameter(str(e)) from None
     request = RunRequest(
         problem=text,
         model=model,

@@ -8,6 +8,7 @@ the project, and core, guards, backends, kernels and the UI all import from it.
 from __future__ import annotations
 
 import asyncio
+import math
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -108,6 +109,21 @@ class RunSettings:
     output_chars: int = 400  # [ref] first 200 + last 200 characters of the tool output
     max_tokens: int = 3072  # [default] generated tokens over the whole run
     max_wall_s: float = 600.0  # [default]
+
+    def __post_init__(self) -> None:
+        """Reject budgets no run can keep: not a number, infinite, negative (or zero seconds), or absurdly large."""
+        for name, top in (("exec_timeout_s", _MAX_SECONDS), ("max_wall_s", _MAX_SECONDS), ("max_tool_calls", _MAX_COUNT),
+                          ("max_tokens", _MAX_COUNT), ("output_chars", _MAX_COUNT)):
+            value, seconds = getattr(self, name), name.endswith("_s")
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or not (0 < value if seconds else 0 <= value) or value > top:
+                low = "above 0" if seconds else "0 or more"
+                raise ValueError(f"{name} must be a number {low} and at most {top:g}, not {value!r}")
+
+
+# Ours: a day of wall time, and ten million of anything counted, are beyond any run this app makes.
+_MAX_SECONDS = 86_400.0
+_MAX_COUNT = 10_000_000
 
 
 @dataclass(frozen=True)

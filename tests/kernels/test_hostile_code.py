@@ -45,6 +45,16 @@ CASES = {
     "thread left running": Case(
         "import threading, time\nthreading.Thread(target=lambda: time.sleep(1000), daemon=True).start()", 5,
         "restarted"),
+    "_thread.start_new_thread": Case("import _thread, time\n_thread.start_new_thread(time.sleep, (1000,))", 5,
+                                     "restarted"),
+    "threading.Timer": Case("import threading\nthreading.Timer(1000, print).start()", 5, "restarted"),
+    "stray-thread check replaced": Case(
+        "import threading, time\nthreading.enumerate = lambda: []\nthreading.Thread(target=time.sleep, args=(1000,)).start()",
+        5, "restarted"),
+    "SIGALRM handler and timer left set": Case(
+        "import signal\nsignal.signal(signal.SIGALRM, lambda *a: print('boom'))\nsignal.setitimer(signal.ITIMER_REAL, 3)", 5,
+        "restarted"),
+    "SIGTERM ignored": Case("import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN)", 5, "restarted"),
     "memory bomb": Case("hog = [bytearray(10**7) for _ in range(10**6)]", 30, "MemoryError"),
     "fork bomb": Case("import os\nwhile True: os.fork()", 5, "refused"),
     "subprocess": Case("import subprocess; subprocess.run(['sleep', '100'])", 5, "refused"),
@@ -74,6 +84,8 @@ CASES = {
                        "OSError"),
     "too many open files": Case("fs = [open('/dev/null') for _ in range(5000)]", 10, "OSError"),
     "list /proc": Case("import os; print(len(os.listdir('/proc')) > 0)", 5, "ok"),
+    "lone surrogate between good prints": Case("print('before'); print('\\ud800'); print('after')", 5, "ok"),
+    "30 MB exception message": Case("raise ValueError('x' * 30_000_000)", 30, "ValueError"),
 }
 
 
@@ -133,9 +145,11 @@ async def test_hostile_cell_ends_clearly_and_the_kernel_goes_on(kernel, user_fil
         assert not result.error and "Output truncated" in result.text
     elif case.expect == "ok":
         assert not result.error, result.text
+        assert "before" not in case.code or result.text == "before\n\ufffd\nafter", result.text
     else:
         subclasses = ("PermissionError", "FileNotFoundError", "ProcessLookupError") if case.expect == "OSError" else ()
         assert result.error and result.error_name in (case.expect, *subclasses) and not result.restarted, result.text
+    assert len(result.text) < 1_100_000  # the output cap (1M characters) plus notes
     await assert_alive(kernel)
     assert_untouched(user_files)
 
