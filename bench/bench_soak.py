@@ -36,6 +36,7 @@ from pathlib import Path
 
 import psutil
 
+from kernels.sandbox import describe
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
 from tuiagent.core.trajectory import load
@@ -196,7 +197,7 @@ async def main(args: argparse.Namespace) -> dict:
         "benchmark": "soak: eval-harness runs with real Jupyter kernels, back to back and concurrently",
         "settings": {"minutes": args.minutes, "concurrency": args.concurrency, "batch": args.batch,
                      "token_ms": args.token_ms, "sample_s": args.sample_s, "exec_timeout_s": EXEC_TIMEOUT_S,
-                     "shapes": ORDER},
+                     "shapes": ORDER, "sandbox": describe("auto")},
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "loadavg_start": [round(x, 2) for x in os.getloadavg()]},
     }

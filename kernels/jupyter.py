@@ -61,6 +61,8 @@ class JupyterKernel:
     - ``images_dir``: where the app saves display images (never a directory the kernel can
       write); by default one beside the connection file, removed by ``shutdown``.
     - ``output_limit_chars``: text kept per call; the rest is counted in a note.
+    - ``disk_limit_mb``: what the run's directory may hold on disk; past it, after a cell, the
+      kernel is restarted and (unless ``workdir`` was given) the directory emptied.
     - ``interrupt_grace_s``: how long a timed-out cell may take to stop after
       the interrupt before the kernel is restarted.
     - ``start_timeout_s``: how long a start or restart may take.
@@ -82,6 +84,7 @@ class JupyterKernel:
         interrupt_grace_s: float = 1.0,
         start_timeout_s: float = 60.0,
         sandbox: str = "auto",
+        disk_limit_mb: int | None = 1024,
     ) -> None:
         self.timeout = timeout
         self.sandbox = sandbox
@@ -91,6 +94,7 @@ class JupyterKernel:
         self._given_workdir = Path(workdir) if workdir is not None else None
         self._images_dir = Path(images_dir) if images_dir is not None else None
         self._output_limit_chars = output_limit_chars
+        self._disk_limit = None if disk_limit_mb is None else disk_limit_mb * 1024 * 1024
         self._grace_s = interrupt_grace_s
         self._start_timeout_s = start_timeout_s
         self._lock = asyncio.Lock()
@@ -212,6 +216,9 @@ class JupyterKernel:
                 if self._baseline is not None and (left := await leftovers.left_behind(*self._baseline)) is not None:
                     await self._restart()
                     return result((left, RESTART_NOTE), error=True, restarted=True)
+                if (full := self._over_disk_limit()) is not None:
+                    await self._restart()
+                    return result((full, RESTART_NOTE), error=True, restarted=True)
                 return result(error=collector.error_name is not None or reply.get("status") not in ("ok", None))
             timed_out = f"Execution timed out after {timeout:g} s"
             await km.interrupt_kernel()
@@ -303,6 +310,21 @@ class JupyterKernel:
             client.stop_channels()
             raise
         self._client = client
+
+    def _over_disk_limit(self) -> str | None:
+        """A note when the run's directory holds more than its limit (emptied first, unless given)."""
+        if self._disk_limit is None or self._workdir is None:
+            return None
+        used = workdirs.disk_use(self._workdir, self._disk_limit)
+        if used <= self._disk_limit:
+            return None
+        note = (f"The files the code wrote in its directory take more than {self._disk_limit >> 20} MB, "
+                "the limit of a run's directory")
+        if self._given_workdir is not None:
+            return note + "; the kernel was restarted and the files kept."
+        workdirs.empty(self._workdir)
+        (self._workdir / ".tmp").mkdir(exist_ok=True)
+        return note + "; they were deleted and the kernel was restarted."
 
     def _remember_processes(self) -> None:
         """Note the processes the cells started (only possible with the sandbox off), while the
