@@ -59,3 +59,17 @@ def test_solve_replay_and_compare_show_hostile_text_inert_and_keep_it_verbatim(w
     assert replayed.returncode == 0 and inert(replayed.stdout) and "␛]52;c;" in replayed.stdout
     compared = tuiagent("compare", str(trajectory), str(trajectory), "--print")
     assert compared.returncode == 0 and inert(compared.stdout + compared.stderr)
+
+
+def test_the_apps_widgets_show_hostile_text_inert():
+    from tuiagent.core import events as ev
+    from tuiagent.ui.widgets.note_line import NoteLine
+    from tuiagent.ui.widgets.tool_output import output_text
+    from tuiagent.ui.widgets.turn_text import render_turn
+
+    payload = "".join(HOSTILE.values())
+    assert inert(render_turn(f"prose {payload}\n```python\nprint({payload!r})\n```").plain)
+    result = ev.ToolResult(call=1, shown=payload, error=False, timed_out=False, duration_s=0.1,
+                           outputs=[{"kind": "stdout", "text": payload}])
+    assert inert(output_text(result)) and "␛]52" in output_text(result)
+    assert inert(NoteLine(1, "note", "guard", payload).render().plain)
