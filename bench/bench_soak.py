@@ -187,7 +187,8 @@ async def soak(tmp: Path, *, minutes: float | None = None, max_runs: int | None 
         "rss_mb": rss_summary(samples, rests[0]["t"]),
         "peak": {k: max(s[k] for s in samples) for k in ("fds", "children", "kernels")},
         "leaks": {"processes": max(r["children"] for r in rests), "kernels": max(r["kernels"] for r in rests),
-                  "fds": rests[-1]["fds"] - rests[0]["fds"], "kernel_dirs": max(r["kernel_dirs"] for r in rests)},
+                  "fds": max(rests[-1]["fds"] - rests[0]["fds"], 0),  # fewer than after the first batch is no leak
+                  "kernel_dirs": max(r["kernel_dirs"] for r in rests)},
         "problems": problems, "log": log, "rests": rests, "samples": sampler.samples,
     }
 

@@ -61,6 +61,7 @@ class JupyterKernel:
     - ``images_dir``: where the app saves display images (never a directory the kernel can
       write); by default one beside the connection file, removed by ``shutdown``.
     - ``output_limit_chars``: text kept per call; the rest is counted in a note.
+    - ``network``: let cells use the host's network (off by default at every level but ``off``).
     - ``disk_limit_mb``: what the run's directory may hold on disk; past it, after a cell, the
       kernel is restarted and (unless ``workdir`` was given) the directory emptied.
     - ``interrupt_grace_s``: how long a timed-out cell may take to stop after
@@ -85,6 +86,7 @@ class JupyterKernel:
         start_timeout_s: float = 60.0,
         sandbox: str = "auto",
         disk_limit_mb: int | None = 1024,
+        network: bool = False,
     ) -> None:
         self.timeout = timeout
         self.sandbox = sandbox
@@ -95,6 +97,7 @@ class JupyterKernel:
         self._images_dir = Path(images_dir) if images_dir is not None else None
         self._output_limit_chars = output_limit_chars
         self._disk_limit = None if disk_limit_mb is None else disk_limit_mb * 1024 * 1024
+        self._network = network
         self._grace_s = interrupt_grace_s
         self._start_timeout_s = start_timeout_s
         self._lock = asyncio.Lock()
@@ -128,10 +131,10 @@ class JupyterKernel:
                 self._images = ImageSaver(self._images_dir or self._runtime_dir / "images")
                 box = runtime_box(self._runtime_dir)
                 # the policy names the run's directory, known only now; every restart runs it again
-                policy = policy_code(self._workdir, (box,)) if self.level != "off" else ""
+                policy = policy_code(self._workdir, (box,), self._network) if self.level != "off" else ""
                 self._startup_code = self._limits_code + policy
                 paths = BoundaryPaths(self._workdir, box, self._runtime_dir / "kernel.json")
-                self._km = new_kernel_manager(self._runtime_dir, launch_prefix(self.level, paths),
+                self._km = new_kernel_manager(self._runtime_dir, launch_prefix(self.level, paths, self._network),
                                               "message" if self.level == "strict" else "signal")
                 await self._km.start_kernel(**launch_kwargs(self._workdir, self._runtime_dir, self.level))
                 await self._connect()

@@ -129,18 +129,19 @@ def _unshare_argv() -> tuple[str, ...] | None:
     return None
 
 
-def launch_prefix(level: str, paths: boundary.BoundaryPaths) -> tuple[str, ...]:
-    """What goes before the kernel's command line for the level in force ``level`` (from ``resolve``)."""
+def launch_prefix(level: str, paths: boundary.BoundaryPaths, network: bool = False) -> tuple[str, ...]:
+    """What goes before the kernel's command line for the level in force ``level`` (from ``resolve``);
+    ``network`` lets the kernel use the host's network (no namespace, no Landlock TCP rule)."""
     if level == "strict":
-        return tuple(boundary.prefix(paths))
-    if level == "netns":
+        return tuple(boundary.prefix(paths, network))
+    if level == "netns" and not network:
         prefix = _unshare_argv()
         assert prefix is not None, "resolve() checked it"
         return prefix
     return ()
 
 
-def install_policy(workdir: str, write_roots: tuple[str, ...]) -> None:
+def install_policy(workdir: str, write_roots: tuple[str, ...], network: bool = False) -> None:
     """Install the audit hook; its source is shipped into the kernel, so it stays self-contained.
 
     Writes (open for writing, remove, rename, chmod, mkdir ...) are allowed under ``workdir``
@@ -214,7 +215,7 @@ def install_policy(workdir: str, write_roots: tuple[str, ...]) -> None:
     lists = {"os.listdir", "os.scandir"}
     processes = {"os.fork", "os.forkpty", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
                  "subprocess.Popen", "os.startfile"}
-    network = {"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo",
+    networking = {"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo",
                "socket.gethostbyname", "socket.gethostbyname_ex", "socket.gethostbyaddr", "socket.getnameinfo"}
     native = {"ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.call_function",
               "ctypes.string_at", "ctypes.wstring_at", "ctypes.cdata", "ctypes.cdata/buffer"}
@@ -245,7 +246,7 @@ def install_policy(workdir: str, write_roots: tuple[str, ...]) -> None:
             raise refused("starting or signalling other processes")
         elif (event == "os.kill" and args[0] not in (own_pid, 0)) or (event == "os.killpg" and args[0] != own_group):
             raise refused("signalling other processes")
-        elif event in network or (event == "socket.__new__" and args[1] != socket.AF_UNIX):
+        elif not network and (event in networking or (event == "socket.__new__" and args[1] != socket.AF_UNIX)):
             raise refused("network access")
         elif event in native:
             raise refused("native code through ctypes")
@@ -253,7 +254,7 @@ def install_policy(workdir: str, write_roots: tuple[str, ...]) -> None:
     sys.addaudithook(hook)
 
 
-def policy_code(workdir: Path, write_roots: tuple[Path, ...]) -> str:
+def policy_code(workdir: Path, write_roots: tuple[Path, ...], network: bool = False) -> str:
     """The start-up cell part that installs the policy, leaving no names behind."""
     roots = tuple(str(p) for p in write_roots)
-    return inspect.getsource(install_policy) + f"install_policy({str(workdir)!r}, {roots!r})\ndel install_policy\n"
+    return inspect.getsource(install_policy) + f"install_policy({str(workdir)!r}, {roots!r}, {network!r})\ndel install_policy\n"

@@ -302,3 +302,16 @@ def is_running(process: psutil.Process) -> bool:
         return process.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+@pytest.mark.parametrize("level", ["strict", "policy"])
+async def test_the_network_is_there_only_when_a_setting_allows_it(level):
+    if not available(level):
+        pytest.skip(f"this machine cannot provide sandbox {level!r}")
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        code = f"import socket; socket.create_connection(('127.0.0.1', {server.getsockname()[1]}), timeout=5).close(); print('connected')"
+        async with JupyterKernel(sandbox=level, network=True) as kernel:
+            assert (await kernel.execute(code, 10)).text == "connected"
+            assert (await kernel.execute("open('/etc/shadow').read()", 10)).error_name == "PermissionError"
