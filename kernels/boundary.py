@@ -98,11 +98,13 @@ def _under(path: str, tops: list[str]) -> bool:
     return any(path == t or path.startswith(t.rstrip("/") + "/") for t in tops)
 
 
-def _read_roots() -> list[str]:
-    """This interpreter's installation and import path (what the kernel imports from), resolved."""
+def _read_roots(hidden: list[str]) -> list[str]:
+    """This interpreter's installation and import path (what the kernel imports from), resolved; never
+    the root or a directory holding a hidden one (a sys.path entry of ``~`` must not open the home)."""
     candidates = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
                   *sys.path]
-    return sorted({os.path.realpath(p) for p in candidates if p and os.path.isdir(p)})
+    roots = {os.path.realpath(p) for p in candidates if p and os.path.isdir(p)}
+    return sorted(r for r in roots if r != "/" and not any(_under(h, [r]) for h in [*hidden, "/tmp", "/var/tmp"]))
 
 
 def prefix(paths: BoundaryPaths, network: bool = False) -> list[str]:
@@ -110,7 +112,7 @@ def prefix(paths: BoundaryPaths, network: bool = False) -> list[str]:
     bwrap = bwrap_binary()
     assert bwrap is not None, "check unavailable() first"
     hidden = [h for h in {*_HIDDEN, str(Path.home())} if os.path.isdir(h) and h != "/"]
-    reads = _read_roots()
+    reads = _read_roots(hidden)
     argv = [bwrap, *_namespace_args(network), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
     for home in sorted(hidden):
         argv += ["--tmpfs", home]

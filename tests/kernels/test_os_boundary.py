@@ -163,3 +163,12 @@ def _nobody_can_sandbox() -> bool:
 def test_the_same_holds_for_an_unprivileged_user(name, user_file, abstract_listener):
     done = run_inside(CASES[name], user=(65534, 65534), APP=APP, USER_FILE=str(user_file), ABSTRACT=ABSTRACT)
     assert done.stdout.startswith("BLOCKED"), (done.stdout, done.stderr[-2000:])
+
+
+def test_a_sys_path_entry_never_reopens_a_home_or_the_root(monkeypatch):
+    from pathlib import Path
+
+    monkeypatch.setattr(sys, "path", [*sys.path, str(Path.home()), "/", "/home"])
+    roots = boundary._read_roots(["/root", "/home", str(Path.home())])
+    assert "/" not in roots and str(Path.home()) not in roots and "/home" not in roots
+    assert os.path.realpath(sys.prefix) in roots
