@@ -31,7 +31,13 @@ def test_absurd_budgets_are_refused_clearly(option, value):
 
 
 @pytest.mark.parametrize("field", ["exec_timeout_s", "max_wall_s"])
-@pytest.mark.parametrize("value", [float("inf"), float("nan"), 0, -1, 10**9])
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), -1, 10**9])
 def test_run_settings_reject_non_finite_or_absurd_seconds(field, value):
     with pytest.raises(ValueError, match=field):
         RunSettings(**{field: value})
+
+
+def test_a_zero_cell_timeout_is_refused_and_a_zero_wall_budget_is_a_run_that_ends_at_once():
+    with pytest.raises(ValueError, match="exec_timeout_s"):
+        RunSettings(exec_timeout_s=0)
+    assert RunSettings(max_wall_s=0).max_wall_s == 0
