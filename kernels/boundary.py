@@ -74,8 +74,9 @@ def unavailable() -> str | None:
     if confine.landlock_abi() < 1:
         return "this Linux kernel offers no Landlock (5.13 or newer, with landlock in the lsm= list)"
     try:
-        probe = subprocess.run([bwrap, *_namespace_args(network=False), "--ro-bind", "/", "/", "true"],
-                               capture_output=True, text=True, timeout=10)
+        # the options prefix() relies on, --size (bwrap 0.10) included, so an older system bwrap is found out here
+        probe = subprocess.run([bwrap, *_namespace_args(network=False), "--ro-bind", "/", "/", "--size", "1048576",
+                                "--tmpfs", "/tmp", "--unsetenv", "JPY_PARENT_PID", "true"], capture_output=True, text=True, timeout=10)
     except (OSError, subprocess.TimeoutExpired) as e:
         return f"bwrap did not run: {e}"
     if probe.returncode != 0:
