@@ -26,6 +26,8 @@ from kernels.sandbox import launch_prefix, policy_code, resolve
 
 # How often a call waiting on the kernel checks that it is still alive.
 _LIVENESS_POLL_S = 0.1
+# How long bwrap gets to exit once the kernel inside it was killed (ours: it takes milliseconds).
+_BWRAP_EXIT_S = 1.0
 
 RESTART_NOTE = (
     "The kernel was restarted: all variables, functions and imports from earlier cells were lost; "
@@ -351,11 +353,26 @@ class JupyterKernel:
                 process.kill()
         self._spawned.clear()
 
+    async def _end_inside(self, km: AsyncKernelManager) -> None:
+        """Behind bwrap: end the sandbox from its PID 1 (bwrap's reaper, which takes the kernel with it)
+        and give bwrap a moment to reap it and exit, so each process is reaped by its parent. Killing
+        bwrap first would orphan that reaper to whatever PID 1 the machine has."""
+        provisioner = km.provisioner
+        if self.level != "strict" or provisioner is None or not km.has_kernel:
+            return
+        with contextlib.suppress(psutil.Error, ValueError):
+            for reaper in psutil.Process(getattr(provisioner, "pid", -1)).children():
+                reaper.kill()
+        deadline = time.monotonic() + _BWRAP_EXIT_S
+        while await provisioner.poll() is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+
     async def _restart(self) -> None:
         km, client = self._running()
         client.stop_channels()
         self._client = None
         self._kill_spawned()
+        await self._end_inside(km)
         await km.restart_kernel(now=True)
         await self._connect()
 
@@ -366,6 +383,7 @@ class JupyterKernel:
         self._kill_spawned()
         km, self._km = self._km, None
         if km is not None:
+            await self._end_inside(km)
             await km.shutdown_kernel(now=True)
         if self._runtime_dir is not None:
             shutil.rmtree(self._runtime_dir, ignore_errors=True)
