@@ -36,6 +36,7 @@ from pathlib import Path
 
 import psutil
 
+from kernels.sandbox import describe
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
 from tuiagent.core.trajectory import load
@@ -186,7 +187,8 @@ async def soak(tmp: Path, *, minutes: float | None = None, max_runs: int | None 
         "rss_mb": rss_summary(samples, rests[0]["t"]),
         "peak": {k: max(s[k] for s in samples) for k in ("fds", "children", "kernels")},
         "leaks": {"processes": max(r["children"] for r in rests), "kernels": max(r["kernels"] for r in rests),
-                  "fds": rests[-1]["fds"] - rests[0]["fds"], "kernel_dirs": max(r["kernel_dirs"] for r in rests)},
+                  "fds": max(rests[-1]["fds"] - rests[0]["fds"], 0),  # fewer than after the first batch is no leak
+                  "kernel_dirs": max(r["kernel_dirs"] for r in rests)},
         "problems": problems, "log": log, "rests": rests, "samples": sampler.samples,
     }
 
@@ -196,7 +198,7 @@ async def main(args: argparse.Namespace) -> dict:
         "benchmark": "soak: eval-harness runs with real Jupyter kernels, back to back and concurrently",
         "settings": {"minutes": args.minutes, "concurrency": args.concurrency, "batch": args.batch,
                      "token_ms": args.token_ms, "sample_s": args.sample_s, "exec_timeout_s": EXEC_TIMEOUT_S,
-                     "shapes": ORDER},
+                     "shapes": ORDER, "sandbox": describe("auto")},
         "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
                     "loadavg_start": [round(x, 2) for x in os.getloadavg()]},
     }

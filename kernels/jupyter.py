@@ -15,32 +15,24 @@ from typing import Any
 import psutil
 from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
-from platformdirs import user_cache_dir
 
-from kernels import workdirs
+from kernels import leftovers, workdirs
+from kernels.boundary import BoundaryPaths
 from kernels.base import CellResult
-from kernels.launch import launch_kwargs, new_kernel_manager
-from kernels.limits import STRAY_THREADS_EXPR, startup_code
+from kernels.launch import launch_kwargs, new_kernel_manager, runtime_box
+from kernels.limits import startup_code
 from kernels.outputs import ImageSaver, OutputCollector
-from kernels.sandbox import check_level, launch_prefix, policy_code
+from kernels.sandbox import launch_prefix, policy_code, resolve
 
 # How often a call waiting on the kernel checks that it is still alive.
 _LIVENESS_POLL_S = 0.1
+# How long bwrap gets to exit once the kernel inside it was killed (ours: it takes milliseconds).
+_BWRAP_EXIT_S = 1.0
 
 RESTART_NOTE = (
     "The kernel was restarted: all variables, functions and imports from earlier cells were lost; "
     "only the standard imports are back (math, itertools, fractions, Fraction, sympy, sp, numpy, np)."
 )
-
-
-def _stray_threads_note(reply: dict[str, Any]) -> str | None:
-    """What the stray-thread probe in ``reply`` found, as a note; None when nothing is left running."""
-    found = reply.get("user_expressions", {}).get("threads", {})
-    names = found.get("data", {}).get("text/plain", "[]") if found.get("status") == "ok" else "[]"
-    if names == "[]":
-        return None
-    return (f"Threads started by the code were still running after the cell ended ({names}); "
-            "Python cannot stop a thread, so the kernel was restarted.")
 
 
 class _KernelGone(Exception):
@@ -68,15 +60,17 @@ class JupyterKernel:
       user already runs (RLIMIT_NPROC); no effect when running as root.
     - ``workdir``: the kernel's cwd; by default a temporary directory made in
       ``start`` and removed by ``shutdown`` (a given one is kept).
-    - ``images_dir``: where display images are saved; by default the workdir,
-      so they go with it.
+    - ``images_dir``: where the app saves display images (never a directory the kernel can
+      write); by default one beside the connection file, removed by ``shutdown``.
     - ``output_limit_chars``: text kept per call; the rest is counted in a note.
+    - ``network``: let cells use the host's network (off by default at every level but ``off``).
+    - ``disk_limit_mb``: what the run's directory may hold on disk; past it, after a cell, the
+      kernel is restarted and (unless ``workdir`` was given) the directory emptied.
     - ``interrupt_grace_s``: how long a timed-out cell may take to stop after
       the interrupt before the kernel is restarted.
     - ``start_timeout_s``: how long a start or restart may take.
-    - ``sandbox``: what cells may do, see ``kernels.sandbox`` ("auto", "policy", "netns", "off").
-    - ``cache_dir``: shared between kernels and writable by them (matplotlib's font cache); by
-      default ``<user cache dir>/tuiagent/kernel``.
+    - ``sandbox``: what cells may do, see ``kernels.sandbox`` ("auto", "strict", "netns", "policy",
+      "off"); ``level`` is the one in force ("auto" resolved).
     - None turns a limit off.
     """
 
@@ -93,17 +87,19 @@ class JupyterKernel:
         interrupt_grace_s: float = 1.0,
         start_timeout_s: float = 60.0,
         sandbox: str = "auto",
-        cache_dir: Path | str | None = None,
+        disk_limit_mb: int | None = 1024,
+        network: bool = False,
     ) -> None:
         self.timeout = timeout
-        self.sandbox = check_level(sandbox)
-        launch_prefix(sandbox)  # a level this machine cannot provide fails here, before any run starts
+        self.sandbox = sandbox
+        self.level = resolve(sandbox)  # a level this machine cannot provide fails here, before any run starts
         self._cpu_time_limit_s = cpu_time_limit_s
         self._limits_code = startup_code(memory_limit_mb, cpu_time_limit_s, max_processes, output_limit_chars)
-        self._cache_dir = Path(cache_dir) if cache_dir is not None else Path(user_cache_dir("tuiagent")) / "kernel"
         self._given_workdir = Path(workdir) if workdir is not None else None
         self._images_dir = Path(images_dir) if images_dir is not None else None
         self._output_limit_chars = output_limit_chars
+        self._disk_limit = None if disk_limit_mb is None else disk_limit_mb * 1024 * 1024
+        self._network = network
         self._grace_s = interrupt_grace_s
         self._start_timeout_s = start_timeout_s
         self._lock = asyncio.Lock()
@@ -114,6 +110,7 @@ class JupyterKernel:
         self._workdir: Path | None = None
         self._images: ImageSaver | None = None
         self._spawned: set[psutil.Process] = set()
+        self._baseline: tuple[psutil.Process, leftovers.State] | None = None  # the kernel as its start-up left it
 
     @property
     def workdir(self) -> Path | None:
@@ -132,15 +129,16 @@ class JupyterKernel:
                 else:
                     self._workdir = self._given_workdir
                     self._workdir.mkdir(parents=True, exist_ok=True)
-                self._images = ImageSaver(self._images_dir or self._workdir)
-                self._cache_dir.mkdir(parents=True, exist_ok=True)
+                # never the run's directory: the kernel could plant links there for the app to follow
+                self._images = ImageSaver(self._images_dir or self._runtime_dir / "images")
+                box = runtime_box(self._runtime_dir)
                 # the policy names the run's directory, known only now; every restart runs it again
-                policy = policy_code(self._workdir, (self._cache_dir,)) if self.sandbox != "off" else ""
+                policy = policy_code(self._workdir, (box,), self._network) if self.level != "off" else ""
                 self._startup_code = self._limits_code + policy
-                self._km = new_kernel_manager(self._runtime_dir, self.sandbox)
-                await self._km.start_kernel(
-                    **launch_kwargs(self._workdir, self._runtime_dir, self._cache_dir, self.sandbox)
-                )
+                paths = BoundaryPaths(self._workdir, box, self._runtime_dir / "kernel.json")
+                self._km = new_kernel_manager(self._runtime_dir, launch_prefix(self.level, paths, self._network),
+                                              "message" if self.level == "strict" else "signal")
+                await self._km.start_kernel(**launch_kwargs(self._workdir, self._runtime_dir, self.level))
                 await self._connect()
             except BaseException:
                 self._closed = True
@@ -216,15 +214,16 @@ class JupyterKernel:
             )
 
         km, client = self._running()
-        msg_id = client.execute(
-            code, allow_stdin=False, stop_on_error=False, user_expressions={"threads": STRAY_THREADS_EXPR}
-        )
+        msg_id = client.execute(code, allow_stdin=False, stop_on_error=False)
         try:
             if await self._collect(client, msg_id, collector, time.monotonic() + timeout):
                 reply = await self._reply(client, msg_id)
-                if (stray := _stray_threads_note(reply)) is not None:
+                if self._baseline is not None and (left := await leftovers.left_behind(*self._baseline)) is not None:
                     await self._restart()
-                    return result((stray, RESTART_NOTE), error=True, restarted=True)
+                    return result((left, RESTART_NOTE), error=True, restarted=True)
+                if (full := self._over_disk_limit()) is not None:
+                    await self._restart()
+                    return result((full, RESTART_NOTE), error=True, restarted=True)
                 return result(error=collector.error_name is not None or reply.get("status") not in ("ok", None))
             timed_out = f"Execution timed out after {timeout:g} s"
             await km.interrupt_kernel()
@@ -306,6 +305,9 @@ class JupyterKernel:
             if collector.error_name is not None:
                 text = "\n".join(o.text for o in collector.outputs())
                 raise RuntimeError(f"the kernel's start-up cell failed:\n{text}")
+            process = leftovers.kernel_process(getattr(self._manager().provisioner, "pid", -1))
+            state = leftovers.read(process) if process is not None else None
+            self._baseline = (process, state) if process is not None and state is not None else None
         except _KernelGone as gone:
             client.stop_channels()
             raise RuntimeError(f"the kernel exited during start-up ({self._describe_exit(gone.exit_code)})") from None
@@ -314,10 +316,25 @@ class JupyterKernel:
             raise
         self._client = client
 
+    def _over_disk_limit(self) -> str | None:
+        """A note when the run's directory holds more than its limit (emptied first, unless given)."""
+        if self._disk_limit is None or self._workdir is None:
+            return None
+        used = workdirs.disk_use(self._workdir, self._disk_limit)
+        if used <= self._disk_limit:
+            return None
+        note = (f"The files the code wrote in its directory take more than {self._disk_limit >> 20} MB, "
+                "the limit of a run's directory")
+        if self._given_workdir is not None:
+            return note + "; the kernel was restarted and the files kept."
+        workdirs.empty(self._workdir)
+        (self._workdir / ".tmp").mkdir(exist_ok=True)
+        return note + "; they were deleted and the kernel was restarted."
+
     def _remember_processes(self) -> None:
         """Note the processes the cells started (only possible with the sandbox off), while the
         kernel is alive to be their parent: once it dies they belong to init, out of sight."""
-        if self.sandbox != "off" or self._km is None or not self._km.has_kernel:
+        if self.level != "off" or self._km is None or not self._km.has_kernel:
             return
         pid = getattr(self._km.provisioner, "pid", None)  # the local provisioner's (the base class has none)
         if pid is None:
@@ -336,11 +353,26 @@ class JupyterKernel:
                 process.kill()
         self._spawned.clear()
 
+    async def _end_inside(self, km: AsyncKernelManager) -> None:
+        """Behind bwrap: end the sandbox from its PID 1 (bwrap's reaper, which takes the kernel with it)
+        and give bwrap a moment to reap it and exit, so each process is reaped by its parent. Killing
+        bwrap first would orphan that reaper to whatever PID 1 the machine has."""
+        provisioner = km.provisioner
+        if self.level != "strict" or provisioner is None or not km.has_kernel:
+            return
+        with contextlib.suppress(psutil.Error, ValueError):
+            for reaper in psutil.Process(getattr(provisioner, "pid", -1)).children():
+                reaper.kill()
+        deadline = time.monotonic() + _BWRAP_EXIT_S
+        while await provisioner.poll() is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+
     async def _restart(self) -> None:
         km, client = self._running()
         client.stop_channels()
         self._client = None
         self._kill_spawned()
+        await self._end_inside(km)
         await km.restart_kernel(now=True)
         await self._connect()
 
@@ -351,6 +383,7 @@ class JupyterKernel:
         self._kill_spawned()
         km, self._km = self._km, None
         if km is not None:
+            await self._end_inside(km)
             await km.shutdown_kernel(now=True)
         if self._runtime_dir is not None:
             shutil.rmtree(self._runtime_dir, ignore_errors=True)
@@ -361,6 +394,8 @@ class JupyterKernel:
     def _describe_exit(self, exit_code: int | None) -> str:
         if exit_code is None:
             return "it was shut down"
+        if self.level == "strict" and exit_code > 128:
+            exit_code = 128 - exit_code  # bwrap reports a kernel killed by signal N as 128 + N
         if exit_code >= 0:
             return f"exit code {exit_code}"
         try:

@@ -1,4 +1,4 @@
-"""The start-up cell every kernel runs: the standard imports, resource limits, a stray-thread probe.
+"""The start-up cell every kernel runs: the standard imports, resource limits, the output cap.
 
 The limits are set from inside the kernel process, so they bind the kernel
 and whatever it spawns but not the app. They are a guard against runaway
@@ -27,7 +27,8 @@ PRE_IMPORTS = (
 )
 
 
-def apply_limits(extra_data_bytes: int | None, cpu_seconds: int | None, extra_tasks: int | None) -> None:
+def apply_limits(extra_data_bytes: int | None, cpu_seconds: int | None, extra_tasks: int | None,
+                 open_files: int | None = None, file_bytes: int | None = None) -> None:
     """Lower this process's rlimits; its source is shipped into the kernel, so it must stay self-contained.
 
     RLIMIT_DATA rather than RLIMIT_AS: a kernel with numpy and sympy loaded
@@ -39,7 +40,10 @@ def apply_limits(extra_data_bytes: int | None, cpu_seconds: int | None, extra_ta
     ``extra_data_bytes``. RLIMIT_CPU counts the whole life of the process;
     its soft limit sends SIGXCPU, which kills the kernel. RLIMIT_NPROC counts
     every process and thread of the user, so it is set to those already
-    running plus ``extra_tasks``; Linux does not apply it to root.
+    running plus ``extra_tasks``; Linux does not apply it to root (the strict sandbox refuses new
+    processes instead). RLIMIT_NOFILE caps open descriptors at ``open_files``, RLIMIT_FSIZE each
+    file written at ``file_bytes`` (past it a write fails with EFBIG: Python ignores SIGXFSZ).
+    Inside the strict sandbox no capability is left to raise a hard limit again.
     """
     import os
     import resource
@@ -60,6 +64,10 @@ def apply_limits(extra_data_bytes: int | None, cpu_seconds: int | None, extra_ta
     if cpu_seconds is not None:
         # A hard limit one second later: SIGKILL only if SIGXCPU was ignored.
         lower(resource.RLIMIT_CPU, cpu_seconds, cpu_seconds + 1)
+    if open_files is not None:
+        lower(resource.RLIMIT_NOFILE, open_files, open_files)
+    if file_bytes is not None:
+        lower(resource.RLIMIT_FSIZE, file_bytes, file_bytes)
     if extra_tasks is not None and os.path.isdir("/proc"):
         uid, tasks = os.getuid(), 0
         for pid in os.listdir("/proc"):
@@ -69,37 +77,6 @@ def apply_limits(extra_data_bytes: int | None, cpu_seconds: int | None, extra_ta
             except OSError:  # the process ended while we looked
                 pass
         lower(resource.RLIMIT_NPROC, tasks + extra_tasks, tasks + extra_tasks)
-
-
-def install_thread_probe(grace_s: float) -> None:
-    """Give the shell a ``tuiagent_stray_threads()`` that names threads started since start-up
-    still alive after ``grace_s``; the client evaluates it after every cell (a user expression).
-
-    Python cannot stop a thread, and ipykernel sends a thread's later prints with whatever cell
-    runs then, so a thread that outlives its cell must end with a kernel restart.
-    """
-    import threading
-    import time
-
-    known = {t.ident for t in threading.enumerate()}
-    # The kernel's own helpers start threads on demand (zmq's garbage collector on a big output).
-    internal = ("ipykernel", "zmq", "IPython", "tornado", "jupyter_client", "traitlets", "debugpy", "comm")
-
-    def from_cell_code(thread: threading.Thread) -> bool:
-        target = getattr(thread, "_target", None)
-        module = getattr(target, "__module__", None) if target is not None else type(thread).__module__
-        return (module or "").split(".")[0] not in internal
-
-    def stray_threads() -> list[str]:
-        deadline = time.monotonic() + grace_s
-        while True:
-            alive = [t.name for t in threading.enumerate()
-                     if t.ident not in known and t.is_alive() and from_cell_code(t)]
-            if not alive or time.monotonic() >= deadline:
-                return alive
-            time.sleep(0.02)
-
-    get_ipython().tuiagent_stray_threads = stray_threads  # noqa: F821 (the kernel's shell)
 
 
 def install_output_cap(limit_chars: int, dropped_mime: str) -> None:
@@ -155,22 +132,54 @@ def install_output_cap(limit_chars: int, dropped_mime: str) -> None:
     shell.events.register("post_run_cell", end_cell)
 
 
-STRAY_THREADS_EXPR = "get_ipython().tuiagent_stray_threads()"
+def install_safe_packer() -> None:
+    """Send text holding lone surrogates (``print('\\ud800')``) with each one as U+FFFD, instead of
+    failing the whole message inside jupyter-client and losing the cell's other output with it."""
+    import re
+
+    session = get_ipython().kernel.session  # noqa: F821 (the kernel's shell)
+    pack, lone = session.pack, re.compile("[\ud800-\udfff]")
+
+    def scrub(obj: object) -> object:
+        if isinstance(obj, str):
+            return lone.sub("\ufffd", obj)
+        if isinstance(obj, dict):
+            return {scrub(k): scrub(v) for k, v in obj.items()}
+        if isinstance(obj, (list, tuple)):
+            return [scrub(v) for v in obj]
+        return obj
+
+    def safe_pack(obj: object) -> bytes:
+        try:
+            return pack(obj)  # type: ignore[no-any-return]
+        except UnicodeEncodeError:
+            return pack(scrub(obj))  # type: ignore[no-any-return]
+
+    session.pack = safe_pack
+
+
+# Ours: a cell has no use for more; the kernel itself holds about 60 descriptors.
+MAX_OPEN_FILES = 1024
+# Ours: per file in the run's directory; a 2 GiB posix_fallocate was seen.
+MAX_FILE_BYTES = 256 * 1024 * 1024
 
 
 def startup_code(
     memory_limit_mb: int | None, cpu_time_limit_s: int | None, max_processes: int | None, output_limit_chars: int
 ) -> str:
-    """The pre-imports, the limits (measured against the loaded kernel), the thread probe and the
+    """The pre-imports, the limits (measured against the loaded kernel), the safe packer and the
     output cap, leaving no other names behind."""
     extra_data_bytes = None if memory_limit_mb is None else memory_limit_mb * 1024 * 1024
     return (
         PRE_IMPORTS
         + inspect.getsource(apply_limits)
-        + f"apply_limits({extra_data_bytes!r}, {cpu_time_limit_s!r}, {max_processes!r})\n"
-        + inspect.getsource(install_thread_probe)
-        + "install_thread_probe(0.5)\n"
+        + f"apply_limits({extra_data_bytes!r}, {cpu_time_limit_s!r}, {max_processes!r}, {MAX_OPEN_FILES}, {MAX_FILE_BYTES})\n"
         + inspect.getsource(install_output_cap)
         + f"install_output_cap({output_limit_chars!r}, {DROPPED_MIME!r})\n"
-        + "del apply_limits, install_thread_probe, install_output_cap\n"
+        + inspect.getsource(install_safe_packer)
+        + "install_safe_packer()\n"
+        # pyzmq's garbage collector thread starts on the first big output: start it now, so that
+        # kernels.leftovers counts it with the kernel's own threads
+        + "__import__('zmq.utils.garbage').utils.garbage.gc.start()\n"
+        + "del apply_limits, install_output_cap, install_safe_packer\n"
     )

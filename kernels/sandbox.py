@@ -1,19 +1,17 @@
-"""What code in a kernel may do: a scrubbed environment, an in-process policy, and (where the
-platform allows) a network namespace.
+"""What code in a kernel may do: the levels, a scrubbed environment, and an in-process policy.
 
-The threat model, in short (docs/reliability.md has it in full): the model is not an attacker, but
-it writes careless and sometimes destructive code. The policy stops the accidents (deleting or
-overwriting the user's files, reading their secrets, talking to the network, starting processes,
-loading native code) with a clear PermissionError the model can read. It runs inside the kernel
-as a Python audit hook (PEP 578), so it is not a boundary against code written to escape it; the
-network namespace is a real boundary for the network, and nothing here replaces a container or VM
-for hostile code.
+The threat model (docs/reliability.md has it in full): the kernel runs code a language model wrote,
+careless or, through a prompt injection in a problem, hostile. The boundary is the operating
+system's (``kernels.boundary``: bubblewrap namespaces, Landlock, seccomp); the audit-hook policy
+(PEP 578) below runs inside the kernel as a friendly first layer that turns an attempt into a
+PermissionError naming what was refused, so the model can adapt. On its own it is no boundary.
 
 Levels (``sandbox=``):
 
-- ``"auto"`` (our default): the policy, plus a network namespace when ``unshare`` can make one.
-- ``"policy"``: the policy and the scrubbed environment, no namespace.
-- ``"netns"``: the policy in a network namespace; an error if none can be made.
+- ``"auto"`` (our default): the strongest level that works on this machine (``resolve`` says which).
+- ``"strict"``: the OS boundary plus the policy; an error where the boundary cannot be had.
+- ``"netns"``: the policy in a network namespace (``unshare``); an error if none can be made.
+- ``"policy"``: the policy and the scrubbed environment only.
 - ``"off"``: only the resource limits (for users whose cells need processes or the network).
 """
 
@@ -27,11 +25,13 @@ import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from kernels import boundary
+
 if TYPE_CHECKING:  # only in install_policy's annotations, quoted: its source is shipped to the kernel
     from collections.abc import Iterable
     from typing import Any
 
-LEVELS = ("auto", "policy", "netns", "off")
+LEVELS = ("auto", "strict", "netns", "policy", "off")
 
 # Variables a kernel inherits from the app; everything else (API keys, tokens, the user's
 # configuration) stays out. Locale and library paths keep the interpreter working as it does
@@ -52,9 +52,41 @@ def check_level(level: str) -> str:
     return level
 
 
-def kernel_env(level: str, workdir: Path, runtime_dir: Path, cache_dir: Path) -> dict[str, str]:
-    """The kernel's environment: HOME and TMPDIR in the run's directory, and (unless ``off``) only
-    the variables in ``_PASSTHROUGH`` (plus ``LC_*``) from the app's environment."""
+def resolve(level: str) -> str:
+    """The level in force for ``level`` on this machine: ``auto`` becomes the strongest that works;
+    SandboxUnavailable when ``strict`` or ``netns`` cannot be had."""
+    check_level(level)
+    if level in ("auto", "strict"):
+        why = boundary.unavailable()
+        if why is None:
+            return "strict"
+        if level == "strict":
+            raise SandboxUnavailable(f"sandbox 'strict' needs the OS boundary, and here there is {why}; "
+                                     "use sandbox 'auto' to run with the strongest level this machine has")
+    if level in ("auto", "netns"):
+        if _unshare_argv() is not None:
+            return "netns"
+        if level == "netns":
+            raise SandboxUnavailable(
+                "sandbox 'netns' needs `unshare` able to make a network namespace (root, or user "
+                "namespaces enabled); use sandbox 'policy' or 'auto' here"
+            )
+        return "policy"
+    return level
+
+
+def describe(level: str) -> str:
+    """The level in force with what it is made of, for doctor and the app's status line."""
+    shown = resolve(level)
+    parts = {"strict": f"{boundary.describe()} + policy", "netns": "policy + network namespace",
+             "policy": "audit-hook policy only, no OS boundary", "off": "resource limits only"}
+    return f"{shown} ({parts[shown]})"
+
+
+def kernel_env(level: str, workdir: Path, box: Path) -> dict[str, str]:
+    """The kernel's environment: HOME and TMPDIR in the run's directory, the per-run configuration
+    and caches in ``box``, and (unless ``off``) only the variables in ``_PASSTHROUGH`` (plus
+    ``LC_*``) from the app's environment."""
     if level == "off":
         env = dict(os.environ)
     else:
@@ -65,9 +97,11 @@ def kernel_env(level: str, workdir: Path, runtime_dir: Path, cache_dir: Path) ->
         HOME=str(workdir),
         TMPDIR=str(tmp),
         # The user's IPython profile and startup scripts stay out of the kernel.
-        IPYTHONDIR=str(runtime_dir / "ipython"),
-        # Shared between runs so matplotlib builds its font cache once, not in every kernel.
-        MPLCONFIGDIR=str(cache_dir / "matplotlib"),
+        IPYTHONDIR=str(box / "ipython"),
+        # Per run: a matplotlibrc or font cache one run writes is never read by the next.
+        MPLCONFIGDIR=str(box / "matplotlib"),
+        XDG_CACHE_HOME=str(box / "cache"),
+        XDG_CONFIG_HOME=str(box / "config"),
         MPLBACKEND="Agg",
         PYTHONNOUSERSITE="1",
     )
@@ -95,22 +129,19 @@ def _unshare_argv() -> tuple[str, ...] | None:
     return None
 
 
-def launch_prefix(level: str) -> tuple[str, ...]:
-    """What goes before the kernel's command line for ``level``; exec'd, so the kernel keeps its PID
-    and interrupts still reach it."""
-    if level in ("auto", "netns"):
+def launch_prefix(level: str, paths: boundary.BoundaryPaths, network: bool = False) -> tuple[str, ...]:
+    """What goes before the kernel's command line for the level in force ``level`` (from ``resolve``);
+    ``network`` lets the kernel use the host's network (no namespace, no Landlock TCP rule)."""
+    if level == "strict":
+        return tuple(boundary.prefix(paths, network))
+    if level == "netns" and not network:
         prefix = _unshare_argv()
-        if prefix is not None:
-            return prefix
-        if level == "netns":
-            raise SandboxUnavailable(
-                "sandbox 'netns' needs `unshare` able to make a network namespace (root, or user "
-                "namespaces enabled); use sandbox 'policy' or 'auto' here"
-            )
+        assert prefix is not None, "resolve() checked it"
+        return prefix
     return ()
 
 
-def install_policy(workdir: str, write_roots: tuple[str, ...]) -> None:
+def install_policy(workdir: str, write_roots: tuple[str, ...], network: bool = False) -> None:
     """Install the audit hook; its source is shipped into the kernel, so it stays self-contained.
 
     Writes (open for writing, remove, rename, chmod, mkdir ...) are allowed under ``workdir``
@@ -155,7 +186,8 @@ def install_policy(workdir: str, write_roots: tuple[str, ...]) -> None:
         if under(path, readable) or under(path, (own_proc,)):
             return True
         if path == "/proc" or under(path, ("/proc",)):
-            return not path.split("/")[2].isdigit()  # /proc/cpuinfo yes, another process no
+            parts = path.split("/")
+            return len(parts) < 3 or not parts[2].isdigit()  # /proc/cpuinfo yes, another process no
         if under(path, system):
             try:
                 return bool(os.stat(path).st_mode & stat.S_IROTH)
@@ -182,12 +214,12 @@ def install_policy(workdir: str, write_roots: tuple[str, ...]) -> None:
     }
     lists = {"os.listdir", "os.scandir"}
     processes = {"os.fork", "os.forkpty", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
-                 "subprocess.Popen", "os.startfile", "os.killpg"}
-    network = {"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo",
+                 "subprocess.Popen", "os.startfile"}
+    networking = {"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo",
                "socket.gethostbyname", "socket.gethostbyname_ex", "socket.gethostbyaddr", "socket.getnameinfo"}
     native = {"ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.call_function",
               "ctypes.string_at", "ctypes.wstring_at", "ctypes.cdata", "ctypes.cdata/buffer"}
-    own_pid = os.getpid()
+    own_pid, own_group = os.getpid(), os.getpgid(0)
 
     def hook(event: str, args: "tuple[Any, ...]") -> None:
         __tracebackhide__ = True  # noqa: F841 (IPython leaves this frame out of tracebacks)
@@ -212,9 +244,9 @@ def install_policy(workdir: str, write_roots: tuple[str, ...]) -> None:
                 raise refused("listing directories outside the run's directory", path)
         elif event in processes:
             raise refused("starting or signalling other processes")
-        elif event == "os.kill" and args[0] not in (own_pid, 0):
+        elif (event == "os.kill" and args[0] not in (own_pid, 0)) or (event == "os.killpg" and args[0] != own_group):
             raise refused("signalling other processes")
-        elif event in network or (event == "socket.__new__" and args[1] != socket.AF_UNIX):
+        elif not network and (event in networking or (event == "socket.__new__" and args[1] != socket.AF_UNIX)):
             raise refused("network access")
         elif event in native:
             raise refused("native code through ctypes")
@@ -222,7 +254,7 @@ def install_policy(workdir: str, write_roots: tuple[str, ...]) -> None:
     sys.addaudithook(hook)
 
 
-def policy_code(workdir: Path, write_roots: tuple[Path, ...]) -> str:
+def policy_code(workdir: Path, write_roots: tuple[Path, ...], network: bool = False) -> str:
     """The start-up cell part that installs the policy, leaving no names behind."""
     roots = tuple(str(p) for p in write_roots)
-    return inspect.getsource(install_policy) + f"install_policy({str(workdir)!r}, {roots!r})\ndel install_policy\n"
+    return inspect.getsource(install_policy) + f"install_policy({str(workdir)!r}, {roots!r}, {network!r})\ndel install_policy\n"

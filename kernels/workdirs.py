@@ -6,6 +6,7 @@ no chance to clean up) can be recognised and removed by the next app that starts
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -45,6 +46,31 @@ def sweep(directory: Path | None = None) -> list[Path]:
             shutil.rmtree(entry, ignore_errors=True)
             removed.append(entry)
     return removed
+
+
+def disk_use(directory: Path, limit: int) -> int:
+    """Bytes the files under ``directory`` take on disk, counted without following links; stops
+    counting once past ``limit`` (a directory of a million files is not walked to the end)."""
+    used = 0
+    for root, dirs, files in os.walk(directory):
+        for name in (*dirs, *files):
+            try:
+                used += os.lstat(os.path.join(root, name)).st_blocks * 512
+            except OSError:  # removed while we looked
+                continue
+            if used > limit:
+                return used
+    return used
+
+
+def empty(directory: Path) -> None:
+    """Remove everything inside ``directory`` (links themselves, never what they point to)."""
+    for entry in os.scandir(directory):
+        if entry.is_dir(follow_symlinks=False):
+            shutil.rmtree(entry.path, ignore_errors=True)
+        else:
+            with contextlib.suppress(OSError):
+                os.unlink(entry.path)
 
 
 @functools.cache

@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tuiagent.errors import UserError
+from tuiagent.safetext import for_terminal
 from tuiagent.options import SandboxOpt, check_sandbox
 from tuiagent.presets import DEFAULT_PRESET
 
@@ -93,22 +94,25 @@ def solve(
     if not text.strip():
         raise UserError("the problem is empty: pass the problem text, or - and the text on standard input")
     overrides = {k: v for k, v in {"temperature": temperature, "seed": seed}.items() if v is not None}
-    settings = RunSettings(
-        mode="cot" if no_tool else "tool",
-        max_tool_calls=max_tool_calls,
-        max_tokens=max_tokens,
-        max_wall_s=max_time,
-        exec_timeout_s=timeout,
-        output_chars=output_chars,
-    )
-    settings = replace(settings, explicit=tuple(  # budgets given here: guards do not raise them
-        k for k, option in _RUN_OPTIONS.items() if k in BUDGETS and _on_command_line(ctx, option)))
     guards, guard_settings, kernel = tuple(guard or ()), parse_sets(set_ or []), "jupyter"
-    if preset is None and not guard and not set_:
-        preset = DEFAULT_PRESET
-    if preset is not None:
-        settings, guards, guard_settings, kernel, overrides = apply_preset(
-            ctx, preset, settings, guards, guard_settings, overrides)
+    try:
+        settings = RunSettings(
+            mode="cot" if no_tool else "tool",
+            max_tool_calls=max_tool_calls,
+            max_tokens=max_tokens,
+            max_wall_s=max_time,
+            exec_timeout_s=timeout,
+            output_chars=output_chars,
+        )
+        settings = replace(settings, explicit=tuple(  # budgets given here: guards do not raise them
+            k for k, option in _RUN_OPTIONS.items() if k in BUDGETS and _on_command_line(ctx, option)))
+        if preset is None and not guard and not set_:
+            preset = DEFAULT_PRESET
+        if preset is not None:
+            settings, guards, guard_settings, kernel, overrides = apply_preset(
+                ctx, preset, settings, guards, guard_settings, overrides)
+    except ValueError as e:  # a budget no run can keep (RunSettings says which)
+        raise typer.BadParameter(str(e)) from None
     request = RunRequest(
         problem=text,
         model=model,
@@ -405,7 +409,7 @@ def replay(
 def print_warnings(warnings: list[str]) -> None:
     """Lines of a damaged trajectory that were skipped, on stderr."""
     for warning in warnings:
-        err.print(Text("warning: ", style="bold yellow") + Text(warning))
+        err.print(Text("warning: ", style="bold yellow") + Text(for_terminal(warning)))
 
 
 @app.command()
@@ -430,8 +434,9 @@ def compare(
         print_warnings(loaded.warnings)
         s = summary(loaded.events)
         right = {True: "right", False: "wrong", None: "-"}[s.correct]
-        console.print(f"{path.name}: guards {s.guards} · answer {s.answer} ({right}) · {s.tool_calls} tool calls · "
-                      f"{s.context_tokens} context tokens · {s.wall_s:.1f} s · {s.reason}", markup=False)
+        console.print(for_terminal(f"{path.name}: guards {s.guards} · answer {s.answer} ({right}) · {s.tool_calls} tool "
+                                   f"calls · {s.context_tokens} context tokens · {s.wall_s:.1f} s · {s.reason}"),
+                      markup=False)
 
 
 def main() -> None:
@@ -439,7 +444,7 @@ def main() -> None:
     try:
         code = app(standalone_mode=False)  # returns the exit code of a typer.Exit
     except UserError as e:
-        err.print(Text("error: ", style="bold red") + Text(str(e)))
+        err.print(Text("error: ", style="bold red") + Text(for_terminal(str(e))))
         sys.exit(e.exit_code)
     except typer.TyperException as e:  # usage errors: typer vendors click, so catch its base class
         e.show()

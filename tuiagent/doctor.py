@@ -226,19 +226,15 @@ def _bytes(n: int) -> str:
 
 
 _KERNEL_FIX = (f"reinstall the kernel packages ({shlex.quote(sys.executable)} -m pip install --force-reinstall "
-               "ipykernel jupyter-client); if the error names the sandbox, run with --sandbox policy or off")
+               "ipykernel jupyter-client); if the error names the sandbox, run with --sandbox auto, policy or off")
 
 
 def kernel_checks() -> Iterator[Check]:
-    from kernels.sandbox import SandboxUnavailable, launch_prefix
+    from kernels.sandbox import describe
 
     check = functools.partial(Check, KERNEL)
-    try:
-        launch_prefix("netns")
-        levels = "auto (policy + no network), policy, netns, off"
-    except SandboxUnavailable as e:
-        levels = f"auto (policy only: no network namespace here), policy, off; not netns: {e}"
-    yield check("sandbox levels", "info", levels)
+    levels = describe("auto")
+    yield check("sandbox", "info", f"auto is {levels}")
     try:
         start_s, cell_s, result = asyncio.run(_time_kernel())
     except Exception as e:  # noqa: BLE001 - whatever stops the kernel is the finding

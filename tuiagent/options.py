@@ -10,8 +10,9 @@ from kernels.sandbox import check_level
 
 SandboxOpt = Annotated[str, typer.Option(
     "--sandbox",
-    help="What code in the kernel may do: auto (the policy, plus no network where the platform allows), "
-         "policy, netns (no network, or an error), off (limits only). See docs/reliability.md.",
+    help="What code in the kernel may do: auto (the strongest level this machine has), strict (the OS "
+         "boundary: bubblewrap, Landlock, seccomp; or an error), netns (policy without network), policy "
+         "(audit hook only), off (limits only). See docs/reliability.md.",
 )]
 
 

@@ -166,6 +166,22 @@ def with_guard_needs(settings: RunSettings, needs: Mapping[str, Mapping[str, flo
             raised[budget] = guard
     return replace(settings, **values, raised=tuple(sorted(raised.items())))
 
+    def __post_init__(self) -> None:
+        """Reject budgets no run can keep: not a number, infinite, negative, absurdly large, or a zero
+        cell timeout (a zero wall-time budget is a run that ends at once)."""
+        for name, top in (("exec_timeout_s", _MAX_SECONDS), ("max_wall_s", _MAX_SECONDS), ("max_tool_calls", _MAX_COUNT),
+                          ("max_tokens", _MAX_COUNT), ("output_chars", _MAX_COUNT)):
+            value, positive = getattr(self, name), name == "exec_timeout_s"
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or not (0 < value if positive else 0 <= value) or value > top:
+                low = "above 0" if positive else "0 or more"
+                raise ValueError(f"{name} must be a number {low} and at most {top:g}, not {value!r}")
+
+
+# Ours: a day of wall time, and ten million of anything counted, are beyond any run this app makes.
+_MAX_SECONDS = 86_400.0
+_MAX_COUNT = 10_000_000
+
 
 @dataclass(frozen=True)
 class Segment:

@@ -12,11 +12,12 @@ from typing import Any
 from guards.base import SettingsError
 from guards.chain import GuardChain, available
 from kernels.sandbox import SandboxUnavailable
+from kernels.sandbox import describe as describe_sandbox
 from tuiagent import paths, plugins
 from tuiagent.backends import Backend, open_backend
 from tuiagent.config.loader import load_models
 from tuiagent.config.spec import ModelSpec
-from tuiagent.core.events import Event, RunFinished
+from tuiagent.core.events import Event, Notice, RunFinished, RunStarted
 from tuiagent.core.fork import ForkPoint, guards_at
 from tuiagent.core.loop import Agent
 from tuiagent.core.trajectory import Recorder, new_run_id
@@ -178,6 +179,11 @@ async def run_problem(
                 )
                 async for event in agent.stream(request.problem, gold=request.gold, run_id=run_id, fork=fork):
                     on_event(event)
+                    if isinstance(event, RunStarted) and (level := getattr(kernel, "level", None)) is not None:
+                        # the sandbox in force, for the transcript, the app and the trajectory
+                        notice = Notice(level="info", message=f"kernel sandbox: {describe_sandbox(level)}")
+                        recorder.write(notice)
+                        on_event(notice)
                     if isinstance(event, RunFinished):
                         finished = event
     finally:

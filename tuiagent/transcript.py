@@ -1,4 +1,6 @@
-"""A readable transcript of a run, for the terminal: streamed live by `solve`, re-read by `replay --print`."""
+"""A readable transcript of a run, for the terminal: streamed live by `solve`, re-read by `replay --print`.
+
+Everything shown goes through ``tuiagent.safetext.for_terminal``; the trajectory keeps it verbatim."""
 
 from __future__ import annotations
 
@@ -10,8 +12,14 @@ from rich.text import Text
 
 from tuiagent.core import events as ev
 from tuiagent.protocol import budget_words
+from tuiagent.safetext import for_terminal
 
 _STYLE = {"info": "cyan", "warning": "yellow", "error": "bold red"}
+
+
+def _text(text: str, style: str = "") -> Text:
+    """A line of the transcript; what came from a problem, model, kernel or file is shown inert."""
+    return Text(for_terminal(text), style=style)
 
 
 class TranscriptPrinter:
@@ -25,15 +33,15 @@ class TranscriptPrinter:
         c = self.console
         match event:
             case ev.RunStarted():
-                c.print(Text(f"problem: {event.problem}", style="bold"))
-                c.print(Text(f"model: {event.model_id} ({event.backend}), mode: {event.mode}", style="dim"))
+                c.print(_text(f"problem: {event.problem}", style="bold"))
+                c.print(_text(f"model: {event.model_id} ({event.backend}), mode: {event.mode}", style="dim"))
                 c.print(Text(f"budgets: {budget_words(event.settings)}", style="dim"))
             case ev.TurnStarted():
                 if event.turn == 1 and not self._guards_on:
-                    c.print(Text("guards: none", style="dim"))
-                c.print(Text(f"\n── turn {event.turn} · {event.context_tokens} context tokens", style="dim"))
+                    c.print(_text("guards: none", style="dim"))
+                c.print(_text(f"\n── turn {event.turn} · {event.context_tokens} context tokens", style="dim"))
             case ev.TokenDelta():
-                c.file.write(event.text)
+                c.file.write(for_terminal(event.text))
                 c.file.flush()
             case ev.TurnEnded() if event.text and not event.text.endswith("\n"):
                 c.file.write("\n")
@@ -41,38 +49,38 @@ class TranscriptPrinter:
                 style = "red" if event.error else ("green" if event.executed else "yellow")
                 label = "timed out" if event.timed_out else ("error" if event.error else "ok")
                 status = f"{label}, {event.duration_s * 1000:.0f} ms" if event.executed else "not run"
-                c.print(Text(f"```output  [call {event.call}: {status}]", style=style))
+                c.print(_text(f"```output  [call {event.call}: {status}]", style=style))
                 if event.shown:
-                    c.print(Text(event.shown), style=style)
-                c.print(Text("```", style=style))
+                    c.print(_text(event.shown), style=style)
+                c.print(_text("```", style=style))
             case ev.ContextAppended() if event.source != "tool":
-                c.print(Text(event.text.rstrip(), style="magenta"))
+                c.print(_text(event.text.rstrip(), style="magenta"))
             case ev.GuardVerdict() if event.action != "pass":
-                c.print(Text(f"[{event.guard}] {event.action}: {event.reason or _numbers(event.data)}", style="magenta"))
+                c.print(_text(f"[{event.guard}] {event.action}: {event.reason or _numbers(event.data)}", style="magenta"))
             case ev.GuardToggled() if event.reason == "on at start":  # the header: every guard in force
                 self._guards_on += 1
                 values = " ".join(f"{k}={v}" for k, v in event.settings.items())
-                c.print(Text(f"guard {event.guard} on: {values}", style="dim"))
+                c.print(_text(f"guard {event.guard} on: {values}", style="dim"))
             case ev.GuardToggled() if event.reason:
                 state = "on" if event.enabled else "off"
-                c.print(Text(f"[{event.guard}] {state}: {event.reason}", style="yellow"))
+                c.print(_text(f"[{event.guard}] {state}: {event.reason}", style="yellow"))
             case ev.ContextPruned():
-                c.print(Text(f"[{event.guard}] pruned {len(event.removed_text)} characters from the working context",
+                c.print(_text(f"[{event.guard}] pruned {len(event.removed_text)} characters from the working context",
                              style="magenta"))
             case ev.Notice():
-                c.print(Text(f"[{event.level}] {event.message}", style=_STYLE.get(event.level, "")))
+                c.print(_text(f"[{event.level}] {event.message}", style=_STYLE.get(event.level, "")))
             case ev.RunFinished():
                 self._summary(event)
 
     def _summary(self, event: ev.RunFinished) -> None:
         verdict = {True: ("right", "bold green"), False: ("wrong", "bold red"), None: ("", "")}[event.correct]
-        line = Text("\nanswer: ", style="bold")
-        line.append(event.answer if event.answer is not None else "(none)", style="bold")
+        line = _text("\nanswer: ", style="bold")
+        line.append(for_terminal(event.answer) if event.answer is not None else "(none)", style="bold")
         if verdict[0]:
             line.append(f"  [{verdict[0]}]", style=verdict[1])
         self.console.print(line)
         self.console.print(
-            Text(
+            _text(
                 f"ended: {event.reason} · {event.tool_calls} tool call{'s' * (event.tool_calls != 1)} ({event.erroneous_calls} erroneous) · "
                 f"{event.generated_tokens} generated tokens · {event.context_tokens} context tokens · "
                 f"{event.wall_s:.1f} s",
@@ -80,7 +88,7 @@ class TranscriptPrinter:
             )
         )
         if event.trajectory:
-            self.console.print(Text(f"trajectory: {event.trajectory}", style="dim"))
+            self.console.print(_text(f"trajectory: {event.trajectory}", style="dim"))
 
 
 def _numbers(data: dict) -> str:

@@ -16,7 +16,7 @@ import pytest
 import pytest_asyncio
 
 from kernels.jupyter import RESTART_NOTE, JupyterKernel
-from kernels.sandbox import launch_prefix
+from kernels.sandbox import SandboxUnavailable, resolve
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
 from tuiagent.core.loop import Agent
@@ -34,7 +34,8 @@ RESTART_SLACK_S = 15
 class Case:
     code: str
     timeout: float
-    expect: str  # "interrupted", "restarted", "died", "refused", "truncated", or an exception name
+    expect: str  # "interrupted", "restarted", "died", "refused", "truncated", "ok", or an exception name
+    levels: tuple[str, ...] = ("strict", "netns", "policy")  # where the case holds (an OSError from the OS, or the policy)
 
 
 CASES = {
@@ -44,6 +45,16 @@ CASES = {
     "thread left running": Case(
         "import threading, time\nthreading.Thread(target=lambda: time.sleep(1000), daemon=True).start()", 5,
         "restarted"),
+    "_thread.start_new_thread": Case("import _thread, time\n_thread.start_new_thread(time.sleep, (1000,))", 5,
+                                     "restarted"),
+    "threading.Timer": Case("import threading\nthreading.Timer(1000, print).start()", 5, "restarted"),
+    "stray-thread check replaced": Case(
+        "import threading, time\nthreading.enumerate = lambda: []\nthreading.Thread(target=time.sleep, args=(1000,)).start()",
+        5, "restarted"),
+    "SIGALRM handler and timer left set": Case(
+        "import signal\nsignal.signal(signal.SIGALRM, lambda *a: print('boom'))\nsignal.setitimer(signal.ITIMER_REAL, 3)", 5,
+        "restarted"),
+    "SIGTERM ignored": Case("import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN)", 5, "restarted"),
     "memory bomb": Case("hog = [bytearray(10**7) for _ in range(10**6)]", 30, "MemoryError"),
     "fork bomb": Case("import os\nwhile True: os.fork()", 5, "refused"),
     "subprocess": Case("import subprocess; subprocess.run(['sleep', '100'])", 5, "refused"),
@@ -58,6 +69,23 @@ CASES = {
         "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass", 2, "restarted"),
     "signal another process": Case("import os, signal; os.kill(os.getppid(), signal.SIGTERM)", 5, "refused"),
     "read the app's environment": Case("import os; open(f'/proc/{os.getppid()}/environ').read()", 5, "refused"),
+    "read a secret through dir_fd": Case(
+        "import os; os.read(os.open('shadow', os.O_RDONLY, dir_fd=os.open('/etc', os.O_RDONLY)), 10)", 5,
+        "PermissionError", levels=("strict",)),
+    "start a process without an audit event": Case(
+        "import multiprocessing.util as u; u.spawnv_passfds(b'/bin/sleep', [b'sleep', b'100'], [])", 5,
+        "PermissionError", levels=("strict",)),
+    "signal the app through a pidfd": Case(
+        f"import os, signal; signal.pidfd_send_signal(os.pidfd_open({os.getpid()}), signal.SIGTERM)", 5,
+        "OSError", levels=("strict",)),
+    "renice the app": Case(f"import os; os.setpriority(os.PRIO_PROCESS, {os.getpid()}, 19)", 5, "OSError",
+                           levels=("strict",)),
+    "2 GiB file": Case("import os; os.posix_fallocate(os.open('big', os.O_CREAT | os.O_WRONLY), 0, 2 << 30)", 10,
+                       "OSError"),
+    "too many open files": Case("fs = [open('/dev/null') for _ in range(5000)]", 10, "OSError"),
+    "list /proc": Case("import os; print(len(os.listdir('/proc')) > 0)", 5, "ok"),
+    "lone surrogate between good prints": Case("print('before'); print('\\ud800'); print('after')", 5, "ok"),
+    "30 MB exception message": Case("raise ValueError('x' * 30_000_000)", 30, "ValueError"),
 }
 
 
@@ -71,11 +99,14 @@ def user_files(tmp_path_factory):
     return home
 
 
-@pytest_asyncio.fixture(scope="module", loop_scope="module")
-async def kernel(user_files):
+@pytest_asyncio.fixture(scope="module", loop_scope="module", params=["strict", "netns", "policy"])
+async def kernel(request, user_files):
+    """A kernel at each sandbox level this machine supports."""
+    if not available(request.param):
+        pytest.skip(f"this machine cannot provide sandbox {request.param!r}")
     os.environ[SECRET] = "hunter2"
     try:
-        async with JupyterKernel(memory_limit_mb=1024) as k:
+        async with JupyterKernel(memory_limit_mb=1024, sandbox=request.param) as k:
             yield k
     finally:
         del os.environ[SECRET]
@@ -94,6 +125,8 @@ async def assert_alive(kernel):
 @pytest.mark.parametrize("name", list(CASES))
 async def test_hostile_cell_ends_clearly_and_the_kernel_goes_on(kernel, user_files, name):
     case = CASES[name]
+    if kernel.level not in case.levels:
+        pytest.skip(f"only the OS boundary stops this; the kernel runs at level {kernel.level!r}")
     started = time.monotonic()
     result = await kernel.execute(case.code, case.timeout)
     elapsed = time.monotonic() - started
@@ -110,8 +143,13 @@ async def test_hostile_cell_ends_clearly_and_the_kernel_goes_on(kernel, user_fil
         assert "tuiagent sandbox" in result.text
     elif case.expect == "truncated":
         assert not result.error and "Output truncated" in result.text
+    elif case.expect == "ok":
+        assert not result.error, result.text
+        assert "before" not in case.code or result.text == "before\n\ufffd\nafter", result.text
     else:
-        assert result.error and result.error_name == case.expect and not result.restarted
+        subclasses = ("PermissionError", "FileNotFoundError", "ProcessLookupError") if case.expect == "OSError" else ()
+        assert result.error and result.error_name in (case.expect, *subclasses) and not result.restarted, result.text
+    assert len(result.text) < 1_100_000  # the output cap (1M characters) plus notes
     await assert_alive(kernel)
     assert_untouched(user_files)
 
@@ -130,6 +168,16 @@ async def test_files_outside_the_run_directory_cannot_be_read_changed_or_deleted
     ):
         result = await kernel.execute(code, 10)
         assert result.error_name == "PermissionError" and "tuiagent sandbox" in result.text, code
+    assert_untouched(user_files)
+
+
+async def test_links_planted_for_the_image_saver_are_not_followed(kernel, user_files):
+    code = (f"import os\nfor n in range(1, 50): os.symlink({str(user_files / 'notes.txt')!r}, f'image-{{n}}.png')\n"
+            "from IPython.display import Image, display\n"
+            "display(Image(data=b'\\x89PNG\\r\\n\\x1a\\n' + b'x' * 100, format='png'))")
+    result = await kernel.execute(code, 10)
+    saved = [o.path for o in result.outputs if o.path]
+    assert saved and all(not p.startswith(str(kernel.workdir)) for p in saved), result.text
     assert_untouched(user_files)
 
 
@@ -161,9 +209,18 @@ async def test_no_network_connection_is_made(kernel):
             server.accept()
 
 
-@pytest.mark.skipif(not launch_prefix("auto"), reason="this machine cannot make a network namespace")
-async def test_in_a_network_namespace_only_loopback_exists():
-    async with JupyterKernel(sandbox="netns") as kernel:
+def available(level: str) -> bool:
+    try:
+        return resolve(level) == level
+    except SandboxUnavailable:
+        return False
+
+
+@pytest.mark.parametrize("level", ["netns", "strict"])
+async def test_in_a_network_namespace_only_loopback_exists(level):
+    if not available(level):
+        pytest.skip(f"this machine cannot provide sandbox {level!r}")
+    async with JupyterKernel(sandbox=level) as kernel:
         result = await kernel.execute("print(sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]))", 10)
     assert result.text == "['lo']"
 
@@ -245,3 +302,16 @@ def is_running(process: psutil.Process) -> bool:
         return process.status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
+
+
+@pytest.mark.parametrize("level", ["strict", "policy"])
+async def test_the_network_is_there_only_when_a_setting_allows_it(level):
+    if not available(level):
+        pytest.skip(f"this machine cannot provide sandbox {level!r}")
+    with socket.socket() as server:
+        server.bind(("127.0.0.1", 0))
+        server.listen()
+        code = f"import socket; socket.create_connection(('127.0.0.1', {server.getsockname()[1]}), timeout=5).close(); print('connected')"
+        async with JupyterKernel(sandbox=level, network=True) as kernel:
+            assert (await kernel.execute(code, 10)).text == "connected"
+            assert (await kernel.execute("open('/etc/shadow').read()", 10)).error_name == "PermissionError"

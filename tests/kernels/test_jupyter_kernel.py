@@ -196,3 +196,12 @@ async def test_max_processes_caps_new_processes():
         result = await kernel.execute(code, 10)
         assert result.error_name == "BlockingIOError"
         await kernel.execute("for p in ps: p.kill()", 10)
+
+
+async def test_a_run_directory_over_its_disk_limit_is_emptied_and_the_kernel_restarted():
+    async with JupyterKernel(disk_limit_mb=4) as kernel:
+        code = "for i in range(3): open(f'f{i}', 'wb').write(b'x' * (2 << 20))"
+        result = await kernel.execute(code, 10)
+        assert result.restarted and "limit of a run's directory" in result.text and "deleted" in result.text
+        assert [p.name for p in kernel.workdir.iterdir()] == [".tmp"]
+        assert (await kernel.execute("print('ok')", 10)).text == "ok"

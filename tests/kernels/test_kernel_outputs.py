@@ -75,3 +75,27 @@ def test_text_past_the_limit_is_dropped_and_counted_but_errors_are_kept(tmp_path
     c.add("error", {"ename": "ValueError", "evalue": "bad", "traceback": ["ValueError: bad"]})
     assert c.outputs() == (Output("stdout", "0123456789"), Output("error", "ValueError: bad"))
     assert c.notes() == ("Output truncated: 7 more characters were not shown.",)
+
+
+def test_a_planted_link_is_never_followed_when_an_image_is_saved(tmp_path):
+    victim = tmp_path / "victim.txt"
+    victim.write_text("keep me")
+    saver = ImageSaver(tmp_path / "images")
+    (tmp_path / "images").mkdir()
+    for n in range(1, 4):  # the names the saver will use next
+        (tmp_path / "images" / f"{saver._prefix}-{n}.png").symlink_to(victim)
+    assert saver.save("image/png", base64.b64encode(b"\x89PNG evil").decode()) is None
+    assert victim.read_text() == "keep me"
+
+
+def test_images_past_the_caps_are_counted_not_kept(tmp_path):
+    from kernels.outputs import MAX_IMAGE_BYTES, MAX_IMAGES
+
+    c = collector(tmp_path)
+    png = base64.b64encode(b"\x89PNG small").decode()
+    for _ in range(MAX_IMAGES + 2):
+        c.add("display_data", {"data": {"image/png": png}})
+    c.add("display_data", {"data": {"image/png": base64.b64encode(b"x" * (MAX_IMAGE_BYTES + 1)).decode()}})
+    c.add("display_data", {"data": {"image/png": "not base64 at all!"}})
+    assert len([o for o in c.outputs() if o.path]) == MAX_IMAGES
+    assert any("image(s) were not kept" in n for n in c.notes())

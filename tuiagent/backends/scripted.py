@@ -44,6 +44,9 @@ def load_script(path: Path) -> list[list[Token]]:
         raise ConfigError(
             f"cannot read script: {e.strerror}", file=str(path), fix="pass an existing file with --script"
         ) from None
+    except UnicodeDecodeError as e:
+        raise ConfigError(f"the script is not UTF-8 text (byte {e.start})", file=str(path),
+                          fix="save the script as UTF-8") from None
     turns = []
     for n, line in enumerate(lines, start=1):
         if not line.strip():

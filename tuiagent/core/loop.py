@@ -434,7 +434,8 @@ class _Run:
         kernel = self.agent.kernel
         if kernel is None:  # Agent refuses tool mode without one, and only tool mode calls the tool
             raise RuntimeError("tool mode needs a kernel")
-        result = await kernel.execute(code, self.settings.exec_timeout_s)
+        # the run's wall-time budget holds during a cell too
+        result = await kernel.execute(code, max(min(self.settings.exec_timeout_s, self._remaining_wall()), 0.1))
         self.erroneous_calls += result.error
         shown = prompts.truncate_middle(result.text, self.settings.output_chars)
         self._output(call, code, shown, result, executed=True)

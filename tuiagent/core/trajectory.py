@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 import time
 import uuid
 from dataclasses import dataclass
@@ -15,6 +16,9 @@ from tuiagent.errors import UserError
 
 
 MAX_WARNINGS = 5  # bad lines named one by one when loading; the rest are counted in one more warning
+# Ours: a long run's trajectory is a few MB; a line holds one event, its outputs capped by the kernel.
+MAX_FILE_BYTES = 1 << 30
+MAX_LINE_BYTES = 64 << 20
 
 
 class TrajectoryError(UserError):
@@ -39,8 +43,13 @@ class Recorder:
             self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
         except OSError as e:
             raise TrajectoryError(f"cannot write trajectory {self.path}: {e.strerror}; choose another --out") from None
-        if self.path.stat().st_size == 0:
+        if os.fstat(self._file.fileno()).st_size == 0:
             self._write_line({"schema": SCHEMA, "version": SCHEMA_VERSION})
+        elif not _starts_as_trajectory(self.path):
+            self._file.close()
+            self._file = None
+            raise TrajectoryError(f"{self.path} exists and is not a trajectory; it was left as it was: "
+                                  "choose another --out (a directory, or a new .jsonl file)")
 
     def write(self, event: Event) -> None:
         self._write_line(to_dict(event))
@@ -85,10 +94,7 @@ def load(path: Path) -> Loaded:
     file that is not a trajectory, or is one from a newer format version, is refused.
     """
     path = Path(path)
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise TrajectoryError(f"cannot read trajectory {path}: {e.strerror}") from None
+    data = _read_regular_file(path)
     # Split on newlines only: str.splitlines would also split at U+2028 or U+0085, which
     # json.dumps(ensure_ascii=False) leaves unescaped inside strings.
     lines = data.split(b"\n")
@@ -101,8 +107,13 @@ def load(path: Path) -> Loaded:
     for n, line in enumerate(lines[1:], start=2):
         if not line.strip():
             continue
+        if len(line) > MAX_LINE_BYTES:
+            warnings.append(f"{path}:{n}: longer than {MAX_LINE_BYTES >> 20} MB; line skipped")
+            continue
         try:
             events.append(from_dict(json.loads(line.decode("utf-8"))))
+        except RecursionError:
+            warnings.append(f"{path}:{n}: nested too deeply; line skipped")
         except UnicodeDecodeError:
             warnings.append(f"{path}:{n}: not UTF-8 text; line skipped")
         except json.JSONDecodeError:
@@ -115,11 +126,43 @@ def load(path: Path) -> Loaded:
     return Loaded(events, warnings)
 
 
+def _read_regular_file(path: Path) -> bytes:
+    """The bytes of ``path``, refused unless it is a regular file of at most MAX_FILE_BYTES (so a FIFO
+    or /dev/zero neither blocks nor fills memory)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+    except OSError as e:
+        raise TrajectoryError(f"cannot read trajectory {path}: {e.strerror}") from None
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise TrajectoryError(f"cannot read trajectory {path}: not a regular file")
+    if st.st_size > MAX_FILE_BYTES:
+        os.close(fd)
+        raise TrajectoryError(f"{path} is {st.st_size >> 20} MB, more than a trajectory can be "
+                              f"({MAX_FILE_BYTES >> 20} MB)")
+    with os.fdopen(fd, "rb") as f:
+        try:
+            return f.read(MAX_FILE_BYTES + 1)[:MAX_FILE_BYTES]
+        except OSError as e:
+            raise TrajectoryError(f"cannot read trajectory {path}: {e.strerror}") from None
+
+
+def _starts_as_trajectory(path: Path) -> bool:
+    """Whether the file's first line is a trajectory header (any version)."""
+    try:
+        with open(path, "rb") as f:
+            header = json.loads(f.readline(4096).decode("utf-8"))
+    except (OSError, ValueError, RecursionError):
+        return False
+    return isinstance(header, dict) and header.get("schema") == SCHEMA
+
+
 def _check_header(path: Path, line: bytes) -> None:
     """Refuse a file whose first line is not a trajectory header this version can read."""
     try:
-        header = json.loads(line.decode("utf-8"))
-    except ValueError:  # UnicodeDecodeError and JSONDecodeError are both ValueErrors
+        header = json.loads(line.decode("utf-8")) if len(line) <= MAX_LINE_BYTES else None
+    except (ValueError, RecursionError):  # UnicodeDecodeError and JSONDecodeError are both ValueErrors
         header = None
     if not isinstance(header, dict) or header.get("schema") != SCHEMA:
         raise TrajectoryError(f"{path} is not a tuiagent trajectory (first line has no schema {SCHEMA!r})")

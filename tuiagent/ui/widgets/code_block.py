@@ -13,6 +13,7 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from tuiagent.safetext import for_terminal
 from tuiagent.protocol import Display, Line
 from tuiagent.ui.widgets.guard_display import line_content
 
@@ -63,7 +64,7 @@ class CodeBlockView(Widget, can_focus=True):
         self.guard_status: dict[str, tuple[Line, ...]] = {}  # per guard: spans at the end of the status
         self.skip_reason = ""
         self.started = time.monotonic()
-        self._code = highlight(code, language="python")
+        self._code = highlight(for_terminal(code), language="python")
         self.tooltip = "c copies the code"
 
     # -- calls down from the trajectory ---------------------------------------------------------

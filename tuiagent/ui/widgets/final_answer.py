@@ -5,6 +5,7 @@ from __future__ import annotations
 from textual.content import Content
 from textual.widget import Widget
 
+from tuiagent.safetext import for_terminal
 from tuiagent.core import events as ev
 
 _REASONS = {
@@ -52,7 +53,7 @@ class FinalAnswer(Widget):
                 verdict = ("  ✓ right", "bold $text-success")
             elif f.correct is False:
                 verdict = (f"  ✗ wrong (gold {self.gold})" if self.gold else "  ✗ wrong", "bold $text-error")
-            head = Content.assemble(("ANSWER  ", "bold $text-muted"), (f.answer, "bold reverse"), verdict)
+            head = Content.assemble(("ANSWER  ", "bold $text-muted"), (for_terminal(f.answer), "bold reverse"), verdict)
         tail = Content.styled(
             f"{_REASONS.get(f.reason, f.reason)} · {f.tool_calls} tool call{'s' * (f.tool_calls != 1)} ({f.erroneous_calls} erroneous) · "
             f"{f.generated_tokens} tokens · {f.context_tokens} context tokens · {f.wall_s:.1f} s", "$text-muted")

@@ -6,6 +6,8 @@ from __future__ import annotations
 from textual.content import Content
 from textual.widget import Widget
 
+from tuiagent.safetext import for_terminal
+
 _KIND_STYLE = {
     "note": "italic $text-secondary",
     "verdict": "$text-muted",
@@ -31,7 +33,7 @@ class NoteLine(Widget):
     def __init__(self, turn: int, kind: str, label: str, text: str, *, classes: str | None = None):
         super().__init__(classes=classes)
         self.turn, self.kind = turn, kind
-        self.label, self.text = label, text
+        self.label, self.text = label, for_terminal(text)
         self.add_class(f"-{kind}")
 
     def render(self) -> Content:

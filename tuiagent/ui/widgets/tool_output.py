@@ -10,6 +10,7 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 
+from tuiagent.safetext import for_terminal
 from tuiagent.core import events as ev
 
 COLLAPSED_LINES = 8
@@ -21,13 +22,13 @@ HEAD = 2  # lines kept from the start of a long output; the rest from its end (w
 def output_text(result: ev.ToolResult) -> str:
     """Everything the cell printed (saved images by name); for a call that was not run, what the model was told."""
     if not result.executed:
-        return result.shown
+        return for_terminal(result.shown)
     parts = []
     for o in result.outputs:
         path = o.get("path")
         parts.append(f"[image saved: {path.rsplit('/', 1)[-1]}]" if path else str(o.get("text", "")))
     text = "\n".join(p.rstrip("\n") for p in parts if p)
-    return text or result.shown
+    return for_terminal(text or result.shown)
 
 
 class ToolOutput(Widget, can_focus=True):

@@ -8,11 +8,14 @@ from textual.content import Content
 from textual.highlight import highlight
 from textual.widget import Widget
 
+from tuiagent.safetext import for_terminal
+
 _FENCE = re.compile(r"```python[^\n]*\n(.*?)(```|\Z)", re.DOTALL)
 
 
 def render_turn(text: str) -> Content:
     """Prose as plain text (never markup), code fences highlighted as Python, even while still open."""
+    text = for_terminal(text)
     parts: list[Content | tuple[str, str]] = []
     pos = 0
     for m in _FENCE.finditer(text):
