@@ -1,5 +1,5 @@
 """Replay: step through a saved run, event by event or step by step, jump to the next guard decision;
-what happened (the full trajectory, current event marked) beside what the model saw at that point
+what happened (the trajectory as it stood at the current event, which is marked) beside what the model saw at that point
 (``context.working_context(events[:i])``)."""
 
 from __future__ import annotations
@@ -119,7 +119,9 @@ class ReplayScreen(Screen):
         self.query_one(ContextView).show(working_context(self.events[:i]),
                                          working_context(self.events[: i - 1]) if i > 1 else None)
         widget = next((w for w in reversed(self.widgets[:i]) if w is not None), None)
-        self.query_one(TrajectoryView).highlight(widget)
+        trajectory = self.query_one(TrajectoryView)
+        trajectory.show_until(i)
+        trajectory.highlight(widget)
 
     # -- actions --------------------------------------------------------------------------------
 

@@ -8,6 +8,7 @@ of tokens a second costs at most twenty repaints a second and keys stay responsi
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 
 from textual.binding import Binding
@@ -40,6 +41,7 @@ class TrajectoryView(VerticalScroll, can_focus=True):
     TrajectoryView { height: 1fr; padding-bottom: 1; }
     TrajectoryView:focus { background-tint: $foreground 3%; }
     TrajectoryView > .-hidden { display: none; }
+    TrajectoryView > .-future { display: none; }
     """
 
     def __init__(self, *, flush_s: float = 0.05, id: str | None = None, classes: str | None = None):
@@ -55,6 +57,8 @@ class TrajectoryView(VerticalScroll, can_focus=True):
         self.texts: dict[int, TurnText] = {}
         self.headers: dict[int, StepHeader] = {}
         self.items: dict[int, list[Widget]] = {}
+        self.born: list[tuple[int, Widget]] = []  # (events seen when it was drawn, widget), in order
+        self._shown_until: int | None = None  # replay: the position shown (None: everything)
         self.code: dict[int, CodeBlockView] = {}
         self.outputs: dict[int, ToolOutput] = {}
         self.marks: dict[int, PruneMark] = {}
@@ -263,6 +267,20 @@ class TrajectoryView(VerticalScroll, can_focus=True):
 
     # -- replay ---------------------------------------------------------------------------------
 
+    def show_until(self, position: int) -> None:
+        """Show only what the first ``position`` events drew: the run as it stood then (only the
+        widgets between the last position and this one change, so a step stays cheap on long runs)."""
+        births = [born for born, _ in self.born]
+        old = bisect_right(births, self._shown_until) if self._shown_until is not None else len(births)
+        new = bisect_right(births, position)
+        if self._shown_until is None:
+            for _, widget in self.born[new:]:
+                widget.add_class("-future")
+        else:
+            for _, widget in self.born[min(old, new):max(old, new)]:
+                widget.set_class(new < old, "-future")
+        self._shown_until = position
+
     def highlight(self, widget: Widget | None) -> None:
         """Mark the widget of the current replay event and scroll to it."""
         if self._current is not None:
@@ -283,6 +301,7 @@ class TrajectoryView(VerticalScroll, can_focus=True):
     def _add(self, widget: Widget, turn: int | None = None) -> Widget:
         turn = self.turn if turn is None else turn
         self.items.setdefault(turn, []).append(widget)
+        self.born.append((len(self.events), widget))
         self.mount(widget)
         if self.follow and not self.is_anchored:
             self.call_after_refresh(self._maybe_anchor)
