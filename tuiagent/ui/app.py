@@ -77,9 +77,12 @@ class TuiAgentApp(App):
         Binding("f4", "switch_mode('compare')", "Compare screen", priority=True, group=SCREENS),
         Binding("ctrl+l", "choose_model", "Model", priority=True),
         Binding("ctrl+t", "toggle_dark", "Light/dark", priority=True),
+        Binding("f8", "toggle_shade", "Token confidence", priority=True,
+                tooltip="shade text and code by each token's probability; hover a token for its value"),
     ]
 
     model_state: reactive[tuple[str, str, str]] = reactive(("", "idle", ""))
+    shade_tokens: reactive[bool] = reactive(False)  # token confidence drawn (f8), on every screen
 
     def __init__(self, config: AppConfig | None = None, *, backend: Backend | None = None,
                  backend_factory: Callable[[], Backend] | None = None):
@@ -287,6 +290,16 @@ class TuiAgentApp(App):
             self.report(e, title="configuration")
             return
         self.ensure_model()
+
+    def action_toggle_shade(self) -> None:
+        from tuiagent.export.confidence import legend
+
+        self.shade_tokens = not self.shade_tokens
+        if self.shade_tokens:
+            self.notify(f"shaded: {legend()} (darker: less sure); hover a token for its p; each code block "
+                        "names its least sure token", title="token confidence: on", timeout=5, markup=False)
+        else:
+            self.notify("token confidence: off", timeout=2)
 
     def action_toggle_dark(self) -> None:
         self.theme = "textual-light" if self.current_theme.dark else "textual-dark"

@@ -70,8 +70,16 @@ class TrajectoryView(VerticalScroll, can_focus=True):
         self.show_pruned = False
         self.follow = True
 
+    shaded = False  # token confidence drawn (the app's ``shade_tokens``, followed by every trajectory)
+
     def on_mount(self) -> None:
         self._timer = self.set_interval(self.flush_s, self.flush, pause=True)
+        self.watch(self.app, "shade_tokens", self.set_shaded)
+
+    def set_shaded(self, on: bool) -> None:
+        self.shaded = on
+        for widget in [*self.texts.values(), *self.code.values()]:
+            widget.set_shaded(on)
 
     def _maybe_anchor(self) -> None:
         """Follow the newest event, once there is more than fits (anchoring a short trajectory
@@ -92,6 +100,8 @@ class TrajectoryView(VerticalScroll, can_focus=True):
     def stop_stream(self) -> None:
         self.flush()
         self._timer.pause()
+        for text in self.texts.values():
+            text.end_stream()
 
     def flush(self) -> None:
         """Render the tokens buffered since the last flush."""
@@ -102,10 +112,13 @@ class TrajectoryView(VerticalScroll, can_focus=True):
         self._maybe_anchor()
 
     def load(self, events: Iterable[ev.Event]) -> list[Widget | None]:
-        """Draw a whole saved run at once; returns, per event, the widget that shows it (replay uses it)."""
+        """Draw a whole saved run at once; returns, per event other than a token, the widget that
+        shows it (replay uses it). Tokens give the text its probabilities (token confidence)."""
         shown = []
         for e in events:
-            shown.append(None if isinstance(e, ev.TokenDelta) else self.feed(e))
+            widget = self.feed(e)
+            if not isinstance(e, ev.TokenDelta):
+                shown.append(widget)
         self.flush()
         return shown
 
@@ -114,7 +127,7 @@ class TrajectoryView(VerticalScroll, can_focus=True):
         if isinstance(e, ev.TokenDelta):
             text = self.texts.get(e.turn)
             if text is not None:
-                text.append(e.text)
+                text.append(e.text, e.logprob)
                 self._dirty.add(text)
             return None
         self.events.append(e)
@@ -133,7 +146,9 @@ class TrajectoryView(VerticalScroll, can_focus=True):
         self.turn, self.call = e.turn, None
         header = self.headers[e.turn] = StepHeader(e.turn, e.context_tokens)
         self._add(header)
-        self.texts[e.turn] = self._add(TurnText(e.turn))
+        text = self.texts[e.turn] = TurnText(e.turn)
+        text.set_shaded(self.shaded)
+        self._add(text)
         return header
 
     def _on_TurnEnded(self, e: ev.TurnEnded) -> Widget | None:
@@ -148,12 +163,17 @@ class TrajectoryView(VerticalScroll, can_focus=True):
 
     def _on_CodeBlock(self, e: ev.CodeBlock) -> Widget:
         text = self.texts.get(e.turn)
+        tokens = None
         if text is not None:
             block = last_closed_block(text.text)
             if block is not None:
+                at = text.text.find(e.code, block.start)
+                if at >= 0:
+                    tokens = text.tokens.window(at, at + len(e.code))
                 text.set_text(text.text[: block.start])
         self.call = e.call
-        view = self.code[e.call] = CodeBlockView(e.turn, e.call, e.code)
+        view = self.code[e.call] = CodeBlockView(e.turn, e.call, e.code, tokens=tokens)
+        view.set_shaded(self.shaded)
         view.set_running()
         return self._add(view, e.turn)
 
