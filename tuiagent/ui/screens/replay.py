@@ -123,6 +123,10 @@ class ReplayScreen(Screen):
         trajectory.show_until(i)
         trajectory.highlight(widget)
 
+    def saved_runs(self) -> list[Path]:
+        """The run shown (what f9 exports)."""
+        return [self.path] if self.path is not None else []
+
     # -- actions --------------------------------------------------------------------------------
 
     def action_step(self, delta: int) -> None:

@@ -225,6 +225,10 @@ class SolveScreen(Screen):
         self.query_one(StatusLine).state = "idle"
         problem.focus()
 
+    def saved_runs(self) -> list[Path]:
+        """The trajectory of the last run (what f9 exports)."""
+        return [self.run_path] if self.run_path is not None and self.run_path.exists() else []
+
     def action_edit_problem(self) -> None:
         self.query_one(ProblemInput).focus()
 
