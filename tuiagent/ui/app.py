@@ -30,6 +30,7 @@ from tuiagent.ui.errors import describe_error
 from tuiagent.ui.screens.compare import CompareScreen
 from tuiagent.ui.screens.replay import ReplayScreen
 from tuiagent.ui.screens.solve import SolveScreen
+from tuiagent.ui.search import SavedRunsSearch
 from tuiagent.ui.session import ModelSession
 
 
@@ -67,6 +68,7 @@ class TuiAgentApp(App):
     TITLE = "tuiagent"
     ENABLE_COMMAND_PALETTE = True
     MODES = {"solve": SolveScreen, "replay": ReplayScreen, "compare": CompareScreen}
+    COMMANDS = App.COMMANDS | {SavedRunsSearch}
 
     BINDINGS = [
         Binding("f1", "help", "Help", priority=True),

@@ -17,6 +17,7 @@ from tuiagent.core import events as ev
 from tuiagent.core.context import working_context
 from tuiagent.core.trajectory import TrajectoryError, load
 from tuiagent.ui.describe import describe_event, is_guard_decision
+from tuiagent.ui.search import RunSearch
 from tuiagent.ui.widgets.context_view import ContextView
 from tuiagent.ui.widgets.replay_bar import ReplayBar
 from tuiagent.ui.widgets.status_line import StatusLine
@@ -30,6 +31,8 @@ ENDS = Binding.Group("start/end")
 
 
 class ReplayScreen(Screen):
+    COMMANDS = {RunSearch}  # ctrl+p searches this run too
+
     BINDINGS = [
         Binding("left", "step(-1)", "Previous event", priority=True, group=EVENT),
         Binding("right", "step(1)", "Next event", priority=True, group=EVENT),
