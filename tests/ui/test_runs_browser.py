@@ -35,7 +35,7 @@ async def test_columns_filter_sort_and_the_empty_path(ui):
         screen = app.screen
         table = screen.query_one(DataTable)
         assert [str(c.label).split()[0] for c in table.columns.values()] == [
-            "date", "problem", "model", "guards", "answer", "✓/✗", "calls", "tokens", "time"]
+            "date", "problem", "answer", "✓/✗", "guards", "model", "calls", "tokens", "time"]
         assert rows(screen) == ["guarded", "plain", "rtts"]  # newest first
         first = [str(c) for c in table.get_row_at(0)]
         assert "scripted" in first and "all" in first and "3" in first and "70" in first  # every guard on: "all"
@@ -47,7 +47,7 @@ async def test_columns_filter_sort_and_the_empty_path(ui):
         screen.query_one("#filter", Input).value = ""
         await pilot.pause()
         await pilot.press("tab")
-        for _ in range(6):  # problem, model, guards, answer, ✓/✗, calls: sort by calls
+        for _ in range(6):  # problem, answer, ✓/✗, guards, model, calls: sort by calls
             await pilot.press("s")
         assert screen.sort_column == 6 and rows(screen) == ["plain", "guarded", "rtts"]
         await pilot.press("r")

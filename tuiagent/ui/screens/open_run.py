@@ -1,5 +1,5 @@
-"""The runs browser: every saved run as a row (date, problem, model, guards, answer, right or wrong,
-calls, tokens, time), sorted and filtered; enter replays a run, space marks runs, c compares the
+"""The runs browser: every saved run as a row (date, problem, answer, right or wrong, guards, model,
+calls, tokens, time: what fits 80 columns first), sorted and filtered; enter replays a run, space marks runs, c compares the
 marked ones, e exports the highlighted run (or the marked ones as a comparison). A path typed in
 the filter box and entered opens that file."""
 
@@ -23,17 +23,25 @@ from tuiagent.ui.runs import RunInfo, recent_runs
 
 # (title, width, sort key) of each column; the problem's width (None) is what the others leave.
 COLUMNS: list[tuple[str, int | None, Callable[[RunInfo], Any]]] = [
-    ("date", 11, lambda r: r.mtime),
+    ("date", 12, lambda r: r.mtime),
     ("problem", None, lambda r: r.problem.lower()),
-    ("model", 12, lambda r: r.model),
-    ("guards", 16, lambda r: r.guards),
     ("answer", 8, lambda r: r.answer or ""),
     ("✓/✗", 3, lambda r: r.result),
+    ("guards", 16, lambda r: r.guards),
+    ("model", 12, lambda r: r.model),
     ("calls", 5, lambda r: -1 if r.calls is None else r.calls),
     ("tokens", 6, lambda r: -1 if r.tokens is None else r.tokens),
     ("time", 6, lambda r: -1.0 if r.wall_s is None else r.wall_s),
 ]
 PROBLEM_MIN = 24  # narrower than this, the row scrolls sideways instead (ours)
+
+
+def _shown(directory: Path) -> str:
+    """The directory as one reads it: relative to here, or with ~ for the home directory."""
+    full, here, home = directory.resolve(), Path.cwd().resolve(), Path.home().resolve()
+    if full.is_relative_to(here) and full != here:
+        return str(full.relative_to(here))
+    return "~/" + str(full.relative_to(home)) if full.is_relative_to(home) else str(full)
 
 
 def _fit(text: str, width: int) -> str:
@@ -51,10 +59,10 @@ def _cells(info: RunInfo, marked: bool, widths: dict[str, int], installed: set[s
     return [
         Content.assemble(("■" if marked else "", "$text-accent"), info.when[5:]),  # month-day hour:minute
         _fit(info.problem, widths["problem"]),
-        _fit(info.model, widths["model"]),
-        _fit(guards_shown(info.guards, installed), widths["guards"]),
         Content.styled(_fit(answer, widths["answer"]), "bold" if info.answer is not None else "$text-muted"),
         Content.styled(*mark),
+        _fit(guards_shown(info.guards, installed), widths["guards"]),
+        _fit(info.model, widths["model"]),
         "" if info.calls is None else str(info.calls),
         "" if info.tokens is None else str(info.tokens),
         "" if info.wall_s is None else f"{info.wall_s:.1f} s",
@@ -95,7 +103,7 @@ class OpenRunScreen(ModalScreen[tuple[str, list[Path]] | None]):
 
     def compose(self) -> ComposeResult:
         with Vertical() as box:
-            box.border_title = f"saved runs · {self.directory}"
+            box.border_title = f"saved runs · {_shown(self.directory)}"
             yield Label("⏎ replay · ␣ mark · c compare · e export · s/r sort · / filter · esc close", id="help")
             yield Input(placeholder="/ filter: words in problem, answer, model, guards, right, wrong (a path + enter opens it)",
                         id="filter", compact=True)
