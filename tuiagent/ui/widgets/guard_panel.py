@@ -51,7 +51,7 @@ class GuardPanel(Vertical):
         super().__init__(id=id, classes=classes)
         self.states: dict[str, GuardState] = {}
         self.border_title = "guards"
-        self.border_subtitle = "␣on/off ◂▸value 0-9 preset a all"
+        self.border_subtitle = "␣ on/off · 0-9 preset · a all"
 
     def compose(self) -> ComposeResult:
         yield GuardList(id="guard-list")
