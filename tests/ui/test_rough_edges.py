@@ -112,10 +112,10 @@ async def test_replay_shows_the_run_as_it_stood_at_the_current_event(ui):
         await ui.wait_for(pilot, lambda: app.screen.events != [], 10, "the run to load")
         trajectory = app.screen.query_one(TrajectoryView)
         final = trajectory.query_one(FinalAnswer)
-        assert final.has_class("-future")
-        visible = [w for w in trajectory.children if not w.has_class("-future")]
+        assert not final.display
+        visible = [w for w in trajectory.children if w.display]
         assert len(visible) == 1  # the problem only
         await pilot.press("end")
-        assert not final.has_class("-future")
+        assert final.display
         await pilot.press("home")
-        assert final.has_class("-future")
+        assert not final.display

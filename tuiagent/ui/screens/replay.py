@@ -103,7 +103,7 @@ class ReplayScreen(Screen):
         trajectory = self.query_one(TrajectoryView)
         trajectory.reset()
         trajectory.follow = False
-        self.widgets = trajectory.load(loaded.events)
+        self.widgets = trajectory.load(loaded.events, shown_until=1)
         self.query_one(TopBar).title = f"· replay · {self.path.name}"
         self.query_one(TopBar).show_recorded(self.events)
         self.query_one(StatusLine).show_run(self.events)

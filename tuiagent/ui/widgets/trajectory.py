@@ -41,7 +41,6 @@ class TrajectoryView(VerticalScroll, can_focus=True):
     TrajectoryView { height: 1fr; padding-bottom: 1; }
     TrajectoryView:focus { background-tint: $foreground 3%; }
     TrajectoryView > .-hidden { display: none; }
-    TrajectoryView > .-future { display: none; }
     """
 
     def __init__(self, *, flush_s: float = 0.05, id: str | None = None, classes: str | None = None):
@@ -59,6 +58,7 @@ class TrajectoryView(VerticalScroll, can_focus=True):
         self.items: dict[int, list[Widget]] = {}
         self.born: list[tuple[int, Widget]] = []  # (events seen when it was drawn, widget), in order
         self._shown_until: int | None = None  # replay: the position shown (None: everything)
+        self._batch: list[Widget] | None = None  # widgets drawn by load(), mounted together
         self.code: dict[int, CodeBlockView] = {}
         self.outputs: dict[int, ToolOutput] = {}
         self.marks: dict[int, PruneMark] = {}
@@ -111,14 +111,26 @@ class TrajectoryView(VerticalScroll, can_focus=True):
             self._dirty.clear()
         self._maybe_anchor()
 
-    def load(self, events: Iterable[ev.Event]) -> list[Widget | None]:
+    def load(self, events: Iterable[ev.Event], *, shown_until: int | None = None) -> list[Widget | None]:
         """Draw a whole saved run at once; returns, per event other than a token, the widget that
-        shows it (replay uses it). Tokens give the text its probabilities (token confidence)."""
+        shows it (replay uses it). Tokens give the text its probabilities (token confidence).
+        ``shown_until``: show only what that many events drew (:meth:`show_until`). The widgets are
+        mounted together, once (one by one, a 5,000-event run took seconds)."""
         shown = []
-        for e in events:
-            widget = self.feed(e)
-            if not isinstance(e, ev.TokenDelta):
-                shown.append(widget)
+        self._batch = []
+        try:
+            for e in events:
+                widget = self.feed(e)
+                if not isinstance(e, ev.TokenDelta):
+                    shown.append(widget)
+            if shown_until is not None:
+                for born, widget in self.born:
+                    if born > shown_until:
+                        widget.styles.display = "none"
+                self._shown_until = shown_until
+            self.mount_all(self._batch)
+        finally:
+            self._batch = None
         self.flush()
         return shown
 
@@ -289,16 +301,16 @@ class TrajectoryView(VerticalScroll, can_focus=True):
 
     def show_until(self, position: int) -> None:
         """Show only what the first ``position`` events drew: the run as it stood then (only the
-        widgets between the last position and this one change, so a step stays cheap on long runs)."""
+        widgets between the last position and this one change, so a step stays cheap on long runs;
+        an inline display style, not a class, so no stylesheet is matched again)."""
         births = [born for born, _ in self.born]
         old = bisect_right(births, self._shown_until) if self._shown_until is not None else len(births)
         new = bisect_right(births, position)
-        if self._shown_until is None:
-            for _, widget in self.born[new:]:
-                widget.add_class("-future")
-        else:
-            for _, widget in self.born[min(old, new):max(old, new)]:
-                widget.set_class(new < old, "-future")
+        for _, widget in self.born[min(old, new) : max(old, new)]:
+            if new < old:
+                widget.styles.display = "none"
+            else:
+                widget.styles.display = None  # back to what the stylesheet says (a pruned step stays hidden)
         self._shown_until = position
 
     def highlight(self, widget: Widget | None) -> None:
@@ -322,7 +334,10 @@ class TrajectoryView(VerticalScroll, can_focus=True):
         turn = self.turn if turn is None else turn
         self.items.setdefault(turn, []).append(widget)
         self.born.append((len(self.events), widget))
-        self.mount(widget)
+        if self._batch is not None:
+            self._batch.append(widget)
+        else:
+            self.mount(widget)
         if self.follow and not self.is_anchored:
             self.call_after_refresh(self._maybe_anchor)
         return widget
