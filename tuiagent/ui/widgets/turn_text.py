@@ -57,7 +57,7 @@ class TurnText(Widget):
         self.shaded = False
         self._pending_stream = False  # tokens are arriving: the height grows in steps (STREAM_SLACK_LINES)
         self._reserved = 0  # lines held while streaming
-        self.set_class(not text, "-empty")
+        self.set_class(not text, "-empty", update=False)  # styled when mounted (a long replay makes thousands)
 
     @property
     def text(self) -> str:
@@ -94,7 +94,7 @@ class TurnText(Widget):
         self._content = None
         empty = not self._text.strip()
         if empty != self.has_class("-empty"):
-            self.set_class(empty, "-empty")
+            self.set_class(empty, "-empty", update=self.is_mounted)
             self.refresh(layout=True)
             return
         width, height = self.content_size
