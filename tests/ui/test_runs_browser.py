@@ -40,12 +40,11 @@ async def test_columns_filter_sort_and_the_empty_path(ui):
         first = [str(c) for c in table.get_row_at(0)]
         assert "scripted" in first and "all" in first and "3" in first and "70" in first  # every guard on: "all"
         await pilot.press("slash", *"none")  # a filter: the run without guards
-        assert rows(screen) == ["plain"]
+        await ui.wait_for(pilot, lambda: rows(screen) == ["plain"], 5, "the filter")
         screen.query_one("#filter", Input).value = "right attc"
-        await pilot.pause()
-        assert rows(screen) == ["guarded", "rtts"]
+        await ui.wait_for(pilot, lambda: rows(screen) == ["guarded", "rtts"], 5, "the filter")
         screen.query_one("#filter", Input).value = ""
-        await pilot.pause()
+        await ui.wait_for(pilot, lambda: len(rows(screen)) == 3, 5, "no filter")
         await pilot.press("tab")
         for _ in range(6):  # problem, answer, ✓/✗, guards, model, calls: sort by calls
             await pilot.press("s")

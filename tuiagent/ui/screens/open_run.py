@@ -15,6 +15,7 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.content import Content
 from textual.screen import ModalScreen
+from textual.timer import Timer
 from textual.widgets import DataTable, Input, Label
 
 from guards.chain import available
@@ -33,6 +34,7 @@ COLUMNS: list[tuple[str, int | None, Callable[[RunInfo], Any]]] = [
     ("tokens", 6, lambda r: -1 if r.tokens is None else r.tokens),
     ("time", 6, lambda r: -1.0 if r.wall_s is None else r.wall_s),
 ]
+FILTER_PAUSE_S = 0.15  # the filter applies this long after the last key (ours)
 PROBLEM_MIN = 24  # narrower than this, the row scrolls sideways instead (ours)
 
 
@@ -99,6 +101,7 @@ class OpenRunScreen(ModalScreen[tuple[str, list[Path]] | None]):
         self.marked: set[Path] = set()
         self.sort_column, self.descending = 0, True  # newest first
         self.widths: dict[str, int] = {}
+        self._refilter: Timer | None = None
         self.installed = set(available())
 
     def compose(self) -> ComposeResult:
@@ -123,7 +126,10 @@ class OpenRunScreen(ModalScreen[tuple[str, list[Path]] | None]):
         """The columns for this width: the problem takes what the others leave (a cell pads 1 each side)."""
         box = min(int(screen_width * 0.98), 180) - 4  # the dialog's width, border and padding (DEFAULT_CSS)
         fixed = sum(w or 0 for _, w, _ in COLUMNS) + 2 * len(COLUMNS) + 2  # + the scrollbar
-        self.widths = {title: width or max(PROBLEM_MIN, box - fixed) for title, width, _ in COLUMNS}
+        widths = {title: width or max(PROBLEM_MIN, box - fixed) for title, width, _ in COLUMNS}
+        if widths == self.widths:  # the resize that follows mounting: the rows are there already
+            return
+        self.widths = widths
         table = self.query_one(DataTable)
         table.clear(columns=True)
         for title, _, _ in COLUMNS:
@@ -156,7 +162,10 @@ class OpenRunScreen(ModalScreen[tuple[str, list[Path]] | None]):
         return self.shown[table.cursor_row]
 
     def on_input_changed(self, event: Input.Changed) -> None:
-        self._fill()
+        """Refilter once typing pauses (refilling a thousand rows takes a few hundred ms)."""
+        if self._refilter is not None:
+            self._refilter.stop()
+        self._refilter = self.set_timer(FILTER_PAUSE_S, self._fill)
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         """A path opens that file; words (a filter) go to the list."""
