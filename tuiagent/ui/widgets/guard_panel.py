@@ -111,7 +111,7 @@ class GuardPanel(Vertical):
         row = self.list.current()
         doc = self.query_one("#guard-doc", Static)
         if row is None:
-            doc.update("")
+            doc.update("", layout=False)  # its height is fixed (5): no layout of the screen per key
             return
         name, info = row
         s = self.states.get(name)
@@ -119,7 +119,7 @@ class GuardPanel(Vertical):
             return
         if info is None:
             text = s.doc + (f"\noff: {s.reason}" if s.reason and not s.enabled else "")
-            doc.update(Content(text))
+            doc.update(Content(text), layout=False)
         else:
             tag = "ours" if info.tag == "default" else info.tag
-            doc.update(Content.assemble((f"{name}.{info.name} [{tag}] ", "bold"), info.doc))
+            doc.update(Content.assemble((f"{name}.{info.name} [{tag}] ", "bold"), info.doc), layout=False)
