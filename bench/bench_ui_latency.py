@@ -7,9 +7,10 @@ the driver; latency = from sending the key to the end of the first screen refres
 effect (the guard row moved), measured with ``call_after_refresh``. The same keys are also timed
 with nothing streaming, as a baseline.
 
-    python bench/bench_ui_latency.py [--keys 200] [--rate 250] [--interval 0.05]
+    python bench/bench_ui_latency.py [--keys 200] [--rate 250] [--interval 0.05] [--shade]
 
-Writes bench/results/ui_latency.json.
+``--shade``: token confidence on (f8), with one token in seven unsure (p 0.37) so the shading has
+bands to draw. Writes bench/results/ui_latency.json (ui_latency_shade.json with --shade).
 """
 
 from __future__ import annotations
@@ -31,14 +32,19 @@ PROSE = ("Let us work through the problem carefully, one step at a time, checkin
          "value against the numbers given before moving on to the next part of the computation. ")
 
 
-def script(turns: int, words: int) -> list:
+def script(turns: int, words: int, unsure: bool = False) -> list:
+    from dataclasses import replace
+
     from tuiagent.backends.scripted import split_tokens
 
     prose = (PROSE * (words // 30 + 1)).split()[:words]
     out = []
     for i in range(turns):
         text = " ".join(prose) + f"\n```python\nx = sum(range({i + 10}))\nprint(x)\n```\n```output\n"
-        out.append(split_tokens(text, -0.01))
+        tokens = split_tokens(text, -0.01)
+        if unsure:  # one token in seven at p 0.37: shading has something to draw
+            tokens = [replace(t, logprob=-1.0) if j % 7 == 3 else t for j, t in enumerate(tokens)]
+        out.append(tokens)
     out.append(split_tokens("So the answer is \\boxed{55}.", -0.01))
     return out
 
@@ -68,7 +74,7 @@ def pct(values: list[float], q: float) -> float:
     return values[min(len(values) - 1, int(round(q / 100 * (len(values) - 1))))]
 
 
-async def measure(keys: int, rate: float, interval: float, turns: int, words: int) -> dict:
+async def measure(keys: int, rate: float, interval: float, turns: int, words: int, shade: bool = False) -> dict:
     from textual import events
 
     from tuiagent.protocol import RunSettings
@@ -76,7 +82,7 @@ async def measure(keys: int, rate: float, interval: float, turns: int, words: in
     from tuiagent.ui.widgets.guard_list import GuardList
     from tuiagent.ui.widgets.status_line import StatusLine
 
-    turns_tokens = script(turns, words)
+    turns_tokens = script(turns, words, unsure=shade)
     config = AppConfig(model="scripted", problem="How much is it?", guards=("attc", "necessity", "prunetir", "tim"),
                        settings=RunSettings(max_tokens=100_000, max_tool_calls=turns + 1, max_wall_s=3600))
     app = make_app(config, backend_factory=lambda: paced_backend(turns_tokens, rate))
@@ -95,6 +101,7 @@ async def measure(keys: int, rate: float, interval: float, turns: int, words: in
     GuardList.watch_highlighted = watched
     try:
         async with app.run_test(size=(120, 40)) as pilot:
+            app.shade_tokens = shade
             await pilot.pause(0.2)
             guard_list = app.screen.query_one(GuardList)
             guard_list.focus()
@@ -140,6 +147,7 @@ async def measure(keys: int, rate: float, interval: float, turns: int, words: in
         GuardList.watch_highlighted = original
     streamed_rate = (tok1 - tok0) / (t1 - t0) if t1 > t0 else 0.0
     return {
+        "token_shading": shade,
         "keys_measured_while_streaming": len(shown),
         "tokens_per_s_while_measuring": round(streamed_rate, 1),
         "target_tokens_per_s": rate,
@@ -159,18 +167,20 @@ def main() -> None:
     parser.add_argument("--interval", type=float, default=0.05, help="seconds between keys")
     parser.add_argument("--turns", type=int, default=24)
     parser.add_argument("--words", type=int, default=220, help="words of prose per turn")
-    parser.add_argument("--out", type=Path, default=RESULTS)
+    parser.add_argument("--shade", action="store_true", help="token confidence on (f8)")
+    parser.add_argument("--out", type=Path, default=None)
     args = parser.parse_args()
+    out = args.out or (RESULTS.with_name("ui_latency_shade.json") if args.shade else RESULTS)
     os.environ.setdefault("TUIAGENT_DATA_DIR", tempfile.mkdtemp(prefix="tuiagent-bench-"))
-    result = asyncio.run(measure(args.keys, args.rate, args.interval, args.turns, args.words))
+    result = asyncio.run(measure(args.keys, args.rate, args.interval, args.turns, args.words, args.shade))
     result.update({
         "what": "key press (guard panel up/down) to the first screen refresh showing it, while tokens stream",
         "driver": "Textual headless driver (run_test), app size 120x40, token flush every 50 ms",
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end",
         "python": sys.version.split()[0],
     })
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    args.out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(result, indent=2))
 
 

@@ -61,3 +61,22 @@ def isolated_user_dirs(tmp_path_factory, monkeypatch):
     base = tmp_path_factory.mktemp("user")
     monkeypatch.setenv("TUIAGENT_CONFIG_DIR", str(base / "config"))
     monkeypatch.setenv("TUIAGENT_DATA_DIR", str(base / "data"))
+
+
+@pytest.fixture
+def unsure_trajectory(tmp_path: Path) -> Path:
+    """tests/ui/data/guarded.jsonl with one token in five made unsure (p 0.22): token shading has
+    something to draw."""
+    source = Path(__file__).parent / "ui" / "data" / "guarded.jsonl"
+    lines, n = [], 0
+    for line in source.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if record.get("type") == "TokenDelta":
+            n += 1
+            if n % 5 == 0:
+                record["logprob"] = -1.5
+        lines.append(json.dumps(record))
+    path = tmp_path / "unsure" / "guarded.jsonl"
+    path.parent.mkdir()
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path

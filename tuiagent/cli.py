@@ -406,6 +406,28 @@ def replay(
         raise typer.Exit(1)
 
 
+@app.command()
+def export(
+    files: Annotated[list[Path], typer.Argument(help="A trajectory file (.jsonl); two or more: a comparison.")],
+    html: Annotated[bool, typer.Option("--html", help="A self-contained HTML page.")] = False,
+    md: Annotated[bool, typer.Option("--md", help="Markdown (the default, unless -o ends in .html).")] = False,
+    out: Annotated[Path | None, typer.Option("-o", "--out", help="Write here instead of to stdout.")] = None,
+    shade: Annotated[bool, typer.Option("--shade", help="HTML: shade each token by its probability.")] = False,
+) -> None:
+    """Export a saved run, or a comparison of runs, to Markdown or HTML."""
+    from tuiagent.export import export_runs
+
+    if html and md:
+        raise typer.BadParameter("give --html or --md, not both", param_hint="--html/--md")
+    fmt = "html" if html or (not md and out is not None and out.suffix.lower() in (".html", ".htm")) else "md"
+    text = export_runs(files, fmt, shade=shade)
+    if out is None:
+        sys.stdout.write(text)
+        return
+    out.write_text(text, encoding="utf-8")
+    err.print(Text(f"wrote {out} ({fmt}, {len(files)} run{'s' if len(files) > 1 else ''})"))
+
+
 def print_warnings(warnings: list[str]) -> None:
     """Lines of a damaged trajectory that were skipped, on stderr."""
     for warning in warnings:

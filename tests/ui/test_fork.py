@@ -1,4 +1,4 @@
-"""Forking from the app: F7 on the solve screen (step, then settings), the fork runs live, F8 compares it
+"""Forking from the app: ctrl+f on the solve screen (step, then settings), the fork runs live, f12 compares it
 with its parent, the fork's first own step marked. Scripted backend, real kernel."""
 
 from __future__ import annotations
@@ -25,7 +25,7 @@ async def test_fork_from_the_solve_screen_then_compare_with_the_parent(ui, tmp_p
         solve = app.screen
         await ui.wait_for(pilot, lambda: solve.finished is not None and not solve.running, 60, "the parent run")
         parent = solve.run_path
-        await pilot.press("f7")
+        await pilot.press("ctrl+f")
         await ui.wait_for(pilot, lambda: isinstance(app.screen, EditValueScreen), 10, "the step dialog")
         app.screen.dismiss("1")
         await ui.wait_for(pilot, lambda: isinstance(app.screen, PresetsScreen), 10, "the settings list")
@@ -40,7 +40,7 @@ async def test_fork_from_the_solve_screen_then_compare_with_the_parent(ui, tmp_p
         # The fork ran the counting cell once more in the rebuilt kernel: n was 1, now 2.
         assert [e.shown for e in solve.query_one("#trajectory").events if isinstance(e, ev.ToolResult)] == ["1", "2"]
 
-        await pilot.press("f8")
+        await pilot.press("f12")
         await ui.wait_for(pilot, lambda: isinstance(app.screen, CompareScreen) and len(app.screen.events) == 2,
                           10, "the comparison")
         labels = app.screen.labels

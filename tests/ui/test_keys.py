@@ -49,11 +49,11 @@ async def test_footer_shows_the_main_keys_at_80x24(ui):
         await pilot.pause(0.2)
         footer = app.screen.query_one(Footer)
         keys = [k.description for k in footer.query("FooterKey")]
-        for wanted in ("Run", "Stop", "Guards", "Help"):
+        for wanted in ("Run", "Stop", "Guards panel", "Help"):
             assert wanted in keys
         # the first keys fit in 80 columns
         shown = [k for k in footer.query("FooterKey") if k.region.right <= 80]
-        assert {"Run", "Stop", "Guards", "Help"} <= {k.description for k in shown}
+        assert {"Run", "Stop", "Guards panel", "Help"} <= {k.description for k in shown}
 
 
 async def test_palette_command_runs_the_action(ui):

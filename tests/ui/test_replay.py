@@ -110,8 +110,8 @@ async def test_open_a_recent_run_from_inside_the_app(ui):
         await ui.wait_for(pilot, lambda: isinstance(app.screen, OpenRunScreen), 5)
         assert len(app.screen.runs) == 3
         listing = app.screen.query_one("#runs")
-        target = next(i for i, r in enumerate(app.screen.runs) if r.path.name == "rtts.jsonl")
-        listing.highlighted = target
+        target = next(i for i, r in enumerate(app.screen.shown) if r.path.name == "rtts.jsonl")
+        listing.move_cursor(row=target)
         await pilot.press("enter")
         await ui.wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen) and app.screen.path is not None, 5)
         assert app.screen.path.name == "rtts.jsonl"

@@ -28,7 +28,7 @@ async def fed(pilot, name: str = "guarded.jsonl", theme: str | None = None) -> N
     if theme:
         app.theme = theme
     await pilot.pause(0.1)
-    events = load(DATA / name).events
+    events = load(DATA / name).events  # (an absolute name replaces DATA)
     for e in events:
         app.screen.on_run_event(e)
     app.screen.query_one(StatusLine).show_run(events)
@@ -85,3 +85,66 @@ def test_compare(snap_compare, size):
 
 def test_help(snap_compare):
     assert snap_compare(solve_app(), terminal_size=(80, 24), press=["f1"])
+
+
+# -- the views of issue 16: token confidence, the runs browser, the export dialog -----------------
+
+VIEWS = [((80, 24), "textual-dark"), ((160, 50), "textual-dark"), ((80, 24), "textual-light"), ((160, 50), "textual-light")]
+VIEW_IDS = ["80x24-dark", "160x50-dark", "80x24-light", "160x50-light"]
+
+
+@pytest.mark.parametrize(("size", "theme"), VIEWS, ids=VIEW_IDS)
+def test_solve_token_confidence(snap_compare, size, theme, unsure_trajectory):
+    async def shaded(pilot):
+        pilot.app.theme = theme
+        await pilot.press("f8")
+        await fed(pilot, str(unsure_trajectory))
+        pilot.app.clear_notifications()
+        await pilot.pause(0.1)
+
+    assert snap_compare(solve_app(), terminal_size=size, run_before=shaded)
+
+
+@pytest.fixture
+def fixed_runs(tmp_path, monkeypatch):
+    """Three saved runs with fixed times (UTC), in ./runs (the browser shows the path)."""
+    import os
+    import shutil
+    import time
+
+    monkeypatch.setenv("TZ", "UTC")
+    time.tzset()
+    runs = tmp_path / "runs"
+    runs.mkdir()
+    for age, name in enumerate(("guarded", "plain", "rtts")):
+        shutil.copy(DATA / f"{name}.jsonl", runs / f"{name}.jsonl")
+        os.utime(runs / f"{name}.jsonl", (1_780_000_000 - age * 600,) * 2)
+    monkeypatch.chdir(tmp_path)
+    yield Path("runs")
+    monkeypatch.undo()
+    time.tzset()
+
+
+@pytest.mark.parametrize(("size", "theme"), VIEWS, ids=VIEW_IDS)
+def test_runs_browser(snap_compare, size, theme, fixed_runs):
+    from tuiagent.ui.screens.open_run import OpenRunScreen
+
+    async def browse(pilot):
+        pilot.app.theme = theme
+        await pilot.app.push_screen(OpenRunScreen(fixed_runs))
+        await pilot.press("space")
+        await pilot.pause(0.2)
+
+    assert snap_compare(solve_app(), terminal_size=size, run_before=browse)
+
+
+@pytest.mark.parametrize(("size", "theme"), VIEWS, ids=VIEW_IDS)
+def test_export_dialog(snap_compare, size, theme):
+    app = make_app(AppConfig(model="scripted", screen="replay", replay=DATA / "guarded.jsonl"))
+
+    async def export(pilot):
+        pilot.app.theme = theme
+        await pilot.press("end", "f9")
+        await pilot.pause(0.3)
+
+    assert snap_compare(app, terminal_size=size, run_before=export)

@@ -31,6 +31,7 @@ from tuiagent.ui.errors import describe_error
 from tuiagent.ui.screens.compare import CompareScreen
 from tuiagent.ui.screens.replay import ReplayScreen
 from tuiagent.ui.screens.solve import SolveScreen
+from tuiagent.ui.search import SavedRunsSearch
 from tuiagent.ui.session import ModelSession
 
 
@@ -68,6 +69,7 @@ class TuiAgentApp(App):
     TITLE = "tuiagent"
     ENABLE_COMMAND_PALETTE = True
     MODES = {"solve": SolveScreen, "replay": ReplayScreen, "compare": CompareScreen}
+    COMMANDS = App.COMMANDS | {SavedRunsSearch}
 
     BINDINGS = [
         Binding("f1", "help", "Help", priority=True),
@@ -78,9 +80,13 @@ class TuiAgentApp(App):
         Binding("f4", "switch_mode('compare')", "Compare screen", priority=True, group=SCREENS),
         Binding("ctrl+l", "choose_model", "Model", priority=True),
         Binding("ctrl+t", "toggle_dark", "Light/dark", priority=True),
+        Binding("f9", "export", "Export…", priority=True, tooltip="the run or comparison shown, to Markdown or HTML"),
+        Binding("f8", "toggle_shade", "Token confidence", priority=True,
+                tooltip="shade text and code by each token's probability; hover a token for its value"),
     ]
 
     model_state: reactive[tuple[str, str, str]] = reactive(("", "idle", ""))
+    shade_tokens: reactive[bool] = reactive(False)  # token confidence drawn (f8), on every screen
 
     def __init__(self, config: AppConfig | None = None, *, backend: Backend | None = None,
                  backend_factory: Callable[[], Backend] | None = None):
@@ -226,6 +232,8 @@ class TuiAgentApp(App):
         what, paths = result
         if what == "replay":
             self.open_replay(paths[0])
+        elif what == "export":
+            self.export(paths)
         else:
             self.open_compare(paths)
 
@@ -332,6 +340,44 @@ class TuiAgentApp(App):
             self.report(e, title="configuration")
             return
         self.ensure_model()
+
+    def action_export(self) -> None:
+        paths = list(getattr(self.screen, "saved_runs", lambda: [])())
+        if not paths:
+            self.notify("nothing saved to export here yet: run a problem or open a saved run", severity="warning")
+            return
+        self.export(paths)
+
+    def export(self, paths: list[Path]) -> None:
+        """Ask for a format, then write the export of ``paths`` (one run, or a comparison) beside the first."""
+        from tuiagent.ui.screens.export import ExportScreen
+
+        what = "this run" if len(paths) == 1 else f"this comparison of {len(paths)} runs"
+        self.push_screen(ExportScreen(what), partial(self._export, paths))
+
+    def _export(self, paths: list[Path], choice: tuple[str, bool] | None) -> None:
+        from tuiagent.export import default_output, export_runs
+
+        if choice is None:
+            return
+        fmt, shade = choice
+        out = default_output(paths, fmt)
+        try:
+            out.write_text(export_runs(paths, fmt, shade=shade), encoding="utf-8")
+        except (UserError, OSError) as e:
+            self.report(e, title="export")
+            return
+        self.notify(str(out), title=f"exported ({fmt})", timeout=8)
+
+    def action_toggle_shade(self) -> None:
+        from tuiagent.export.confidence import legend
+
+        self.shade_tokens = not self.shade_tokens
+        if self.shade_tokens:
+            self.notify(f"shaded: {legend()} (darker: less sure); hover a token for its p; each code block "
+                        "names its least sure token", title="token confidence: on", timeout=5, markup=False)
+        else:
+            self.notify("token confidence: off", timeout=2)
 
     def action_toggle_dark(self) -> None:
         self.theme = "textual-light" if self.current_theme.dark else "textual-dark"

@@ -1,4 +1,4 @@
-"""Recent runs in the runs directory, read cheaply (first lines and last line only; no UI code)."""
+"""Saved runs in the runs directory, read cheaply (the first lines and the last line only; no UI code)."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TextIO
 
 from tuiagent import paths
 from tuiagent.core.events import SCHEMA
@@ -20,6 +21,22 @@ class RunInfo:
     correct: bool | None
     reason: str  # RunFinished.reason, or "incomplete"
     when: str  # local time of the file's last change
+    mtime: float = 0.0
+    guards: str = "none"  # the guards on at the start, joined with "+"
+    calls: int | None = None
+    tokens: int | None = None
+    wall_s: float | None = None
+
+    @property
+    def result(self) -> str:
+        """"right", "wrong" or "" (no gold answer, or no answer)."""
+        return "right" if self.correct is True else "wrong" if self.correct is False else ""
+
+    def matches(self, query: str) -> bool:
+        """Whether every word of ``query`` is in the problem, answer, model, guards, result or end reason."""
+        hay = " ".join([self.problem, self.answer or "", self.model, self.guards, self.result, self.reason,
+                        self.when, self.path.name]).lower()
+        return all(word in hay for word in query.lower().split())
 
 
 def _last_line(path: Path, chunk: int = 8192) -> str:
@@ -40,23 +57,42 @@ def _object(line: str) -> dict:
     return data if isinstance(data, dict) else {}
 
 
+# The guards on at the start are recorded (GuardToggled "on at start") right after RunStarted; read at
+# most this many lines for them (ours: a run has a handful of guards, well under this).
+HEAD_LINES = 24
+
+
+def _guards_on(f: TextIO) -> str:
+    on: list[str] = []
+    for _ in range(HEAD_LINES):
+        record = _object(f.readline())
+        if record.get("type") != "GuardToggled":
+            break
+        if record.get("enabled") and record.get("reason") in ("on at start", ""):
+            on.append(str(record.get("guard")))
+    return "+".join(sorted(on)) or "none"
+
+
 def run_info(path: Path) -> RunInfo | None:
     """The summary of one trajectory file, or None when it is not one."""
     try:
         with path.open(encoding="utf-8", errors="replace") as f:
             head, started = _object(f.readline()), _object(f.readline())
+            if head.get("schema") != SCHEMA:
+                return None
+            guards = _guards_on(f)
         last = _object(_last_line(path))
+        mtime = path.stat().st_mtime
     except OSError:
         return None
-    if head.get("schema") != SCHEMA:
-        return None
     finished = last if last.get("type") == "RunFinished" else {}
-    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(path.stat().st_mtime))
+    when = time.strftime("%Y-%m-%d %H:%M", time.localtime(mtime))
     return RunInfo(path, " ".join(str(started.get("problem", "")).split()), str(started.get("model_id", "")),
-                   finished.get("answer"), finished.get("correct"), finished.get("reason", "incomplete"), when)
+                   finished.get("answer"), finished.get("correct"), finished.get("reason", "incomplete"), when,
+                   mtime, guards, finished.get("tool_calls"), finished.get("generated_tokens"), finished.get("wall_s"))
 
 
-def recent_runs(directory: Path | None = None, limit: int = 100) -> list[RunInfo]:
+def recent_runs(directory: Path | None = None, limit: int = 5000) -> list[RunInfo]:
     """The newest trajectories first."""
     directory = directory or paths.runs_dir()
     if not directory.is_dir():

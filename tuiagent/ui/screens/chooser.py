@@ -15,9 +15,12 @@ from textual.widgets.option_list import Option
 
 class ChooserScreen(ModalScreen[Any]):
     """Subclasses give the title and, through :meth:`choices` (called in compose, when the app is
-    there), the rows with the value each one returns."""
+    there), the rows with the value each one returns; a digit chooses the row of that number (from 0)."""
 
-    BINDINGS = [Binding("escape", "close", "Close")]
+    BINDINGS = [
+        Binding("escape", "close", "Close"),
+        *(Binding(str(n), f"choose({n})", f"Choose row {n}", show=False) for n in range(10)),
+    ]
 
     DEFAULT_CSS = """
     ChooserScreen { align: center middle; }
@@ -39,13 +42,19 @@ class ChooserScreen(ModalScreen[Any]):
         self.values = [value for _, value in rows]
         with Vertical():
             yield Label(self.title_text)
-            yield OptionList(*(Option(content) for content, _ in rows))
+            numbered = len(rows) <= 10
+            yield OptionList(*(Option(Content.assemble((f"{i} ", "$text-muted"), content) if numbered else content)
+                               for i, (content, _) in enumerate(rows)))
 
     def on_mount(self) -> None:
         self.query_one(OptionList).focus()
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(self.values[event.option_index])
+
+    def action_choose(self, number: int) -> None:
+        if number < len(self.values) <= 10:  # rows are numbered only when there are ten or fewer
+            self.dismiss(self.values[number])
 
     def action_close(self) -> None:
         self.dismiss(None)

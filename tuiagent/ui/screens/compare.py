@@ -104,6 +104,15 @@ class CompareScreen(Screen):
         if not self.has_class("-files"):  # saved runs show the model(s) that made them
             self.query_one(TopBar).set_model(*state)
 
+    def saved_runs(self) -> list[Path]:
+        """The files compared, or the trajectories of a live comparison once every column has ended
+        (what f9 exports)."""
+        if self.files:
+            return list(self.files)
+        ends = [next((e for e in reversed(run) if isinstance(e, ev.RunFinished)), None) for run in self.events]
+        paths = [Path(e.trajectory) for e in ends if e is not None and e.trajectory]
+        return paths if len(paths) == len(self.events) >= 2 else []
+
     def take_pending(self) -> None:
         paths = self.app.pending.pop("compare", None)
         if paths:

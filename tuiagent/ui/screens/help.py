@@ -64,6 +64,10 @@ class HelpScreen(ModalScreen[None]):
         with VerticalScroll():
             yield Static(Content.styled("Keys  (esc closes; every action is also in the command palette, ctrl+p)",
                                         "bold"))
+            fields = getattr(self.below, "FIELDS", [])
+            if fields:
+                yield Static("Fields (tab moves between them)", classes="section")
+                yield Static(Content("\n").join(Content.assemble((f"{k:<22}", "bold"), v) for k, v in fields))
             for title, bindings in sections:
                 yield Static(title, classes="section")
                 yield Static(self._rows(bindings))

@@ -1,5 +1,5 @@
 """Replay: step through a saved run, event by event or step by step, jump to the next guard decision;
-what happened (the full trajectory, current event marked) beside what the model saw at that point
+what happened (the trajectory as it stood at the current event, which is marked) beside what the model saw at that point
 (``context.working_context(events[:i])``)."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from tuiagent.core import events as ev
 from tuiagent.core.context import working_context
 from tuiagent.core.trajectory import TrajectoryError, load
 from tuiagent.ui.describe import describe_event, is_guard_decision
+from tuiagent.ui.search import RunSearch
 from tuiagent.ui.widgets.context_view import ContextView
 from tuiagent.ui.widgets.replay_bar import ReplayBar
 from tuiagent.ui.widgets.status_line import StatusLine
@@ -30,6 +31,8 @@ ENDS = Binding.Group("start/end")
 
 
 class ReplayScreen(Screen):
+    COMMANDS = {RunSearch}  # ctrl+p searches this run too
+
     BINDINGS = [
         Binding("left", "step(-1)", "Previous event", priority=True, group=EVENT),
         Binding("right", "step(1)", "Next event", priority=True, group=EVENT),
@@ -101,7 +104,7 @@ class ReplayScreen(Screen):
         trajectory = self.query_one(TrajectoryView)
         trajectory.reset()
         trajectory.follow = False
-        self.widgets = trajectory.load(self.events)
+        self.widgets = trajectory.load(loaded.events, shown_until=1)
         self.query_one(TopBar).title = f"· replay · {self.path.name}"
         self.query_one(TopBar).show_recorded(self.events)
         self.query_one(StatusLine).show_run(self.events)
@@ -120,7 +123,13 @@ class ReplayScreen(Screen):
         self.query_one(ContextView).show(working_context(self.events[:i]),
                                          working_context(self.events[: i - 1]) if i > 1 else None)
         widget = next((w for w in reversed(self.widgets[:i]) if w is not None), None)
-        self.query_one(TrajectoryView).highlight(widget)
+        trajectory = self.query_one(TrajectoryView)
+        trajectory.show_until(i)
+        trajectory.highlight(widget)
+
+    def saved_runs(self) -> list[Path]:
+        """The run shown (what f9 exports)."""
+        return [self.path] if self.path is not None else []
 
     # -- actions --------------------------------------------------------------------------------
 

@@ -14,7 +14,7 @@ from textual.binding import Binding
 from textual.containers import Horizontal, Vertical
 from textual.reactive import reactive
 from textual.screen import Screen
-from textual.widgets import Button, Footer, Input
+from textual.widgets import Button, Footer, Input, Label
 
 from guards.base import SettingsError
 from guards.chain import Change, GuardChain, guard_class
@@ -41,14 +41,21 @@ class SolveScreen(Screen):
     BINDINGS = [
         Binding("ctrl+r", "run", "Run", priority=True),
         Binding("ctrl+s", "stop", "Stop", priority=True),
-        Binding("ctrl+g", "guards", "Guards", priority=True),
+        Binding("ctrl+g", "guards", "Guards panel", priority=True, tooltip="focus the guard panel; again: back"),
+        Binding("ctrl+g", "leave_guards", "Back from guards", priority=True),
+        Binding("f7", "all_guards", "All guards off/on", priority=True, show=False),
         Binding("ctrl+n", "new", "New", priority=True),
         Binding("ctrl+k", "toggle_confirm", "Ask before running code", priority=True, show=False),
         Binding("y", "copy_answer", "Copy answer"),
         Binding("ctrl+e", "edit_problem", "Edit problem", show=False),
         Binding("f6", "rerun_as", "Rerun as…", priority=True),
-        Binding("f7", "fork", "Fork…", priority=True),
-        Binding("f8", "compare_parent", "Compare with parent", priority=True, show=False),
+        Binding("ctrl+f", "fork", "Fork…", priority=True, show=False),
+        Binding("f12", "compare_parent", "Compare with parent", priority=True, show=False),
+    ]
+
+    FIELDS = [  # the fields one can type in, for the help screen
+        ("problem  (ctrl+e)", "type or paste the problem; ctrl+r runs it; tab goes on to the gold answer"),
+        ("gold answer  (tab)", "optional: the right answer; the run is then marked right or wrong"),
     ]
 
     HORIZONTAL_BREAKPOINTS = [(0, "-narrow"), (110, "-wide")]
@@ -73,7 +80,9 @@ class SolveScreen(Screen):
             with Vertical(id="controls"):
                 yield Button("Run ^r", id="run", variant="primary", compact=True)
                 yield Button("Stop ^s", id="stop", variant="error", compact=True, disabled=True)
-                yield Input(config.gold or "", placeholder="gold answer", id="gold", compact=True)
+                yield Label("gold answer ⇥", id="gold-label")
+                yield Input(config.gold or "", placeholder="optional", id="gold", compact=True,
+                            tooltip="the right answer, if you know it: the run is then marked right or wrong")
         with Horizontal(id="main"):
             yield TrajectoryView(flush_s=config.flush_s, id="trajectory")
             yield GuardPanel(id="guards")
@@ -81,6 +90,8 @@ class SolveScreen(Screen):
         yield Footer()
 
     def on_mount(self) -> None:
+        for button in self.query(Button):  # ctrl+r and ctrl+s press them: tab goes from the problem to the gold
+            button.can_focus = False
         self.watch(self.app, "model_state", self._model_state)
         self.app.ensure_model()
         self._show_guards()
@@ -102,6 +113,12 @@ class SolveScreen(Screen):
             self.query_one(GuardPanel).show(states_from_chain(session.chain()))
         except Exception as e:  # noqa: BLE001 - a bad guard setting in models.toml: say so, keep going
             self.app.report(e, title="guards")
+        self._show_guards_on()
+
+    def _show_guards_on(self) -> None:
+        """The guards on, under the problem box: seen even where the panel is hidden (80 columns)."""
+        on = [name for name, s in self.query_one(GuardPanel).states.items() if s.enabled]
+        self.query_one(ProblemInput).border_subtitle = f"guards: {' '.join(on) or 'none'} · ctrl+g"
 
     def watch_running(self, running: bool) -> None:
         self.query_one("#run", Button).disabled = running
@@ -119,11 +136,25 @@ class SolveScreen(Screen):
             return None
         if action == "compare_parent" and (self.running or self.parent_path is None):
             return None
+        in_panel = self.query_one(GuardPanel).has_focus_within
+        if action == "guards":
+            return not in_panel
+        if action == "leave_guards":
+            return in_panel
         return True
 
     # -- actions --------------------------------------------------------------------------------
 
+    def after_typing(self, callback: Callable[[], object]) -> None:
+        """Call ``callback`` once the focused field has handled the keys already sent to it: a priority
+        key (ctrl+r) is handled by the app before keys typed just ahead of it reach the field (a paste,
+        tmux send-keys), and the field's own queue runs in order."""
+        (self.focused or self).call_later(callback)
+
     def action_run(self) -> None:
+        self.after_typing(self._run)
+
+    def _run(self) -> None:
         problem = self.query_one(ProblemInput).text.strip()
         if not problem:
             self.notify("type a problem first", severity="warning")
@@ -150,26 +181,40 @@ class SolveScreen(Screen):
         if not self.ask_before_code:
             return True
         dialog = ConfirmCodeScreen(code)
+        status, blocks = self.query_one(StatusLine), self.query_one(TrajectoryView).code_blocks()
+        status.wait(True)  # shown as waiting, not running; the wait is not counted in tok/s
+        if blocks:
+            blocks[-1].status = "pending"
         try:
-            return bool(await self.app.push_screen_wait(dialog))
+            approved = bool(await self.app.push_screen_wait(dialog))
         except asyncio.CancelledError:  # the run was stopped while the question was open
             if dialog.is_attached:
                 dialog.dismiss(False)
             raise
+        finally:
+            status.wait(False)
+        if approved and blocks:
+            blocks[-1].set_running()
+        return approved
 
     def action_stop(self) -> None:
         for worker in self.workers:
             if worker.group == "run" and worker.is_running:
                 worker.cancel()
 
+    def on_descendant_focus(self) -> None:
+        self.refresh_bindings()  # the footer says what ctrl+g does now
+
+    def on_descendant_blur(self) -> None:
+        self.refresh_bindings()
+
+    def action_leave_guards(self) -> None:
+        self.remove_class("-show-guards")
+        self.query_one(TrajectoryView).focus()
+
     def action_guards(self) -> None:
         panel = self.query_one(GuardPanel)
         narrow = self.has_class("-narrow")
-        if panel.has_focus_within:
-            if narrow:
-                self.remove_class("-show-guards")
-            self.query_one(TrajectoryView).focus()
-            return
         if narrow:
             self.add_class("-show-guards")
         else:
@@ -187,6 +232,10 @@ class SolveScreen(Screen):
         self.query_one(StatusLine).reset()
         self.query_one(StatusLine).state = "idle"
         problem.focus()
+
+    def saved_runs(self) -> list[Path]:
+        """The trajectory of the last run (what f9 exports)."""
+        return [self.run_path] if self.run_path is not None and self.run_path.exists() else []
 
     def action_edit_problem(self) -> None:
         self.query_one(ProblemInput).focus()
@@ -211,7 +260,7 @@ class SolveScreen(Screen):
 
     def solve(self, problem: str, gold: str | None) -> None:
         self.parent_path = None
-        self._run(self.app.session.request(problem, gold))
+        self._launch(self.app.session.request(problem, gold))
 
     def fork(self, parent: Path, step: int, preset: Preset | None) -> None:
         """Fork the saved run ``parent`` after ``step`` under ``preset`` (None: the parent's guards)."""
@@ -238,11 +287,11 @@ class SolveScreen(Screen):
         self.query_one("#gold", Input).value = point.started.gold or ""
         self.parent_path = Path(parent)
         self.running = True
-        self._run(request, point)
+        self._launch(request, point)
         self.query_one(TrajectoryView).focus()
 
     @work(exclusive=True, group="run", exit_on_error=False, name="run")
-    async def _run(self, request: RunRequest, fork: ForkPoint | None = None) -> None:
+    async def _launch(self, request: RunRequest, fork: ForkPoint | None = None) -> None:
         session = self.app.session
         trajectory, status = self.query_one(TrajectoryView), self.query_one(StatusLine)
         trajectory.reset()
@@ -268,6 +317,8 @@ class SolveScreen(Screen):
             self.running = False
             if owned and backend is not None:
                 await backend.aclose()
+        if fork is not None and self.finished is not None:
+            self.notify("fork finished: f12 compares it with its parent", timeout=6)
         if self.finished is not None and self.finished.reason == "backend_crashed":
             self.app.model_crashed(trajectory.events)
 
@@ -279,6 +330,7 @@ class SolveScreen(Screen):
             return
         if isinstance(e, ev.GuardToggled):
             self.query_one(GuardPanel).confirm(e)
+            self._show_guards_on()
         elif isinstance(e, ev.RunStarted) and self.request is not None:
             self.run_path = trajectory_path(self.request, e.run_id)
         elif isinstance(e, ev.Notice) and e.level in ("warning", "error"):
@@ -321,20 +373,31 @@ class SolveScreen(Screen):
                           if asdict(guard_class(name).Settings()).get(k) != v} for name in on}
         return column_text(on, changed)
 
-    def choose_preset(self, then: Callable[[Preset | None], None]) -> None:
-        """Offer none, all and every preset (shipped and the user's); ``then`` gets the choice."""
+    def presets(self) -> list[Preset] | None:
+        """None, all and every preset (shipped and the user's), in the order they are numbered from 0;
+        None (after a notice) when a presets file is bad."""
         from tuiagent.presets import load_presets
-        from tuiagent.ui.screens.presets import PresetsScreen
 
         try:
             named = list(load_presets().values())
         except UserError as e:
             self.app.report(e, title="presets")
-            return
-        self.app.push_screen(PresetsScreen([Preset("none"), Preset("all", guards=("all",)), *named]), then)
+            return None
+        return [Preset("none"), Preset("all", guards=("all",)), *named]
+
+    def choose_preset(self, then: Callable[[Preset | None], None]) -> None:
+        """Offer every preset (:meth:`presets`); ``then`` gets the choice."""
+        from tuiagent.ui.screens.presets import PresetsScreen
+
+        presets = self.presets()
+        if presets is not None:
+            self.app.push_screen(PresetsScreen(presets), then)
 
     def action_rerun_as(self) -> None:
         """This problem again under a preset, beside the current settings, on the compare screen."""
+        self.after_typing(self._rerun_as)
+
+    def _rerun_as(self) -> None:
         problem = self.query_one(ProblemInput).text.strip()
         if not problem:
             self.notify("type a problem first", severity="warning")
@@ -363,7 +426,24 @@ class SolveScreen(Screen):
             self.app.open_compare([self.parent_path, self.run_path])
 
     def on_guard_panel_preset_wanted(self, message: GuardPanel.PresetWanted) -> None:
-        self.choose_preset(self.apply_preset)
+        if message.number is None:
+            self.choose_preset(self.apply_preset)
+            return
+        presets = self.presets()
+        if presets is None:
+            return
+        if message.number >= len(presets):
+            self.notify(f"no preset {message.number}: p lists them", severity="warning")
+            return
+        self.apply_preset(presets[message.number])
+
+    def action_all_guards(self) -> None:
+        """Every guard off if any is on, else every guard on; their settings stay as they are."""
+        states = self.query_one(GuardPanel).states
+        on = not any(s.enabled for s in states.values())
+        for name in [name for name, s in states.items() if s.enabled != on]:
+            self.on_guard_panel_changed(GuardPanel.Changed(name, enabled=on))
+        self.notify(f"guards: all {'on' if on else 'off'}", timeout=3)
 
     def apply_preset(self, preset: Preset | None) -> None:
         """The guards and settings of ``preset``: every other guard off, every setting it does not
@@ -418,3 +498,4 @@ class SolveScreen(Screen):
             except SettingsError as e:
                 self.notify(str(e), severity="error")
         panel.show(panel.states)
+        self._show_guards_on()

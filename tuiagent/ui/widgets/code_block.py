@@ -15,6 +15,8 @@ from textual.widget import Widget
 
 from tuiagent.safetext import for_terminal
 from tuiagent.protocol import Display, Line
+from tuiagent.export.confidence import TokenSpans
+from tuiagent.ui.token_shade import hovered, shade
 from tuiagent.ui.widgets.guard_display import line_content
 
 _STATUS = {
@@ -55,9 +57,12 @@ class CodeBlockView(Widget, can_focus=True):
             super().__init__()
             self.what = what
 
-    def __init__(self, turn: int, call: int, code: str, *, classes: str | None = None):
+    def __init__(self, turn: int, call: int, code: str, *, tokens: TokenSpans | None = None,
+                 classes: str | None = None):
         super().__init__(classes=classes)
         self.turn, self.call, self.code = turn, call, code
+        self.tokens = tokens or TokenSpans()  # the code's tokens and their probabilities
+        self.shaded = False
         self.duration_s: float | None = None
         self.error_name: str | None = None
         self.guard_lines: dict[str, tuple[Line, ...]] = {}  # per guard: lines under the status
@@ -65,7 +70,7 @@ class CodeBlockView(Widget, can_focus=True):
         self.skip_reason = ""
         self.started = time.monotonic()
         self._code = highlight(for_terminal(code), language="python")
-        self.tooltip = "c copies the code"
+        self.tooltip = self._tip = "c copies the code"
 
     # -- calls down from the trajectory ---------------------------------------------------------
 
@@ -101,7 +106,7 @@ class CodeBlockView(Widget, can_focus=True):
         else:
             self.guard_lines[guard] = display.lines
         if display.tooltip:
-            self.tooltip = f"{display.tooltip}; c copies the code"
+            self.tooltip = self._tip = f"{display.tooltip}; c copies the code"
         self.refresh(layout=True)
 
     # -- drawing --------------------------------------------------------------------------------
@@ -122,13 +127,25 @@ class CodeBlockView(Widget, can_focus=True):
             parts.append((f" ({self.skip_reason})", "$text-warning"))
         for spans in self.guard_status.values():
             parts += [line_content(line) for line in spans]
+        lowest = self.tokens.lowest(self.code) if self.shaded else None
+        if lowest is not None:
+            parts.append((f"  least sure: {lowest[0].strip()!r} p {lowest[1]:.3f}", "$text-muted"))
         return Content.assemble(*parts)
+
+    def set_shaded(self, on: bool) -> None:
+        if on != self.shaded:
+            self.shaded = on
+            self.refresh(layout=True)
+
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        if self.shaded:
+            self.tooltip = hovered(event, self._tip)
 
     def render(self) -> Content:
         lines = [self.status_line()]
         for guard_lines in self.guard_lines.values():
             lines += [line_content(line) for line in guard_lines]
-        lines.append(self._code)
+        lines.append(shade(self._code, self.tokens) if self.shaded else self._code)
         return Content("\n").join(lines)
 
     # -- actions --------------------------------------------------------------------------------

@@ -20,7 +20,8 @@ def bar_content(
     below: str = "$text-warning",
     log: bool = False,
 ) -> Content:
-    """``▕█████▌   ┃  ▏``: the value as a bar over [lo, hi] (``log``: on a log10 scale), the threshold as a marker.
+    """``▕█████▌   ┃  ▏``: the value as a bar over [lo, hi] (``log``: on a log10 scale, its ends written
+    beside it: ``0.001▕██┃ ▏1 log``), the threshold as a marker.
 
     The bar is drawn in ``above`` when value >= threshold, else ``below``; None draws an empty
     scale. Values outside the scale are clamped (a ◂ or ▸ at the end says so).
@@ -31,8 +32,9 @@ def bar_content(
         def pos(v: float) -> float:
             return math.log10(max(v, 10**-9))
 
-        return bar_content(None if value is None else pos(value), None if threshold is None else pos(threshold),
-                           width=width, lo=pos(lo), hi=pos(hi), above=above, below=below)
+        bar = bar_content(None if value is None else pos(value), None if threshold is None else pos(threshold),
+                          width=width, lo=pos(lo), hi=pos(hi), above=above, below=below)
+        return Content.assemble((f"{lo:g}", "$text-muted"), bar, (f"{hi:g} log", "$text-muted"))  # a labelled scale
     cells = [" "] * width
     span = hi - lo
     style, fill = "$text-muted", ""

@@ -19,7 +19,12 @@ class GuardPanel(Vertical):
     """Messages up: :class:`GuardPanel.Changed`, :class:`GuardPanel.PresetWanted`; calls down:
     :meth:`show`, :meth:`confirm`."""
 
-    BINDINGS = [Binding("p", "preset", "Preset")]
+    BINDINGS = [
+        Binding("p", "preset", "Preset"),
+        Binding("a", "screen.all_guards", "All guards off/on", show=False),
+        *(Binding(str(n), f"preset({n})", f"Preset {n}" + {0: " (none)", 1: " (all)"}.get(n, " (as p lists them)"),
+                  show=False) for n in range(10)),
+    ]
 
     DEFAULT_CSS = """
     GuardPanel { width: 36; border: round $secondary; padding: 0 0; height: 1fr; }
@@ -36,13 +41,17 @@ class GuardPanel(Vertical):
             self.guard, self.enabled, self.setting, self.edit = guard, enabled, setting, edit
 
     class PresetWanted(Message):
-        """The user asked to apply a preset (p)."""
+        """The user asked to apply a preset: ``number`` (a digit key) or one to choose (p)."""
+
+        def __init__(self, number: int | None = None) -> None:
+            super().__init__()
+            self.number = number
 
     def __init__(self, *, id: str | None = None, classes: str | None = None):
         super().__init__(id=id, classes=classes)
         self.states: dict[str, GuardState] = {}
         self.border_title = "guards"
-        self.border_subtitle = "␣ on/off · ◂▸ value · p preset"
+        self.border_subtitle = "␣ on/off · 0-9 preset · a all"
 
     def compose(self) -> ComposeResult:
         yield GuardList(id="guard-list")
@@ -72,8 +81,8 @@ class GuardPanel(Vertical):
     def focus_list(self) -> None:
         self.list.focus()
 
-    def action_preset(self) -> None:
-        self.post_message(self.PresetWanted())
+    def action_preset(self, number: int | None = None) -> None:
+        self.post_message(self.PresetWanted(number))
 
     # -- messages from the list -----------------------------------------------------------------
 
@@ -102,7 +111,7 @@ class GuardPanel(Vertical):
         row = self.list.current()
         doc = self.query_one("#guard-doc", Static)
         if row is None:
-            doc.update("")
+            doc.update("", layout=False)  # its height is fixed (5): no layout of the screen per key
             return
         name, info = row
         s = self.states.get(name)
@@ -110,7 +119,7 @@ class GuardPanel(Vertical):
             return
         if info is None:
             text = s.doc + (f"\noff: {s.reason}" if s.reason and not s.enabled else "")
-            doc.update(Content(text))
+            doc.update(Content(text), layout=False)
         else:
             tag = "ours" if info.tag == "default" else info.tag
-            doc.update(Content.assemble((f"{name}.{info.name} [{tag}] ", "bold"), info.doc))
+            doc.update(Content.assemble((f"{name}.{info.name} [{tag}] ", "bold"), info.doc), layout=False)

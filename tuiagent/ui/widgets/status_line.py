@@ -50,6 +50,15 @@ class StatusLine(Widget):
         self._timer.pause()
         self.refresh()
 
+    def wait(self, waiting: bool) -> None:
+        """A code block waits for the user's yes or no: shown as waiting; the rate restarts after it
+        (tokens before the wait are not averaged with tokens after it)."""
+        if self.state not in ("running", "waiting"):
+            return
+        self.state = "waiting" if waiting else "running"
+        if not waiting:
+            self._stamps.clear()
+
     def observe(self, e: ev.Event) -> None:
         """Count an event (cheap: called for every token)."""
         if isinstance(e, ev.TokenDelta):
@@ -92,7 +101,7 @@ class StatusLine(Widget):
 
     def render(self) -> Content:
         e = int(self.elapsed())
-        state_style = {"running": "bold $text-accent", "answer": "bold $text-success", "cancelled": "bold $text-warning",
+        state_style = {"running": "bold $text-accent", "waiting": "bold $text-warning", "answer": "bold $text-success", "cancelled": "bold $text-warning",
                        "error": "bold $text-error", "backend_crashed": "bold $text-error"}.get(self.state, "bold")
         sep = ("  ", "")
         return Content.assemble(

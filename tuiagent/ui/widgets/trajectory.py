@@ -8,6 +8,7 @@ of tokens a second costs at most twenty repaints a second and keys stay responsi
 
 from __future__ import annotations
 
+from bisect import bisect_right
 from collections.abc import Iterable, Sequence
 
 from textual.binding import Binding
@@ -55,6 +56,9 @@ class TrajectoryView(VerticalScroll, can_focus=True):
         self.texts: dict[int, TurnText] = {}
         self.headers: dict[int, StepHeader] = {}
         self.items: dict[int, list[Widget]] = {}
+        self.born: list[tuple[int, Widget]] = []  # (events seen when it was drawn, widget), in order
+        self._shown_until: int | None = None  # replay: the position shown (None: everything)
+        self._batch: list[Widget] | None = None  # widgets drawn by load(), mounted together
         self.code: dict[int, CodeBlockView] = {}
         self.outputs: dict[int, ToolOutput] = {}
         self.marks: dict[int, PruneMark] = {}
@@ -66,8 +70,16 @@ class TrajectoryView(VerticalScroll, can_focus=True):
         self.show_pruned = False
         self.follow = True
 
+    shaded = False  # token confidence drawn (the app's ``shade_tokens``, followed by every trajectory)
+
     def on_mount(self) -> None:
         self._timer = self.set_interval(self.flush_s, self.flush, pause=True)
+        self.watch(self.app, "shade_tokens", self.set_shaded)
+
+    def set_shaded(self, on: bool) -> None:
+        self.shaded = on
+        for widget in [*self.texts.values(), *self.code.values()]:
+            widget.set_shaded(on)
 
     def _maybe_anchor(self) -> None:
         """Follow the newest event, once there is more than fits (anchoring a short trajectory
@@ -88,6 +100,8 @@ class TrajectoryView(VerticalScroll, can_focus=True):
     def stop_stream(self) -> None:
         self.flush()
         self._timer.pause()
+        for text in self.texts.values():
+            text.end_stream()
 
     def flush(self) -> None:
         """Render the tokens buffered since the last flush."""
@@ -97,11 +111,26 @@ class TrajectoryView(VerticalScroll, can_focus=True):
             self._dirty.clear()
         self._maybe_anchor()
 
-    def load(self, events: Iterable[ev.Event]) -> list[Widget | None]:
-        """Draw a whole saved run at once; returns, per event, the widget that shows it (replay uses it)."""
+    def load(self, events: Iterable[ev.Event], *, shown_until: int | None = None) -> list[Widget | None]:
+        """Draw a whole saved run at once; returns, per event other than a token, the widget that
+        shows it (replay uses it). Tokens give the text its probabilities (token confidence).
+        ``shown_until``: show only what that many events drew (:meth:`show_until`). The widgets are
+        mounted together, once (one by one, a 5,000-event run took seconds)."""
         shown = []
-        for e in events:
-            shown.append(None if isinstance(e, ev.TokenDelta) else self.feed(e))
+        self._batch = []
+        try:
+            for e in events:
+                widget = self.feed(e)
+                if not isinstance(e, ev.TokenDelta):
+                    shown.append(widget)
+            if shown_until is not None:
+                for born, widget in self.born:
+                    if born > shown_until:
+                        widget.styles.display = "none"
+                self._shown_until = shown_until
+            self.mount_all(self._batch)
+        finally:
+            self._batch = None
         self.flush()
         return shown
 
@@ -110,7 +139,7 @@ class TrajectoryView(VerticalScroll, can_focus=True):
         if isinstance(e, ev.TokenDelta):
             text = self.texts.get(e.turn)
             if text is not None:
-                text.append(e.text)
+                text.append(e.text, e.logprob)
                 self._dirty.add(text)
             return None
         self.events.append(e)
@@ -129,7 +158,9 @@ class TrajectoryView(VerticalScroll, can_focus=True):
         self.turn, self.call = e.turn, None
         header = self.headers[e.turn] = StepHeader(e.turn, e.context_tokens)
         self._add(header)
-        self.texts[e.turn] = self._add(TurnText(e.turn))
+        text = self.texts[e.turn] = TurnText(e.turn)
+        text.set_shaded(self.shaded)
+        self._add(text)
         return header
 
     def _on_TurnEnded(self, e: ev.TurnEnded) -> Widget | None:
@@ -144,12 +175,17 @@ class TrajectoryView(VerticalScroll, can_focus=True):
 
     def _on_CodeBlock(self, e: ev.CodeBlock) -> Widget:
         text = self.texts.get(e.turn)
+        tokens = None
         if text is not None:
             block = last_closed_block(text.text)
             if block is not None:
+                at = text.text.find(e.code, block.start)
+                if at >= 0:
+                    tokens = text.tokens.window(at, at + len(e.code))
                 text.set_text(text.text[: block.start])
         self.call = e.call
-        view = self.code[e.call] = CodeBlockView(e.turn, e.call, e.code)
+        view = self.code[e.call] = CodeBlockView(e.turn, e.call, e.code, tokens=tokens)
+        view.set_shaded(self.shaded)
         view.set_running()
         return self._add(view, e.turn)
 
@@ -263,6 +299,20 @@ class TrajectoryView(VerticalScroll, can_focus=True):
 
     # -- replay ---------------------------------------------------------------------------------
 
+    def show_until(self, position: int) -> None:
+        """Show only what the first ``position`` events drew: the run as it stood then (only the
+        widgets between the last position and this one change, so a step stays cheap on long runs;
+        an inline display style, not a class, so no stylesheet is matched again)."""
+        births = [born for born, _ in self.born]
+        old = bisect_right(births, self._shown_until) if self._shown_until is not None else len(births)
+        new = bisect_right(births, position)
+        for _, widget in self.born[min(old, new) : max(old, new)]:
+            if new < old:
+                widget.styles.display = "none"
+            else:
+                widget.styles.display = None  # back to what the stylesheet says (a pruned step stays hidden)
+        self._shown_until = position
+
     def highlight(self, widget: Widget | None) -> None:
         """Mark the widget of the current replay event and scroll to it."""
         if self._current is not None:
@@ -283,7 +333,11 @@ class TrajectoryView(VerticalScroll, can_focus=True):
     def _add(self, widget: Widget, turn: int | None = None) -> Widget:
         turn = self.turn if turn is None else turn
         self.items.setdefault(turn, []).append(widget)
-        self.mount(widget)
+        self.born.append((len(self.events), widget))
+        if self._batch is not None:
+            self._batch.append(widget)
+        else:
+            self.mount(widget)
         if self.follow and not self.is_anchored:
             self.call_after_refresh(self._maybe_anchor)
         return widget

@@ -4,11 +4,20 @@ from __future__ import annotations
 
 import re
 
+from textual import events
 from textual.content import Content
+from textual.geometry import Size
 from textual.highlight import highlight
 from textual.widget import Widget
 
 from tuiagent.safetext import for_terminal
+from tuiagent.export.confidence import BAND_LIMITS, TokenSpans
+from tuiagent.ui.token_shade import hovered, shade
+
+# While a turn streams, its height grows by this many lines at a time, so the trajectory is laid out
+# again every few lines instead of at every line (a layout repaints the whole pane: measured 30-50 ms
+# with 24 turns at 120x40, bench/bench_ui_latency.py). Ours.
+STREAM_SLACK_LINES = 4
 
 _FENCE = re.compile(r"```python[^\n]*\n(.*?)(```|\Z)", re.DOTALL)
 
@@ -32,7 +41,8 @@ def render_turn(text: str) -> Content:
 
 
 class TurnText(Widget):
-    """Appends are buffered; :meth:`flush` (called by the trajectory's throttle) renders them."""
+    """Appends are buffered; :meth:`flush` (called by the trajectory's throttle) renders them. Each
+    token's probability is kept (:attr:`tokens`) and drawn as a shade while :attr:`shaded` is on."""
 
     DEFAULT_CSS = """
     TurnText { height: auto; padding: 0 1; }
@@ -45,19 +55,31 @@ class TurnText(Widget):
         self._text = text
         self._pending: list[str] = []
         self._content: Content | None = None
-        self.set_class(not text, "-empty")
+        self.tokens = TokenSpans()
+        self.shaded = False
+        self._pending_stream = False  # tokens are arriving: the height grows in steps (STREAM_SLACK_LINES)
+        self._reserved = 0  # lines held while streaming
+        self.set_class(not text, "-empty", update=False)  # styled when mounted (a long replay makes thousands)
 
     @property
     def text(self) -> str:
         return self._text + "".join(self._pending)
 
-    def append(self, piece: str) -> None:
+    def append(self, piece: str, logprob: float | None = None) -> None:
         """Buffer a token; nothing is drawn until :meth:`flush`."""
         self._pending.append(piece)
+        self.tokens.append(piece, logprob)
+
+    def set_shaded(self, on: bool) -> None:
+        if on != self.shaded:
+            self.shaded = on
+            self._content = None
+            self.refresh()
 
     def flush(self) -> bool:
         if not self._pending:
             return False
+        self._pending_stream = True
         self._text += "".join(self._pending)
         self._pending.clear()
         self._changed()
@@ -65,6 +87,7 @@ class TurnText(Widget):
 
     def set_text(self, text: str) -> None:
         self._pending.clear()
+        self.end_stream()
         if text != self._text:
             self._text = text
             self._changed()
@@ -73,16 +96,35 @@ class TurnText(Widget):
         self._content = None
         empty = not self._text.strip()
         if empty != self.has_class("-empty"):
-            self.set_class(empty, "-empty")
+            self.set_class(empty, "-empty", update=self.is_mounted)
             self.refresh(layout=True)
             return
         width, height = self.content_size
-        if width and self.render().get_height(self.styles, width) == height:
-            self.refresh()  # same number of lines: repaint this widget only, no layout of the trajectory
+        lines = Content(self._text.strip("\n")).get_height(self.styles, width) if width else 0  # styles don't wrap
+        if width and lines <= height and (lines == height or self._reserved):
+            self.refresh()  # fits: repaint this widget only, no layout of the trajectory
         else:
+            self._reserved = lines + STREAM_SLACK_LINES if self._pending_stream else 0
+            self.refresh(layout=True)
+
+    def get_content_height(self, container: Size, viewport: Size, width: int) -> int:
+        return max(super().get_content_height(container, viewport, width), self._reserved)
+
+    def end_stream(self) -> None:
+        """The turn is complete: give back the lines reserved for it to grow into."""
+        self._pending_stream = False
+        if self._reserved:
+            self._reserved = 0
             self.refresh(layout=True)
 
     def render(self) -> Content:
         if self._content is None:
-            self._content = render_turn(self._text.strip("\n"))
+            text = self._text.strip("\n")
+            self._content = render_turn(text)
+            if self.shaded:
+                self._content = shade(self._content, self.tokens, offset=len(self._text) - len(self._text.lstrip("\n")))
         return self._content
+
+    def on_mouse_move(self, event: events.MouseMove) -> None:
+        if self.shaded:
+            self.tooltip = hovered(event, f"token p ≥ {BAND_LIMITS[-1]:g} (not shaded)")
