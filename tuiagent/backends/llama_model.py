@@ -94,6 +94,14 @@ class Generation:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
+def logprob_of(logits: np.ndarray, token: int, buf: np.ndarray) -> float:
+    """log p(token) under one row of logits: logit - logsumexp (``buf``: scratch of the row's size)."""
+    m = float(logits.max())
+    np.subtract(logits, np.float32(m), out=buf)
+    np.exp(buf, out=buf)
+    return float(logits[token]) - m - math.log(float(buf.sum(dtype=np.float64)))
+
+
 def import_llama_cpp() -> Any:
     os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # our default; see the module docstring
     try:
@@ -223,14 +231,9 @@ class LlamaModel:
         self._lp_buf = np.empty(self.n_vocab, dtype=np.float32)
 
     def logprob(self, token: int) -> float:
-        """log p(token) under the logits of the last evaluated position: logit - logsumexp."""
+        """log p(token) under the logits of the last evaluated position."""
         ptr = self._lc.llama_get_logits_ith(self.llm.ctx, -1)
-        logits = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
-        m = float(logits.max())
-        buf = self._lp_buf
-        np.subtract(logits, np.float32(m), out=buf)
-        np.exp(buf, out=buf)
-        return float(logits[token]) - m - math.log(float(buf.sum(dtype=np.float64)))
+        return logprob_of(np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)), token, self._lp_buf)
 
     def generate(self, tokens: list[int], sampling: Sampling, stop: Sequence[str], cancel: threading.Event,
                  emit: Callable[[list[Token]], None]) -> Generation:
