@@ -95,6 +95,7 @@ class _Run:
     out: Generation
     started: float
     prompt_done: float = 0.0
+    placed: bool = False  # its sequence's cells were cut back to what it reuses (``_place``)
     canonical: bool = True  # its prompt is being evaluated from a canonical chunk boundary
     pending: int | None = None  # sampled, not yet evaluated: goes into the next decode step
 
@@ -239,25 +240,30 @@ class BatchEngine:
         if len(tokens) >= self.n_ctx:
             raise CapacityError(f"the prompt has {len(tokens)} tokens; each of the engine's {self.n_seq} "
                                 f"sequences holds at most {self.n_ctx}")
-        seq, keep, from_store, extends = max(
-            ((s, *self._reuse(s, tokens)) for s in free), key=lambda c: (c[1], -c[0].last_used))
-        mem = self._lc
-        if extends:
-            canonical = keep == seq.canonical
-        else:
-            if from_store:  # across streams only a whole stream can be copied: copy, then cut
-                mem.llama_memory_seq_cp(self._mem, self.store.seq_id, seq.seq_id, -1, -1)
-            mem.llama_memory_seq_rm(self._mem, seq.seq_id, keep, -1)
-            seq.canonical = keep
-            canonical = True
-        seq.tokens = tokens[:keep]
+        seq = max(free, key=lambda s: (self._reuse(s, tokens)[0], -s.last_used))
         sampling = request.sampling
         seed = self.default_seed if sampling.seed is None else int(sampling.seed) & 0xFFFFFFFF
         seq.run = _Run(request, self._sampler(sampling, seed), PieceDecoder(request.stops),
                        min(int(sampling.max_tokens), self.n_ctx - len(tokens)),
-                       Generation(prompt_tokens=len(tokens), prompt_evaluated=len(tokens) - keep),
-                       time.perf_counter(), canonical=canonical)
+                       Generation(prompt_tokens=len(tokens)), time.perf_counter())
         seq.last_used = time.perf_counter()
+
+    def _place(self, seq: _Sequence, run: _Run) -> None:
+        """Keep what ``seq`` (or the store) holds of the run's prompt, drop the rest. Done when the
+        prompt's first chunk is due, not at admission: requests admitted together then find the
+        system prompt that the first of them left in the store."""
+        tokens = run.request.tokens
+        keep, from_store, extends = self._reuse(seq, tokens)
+        if extends:
+            run.canonical = keep == seq.canonical
+        else:
+            if from_store:  # across streams only a whole stream can be copied: copy, then cut
+                self._lc.llama_memory_seq_cp(self._mem, self.store.seq_id, seq.seq_id, -1, -1)
+            self._lc.llama_memory_seq_rm(self._mem, seq.seq_id, keep, -1)
+            seq.canonical = keep
+        seq.tokens = tokens[:keep]
+        run.out.prompt_evaluated = len(tokens) - keep
+        run.placed = True
 
     def _reuse(self, seq: _Sequence, tokens: list[int]) -> tuple[int, bool, bool]:
         """(tokens kept, whether they come from the store, whether the prompt extends the sequence)."""
@@ -291,6 +297,8 @@ class BatchEngine:
         at the prompt's end, sample its first token."""
         run = seq.run
         assert run is not None
+        if not run.placed:
+            self._place(seq, run)
         tokens = run.request.tokens
         start = len(seq.tokens)
         end = min(len(tokens), (start // self.chunk + 1) * self.chunk)
