@@ -109,6 +109,22 @@ class _Sequence:
     last_used: float = 0.0
 
 
+def kv_bytes_per_token(metadata: dict[str, str]) -> int | None:
+    """Bytes of f16 KV cache (llama.cpp's default type) one token takes in one sequence, from the
+    GGUF's metadata (``Llama.metadata``); None when the architecture's keys are not there."""
+    arch = metadata.get("general.architecture", "")
+    try:
+        layers = int(metadata[f"{arch}.block_count"])
+        heads = int(metadata[f"{arch}.attention.head_count"])
+        kv_heads = int(metadata.get(f"{arch}.attention.head_count_kv", heads))
+        head_dim = int(metadata[f"{arch}.embedding_length"]) // heads
+        k = int(metadata.get(f"{arch}.attention.key_length", head_dim))
+        v = int(metadata.get(f"{arch}.attention.value_length", head_dim))
+    except (KeyError, ValueError, ZeroDivisionError):
+        return None
+    return layers * kv_heads * (k + v) * 2
+
+
 def _common(a: Sequence[int], b: Sequence[int]) -> int:
     n = min(len(a), len(b))
     if not n:
