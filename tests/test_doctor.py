@@ -35,6 +35,9 @@ def test_healthy_environment_reports_every_section_and_exits_0():
     assert re.search(r"^  ok    kernel start +\d+\.\d\d s", out.stdout, re.M)
     assert re.search(r"^  ok    first cell +print\(1 \+ 1\) -> 2 in \d+ ms", out.stdout, re.M)
     assert not re.search(r"^  fail ", out.stdout, re.M)
+    # the batched engine's capacity for the default model (Qwen2.5-Coder-1.5B: 28 layers x 2 KV heads x 256 x f16)
+    assert re.search(r"^  info  batched engine +eval --concurrency N: N sequences of 4096 tokens each, plus one for "
+                     r"the shared system prompt; KV cache 117 MB a sequence \(f16\), N=4: 587 MB", out.stdout, re.M)
     assert re.fullmatch(r"doctor: (all good|0 problems, \d+ warnings?)", lines[-1])
     assert "\x1b" not in out.stdout and "Traceback" not in out.stderr
 

@@ -209,6 +209,30 @@ def model_checks(models_file: Path | None, *, verify: bool = False) -> Iterator[
                 status, detail = "fail", detail + ", sha256 MISMATCH (the assembled file is damaged)"
                 fix = f"rm {path} && tuiagent fetch {spec.id}"
         yield check(spec.id, status, detail, fix or None)  # only missing/broken states carry one
+        if default and spec.backend == "llama_cpp" and status == "ok":
+            yield check("batched engine", "info", _engine_capacity(spec))
+
+
+def _engine_capacity(spec: ModelSpec) -> str:
+    """What ``eval --concurrency N`` holds on the batched llama.cpp engine (``backends.llama_batch``)."""
+    from tuiagent.backends.llama_batch import kv_bytes_per_token
+    from tuiagent.backends.llama_model import Vocab
+    from tuiagent.config.sources import resolve_model_file
+
+    n_ctx = int(spec.options.get("n_ctx") or spec.context_size)
+    shape = f"eval --concurrency N: N sequences of {n_ctx} tokens each, plus one for the shared system prompt"
+    try:
+        vocab = Vocab.load(str(resolve_model_file(spec)))
+        try:
+            per_token = kv_bytes_per_token(vocab.llm.metadata)
+        finally:
+            vocab.close()
+    except Exception as e:  # noqa: BLE001 - the size is a detail; the shape is still right
+        return f"{shape} (KV cache size unknown: {type(e).__name__}: {e})"
+    if per_token is None:
+        return shape
+    per_seq = per_token * n_ctx
+    return f"{shape}; KV cache {_bytes(per_seq)} a sequence (f16), N=4: {_bytes(5 * per_seq)}, N=8: {_bytes(9 * per_seq)}"
 
 
 def _size(spec: ModelSpec) -> str:

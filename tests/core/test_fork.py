@@ -145,3 +145,19 @@ def test_fork_from_the_command_line(tmp_path, write_script):
     assert "kernel state rebuilt: 1 cell" in forked.stdout
     bad = tuiagent("fork", str(tmp_path / "parent.jsonl"), "--step", "7", cwd=tmp_path)
     assert bad.returncode != 0 and "step 7 is not a step" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_what_the_record_cannot_rebuild_exactly_is_named():
+    started = ev.RunStarted(run_id="r", problem="p", model_id="m", backend="b", mode="tool", prompt="x",
+                            sampling={}, settings={})
+
+    def turn(n: int, **ended) -> list[ev.Event]:
+        return [ev.TurnStarted(turn=n, context_tokens=1), ev.TurnEnded(turn=n, text="t", stop="stop", tokens=1, **ended)]
+
+    exact = fork_point([started, *turn(1, token_ids=[5], layout="fresh"), *turn(2, token_ids=[6], layout="extend"),
+                        *turn(3, token_ids=[7], layout="fresh"), *turn(4)], 3)
+    assert [t.turn for t in exact.chain] == [3] and exact.next_layout is None  # from the last fresh turn on
+    old = fork_point([started, *turn(1), *turn(2)], 1)
+    assert old.chain is None and "without its token ids" in old.inexact
+    batched = fork_point([started, *turn(1, token_ids=[5], layout="batched"), *turn(2)], 1)
+    assert batched.chain is None and "batched engine" in batched.inexact

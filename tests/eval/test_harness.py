@@ -174,16 +174,21 @@ async def test_concurrency_bounds_runs_in_flight(tmp_path, dataset):
     assert outcome.ran == 8 and peak == 3
 
 
-async def test_llama_cpp_is_serialised_with_a_message(tmp_path, dataset):
+async def test_llama_cpp_concurrency_loads_the_batched_engine_with_a_message(tmp_path, dataset, monkeypatch):
     from dataclasses import replace
 
+    import tuiagent.backends
     from tuiagent.runner import RunRequest, resolve_spec
 
     spec = replace(resolve_spec(RunRequest(problem="", model="scripted")), backend="llama_cpp")
+    opened = []
+    monkeypatch.setattr(tuiagent.backends, "open_backend", lambda spec, **options: opened.append(options))
     messages = []
     with ResultStore(tmp_path / "o") as store:
         runner = EvalRunner(spec, store, config(tmp_path, dataset(1), "none", concurrency=8), log=messages.append)
-    assert runner.concurrency == 1 and "concurrency 8 -> 1" in messages[0]
+        runner._open_shared()
+    assert runner.concurrency == 8 and "8 run(s) in flight on llama.cpp's batched engine" in messages[0]
+    assert opened == [{"n_seq": 8}]  # the worker loads the model with 8 sequences
 
 
 async def test_pooled_kernels_one_per_run(tmp_path, dataset):

@@ -64,6 +64,7 @@ class LlamaCppBackend:
         chat_template: str = "chatml",
         min_p: float = 0.0,
         prompt_chunk: int | None = None,
+        n_seq: int | None = None,
         origin: str | None = None,
         expected_size: int | None = None,
     ):
@@ -88,6 +89,8 @@ class LlamaCppBackend:
             "model_path": self.model_path, "n_ctx": int(n_ctx), "n_threads": int(n_threads or os.cpu_count() or 1),
             "n_batch": int(n_batch), "seed": seed, "min_p": float(min_p), "prompt_chunk": prompt_chunk,
         }
+        if n_seq is not None:  # the worker's batched engine (llama_batch); None: the single-sequence engine
+            options["n_seq"] = int(n_seq)
         self._start_worker(options)
         try:
             self.vocab = Vocab.load(self.model_path)  # while the worker loads the weights
@@ -96,6 +99,7 @@ class LlamaCppBackend:
             raise _load_error(self.model_path, e, origin, expected_size, self.model_id) from None
         self.info = self._wait_ready()
         self.n_ctx = int(self.info["n_ctx"])
+        self.n_seq: int | None = self.info.get("n_seq")  # sequences of the batched engine, None: single
         self.worker_pid = int(self.info["pid"])
         self._reader = threading.Thread(target=self._read, name=f"llama-reader-{self.model_id}", daemon=True)
         self._reader.start()
@@ -352,7 +356,8 @@ def _load_error(path: str, error: Exception, origin: str | None, expected_size: 
 def create(spec: ModelSpec, **options: Any) -> LlamaCppBackend:
     """Open ``spec`` (backend = "llama_cpp"). Options (``spec.options``, overridden by ``options``):
     n_threads (default: all CPUs), n_batch, seed, min_p, prompt_chunk, n_ctx (default:
-    spec.context_size), model_path (skips resolving ``spec.source``)."""
+    spec.context_size), n_seq (load the batched engine with that many sequences in flight; default:
+    the single-sequence engine), model_path (skips resolving ``spec.source``)."""
     opts = {**spec.options, **options}
     path: str | os.PathLike[str] | None = opts.get("model_path")
     if path is None:
@@ -371,6 +376,7 @@ def create(spec: ModelSpec, **options: Any) -> LlamaCppBackend:
         chat_template=spec.chat_template,
         min_p=float(opts.get("min_p", 0.0)),
         prompt_chunk=opts.get("prompt_chunk"),
+        n_seq=opts.get("n_seq"),
         origin=spec.origin,
         expected_size=spec.source.size,
     )

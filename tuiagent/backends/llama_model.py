@@ -98,8 +98,16 @@ class Generation:
     token_ids: list[int] = field(default_factory=list)
     prompt_tokens: int = 0
     prompt_evaluated: int = 0
-    layout: str = "fresh"  # "extend": continued the previous call's cache (see the module docstring)
+    layout: str = "fresh"  # "extend": continued the previous call's cache; "batched": llama_batch's engine
     seconds: dict[str, float] = field(default_factory=dict)
+
+
+def logprob_of(logits: np.ndarray, token: int, buf: np.ndarray) -> float:
+    """log p(token) under one row of logits: logit - logsumexp (``buf``: scratch of the row's size)."""
+    m = float(logits.max())
+    np.subtract(logits, np.float32(m), out=buf)
+    np.exp(buf, out=buf)
+    return float(logits[token]) - m - math.log(float(buf.sum(dtype=np.float64)))
 
 
 def import_llama_cpp() -> Any:
@@ -231,14 +239,9 @@ class LlamaModel:
         self._lp_buf = np.empty(self.n_vocab, dtype=np.float32)
 
     def logprob(self, token: int) -> float:
-        """log p(token) under the logits of the last evaluated position: logit - logsumexp."""
+        """log p(token) under the logits of the last evaluated position."""
         ptr = self._lc.llama_get_logits_ith(self.llm.ctx, -1)
-        logits = np.ctypeslib.as_array(ptr, shape=(self.n_vocab,))
-        m = float(logits.max())
-        buf = self._lp_buf
-        np.subtract(logits, np.float32(m), out=buf)
-        np.exp(buf, out=buf)
-        return float(logits[token]) - m - math.log(float(buf.sum(dtype=np.float64)))
+        return logprob_of(np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)), token, self._lp_buf)
 
     def generate(self, tokens: list[int], sampling: Sampling, stop: Sequence[str], cancel: threading.Event,
                  emit: Callable[[list[Token]], None], forced: Sequence[int] | None = None) -> Generation:

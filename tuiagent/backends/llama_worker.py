@@ -6,7 +6,7 @@ process only; the app sees the socket close, reads the exit signal and ends the 
 Started as ``python -m tuiagent.backends.llama_worker FD`` with one end of a socket pair as FD.
 Messages are pickled tuples (``multiprocessing.connection`` framing):
 
-    app -> worker   ("load", options)            first, once
+    app -> worker   ("load", options)            first, once; with options["n_seq"]: the batched engine
                     ("generate", rid, token_ids, sampling, stops[, forced_ids])
                                                   forced_ids: decode these instead of sampling
                     ("cancel", rid)               handled at once, by the reader thread
@@ -19,9 +19,11 @@ Messages are pickled tuples (``multiprocessing.connection`` framing):
                     ("error", rid, type_name, message)
 
 Loading ends with one tiny generation (the smoke check): a build that crashes at the first
-decode crashes here, before the app calls the model ready. Requests run one at a time, in
-order; a reader thread takes cancels while a generation runs. When the app goes away (its end
-of the socket closes, even after ``kill -9``) the worker exits.
+decode crashes here, before the app calls the model ready. With ``LlamaModel`` (the default: the
+app's runs, compare, fork) requests run one at a time, in order. With ``n_seq`` (the eval) the
+``BatchEngine`` keeps up to ``n_seq`` requests in flight, taking new ones between its steps. A
+reader thread takes cancels while a generation runs. When the app goes away (its end of the socket
+closes, even after ``kill -9``) the worker exits.
 """
 
 from __future__ import annotations
@@ -34,9 +36,11 @@ import threading
 import time
 from dataclasses import asdict
 from multiprocessing.connection import Connection
+from collections.abc import Callable
 from typing import Any
 
-from tuiagent.backends.llama_model import Cancelled, LlamaModel, system_info
+from tuiagent.backends.llama_batch import BatchEngine, Request
+from tuiagent.backends.llama_model import Cancelled, Generation, LlamaModel, system_info
 from tuiagent.protocol import Sampling, Token
 
 SMOKE_PROMPT = "1 + 1 ="
@@ -48,10 +52,10 @@ class Worker:
         self._send_lock = threading.Lock()
         self.jobs: queue.Queue[tuple[Any, ...]] = queue.Queue()
         self.cancels: dict[int, threading.Event] = {}
-        self.model: LlamaModel | None = None
+        self.model: LlamaModel | BatchEngine | None = None
 
     @property
-    def loaded(self) -> LlamaModel:
+    def loaded(self) -> LlamaModel | BatchEngine:
         """The model; ``load`` succeeded before any request is served."""
         if self.model is None:
             raise RuntimeError("the model is not loaded")
@@ -62,8 +66,9 @@ class Worker:
             self.conn.send(message)
 
     def load(self, options: dict[str, Any]) -> bool:
+        n_seq: int | None = options.pop("n_seq", None)
         try:
-            self.model = model = LlamaModel(**options)
+            self.model = model = BatchEngine(**options, n_seq=n_seq) if n_seq else LlamaModel(**options)
             started = time.perf_counter()
             tokens = model.vocab.tokenize(SMOKE_PROMPT, add_bos=True)
             model.generate(tokens, Sampling(temperature=0.0, max_tokens=1), [], threading.Event(), lambda _: None)
@@ -76,6 +81,8 @@ class Worker:
             "n_ctx": model.n_ctx,
             "system_info": system_info(),
             "smoke_s": round(time.perf_counter() - started, 4),
+            "n_seq": n_seq,
+            "kv_cells": model.kv_cells if isinstance(model, BatchEngine) else model.n_ctx,
         }))
         return True
 
@@ -98,38 +105,71 @@ class Worker:
                 return
 
     def serve(self) -> None:
+        model = self.loaded
+        if isinstance(model, BatchEngine):
+            self.serve_batched(model)
+            return
         while True:
             message = self.jobs.get()
             kind = message[0]
             if kind == "close":
                 return
             if kind == "reset":
-                self.loaded.reset()
+                model.reset()
             elif kind == "fresh":
-                self.loaded.fresh()
+                model.fresh()
             elif kind == "generate":
-                self.generate(*message[1:])
+                self.generate(model, *message[1:])
 
-    def generate(self, rid: int, tokens: list[int], sampling: dict[str, Any], stops: list[str],
+    def serve_batched(self, engine: BatchEngine) -> None:
+        """Messages between the engine's steps: wait for one only when nothing is in flight."""
+        while True:
+            try:
+                message = self.jobs.get(block=engine.idle)
+            except queue.Empty:
+                engine.step()
+                continue
+            kind = message[0]
+            if kind == "close":
+                return
+            if kind == "reset":
+                engine.reset()
+            elif kind == "generate":
+                rid, tokens, sampling, stops, *forced = message[1:]
+                if any(forced):
+                    self.finish(rid, RuntimeError("replaying a recorded turn needs the single-sequence engine"))
+                    continue
+                engine.submit(Request(rid, tokens, Sampling(**sampling), stops, self.cancels[rid],
+                                      self.emitter(rid), self.finisher(rid)))
+
+    def emitter(self, rid: int) -> Callable[[list[Token]], None]:
+        return lambda out: self.send(("tokens", rid, [(t.text, t.logprob) for t in out]))
+
+    def finisher(self, rid: int) -> Callable[[Generation | BaseException], None]:
+        return lambda result: self.finish(rid, result)
+
+    def generate(self, model: LlamaModel, rid: int, tokens: list[int], sampling: dict[str, Any], stops: list[str],
                  forced: list[int] | None = None) -> None:
         cancel = self.cancels[rid]
-
-        def emit(out: list[Token]) -> None:
-            self.send(("tokens", rid, [(t.text, t.logprob) for t in out]))
-
+        result: Generation | BaseException
         try:
             if cancel.is_set():
                 raise Cancelled
-            result = self.loaded.generate(tokens, Sampling(**sampling), stops, cancel, emit, forced)
-        except Cancelled:
+            result = model.generate(tokens, Sampling(**sampling), stops, cancel, self.emitter(rid), forced)
+        except Exception as e:  # noqa: BLE001 - Cancelled, or raised again in the app
+            result = e
+        self.finish(rid, result)
+
+    def finish(self, rid: int, result: Generation | BaseException) -> None:
+        """The request's last message: its end, its cancel, or its error."""
+        self.cancels.pop(rid, None)
+        if isinstance(result, Cancelled):
             self.send(("end", rid, "cancelled", [], {}))
-        except Exception as e:  # noqa: BLE001 - raised again in the app
-            self.send(("error", rid, type(e).__name__, str(e)))
+        elif isinstance(result, BaseException):
+            self.send(("error", rid, type(result).__name__, str(result)))
         else:
             stats = {k: v for k, v in asdict(result).items() if k not in ("reason", "token_ids")}
             self.send(("end", rid, result.reason, result.token_ids, stats))
-        finally:
-            self.cancels.pop(rid, None)
 
 
 def main(argv: list[str]) -> int:

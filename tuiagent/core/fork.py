@@ -149,6 +149,9 @@ def _model_chain(started: ev.RunStarted, prefix: Sequence[ev.Event]) -> tuple[tu
             if e.token_ids is None or e.layout is None:
                 return None, (f"turn {e.turn} was recorded without its token ids (a backend that does not give "
                               "them, or an older tuiagent)")
+            if e.layout not in ("fresh", "extend"):
+                return None, (f"turn {e.turn} came from llama.cpp's batched engine (an eval), whose numbers the "
+                              "single-sequence engine does not reproduce")
             if e.layout == "fresh":
                 turns = []
             turns.append(ModelTurn(e.turn, prompt, tuple(e.token_ids), e.layout, tuple(tokens)))

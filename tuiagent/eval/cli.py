@@ -53,7 +53,7 @@ def eval_command(
         "Spurious-tool-use probe: also run each problem with a cue (notebook header, shebang, [CODE], answer-tag "
         "line) and report Delta Tool Y-N."))] = False,
     cue: Annotated[list[str] | None, typer.Option("--cue", help="Only these cues (repeat): notebook, shebang, code_tag, answer_tag.")] = None,
-    concurrency: Annotated[int, typer.Option(min=1, help="Runs in flight (vLLM / OpenAI-compatible servers; llama.cpp runs one at a time).")] = 1,
+    concurrency: Annotated[int, typer.Option(min=1, help="Runs in flight (a local llama.cpp model decodes them in one batch; vLLM / OpenAI-compatible servers).")] = 1,
     sandbox: SandboxOpt = "auto",
     max_tool_calls: Annotated[int | None, typer.Option(min=0, help="Tool-call budget (default 4, [ref]).")] = None,
     max_tokens: Annotated[int | None, typer.Option(min=1, help="Generated-token budget per run (default 3072).")] = None,

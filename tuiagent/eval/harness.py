@@ -2,8 +2,9 @@
 backend allows, each finished run appended to the results file before the next is counted.
 
 Backends:
-- llama_cpp: one model (in its worker process) serves one stream at a time: runs are serialised
-  (concurrency forced to 1, with a message) and the loaded model is shared by all runs;
+- llama_cpp: one model (in its worker process) shared by all runs, loaded as the batched engine
+  (``backends.llama_batch``) with ``concurrency`` sequences: that many runs in flight, and a run's
+  tokens do not depend on the concurrency or on the runs beside it (see that module's Exactness);
 - a shared model whose process dies is loaded again; the runs it was serving count as failed
   (not recorded, so the next eval retries them);
 - vllm / openai: one engine or server client shared by up to ``concurrency`` runs in flight;
@@ -36,7 +37,7 @@ from tuiagent.eval.metrics import run_record
 from tuiagent.eval.results import ResultStore, run_key
 from tuiagent.eval.variants import cue_variants, distractor_variants
 
-SERIAL_BACKENDS = ("llama_cpp",)
+BATCHED_BACKENDS = ("llama_cpp",)  # loaded with ``concurrency`` sequences (n_seq)
 PER_RUN_BACKENDS = ("scripted",)
 MAX_FAILURES_IN_A_ROW = 5
 
@@ -148,10 +149,6 @@ class EvalRunner:
         self.log = log
         self.on_record = on_record or (lambda r: None)
         self.concurrency = max(1, int(cfg.concurrency))
-        if spec.backend in SERIAL_BACKENDS and self.concurrency > 1 and backend_factory is None:
-            log(f"{spec.id} runs on llama.cpp in this process, one stream at a time: concurrency {self.concurrency} "
-                "-> 1 (runs are serialised; serve the model with vLLM or an OpenAI-compatible server for more)")
-            self.concurrency = 1
         self._run_fields = {f.name for f in dataclasses.fields(RunSettings)}
         unknown = set(cfg.run) - self._run_fields
         if unknown:
@@ -213,8 +210,13 @@ class EvalRunner:
 
     def _open_shared(self) -> None:
         if self.backend_factory is None and self.spec.backend not in PER_RUN_BACKENDS and self.shared_backend is None:
+            from tuiagent.backends import open_backend
             from tuiagent.runner import RunRequest, open_model
 
+            if self.spec.backend in BATCHED_BACKENDS:
+                self.log(f"{self.spec.id}: {self.concurrency} run(s) in flight on llama.cpp's batched engine")
+                self.shared_backend = open_backend(self.spec, n_seq=self.concurrency)
+                return
             self.shared_backend = open_model(self.spec, RunRequest(problem="", model=self.spec.id,
                                                                    models_file=self.cfg.models_file,
                                                                    script=self.cfg.script))

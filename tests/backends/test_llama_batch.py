@@ -1,0 +1,208 @@
+"""The batched engine (``llama_batch``, a worker loaded with n_seq > 1) against the single-sequence
+engine on a real model (SmolLM2-135M, 2 threads): several streams in flight, each with its own
+prompt, stop strings, cancel and logprobs, and the exactness the module docstring claims."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+
+import pytest
+
+from tuiagent.protocol import Sampling, Token
+
+pytestmark = pytest.mark.slow
+
+N_CTX = 1024
+N_SEQ = 4
+GREEDY = Sampling(temperature=0.0, max_tokens=32)
+# Longer than two 64-token chunks, so new runs copy it from the store instead of evaluating it.
+SYSTEM = ("You are a careful math assistant. Solve the problem by writing Python code in ```python "
+          "blocks; the code runs in a Jupyter kernel and you see its output. ") * 3
+QUESTIONS = [
+    "What is 17 times 23? Explain step by step.",
+    "Write a Python function that returns the sum of the squares of a list of numbers.",
+    "List three prime numbers greater than 50.",
+    "What is the capital of France, and why is it famous?",
+]
+STOPS = [["\n\n"], ["def "], [","], ["Paris"]]
+
+
+def prompt_of(backend, question: str) -> str:
+    return backend.render_chat([{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}])
+
+
+@pytest.fixture(scope="module")
+def batched(smollm2_path):
+    from tuiagent.backends.llama_cpp import LlamaCppBackend
+
+    b = LlamaCppBackend(smollm2_path, model_id="smollm2-135m", n_ctx=N_CTX, n_threads=2, n_seq=N_SEQ)
+    yield b
+    asyncio.run(b.aclose())
+
+
+@pytest.fixture(scope="module")
+def single(smollm2_path):
+    from tuiagent.backends.llama_cpp import LlamaCppBackend
+
+    b = LlamaCppBackend(smollm2_path, model_id="smollm2-135m", n_ctx=N_CTX, n_threads=2)
+    yield b
+    asyncio.run(b.aclose())
+
+
+async def tokens_of(backend, prompt: str, stop=(), sampling: Sampling = GREEDY) -> tuple[list[Token], str | None]:
+    stream = backend.stream(prompt, sampling, list(stop))
+    return [t async for t in stream], stream.stop_reason
+
+
+@pytest.fixture(scope="module")
+def references(single):
+    """Each question alone on the single-sequence engine: (tokens, reason), without and with its stop."""
+    async def all_of():
+        out = []
+        for q, stop in zip(QUESTIONS, STOPS):
+            out.append((await tokens_of(single, prompt_of(single, q)), await tokens_of(single, prompt_of(single, q), stop)))
+        return out
+
+    return asyncio.run(all_of())
+
+
+def test_the_worker_says_it_holds_n_seq_sequences(batched, single):
+    assert batched.n_seq == N_SEQ and batched.info["kv_cells"] == N_CTX * (N_SEQ + 1)
+    assert single.n_seq is None and single.info["kv_cells"] == N_CTX
+
+
+async def test_concurrent_streams_each_get_exactly_their_own_text_and_logprobs(batched, references):
+    """Four streams at once, different prompts and stop strings: each one's tokens, texts, logprobs
+    and stop reason are bit for bit those of the same request alone on the single-sequence engine."""
+    prompts = [prompt_of(batched, q) for q in QUESTIONS]
+    results = await asyncio.gather(*(tokens_of(batched, p, stop) for p, stop in zip(prompts, STOPS)))
+    for (tokens, reason), (_, (ref, ref_reason)) in zip(results, references):
+        assert reason == ref_reason
+        assert [(t.text, t.logprob) for t in tokens] == [(t.text, t.logprob) for t in ref]
+    assert {reason for _, reason in results} >= {"stop"}  # the stop strings did cut somewhere
+    # without stops, in flight together again (now every prompt's chunks come from its own cells)
+    free = await asyncio.gather(*(tokens_of(batched, p) for p in prompts))
+    assert [[(t.text, t.logprob) for t in toks] for toks, _ in free] == \
+           [[(t.text, t.logprob) for t in ref] for (ref, _), _ in references]
+
+
+async def test_cancelling_one_stream_leaves_the_others_going(batched, references):
+    prompts = [prompt_of(batched, q) for q in QUESTIONS[:3]]
+    victim = batched.stream(prompts[0], Sampling(temperature=0.0, max_tokens=400), [])
+    got: list[Token] = []
+
+    async def cancel_after_three():
+        async for token in victim:
+            got.append(token)
+            if len(got) == 3:
+                await victim.aclose()
+
+    _, *others = await asyncio.gather(cancel_after_three(), *(tokens_of(batched, p) for p in prompts[1:]))
+    assert len(got) == 3 and victim.stop_reason == "cancelled"
+    for (tokens, _), ((ref, _), _) in zip(others, references[1:3]):
+        assert [t.text for t in tokens] == [t.text for t in ref]
+    await until(lambda: not batched.busy)
+
+
+async def test_a_stream_joining_mid_batch_gets_its_own_text(batched, references):
+    """The third request arrives while two others are generating: it reads its prompt between
+    their decode steps, joins their batch and ends with the text it has alone."""
+    first = [prompt_of(batched, q) for q in QUESTIONS[:2]]
+    early = batched.stream(first[0], GREEDY, [])
+    seen: list[Token] = []
+    joined = asyncio.Event()
+
+    order: list[str] = []
+
+    async def drain_early():
+        async for token in early:
+            seen.append(token)
+            order.append("early")
+            if len(seen) == 4:
+                joined.set()
+
+    async def late():
+        await joined.wait()
+        stream = batched.stream(prompt_of(batched, QUESTIONS[2]), GREEDY, [])
+        out = []
+        async for token in stream:
+            out.append(token)
+            order.append("late")
+        return out
+
+    _, middle, late_tokens = await asyncio.gather(drain_early(), tokens_of(batched, first[1]), late())
+    assert "early" in order[order.index("late"):]  # it did join while the early one was generating
+    assert [t.logprob for t in seen] == [t.logprob for t in references[0][0][0]]
+    assert [t.logprob for t in middle[0]] == [t.logprob for t in references[1][0][0]]
+    assert [(t.text, t.logprob) for t in late_tokens] == [(t.text, t.logprob) for t in references[2][0][0]]
+
+
+async def until(condition, timeout: float = 30.0) -> None:
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while not condition():
+        assert loop.time() < deadline, "condition not met in time"
+        await asyncio.sleep(0.01)
+
+
+def test_a_prompt_as_long_as_a_sequence_is_refused_clearly(smollm2_path):
+    from tuiagent.backends.llama_batch import BatchEngine, CapacityError
+
+    engine = BatchEngine(str(smollm2_path), n_ctx=256, n_threads=2, n_batch=512, seed=None, min_p=0.0,
+                         prompt_chunk=None, n_seq=2)
+    try:
+        with pytest.raises(CapacityError, match="300 tokens; each of the engine's 2 sequences holds at most 256"):
+            engine.generate([1] * 300, GREEDY, [], threading.Event(), lambda _: None)
+        # the engine goes on serving
+        out = engine.generate(engine.vocab.tokenize("1 + 1 =", add_bos=True), Sampling(temperature=0.0, max_tokens=3),
+                              [], threading.Event(), lambda _: None)
+        assert out.reason == "length" and len(out.token_ids) == 3
+    finally:
+        engine.close()
+
+
+@pytest.fixture(scope="module")
+def qwen_path():
+    from tests.backends.conftest import _resolve
+
+    path, why = _resolve("qwen2.5-coder-1.5b")
+    if path is None or not path.is_file():
+        pytest.skip(f"the default model's GGUF is not here: {why or path}")
+    return path
+
+
+def test_with_repacked_weights_a_sequence_is_the_same_alone_and_beside_three_others(qwen_path):
+    """The default model (Q4_K_M: weights llama.cpp repacks on AVX2/AVX-512). Four in one decode
+    step would take the repacked gemm; the engine loads plain weights, so each sequence's tokens
+    and logprobs are bit for bit those it has alone (the eval's results do not depend on its
+    concurrency)."""
+    from tuiagent.backends.llama_batch import BatchEngine, Request
+
+    engine = BatchEngine(str(qwen_path), n_ctx=512, n_threads=2, n_batch=512, seed=None, min_p=0.0,
+                         prompt_chunk=None, n_seq=4)
+    sampling = Sampling(temperature=0.0, max_tokens=8)
+    prompts = [engine.vocab.tokenize(f"<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n", add_bos=True)
+               for q in QUESTIONS]
+
+    def submit(i: int, results: dict) -> None:
+        got: list[Token] = []
+        engine.submit(Request(i, prompts[i], sampling, [], threading.Event(), got.extend,
+                              lambda r: results.__setitem__(i, (r.token_ids, [t.logprob for t in got]))))
+
+    try:
+        alone: dict = {}
+        for i in range(4):
+            submit(i, alone)
+            while not engine.idle:
+                engine.step()
+        engine.reset()
+        together: dict = {}
+        for i in range(4):
+            submit(i, together)
+        while not engine.idle:
+            engine.step()
+        assert engine.max_in_flight == 4
+        assert together == alone
+    finally:
+        engine.close()

@@ -1,0 +1,424 @@
+"""The batched local engine: several generations in flight on one model, in the model worker.
+
+One llama.cpp context holds ``n_seq`` sequences (plus one more, the *store*, see below), each in
+a KV stream of its own (``kv_unified = False``). Each ``step`` evaluates one prompt chunk of one
+sequence that is still reading its prompt, then decodes one token for every generating sequence in a single ``llama_decode``
+(each token at its own sequence's position, with its own logits row), and samples each one with
+its own sampler chain. Requests join and leave between steps (continuous batching).
+
+What each sequence keeps is what ``LlamaModel`` keeps for its one sequence (see its module
+docstring): prompts are evaluated in 64-token chunks at absolute positions; a prompt that extends
+what a sequence holds (its run's next turn) continues from there, any other one goes back to the
+last canonical chunk boundary. A request goes to the free sequence that reuses most of its prompt,
+so a run's turns find their own cells again. The store (sequence id ``n_seq``) holds the
+canonical chunks of the latest fresh prompt: a new run's system prompt is copied from it with
+``llama_memory_seq_cp`` (across streams llama.cpp copies the whole stream's buffer, a memcpy of
+at most n_ctx cells, then the copy is cut back to the chunks wanted), not evaluated again. The
+chunks of a prompt are decoded on their own, not mixed with other sequences' tokens, so their
+shape is the single-sequence engine's.
+
+Exactness (measured in ``tests/backends/test_llama_batch.py``; numbers in the README). A
+sequence's tokens and logprobs are the same, bit for bit, whatever else is in flight and whatever
+``n_seq`` is, because two things that would make them depend on the batch are avoided:
+- KV cell placement: attention sums over the cells in SIMD lanes, so moving a sequence's cells
+  (as a unified cache shared by several sequences does) changes the rounding; in a stream of its
+  own, a sequence's position p sits in cell p, as in the single-sequence context.
+- the weights' matmul kernel: llama.cpp's CPU "repack" buffers (Q4_K, Q4_0, IQ4_NL on AVX2 and
+  AVX-512) run a gemm for each group of 4 batch columns and a gemv for the rest, whose sums are
+  ordered differently (measured on Qwen2.5-Coder-1.5B Q4_K_M: a logprob moved by up to 0.18 and a
+  greedy run changed its 23rd token with 4 in flight). The engine loads the weights without
+  repacking (``use_extra_bufts = False``): every column then goes through the same per-row dot
+  product, and the weights are still read once per step for all columns.
+Against the single-sequence engine (``LlamaModel``, repacked weights) a run is identical for
+types llama.cpp does not repack (SmolLM2's Q4_1) and differs slightly for repacked ones (the
+default model: logprobs within 0.1 over 4 x 24 tokens, same greedy tokens, measured): the eval,
+which runs on this engine at any concurrency, is consistent with itself; the app's runs, compare
+and fork keep ``LlamaModel``.
+
+Capacity: each stream has ``n_ctx`` cells, so each sequence may grow to ``n_ctx`` tokens as in
+``LlamaModel`` (generation stops there); ``kv_cells`` = ``n_ctx * (n_seq + 1)`` in all. A prompt of
+``n_ctx`` tokens or more is refused with a clear error.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from tuiagent.backends.llama_model import (
+    CANONICAL_CHUNK,
+    RANDOM_SEED,
+    Cancelled,
+    Generation,
+    PieceDecoder,
+    Vocab,
+    import_llama_cpp,
+    logprob_of,
+)
+from tuiagent.protocol import Sampling, Token
+
+# llama-cpp-python 0.3.36's Llama(last_n_tokens_size=64): the repeat penalty's window.
+PENALTY_LAST_N = 64
+
+
+class CapacityError(ValueError):
+    """A request the engine cannot hold (a prompt as long as the context)."""
+
+
+@dataclass
+class Request:
+    """One generation: ``emit`` gets its tokens as they become safe to show, ``done`` its result
+    (a ``Generation``, ``Cancelled`` or another exception), both on the engine's thread."""
+
+    rid: int
+    tokens: list[int]
+    sampling: Sampling
+    stops: Sequence[str]
+    cancel: threading.Event
+    emit: Callable[[list[Token]], None]
+    done: Callable[[Generation | BaseException], None]
+
+
+@dataclass
+class _Run:
+    """A request on its sequence: where its prompt is, its sampler and what it sampled."""
+
+    request: Request
+    sampler: Any
+    decoder: PieceDecoder
+    max_new: int
+    out: Generation
+    started: float
+    prompt_done: float = 0.0
+    placed: bool = False  # its sequence's cells were cut back to what it reuses (``_place``)
+    canonical: bool = True  # its prompt is being evaluated from a canonical chunk boundary
+    pending: int | None = None  # sampled, not yet evaluated: goes into the next decode step
+
+
+@dataclass
+class _Sequence:
+    seq_id: int
+    tokens: list[int] = field(default_factory=list)  # what its KV cells hold, positions 0..len-1
+    canonical: int = 0  # leading tokens evaluated in the canonical layout (whole chunks)
+    run: _Run | None = None
+    last_used: float = 0.0
+
+
+def kv_bytes_per_token(metadata: dict[str, str]) -> int | None:
+    """Bytes of f16 KV cache (llama.cpp's default type) one token takes in one sequence, from the
+    GGUF's metadata (``Llama.metadata``); None when the architecture's keys are not there."""
+    arch = metadata.get("general.architecture", "")
+    try:
+        layers = int(metadata[f"{arch}.block_count"])
+        heads = int(metadata[f"{arch}.attention.head_count"])
+        kv_heads = int(metadata.get(f"{arch}.attention.head_count_kv", heads))
+        head_dim = int(metadata[f"{arch}.embedding_length"]) // heads
+        k = int(metadata.get(f"{arch}.attention.key_length", head_dim))
+        v = int(metadata.get(f"{arch}.attention.value_length", head_dim))
+    except (KeyError, ValueError, ZeroDivisionError):
+        return None
+    return layers * kv_heads * (k + v) * 2
+
+
+def _common(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    if not n:
+        return 0
+    diff = np.flatnonzero(np.asarray(a[:n], dtype=np.intc) != np.asarray(b[:n], dtype=np.intc))
+    return int(diff[0]) if diff.size else n
+
+
+class BatchEngine:
+    """The weights, one context with ``n_seq`` sequences, and the scheduler; see the module docstring.
+
+    Not thread-safe: ``submit``, ``step`` and ``generate`` run on one thread (the worker's); only
+    the requests' cancel events are set from elsewhere."""
+
+    def __init__(self, model_path: str, *, n_ctx: int, n_threads: int, n_batch: int, seed: int | None,
+                 min_p: float, prompt_chunk: int | None, n_seq: int, repack: bool = False):
+        lc = self._lc = import_llama_cpp()
+        from llama_cpp import _internals  # the wrappers that free their native objects
+
+        self._internals: Any = _internals
+
+        self.n_seq = max(1, int(n_seq))
+        self.n_ctx = int(n_ctx)
+        self.chunk = max(1, int(prompt_chunk or CANONICAL_CHUNK))
+        self.min_p = float(min_p)
+        self.default_seed = RANDOM_SEED if seed is None else int(seed) & 0xFFFFFFFF
+        self.kv_cells = self.n_ctx * (self.n_seq + 1)
+        model_params = lc.llama_model_default_params()
+        model_params.use_extra_bufts = bool(repack)  # see Exactness; True only to measure what it costs
+        self._model: Any = self._internals.LlamaModel(path_model=model_path, params=model_params, verbose=False)
+        params = lc.llama_context_default_params()
+        params.n_ctx = self.kv_cells
+        # one chunk plus one token per sequence fits one ubatch, so a step is never split
+        params.n_batch = params.n_ubatch = max(int(n_batch), self.chunk + self.n_seq)
+        params.n_seq_max = self.n_seq + 1
+        params.kv_unified = False  # a stream per sequence: cell p holds position p (see Exactness)
+        params.n_threads = params.n_threads_batch = int(n_threads)
+        params.flash_attn_type = lc.LLAMA_FLASH_ATTN_TYPE_DISABLED  # as Llama(flash_attn=False) does
+        self._ctx: Any = self._internals.LlamaContext(model=self._model, params=params, verbose=False)
+        self._mem = self._ctx.memory
+        self.vocab = Vocab(lc.Llama(model_path=model_path, vocab_only=True, n_ctx=8, verbose=False), lc)
+        self.n_vocab = int(lc.llama_vocab_n_tokens(self.vocab.vocab))
+        self._batch = lc.llama_batch_init(params.n_batch, 0, 1)
+        self._lp_buf = np.empty(self.n_vocab, dtype=np.float32)
+        self.store = _Sequence(self.n_seq)
+        self.sequences = [_Sequence(i) for i in range(self.n_seq)]
+        self._waiting: list[Request] = []
+        self.steps = 0
+        self.max_in_flight = 0
+
+    # -- requests -------------------------------------------------------------------------------
+
+    @property
+    def idle(self) -> bool:
+        return not self._waiting and all(s.run is None for s in self.sequences)
+
+    def submit(self, request: Request) -> None:
+        """Queue a request; it starts at a step when a sequence is free."""
+        self._waiting.append(request)
+
+    def generate(self, tokens: list[int], sampling: Sampling, stop: Sequence[str], cancel: threading.Event,
+                 emit: Callable[[list[Token]], None]) -> Generation:
+        """One request run to its end, as ``LlamaModel.generate`` (the worker's smoke check)."""
+        result: list[Generation | BaseException] = []
+        self.submit(Request(0, tokens, sampling, stop, cancel, emit, result.append))
+        while not result:
+            self.step()
+        if isinstance(result[0], BaseException):
+            raise result[0]
+        return result[0]
+
+    def reset(self) -> None:
+        """Forget the cells of the store and of every sequence not generating."""
+        for s in [self.store, *self.sequences]:
+            if s.run is None:
+                self._lc.llama_memory_seq_rm(self._mem, s.seq_id, -1, -1)
+                s.tokens, s.canonical = [], 0
+
+    # -- one step -------------------------------------------------------------------------------
+
+    def step(self) -> None:
+        """Admit, evaluate one prompt chunk, decode one token for every generating sequence."""
+        self.steps += 1
+        for s in self.sequences:
+            if s.run is not None and s.run.request.cancel.is_set():
+                self._finish(s, Cancelled())
+        self._admit()
+        reading = [s for s in self.sequences if s.run is not None and s.run.pending is None]
+        if reading:  # the one that has waited longest: admission order is last_used order
+            first = min(reading, key=lambda s: s.last_used)
+            self._guarded([first], lambda: self._prompt_chunk(first))
+        generating = [s for s in self.sequences if s.run is not None and s.run.pending is not None]
+        self.max_in_flight = max(self.max_in_flight, sum(s.run is not None for s in self.sequences))
+        if generating:
+            self._guarded(generating, lambda: self._decode(generating))
+
+    def _guarded(self, sequences: list[_Sequence], work: Callable[[], None]) -> None:
+        """Run ``work``; if it fails, the runs of ``sequences`` end with the error and their cells are
+        forgotten (what they hold is unknown), the other sequences go on."""
+        try:
+            work()
+        except Exception as e:  # noqa: BLE001 - those requests' error, reported to their callers
+            for s in sequences:
+                self._lc.llama_memory_seq_rm(self._mem, s.seq_id, -1, -1)
+                s.tokens, s.canonical = [], 0
+                if s.run is not None:
+                    self._finish(s, e)
+
+    def _admit(self) -> None:
+        still: list[Request] = []
+        for request in self._waiting:
+            if request.cancel.is_set():
+                request.done(Cancelled())
+                continue
+            free = [s for s in self.sequences if s.run is None]
+            if not free:
+                still.append(request)
+                continue
+            try:
+                self._start(request, free)
+            except Exception as e:  # noqa: BLE001 - this request's error, reported to its caller
+                request.done(e)
+        self._waiting = still
+
+    def _start(self, request: Request, free: list[_Sequence]) -> None:
+        tokens = request.tokens
+        if not tokens:
+            raise CapacityError("empty prompt: there is nothing to continue")
+        if len(tokens) >= self.n_ctx:
+            raise CapacityError(f"the prompt has {len(tokens)} tokens; each of the engine's {self.n_seq} "
+                                f"sequences holds at most {self.n_ctx}")
+        seq = max(free, key=lambda s: (self._reuse(s, tokens)[0], -s.last_used))
+        sampling = request.sampling
+        seed = self.default_seed if sampling.seed is None else int(sampling.seed) & 0xFFFFFFFF
+        seq.run = _Run(request, self._sampler(sampling, seed), PieceDecoder(request.stops),
+                       min(int(sampling.max_tokens), self.n_ctx - len(tokens)),
+                       Generation(prompt_tokens=len(tokens), layout="batched"), time.perf_counter())
+        seq.last_used = time.perf_counter()
+
+    def _place(self, seq: _Sequence, run: _Run) -> None:
+        """Keep what ``seq`` (or the store) holds of the run's prompt, drop the rest. Done when the
+        prompt's first chunk is due, not at admission: requests admitted together then find the
+        system prompt that the first of them left in the store."""
+        tokens = run.request.tokens
+        keep, from_store, extends = self._reuse(seq, tokens)
+        if extends:
+            run.canonical = keep == seq.canonical
+        else:
+            if from_store:  # across streams only a whole stream can be copied: copy, then cut
+                self._lc.llama_memory_seq_cp(self._mem, self.store.seq_id, seq.seq_id, -1, -1)
+            self._lc.llama_memory_seq_rm(self._mem, seq.seq_id, keep, -1)
+            seq.canonical = keep
+        seq.tokens = tokens[:keep]
+        run.out.prompt_evaluated = len(tokens) - keep
+        run.placed = True
+
+    def _reuse(self, seq: _Sequence, tokens: list[int]) -> tuple[int, bool, bool]:
+        """(tokens kept, whether they come from the store, whether the prompt extends the sequence)."""
+        common = _common(seq.tokens, tokens)
+        if common == len(seq.tokens) and common < len(tokens) and seq.tokens:
+            return common, False, True
+        last_chunk = (len(tokens) - 1) // self.chunk * self.chunk
+        own = min(seq.canonical, common // self.chunk * self.chunk, last_chunk)
+        stored = min(self.store.canonical, _common(self.store.tokens, tokens) // self.chunk * self.chunk, last_chunk)
+        return (stored, True, False) if stored > own else (own, False, False)
+
+    def _sampler(self, sampling: Sampling, seed: int) -> Any:
+        """The chain ``Llama._init_sampler`` (0.3.36) builds for ``LlamaModel.generate``'s arguments."""
+        chain = self._internals.LlamaSampler()
+        chain.add_penalties(n_vocab=self.n_vocab, penalty_last_n=PENALTY_LAST_N,
+                            penalty_repeat=float(sampling.repeat_penalty), penalty_freq=0.0, penalty_present=0.0)
+        temp = float(sampling.temperature)
+        if temp <= 0:
+            chain.add_greedy()
+        else:
+            chain.add_top_k(int(sampling.top_k))
+            chain.add_typical(1.0, 1)
+            chain.add_top_p(float(sampling.top_p), 1)
+            chain.add_min_p(self.min_p, 1)
+            chain.add_temp(temp)
+            chain.add_dist(seed)
+        return chain
+
+    def _prompt_chunk(self, seq: _Sequence) -> None:
+        """Evaluate the next chunk of ``seq``'s prompt (alone in its batch: the canonical shape);
+        at the prompt's end, sample its first token."""
+        run = seq.run
+        assert run is not None
+        if not run.placed:
+            self._place(seq, run)
+        tokens = run.request.tokens
+        start = len(seq.tokens)
+        end = min(len(tokens), (start // self.chunk + 1) * self.chunk)
+        if start < end:
+            self._fill([(t, start + i, seq.seq_id, start + i == len(tokens) - 1)
+                        for i, t in enumerate(tokens[start:end])])
+            seq.tokens = tokens[:end]
+            if run.canonical and end % self.chunk == 0:
+                seq.canonical = end
+        if end < len(tokens):
+            return
+        self._keep_in_store(seq)
+        run.prompt_done = time.perf_counter()
+        if run.max_new <= 0:
+            self._finish(seq, run.out)
+            return
+        self._sample(seq, end - start - 1)
+
+    def _keep_in_store(self, seq: _Sequence) -> None:
+        """The store takes ``seq``'s canonical chunks when they reach past what it shares with them."""
+        store = self.store
+        if seq.canonical <= min(store.canonical, _common(store.tokens, seq.tokens)):
+            return
+        lc = self._lc
+        lc.llama_memory_seq_cp(self._mem, seq.seq_id, store.seq_id, -1, -1)  # the whole stream, then cut
+        lc.llama_memory_seq_rm(self._mem, store.seq_id, seq.canonical, -1)
+        store.tokens = seq.tokens[:seq.canonical]
+        store.canonical = seq.canonical
+
+    def _decode(self, generating: list[_Sequence]) -> None:
+        entries = []
+        for s in generating:
+            assert s.run is not None and s.run.pending is not None
+            entries.append((s.run.pending, len(s.tokens), s.seq_id, True))
+        self._fill(entries)
+        for i, s in enumerate(generating):
+            assert s.run is not None and s.run.pending is not None
+            s.tokens.append(s.run.pending)
+            s.run.pending = None
+            self._sample(s, i)
+
+    def _fill(self, entries: list[tuple[int, int, int, bool]]) -> None:
+        """One ``llama_decode`` of (token, position, sequence, wants logits) entries."""
+        b = self._batch
+        for i, (tok, pos, seq_id, logits) in enumerate(entries):
+            b.token[i] = tok
+            b.pos[i] = pos
+            b.n_seq_id[i] = 1
+            b.seq_id[i][0] = seq_id
+            b.logits[i] = logits
+        b.n_tokens = len(entries)
+        rc = self._lc.llama_decode(self._ctx.ctx, b)
+        if rc == 1:
+            raise CapacityError(f"the KV cache ({self.kv_cells} cells for {self.n_seq} sequences of "
+                                f"{self.n_ctx} tokens) has no room left for this step")
+        if rc != 0:
+            raise RuntimeError(f"llama_decode returned {rc}")
+
+    def _sample(self, seq: _Sequence, idx: int) -> None:
+        """Sample ``seq``'s next token from logits row ``idx`` and act on it (emit, stop, end)."""
+        run = seq.run
+        assert run is not None
+        tok = int(run.sampler.sample(self._ctx, idx))
+        ptr = self._lc.llama_get_logits_ith(self._ctx.ctx, idx)
+        lp = logprob_of(np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)), tok, self._lp_buf)
+        ids = run.out.token_ids
+        ids.append(tok)
+        reason = None
+        if self.vocab.is_eog(tok):
+            reason = "eos"
+        else:
+            ready = run.decoder.feed(self.vocab.piece(tok), lp)
+            if ready:
+                run.request.emit(ready)
+            if run.decoder.stopped:
+                reason = "stop"
+            elif len(ids) >= run.max_new:
+                reason = "length"
+        if reason is None:
+            run.pending = tok
+            return
+        run.out.reason = reason
+        self._finish(seq, run.out)
+
+    def _finish(self, seq: _Sequence, result: Generation | BaseException) -> None:
+        run = seq.run
+        assert run is not None
+        seq.run = None
+        seq.last_used = time.perf_counter()
+        run.sampler.close()
+        if isinstance(result, Generation):
+            rest = run.decoder.flush()
+            if rest:
+                run.request.emit(rest)
+            now = time.perf_counter()
+            prompt_done = run.prompt_done or now
+            result.seconds.update(prompt_eval_s=prompt_done - run.started, generate_s=now - prompt_done)
+        run.request.done(result)
+
+    def close(self) -> None:
+        for s in self.sequences:
+            if s.run is not None:
+                self._finish(s, Cancelled())
+        self._lc.llama_batch_free(self._batch)
+        self.vocab.close()
+        self._ctx.close()
+        self._model.close()
