@@ -124,6 +124,17 @@ class RunSettings:
         saved run reads back equal."""
         return {**asdict(self), "explicit": list(self.explicit), "raised": [list(p) for p in self.raised]}
 
+    def __post_init__(self) -> None:
+        """Reject budgets no run can keep: not a number, infinite, negative, absurdly large, or a zero
+        cell timeout (a zero wall-time budget is a run that ends at once)."""
+        for name, top in (("exec_timeout_s", _MAX_SECONDS), ("max_wall_s", _MAX_SECONDS), ("max_tool_calls", _MAX_COUNT),
+                          ("max_tokens", _MAX_COUNT), ("output_chars", _MAX_COUNT)):
+            value, positive = getattr(self, name), name == "exec_timeout_s"
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
+                    or not (0 < value if positive else 0 <= value) or value > top:
+                low = "above 0" if positive else "0 or more"
+                raise ValueError(f"{name} must be a number {low} and at most {top:g}, not {value!r}")
+
 
 # The RunSettings fields that are budgets: what a guard may need more of, and a user may set.
 BUDGETS = ("max_tool_calls", "max_tokens", "max_wall_s", "exec_timeout_s", "output_chars")
@@ -165,17 +176,6 @@ def with_guard_needs(settings: RunSettings, needs: Mapping[str, Mapping[str, flo
             values[budget] = math.ceil(least) if isinstance(values[budget], int) else float(least)
             raised[budget] = guard
     return replace(settings, **values, raised=tuple(sorted(raised.items())))
-
-    def __post_init__(self) -> None:
-        """Reject budgets no run can keep: not a number, infinite, negative, absurdly large, or a zero
-        cell timeout (a zero wall-time budget is a run that ends at once)."""
-        for name, top in (("exec_timeout_s", _MAX_SECONDS), ("max_wall_s", _MAX_SECONDS), ("max_tool_calls", _MAX_COUNT),
-                          ("max_tokens", _MAX_COUNT), ("output_chars", _MAX_COUNT)):
-            value, positive = getattr(self, name), name == "exec_timeout_s"
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or not (0 < value if positive else 0 <= value) or value > top:
-                low = "above 0" if positive else "0 or more"
-                raise ValueError(f"{name} must be a number {low} and at most {top:g}, not {value!r}")
 
 
 # Ours: a day of wall time, and ten million of anything counted, are beyond any run this app makes.

@@ -17,7 +17,7 @@ from tuiagent import paths, plugins
 from tuiagent.backends import Backend, open_backend
 from tuiagent.config.loader import load_models
 from tuiagent.config.spec import ModelSpec
-from tuiagent.core.events import Event, Notice, RunFinished, RunStarted
+from tuiagent.core.events import Event, Notice, RunFinished
 from tuiagent.core.fork import ForkPoint, guards_at
 from tuiagent.core.loop import Agent
 from tuiagent.core.trajectory import Recorder, new_run_id
@@ -176,14 +176,10 @@ async def run_problem(
                     recorder=recorder,
                     guards=guards if guards is not None else guard_chain(spec, request),
                     approve=approve,
+                    notices=sandbox_notices(kernel),
                 )
                 async for event in agent.stream(request.problem, gold=request.gold, run_id=run_id, fork=fork):
                     on_event(event)
-                    if isinstance(event, RunStarted) and (level := getattr(kernel, "level", None)) is not None:
-                        # the sandbox in force, for the transcript, the app and the trajectory
-                        notice = Notice(level="info", message=f"kernel sandbox: {describe_sandbox(level)}")
-                        recorder.write(notice)
-                        on_event(notice)
                     if isinstance(event, RunFinished):
                         finished = event
     finally:
@@ -191,6 +187,12 @@ async def run_problem(
             await backend.aclose()
     assert finished is not None
     return finished
+
+
+def sandbox_notices(kernel: object | None) -> list[Notice]:
+    """The sandbox in force, for the transcript, the app and the trajectory (its first notice)."""
+    level = getattr(kernel, "level", None)
+    return [] if level is None else [Notice(level="info", message=f"kernel sandbox: {describe_sandbox(level)}")]
 
 
 def fork_request(point: ForkPoint, *, guards: tuple[str, ...] | None = None,

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, fields, replace
 from typing import Any
 
@@ -92,6 +92,7 @@ class Agent:
         recorder: Recorder | None = None,
         guards: GuardChain | None = None,
         approve: Callable[[str], Awaitable[bool]] | None = None,
+        notices: Sequence[Notice] = (),
     ):
         """``approve``, when given, is asked before each code block runs (the "ask before running
         code" setting); a block it declines is answered with a note instead of an output."""
@@ -102,6 +103,7 @@ class Agent:
         self.recorder = recorder
         self.guards = guards
         self.approve = approve
+        self.notices = tuple(notices)  # recorded right after RunStarted (the runner's: the sandbox in force)
         if self.settings.mode == "tool" and kernel is None:
             raise ValueError("tool mode needs a kernel")
 
@@ -179,6 +181,8 @@ class _Run:
                 parent=self.fork.parent if self.fork is not None else None,
             )
         )
+        for notice in self.agent.notices:
+            self.emit(notice)
         reason, answer = "error", None
         try:
             if self.fork is not None:
