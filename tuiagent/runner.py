@@ -189,10 +189,13 @@ async def run_problem(
     return finished
 
 
+SANDBOX_NOTICE = "kernel sandbox: "  # then the level in force and what it is made of
+
+
 def sandbox_notices(kernel: object | None) -> list[Notice]:
     """The sandbox in force, for the transcript, the app and the trajectory (its first notice)."""
     level = getattr(kernel, "level", None)
-    return [] if level is None else [Notice(level="info", message=f"kernel sandbox: {describe_sandbox(level)}")]
+    return [] if level is None else [Notice(level="info", message=f"{SANDBOX_NOTICE}{describe_sandbox(level)}")]
 
 
 def fork_request(point: ForkPoint, *, guards: tuple[str, ...] | None = None,

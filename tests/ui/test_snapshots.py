@@ -19,7 +19,7 @@ GATE = {"gstep": {"weights": str(DATA / "gate.npz")}}
 
 
 def solve_app():
-    return make_app(AppConfig(model="scripted", guard_settings=GATE))
+    return make_app(AppConfig(model="scripted", guard_settings=GATE, sandbox="off"))  # "off": no probe, no race
 
 
 async def fed(pilot, name: str = "guarded.jsonl", theme: str | None = None) -> None:
@@ -59,12 +59,12 @@ def test_solve_guard_panel_open_narrow(snap_compare):
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 50)], ids=["80x24", "160x50"])
 def test_replay(snap_compare, size):
-    app = make_app(AppConfig(model="scripted", screen="replay", replay=DATA / "guarded.jsonl"))
+    app = make_app(AppConfig(model="scripted", sandbox="off", screen="replay", replay=DATA / "guarded.jsonl"))
     assert snap_compare(app, terminal_size=size, press=["g", "g", "g", "g", "g"])
 
 
 def test_replay_rtts_light(snap_compare):
-    app = make_app(AppConfig(model="scripted", screen="replay", replay=DATA / "rtts.jsonl"))
+    app = make_app(AppConfig(model="scripted", sandbox="off", screen="replay", replay=DATA / "rtts.jsonl"))
 
     async def to_end(pilot):
         pilot.app.theme = "textual-light"
@@ -78,7 +78,7 @@ def test_replay_rtts_light(snap_compare):
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 50)], ids=["80x24", "160x50"])
 def test_compare(snap_compare, size):
-    app = make_app(AppConfig(model="scripted", screen="compare",
+    app = make_app(AppConfig(model="scripted", sandbox="off", screen="compare",
                              compare=(DATA / "guarded.jsonl", DATA / "plain.jsonl")))
     assert snap_compare(app, terminal_size=size)
 
@@ -140,7 +140,7 @@ def test_runs_browser(snap_compare, size, theme, fixed_runs):
 
 @pytest.mark.parametrize(("size", "theme"), VIEWS, ids=VIEW_IDS)
 def test_export_dialog(snap_compare, size, theme):
-    app = make_app(AppConfig(model="scripted", screen="replay", replay=DATA / "guarded.jsonl"))
+    app = make_app(AppConfig(model="scripted", sandbox="off", screen="replay", replay=DATA / "guarded.jsonl"))
 
     async def export(pilot):
         pilot.app.theme = theme

@@ -199,3 +199,15 @@ async def test_ask_before_code_runs_only_what_the_user_approves(ui, tmp_path):
     run = next((tmp_path / "runs").glob("*.jsonl"))
     results = [e for e in load(run).events if isinstance(e, ev.ToolResult)]
     assert [r.executed for r in results] == [False, True]
+
+
+async def test_the_status_line_shows_the_sandbox_level_in_force(ui, tmp_path):
+    from kernels.sandbox import resolve
+    from tuiagent.ui.widgets.status_line import StatusLine
+
+    app = ui.scripted_app([{"text": "So \\boxed{1}."}], problem="x", tmp_path=tmp_path)
+    async with app.run_test(size=(120, 30)) as pilot:
+        status = app.screen.query_one(StatusLine)
+        await ui.wait_for(pilot, lambda: status.sandbox != "", 30, "the sandbox level")
+        assert status.sandbox == resolve("auto")  # probed in a thread: auto may start a process
+        assert f"sandbox {status.sandbox}" in str(status.render())

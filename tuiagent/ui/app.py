@@ -234,6 +234,8 @@ class TuiAgentApp(App):
             self.open_replay(paths[0])
         elif what == "export":
             self.export(paths)
+        elif what == "fork":
+            self.ask_fork(paths[0], None)
         else:
             self.open_compare(paths)
 

@@ -79,6 +79,7 @@ class OpenRunScreen(ModalScreen[tuple[str, list[Path]] | None]):
         Binding("space", "mark", "Mark"),
         Binding("c", "compare", "Compare marked"),
         Binding("e", "export", "Export"),
+        Binding("f", "fork", "Fork…"),
         Binding("s", "sort", "Sort by next column"),
         Binding("r", "reverse", "Reverse the order"),
         Binding("slash", "filter", "Filter"),
@@ -229,6 +230,11 @@ class OpenRunScreen(ModalScreen[tuple[str, list[Path]] | None]):
         chosen = self._marked() or ([info.path] if info is not None else [])
         if chosen:
             self.dismiss(("export", chosen))
+
+    def action_fork(self) -> None:
+        info = self.current()
+        if info is not None:
+            self.dismiss(("fork", [info.path]))
 
     def action_close(self) -> None:
         self.dismiss(None)

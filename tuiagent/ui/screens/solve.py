@@ -96,8 +96,34 @@ class SolveScreen(Screen):
         self.app.ensure_model()
         self._show_guards()
         self.query_one(ProblemInput).focus()
+        self.sandbox_level()
 
     # -- state shown ----------------------------------------------------------------------------
+
+    def sandbox_level(self) -> None:
+        """The kernel sandbox level in force, on the status line before the first run (a run's own
+        notice confirms it). Levels that need probing the OS (auto, strict, netns start a process)
+        are found in a thread."""
+        level = self.app.config.sandbox
+        if level in ("off", "policy"):
+            self._show_sandbox(level)
+        else:
+            self._probe_sandbox(level)
+
+    @work(thread=True, exclusive=True, group="sandbox", exit_on_error=False, name="sandbox level")
+    def _probe_sandbox(self, level: str) -> None:
+        from kernels.sandbox import resolve
+
+        try:
+            found = resolve(level)
+        except Exception:  # noqa: BLE001 - strict unavailable: the run says so when it starts
+            return
+        self.app.call_from_thread(self._show_sandbox, found)
+
+    def _show_sandbox(self, level: str) -> None:
+        status = self.query_one(StatusLine)
+        status.sandbox = level
+        status.refresh()
 
     def _model_state(self, state: tuple[str, str, str]) -> None:
         model, status, detail = state

@@ -10,6 +10,7 @@ from textual.reactive import reactive
 from textual.widget import Widget
 
 from tuiagent.core import events as ev
+from tuiagent.runner import SANDBOX_NOTICE
 
 
 class StatusLine(Widget):
@@ -21,6 +22,7 @@ class StatusLine(Widget):
 
     def __init__(self, *, id: str | None = None):
         super().__init__(id=id)
+        self.sandbox = ""  # the kernel sandbox level in force (kept across runs)
         self.reset()
 
     def reset(self) -> None:
@@ -69,6 +71,8 @@ class StatusLine(Widget):
         elif isinstance(e, ev.ToolResult) and e.executed:
             self.tool_calls += 1
             self.errors += e.error or e.timed_out
+        elif isinstance(e, ev.Notice) and e.message.startswith(SANDBOX_NOTICE):
+            self.sandbox = e.message[len(SANDBOX_NOTICE):].split(" ", 1)[0]
         elif isinstance(e, ev.RunFinished):
             self.tokens, self.tool_calls, self.errors = e.generated_tokens, e.tool_calls, e.erroneous_calls
             self.context_tokens = e.context_tokens
@@ -104,7 +108,7 @@ class StatusLine(Widget):
         state_style = {"running": "bold $text-accent", "waiting": "bold $text-warning", "answer": "bold $text-success", "cancelled": "bold $text-warning",
                        "error": "bold $text-error", "backend_crashed": "bold $text-error"}.get(self.state, "bold")
         sep = ("  ", "")
-        return Content.assemble(
+        line = Content.assemble(
             (self.state, state_style), sep,
             (str(self.tokens), "bold"), (" tok", "$text-muted"), sep,
             (f"{self.rate():.1f}", "bold"), (" tok/s", "$text-muted"), sep,
@@ -113,3 +117,8 @@ class StatusLine(Widget):
             ("ctx ", "$text-muted"), (str(self.context_tokens), "bold"), (" tok", "$text-muted"), sep,
             ("time ", "$text-muted"), (f"{e // 60:02d}:{e % 60:02d}", "bold"),
         )
+        if not self.sandbox:
+            return line
+        room = self.size.width - line.cell_length - 2  # the level always; its label when it fits
+        label = "sandbox " if room >= len("sandbox " + self.sandbox) else ""
+        return Content.assemble(line, "  ", (label, "$text-muted"), (self.sandbox, "bold"))
