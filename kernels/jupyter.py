@@ -99,7 +99,7 @@ class JupyterKernel:
         self._images_dir = Path(images_dir) if images_dir is not None else None
         self._output_limit_chars = output_limit_chars
         self._disk_limit = None if disk_limit_mb is None else disk_limit_mb * 1024 * 1024
-        self._network = network
+        self.network = network  # cells may use the host's network (a setting, off by default)
         self._grace_s = interrupt_grace_s
         self._start_timeout_s = start_timeout_s
         self._lock = asyncio.Lock()
@@ -133,10 +133,10 @@ class JupyterKernel:
                 self._images = ImageSaver(self._images_dir or self._runtime_dir / "images")
                 box = runtime_box(self._runtime_dir)
                 # the policy names the run's directory, known only now; every restart runs it again
-                policy = policy_code(self._workdir, (box,), self._network) if self.level != "off" else ""
+                policy = policy_code(self._workdir, (box,), self.network) if self.level != "off" else ""
                 self._startup_code = self._limits_code + policy
                 paths = BoundaryPaths(self._workdir, box, self._runtime_dir / "kernel.json")
-                self._km = new_kernel_manager(self._runtime_dir, launch_prefix(self.level, paths, self._network),
+                self._km = new_kernel_manager(self._runtime_dir, launch_prefix(self.level, paths, self.network),
                                               "message" if self.level == "strict" else "signal")
                 await self._km.start_kernel(**launch_kwargs(self._workdir, self._runtime_dir, self.level))
                 await self._connect()

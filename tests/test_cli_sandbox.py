@@ -69,3 +69,29 @@ def test_confirm_asks_in_the_terminal_and_runs_only_approved_blocks(write_script
     results = [json.loads(line) for line in log.read_text().splitlines() if '"ToolResult"' in line]
     assert [r["executed"] for r in results] == [False, True]
     assert "chose not to run" in results[0]["shown"] and results[1]["shown"] == "ran 2"
+
+
+def test_the_network_is_refused_unless_a_setting_allows_it(write_script, tmp_path):
+    """A cell connects to a TCP server of the test on the host: refused by default, allowed with
+    --allow-network (and the run's sandbox notice says so)."""
+    import socket
+    import threading
+
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    threading.Thread(target=lambda: [server.accept()[0].close() for _ in range(2)], daemon=True).start()
+    cell = ("Connect.\n```python\nimport socket\ntry:\n    socket.create_connection(('127.0.0.1', %d), timeout=5)"
+            "\n    print('connected')\nexcept OSError as e:\n    print('refused', type(e).__name__)\n```\n```output") % port
+    script = write_script(cell, "\\boxed{1}")
+    shown = {}
+    for flag in ((), ("--allow-network",)):
+        out = solve("p", "-m", "scripted", "--script", str(script), "--json", "--preset", "none", *flag,
+                    "--out", str(tmp_path))
+        assert out.returncode == 0, out.stderr
+        events = [json.loads(line) for line in out.stdout.splitlines()]
+        tool = next(e for e in events if e["type"] == "ToolResult")
+        notice = next(e["message"] for e in events if e["type"] == "Notice" and "kernel sandbox" in e["message"])
+        shown[flag] = (tool["shown"], notice)
+    assert shown[()][0].startswith("refused") and "network allowed" not in shown[()][1]
+    assert shown[("--allow-network",)][0] == "connected" and "network allowed" in shown[("--allow-network",)][1]
+    server.close()

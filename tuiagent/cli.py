@@ -16,7 +16,7 @@ from rich.text import Text
 
 from tuiagent.errors import UserError
 from tuiagent.safetext import for_terminal
-from tuiagent.options import SandboxOpt, check_sandbox
+from tuiagent.options import NetworkOpt, SandboxOpt, check_sandbox
 from tuiagent.presets import DEFAULT_PRESET
 
 app = typer.Typer(
@@ -44,6 +44,7 @@ def main_callback(
     models: ModelsFileOpt = None,
     script: ScriptOpt = None,
     sandbox: SandboxOpt = "auto",
+    allow_network: NetworkOpt = False,
     confirm: Annotated[bool, typer.Option("--confirm", help="Start with 'ask before running code' on (ctrl+k in the app).")] = False,
     preset: Annotated[str | None, typer.Option("--preset", "-p", help="Start with a preset's guards and settings (`tuiagent presets`; default: recommended).")] = None,
 ) -> None:
@@ -53,7 +54,7 @@ def main_callback(
 
         preset_named(preset or DEFAULT_PRESET)  # a usage error before the app opens
         run_app(model=model, models_file=models, script=script, sandbox=check_sandbox(sandbox), confirm=confirm,
-                preset=preset or DEFAULT_PRESET)
+                preset=preset or DEFAULT_PRESET, network=allow_network)
 
 
 @app.command()
@@ -80,6 +81,7 @@ def solve(
     guard: Annotated[list[str] | None, typer.Option("--guard", "-g", help="Turn a guard on (repeat; `all` for every one).")] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help="A guard setting, e.g. attc.threshold=0.95 (repeat).")] = None,
     sandbox: SandboxOpt = "auto",
+    allow_network: NetworkOpt = False,
     confirm: Annotated[bool, typer.Option("--confirm", help="Ask on the terminal before each code block runs.")] = False,
 ) -> None:
     """Solve one problem and stream a readable transcript (or JSON events)."""
@@ -126,6 +128,7 @@ def solve(
         guard_settings=guard_settings,
         kernel=kernel,
         sandbox=check_sandbox(sandbox),
+        network=allow_network,
     )
     approve = terminal_approver() if confirm else None
     printer = JsonPrinter(sys.stdout) if json_out else TranscriptPrinter()
@@ -178,6 +181,7 @@ def fork(
     out: Annotated[Path | None, typer.Option(help="Trajectory file, or a directory for it (default: user data dir).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object per event instead of a transcript.")] = False,
     sandbox: SandboxOpt = "auto",
+    allow_network: NetworkOpt = False,
 ) -> None:
     """Fork a saved run at a step: same working context, model and kernel state rebuilt, other guards or sampling.
 
@@ -206,7 +210,8 @@ def fork(
         guards = tuple(dict.fromkeys((guards or ()) + tuple(guard or ())))
     request = fork_request(point, guards=guards, guard_settings=guard_settings, settings=settings,
                            sampling=sampling, models_file=models, script=script, out=out,
-                           sandbox=check_sandbox(sandbox), **({"model": model} if model else {}))
+                           sandbox=check_sandbox(sandbox), network=allow_network,
+                           **({"model": model} if model else {}))
     printer = JsonPrinter(sys.stdout) if json_out else TranscriptPrinter()
     try:
         finished = asyncio.run(run_problem(request, printer, fork=point))

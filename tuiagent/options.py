@@ -16,6 +16,12 @@ SandboxOpt = Annotated[str, typer.Option(
 )]
 
 
+NetworkOpt = Annotated[bool, typer.Option(
+    "--allow-network",
+    help="Let code in the kernel use the network (off by default at every sandbox level but off).",
+)]
+
+
 def check_sandbox(level: str) -> str:
     try:
         return check_level(level)

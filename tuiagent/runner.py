@@ -41,6 +41,7 @@ class RunRequest:
     guard_settings: dict[str, dict] = field(default_factory=dict)
     kernel: str = "jupyter"  # the tool kernel, by its "tuiagent.kernels" entry-point name (noop, oracle ...)
     sandbox: str = "auto"  # what kernel cells may do: auto, policy, netns, off (kernels.sandbox)
+    network: bool = False  # cells may use the network (the sandbox refuses it otherwise)
 
 
 def resolve_spec(request: RunRequest) -> ModelSpec:
@@ -109,12 +110,13 @@ def kernel_class(name: str) -> type:
 
 
 def make_kernel(name: str = "jupyter", *, images_dir: Path | None = None, gold: str | None = None,
-                sandbox: str | None = None) -> object:
-    """An unstarted kernel ``name``, given those of ``images_dir``, ``gold`` and ``sandbox`` its constructor takes."""
+                sandbox: str | None = None, network: bool = False) -> object:
+    """An unstarted kernel ``name``, given those of ``images_dir``, ``gold``, ``sandbox`` and ``network``
+    (when asked for) its constructor takes."""
     cls = kernel_class(name)
     params = inspect.signature(cls).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    offered = {"images_dir": images_dir, "gold": gold, "sandbox": sandbox}
+    offered = {"images_dir": images_dir, "gold": gold, "sandbox": sandbox, "network": network or None}
     try:
         return cls(**{k: v for k, v in offered.items() if v is not None and (takes_any or k in params)})
     except SandboxUnavailable as e:
@@ -123,14 +125,15 @@ def make_kernel(name: str = "jupyter", *, images_dir: Path | None = None, gold: 
 
 @contextlib.asynccontextmanager
 async def kernel_for(settings: RunSettings, images_dir: Path, *, kernel: str = "jupyter",
-                     gold: str | None = None, sandbox: str | None = None) -> AsyncIterator[object | None]:
+                     gold: str | None = None, sandbox: str | None = None,
+                     network: bool = False) -> AsyncIterator[object | None]:
     """A started kernel for tool mode (Jupyter unless ``kernel`` names another; images saved beside
     the trajectory; ``gold`` for kernels that need it, e.g. oracle; ``sandbox`` for those that
     run code); none for CoT."""
     if settings.mode != "tool":
         yield None
         return
-    async with make_kernel(kernel, images_dir=images_dir, gold=gold, sandbox=sandbox) as started:
+    async with make_kernel(kernel, images_dir=images_dir, gold=gold, sandbox=sandbox, network=network) as started:
         yield started
 
 
@@ -166,7 +169,7 @@ async def run_problem(
                 kernel_cm = contextlib.nullcontext(kernel if request.settings.mode == "tool" else None)
             else:
                 kernel_cm = kernel_for(request.settings, path.with_suffix(""), kernel=request.kernel,
-                                       gold=request.gold, sandbox=request.sandbox)
+                                       gold=request.gold, sandbox=request.sandbox, network=request.network)
             async with kernel_cm as kernel:
                 agent = Agent(
                     backend,
@@ -195,7 +198,10 @@ SANDBOX_NOTICE = "kernel sandbox: "  # then the level in force and what it is ma
 def sandbox_notices(kernel: object | None) -> list[Notice]:
     """The sandbox in force, for the transcript, the app and the trajectory (its first notice)."""
     level = getattr(kernel, "level", None)
-    return [] if level is None else [Notice(level="info", message=f"{SANDBOX_NOTICE}{describe_sandbox(level)}")]
+    if level is None:
+        return []
+    network = "; network allowed" if getattr(kernel, "network", False) else ""
+    return [Notice(level="info", message=f"{SANDBOX_NOTICE}{describe_sandbox(level)}{network}")]
 
 
 def fork_request(point: ForkPoint, *, guards: tuple[str, ...] | None = None,

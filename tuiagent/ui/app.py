@@ -56,6 +56,7 @@ class AppConfig:
     concurrent_columns: bool = False
     flush_s: float = 0.05
     sandbox: str = "auto"  # what kernel cells may do (kernels.sandbox)
+    network: bool = False  # cells may use the network (--allow-network)
     confirm: bool = False  # ask before each code block runs (toggled with ctrl+k)
 
 

@@ -99,7 +99,7 @@ class ModelSession:
     def request(self, problem: str, gold: str | None = None, **changes: Any) -> RunRequest:
         c = self.config
         req = RunRequest(problem=problem, model=c.model, models_file=c.models_file, script=c.script,
-                         gold=gold or None, settings=c.settings, out=c.out, sandbox=c.sandbox,
+                         gold=gold or None, settings=c.settings, out=c.out, sandbox=c.sandbox, network=c.network,
                          guards=tuple(sorted(self.enabled)), guard_settings={k: dict(v) for k, v in self.overrides.items()})
         return replace(req, **changes) if changes else req
 
