@@ -30,6 +30,8 @@ def test_separable_blocks_give_auroc_near_one_and_a_threshold_between_the_groups
     assert fit.separated and fit.auroc > 0.99 and fit.interval[0] > 0.9
     assert wrong.max() < fit.threshold <= right.min()
     assert fit.acts(wrong).all() and not fit.acts(right).any()
+    few = fit_separation(scores[::12], positive[::12], groups[::12], act="below")  # 5 questions a side
+    assert few.auroc == 1.0 and not few.separated  # too few questions to call it
 
 
 def test_inseparable_blocks_say_no_separation_and_rarely_act():
@@ -64,39 +66,8 @@ def test_tau_is_chosen_where_continues_help_and_tokens_count():
     assert costly.tau is None
 
 
-def record(qid, *, tool_ok, cot_ok, conf, p_unnec, cont_ok=None, calls=1):
-    """A v2 record as calibrate_collect writes it (the fields the fits read)."""
-    text = f"The result is {qid}, so \\boxed{{{qid}}}"
-    turns = [{"text": f"step\n```python\nprint({i})\n```\n", "stop": "stop"} for i in range(calls)]
-    turns.append({"text": text, "stop": "eos"})
-    blocks = [{"call": i + 1, "turn": i + 1, "executed": True, "error": False,
-               "attc": {"confidence": conf, "mean_logprob": float(np.log(conf)), "tokens": 20},
-               "necessity": {"rule": {"necessary": True, "p_unnecessary": 0.0},
-                             "model": {"necessary": p_unnec < 0.5, "p_unnecessary": p_unnec, "judge": "model"}}}
-              for i in range(calls)]
-    r = {"v": 2, "qid": qid, "question": f"q{qid}", "gold": "1", "model": "m",
-         "tool": {"answer": "1", "correct": tool_ok, "reason": "answer", "generated_tokens": 100,
-                  "calls": [[f"print({i})", str(i), False, True] for i in range(calls)], "turns": turns,
-                  "final_text": text, "max_tool_calls": 4, "blocks": blocks},
-         "cot": {"answer": "1", "correct": cot_ok, "reason": "answer", "generated_tokens": 90}}
-    if cont_ok is not None:
-        r["continue"] = {"answer": "1", "correct": cont_ok, "reason": "answer", "generated_tokens": 180}
-    return r
-
-
-def synthetic(n=60, seed=0):
-    rng = np.random.default_rng(seed)
-    out = []
-    for q in range(n):
-        tool_ok, cot_ok = bool(rng.random() < 0.7), bool(rng.random() < 0.6)
-        conf = float(rng.uniform(0.85, 0.99))  # no signal, as on the default model
-        out.append(record(q, tool_ok=tool_ok, cot_ok=cot_ok, conf=conf, p_unnec=float(rng.uniform(0, 0.3)),
-                          cont_ok=tool_ok and rng.random() < 0.8, calls=1 + q % 2))
-    return out
-
-
-def test_fit_all_writes_a_calibration_file_that_loads(tmp_path):
-    res = cal.fit_all(synthetic(), model="m")
+def test_fit_all_writes_a_calibration_file_that_loads(tmp_path, synthetic_records):
+    res = cal.fit_all(synthetic_records(), model="m")
     assert len(res.split.heldout) == 12 and all(r["qid"] % 5 == 0 for r in res.split.heldout)
     assert res.attc is not None and not res.attc.separated
     assert res.gstep.trained and res.gstep.choice is not None and res.gstep.choice.tau is None  # continues only break

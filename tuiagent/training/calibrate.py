@@ -140,8 +140,11 @@ class GateResult:
 
 
 def gate_data(records: Sequence[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict]]:
+    from guards.gstep_features import N_FEATURES
     from tuiagent.training.gstep import samples
 
+    if not any(r["tool"].get("reason") == "answer" for r in records):  # no state at which the gate is asked
+        return np.zeros((0, N_FEATURES)), np.zeros(0, dtype=np.int64), np.zeros(0), []
     x, y, w, _, info = samples(records)
     return x, y, w, info
 

@@ -14,6 +14,7 @@ import numpy as np
 RARE = 0.05  # [ours] "rarely intervenes": the guard acts on at most this share of training blocks
 LEVEL = 0.95  # [ours] bootstrap interval level
 N_BOOT = 2000  # [ours] bootstrap resamples
+MIN_QUESTIONS = 10  # [ours] fewer questions on either side is too little to call a separation
 
 
 def auroc(scores: Sequence[float], positive: Sequence[bool]) -> float:
@@ -88,9 +89,10 @@ def fit_separation(scores: Sequence[float], positive: Sequence[bool], groups: Se
     """Fit a threshold for a guard that acts on low (``act="below"``) or high scores.
 
     ``positive``: the blocks where acting is wrong (ATTC: blocks of right runs, which a rethink
-    would only disturb; necessity: blocks of questions the model solves without the tool...
-    see the callers). Separated when the bootstrap interval of the AUROC (positives scoring higher
-    for "below", lower for "above") lies above 0.5; then the threshold maximises Youden's J
+    would only disturb; necessity: blocks of questions the model gets wrong without the tool,
+    which a skip would harm). Separated when each side has blocks from at least MIN_QUESTIONS questions and
+    the bootstrap interval of the AUROC (positives scoring higher for "below", lower for "above")
+    lies above 0.5; then the threshold maximises Youden's J
     (share of negatives acted on minus share of positives acted on), at a midpoint between two
     observed scores. Otherwise "no separation": the threshold is the ``rare`` quantile from the
     side the guard acts on, so it acts on about that share of blocks.
@@ -100,7 +102,9 @@ def fit_separation(scores: Sequence[float], positive: Sequence[bool], groups: Se
     oriented = s if act == "below" else -s
     a = auroc(oriented, y)
     lo, hi = bootstrap_auroc(oriented, y, groups, seed=seed)
-    separated = bool(not np.isnan(lo) and lo > 0.5)
+    g = np.asarray(groups)
+    enough = min(len(set(g[y].tolist())), len(set(g[~y].tolist()))) >= MIN_QUESTIONS
+    separated = bool(enough and not np.isnan(lo) and lo > 0.5)
     if separated:
         values = np.unique(s)
         cuts = np.concatenate([[values[0] - 1e-9], (values[:-1] + values[1:]) / 2, [values[-1] + 1e-9]])
