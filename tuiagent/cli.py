@@ -212,8 +212,10 @@ def fork(
 
 def preset_named(name: str, model: str | None = None, models_file: Path | None = None) -> Any:
     """Preset ``name`` for ``model`` (its calibration may define its own ``recommended``)."""
+    from tuiagent.config import load_models
     from tuiagent.presets import find_preset
 
+    load_models(models_file).get(model)  # a mistake in a models or calibration file is reported as such
     try:
         return find_preset(name, model=model, models_file=models_file)
     except UserError as e:

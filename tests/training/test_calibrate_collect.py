@@ -83,3 +83,22 @@ async def test_a_reused_v1_record_must_match_the_rerun(tmp_path, write_script, c
     with pytest.raises(RuntimeError, match="not reproducible"):
         await collect("scripted", data, 1, 1, tmp_path / "r.jsonl", reuse=v1,
                       script=write_script(*turns([1], cot=False)), log=lambda m: None)
+
+
+async def test_a_heldout_question_gets_a_run_that_continues_at_every_answer(tmp_path, write_script,
+                                                                             canned_kernel_runs):
+    data = write_data(tmp_path / "d.jsonl", 6)
+    records = tmp_path / "r.jsonl"
+    code = {"text": "Add.\n```python\nprint(5 + 5)\n```\n```output\n", "logprob": -0.05}
+    script = write_script(
+        "5 plus 5 is \\boxed{10}",  # CoT
+        code, "So it is \\boxed{11}",  # tool mode: a wrong answer
+        code, "So it is \\boxed{11}",  # the continue run: the same, then G-STEP sends it back ...
+        "Checked again: \\boxed{10}",  # ... and the answer changes without a new call: no progress, commit
+        {"text": "NECESSARY", "logprob": -0.1})  # the judge on the tool run's block
+    n = await collect("scripted", data, 5, 1, records, script=script, log=lambda m: None)
+    (record,) = load_records(records)
+    assert n == 1 and record["qid"] == 5
+    assert (record["tool"]["answer"], record["tool"]["correct"]) == ("11", False)
+    assert (record["continue"]["answer"], record["continue"]["correct"]) == ("10", True)
+    assert record["tool"]["blocks"][0]["necessity"]["model"]["necessary"] is True

@@ -20,7 +20,7 @@ from typing import Any
 from tuiagent.errors import ConfigError
 
 META_KEYS = {"model": str, "date": str, "data": str, "questions": str, "train_questions": int,
-             "heldout_questions": int, "report": str, "command": str}
+             "reused_questions": int, "heldout_questions": int, "report": str, "command": str}
 PATH_SETTINGS = {("gstep", "weights")}  # settings whose value is a file, relative to the calibration file
 _KEYWORDS = {"auto", "off"}
 

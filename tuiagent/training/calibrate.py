@@ -195,13 +195,13 @@ def learning_curve(split: Split, *, seed: int = 0) -> list[dict[str, float]]:
             sub = [train[i] for i in rng.choice(len(train), n, replace=False)]
             conf, right, g = attc_data(sub)
             if len(conf) and right.any() and (~right).any():
-                fit = fit_separation(conf, right, g, act="below")
+                fit = fit_separation(conf, right, g, act="below", default=_default("attc"))
                 acts = fit.acts(h_conf)
                 vals["attc_bacc"].append(balanced_accuracy(acts, h_right))
                 vals["attc_rethink"].append(float(acts.mean()) if len(acts) else float("nan"))
             p, need, ng = necessity_data(sub)
             if len(p) and need.any() and (~need).any():
-                vals["nec_bacc"].append(balanced_accuracy(fit_separation(p, need, ng, act="above").acts(h_p), h_need))
+                vals["nec_bacc"].append(balanced_accuracy(fit_separation(p, need, ng, act="above", default=_default("necessity")).acts(h_p), h_need))
             x, y, w, _ = gate_data(sub)
             if len(y) >= MIN_GATE_SAMPLES and min(int(y.sum()), int((y == 0).sum())) >= 2 and len(hy):
                 with warnings.catch_warnings():
@@ -236,14 +236,21 @@ class Result:
     reasons: dict[str, str]
 
 
+def _default(guard: str) -> float:
+    """The guard's uncalibrated threshold (its Settings default)."""
+    from guards.chain import guard_class
+
+    return float(guard_class(guard).Settings().threshold)
+
+
 def fit_all(v2: Sequence[dict], v1: Sequence[dict] = (), *, model: str, seed: int = 0,
             curve: bool = True) -> Result:
     split = split_records(v2, v1)
     conf, right, g = attc_data(split.train)
-    attc = fit_separation(conf, right, g, act="below", seed=seed) if right.any() and (~right).any() else None
+    attc = fit_separation(conf, right, g, act="below", default=_default("attc"), seed=seed) if right.any() and (~right).any() else None
     attc_h = heldout_separation(attc, *attc_data(split.heldout)) if attc else None
     p, need, ng = necessity_data(split.train)
-    nec = fit_separation(p, need, ng, act="above", seed=seed) if need.any() and (~need).any() else None
+    nec = fit_separation(p, need, ng, act="above", default=_default("necessity"), seed=seed) if need.any() and (~need).any() else None
     nec_h = heldout_separation(nec, *necessity_data(split.heldout)) if nec else None
     gate = fit_gstep(split.train, split.heldout, seed=seed)
     recommended, reasons = list(FLAG_ONLY), {
@@ -463,7 +470,8 @@ def calibrate(model: str | None, data: Path, start: int, n: int, records: Path, 
     res = fit_all(v2, v1, model=spec.id)
     meta = {"model": spec.id, "date": datetime.date.today().isoformat(), "data": str(data),
             "questions": question_range(v2), "train_questions": len(res.split.train),
-            "heldout_questions": len(res.split.heldout), "command": command}
+            "reused_questions": res.split.reused, "heldout_questions": len(res.split.heldout),
+            "command": command}
     path = write(res, out_dir, meta, command)
     log(render_report(res, {**meta, "report": ""}, command))
     log(f"[calibrate] wrote {path} and its report; name it from models.toml: "

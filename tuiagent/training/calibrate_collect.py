@@ -40,6 +40,10 @@ RECORD_VERSION = 2
 HELDOUT_EVERY = 5  # [ours] question ids divisible by this are held out from every fit
 
 
+# G-STEP sending every answer back: any gate gives p >= 0 (a calibration may have set weights off)
+CONTINUE_ALWAYS = {"tau": 0.0, "weights": "auto"}
+
+
 def is_heldout(qid: int) -> bool:
     return qid % HELDOUT_EVERY == 0
 
@@ -150,7 +154,7 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
                                      gold=gold, settings=RunSettings(mode="cot" if part == "cot" else "tool"),
                                      sampling_overrides={"temperature": 0.0}, out=out,
                                      guards=("gstep",) if part == "continue" else (),
-                                     guard_settings={"gstep": {"tau": 0.0}} if part == "continue" else {})
+                                     guard_settings={"gstep": CONTINUE_ALWAYS} if part == "continue" else {})
                 await run_problem(request, events.append, backend=backend, spec=spec)
                 parts[part] = events
             record = record_from_events(qid, question, gold, spec.id, parts["tool"], parts.get("cot", parts["tool"]))

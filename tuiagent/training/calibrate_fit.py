@@ -85,7 +85,8 @@ class Separation:
 
 
 def fit_separation(scores: Sequence[float], positive: Sequence[bool], groups: Sequence[int], *,
-                   act: Literal["below", "above"], rare: float = RARE, seed: int = 0) -> Separation:
+                   act: Literal["below", "above"], rare: float = RARE, default: float | None = None,
+                   seed: int = 0) -> Separation:
     """Fit a threshold for a guard that acts on low (``act="below"``) or high scores.
 
     ``positive``: the blocks where acting is wrong (ATTC: blocks of right runs, which a rethink
@@ -95,7 +96,8 @@ def fit_separation(scores: Sequence[float], positive: Sequence[bool], groups: Se
     lies above 0.5; then the threshold maximises Youden's J
     (share of negatives acted on minus share of positives acted on), at a midpoint between two
     observed scores. Otherwise "no separation": the threshold is the ``rare`` quantile from the
-    side the guard acts on, so it acts on about that share of blocks.
+    side the guard acts on, so it acts on about that share of blocks, and never on more than at
+    the guard's uncalibrated ``default`` threshold.
     """
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(positive, dtype=bool)
@@ -118,6 +120,8 @@ def fit_separation(scores: Sequence[float], positive: Sequence[bool], groups: Se
         threshold = float(np.quantile(s, rare, method="lower")) if len(s) else 0.0
     else:
         threshold = float(np.quantile(s, 1 - rare, method="higher")) + 1e-9 if len(s) else 1.0
+    if not separated and default is not None:
+        threshold = min(threshold, default) if act == "below" else max(threshold, default)
     threshold = float(min(max(threshold, 1e-6), 1.0))
     acting = s < threshold if act == "below" else s >= threshold
     return Separation(auroc=a, interval=(lo, hi), separated=separated, threshold=threshold, act=act,
