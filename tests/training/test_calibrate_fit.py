@@ -72,7 +72,10 @@ def test_fit_all_writes_a_calibration_file_that_loads(tmp_path, synthetic_record
     assert res.attc is not None and not res.attc.separated
     assert res.gstep.trained and res.gstep.choice is not None and res.gstep.choice.tau is None  # continues only break
     assert res.recommended == ["necessity", "tim"]
-    assert [int(r["train_questions"]) for r in res.curve] == [10, 20, 40, 48]
+    assert [(r["pool"], r["train_questions"]) for r in res.curve] == [
+        ("collected", 10), ("collected", 20), ("collected", 40), ("collected", 48),
+        ("all", 10), ("all", 20), ("all", 40), ("all", 48)]
+    assert 0 <= res.curve[3]["attc_bacc"] <= 1 and 0 <= res.curve[-1]["gate_auroc"] <= 1
     meta = {"model": "m", "date": "2026-12-01", "data": "d.jsonl", "questions": "0-59 (60 questions)",
             "train_questions": 48, "heldout_questions": 12, "command": "tuiagent calibrate m"}
     path = cal.write(res, tmp_path, meta, "tuiagent calibrate m")

@@ -175,47 +175,59 @@ def fit_gstep(train: Sequence[dict], heldout: Sequence[dict], *, token_cost: flo
                       always=net_effect(p, delta, extra, 0.0, token_cost), gate=(scaler, mlp))
 
 
-def learning_curve(split: Split, *, seed: int = 0) -> list[dict[str, float]]:
-    """Held-out metrics against the number of training questions (mean over random subsets)."""
+def _sizes(n: int) -> list[int]:
+    return sorted({k for k in (10, 20, 40, 80, 160, 320) if k < n} | {n}) if n else []
+
+
+def learning_curve(split: Split, *, seed: int = 0) -> list[dict[str, Any]]:
+    """Held-out metrics against the number of training questions, the mean over random subsets:
+    ATTC and necessity over the questions collected here (``pool`` "collected": only they have
+    per-block data), the gate over every training question (``pool`` "all")."""
     import warnings
 
     from guards.gstep import Gate
     from tuiagent.training.gstep import fit_gate
 
-    train = list(split.train)
-    sizes = sorted({n for n in (10, 20, 40, 80, 160, 320) if n < len(train)} | {len(train)})
-    h_conf, h_right, h_g = attc_data(split.heldout)
-    h_p, h_need, h_ng = necessity_data(split.heldout)
+    h_conf, h_right, _ = attc_data(split.heldout)
+    h_p, h_need, _ = necessity_data(split.heldout)
     hx, hy, _, _ = gate_data(split.heldout)
     rng = np.random.default_rng(seed)
-    rows = []
-    for n in sizes:
-        vals: dict[str, list[float]] = {"attc_bacc": [], "attc_rethink": [], "nec_bacc": [], "gate_auroc": []}
-        for _ in range(CURVE_REPEATS if n < len(train) else 1):
-            sub = [train[i] for i in rng.choice(len(train), n, replace=False)]
-            conf, right, g = attc_data(sub)
-            if len(conf) and right.any() and (~right).any():
-                fit = fit_separation(conf, right, g, act="below", default=_default("attc"))
-                acts = fit.acts(h_conf)
-                vals["attc_bacc"].append(balanced_accuracy(acts, h_right))
-                vals["attc_rethink"].append(float(acts.mean()) if len(acts) else float("nan"))
-            p, need, ng = necessity_data(sub)
-            if len(p) and need.any() and (~need).any():
-                vals["nec_bacc"].append(balanced_accuracy(fit_separation(p, need, ng, act="above", default=_default("necessity")).acts(h_p), h_need))
-            x, y, w, _ = gate_data(sub)
-            if len(y) >= MIN_GATE_SAMPLES and min(int(y.sum()), int((y == 0).sum())) >= 2 and len(hy):
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")
-                    try:
-                        scaler, mlp = fit_gate(x, y, w, seed=seed)
-                    except ValueError:  # the validation split drew one label only
-                        continue
-                vals["gate_auroc"].append(auroc(Gate.from_sklearn(scaler, mlp).p_continue(hx), hy.astype(bool)))
-        row: dict[str, float] = {"train_questions": float(n)}
-        for k, v in vals.items():
-            finite = [a for a in v if not np.isnan(a)]
-            row[k] = float(np.mean(finite)) if finite else float("nan")
-        rows.append(row)
+
+    def blocks(sub: list[dict]) -> dict[str, float]:
+        out = {}
+        conf, right, g = attc_data(sub)
+        if len(conf) and right.any() and (~right).any():
+            acts = fit_separation(conf, right, g, act="below", default=_default("attc")).acts(h_conf)
+            out["attc_bacc"], out["attc_rethink"] = balanced_accuracy(acts, h_right), float(np.mean(acts))
+        p, need, ng = necessity_data(sub)
+        if len(p) and need.any() and (~need).any():
+            acts = fit_separation(p, need, ng, act="above", default=_default("necessity")).acts(h_p)
+            out["nec_bacc"] = balanced_accuracy(acts, h_need)
+        return out
+
+    def gate(sub: list[dict]) -> dict[str, float]:
+        x, y, w, _ = gate_data(sub)
+        if len(y) < MIN_GATE_SAMPLES or min(int(y.sum()), int((y == 0).sum())) < 2 or not len(hy):
+            return {}
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            try:
+                scaler, mlp = fit_gate(x, y, w, seed=seed)
+            except ValueError:  # early stopping's validation split drew one label only
+                return {}
+        return {"gate_auroc": auroc(Gate.from_sklearn(scaler, mlp).p_continue(hx), hy.astype(bool))}
+
+    rows: list[dict[str, Any]] = []
+    collected = [r for r in split.train if r.get("v") == RECORD_VERSION]
+    for pool, records, measure in (("collected", collected, blocks), ("all", list(split.train), gate)):
+        for n in _sizes(len(records)):
+            runs = [measure([records[i] for i in rng.choice(len(records), n, replace=False)])
+                    for _ in range(CURVE_REPEATS if n < len(records) else 1)]
+            row: dict[str, Any] = {"pool": pool, "train_questions": n}
+            for key in sorted({k for r in runs for k in r}):
+                finite = [r[key] for r in runs if key in r and not np.isnan(r[key])]
+                row[key] = float(np.mean(finite)) if finite else float("nan")
+            rows.append(row)
     return rows
 
 
@@ -231,7 +243,7 @@ class Result:
     necessity: Separation | None
     necessity_heldout: HeldoutSeparation | None
     gstep: GateResult
-    curve: list[dict[str, float]]
+    curve: list[dict[str, Any]]
     recommended: list[str]
     reasons: dict[str, str]
 
@@ -415,11 +427,16 @@ def render_report(res: Result, meta: dict[str, Any], command: str) -> str:
                        if c.tau is not None else "No tau has a positive net effect: **never continue** (weights off)."),
                   ""]
     lines += ["## Learning curve (held-out metrics against training questions; mean of random subsets)", "",
-              "| training questions | ATTC balanced accuracy | ATTC rethink rate | necessity balanced accuracy | "
-              "gate AUROC |", "|---|---|---|---|---|"]
-    for r in res.curve:
-        lines.append(f"| {int(r['train_questions'])} | {_f(r['attc_bacc'])} | {_f(r['attc_rethink'])} | "
-                     f"{_f(r['nec_bacc'])} | {_f(r['gate_auroc'])} |")
+              "ATTC and necessity, over the questions collected here (they alone have per-block data):", "",
+              "| training questions | ATTC balanced accuracy | ATTC rethink rate | necessity balanced accuracy |",
+              "|---|---|---|---|"]
+    for r in (r for r in res.curve if r["pool"] == "collected"):
+        lines.append(f"| {r['train_questions']} | {_f(r.get('attc_bacc', np.nan))} | "
+                     f"{_f(r.get('attc_rethink', np.nan))} | {_f(r.get('nec_bacc', np.nan))} |")
+    lines += ["", "The G-STEP gate, over every training question (reused v1 records included):", "",
+              "| training questions | gate AUROC on held-out samples |", "|---|---|"]
+    for r in (r for r in res.curve if r["pool"] == "all"):
+        lines.append(f"| {r['train_questions']} | {_f(r.get('gate_auroc', np.nan))} |")
     lines += ["", "Balanced accuracy 0.5 and AUROC 0.5 are chance. A curve still rising at the right end says "
               "more collection would pay; a flat one at chance says the signal is not there.", "",
               "## Recommended preset", "", f"guards = {json.dumps(res.recommended)}", ""]
