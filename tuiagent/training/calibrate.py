@@ -364,6 +364,9 @@ def render_report(res: Result, meta: dict[str, Any], command: str) -> str:
     if a is None or ah is None:
         lines += ["Not fitted: the training blocks lack a right or a wrong run.", ""]
     else:
+        why_not = ("the training interval lies below 0.5: blocks of wrong runs are the more confident, the reverse "
+                   "of ATTC's premise" if a.interval[1] < 0.5 else "the training interval includes 0.5, or too few "
+                   "questions")
         lines += [
             f"Executed code blocks with a confidence: {a.n} in training ({a.n_positive} in right runs, "
             f"{a.groups} questions), {ah.n} held out ({ah.groups} questions).",
@@ -374,8 +377,9 @@ def render_report(res: Result, meta: dict[str, Any], command: str) -> str:
             f"| held-out | {_f(ah.auroc)} | {_f(ah.interval[0])} - {_f(ah.interval[1])} |",
             "",
             (f"Separated on training blocks: threshold {a.threshold:.4f} by Youden's J." if a.separated else
-             f"**No separation** (the training interval includes 0.5 or lies below it): threshold {a.threshold:.4f}, the "
-             f"{RARE:.0%} quantile of training confidences, so ATTC rarely says rethink."),
+             f"**No separation** ({why_not}): "
+             f"threshold {a.threshold:.4f}, the {RARE:.0%} quantile of training confidences (at most the reference "
+             f"{_default('attc'):g}), so ATTC rarely says rethink."),
             f"On held-out blocks at this threshold: rethink on {_f(ah.action_rate * 100, 0)}% of blocks "
             f"({_f(ah.action_rate_pos * 100, 0)}% in right runs, {_f(ah.action_rate_neg * 100, 0)}% in wrong runs); "
             f"balanced accuracy {_f(ah.balanced_accuracy)}. ATTC still appends its trust sentence after every other "
