@@ -102,3 +102,22 @@ async def test_a_heldout_question_gets_a_run_that_continues_at_every_answer(tmp_
     assert (record["tool"]["answer"], record["tool"]["correct"]) == ("11", False)
     assert (record["continue"]["answer"], record["continue"]["correct"]) == ("10", True)
     assert record["tool"]["blocks"][0]["necessity"]["model"]["necessary"] is True
+
+
+async def test_an_interrupted_collection_resumes_where_it_stopped(tmp_path, write_script, canned_kernel_runs):
+    import os
+    import signal
+
+    data = write_data(tmp_path / "d.jsonl", 5)
+    records = tmp_path / "r.jsonl"
+
+    def log(msg):
+        if msg.startswith("[calibrate] q1:"):
+            os.kill(os.getpid(), signal.SIGINT)  # Ctrl-C after the first question
+
+    n = await collect("scripted", data, 1, 3, records, script=write_script(*turns([1, 2, 3])), log=log)
+    assert n == 1 and [r["qid"] for r in load_records(records)] == [1]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers were removed
+    n = await collect("scripted", data, 1, 3, records, script=write_script(*turns([2, 3]), name="s2.jsonl"),
+                      log=lambda m: None)
+    assert n == 2 and [r["qid"] for r in load_records(records)] == [1, 2, 3]
