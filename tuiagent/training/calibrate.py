@@ -336,12 +336,21 @@ def render_toml(res: Result, meta: dict[str, Any], gate_file: str | None) -> str
     return "\n".join(lines)
 
 
+def minutes_per_100(records: Sequence[dict]) -> float:
+    """Collection minutes per 100 questions, from the records' wall times."""
+    walls = [r["wall_s"] for r in records if "wall_s" in r]
+    return float(np.mean(walls)) * 100 / 60 if walls else float("nan")
+
+
 def render_report(res: Result, meta: dict[str, Any], command: str) -> str:
     s, a, ah, n, nh, g = res.split, res.attc, res.attc_heldout, res.necessity, res.necessity_heldout, res.gstep
     v2_train = [r for r in s.train if r.get("v") == RECORD_VERSION]
 
     def acc(rs: Sequence[dict], part: str) -> str:
         return f"{sum(bool(r[part]['correct']) for r in rs)}/{len(rs)}" if rs else "0/0"
+
+    def cost(rs: Sequence[dict]) -> str:
+        return _f(float(np.mean([r.get("wall_s", np.nan) for r in rs])), 0) if rs else "n/a"
 
     lines = [
         f"# Calibration of {res.model}",
@@ -357,6 +366,9 @@ def render_report(res: Result, meta: dict[str, Any], command: str) -> str:
         f"serve the G-STEP gate only); held-out: {len(s.heldout)} questions, never fitted on.",
         f"- tool mode right: train {acc(v2_train, 'tool')}, held-out {acc(s.heldout, 'tool')}; CoT right: train "
         f"{acc(v2_train, 'cot')}, held-out {acc(s.heldout, 'cot')}.",
+        f"- collection cost on this machine: {cost(v2_train)} s per training question (CoT + tool runs, judge), "
+        f"{cost(s.heldout)} s per held-out one (also the continue run); "
+        f"{_f(minutes_per_100([*v2_train, *s.heldout]), 0)} minutes per 100 questions at this mix.",
         "",
         "## ATTC threshold",
         "",
