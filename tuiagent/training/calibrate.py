@@ -176,7 +176,7 @@ def fit_gstep(train: Sequence[dict], heldout: Sequence[dict], *, token_cost: flo
 
 
 def _sizes(n: int) -> list[int]:
-    return sorted({k for k in (10, 20, 40, 80, 160, 320) if k < n} | {n}) if n else []
+    return sorted({k for k in (10, 20, 40, 80, 160, 320) if k < 0.9 * n} | {n}) if n else []
 
 
 def learning_curve(split: Split, *, seed: int = 0) -> list[dict[str, Any]]:
