@@ -59,7 +59,8 @@ def test_default_model_with_every_guard_on(default_model_ready, tmp_path):
     by_guard = {v["guard"] for v in verdicts}
     assert {"attc", "necessity", "tim"} <= by_guard  # a code block ran: confidence, necessity; TIM at the end
     attc = next(v for v in verdicts if v["guard"] == "attc")
-    assert 0 < attc["data"]["confidence"] <= 1 and attc["data"]["threshold"] == 0.97
+    calibrated = default_model_ready.guards["attc"]["threshold"]  # from the shipped calibration file
+    assert 0 < attc["data"]["confidence"] <= 1 and attc["data"]["threshold"] == calibrated
     finished = events[-1]
     assert finished["type"] == "RunFinished" and finished["reason"] in ("answer", "tool_budget", "token_budget")
     assert finished["tool_calls"] >= 1

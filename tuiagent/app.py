@@ -14,6 +14,6 @@ def run_app(*, model: str | None = None, models_file: Path | None = None, preset
     from tuiagent.presets import DEFAULT_PRESET, find_preset
     from tuiagent.ui import AppConfig, make_app
 
-    p = find_preset(preset or DEFAULT_PRESET)
+    p = find_preset(preset or DEFAULT_PRESET, model=model, models_file=models_file)
     guards = {"guards": p.guards, "guard_settings": {g: dict(v) for g, v in p.guard_settings.items()}}
     make_app(AppConfig(model=model, models_file=models_file, **{**guards, **options})).run()

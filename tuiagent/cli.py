@@ -52,7 +52,7 @@ def main_callback(
     if ctx.invoked_subcommand is None:
         from tuiagent.app import run_app
 
-        preset_named(preset or DEFAULT_PRESET)  # a usage error before the app opens
+        preset_named(preset or DEFAULT_PRESET, model, models)  # a usage error before the app opens
         run_app(model=model, models_file=models, script=script, sandbox=check_sandbox(sandbox), confirm=confirm,
                 preset=preset or DEFAULT_PRESET, network=allow_network)
 
@@ -200,7 +200,7 @@ def fork(
     settings = {k: v for k, v in {"max_tool_calls": max_tool_calls, "max_tokens": max_tokens}.items() if v is not None}
     sampling = {k: v for k, v in {"temperature": temperature, "seed": seed}.items() if v is not None}
     if preset is not None:
-        p = preset_named(preset)
+        p = preset_named(preset, model or point.started.model_id, models)
         guards = p.guards
         guard_settings = {g: {**p.guard_settings.get(g, {}), **guard_settings.get(g, {})}
                           for g in {*p.guard_settings, *guard_settings}}
@@ -223,11 +223,14 @@ def fork(
         raise typer.Exit(1)
 
 
-def preset_named(name: str) -> Any:
+def preset_named(name: str, model: str | None = None, models_file: Path | None = None) -> Any:
+    """Preset ``name`` for ``model`` (its calibration may define its own ``recommended``)."""
+    from tuiagent.config import load_models
     from tuiagent.presets import find_preset
 
+    load_models(models_file).get(model)  # a mistake in a models or calibration file is reported as such
     try:
-        return find_preset(name)
+        return find_preset(name, model=model, models_file=models_file)
     except UserError as e:
         raise typer.BadParameter(getattr(e, "problem", str(e)), param_hint="--preset") from None
 
@@ -244,7 +247,7 @@ def apply_preset(ctx: typer.Context, name: str, settings: Any, guards: tuple[str
 
     from tuiagent.protocol import BUDGETS
 
-    p = preset_named(name)
+    p = preset_named(name, ctx.params.get("model"), ctx.params.get("models"))
     given = {k for k in _RUN_OPTIONS.values() if _on_command_line(ctx, k)}
     run = {k: v for k, v in p.run.items() if k in _RUN_OPTIONS and _RUN_OPTIONS[k] not in given}
     merged = {g: dict(v) for g, v in p.guard_settings.items()}
@@ -351,6 +354,43 @@ def list_models(models: ModelsFileOpt = None) -> None:
         cells = ("*" if spec.id == registry.default else "", spec.id, spec.backend, install_state(spec), spec.description)
         table.add_row(*(Text(c) for c in cells))
     Console(highlight=False, width=max(Console().width, 140)).print(table)
+
+
+@app.command()
+def calibrate(
+    model: Annotated[str, typer.Argument(help="Model id from models.toml.")],
+    data: Annotated[Path, typer.Option(help="GSM8K-style JSONL: question, answer ending in '#### n'.")],
+    start: Annotated[int, typer.Option(min=0, help="First question (0-based line) to collect.")] = 0,
+    n: Annotated[int, typer.Option(min=0, help="Questions to collect from --start (0: fit what is collected).")] = 100,
+    records: Annotated[Path | None, typer.Option(help="Records file (default: <data dir>/calibration/records-MODEL.jsonl).")] = None,
+    reuse: Annotated[Path | None, typer.Option(help="G-STEP (v1) records of the same model: their CoT runs and gate samples are reused.")] = None,
+    out_dir: Annotated[Path | None, typer.Option(help="Where MODEL.toml and MODEL.md go (default: <config dir>/calibration).")] = None,
+    resume: Annotated[bool, typer.Option("--resume", help="Continue a records file that already holds questions.")] = False,
+    threads: Annotated[int | None, typer.Option(min=1, help="llama.cpp threads (1 is faster on a busy machine).")] = None,
+    models: ModelsFileOpt = None,
+) -> None:
+    """Collect runs (resumable), fit the model's guard parameters, write its calibration file and report."""
+    import shlex
+
+    from tuiagent import paths
+    from tuiagent.training.calibrate import calibrate as run_calibration
+    from tuiagent.training.gstep import load_records
+
+    if not data.is_file():
+        raise typer.BadParameter(f"no such file: {data}", param_hint="--data")
+    records = records or paths.data_dir() / "calibration" / f"records-{model}.jsonl"
+    if n and load_records(records) and not resume:
+        raise UserError(f"{records} already holds questions: add --resume to continue it, or give another --records")
+    try:
+        run_calibration(model, data, start, n, records, out_dir or paths.config_dir() / "calibration", reuse=reuse,
+                        models_file=models, threads=threads,
+                        command=shlex.join(["tuiagent", "calibrate", *sys.argv[2:]]),
+                        log=lambda m: print(m, flush=True))
+    except ValueError as e:
+        raise UserError(str(e)) from None
+    except (KeyboardInterrupt, asyncio.CancelledError):
+        err.print("interrupted; what was collected is kept (run again with --resume)")
+        raise typer.Exit(130) from None
 
 
 @app.command()

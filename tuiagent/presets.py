@@ -203,9 +203,12 @@ def user_presets_file() -> Path:
     return paths.config_dir() / "presets.toml"
 
 
-def load_presets(extra: Path | str | None = None) -> dict[str, Preset]:
-    """Every preset by name: the shipped ones, the user's, then ``extra``'s (later ones win)."""
+def load_presets(extra: Path | str | None = None, *, model: str | None = None,
+                 models_file: Path | None = None) -> dict[str, Preset]:
+    """Every preset by name: the shipped ones, those of ``model``'s calibration file (its own
+    ``recommended``), the user's, then ``extra``'s (later ones win)."""
     out = load_preset_file(shipped_presets_file())
+    out.update(calibrated_presets(model, models_file))
     if user_presets_file().is_file():
         out.update(load_preset_file(user_presets_file()))
     if extra is not None:
@@ -213,9 +216,18 @@ def load_presets(extra: Path | str | None = None) -> dict[str, Preset]:
     return out
 
 
-def find_preset(name: str) -> Preset:
-    """A named preset, or none, all or a guard's name (presets that need no definition)."""
-    presets = load_presets()
+def calibrated_presets(model: str | None, models_file: Path | None = None) -> dict[str, Preset]:
+    """The presets in the calibration file of ``model`` (None: the default model), if it has one."""
+    from tuiagent.config import load_models
+
+    calibration = load_models(models_file).get(model).calibration
+    return load_preset_file(calibration.file) if calibration is not None else {}
+
+
+def find_preset(name: str, *, model: str | None = None, models_file: Path | None = None) -> Preset:
+    """A named preset, or none, all or a guard's name (presets that need no definition);
+    ``model``'s calibration file may define its own (its ``recommended``, say)."""
+    presets = load_presets(model=model, models_file=models_file)
     if name in presets:
         return presets[name]
     try:

@@ -80,7 +80,8 @@ def test_shipped_models():
     assert default.backend == "llama_cpp" and default.chat_template == "chatml"
     assert default.context_size == 4096
     assert default.sampling == Sampling(temperature=0.0, max_tokens=1024)
-    assert default.guards == {"attc": {"threshold": 0.97}}
+    assert default.calibration is not None and default.calibration.meta["model"] == default.id
+    assert default.guards == default.calibration.guards  # the shipped calibration's values, nothing over them
     src = default.source
     assert src.kind == "pypi_chunks" and src.size == 1117320768 and src.extra == "llama"
     assert src.sha256 == "cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046"

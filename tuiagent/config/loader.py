@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from tuiagent import paths
+from tuiagent.config.calibration import load_calibration, merge_guards
 from tuiagent.config.spec import BACKENDS, CHAT_TEMPLATES, SOURCE_KINDS, ModelSpec, Source
 from tuiagent.errors import ConfigError
 from tuiagent.protocol import Sampling
@@ -72,6 +73,7 @@ _MODEL_RULES = {
     "sampling": _Rule("table"),
     "guards": _Rule("table"),
     "options": _Rule("table"),
+    "calibration": _Rule("str", check=_non_empty),
 }
 
 _SOURCE_RULES = {
@@ -267,6 +269,9 @@ def _parse_model(model_id: str, raw: Any, file: str) -> ModelSpec:
             raise t.error(
                 f"guards.{name}", f"expected a table, got {_describe(settings)}", f"write it as [{prefix}.guards.{name}]"
             )
+    if "calibration" in values:  # fitted guard values, below the model's own [guards] tables
+        values["calibration"] = load_calibration(_absolute(values["calibration"], file))
+        values["guards"] = merge_guards(values["calibration"].guards, values.get("guards", {}))
     return ModelSpec(id=model_id, origin=file, **values)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from tuiagent.config.calibration import Calibration
 from tuiagent.protocol import Sampling
 
 BACKENDS = ("llama_cpp", "vllm", "openai", "scripted")
@@ -62,3 +63,4 @@ class ModelSpec:
     guards: dict[str, dict[str, Any]] = field(default_factory=dict)
     options: dict[str, Any] = field(default_factory=dict)
     tokenizer: str | None = None
+    calibration: Calibration | None = None  # its guard values are already merged into ``guards``

@@ -22,6 +22,7 @@ from tuiagent.backends.base import Backend, BackendCrashed
 from tuiagent.core import prompts
 from tuiagent.core.context import WorkingContext
 from tuiagent.core.fork import ForkPoint, fork_notice, restore_kernel, restore_model
+from tuiagent.core.judge import ask as ask_judge
 from tuiagent.core.events import (
     AnswerAttempt,
     CodeBlock,
@@ -285,11 +286,7 @@ class _Run:
     async def _judge(self, question: str, max_tokens: int = 3) -> TokenLP:
         """Ask the loaded model a short question in a fresh chat (greedy); its reply and the first
         token's log-probability. Costs the prefix cache: the next turn re-evaluates the context."""
-        backend = self.agent.backend
-        prompt = backend.render_chat([{"role": "user", "content": question}])
-        async with backend.stream(prompt, Sampling(temperature=0.0, max_tokens=max_tokens), []) as stream:
-            tokens = [t async for t in stream]
-        return TokenLP("".join(t.text for t in tokens), tokens[0].logprob if tokens else None)
+        return await ask_judge(self.agent.backend, question, max_tokens)
 
     async def _consult(self, hook: str, *args: object, answer: str | None = None) -> list[Verdict]:
         guards = self.agent.guards

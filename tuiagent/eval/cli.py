@@ -88,7 +88,7 @@ def eval_command(
     directory = (out or default_out(datasets, spec.id, name)).expanduser()
 
     if not report_only:
-        named = cf.load_presets(configs)
+        named = cf.load_presets(configs, model=spec.id, models_file=models)
         default = list(cf.load_preset_file(configs)) if configs else None  # no -c: every config of the file
         settings = cf.resolve_settings(_split(config) if config else [], named=named, default=default,
                                        protocol=protocol)

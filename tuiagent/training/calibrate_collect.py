@@ -1,0 +1,185 @@
+"""The collection behind ``tuiagent calibrate``: records v2, one line per question.
+
+Each question is run through the real loop, guards off, greedy, default budgets, in CoT mode and
+in tool mode (a real Jupyter kernel), exactly as the G-STEP collection does (v1 records,
+``tuiagent.training.gstep``). A v2 record is a v1 record plus, under ``tool.blocks``, one entry per
+code block with what every guard's fit needs::
+
+    {"call", "turn", "executed", "error",
+     "attc": {"confidence", "mean_logprob", "tokens"},        # guards.attc.block_confidence
+     "necessity": {"rule": {"necessary", "p_unnecessary"},     # guards.necessity, rule judge
+                   "model": {"necessary", "p_unnecessary", "judge", "reply", "logprob", ...}}}
+
+The ATTC confidence is the guard's own function applied to the block's turn and its token
+log-probabilities; the necessity verdicts come from the guard's own ``on_code`` with the model
+judge, asked after the run (a judge call inside the run would change how the next turn meets the
+model's cache, and so could change its tokens). Runs are bit-exact, so a v1 record of the same
+question is upgraded by running only the tool mode again (its CoT part is reused, and the tool
+run must give the same answer). Resumable: question ids already in the file as v2 are skipped.
+
+Held-out questions (``is_heldout``: every fifth question id) get a third run, ``continue``: tool
+mode with G-STEP on at tau 0, so every answer attempt is sent back for one more checked tool call
+(up to the guard's extra-turn limit). It measures what a continue does to that question, which
+is what choosing tau needs; training questions need only the labels.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import signal
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from tuiagent.training.gstep import _run_part, append_record, load_records, read_questions, record_from_events, scratch_dir
+
+RECORD_VERSION = 2
+HELDOUT_EVERY = 5  # [ours] question ids divisible by this are held out from every fit
+
+
+# G-STEP sending every answer back: any gate gives p >= 0 (a calibration may have set weights off)
+CONTINUE_ALWAYS = {"tau": 0.0, "weights": "auto"}
+
+
+def is_heldout(qid: int) -> bool:
+    return qid % HELDOUT_EVERY == 0
+
+
+async def blocks_of(problem: str, events: Sequence[Any], judge: Any | None) -> list[dict]:
+    """The ``tool.blocks`` entries of a tool run's events (see the module docstring).
+    ``judge``: an async judge(question, max_tokens) for the necessity model judge, or None."""
+    from guards.attc import block_confidence
+    from guards.necessity import Necessity, rule_judge
+    from tuiagent.core import events as ev
+    from tuiagent.protocol import RunView, TokenLP
+
+    tokens: dict[int, list[TokenLP]] = {}
+    texts: dict[int, str] = {}
+    results = {e.call: e for e in events if isinstance(e, ev.ToolResult)}
+    for e in events:
+        if isinstance(e, ev.TokenDelta):
+            tokens.setdefault(e.turn, []).append(TokenLP(e.text, e.logprob))
+        elif isinstance(e, ev.TurnEnded):
+            texts[e.turn] = e.text
+    guard = Necessity(Necessity.Settings(judge="model"))
+    out = []
+    for block in (e for e in events if isinstance(e, ev.CodeBlock)):
+        conf, mean, n = block_confidence(texts.get(block.turn, ""), tokens.get(block.turn, []))
+        result = results.get(block.call)
+        necessary, p_rule, _ = rule_judge(block.code)
+        entry: dict[str, Any] = {
+            "call": block.call, "turn": block.turn,
+            "executed": bool(result and result.executed),
+            "error": bool(result and (result.error or result.timed_out)),
+            "attc": {"confidence": conf, "mean_logprob": mean, "tokens": n},
+            "necessity": {"rule": {"necessary": necessary, "p_unnecessary": p_rule}},
+        }
+        if judge is not None:
+            view = RunView(problem=problem, mode="tool", turn=block.turn, turn_text=texts.get(block.turn, ""),
+                           turn_tokens=tokens.get(block.turn, []), calls=(), segments=(), max_tool_calls=0,
+                           tools_suspended=False, judge=judge)
+            verdict = await guard.on_code(block.code, view)
+            entry["necessity"]["model"] = {k: v for k, v in verdict.data.items()
+                                           if k not in ("mode", "threshold", "skipped")}
+        out.append(entry)
+    return out
+
+
+async def collect(model: str | None, data: Path, start: int, n: int, records: Path, *,
+                  reuse: Path | None = None, models_file: Path | None = None, script: Path | None = None,
+                  threads: int | None = None, judge: bool = True, log: Any = print) -> int:
+    """Run the questions ``start .. start+n-1`` not yet in ``records`` as v2; returns how many
+    records were appended. ``reuse``: a v1 records file whose CoT runs are taken over."""
+    from tuiagent.core.judge import ask
+    from tuiagent.protocol import RunSettings
+    from tuiagent.runner import RunRequest, open_model, resolve_spec, run_problem
+
+    base = RunRequest(problem="", model=model, models_file=models_file, script=script)
+    spec = resolve_spec(base)
+    existing = load_records(records)
+    others = sorted({str(r.get("model")) for r in existing} - {spec.id})
+    if others:
+        raise ValueError(f"{records} holds runs of {', '.join(others)}, not {spec.id}: calibration is "
+                         "model-specific, use one records file per model")
+    done = {r.get("qid") for r in existing if r.get("v") == RECORD_VERSION}
+    old = {r["qid"]: r for r in (load_records(reuse) if reuse else []) if r.get("model") == spec.id}
+    todo = [q for q in read_questions(data, start, n) if q[0] not in done]
+    log(f"[calibrate] {len(done)} already in {records}; {len(todo)} to run "
+        f"({sum(q[0] in old for q in todo)} of them reuse a v1 CoT run)")
+    if not todo:
+        return 0
+    if threads:
+        spec = dataclasses.replace(spec, options={**spec.options, "n_threads": int(threads)})
+    backend = open_model(spec, base)
+    out = scratch_dir(spec.id)
+    out.mkdir(parents=True, exist_ok=True)
+    stop = asyncio.Event()
+    main = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+
+    def on_signal(sig: int) -> None:
+        if stop.is_set():
+            log("[calibrate] second interrupt: stopping now, the unfinished question is not written")
+            if main is not None:
+                main.cancel()
+            return
+        log(f"[calibrate] {signal.Signals(sig).name}: finishing the current question, then stopping "
+            "(again to stop now)")
+        stop.set()
+
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, on_signal, sig)
+            installed.append(sig)
+
+    async def ask_model(question: str, max_tokens: int = 3) -> Any:
+        return await ask(backend, question, max_tokens)
+
+    written = 0
+    try:
+        for qid, question, gold in todo:
+            await asyncio.sleep(0.05)  # let a pending signal handler run
+            if stop.is_set():
+                break
+            t0 = time.monotonic()
+            parts: dict[str, list[Any]] = {}
+            runs = ("tool",) if qid in old else ("cot", "tool")
+            for part in runs + (("continue",) if is_heldout(qid) else ()):
+                events: list[Any] = []
+                request = RunRequest(problem=question, model=spec.id, models_file=models_file, script=script,
+                                     gold=gold, settings=RunSettings(mode="cot" if part == "cot" else "tool"),
+                                     sampling_overrides={"temperature": 0.0}, out=out,
+                                     guards=("gstep",) if part == "continue" else (),
+                                     guard_settings={"gstep": CONTINUE_ALWAYS} if part == "continue" else {})
+                await run_problem(request, events.append, backend=backend, spec=spec)
+                parts[part] = events
+            record = record_from_events(qid, question, gold, spec.id, parts["tool"], parts.get("cot", parts["tool"]))
+            record["v"] = RECORD_VERSION
+            if qid in old:
+                if old[qid]["tool"]["answer"] != record["tool"]["answer"]:
+                    raise RuntimeError(f"q{qid}: the tool run answered {record['tool']['answer']!r}, the v1 record "
+                                       f"{old[qid]['tool']['answer']!r}: runs are not reproducible here")
+                record["cot"] = old[qid]["cot"]
+            if "continue" in parts:
+                record["continue"] = _run_part(parts["continue"], full=False)
+            record["tool"]["blocks"] = await blocks_of(question, parts["tool"], ask_model if judge else None)
+            record["wall_s"] = round(time.monotonic() - t0, 2)
+            append_record(records, record)
+            written += 1
+            confs = [b["attc"]["confidence"] for b in record["tool"]["blocks"]]
+            log(f"[calibrate] q{qid}: tool {record['tool']['answer']!r} "
+                f"({'right' if record['tool']['correct'] else 'wrong'}, {len(record['tool']['calls'])} calls, "
+                f"conf {', '.join('n/a' if c is None else f'{c:.3f}' for c in confs) or '-'}), "
+                f"cot {record['cot']['answer']!r} ({'right' if record['cot']['correct'] else 'wrong'}), "
+                + (f"continue {record['continue']['answer']!r} ({'right' if record['continue']['correct'] else 'wrong'}), "
+                   if "continue" in record else "")
+                + f"gold {gold}; {record['wall_s']:.0f} s; {len(done) + written} in file")
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
+        await backend.aclose()
+    return written

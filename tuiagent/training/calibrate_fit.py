@@ -1,0 +1,180 @@
+"""The fits behind ``tuiagent calibrate``, in plain numpy: separation (AUROC with a bootstrap
+interval over questions) and a threshold for a score, and G-STEP's tau by the net effect of a
+continue. No model, no I/O; tests feed them synthetic data.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Literal
+
+import numpy as np
+
+RARE = 0.05  # [ours] "rarely intervenes": the guard acts on at most this share of training blocks
+LEVEL = 0.95  # [ours] bootstrap interval level
+N_BOOT = 2000  # [ours] bootstrap resamples
+MIN_QUESTIONS = 10  # [ours] fewer questions on either side is too little to call a separation
+
+
+def auroc(scores: Sequence[float], positive: Sequence[bool]) -> float:
+    """P(score of a random positive > score of a random negative), ties counting one half
+    (the Mann-Whitney U statistic over n_pos * n_neg); nan without both classes."""
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(positive, dtype=bool)
+    pos, neg = s[y], s[~y]
+    if not len(pos) or not len(neg):
+        return float("nan")
+    order = np.argsort(s, kind="mergesort")
+    ranks = np.empty(len(s))
+    sorted_s = s[order]
+    i = 0
+    while i < len(s):  # average ranks over ties
+        j = i
+        while j + 1 < len(s) and sorted_s[j + 1] == sorted_s[i]:
+            j += 1
+        ranks[order[i:j + 1]] = (i + j) / 2 + 1
+        i = j + 1
+    u = ranks[y].sum() - len(pos) * (len(pos) + 1) / 2
+    return float(u / (len(pos) * len(neg)))
+
+
+def bootstrap_auroc(scores: Sequence[float], positive: Sequence[bool], groups: Sequence[int], *,
+                    n_boot: int = N_BOOT, level: float = LEVEL, seed: int = 0) -> tuple[float, float]:
+    """A percentile interval for the AUROC, resampling whole questions (``groups``) with replacement,
+    since the blocks of one run share its label and are not independent."""
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(positive, dtype=bool)
+    g = np.asarray(groups)
+    ids = np.unique(g)
+    members = [np.flatnonzero(g == q) for q in ids]
+    rng = np.random.default_rng(seed)
+    values = []
+    for _ in range(n_boot):
+        idx = np.concatenate([members[k] for k in rng.integers(0, len(ids), len(ids))])
+        a = auroc(s[idx], y[idx])
+        if not np.isnan(a):
+            values.append(a)
+    if not values:
+        return float("nan"), float("nan")
+    lo, hi = np.quantile(values, [(1 - level) / 2, 1 - (1 - level) / 2])
+    return float(lo), float(hi)
+
+
+@dataclass(frozen=True)
+class Separation:
+    """How well a score separates two groups, and the threshold chosen from it.
+
+    ``act``: "below" (the guard acts when score < threshold: ATTC's rethink) or "above" (it acts
+    when score >= threshold: necessity's skip). ``auroc`` is oriented so that 1.0 means the score
+    separates in the direction the guard assumes (ATTC: higher confidence in right runs)."""
+
+    auroc: float
+    interval: tuple[float, float]
+    separated: bool
+    threshold: float
+    act: Literal["below", "above"]
+    action_rate: float  # share of the fitted blocks the guard acts on at this threshold
+    n: int
+    n_positive: int
+    groups: int
+
+    def acts(self, scores: Sequence[float]) -> np.ndarray:
+        s = np.asarray(scores, dtype=np.float64)
+        return s < self.threshold if self.act == "below" else s >= self.threshold
+
+
+def fit_separation(scores: Sequence[float], positive: Sequence[bool], groups: Sequence[int], *,
+                   act: Literal["below", "above"], rare: float = RARE, default: float | None = None,
+                   seed: int = 0) -> Separation:
+    """Fit a threshold for a guard that acts on low (``act="below"``) or high scores.
+
+    ``positive``: the blocks where acting is wrong (ATTC: blocks of right runs, which a rethink
+    would only disturb; necessity: blocks of questions the model gets wrong without the tool,
+    which a skip would harm). Separated when each side has blocks from at least MIN_QUESTIONS questions and
+    the bootstrap interval of the AUROC (positives scoring higher for "below", lower for "above")
+    lies above 0.5; then the threshold maximises Youden's J
+    (share of negatives acted on minus share of positives acted on), at a midpoint between two
+    observed scores. Otherwise "no separation": the threshold is the ``rare`` quantile from the
+    side the guard acts on, so it acts on about that share of blocks, and never on more than at
+    the guard's uncalibrated ``default`` threshold.
+    """
+    s = np.asarray(scores, dtype=np.float64)
+    y = np.asarray(positive, dtype=bool)
+    oriented = s if act == "below" else -s
+    a = auroc(oriented, y)
+    lo, hi = bootstrap_auroc(oriented, y, groups, seed=seed)
+    g = np.asarray(groups)
+    enough = min(len(set(g[y].tolist())), len(set(g[~y].tolist()))) >= MIN_QUESTIONS
+    separated = bool(enough and not np.isnan(lo) and lo > 0.5)
+    if separated:
+        values = np.unique(s)
+        cuts = np.concatenate([[values[0] - 1e-9], (values[:-1] + values[1:]) / 2, [values[-1] + 1e-9]])
+        best, threshold = -np.inf, float(cuts[0])
+        for c in cuts:
+            acting = s < c if act == "below" else s >= c
+            j = acting[~y].mean() - acting[y].mean()
+            if j > best:
+                best, threshold = j, float(c)
+    elif act == "below":
+        threshold = float(np.quantile(s, rare, method="lower")) if len(s) else 0.0
+    else:
+        threshold = float(np.quantile(s, 1 - rare, method="higher")) + 1e-9 if len(s) else 1.0
+    if not separated and default is not None:
+        threshold = min(threshold, default) if act == "below" else max(threshold, default)
+    threshold = float(min(max(threshold, 1e-6), 1.0))
+    acting = s < threshold if act == "below" else s >= threshold
+    return Separation(auroc=a, interval=(lo, hi), separated=separated, threshold=threshold, act=act,
+                      action_rate=float(acting.mean()) if len(s) else 0.0, n=len(s), n_positive=int(y.sum()),
+                      groups=len(set(np.asarray(groups).tolist())))
+
+
+def balanced_accuracy(acts: np.ndarray, positive: Sequence[bool]) -> float:
+    """Mean of (share of negatives acted on) and (share of positives left alone); nan without both."""
+    y = np.asarray(positive, dtype=bool)
+    if not y.any() or y.all():
+        return float("nan")
+    return float((acts[~y].mean() + (1 - acts[y].mean())) / 2)
+
+
+# -- G-STEP's tau --------------------------------------------------------------------------------
+
+TOKEN_COST = 1e-4  # [ours] one right answer is worth 10,000 generated tokens
+
+
+@dataclass(frozen=True)
+class TauChoice:
+    """tau by the net effect of a continue on held-out questions; None = never continue."""
+
+    tau: float | None
+    net: float  # at the chosen tau (0.0 for never-continue)
+    table: list[dict[str, float]]  # per candidate tau: continues, fixed, broken, tokens, net
+
+
+def net_effect(p: np.ndarray, delta: np.ndarray, extra_tokens: np.ndarray, tau: float,
+               token_cost: float = TOKEN_COST) -> dict[str, float]:
+    """Over questions where p >= tau (the gate says continue): +1 per wrong->right, -1 per
+    right->wrong (``delta`` = correct after the continue - correct at commit), minus the extra
+    tokens times ``token_cost``."""
+    go = np.asarray(p) >= tau
+    d = np.asarray(delta)[go]
+    tokens = float(np.asarray(extra_tokens, dtype=np.float64)[go].sum())
+    fixed, broken = int((d > 0).sum()), int((d < 0).sum())
+    return {"tau": float(tau), "continues": int(go.sum()), "fixed": fixed, "broken": broken, "tokens": tokens,
+            "net": fixed - broken - token_cost * tokens}
+
+
+def choose_tau(p: Sequence[float], delta: Sequence[int], extra_tokens: Sequence[float], *,
+               token_cost: float = TOKEN_COST, taus: Sequence[float] | None = None) -> TauChoice:
+    """The tau with the largest positive net effect (the highest such tau on a tie: fewer
+    continues); never-continue (tau None, net 0) when no tau beats doing nothing."""
+    p_arr = np.asarray(p, dtype=np.float64)
+    candidates = sorted(set(taus if taus is not None else [0.05, *np.unique(p_arr).tolist()]))
+    table = [net_effect(p_arr, np.asarray(delta), np.asarray(extra_tokens), t, token_cost) for t in candidates]
+    best: dict[str, float] | None = None
+    for row in table:
+        if row["net"] > 0 and (best is None or row["net"] >= best["net"]):
+            best = row
+    if best is None:
+        return TauChoice(None, 0.0, table)
+    return TauChoice(float(best["tau"]), float(best["net"]), table)
