@@ -44,7 +44,7 @@ async def test_fork_from_the_solve_screen_then_compare_with_the_parent(ui, tmp_p
         await ui.wait_for(pilot, lambda: isinstance(app.screen, CompareScreen) and len(app.screen.events) == 2,
                           10, "the comparison")
         labels = app.screen.labels
-        assert labels[0].endswith("· tim") and f"fork of {parent.stem} @ step 1 · none" in labels[1]
+        assert labels[0].endswith("· tim") and f"fork of …{parent.stem.rsplit('-', 1)[-1]} @ step 1 · none" in labels[1]
         rows = app.screen.query_one(CompareGrid).rows
         assert [c.forked for c in rows[1] if c is not None] == [False, True]
         assert app.errors == []

@@ -37,11 +37,12 @@ MAX_COLUMNS = 4
 
 
 def fork_label(events: list[ev.Event]) -> str:
-    """" · fork of RUN @ step N" for a fork, "" for any other run."""
+    """" · fork of …ID @ step N" for a fork (the tail of the parent's run id), "" for any other run."""
     started = events[0] if events and isinstance(events[0], ev.RunStarted) else None
     if started is None or not started.parent:
         return ""
-    return f" · fork of {started.parent.get('run_id')} @ step {started.parent.get('step')}"
+    parent = str(started.parent.get("run_id", ""))
+    return f" · fork of …{parent.rsplit('-', 1)[-1]} @ step {started.parent.get('step')}"  # a run id ends in its own hex
 
 
 class CompareScreen(Screen):
