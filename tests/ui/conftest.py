@@ -75,9 +75,11 @@ class UI:
 
     @staticmethod
     async def solve(pilot, app, timeout: float = 60.0) -> None:
-        """Press ctrl+r and wait for the run to end."""
+        """Press ctrl+r once the screen is up, and wait for the run to end."""
+        await wait_for(pilot, lambda: app.screen.is_mounted and app.screen.focused is not None, 30, "the screen")
+        await pilot.pause()
         await pilot.press("ctrl+r")
-        await wait_for(pilot, lambda: app.screen.running, 10, "the run to start")
+        await wait_for(pilot, lambda: app.screen.running or app.screen.finished is not None, 30, "the run to start")
         await wait_for(pilot, lambda: not app.screen.running, timeout, "the run to end")
         await pilot.pause(0.1)
 
