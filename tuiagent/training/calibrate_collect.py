@@ -25,16 +25,21 @@ is what choosing tau needs; training questions need only the labels.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import dataclasses
-import signal
 import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tuiagent.training.gstep import _run_part, append_record, load_records, read_questions, record_from_events, scratch_dir
+from tuiagent.training.gstep import (
+    _run_part,
+    append_record,
+    load_records,
+    read_questions,
+    record_from_events,
+    scratch_dir,
+    until_interrupted,
+)
 
 RECORD_VERSION = 2
 HELDOUT_EVERY = 5  # [ours] question ids divisible by this are held out from every fit
@@ -116,35 +121,12 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
     backend = open_model(spec, base)
     out = scratch_dir(spec.id)
     out.mkdir(parents=True, exist_ok=True)
-    stop = asyncio.Event()
-    main = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-
-    def on_signal(sig: int) -> None:
-        if stop.is_set():
-            log("[calibrate] second interrupt: stopping now, the unfinished question is not written")
-            if main is not None:
-                main.cancel()
-            return
-        log(f"[calibrate] {signal.Signals(sig).name}: finishing the current question, then stopping "
-            "(again to stop now)")
-        stop.set()
-
-    installed = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, on_signal, sig)
-            installed.append(sig)
-
     async def ask_model(question: str, max_tokens: int = 3) -> Any:
         return await ask(backend, question, max_tokens)
 
     written = 0
     try:
-        for qid, question, gold in todo:
-            await asyncio.sleep(0.05)  # let a pending signal handler run
-            if stop.is_set():
-                break
+        async for qid, question, gold in until_interrupted(todo, "calibrate", log):
             t0 = time.monotonic()
             parts: dict[str, list[Any]] = {}
             runs = ("tool",) if qid in old else ("cot", "tool")
@@ -179,7 +161,5 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
                    if "continue" in record else "")
                 + f"gold {gold}; {record['wall_s']:.0f} s; {len(done) + written} in file")
     finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
         await backend.aclose()
     return written

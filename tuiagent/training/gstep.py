@@ -34,7 +34,7 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import AsyncIterator, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -225,31 +225,9 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
     backend = open_model(spec, base)
     out = scratch_dir(spec.id)
     out.mkdir(parents=True, exist_ok=True)
-    stop = asyncio.Event()
-    main = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-
-    def on_signal(sig: int) -> None:
-        log(f"[gstep collect] received {signal.Signals(sig).name}")
-        if stop.is_set():
-            log("[gstep collect] second interrupt: stopping now, the unfinished question is not written")
-            if main is not None:
-                main.cancel()
-            return
-        log("[gstep collect] interrupt: finishing the current question, then stopping (again to stop now)")
-        stop.set()
-
-    installed = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, on_signal, sig)
-            installed.append(sig)
     written = 0
     try:
-        for qid, question, gold in todo:
-            await asyncio.sleep(0.05)  # let a pending signal handler run (two loop iterations)
-            if stop.is_set():
-                break
+        async for qid, question, gold in until_interrupted(todo, "gstep collect", log):
             t0 = time.monotonic()
             parts = {}
             for mode in ("cot", "tool"):
@@ -268,10 +246,41 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
                 f"cot {record['cot']['answer']!r} ({'right' if record['cot']['correct'] else 'wrong'}), "
                 f"gold {gold}; {record['wall_s']:.0f} s; {len(done) + written} in file")
     finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
         await backend.aclose()
     return written
+
+
+async def until_interrupted(items: Sequence[Any], label: str, log: Any) -> AsyncIterator[Any]:
+    """``items`` one at a time until Ctrl-C or SIGTERM: the first signal lets the current item finish
+    and then stops; a second one cancels the task at once (the unfinished item is not written)."""
+    stop = asyncio.Event()
+    main = asyncio.current_task()
+    loop = asyncio.get_running_loop()
+
+    def on_signal(sig: int) -> None:
+        if stop.is_set():
+            log(f"[{label}] second interrupt: stopping now, the unfinished question is not written")
+            if main is not None:
+                main.cancel()
+            return
+        log(f"[{label}] interrupt ({signal.Signals(sig).name}): finishing the current question, then stopping "
+            "(again to stop now)")
+        stop.set()
+
+    installed = []
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
+            loop.add_signal_handler(sig, on_signal, sig)
+            installed.append(sig)
+    try:
+        for item in items:
+            await asyncio.sleep(0.05)  # let a pending signal handler run (two loop iterations)
+            if stop.is_set():
+                return
+            yield item
+    finally:
+        for sig in installed:
+            loop.remove_signal_handler(sig)
 
 
 # -- samples, training, report -------------------------------------------------------------------
