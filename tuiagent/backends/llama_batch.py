@@ -5,12 +5,18 @@ a KV stream of its own (``kv_unified = False``). Each ``step`` evaluates one pro
 sequence that is still reading its prompt, then decodes one token for every generating sequence in a single ``llama_decode``
 (each token at its own sequence's position, with its own logits row), and samples each one with
 its own sampler chain. Requests join and leave between steps (continuous batching).
+A request may carry ``forced`` ids: they are decoded in place of sampling, one a step as sampling
+would have (a recorded generation again: ``tuiagent.eval.reuse`` rebuilds a run's cells that way).
 
 What each sequence keeps is what ``LlamaModel`` keeps for its one sequence (see its module
 docstring): prompts are evaluated in 64-token chunks at absolute positions; a prompt that extends
 what a sequence holds (its run's next turn) continues from there, any other one goes back to the
-last canonical chunk boundary. A request goes to the free sequence that reuses most of its prompt,
-so a run's turns find their own cells again. The store (sequence id ``n_seq``) holds the
+last canonical chunk boundary. A request goes to a free sequence its prompt extends (its run's
+cells: the run's next turn), else to the one that reuses most of its prompt. Extending comes first
+even when another sequence holds more of the prompt in canonical chunks (a pruned run of the same
+problem can leave such): the single-sequence engine would extend, and a run's numbers must not
+depend on what other runs left behind (measured on the default model: the two layouts differ by up
+to 0.012 in a logprob). The store (sequence id ``n_seq``) holds the
 canonical chunks of the latest fresh prompt: a new run's system prompt is copied from it with
 ``llama_memory_seq_cp`` (across streams llama.cpp copies the whole stream's buffer, a memcpy of
 at most n_ctx cells, then the copy is cut back to the chunks wanted), not evaluated again. The
@@ -82,6 +88,7 @@ class Request:
     cancel: threading.Event
     emit: Callable[[list[Token]], None]
     done: Callable[[Generation | BaseException], None]
+    forced: Sequence[int] | None = None  # decode these ids instead of sampling (a recorded turn again)
 
 
 @dataclass
@@ -256,11 +263,12 @@ class BatchEngine:
         if len(tokens) >= self.n_ctx:
             raise CapacityError(f"the prompt has {len(tokens)} tokens; each of the engine's {self.n_seq} "
                                 f"sequences holds at most {self.n_ctx}")
-        seq = max(free, key=lambda s: (self._reuse(s, tokens)[0], -s.last_used))
+        seq = max(free, key=lambda s: (self._reuse(s, tokens)[2], self._reuse(s, tokens)[0], -s.last_used))
         sampling = request.sampling
         seed = self.default_seed if sampling.seed is None else int(sampling.seed) & 0xFFFFFFFF
+        max_new = int(sampling.max_tokens) if request.forced is None else len(request.forced)
         seq.run = _Run(request, self._sampler(sampling, seed), PieceDecoder(request.stops),
-                       min(int(sampling.max_tokens), self.n_ctx - len(tokens)),
+                       min(max_new, self.n_ctx - len(tokens)),
                        Generation(prompt_tokens=len(tokens), layout="batched"), time.perf_counter())
         seq.last_used = time.perf_counter()
 
@@ -377,10 +385,11 @@ class BatchEngine:
         """Sample ``seq``'s next token from logits row ``idx`` and act on it (emit, stop, end)."""
         run = seq.run
         assert run is not None
-        tok = int(run.sampler.sample(self._ctx, idx))
+        ids = run.out.token_ids
+        forced = run.request.forced
+        tok = int(run.sampler.sample(self._ctx, idx)) if forced is None else int(forced[len(ids)])
         ptr = self._lc.llama_get_logits_ith(self._ctx.ctx, idx)
         lp = logprob_of(np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)), tok, self._lp_buf)
-        ids = run.out.token_ids
         ids.append(tok)
         reason = None
         if self.vocab.is_eog(tok):

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import itertools
+import json
 import os
 import socket
 import subprocess
@@ -30,6 +32,7 @@ import threading
 import time
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import asdict
+from importlib.metadata import version
 from multiprocessing.connection import Connection
 from pathlib import Path
 from typing import Any
@@ -101,6 +104,7 @@ class LlamaCppBackend:
         self.n_ctx = int(self.info["n_ctx"])
         self.n_seq: int | None = self.info.get("n_seq")  # sequences of the batched engine, None: single
         self.worker_pid = int(self.info["pid"])
+        self.engine = engine_fingerprint(self.model_path, options, self.info)
         self._reader = threading.Thread(target=self._read, name=f"llama-reader-{self.model_id}", daemon=True)
         self._reader.start()
 
@@ -305,6 +309,19 @@ class LlamaCppBackend:
         self.vocab.close()
         if self._dead is None:
             Path(self.log_path).unlink(missing_ok=True)
+
+
+def engine_fingerprint(model_path: str, options: dict[str, Any], info: dict[str, Any]) -> str:
+    """What decides a generation's numbers besides its prompt and sampling: the weights, the engine
+    (single or batched) and its options, the llama.cpp build. Equal fingerprints, equal prompts and
+    equal histories give bit-identical tokens and logprobs (the eval reuses generations on it)."""
+    stat = Path(model_path).stat()
+    what = {"model": Path(model_path).name, "size": stat.st_size,
+            "options": {k: v for k, v in options.items() if k != "model_path"},
+            "engine": "batched" if info.get("n_seq") else "single",
+            "llama_cpp": version("llama-cpp-python"), "system_info": info.get("system_info", "")}
+    digest = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
+    return f"{what['engine']}:{digest}"
 
 
 def _sweep_old_logs(logs: Path) -> None:

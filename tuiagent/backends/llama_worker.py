@@ -136,11 +136,8 @@ class Worker:
                 engine.reset()
             elif kind == "generate":
                 rid, tokens, sampling, stops, *forced = message[1:]
-                if any(forced):
-                    self.finish(rid, RuntimeError("replaying a recorded turn needs the single-sequence engine"))
-                    continue
                 engine.submit(Request(rid, tokens, Sampling(**sampling), stops, self.cancels[rid],
-                                      self.emitter(rid), self.finisher(rid)))
+                                      self.emitter(rid), self.finisher(rid), forced[0] if forced else None))
 
     def emitter(self, rid: int) -> Callable[[list[Token]], None]:
         return lambda out: self.send(("tokens", rid, [(t.text, t.logprob) for t in out]))

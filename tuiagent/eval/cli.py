@@ -62,6 +62,7 @@ def eval_command(
     out: Annotated[Path | None, typer.Option("--out", "-o", help=(
         "Results directory (default: <data dir>/evals/<name>); the same directory resumes."))] = None,
     name: Annotated[str | None, typer.Option(help="Name of the results directory under <data dir>/evals.")] = None,
+    reuse_generations: Annotated[bool, typer.Option("--reuse-generations/--no-reuse-generations", help="On the local model, generate a turn that an earlier run of this eval generated identically (same prompt and history) once, and reuse it (runs are bit-exact, so it changes no result).")] = True,
     retry_errors: Annotated[bool, typer.Option("--retry-errors", help="Run again the runs that ended with a backend or kernel error.")] = False,
     report_only: Annotated[bool, typer.Option("--report-only", help="Run nothing: report what the results directory holds.")] = False,
     formats: Annotated[list[str] | None, typer.Option("--format", "-f", help=(
@@ -110,7 +111,7 @@ def eval_command(
             fields=Fields(question_field, answer_field, id_field), distractors=types,
             distractor_model=distractor_model, cues=cues, concurrency=concurrency, run=run, sandbox=check_sandbox(sandbox),
             sampling={"temperature": temperature} if temperature is not None else {},
-            retry_errors=retry_errors, baseline=baseline,
+            retry_errors=retry_errors, baseline=baseline, reuse_generations=reuse_generations,
         )
         outcome = _run_with_progress(cfg, err, quiet)
         rate = f", {outcome.throughput_per_min:.1f} runs/min" if outcome.ran else ""

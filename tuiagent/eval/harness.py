@@ -5,6 +5,8 @@ Backends:
 - llama_cpp: one model (in its worker process) shared by all runs, loaded as the batched engine
   (``backends.llama_batch``) with ``concurrency`` sequences: that many runs in flight, and a run's
   tokens do not depend on the concurrency or on the runs beside it (see that module's Exactness);
+  a turn identical to one an earlier run generated (same engine, prompt and history) is reused,
+  not generated again (``eval.reuse``; ``reuse_generations``), and each record names its ``engine``;
 - a shared model whose process dies is loaded again; the runs it was serving count as failed
   (not recorded, so the next eval retries them);
 - vllm / openai: one engine or server client shared by up to ``concurrency`` runs in flight;
@@ -35,6 +37,7 @@ from tuiagent.presets import Preset
 from tuiagent.eval.datasets import Fields, Problem, load_dataset, select
 from tuiagent.eval.metrics import run_record
 from tuiagent.eval.results import ResultStore, run_key
+from tuiagent.eval.reuse import GenerationMemo, ReusingBackend
 from tuiagent.eval.variants import cue_variants, distractor_variants
 
 BATCHED_BACKENDS = ("llama_cpp",)  # loaded with ``concurrency`` sequences (n_seq)
@@ -78,6 +81,7 @@ class EvalConfig:
     retry_errors: bool = False
     baseline: str | None = None
     sandbox: str = "auto"  # what kernel cells may do (kernels.sandbox)
+    reuse_generations: bool = True  # on the local model, generate identical turns once (eval.reuse)
 
 
 @dataclass
@@ -154,6 +158,8 @@ class EvalRunner:
         if unknown:
             raise ConfigError(f"unknown run setting(s): {', '.join(sorted(unknown))}")
         self.shared_backend: Any = None
+        self.memo: GenerationMemo | None = None  # identical generations, reused across runs (eval.reuse)
+        self.engine: str | None = None  # the shared backend's fingerprint (LlamaCppBackend.engine)
         self._pools: dict[str, Any] = {}
         self.outcome = EvalOutcome(model=spec.id)  # live: what an interrupted eval had done
 
@@ -207,6 +213,8 @@ class EvalRunner:
         if self.shared_backend is not None:
             backend, self.shared_backend = self.shared_backend, None
             await backend.aclose()
+        if self.memo is not None:
+            self.memo.close()
 
     def _open_shared(self) -> None:
         if self.backend_factory is None and self.spec.backend not in PER_RUN_BACKENDS and self.shared_backend is None:
@@ -216,6 +224,11 @@ class EvalRunner:
             if self.spec.backend in BATCHED_BACKENDS:
                 self.log(f"{self.spec.id}: {self.concurrency} run(s) in flight on llama.cpp's batched engine")
                 self.shared_backend = open_backend(self.spec, n_seq=self.concurrency)
+                self.engine = getattr(self.shared_backend, "engine", None)
+                if self.cfg.reuse_generations and self.memo is None and self.engine is not None:
+                    self.memo = GenerationMemo(self.store.dir)
+                    if len(self.memo):
+                        self.log(f"{len(self.memo)} generation(s) of earlier runs can be reused")
                 return
             self.shared_backend = open_model(self.spec, RunRequest(problem="", model=self.spec.id,
                                                                    models_file=self.cfg.models_file,
@@ -273,9 +286,11 @@ class EvalRunner:
             leftover.unlink(missing_ok=True)
         events: list[Event] = []
         backend = self.backend_factory(job) if self.backend_factory is not None else self.shared_backend
+        reusing = ReusingBackend(backend, self.memo) if self.memo is not None and backend is self.shared_backend else None
         try:
             async with self._kernel(job) as kernel:
-                finished = await run_problem(request, events.append, backend=backend, spec=self.spec, kernel=kernel)
+                finished = await run_problem(request, events.append, backend=reusing or backend, spec=self.spec,
+                                             kernel=kernel)
         finally:
             if self.backend_factory is not None and backend is not None:
                 await backend.aclose()
@@ -290,8 +305,16 @@ class EvalRunner:
             "variant": job.problem.variant, "setting": job.setting.name,
             "setting_fp": job.setting.fingerprint(self.base_run()), "seed": job.seed, "model": self.spec.id,
             "gold": job.problem.gold, "question_hash": job.problem.question_hash(),
-            **run_record(events), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            **run_record(events), "engine": getattr(backend, "engine", self.spec.backend),
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
         }
+        if reusing is not None:
+            record.update(reused_turns=reusing.reused_turns, reused_s=round(reusing.reused_s, 3),
+                          replayed_turns=reusing.replayed_turns)
+            if reusing.mismatched:
+                record["reuse_mismatch"] = True
+                self.log(f"warning: {job.key}: a reused turn decoded again gave other logprobs than when it was "
+                         "generated (exactness broken); this run stopped reusing")
         self.store.append(record)
         self.on_record(record)
         return record
@@ -443,7 +466,8 @@ async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
             manifest.setdefault("sessions", []).append({
                 "ended": time.strftime("%Y-%m-%dT%H:%M:%S"), "ran": outcome.ran, "failed": outcome.failed,
                 "wall_s": round(outcome.wall_s, 2), "concurrency": runner.concurrency,
-                "interrupted": outcome.cancelled})
+                "interrupted": outcome.cancelled, "engine": runner.engine,
+                "reused_generations": runner.memo is not None})
             store.write_manifest(manifest)
     return outcome
 

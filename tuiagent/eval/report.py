@@ -30,7 +30,7 @@ from tuiagent.eval.stats import TOOL_BINS, bin_label, bootstrap_mean, mcnemar_ex
 from tuiagent.eval.variants import CUE_PREFIX, DISTRACTOR_PREFIX
 
 MEANS = ("tcn", "erroneous", "wtn", "generated_tokens", "wall_s")
-LOOP_TOTALS = (("resampled", "resampled"), ("suspended", "suspended"))
+LOOP_TOTALS = (("resampled", "resampled"), ("suspended", "suspended"), ("reused_turns", "reused turns"))
 
 
 def guard_totals() -> tuple[tuple[str, str], ...]:
@@ -77,6 +77,13 @@ def _pairs(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[tuple[float
     return [(_ok(r), _ok(index[(_unit(r), r["seed"])])) for r in a if (_unit(r), r["seed"]) in index]
 
 
+def _mean_value(record: dict[str, Any], key: str) -> float:
+    """A run's number; its wall time counts its reused turns (eval.reuse) at what generating them took,
+    so settings' costs compare whether or not their turns were generated first by another setting."""
+    value = float(record[key])
+    return value + float(record.get("reused_s") or 0) if key == "wall_s" else value
+
+
 def accuracy(records: list[dict[str, Any]]) -> float | None:
     return sum(map(_ok, records)) / len(records) if records else None
 
@@ -92,7 +99,7 @@ def setting_row(records: list[dict[str, Any]], base: list[dict[str, Any]] | None
         "no_answer": sum(r.get("answer") is None for r in records),
     }
     for key in MEANS:
-        values = [r[key] for r in records if isinstance(r.get(key), (int, float))]
+        values = [_mean_value(r, key) for r in records if isinstance(r.get(key), (int, float))]
         row[key] = _round(sum(values) / len(values), 2) if values else None
     for key in totals():
         row[key] = int(sum(bool(r.get(key)) if key == "tim_flag" else (r.get(key) or 0) for r in records))
@@ -326,7 +333,9 @@ def to_markdown(summary: dict[str, Any]) -> str:
            f"{summary['runs']} runs; baseline `{summary['baseline']}`. Accuracy is Pass@1 averaged over seeds, with a "
            "bootstrap 95% CI over problems; Δ is the paired difference against the baseline (bootstrap CI over "
            "problems, exact McNemar p over problem×seed pairs). TCN, err, WTN, gen tok and wall s are per-run "
-           "means; the other counts are totals.", ""]
+           "means; the other counts are totals. A reused turn is one an identical earlier generation supplied "
+           "(same engine, prompt and history: bit-identical by construction); wall s counts it at the time "
+           "generating it took.", ""]
     for dataset in summary["datasets"]:
         out += [f"## {dataset}", ""]
         for title, header, rows in _main_tables(summary, dataset) + _section_tables(summary, dataset):

@@ -1,0 +1,182 @@
+"""Reusing identical generations across the settings of an eval.
+
+Runs are bit-exact: on one engine (``LlamaCppBackend.engine``), a generation's tokens and logprobs
+are a function of its prompt, its sampling and stop strings, and the calls its run made on the
+model before it. Settings whose guards only watch (necessity in flag mode, the TIM monitor, a
+G-STEP gate that never continues) therefore generate, turn by turn, exactly what ``none``
+generates, and a guard that acts (an ATTC rethink, a PruneTIR prune) generates the same until it
+first acts. An eval of several settings generates each such turn once.
+
+``GenerationMemo`` maps a key (engine, the run's earlier calls, prompt, sampling, stops) to what
+was generated; it lives in the eval's directory (``generations.jsonl``, appended as generations
+end), so a resumed eval reuses what the interrupted one generated. ``ReusingBackend`` wraps the
+shared backend for one run:
+
+- a call whose key is known yields the recorded tokens (the turn's ``layout`` is ``"reused"``) and
+  asks nothing of the model;
+- the first call that is not known first decodes the run's reused calls again, with their recorded
+  ids forced (``ExactReplay.replay``), so the model holds exactly what it would hold had the run
+  generated them, then generates. The replayed logprobs are checked against the record; a
+  mismatch (exactness broken: a changed build, a bug) is counted and reported, and that run stops
+  reusing.
+
+A call that ends early (cancelled, failed) leaves the model in a state its key cannot describe:
+from then on the run neither reuses nor records. Reused turns take no model time; the run's
+record keeps the time they took when generated (``reused_s``) so settings' costs still compare.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import threading
+import time
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import IO, Any
+
+from tuiagent.protocol import Sampling, Token, TokenStream
+
+GENERATIONS = "generations.jsonl"
+CLEAN_ENDS = ("stop", "eos", "length")
+
+
+@dataclass(frozen=True)
+class Generated:
+    """One generation as the run saw it."""
+
+    tokens: tuple[tuple[str, float | None], ...]  # (text, logprob) as streamed
+    ids: tuple[int, ...]  # every sampled id (what a replay forces)
+    reason: str
+    seconds: float  # how long generating it took
+
+    def to_json(self, key: str) -> str:
+        return json.dumps({"key": key, "tokens": self.tokens, "ids": self.ids, "reason": self.reason,
+                           "seconds": round(self.seconds, 3)}, ensure_ascii=False)
+
+    @classmethod
+    def from_json(cls, record: dict[str, Any]) -> Generated:
+        return cls(tuple((str(t), None if lp is None else float(lp)) for t, lp in record["tokens"]),
+                   tuple(int(i) for i in record["ids"]), str(record["reason"]), float(record["seconds"]))
+
+
+class GenerationMemo:
+    """Generations by key, kept in ``<eval dir>/generations.jsonl`` (a line cut short by a kill is skipped)."""
+
+    def __init__(self, directory: Path | None):
+        self.path = None if directory is None else Path(directory) / GENERATIONS
+        self._entries: dict[str, Generated] = {}
+        self._lock = threading.Lock()
+        self._file: IO[str] | None = None
+        if self.path is not None and self.path.exists():
+            for line in self.path.read_text(encoding="utf-8").splitlines():
+                try:
+                    record = json.loads(line)
+                    self._entries[record["key"]] = Generated.from_json(record)
+                except (json.JSONDecodeError, KeyError, TypeError, ValueError):
+                    continue
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    @staticmethod
+    def key(engine: str, history: str, prompt: str, sampling: Sampling, stop: Sequence[str]) -> str:
+        what = json.dumps([engine, history, prompt, asdict(sampling), list(stop)], sort_keys=True)
+        return hashlib.sha256(what.encode()).hexdigest()
+
+    def get(self, key: str) -> Generated | None:
+        return self._entries.get(key)
+
+    def put(self, key: str, generated: Generated) -> None:
+        with self._lock:
+            if key in self._entries:
+                return
+            self._entries[key] = generated
+            if self.path is None:
+                return
+            if self._file is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open for the eval
+            self._file.write(generated.to_json(key) + "\n")
+            self._file.flush()
+            os.fsync(self._file.fileno())
+
+    def close(self) -> None:
+        if self._file is not None:
+            self._file.close()
+            self._file = None
+
+
+class ReusingBackend:
+    """One run's view of the shared backend, reusing identical generations (module docstring)."""
+
+    def __init__(self, backend: Any, memo: GenerationMemo):
+        self.backend, self.memo = backend, memo
+        self.engine: str = backend.engine
+        self.history = ""  # digest of the run's calls so far: part of every key
+        self.pending: list[tuple[str, Generated, list[str]]] = []  # reused, not yet decoded by the model
+        self.reusing = True
+        self.reused_turns = 0
+        self.reused_s = 0.0
+        self.replayed_turns = 0
+        self.mismatched = False
+
+    def __getattr__(self, name: str) -> Any:  # model_id, count_tokens, render_chat, stats, ...
+        return getattr(self.backend, name)
+
+    def stream(self, prompt: str, sampling: Sampling, stop: Sequence[str]) -> TokenStream:
+        return TokenStream(self._produce, prompt, sampling, list(stop))
+
+    async def _produce(self, out: TokenStream, prompt: str, sampling: Sampling,
+                       stop: list[str]) -> AsyncGenerator[Token, None]:
+        key = self.memo.key(self.engine, self.history, prompt, sampling, stop)
+        known = self.memo.get(key) if self.reusing else None
+        if known is not None:
+            for text, logprob in known.tokens:
+                yield Token(text, logprob)
+            out.stop_reason, out.token_ids, out.layout = known.reason, list(known.ids), "reused"
+            self.pending.append((prompt, known, stop))
+            self.reused_turns += 1
+            self.reused_s += known.seconds
+            self._advance(key, known)
+            return
+        if self.pending:
+            await self._catch_up()
+        started = time.perf_counter()
+        tokens: list[tuple[str, float | None]] = []
+        self.reusing, reusing = False, self.reusing  # until it ends cleanly
+        async with self.backend.stream(prompt, sampling, stop) as inner:
+            async for token in inner:
+                tokens.append((token.text, token.logprob))
+                yield token
+        out.stop_reason, out.token_ids, out.layout = inner.stop_reason, inner.token_ids, inner.layout
+        if inner.stop_reason not in CLEAN_ENDS or inner.token_ids is None:
+            return
+        generated = Generated(tuple(tokens), tuple(inner.token_ids), inner.stop_reason,
+                              time.perf_counter() - started)
+        if reusing:
+            self.memo.put(key, generated)
+            self.reusing = True
+        self._advance(key, generated)
+
+    def _advance(self, key: str, generated: Generated) -> None:
+        self.history = hashlib.sha256(f"{key}:{list(generated.ids)}".encode()).hexdigest()
+
+    async def _catch_up(self) -> None:
+        """Decode the reused calls again, ids forced, so the model holds what the run would have left."""
+        pending, self.pending = self.pending, []
+        for prompt, known, stop in pending:
+            got: list[tuple[str, float | None]] = []
+            try:
+                async with self.backend.replay(prompt, known.ids, stop) as replay:
+                    async for token in replay:
+                        got.append((token.text, token.logprob))
+            except BaseException:
+                self.reusing = False
+                raise
+            self.replayed_turns += 1
+            if tuple(got) != known.tokens:
+                self.mismatched, self.reusing = True, False
+                return
