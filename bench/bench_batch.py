@@ -5,17 +5,19 @@ Each "problem" is two turns of a run, as an eval makes them: a shared system pro
 ``--tokens`` more (the second turn reuses the sequence's own cells). ``--problems`` problems go
 through:
 - the serial engine (``LlamaModel``: one at a time, repacked weights: the app's engine);
-- the batched engine (``BatchEngine``, plain weights: the eval's engine) with 1, 2, 4, 8 in flight;
-- the batched engine with repacked weights (``repack=True``: not batch-invariant) at the
-  ``--repack-levels``, to show what exactness costs.
+- the batched engine (``BatchEngine``: repacked weights, decode steps padded to groups of 4: the
+  eval's engine) with 1, 2, 4, 8 in flight;
+- the batched engine with plain weights (``repack=False``, also exact, the engine before padding)
+  at the ``--plain-levels``.
 The configurations take turns (``--rounds``), so a busy spell of a shared machine hits them alike.
-First, the bare cost of one decode step with B sequences (plain vs repacked weights); last, the
-latency of one interactive generation while 3 long ones share the engine, against alone.
+First, the bare cost of one decode step with B sequences (plain weights; repacked weights padded to
+a multiple of 4 columns, as the engine decodes them); last, the latency of one interactive
+generation while 3 long ones share the engine, against alone.
 
 The machine is shared: compare the ratios within one run, not the absolute numbers across runs.
 
     python bench/bench_batch.py [--model qwen2.5-coder-1.5b] [--problems 8] [--tokens 32]
-        [--levels 1,2,4,8] [--repack-levels 4,8] [--rounds 2] [--threads 2]
+        [--levels 1,2,4,8] [--plain-levels 1,4,8] [--rounds 2] [--threads 2]
 
 Writes bench/results/batch.json.
 """
@@ -138,6 +140,11 @@ def latency(engine: BatchEngine, tokens: int, busy: int) -> dict[str, Any]:
             "slowdown": round(shared / alone, 2)}
 
 
+def padded(engine: BatchEngine, b: int) -> int:
+    """Columns of a decode step with ``b`` sequences generating (see BatchEngine._decode)."""
+    return -(-b // engine.group) * engine.group
+
+
 def step_costs(engines: dict[str, BatchEngine], rounds: int) -> dict[str, Any]:
     """Seconds per ``llama_decode`` of one token for each of B sequences (no sampling), the
     engines interleaved so that a busy spell of the machine hits them alike."""
@@ -145,9 +152,9 @@ def step_costs(engines: dict[str, BatchEngine], rounds: int) -> dict[str, Any]:
     positions = {}
     for name, engine in engines.items():
         engine.reset()
-        for s in range(max(widths)):
+        for s in range(padded(engine, max(widths))):
             engine._fill([(100 + i, i, s, i == 63) for i in range(64)])
-        positions[name] = [64] * max(widths)
+        positions[name] = [64] * padded(engine, max(widths))
     times: dict[tuple[str, int], list[float]] = {(n, b): [] for n in engines for b in widths}
     for _ in range(rounds):
         for b in widths:
@@ -155,9 +162,9 @@ def step_costs(engines: dict[str, BatchEngine], rounds: int) -> dict[str, Any]:
                 for _ in range(3):
                     pos = positions[name]
                     started = time.perf_counter()
-                    engine._fill([(200, pos[s], s, True) for s in range(b)])
+                    engine._fill([(200, pos[s], s, True) for s in range(padded(engine, b))])
                     times[(name, b)].append(time.perf_counter() - started)
-                    for s in range(b):
+                    for s in range(padded(engine, b)):
                         pos[s] += 1
     for engine in engines.values():
         engine.reset()
@@ -176,7 +183,7 @@ def main() -> None:
     parser.add_argument("--problems", type=int, default=8)
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--levels", default="1,2,4,8")
-    parser.add_argument("--repack-levels", default="4,8")
+    parser.add_argument("--plain-levels", default="1,4,8")
     parser.add_argument("--rounds", type=int, default=2, help="the configurations take turns this many times")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args()
@@ -186,20 +193,20 @@ def main() -> None:
     path = str(resolve_model_file(load_models().get(args.model)))
     sampling = Sampling(temperature=0.0, max_tokens=args.tokens)
     levels = [int(x) for x in args.levels.split(",") if x]
-    repack_levels = [int(x) for x in args.repack_levels.split(",") if x]
+    plain_levels = [int(x) for x in args.plain_levels.split(",") if x]
     common = {"n_ctx": 2048, "n_threads": args.threads, "n_batch": 512, "seed": 0, "min_p": 0.0, "prompt_chunk": None}
     results: dict[str, Any] = {"model": args.model, "problems": args.problems, "tokens_per_turn": args.tokens,
                                "threads": args.threads, "cpu": platform.processor() or platform.machine(),
                                "load_avg_at_start": os.getloadavg()}
     serial_model = LlamaModel(path, **common)
-    plain = BatchEngine(path, **common, n_seq=max(levels + repack_levels))
-    repacked = BatchEngine(path, **common, n_seq=max(levels + repack_levels), repack=True)
-    results["decode_step"] = step_costs({"plain": plain, "repacked": repacked}, args.rounds)
+    repacked = BatchEngine(path, **common, n_seq=max(levels + plain_levels))
+    plain = BatchEngine(path, **common, n_seq=max(levels + plain_levels), repack=False)
+    results["decode_step"] = step_costs({"plain": plain, "repacked_padded": repacked}, args.rounds)
     print("decode step", json.dumps(results["decode_step"]), flush=True)
 
     per_round = max(1, args.problems // args.rounds)
-    configs = [("serial", 1, None)] + [("batched", n, plain) for n in levels] + \
-              [("batched_repacked", n, repacked) for n in repack_levels]
+    configs = [("serial", 1, None)] + [("batched", n, repacked) for n in levels] + \
+              [("batched_plain", n, plain) for n in plain_levels]
     totals = {(name, n): [0, 0.0] for name, n, _ in configs}
     for k in range(args.rounds):
         chosen = range(k * per_round, (k + 1) * per_round)  # new problems each round: no run is cached
@@ -214,7 +221,7 @@ def main() -> None:
         r["vs_serial"] = round(r["tokens_per_s"] / base, 2)
         results.setdefault(name, {})[str(n)] = r
         print(name, n, r, flush=True)
-    results["latency"] = latency(plain, args.tokens, 3)
+    results["latency"] = latency(repacked, args.tokens, 3)
     print("latency", results["latency"], flush=True)
     for closing in (serial_model, plain, repacked):
         closing.close()

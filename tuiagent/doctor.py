@@ -215,12 +215,13 @@ def model_checks(models_file: Path | None, *, verify: bool = False) -> Iterator[
 
 def _engine_capacity(spec: ModelSpec) -> str:
     """What ``eval --concurrency N`` holds on the batched llama.cpp engine (``backends.llama_batch``)."""
-    from tuiagent.backends.llama_batch import kv_bytes_per_token
+    from tuiagent.backends.llama_batch import kv_bytes_per_token, stream_count
     from tuiagent.backends.llama_model import Vocab
     from tuiagent.config.sources import resolve_model_file
 
     n_ctx = int(spec.options.get("n_ctx") or spec.context_size)
-    shape = f"eval --concurrency N: N sequences of {n_ctx} tokens each, plus one for the shared system prompt"
+    shape = (f"eval --concurrency N: N sequences of {n_ctx} tokens each, plus one for the shared system prompt, "
+             "in KV streams rounded up to a multiple of 4")
     try:
         vocab = Vocab.load(str(resolve_model_file(spec)))
         try:
@@ -232,7 +233,8 @@ def _engine_capacity(spec: ModelSpec) -> str:
     if per_token is None:
         return shape
     per_seq = per_token * n_ctx
-    return f"{shape}; KV cache {_bytes(per_seq)} a sequence (f16), N=4: {_bytes(5 * per_seq)}, N=8: {_bytes(9 * per_seq)}"
+    sizes = ", ".join(f"N={n}: {_bytes(stream_count(n) * per_seq)}" for n in (1, 3, 4, 8))
+    return f"{shape}; KV cache {_bytes(per_seq)} a stream (f16), {sizes}"
 
 
 def _size(spec: ModelSpec) -> str:

@@ -68,7 +68,8 @@ def references(single):
 
 
 def test_the_worker_says_it_holds_n_seq_sequences(batched, single):
-    assert batched.n_seq == N_SEQ and batched.info["kv_cells"] == N_CTX * (N_SEQ + 1)
+    assert batched.n_seq == N_SEQ and batched.info["kv_cells"] == N_CTX * 8  # 4, the store, 3 pads
+    assert batched.info["engine"] == "batched (weights repacked, steps padded to 4)"
     assert single.n_seq is None and single.info["kv_cells"] == N_CTX
 
 
@@ -172,15 +173,17 @@ def qwen_path():
     return path
 
 
-def test_with_repacked_weights_a_sequence_is_the_same_alone_and_beside_three_others(qwen_path):
-    """The default model (Q4_K_M: weights llama.cpp repacks on AVX2/AVX-512). Four in one decode
-    step would take the repacked gemm; the engine loads plain weights, so each sequence's tokens
-    and logprobs are bit for bit those it has alone (the eval's results do not depend on its
-    concurrency)."""
+@pytest.mark.parametrize("repack", [True, False], ids=["repacked-padded", "plain"])
+def test_on_the_default_model_a_sequence_is_the_same_alone_and_beside_others(qwen_path, repack):
+    """The default model (Q4_K_M: weights llama.cpp repacks on AVX2/AVX-512, where 4 columns take a
+    gemm and fewer a gemv). Alone, beside 2 others (a step of 3, padded to 4) and beside 3 others,
+    each sequence's tokens and logprobs are bit for bit the same, with repacked weights (every
+    step padded to 4 columns) and with plain ones; so an eval's results do not depend on its
+    concurrency. Sequence 1 stays free while 0, 2 and 3 generate: a hole the step fills."""
     from tuiagent.backends.llama_batch import BatchEngine, Request
 
     engine = BatchEngine(str(qwen_path), n_ctx=512, n_threads=2, n_batch=512, seed=None, min_p=0.0,
-                         prompt_chunk=None, n_seq=4)
+                         prompt_chunk=None, n_seq=4, repack=repack)
     sampling = Sampling(temperature=0.0, max_tokens=8)
     prompts = [engine.vocab.tokenize(f"<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n", add_bos=True)
                for q in QUESTIONS]
@@ -190,19 +193,21 @@ def test_with_repacked_weights_a_sequence_is_the_same_alone_and_beside_three_oth
         engine.submit(Request(i, prompts[i], sampling, [], threading.Event(), got.extend,
                               lambda r: results.__setitem__(i, (r.token_ids, [t.logprob for t in got]))))
 
-    try:
-        alone: dict = {}
-        for i in range(4):
-            submit(i, alone)
-            while not engine.idle:
-                engine.step()
-        engine.reset()
-        together: dict = {}
-        for i in range(4):
-            submit(i, together)
+    def run(ids: list[int]) -> dict:
+        out: dict = {}
+        for i in ids:
+            submit(i, out)
         while not engine.idle:
             engine.step()
-        assert engine.max_in_flight == 4
-        assert together == alone
+        engine.reset()
+        return out
+
+    try:
+        alone = {}
+        for i in range(4):
+            alone.update(run([i]))
+        assert run([0, 1, 2, 3]) == alone and engine.max_in_flight == 4
+        engine.sequences[1].last_used = float("inf")  # admitted last: requests go to 0, 2 and 3
+        assert run([0, 2, 3]) == {i: alone[i] for i in (0, 2, 3)}
     finally:
         engine.close()

@@ -191,6 +191,31 @@ async def test_llama_cpp_concurrency_loads_the_batched_engine_with_a_message(tmp
     assert opened == [{"n_seq": 8}]  # the worker loads the model with 8 sequences
 
 
+async def test_resuming_runs_made_by_another_engine_is_called_out(tmp_path, dataset, monkeypatch):
+    from dataclasses import replace
+
+    import tuiagent.backends
+    from tuiagent.runner import RunRequest, resolve_spec
+
+    class Engine:
+        engine = "batched:new"
+
+    spec = replace(resolve_spec(RunRequest(problem="", model="scripted")), backend="llama_cpp")
+    monkeypatch.setattr(tuiagent.backends, "open_backend", lambda spec, **options: Engine())
+    cfg = config(tmp_path, dataset(2), "none")
+    jobs = plan(load_problems(cfg), cfg.settings, 1)
+    messages: list[str] = []
+    with ResultStore(tmp_path / "o") as store:
+        runner = EvalRunner(spec, store, cfg, log=messages.append)
+        runner._open_shared()
+        store.append({"key": jobs[0].key, "engine": "batched:new"})
+        runner._warn_other_engines(jobs)
+        assert not any("warning" in m for m in messages) and runner.memo is not None
+        store.append({"key": jobs[1].key, "engine": "batched:old"})
+        runner._warn_other_engines(jobs)
+    assert "1 run(s) already in" in messages[-1] and "(batched:old; now batched:new)" in messages[-1]
+
+
 async def test_pooled_kernels_one_per_run(tmp_path, dataset):
     made = []
 

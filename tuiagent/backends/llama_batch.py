@@ -23,26 +23,37 @@ at most n_ctx cells, then the copy is cut back to the chunks wanted), not evalua
 chunks of a prompt are decoded on their own, not mixed with other sequences' tokens, so their
 shape is the single-sequence engine's.
 
+Speed: llama.cpp puts a step's tokens in one ubatch (one pass over the weights) only when their
+sequence ids are consecutive (``split_equal`` with separate KV streams); tokens of sequences 0 and
+2 alone would take two passes. So a decode step covers every stream from id 0 up to the last
+generating one: a stream that is not generating (free, or reading its prompt) takes part with a
+filler token at its next position, whose cell is removed after the step.
+
 Exactness (measured in ``tests/backends/test_llama_batch.py``; numbers in the README). A
 sequence's tokens and logprobs are the same, bit for bit, whatever else is in flight and whatever
-``n_seq`` is, because two things that would make them depend on the batch are avoided:
+``n_seq`` is, because the things that would make them depend on the batch are avoided:
 - KV cell placement: attention sums over the cells in SIMD lanes, so moving a sequence's cells
   (as a unified cache shared by several sequences does) changes the rounding; in a stream of its
   own, a sequence's position p sits in cell p, as in the single-sequence context.
 - the weights' matmul kernel: llama.cpp's CPU "repack" buffers (Q4_K, Q4_0, IQ4_NL on AVX2 and
-  AVX-512) run a gemm for each group of 4 batch columns and a gemv for the rest, whose sums are
-  ordered differently (measured on Qwen2.5-Coder-1.5B Q4_K_M: a logprob moved by up to 0.18 and a
-  greedy run changed its 23rd token with 4 in flight). The engine loads the weights without
-  repacking (``use_extra_bufts = False``): every column then goes through the same per-row dot
-  product, and the weights are still read once per step for all columns.
-Against the single-sequence engine (``LlamaModel``, repacked weights) a run is identical for
-types llama.cpp does not repack (SmolLM2's Q4_1) and differs slightly for repacked ones (the
-default model: logprobs within 0.1 over 4 x 24 tokens, same greedy tokens, measured): the eval,
-which runs on this engine at any concurrency, is consistent with itself; the app's runs, compare
-and fork keep ``LlamaModel``.
+  AVX-512) run a gemm for each group of ``REPACK_GROUP`` (4) batch columns and a gemv for the
+  rest, whose sums are ordered differently (measured on Qwen2.5-Coder-1.5B Q4_K_M: a logprob moved
+  by up to 0.18 and a greedy run changed its 23rd token with 4 in flight). Every decode step is
+  therefore a multiple of 4 columns wide (with the store and up to 3 pad streams as fillers, so an
+  engine has ``stream_count`` streams), and every filler asks for logits too, so that the output
+  matmul is as wide as the others: every sampled token then comes out of the gemm, alone or
+  beside others (with fillers that ask for no logits, a run alone still differed by 5e-4 from the
+  same run beside 3 others). ``repack=False`` loads the weights without repacking
+  (``use_extra_bufts = False``): every column goes through the same per-row dot product, exact
+  without padding, and slower.
+Against the single-sequence engine (``LlamaModel``: repacked weights, one column, so the gemv) a
+run is identical for types llama.cpp does not repack (SmolLM2's Q4_1) and differs slightly for
+repacked ones (the default model: logprobs within about 0.1, the same greedy tokens in the runs
+measured): the eval, which runs on this engine at any concurrency, is consistent with itself; the
+app's runs, compare and fork keep ``LlamaModel``.
 
 Capacity: each stream has ``n_ctx`` cells, so each sequence may grow to ``n_ctx`` tokens as in
-``LlamaModel`` (generation stops there); ``kv_cells`` = ``n_ctx * (n_seq + 1)`` in all. A prompt of
+``LlamaModel`` (generation stops there); ``kv_cells`` = ``n_ctx * stream_count(n_seq)``. A prompt of
 ``n_ctx`` tokens or more is refused with a clear error.
 """
 
@@ -68,6 +79,9 @@ from tuiagent.backends.llama_model import (
 )
 from tuiagent.protocol import Sampling, Token
 
+# [llama.cpp] Repacked weights (Q4_K, Q4_0, IQ4_NL on AVX2 / AVX-512) take a gemm for each group of
+# this many batch columns and a gemv for the rest (ggml-cpu repack.cpp, forward_mul_mat).
+REPACK_GROUP = 4
 # llama-cpp-python 0.3.36's Llama(last_n_tokens_size=64): the repeat penalty's window.
 PENALTY_LAST_N = 64
 
@@ -116,6 +130,13 @@ class _Sequence:
     last_used: float = 0.0
 
 
+def stream_count(n_seq: int, repack: bool = True) -> int:
+    """KV streams of an engine with ``n_seq`` sequences: those, the store, and with repacked weights
+    pads up to a multiple of REPACK_GROUP (every decode step is that wide, see Exactness)."""
+    group = REPACK_GROUP if repack else 1
+    return -(-(n_seq + 1) // group) * group
+
+
 def kv_bytes_per_token(metadata: dict[str, str]) -> int | None:
     """Bytes of f16 KV cache (llama.cpp's default type) one token takes in one sequence, from the
     GGUF's metadata (``Llama.metadata``); None when the architecture's keys are not there."""
@@ -147,7 +168,7 @@ class BatchEngine:
     the requests' cancel events are set from elsewhere."""
 
     def __init__(self, model_path: str, *, n_ctx: int, n_threads: int, n_batch: int, seed: int | None,
-                 min_p: float, prompt_chunk: int | None, n_seq: int, repack: bool = False):
+                 min_p: float, prompt_chunk: int | None, n_seq: int, repack: bool = True):
         lc = self._lc = import_llama_cpp()
         from llama_cpp import _internals  # the wrappers that free their native objects
 
@@ -158,15 +179,18 @@ class BatchEngine:
         self.chunk = max(1, int(prompt_chunk or CANONICAL_CHUNK))
         self.min_p = float(min_p)
         self.default_seed = RANDOM_SEED if seed is None else int(seed) & 0xFFFFFFFF
-        self.kv_cells = self.n_ctx * (self.n_seq + 1)
+        self.repack = bool(repack)
+        self.group = REPACK_GROUP if self.repack else 1  # a decode step's width is a multiple of this
+        streams = stream_count(self.n_seq, self.repack)  # the sequences, the store, pads
+        self.kv_cells = self.n_ctx * streams
         model_params = lc.llama_model_default_params()
-        model_params.use_extra_bufts = bool(repack)  # see Exactness; True only to measure what it costs
+        model_params.use_extra_bufts = self.repack  # see Exactness
         self._model: Any = self._internals.LlamaModel(path_model=model_path, params=model_params, verbose=False)
         params = lc.llama_context_default_params()
         params.n_ctx = self.kv_cells
         # one chunk plus one token per sequence fits one ubatch, so a step is never split
-        params.n_batch = params.n_ubatch = max(int(n_batch), self.chunk + self.n_seq)
-        params.n_seq_max = self.n_seq + 1
+        params.n_batch = params.n_ubatch = max(int(n_batch), self.chunk + streams)
+        params.n_seq_max = streams
         params.kv_unified = False  # a stream per sequence: cell p holds position p (see Exactness)
         params.n_threads = params.n_threads_batch = int(n_threads)
         params.flash_attn_type = lc.LLAMA_FLASH_ATTN_TYPE_DISABLED  # as Llama(flash_attn=False) does
@@ -176,8 +200,11 @@ class BatchEngine:
         self.n_vocab = int(lc.llama_vocab_n_tokens(self.vocab.vocab))
         self._batch = lc.llama_batch_init(params.n_batch, 0, 1)
         self._lp_buf = np.empty(self.n_vocab, dtype=np.float32)
+        self.describe = f"batched (weights {'repacked, steps padded to ' + str(self.group) if self.repack else 'plain'})"
         self.store = _Sequence(self.n_seq)
         self.sequences = [_Sequence(i) for i in range(self.n_seq)]
+        # every stream by id: the sequences, the store, then pads (empty: they only fill decode steps)
+        self._streams = [*self.sequences, self.store, *(_Sequence(i) for i in range(self.n_seq + 1, streams))]
         self._waiting: list[Request] = []
         self.steps = 0
         self.max_in_flight = 0
@@ -353,16 +380,30 @@ class BatchEngine:
         store.canonical = seq.canonical
 
     def _decode(self, generating: list[_Sequence]) -> None:
-        entries = []
-        for s in generating:
-            assert s.run is not None and s.run.pending is not None
-            entries.append((s.run.pending, len(s.tokens), s.seq_id, True))
+        """The next token of every generating sequence, in one ubatch (see Speed and Exactness): the
+        step covers stream ids 0..width-1, a stream that is not generating takes part with a filler
+        token at its next position, whose cell is removed afterwards."""
+        live = {s.seq_id: s for s in generating}
+        width = -(-(max(live) + 1) // self.group) * self.group
+        entries, fillers = [], []
+        for stream in self._streams[:width]:
+            s = live.get(stream.seq_id)
+            if s is not None:
+                assert s.run is not None and s.run.pending is not None
+                entries.append((s.run.pending, len(s.tokens), s.seq_id, True))
+            else:
+                entries.append((0, len(stream.tokens), stream.seq_id, self.repack))  # logits: see Exactness
+                fillers.append(stream)
         self._fill(entries)
-        for i, s in enumerate(generating):
-            assert s.run is not None and s.run.pending is not None
-            s.tokens.append(s.run.pending)
-            s.run.pending = None
-            self._sample(s, i)
+        for stream in fillers:
+            self._lc.llama_memory_seq_rm(self._mem, stream.seq_id, len(stream.tokens), -1)
+        for i, (_, _, seq_id, _) in enumerate(entries):
+            s = live.get(seq_id)
+            if s is not None:
+                assert s.run is not None and s.run.pending is not None
+                s.tokens.append(s.run.pending)
+                s.run.pending = None
+                self._sample(s, i)
 
     def _fill(self, entries: list[tuple[int, int, int, bool]]) -> None:
         """One ``llama_decode`` of (token, position, sequence, wants logits) entries."""

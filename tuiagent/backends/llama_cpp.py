@@ -318,10 +318,10 @@ def engine_fingerprint(model_path: str, options: dict[str, Any], info: dict[str,
     stat = Path(model_path).stat()
     what = {"model": Path(model_path).name, "size": stat.st_size,
             "options": {k: v for k, v in options.items() if k != "model_path"},
-            "engine": "batched" if info.get("n_seq") else "single",
+            "engine": info.get("engine") or ("batched" if info.get("n_seq") else "single"),
             "llama_cpp": version("llama-cpp-python"), "system_info": info.get("system_info", "")}
     digest = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
-    return f"{what['engine']}:{digest}"
+    return f"{'batched' if info.get('n_seq') else 'single'}:{digest}"
 
 
 def _sweep_old_logs(logs: Path) -> None:

@@ -83,6 +83,7 @@ class Worker:
             "smoke_s": round(time.perf_counter() - started, 4),
             "n_seq": n_seq,
             "kv_cells": model.kv_cells if isinstance(model, BatchEngine) else model.n_ctx,
+            "engine": model.describe if isinstance(model, BatchEngine) else "single",
         }))
         return True
 

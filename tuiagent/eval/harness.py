@@ -319,6 +319,16 @@ class EvalRunner:
         self.on_record(record)
         return record
 
+    def _warn_other_engines(self, jobs: list[Job]) -> None:
+        """A resumed eval whose earlier runs came from another engine (another build, engine or
+        option) would compare numbers that differ in their last digits: say so."""
+        keys = {j.key for j in jobs}
+        other = [r for k, r in self.store.records.items() if k in keys and r.get("engine") not in (None, self.engine)]
+        if self.engine is not None and other:
+            self.log(f"warning: {len(other)} run(s) already in {self.store.dir} were made by another engine "
+                     f"({', '.join(sorted({str(r['engine']) for r in other}))}; now {self.engine}): their tokens may "
+                     "differ from what this one generates; use a new --out to compare runs of one engine")
+
     async def run(self, jobs: list[Job]) -> EvalOutcome:
         """Run the jobs not yet in the store, ``concurrency`` at a time."""
         outcome = self.outcome = EvalOutcome(total=len(jobs), model=self.spec.id)
@@ -327,6 +337,7 @@ class EvalRunner:
         if not todo:
             return outcome
         self._open_shared()
+        self._warn_other_engines(jobs)
         await self._start_pools(todo)
         queue: asyncio.Queue[Job] = asyncio.Queue()
         for job in todo:
