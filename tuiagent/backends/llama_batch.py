@@ -50,7 +50,7 @@ Against the single-sequence engine (``LlamaModel``: repacked weights, one column
 run is identical for types llama.cpp does not repack (SmolLM2's Q4_1) and differs slightly for
 repacked ones (the default model: logprobs within about 0.1, the same greedy tokens in the runs
 measured): the eval, which runs on this engine at any concurrency, is consistent with itself; the
-app's runs, compare and fork keep ``LlamaModel``.
+app's runs and fork keep ``LlamaModel``; a live comparison runs its columns on this engine.
 
 Capacity: each stream has ``n_ctx`` cells, so each sequence may grow to ``n_ctx`` tokens as in
 ``LlamaModel`` (generation stops there); ``kv_cells`` = ``n_ctx * stream_count(n_seq)``. A prompt of

@@ -20,7 +20,7 @@ Messages are pickled tuples (``multiprocessing.connection`` framing):
 
 Loading ends with one tiny generation (the smoke check): a build that crashes at the first
 decode crashes here, before the app calls the model ready. With ``LlamaModel`` (the default: the
-app's runs, compare, fork) requests run one at a time, in order. With ``n_seq`` (the eval) the
+app's runs, fork) requests run one at a time, in order. With ``n_seq`` (the eval, compare columns) the
 ``BatchEngine`` keeps up to ``n_seq`` requests in flight, taking new ones between its steps. A
 reader thread takes cancels while a generation runs. When the app goes away (its end of the socket
 closes, even after ``kill -9``) the worker exits.

@@ -4,6 +4,11 @@ The model is opened once (in a worker thread: loading a GGUF takes seconds) and 
 if its process dies, the state is "crashed" and runs are refused until the app opens it again.
 A scripted backend replays its turns from the start, so it is opened afresh for each run; tests
 pass ``backend_factory`` to get the same behaviour with their own doubles.
+
+A live comparison on a local llama.cpp model runs its columns together on a second worker loaded
+as the batched engine (``backends.llama_batch``, one sequence a column): one decode step carries
+every column's next token, and a column's tokens do not depend on the columns beside it. It is
+opened on the first comparison and kept while the app runs.
 """
 
 from __future__ import annotations
@@ -29,6 +34,7 @@ class ModelSession:
         self.spec: ModelSpec | None = None
         self.backend = backend
         self.factory = backend_factory
+        self.batched: Backend | None = None  # the comparison's engine (see the module docstring)
         self.state = "idle"  # idle, loading, ready, failed, crashed (its process died; reload to go on)
         self.error = ""
         self._ready: asyncio.Event | None = None
@@ -84,12 +90,35 @@ class ModelSession:
         assert self.spec is not None
         return open_model(self.spec, self.request("")), True
 
+    async def columns_backend(self, columns: int) -> Backend | None:
+        """The batched engine for ``columns`` live columns, or None where columns take the run
+        backend (not a local llama.cpp model, or test doubles). Raises what opening it raises."""
+        if self.factory is not None or self.backend is None or self.spec is None or self.spec.backend != "llama_cpp":
+            return None
+        held = self.batched
+        if held is not None and getattr(held, "n_seq", 0) >= columns and getattr(held, "alive", True):
+            return held
+        self.batched = None
+        if held is not None:
+            await held.aclose()
+        from tuiagent.backends import open_backend
+
+        self.batched = await asyncio.to_thread(open_backend, self.spec, n_seq=columns)
+        return self.batched
+
+    async def drop_columns_backend(self) -> None:
+        """Forget the comparison's engine (its process died): the next comparison opens it again."""
+        held, self.batched = self.batched, None
+        if held is not None:
+            await held.aclose()
+
     @property
     def shared(self) -> bool:
         """True when runs share one loaded model (a live comparison then runs its columns in turn)."""
         return self.factory is None and self.backend is not None
 
     async def aclose(self) -> None:
+        await self.drop_columns_backend()
         if self.backend is not None:
             backend, self.backend = self.backend, None
             await backend.aclose()

@@ -15,6 +15,7 @@ from textual.screen import Screen
 from textual.widgets import Button, Footer, Input, Static
 
 from guards.chain import available
+from tuiagent.backends.base import Backend
 from tuiagent.core import events as ev
 from tuiagent.core.compare import (
     ColumnSpec,
@@ -223,22 +224,40 @@ class CompareScreen(Screen):
     @work(exclusive=True, group="run", exit_on_error=False, name="compare")
     async def compare(self, problem: str, gold: str | None, specs: list[ColumnSpec]) -> None:
         try:
-            concurrent = self.app.config.concurrent_columns
-            starts = [partial(self._column, i, spec, problem, gold) for i, spec in enumerate(specs)]
+            batched = await self._columns_backend(len(specs))
+            concurrent = self.app.config.concurrent_columns or batched is not None
+            starts = [partial(self._column, i, spec, problem, gold, batched) for i, spec in enumerate(specs)]
             results = await run_columns(starts, concurrent=concurrent)
             for i, r in enumerate(results):
                 if isinstance(r, BaseException):
                     self.errors[i] = describe_error(r)
                     self.app.report(r, title=f"column {i + 1}")
+                elif r.reason == "backend_crashed" and batched is not None:
+                    await self.app.session.drop_columns_backend()
+                    self.errors[i] = "the comparison's model process died; run again to reload it"
                 elif r.reason == "backend_crashed":
                     self.app.model_crashed(self.events[i])
         finally:
             self._set_running(False)
             self._refresh()
 
-    async def _column(self, i: int, spec: ColumnSpec, problem: str, gold: str | None) -> ev.RunFinished:
+    async def _columns_backend(self, columns: int) -> Backend | None:
+        """The batched engine the columns run on together (a local model), or None (see ModelSession)."""
         session = self.app.session
-        backend, owned = await session.backend_for_run()
+        await session.ready_event().wait()
+        if session.batched is None and session.spec is not None and session.spec.backend == "llama_cpp" \
+                and session.backend is not None:
+            self.notify(f"loading {session.model_id} as a batched engine, so the {columns} columns run together")
+        try:
+            return await session.columns_backend(columns)
+        except Exception as e:  # noqa: BLE001 - the columns still run, one after another
+            self.app.report(e, title="the batched engine did not load; the columns run one after another")
+            return None
+
+    async def _column(self, i: int, spec: ColumnSpec, problem: str, gold: str | None,
+                      batched: Backend | None = None) -> ev.RunFinished:
+        session = self.app.session
+        backend, owned = (batched, False) if batched is not None else await session.backend_for_run()
         # A column runs with its own settings only: nothing typed on the solve screen carries over.
         request = session.request(problem, gold, guards=spec.guards,
                                   guard_settings={g: dict(v) for g, v in spec.settings.items()})
