@@ -367,6 +367,7 @@ def calibrate(
     out_dir: Annotated[Path | None, typer.Option(help="Where MODEL.toml and MODEL.md go (default: <config dir>/calibration).")] = None,
     resume: Annotated[bool, typer.Option("--resume", help="Continue a records file that already holds questions.")] = False,
     threads: Annotated[int | None, typer.Option(min=1, help="llama.cpp threads (1 is faster on a busy machine).")] = None,
+    concurrency: Annotated[int, typer.Option(min=1, help="Questions in flight (a local llama.cpp model decodes them in one batch).")] = 1,
     models: ModelsFileOpt = None,
 ) -> None:
     """Collect runs (resumable), fit the model's guard parameters, write its calibration file and report."""
@@ -383,7 +384,7 @@ def calibrate(
         raise UserError(f"{records} already holds questions: add --resume to continue it, or give another --records")
     try:
         run_calibration(model, data, start, n, records, out_dir or paths.config_dir() / "calibration", reuse=reuse,
-                        models_file=models, threads=threads,
+                        models_file=models, threads=threads, concurrency=concurrency,
                         command=shlex.join(["tuiagent", "calibrate", *sys.argv[2:]]),
                         log=lambda m: print(m, flush=True))
     except ValueError as e:

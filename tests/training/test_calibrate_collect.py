@@ -121,3 +121,31 @@ async def test_an_interrupted_collection_resumes_where_it_stopped(tmp_path, writ
     n = await collect("scripted", data, 1, 3, records, script=write_script(*turns([2, 3]), name="s2.jsonl"),
                       log=lambda m: None)
     assert n == 2 and [r["qid"] for r in load_records(records)] == [1, 2, 3]
+
+
+@pytest.mark.slow
+async def test_questions_in_flight_on_the_batched_engine_give_the_records_of_one_at_a_time(tmp_path):
+    """Real SmolLM2 (its Q4_1 weights are never repacked, so the two engines agree bit for bit) and
+    a real kernel: two questions at once on the batched engine, against one at a time."""
+    from tests.backends.conftest import _resolve
+
+    path, why = _resolve("smollm2-135m")
+    if path is None:
+        pytest.skip(why)
+    data = write_data(tmp_path / "d.jsonl", 3)
+    got = {}
+    for concurrency in (1, 2):
+        records = tmp_path / f"r{concurrency}.jsonl"
+        n = await collect("smollm2-135m", data, 1, 2, records, judge=False, concurrency=concurrency,
+                          log=lambda m: None)
+        assert n == 2
+        got[concurrency] = {r["qid"]: r for r in load_records(records)}
+    assert {r["engine"].split(":")[0] for r in got[1].values()} == {"single"}
+    assert {r["engine"].split(":")[0] for r in got[2].values()} == {"batched"}
+    assert all(r["concurrency"] == 2 for r in got[2].values())
+
+    def content(r):
+        return (r["tool"]["answer"], r["tool"]["generated_tokens"], r["cot"]["answer"], r["cot"]["generated_tokens"],
+                [b["attc"]["confidence"] for b in r["tool"]["blocks"]])
+
+    assert {q: content(r) for q, r in got[2].items()} == {q: content(r) for q, r in got[1].items()}

@@ -336,9 +336,15 @@ def render_toml(res: Result, meta: dict[str, Any], gate_file: str | None) -> str
     return "\n".join(lines)
 
 
+def machine_seconds(record: dict) -> float:
+    """The machine time a question took: its wall time, shared with the questions beside it when
+    ``concurrency`` were in flight."""
+    return float(record["wall_s"]) / max(1, int(record.get("concurrency", 1)))
+
+
 def minutes_per_100(records: Sequence[dict]) -> float:
     """Collection minutes per 100 questions, from the records' wall times."""
-    walls = [r["wall_s"] for r in records if "wall_s" in r]
+    walls = [machine_seconds(r) for r in records if "wall_s" in r]
     return float(np.mean(walls)) * 100 / 60 if walls else float("nan")
 
 
@@ -350,7 +356,7 @@ def render_report(res: Result, meta: dict[str, Any], command: str) -> str:
         return f"{sum(bool(r[part]['correct']) for r in rs)}/{len(rs)}" if rs else "0/0"
 
     def cost(rs: Sequence[dict]) -> str:
-        return _f(float(np.mean([r.get("wall_s", np.nan) for r in rs])), 0) if rs else "n/a"
+        return _f(float(np.mean([machine_seconds(r) if "wall_s" in r else np.nan for r in rs])), 0) if rs else "n/a"
 
     lines = [
         f"# Calibration of {res.model}",
@@ -486,14 +492,14 @@ def question_range(records: Sequence[dict]) -> str:
 
 def calibrate(model: str | None, data: Path, start: int, n: int, records: Path, out_dir: Path, *,
               reuse: Path | None = None, models_file: Path | None = None, threads: int | None = None,
-              command: str = "tuiagent calibrate", log: Any = print) -> Path:
+              concurrency: int = 1, command: str = "tuiagent calibrate", log: Any = print) -> Path:
     """Collect (resumable), fit, write; returns the calibration file."""
     from tuiagent.runner import RunRequest, resolve_spec
 
     spec = resolve_spec(RunRequest(problem="", model=model, models_file=models_file))
     if n > 0:
         asyncio.run(collect(spec.id, data, start, n, records, reuse=reuse, models_file=models_file,
-                            threads=threads, log=log))
+                            threads=threads, concurrency=concurrency, log=log))
     v2 = list({r["qid"]: r for r in load_records(records)  # one per question, the last written
                if r.get("v") == RECORD_VERSION and r.get("model") == spec.id}.values())
     v1 = [r for r in (load_records(reuse) if reuse else []) if r.get("model") == spec.id]

@@ -21,10 +21,16 @@ Held-out questions (``is_heldout``: every fifth question id) get a third run, ``
 mode with G-STEP on at tau 0, so every answer attempt is sent back for one more checked tool call
 (up to the guard's extra-turn limit). It measures what a continue does to that question, which
 is what choosing tau needs; training questions need only the labels.
+
+With ``concurrency`` N > 1 on a local llama.cpp model, N questions are in flight on the batched
+engine (``backends.llama_batch``); each record names the engine that made it (``engine``). Its
+logprobs differ from the app's single-sequence engine in the last digits (about 0.1 at most on
+the default model), far below the spread the fits work on.
 """
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import time
 from collections.abc import Sequence
@@ -95,11 +101,12 @@ async def blocks_of(problem: str, events: Sequence[Any], judge: Any | None) -> l
 
 async def collect(model: str | None, data: Path, start: int, n: int, records: Path, *,
                   reuse: Path | None = None, models_file: Path | None = None, script: Path | None = None,
-                  threads: int | None = None, judge: bool = True, log: Any = print) -> int:
+                  threads: int | None = None, judge: bool = True, concurrency: int = 1, log: Any = print) -> int:
     """Run the questions ``start .. start+n-1`` not yet in ``records`` as v2; returns how many
     records were appended. ``reuse``: a v1 records file whose CoT runs are taken over."""
     from tuiagent.core.judge import ask
     from tuiagent.protocol import RunSettings
+    from tuiagent.backends import open_backend
     from tuiagent.runner import RunRequest, open_model, resolve_spec, run_problem
 
     base = RunRequest(problem="", model=model, models_file=models_file, script=script)
@@ -118,48 +125,70 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
         return 0
     if threads:
         spec = dataclasses.replace(spec, options={**spec.options, "n_threads": int(threads)})
-    backend = open_model(spec, base)
+    concurrency = max(1, int(concurrency))
+    if concurrency > 1 and spec.backend == "llama_cpp":
+        log(f"[calibrate] {concurrency} questions in flight on llama.cpp's batched engine")
+        backend = open_backend(spec, n_seq=concurrency)
+    else:
+        backend = open_model(spec, base)
     out = scratch_dir(spec.id)
     out.mkdir(parents=True, exist_ok=True)
     async def ask_model(question: str, max_tokens: int = 3) -> Any:
         return await ask(backend, question, max_tokens)
 
     written = 0
+
+    async def one(qid: int, question: str, gold: str) -> None:
+        nonlocal written
+        t0 = time.monotonic()
+        parts: dict[str, list[Any]] = {}
+        runs = ("tool",) if qid in old else ("cot", "tool")
+        for part in runs + (("continue",) if is_heldout(qid) else ()):
+            events: list[Any] = []
+            request = RunRequest(problem=question, model=spec.id, models_file=models_file, script=script,
+                                 gold=gold, settings=RunSettings(mode="cot" if part == "cot" else "tool"),
+                                 sampling_overrides={"temperature": 0.0}, out=out,
+                                 guards=("gstep",) if part == "continue" else (),
+                                 guard_settings={"gstep": CONTINUE_ALWAYS} if part == "continue" else {})
+            await run_problem(request, events.append, backend=backend, spec=spec)
+            parts[part] = events
+        record = record_from_events(qid, question, gold, spec.id, parts["tool"], parts.get("cot", parts["tool"]))
+        record["v"] = RECORD_VERSION
+        if qid in old:
+            if old[qid]["tool"]["answer"] != record["tool"]["answer"]:
+                raise RuntimeError(f"q{qid}: the tool run answered {record['tool']['answer']!r}, the v1 record "
+                                   f"{old[qid]['tool']['answer']!r}: runs are not reproducible here")
+            record["cot"] = old[qid]["cot"]
+        if "continue" in parts:
+            record["continue"] = _run_part(parts["continue"], full=False)
+        record["tool"]["blocks"] = await blocks_of(question, parts["tool"], ask_model if judge else None)
+        record["wall_s"] = round(time.monotonic() - t0, 2)
+        record["engine"], record["concurrency"] = getattr(backend, "engine", spec.backend), concurrency
+        append_record(records, record)
+        written += 1
+        confs = [b["attc"]["confidence"] for b in record["tool"]["blocks"]]
+        log(f"[calibrate] q{qid}: tool {record['tool']['answer']!r} "
+            f"({'right' if record['tool']['correct'] else 'wrong'}, {len(record['tool']['calls'])} calls, "
+            f"conf {', '.join('n/a' if c is None else f'{c:.3f}' for c in confs) or '-'}), "
+            f"cot {record['cot']['answer']!r} ({'right' if record['cot']['correct'] else 'wrong'}), "
+            + (f"continue {record['continue']['answer']!r} ({'right' if record['continue']['correct'] else 'wrong'}), "
+               if "continue" in record else "")
+            + f"gold {gold}; {record['wall_s']:.0f} s; {len(done) + written} in file")
+
+    items = until_interrupted(todo, "calibrate", log)
+    taking = asyncio.Lock()
+
+    async def worker() -> None:
+        while True:
+            async with taking:
+                item = await anext(items, None)
+            if item is None:
+                return
+            await one(*item)
+
     try:
-        async for qid, question, gold in until_interrupted(todo, "calibrate", log):
-            t0 = time.monotonic()
-            parts: dict[str, list[Any]] = {}
-            runs = ("tool",) if qid in old else ("cot", "tool")
-            for part in runs + (("continue",) if is_heldout(qid) else ()):
-                events: list[Any] = []
-                request = RunRequest(problem=question, model=spec.id, models_file=models_file, script=script,
-                                     gold=gold, settings=RunSettings(mode="cot" if part == "cot" else "tool"),
-                                     sampling_overrides={"temperature": 0.0}, out=out,
-                                     guards=("gstep",) if part == "continue" else (),
-                                     guard_settings={"gstep": CONTINUE_ALWAYS} if part == "continue" else {})
-                await run_problem(request, events.append, backend=backend, spec=spec)
-                parts[part] = events
-            record = record_from_events(qid, question, gold, spec.id, parts["tool"], parts.get("cot", parts["tool"]))
-            record["v"] = RECORD_VERSION
-            if qid in old:
-                if old[qid]["tool"]["answer"] != record["tool"]["answer"]:
-                    raise RuntimeError(f"q{qid}: the tool run answered {record['tool']['answer']!r}, the v1 record "
-                                       f"{old[qid]['tool']['answer']!r}: runs are not reproducible here")
-                record["cot"] = old[qid]["cot"]
-            if "continue" in parts:
-                record["continue"] = _run_part(parts["continue"], full=False)
-            record["tool"]["blocks"] = await blocks_of(question, parts["tool"], ask_model if judge else None)
-            record["wall_s"] = round(time.monotonic() - t0, 2)
-            append_record(records, record)
-            written += 1
-            confs = [b["attc"]["confidence"] for b in record["tool"]["blocks"]]
-            log(f"[calibrate] q{qid}: tool {record['tool']['answer']!r} "
-                f"({'right' if record['tool']['correct'] else 'wrong'}, {len(record['tool']['calls'])} calls, "
-                f"conf {', '.join('n/a' if c is None else f'{c:.3f}' for c in confs) or '-'}), "
-                f"cot {record['cot']['answer']!r} ({'right' if record['cot']['correct'] else 'wrong'}), "
-                + (f"continue {record['continue']['answer']!r} ({'right' if record['continue']['correct'] else 'wrong'}), "
-                   if "continue" in record else "")
-                + f"gold {gold}; {record['wall_s']:.0f} s; {len(done) + written} in file")
+        await asyncio.gather(*(worker() for _ in range(concurrency)))
     finally:
+        await items.aclose()
         await backend.aclose()
     return written
