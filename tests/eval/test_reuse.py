@@ -130,15 +130,16 @@ async def test_an_eval_of_a_watching_setting_reuses_every_turn_of_none(tmp_path,
     data.write_text("".join(json.dumps({"question": f"A box holds {i} rows of {i + 4} pens. How many pens?",
                                         "answer": f"#### {i * (i + 4)}"}) + "\n" for i in (3, 5)))
 
-    async def evaluate(out: Path, reuse: bool) -> dict:
+    async def evaluate(out: Path, reuse: bool, concurrency: int = 1) -> dict:
         cfg = EvalConfig(datasets=[str(data)], settings=resolve_settings(["none", "tim"]), out=out,
                          model="smollm2-135m", run={"max_tokens": 120, "max_tool_calls": 2},
-                         reuse_generations=reuse)
+                         reuse_generations=reuse, concurrency=concurrency)
         await run_eval(cfg, kernels={"jupyter": lambda gold=None: CalcKernel()}, log=lambda m: None)
         return ResultStore(out).records
 
     reused = await evaluate(tmp_path / "reused", True)
     plain = await evaluate(tmp_path / "plain", False)
+    together = await evaluate(tmp_path / "together", True, concurrency=2)  # tim waits for none's turns
 
     def texts(record):
         return [(e.text, e.token_ids) for e in load(Path(record["trajectory"])).events if e.type == "TurnEnded"]
@@ -151,4 +152,19 @@ async def test_an_eval_of_a_watching_setting_reuses_every_turn_of_none(tmp_path,
         else:
             assert record["reused_turns"] == 0
         assert "reused_turns" not in plain[key]
+        assert texts(together[key]) == texts(record) and together[key]["reused_turns"] == record["reused_turns"]
     assert (tmp_path / "reused" / GENERATIONS).exists() and not (tmp_path / "plain" / GENERATIONS).exists()
+
+
+def test_with_runs_in_flight_each_problems_first_setting_leads_its_others():
+    from tuiagent.eval.harness import Job, reuse_order
+    from tuiagent.eval.datasets import Problem
+    from tuiagent.presets import resolve_settings
+
+    settings = resolve_settings(["none", "tim", "attc"])
+    problems = [Problem("d", str(i), f"q{i}", "1") for i in range(5)]
+    jobs = [Job(p, s, 0) for p in problems for s in settings]
+    ordered, leaders = reuse_order(jobs, 2)
+    assert [(j.problem.id, j.setting.name) for j in ordered[:6]] == [
+        ("0", "none"), ("1", "none"), ("0", "tim"), ("1", "tim"), ("0", "attc"), ("1", "attc")]
+    assert sorted(ordered, key=jobs.index) == jobs and len(leaders) == 5

@@ -52,6 +52,11 @@ class Job:
     seed: int
 
     @property
+    def group(self) -> tuple[str, str, int]:
+        """The runs of one problem and seed (under every setting)."""
+        return self.problem.dataset, self.problem.unit, self.seed
+
+    @property
     def key(self) -> str:
         return run_key(self.problem.dataset, self.problem.id, self.problem.variant, self.setting.name, self.seed)
 
@@ -133,6 +138,23 @@ def load_problems(cfg: EvalConfig) -> list[Problem]:
 def plan(problems: list[Problem], settings: list[Preset], seeds: int) -> list[Job]:
     """Problem-major order: an interrupted eval has whole problems (every setting) done."""
     return [Job(p, s, seed) for p in problems for seed in range(seeds) for s in settings]
+
+
+def reuse_order(jobs: list[Job], concurrency: int) -> tuple[list[Job], dict[tuple[str, str, int], asyncio.Event]]:
+    """With reused generations and several runs in flight: ``concurrency`` problems at a time, first
+    every one's first setting, then every one's second, ...; and per problem an event its other
+    settings wait on until its first one has finished (so they reuse its turns rather than generate
+    them beside it)."""
+    groups: dict[tuple[str, int], list[Job]] = {}
+    for job in jobs:
+        groups.setdefault(job.group, []).append(job)
+    keys = list(groups)
+    ordered: list[Job] = []
+    for start in range(0, len(keys), concurrency):
+        block = [groups[k] for k in keys[start:start + concurrency]]
+        for i in range(max(len(g) for g in block)):
+            ordered += [g[i] for g in block if i < len(g)]
+    return ordered, {k: asyncio.Event() for k, g in groups.items() if len(g) > 1}
 
 
 class EvalRunner:
@@ -339,6 +361,9 @@ class EvalRunner:
         self._open_shared()
         self._warn_other_engines(jobs)
         await self._start_pools(todo)
+        leaders: dict[tuple[str, str, int], asyncio.Event] = {}
+        if self.memo is not None and self.concurrency > 1:
+            todo, leaders = reuse_order(todo, self.concurrency)
         queue: asyncio.Queue[Job] = asyncio.Queue()
         for job in todo:
             queue.put_nowait(job)
@@ -346,26 +371,42 @@ class EvalRunner:
         first_error: list[BaseException] = []
         started = time.monotonic()
 
-        async def worker() -> None:
+        async def attempt(job: Job) -> None:
             nonlocal failures_in_a_row
+            try:
+                record = await self.run_one(job)
+            except asyncio.CancelledError:
+                raise
+            except Exception as e:  # one run failing (a kernel that would not start) is not the eval failing
+                outcome.failed += 1
+                failures_in_a_row += 1
+                first_error.append(e)
+                self.log(f"run {job.key} failed ({type(e).__name__}: {e}); it will be retried on the next run")
+                if failures_in_a_row >= MAX_FAILURES_IN_A_ROW:
+                    raise UserError(f"{failures_in_a_row} runs in a row failed; stopping. "
+                                    f"First: {type(first_error[0]).__name__}: {first_error[0]}") from e
+                return
+            if record is not None:
+                outcome.ran += 1
+                failures_in_a_row = 0
+
+        leading = {key: next(j for j in todo if j.group == key) for key in leaders}
+
+        async def worker() -> None:
             while not queue.empty():
                 job = queue.get_nowait()
-                try:
-                    record = await self.run_one(job)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as e:  # one run failing (a kernel that would not start) is not the eval failing
-                    outcome.failed += 1
-                    failures_in_a_row += 1
-                    first_error.append(e)
-                    self.log(f"run {job.key} failed ({type(e).__name__}: {e}); it will be retried on the next run")
-                    if failures_in_a_row >= MAX_FAILURES_IN_A_ROW:
-                        raise UserError(f"{failures_in_a_row} runs in a row failed; stopping. "
-                                        f"First: {type(first_error[0]).__name__}: {first_error[0]}") from e
-                    continue
-                if record is not None:
-                    outcome.ran += 1
-                    failures_in_a_row = 0
+                group = job.group
+                first_done = leaders.get(group)
+                if first_done is None:
+                    await attempt(job)
+                elif leading[group] is job:
+                    try:
+                        await attempt(job)
+                    finally:
+                        first_done.set()
+                else:
+                    await first_done.wait()  # its first setting's turns, to reuse
+                    await attempt(job)
 
         workers = [asyncio.create_task(worker()) for _ in range(min(self.concurrency, len(todo)))]
         try:

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from tuiagent.training.gstep import (
-    _run_part,
+    run_part,
     append_record,
     load_records,
     read_questions,
@@ -160,7 +160,7 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
                                    f"{old[qid]['tool']['answer']!r}: runs are not reproducible here")
             record["cot"] = old[qid]["cot"]
         if "continue" in parts:
-            record["continue"] = _run_part(parts["continue"], full=False)
+            record["continue"] = run_part(parts["continue"], full=False)
         record["tool"]["blocks"] = await blocks_of(question, parts["tool"], ask_model if judge else None)
         record["wall_s"] = round(time.monotonic() - t0, 2)
         record["engine"], record["concurrency"] = getattr(backend, "engine", spec.backend), concurrency

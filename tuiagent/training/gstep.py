@@ -94,7 +94,7 @@ def gold_from_gsm8k(answer: str) -> str:
     return answer.rsplit("####", 1)[1].strip().replace(",", "")
 
 
-def _run_part(events: Sequence[Any], *, full: bool) -> dict:
+def run_part(events: Sequence[Any], *, full: bool) -> dict:
     """The compact form of one run's events (tuiagent.core.events objects)."""
     from tuiagent.core import events as ev
 
@@ -141,8 +141,8 @@ def record_from_events(qid: int, question: str, gold: str, model: str,
         "question": question,
         "gold": gold,
         "model": model,
-        "tool": _run_part(tool_events, full=True),
-        "cot": _run_part(cot_events, full=False),
+        "tool": run_part(tool_events, full=True),
+        "cot": run_part(cot_events, full=False),
     }
 
 
