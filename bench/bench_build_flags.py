@@ -7,8 +7,11 @@ directory (``pip install --target``). Builds compared by default:
   instruction sets /proc/cpuinfo lists, AMX off); the wheel the project cached for them is reused.
 - ``native-no-amx``: ``GGML_NATIVE=ON`` (``-march=native``) with ``GGML_AMX_{TILE,INT8,BF16}=OFF``.
 - ``avx2-portable``: native off, AVX/AVX2/FMA/F16C/BMI2 (and SSE4.2) only, no AVX-512, no AVX-VNNI.
-- ``all-variants`` (only with ``--builds ...,all-variants``): ``GGML_BACKEND_DL`` with
-  ``GGML_CPU_ALL_VARIANTS``: every x86 variant built, the best one for the CPU picked at run time.
+
+Not compared: ``-DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON`` (runtime dispatch). llama-cpp-python
+0.3.36 cannot use such a build as it is: its CMakeLists installs only the fixed targets (``ggml-cpu``,
+not the ``ggml-cpu-<variant>`` modules) and it never calls ``ggml_backend_load_all()``, so
+``llama_model_load_from_file`` would fail with "no backends are loaded".
 
 New builds add ``-DLLAVA_BUILD=OFF`` (the multimodal library is not used here and only lengthens the
 build; it does not touch libllama or libggml).
@@ -75,8 +78,6 @@ def build_args(name: str) -> str:
         wanted = {"GGML_SSE42", "GGML_AVX", "GGML_F16C", "GGML_FMA", "GGML_BMI2", "GGML_AVX2"}
         opts = " ".join(f"-D{opt}={'ON' if opt in wanted else 'OFF'}" for opt, _ in X86_OPTIONS)
         return f"-DGGML_NATIVE=OFF {opts} {NO_AMX} {NO_LLAVA}"
-    if name == "all-variants":
-        return f"-DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON {NO_LLAVA}"
     raise SystemExit(f"unknown build {name!r}")
 
 
