@@ -29,7 +29,7 @@ hits them alike; the median of ``--reps`` is reported, with the ratio to ``ours`
 The machine may be shared: compare ratios within one run, not absolute numbers across runs.
 
     python bench/bench_build_flags.py [--build] [--builds ours,native-no-amx,avx2-portable]
-        [--reps 3] [--tokens 128] [--threads 2] [--model PATH] [--site NAME=DIR ...]
+        [--reps 3] [--tokens 128] [--threads 2] [--model PATH] [--site NAME=DIR ...] [--sdist FILE] [--out FILE]
 
 Without ``--build`` a build is found in ``/tmp/lcp-<name>`` (or ``--site NAME=DIR``) and is skipped
 when absent; with ``--build`` missing ones are built (``pip wheel --no-cache-dir`` of the sdist with
@@ -152,6 +152,7 @@ def worker(model: str, threads: int, tokens: int) -> None:
         llama_cpp.llama_perf_context_reset(llm.ctx)
         t0 = time.perf_counter()
         llm.eval(ids)
+        llama_cpp.llama_synchronize(llm.ctx)  # llama.cpp books a decode's time when it next synchronizes
         t1 = time.perf_counter()
         gen: list[int] = []
         for _ in range(tokens):
@@ -159,6 +160,7 @@ def worker(model: str, threads: int, tokens: int) -> None:
             tok = int(np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(n_vocab,)).argmax())
             gen.append(tok)
             llm.eval([tok])
+        llama_cpp.llama_synchronize(llm.ctx)  # (else the last one would count toward the next prompt)
         t2 = time.perf_counter()
         perf = llama_cpp.llama_perf_context(llm.ctx)
         print(json.dumps({
@@ -173,8 +175,8 @@ def worker(model: str, threads: int, tokens: int) -> None:
 
 class Worker:
     def __init__(self, name: str, site: Path, args: argparse.Namespace):
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep),
-               "OMP_WAIT_POLICY": "passive"}
+        path = os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+        env = {**os.environ, "PYTHONPATH": path, "OMP_WAIT_POLICY": "passive"}
         cmd = [sys.executable, __file__, "--worker", "--model", args.model, "--threads", str(args.threads),
                "--tokens", str(args.tokens)]
         self.name = name
@@ -271,7 +273,8 @@ def summarize(results: dict[str, Any]) -> None:
             b[f"median_{key}"] = round(statistics.median(vals), 2) if vals else None
         b["same_tokens_every_rep"] = len({r["tokens_sha"] for r in b["runs"] + [b["warmup"]]}) == 1
     base = builds.get("ours")
-    print(f"\n{'build':14s} {'prompt tok/s':>12s} {'decode tok/s':>12s} {'prompt/ours':>11s} {'decode/ours':>11s}  tokens")
+    print(f"\n{'build':14s} {'prompt tok/s':>12s} {'decode tok/s':>12s} {'prompt/ours':>11s} {'decode/ours':>11s}"
+          "  tokens")
     for name, b in builds.items():
         for key in ("prompt_tps", "decode_tps"):
             b[f"{key.split('_')[0]}_vs_ours"] = (round(b[f"median_{key}"] / base[f"median_{key}"], 3)
