@@ -5,10 +5,10 @@ Each "problem" is two turns of a run, as an eval makes them: a shared system pro
 ``--tokens`` more (the second turn reuses the sequence's own cells). ``--problems`` problems go
 through:
 - the serial engine (``LlamaModel``: one at a time, repacked weights: the app's engine);
-- the batched engine (``BatchEngine``: repacked weights, decode steps padded to groups of 4: the
-  eval's engine) with 1, 2, 4, 8 in flight;
-- the batched engine with plain weights (``repack=False``, also exact, the engine before padding)
-  at the ``--plain-levels``.
+- the batched engine as ``eval --concurrency N`` loads it (``BatchEngine(n_seq=N)``: plain
+  weights for N = 1, repacked ones with decode steps padded to groups of 4 above) with N = 1, 2,
+  4, 8 in flight;
+- the batched engine with plain weights at N in flight (``repack=False``) at the ``--plain-levels``.
 The configurations take turns (``--rounds``), so a busy spell of a shared machine hits them alike.
 First, the bare cost of one decode step with B sequences (plain weights; repacked weights padded to
 a multiple of 4 columns, as the engine decodes them); last, the latency of one interactive
@@ -17,9 +17,9 @@ generation while 3 long ones share the engine, against alone.
 The machine is shared: compare the ratios within one run, not the absolute numbers across runs.
 
     python bench/bench_batch.py [--model qwen2.5-coder-1.5b] [--problems 8] [--tokens 32]
-        [--levels 1,2,4,8] [--plain-levels 1,4,8] [--rounds 2] [--threads 2]
+        [--levels 1,2,4,8] [--plain-levels 1,4,8] [--rounds 2] [--threads 2] [--out FILE]
 
-Writes bench/results/batch.json.
+Writes bench/results/batch.json (or --out).
 """
 
 from __future__ import annotations
@@ -81,10 +81,14 @@ def batched(engine: BatchEngine, problems: range, in_flight: int, sampling: Samp
         def second(result: Any) -> None:
             counts["tokens"] += len(result.token_ids)
             engine.submit(Request(i, engine.vocab.tokenize(second_prompt(i, "".join(pieces)), add_bos=True),
-                                  sampling, [], threading.Event(), lambda ts: None, finished))
+                                  sampling, [], threading.Event(), lambda ts: None, ended, session=i))
+
+        def ended(result: Any) -> None:
+            engine.end_session(i)  # the run is over, as the eval's session closes
+            finished(result)
 
         engine.submit(Request(i, engine.vocab.tokenize(first_prompt(i), add_bos=True), sampling, [],
-                              threading.Event(), lambda ts: pieces.extend(t.text for t in ts), second))
+                              threading.Event(), lambda ts: pieces.extend(t.text for t in ts), second, session=i))
 
     def finished(result: Any) -> None:
         counts["tokens"] += len(result.token_ids)
@@ -184,6 +188,7 @@ def main() -> None:
     parser.add_argument("--tokens", type=int, default=32)
     parser.add_argument("--levels", default="1,2,4,8")
     parser.add_argument("--plain-levels", default="1,4,8")
+    parser.add_argument("--out", type=Path, default=RESULTS)
     parser.add_argument("--rounds", type=int, default=2, help="the configurations take turns this many times")
     parser.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     args = parser.parse_args()
@@ -199,13 +204,15 @@ def main() -> None:
                                "threads": args.threads, "cpu": platform.processor() or platform.machine(),
                                "load_avg_at_start": os.getloadavg()}
     serial_model = LlamaModel(path, **common)
-    repacked = BatchEngine(path, **common, n_seq=max(levels + plain_levels))
+    repacked = BatchEngine(path, **common, n_seq=max(levels + plain_levels), repack=True)
     plain = BatchEngine(path, **common, n_seq=max(levels + plain_levels), repack=False)
     results["decode_step"] = step_costs({"plain": plain, "repacked_padded": repacked}, args.rounds)
+    repacked.close()
+    engines = {n: BatchEngine(path, **common, n_seq=n) for n in levels}  # as the eval loads them
     print("decode step", json.dumps(results["decode_step"]), flush=True)
 
     per_round = max(1, args.problems // args.rounds)
-    configs = [("serial", 1, None)] + [("batched", n, repacked) for n in levels] + \
+    configs = [("serial", 1, None)] + [("batched", n, engines[n]) for n in levels] + \
               [("batched_plain", n, plain) for n in plain_levels]
     totals = {(name, n): [0, 0.0] for name, n, _ in configs}
     for k in range(args.rounds):
@@ -221,14 +228,14 @@ def main() -> None:
         r["vs_serial"] = round(r["tokens_per_s"] / base, 2)
         results.setdefault(name, {})[str(n)] = r
         print(name, n, r, flush=True)
-    results["latency"] = latency(repacked, args.tokens, 3)
+    results["latency"] = latency(engines[max(n for n in levels if n <= 4)], args.tokens, 3)
     print("latency", results["latency"], flush=True)
-    for closing in (serial_model, plain, repacked):
+    for closing in (serial_model, plain, *engines.values()):
         closing.close()
     results["load_avg_at_end"] = os.getloadavg()
-    RESULTS.parent.mkdir(parents=True, exist_ok=True)
-    RESULTS.write_text(json.dumps(results, indent=2) + "\n")
-    print(f"wrote {RESULTS}")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(results, indent=2) + "\n")
+    print(f"wrote {args.out}")
 
 
 if __name__ == "__main__":

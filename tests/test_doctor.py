@@ -37,8 +37,8 @@ def test_healthy_environment_reports_every_section_and_exits_0():
     assert not re.search(r"^  fail ", out.stdout, re.M)
     # the batched engine's capacity for the default model (Qwen2.5-Coder-1.5B: 28 layers x 2 KV heads x 256 x f16)
     assert re.search(r"^  info  batched engine +eval --concurrency N: N sequences of 4096 tokens each, plus one for "
-                     r"the shared system prompt, in KV streams rounded up to a multiple of 4; KV cache 117 MB a stream "
-                     r"\(f16\), N=1: 470 MB, N=3: 470 MB, N=4: 940 MB", out.stdout, re.M)
+                     r"the shared system prompt, in KV streams rounded up to a multiple of 4 when N > 1; KV cache 117 MB "
+                     r"a stream \(f16\), N=1: 235 MB, N=3: 470 MB, N=4: 940 MB", out.stdout, re.M)
     assert re.fullmatch(r"doctor: (all good|0 problems, \d+ warnings?)", lines[-1])
     assert "\x1b" not in out.stdout and "Traceback" not in out.stderr
 

@@ -221,7 +221,7 @@ def _engine_capacity(spec: ModelSpec) -> str:
 
     n_ctx = int(spec.options.get("n_ctx") or spec.context_size)
     shape = (f"eval --concurrency N: N sequences of {n_ctx} tokens each, plus one for the shared system prompt, "
-             "in KV streams rounded up to a multiple of 4")
+             "in KV streams rounded up to a multiple of 4 when N > 1")
     try:
         vocab = Vocab.load(str(resolve_model_file(spec)))
         try:

@@ -68,7 +68,7 @@ def references(single):
 
 
 def test_the_worker_says_it_holds_n_seq_sequences(batched, single):
-    assert batched.n_seq == N_SEQ and batched.info["kv_cells"] == N_CTX * 8  # 4, the store, 3 pads
+    assert batched.n_seq == N_SEQ and batched.info["kv_cells"] == N_CTX * 8  # 4, the store, 3 pads (repacked)
     assert batched.info["engine"] == "batched (weights repacked, steps padded to 4)"
     assert single.n_seq is None and single.info["kv_cells"] == N_CTX
 
@@ -145,6 +145,45 @@ async def until(condition, timeout: float = 30.0) -> None:
     while not condition():
         assert loop.time() < deadline, "condition not met in time"
         await asyncio.sleep(0.01)
+
+
+def test_a_runs_sequence_is_kept_for_it_while_its_session_lasts(smollm2_path):
+    """Run A waits between turns (its kernel runs) while other requests come and go: its next turn
+    still extends its own cells. Without sessions, B (a new run) takes A's sequence, the one used
+    longest ago, and A's turn 2 has to read its whole prompt again."""
+    from tuiagent.backends.llama_batch import BatchEngine, Request
+
+    engine = BatchEngine(str(smollm2_path), n_ctx=512, n_threads=2, n_batch=512, seed=None, min_p=0.0,
+                         prompt_chunk=None, n_seq=2, repack=False)
+    vocab = engine.vocab
+
+    def generate(prompt: str, session: int | None):
+        result: list = []
+        pieces: list[str] = []
+        engine.submit(Request(0, vocab.tokenize(prompt, add_bos=True), GREEDY, [], threading.Event(),
+                              lambda ts: pieces.extend(t.text for t in ts), result.append, None, session))
+        while not result:
+            engine.step()
+        return result[0], "".join(pieces)
+
+    try:
+        for sessions, extends in (((1, None, 2), True), ((None, None, None), False)):
+            a, c, b = sessions
+            engine.reset()
+            for s in engine.sequences:
+                s.owner = None
+            first, text = generate(prompt_of_plain(QUESTIONS[0]), a)  # run A, turn 1
+            generate(prompt_of_plain(QUESTIONS[1]), c)  # a one-off request, on the other sequence
+            generate(prompt_of_plain(QUESTIONS[2]), b)  # run B's first turn
+            second, _ = generate(prompt_of_plain(QUESTIONS[0]) + text + "\n```output\n391\n```\n", a)
+            assert (second.prompt_evaluated < 20) is extends, second.prompt_evaluated
+        assert engine.stolen == 0
+    finally:
+        engine.close()
+
+
+def prompt_of_plain(question: str) -> str:
+    return f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n{question}<|im_end|>\n<|im_start|>assistant\n"
 
 
 def test_a_prompt_as_long_as_a_sequence_is_refused_clearly(smollm2_path):

@@ -22,6 +22,7 @@ class AnswerEveryStream(ScriptedBackend):
     def __init__(self, n_seq: int) -> None:
         super().__init__([split_tokens("So \\boxed{4}.", -0.1)], model_id="local", delay_s=0.3)
         self.n_seq, self.open, self.most_open, self.streams, self.closed = n_seq, 0, 0, 0, False
+        self.sessions_closed = 0
 
     async def generate(self, out, prompt, sampling, stop):
         self._next, self.streams = 0, self.streams + 1
@@ -32,6 +33,18 @@ class AnswerEveryStream(ScriptedBackend):
                 yield token
         finally:
             self.open -= 1
+
+    def session(self):
+        engine = self
+
+        class Session:  # one column's view: closing it ends the session, not the engine
+            def __getattr__(self, name):
+                return getattr(engine, name)
+
+            async def aclose(self) -> None:
+                engine.sessions_closed += 1
+
+        return Session()
 
     async def aclose(self) -> None:
         self.closed = True
@@ -58,6 +71,7 @@ async def test_columns_of_a_local_model_run_together_on_one_batched_engine(ui, t
             assert [next(e.answer for e in evs if isinstance(e, ev.RunFinished)) for evs in screen.events] == ["4"] * 3
         assert len(opened) == 1 and opened[0].n_seq == 3, "opened once, one sequence a column, then kept"
         assert opened[0].streams == 6 and opened[0].most_open == 3, "the columns ran together"
+        assert opened[0].sessions_closed == 6 and not opened[0].closed, "a session a column, the engine kept"
         assert single._next == 0, "nothing went to the app's own engine"
         await app.action_quit()
     assert opened[0].closed

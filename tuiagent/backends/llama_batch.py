@@ -29,6 +29,12 @@ sequence ids are consecutive (``split_equal`` with separate KV streams); tokens 
 generating one: a stream that is not generating (free, or reading its prompt) takes part with a
 filler token at its next position, whose cell is removed after the step.
 
+Sessions: a run's turns (and its judge calls) carry its session id; the first takes a free
+sequence no live session holds and keeps it for the session, so the next turn finds its own cells
+whatever other runs did in between (a new run taking the cells of one waiting for its kernel would
+make that run evaluate its next prompt afresh, which moves the default model's logprobs). The
+lowest free id is taken first, which keeps decode steps narrow. ``end_session`` releases it.
+
 Exactness (measured in ``tests/backends/test_llama_batch.py``; numbers in the README). A
 sequence's tokens and logprobs are the same, bit for bit, whatever else is in flight and whatever
 ``n_seq`` is, because the things that would make them depend on the batch are avoided:
@@ -45,7 +51,11 @@ sequence's tokens and logprobs are the same, bit for bit, whatever else is in fl
   beside others (with fillers that ask for no logits, a run alone still differed by 5e-4 from the
   same run beside 3 others). ``repack=False`` loads the weights without repacking
   (``use_extra_bufts = False``): every column goes through the same per-row dot product, exact
-  without padding, and slower.
+  without padding. Which is faster depends on the width: a padded step costs about the same for
+  1 to 4 sequences, so for one sequence it is 1.7x the plain gemv, and for 4 it beats plain weights
+  (bench/bench_batch.py). The default is therefore plain weights for ``n_seq`` = 1 and repacked,
+  padded ones above: an eval's numbers are the same at any concurrency of 2 or more, and differ in
+  the last digits between concurrency 1 and more (each record names its engine).
 Against the single-sequence engine (``LlamaModel``: repacked weights, one column, so the gemv) a
 run is identical for types llama.cpp does not repack (SmolLM2's Q4_1) and differs slightly for
 repacked ones (the default model: logprobs within about 0.1, the same greedy tokens in the runs
@@ -103,6 +113,7 @@ class Request:
     emit: Callable[[list[Token]], None]
     done: Callable[[Generation | BaseException], None]
     forced: Sequence[int] | None = None  # decode these ids instead of sampling (a recorded turn again)
+    session: int | None = None  # the run it belongs to: its sequence is kept for it (see Sessions)
 
 
 @dataclass
@@ -128,12 +139,14 @@ class _Sequence:
     canonical: int = 0  # leading tokens evaluated in the canonical layout (whole chunks)
     run: _Run | None = None
     last_used: float = 0.0
+    owner: int | None = None  # the session whose cells these are, while it lasts
 
 
-def stream_count(n_seq: int, repack: bool = True) -> int:
+def stream_count(n_seq: int, repack: bool | None = None) -> int:
     """KV streams of an engine with ``n_seq`` sequences: those, the store, and with repacked weights
-    pads up to a multiple of REPACK_GROUP (every decode step is that wide, see Exactness)."""
-    group = REPACK_GROUP if repack else 1
+    (by default when n_seq > 1) pads up to a multiple of REPACK_GROUP (every decode step is that
+    wide, see Exactness)."""
+    group = REPACK_GROUP if (n_seq > 1 if repack is None else repack) else 1
     return -(-(n_seq + 1) // group) * group
 
 
@@ -168,7 +181,7 @@ class BatchEngine:
     the requests' cancel events are set from elsewhere."""
 
     def __init__(self, model_path: str, *, n_ctx: int, n_threads: int, n_batch: int, seed: int | None,
-                 min_p: float, prompt_chunk: int | None, n_seq: int, repack: bool = True):
+                 min_p: float, prompt_chunk: int | None, n_seq: int, repack: bool | None = None):
         lc = self._lc = import_llama_cpp()
         from llama_cpp import _internals  # the wrappers that free their native objects
 
@@ -179,7 +192,7 @@ class BatchEngine:
         self.chunk = max(1, int(prompt_chunk or CANONICAL_CHUNK))
         self.min_p = float(min_p)
         self.default_seed = RANDOM_SEED if seed is None else int(seed) & 0xFFFFFFFF
-        self.repack = bool(repack)
+        self.repack = self.n_seq > 1 if repack is None else bool(repack)  # see Exactness
         self.group = REPACK_GROUP if self.repack else 1  # a decode step's width is a multiple of this
         streams = stream_count(self.n_seq, self.repack)  # the sequences, the store, pads
         self.kv_cells = self.n_ctx * streams
@@ -208,6 +221,7 @@ class BatchEngine:
         self._waiting: list[Request] = []
         self.steps = 0
         self.max_in_flight = 0
+        self.stolen = 0  # requests that took a sequence a live session held (see Sessions)
 
     # -- requests -------------------------------------------------------------------------------
 
@@ -290,7 +304,7 @@ class BatchEngine:
         if len(tokens) >= self.n_ctx:
             raise CapacityError(f"the prompt has {len(tokens)} tokens; each of the engine's {self.n_seq} "
                                 f"sequences holds at most {self.n_ctx}")
-        seq = max(free, key=lambda s: (self._reuse(s, tokens)[2], self._reuse(s, tokens)[0], -s.last_used))
+        seq = self._choose(request, free)
         sampling = request.sampling
         seed = self.default_seed if sampling.seed is None else int(sampling.seed) & 0xFFFFFFFF
         max_new = int(sampling.max_tokens) if request.forced is None else len(request.forced)
@@ -298,6 +312,33 @@ class BatchEngine:
                        min(max_new, self.n_ctx - len(tokens)),
                        Generation(prompt_tokens=len(tokens), layout="batched"), time.perf_counter())
         seq.last_used = time.perf_counter()
+
+    def _choose(self, request: Request, free: list[_Sequence]) -> _Sequence:
+        """The sequence for a request (see Sessions): its session's own; else a free one no live
+        session holds, extending or reusing most, the lowest id first (steps stay narrow); else,
+        with more live sessions than sequences, the one used longest ago (counted in ``stolen``)."""
+        mine = [s for s in free if request.session is not None and s.owner == request.session]
+        if mine:
+            return mine[0]
+        unheld = [s for s in free if s.owner is None]
+        if unheld:
+            tokens = request.tokens
+            seq = max(unheld, key=lambda s: (self._reuse(s, tokens)[2], self._reuse(s, tokens)[0], -s.seq_id))
+        else:
+            seq = min(free, key=lambda s: s.last_used)
+            self.stolen += 1
+        if request.session is not None:
+            for s in self.sequences:
+                if s.owner == request.session:
+                    s.owner = None
+            seq.owner = request.session
+        return seq
+
+    def end_session(self, session: int) -> None:
+        """The run is over: its sequence may go to another one (its cells stay, for prefix reuse)."""
+        for s in self.sequences:
+            if s.owner == session:
+                s.owner = None
 
     def _place(self, seq: _Sequence, run: _Run) -> None:
         """Keep what ``seq`` (or the store) holds of the run's prompt, drop the rest. Done when the

@@ -83,6 +83,7 @@ class LlamaCppBackend:
         self._origin, self._expected_size = origin, expected_size
         self._pending: dict[int, tuple[asyncio.AbstractEventLoop, asyncio.Queue[tuple[Any, ...]]]] = {}
         self._ids = itertools.count(1)
+        self._sessions = itertools.count(1)
         self._in_worker: set[int] = set()  # requests the worker has not finished (cancelled ones too)
         self._lock = threading.Lock()
         self._dead: BackendCrashed | None = None
@@ -224,21 +225,28 @@ class LlamaCppBackend:
 
     # -- generation -----------------------------------------------------------------------
 
-    def stream(self, prompt: str, sampling: Sampling, stop: Sequence[str]) -> TokenStream:
-        return TokenStream(self._generate, prompt, sampling, stop)
+    def stream(self, prompt: str, sampling: Sampling, stop: Sequence[str], *, session: int | None = None) -> TokenStream:
+        return TokenStream(self._generate, prompt, sampling, stop, session=session)
 
-    def replay(self, prompt: str, token_ids: Sequence[int], stop: Sequence[str]) -> TokenStream:
+    def replay(self, prompt: str, token_ids: Sequence[int], stop: Sequence[str], *,
+               session: int | None = None) -> TokenStream:
         """A recorded generation again: ``token_ids`` decoded as sampling decoded them (see
         ``ExactReplay``); the stream yields the tokens with the logprobs the model gives them now."""
         return TokenStream(self._generate, prompt, Sampling(temperature=0.0, max_tokens=len(token_ids)), stop,
-                           forced=list(token_ids))
+                           forced=list(token_ids), session=session)
+
+    def session(self) -> RunSession:
+        """This backend for one run: on the batched engine its calls keep one sequence (see
+        ``llama_batch``, Sessions) until ``aclose``. Runs in flight together should each have one."""
+        return RunSession(self, next(self._sessions))
 
     def fresh(self) -> None:
         """The next generation starts from the canonical layout (see ``llama_model``)."""
         self._send(("fresh",))
 
     async def _generate(self, out: TokenStream, prompt: str, sampling: Sampling,
-                        stop: Sequence[str], forced: list[int] | None = None) -> AsyncGenerator[Token, None]:
+                        stop: Sequence[str], forced: list[int] | None = None,
+                        session: int | None = None) -> AsyncGenerator[Token, None]:
         if self._closed:
             raise RuntimeError(f"backend {self.model_id!r} is closed")
         if self._dead is not None:
@@ -254,7 +262,7 @@ class LlamaCppBackend:
         done = False
         try:
             self._in_worker.add(rid)
-            self._send(("generate", rid, tokens, asdict(sampling), list(stop), forced))
+            self._send(("generate", rid, tokens, asdict(sampling), list(stop), forced, session))
             while True:
                 message = await queue.get()
                 kind = message[0]
@@ -309,6 +317,28 @@ class LlamaCppBackend:
         self.vocab.close()
         if self._dead is None:
             Path(self.log_path).unlink(missing_ok=True)
+
+
+class RunSession:
+    """A ``LlamaCppBackend`` as one run sees it (``LlamaCppBackend.session``): every call carries the
+    run's session id; ``aclose`` ends the session, not the model."""
+
+    def __init__(self, backend: LlamaCppBackend, session: int):
+        self.backend, self.id = backend, session
+
+    def __getattr__(self, name: str) -> Any:  # model_id, engine, count_tokens, render_chat, stats, ...
+        return getattr(self.backend, name)
+
+    def stream(self, prompt: str, sampling: Sampling, stop: Sequence[str]) -> TokenStream:
+        return self.backend.stream(prompt, sampling, stop, session=self.id)
+
+    def replay(self, prompt: str, token_ids: Sequence[int], stop: Sequence[str]) -> TokenStream:
+        return self.backend.replay(prompt, token_ids, stop, session=self.id)
+
+    async def aclose(self) -> None:
+        backend = self.backend
+        if backend.alive:
+            backend._send(("end_session", self.id))
 
 
 def engine_fingerprint(model_path: str, options: dict[str, Any], info: dict[str, Any]) -> str:

@@ -7,8 +7,10 @@ Started as ``python -m tuiagent.backends.llama_worker FD`` with one end of a soc
 Messages are pickled tuples (``multiprocessing.connection`` framing):
 
     app -> worker   ("load", options)            first, once; with options["n_seq"]: the batched engine
-                    ("generate", rid, token_ids, sampling, stops[, forced_ids])
-                                                  forced_ids: decode these instead of sampling
+                    ("generate", rid, token_ids, sampling, stops[, forced_ids[, session]])
+                                                  forced_ids: decode these instead of sampling;
+                                                  session: the run's (batched engine, see llama_batch)
+                    ("end_session", session)      the run is over
                     ("cancel", rid)               handled at once, by the reader thread
                     ("reset",)                    forget the KV cache
                     ("fresh",)                    the next generation starts a fresh layout
@@ -120,7 +122,7 @@ class Worker:
             elif kind == "fresh":
                 model.fresh()
             elif kind == "generate":
-                self.generate(model, *message[1:])
+                self.generate(model, *message[1:6])  # one sequence: a session changes nothing
 
     def serve_batched(self, engine: BatchEngine) -> None:
         """Messages between the engine's steps: wait for one only when nothing is in flight."""
@@ -135,10 +137,13 @@ class Worker:
                 return
             if kind == "reset":
                 engine.reset()
+            elif kind == "end_session":
+                engine.end_session(message[1])
             elif kind == "generate":
-                rid, tokens, sampling, stops, *forced = message[1:]
+                rid, tokens, sampling, stops, *more = message[1:]
+                forced, session = (*more, None, None)[:2]
                 engine.submit(Request(rid, tokens, Sampling(**sampling), stops, self.cancels[rid],
-                                      self.emitter(rid), self.finisher(rid), forced[0] if forced else None))
+                                      self.emitter(rid), self.finisher(rid), forced, session))
 
     def emitter(self, rid: int) -> Callable[[list[Token]], None]:
         return lambda out: self.send(("tokens", rid, [(t.text, t.logprob) for t in out]))

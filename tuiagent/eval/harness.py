@@ -308,12 +308,15 @@ class EvalRunner:
             leftover.unlink(missing_ok=True)
         events: list[Event] = []
         backend = self.backend_factory(job) if self.backend_factory is not None else self.shared_backend
-        reusing = ReusingBackend(backend, self.memo) if self.memo is not None and backend is self.shared_backend else None
+        session = backend.session() if backend is self.shared_backend and hasattr(backend, "session") else None
+        reusing = ReusingBackend(session or backend, self.memo) if self.memo is not None and session else None
         try:
             async with self._kernel(job) as kernel:
-                finished = await run_problem(request, events.append, backend=reusing or backend, spec=self.spec,
-                                             kernel=kernel)
+                finished = await run_problem(request, events.append, backend=reusing or session or backend,
+                                             spec=self.spec, kernel=kernel)
         finally:
+            if session is not None:
+                await session.aclose()
             if self.backend_factory is not None and backend is not None:
                 await backend.aclose()
         if finished.reason == "cancelled":

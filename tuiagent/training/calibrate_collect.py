@@ -133,13 +133,23 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
         backend = open_model(spec, base)
     out = scratch_dir(spec.id)
     out.mkdir(parents=True, exist_ok=True)
-    async def ask_model(question: str, max_tokens: int = 3) -> Any:
-        return await ask(backend, question, max_tokens)
-
     written = 0
 
     async def one(qid: int, question: str, gold: str) -> None:
         nonlocal written
+        run_backend = backend.session() if hasattr(backend, "session") else backend  # one sequence a question
+        try:
+            await question_runs(run_backend, qid, question, gold)
+        finally:
+            if run_backend is not backend:
+                await run_backend.aclose()
+
+    async def question_runs(backend: Any, qid: int, question: str, gold: str) -> None:
+        nonlocal written
+
+        async def ask_model(question: str, max_tokens: int = 3) -> Any:
+            return await ask(backend, question, max_tokens)
+
         t0 = time.monotonic()
         parts: dict[str, list[Any]] = {}
         runs = ("tool",) if qid in old else ("cot", "tool")

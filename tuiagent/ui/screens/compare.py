@@ -257,7 +257,7 @@ class CompareScreen(Screen):
     async def _column(self, i: int, spec: ColumnSpec, problem: str, gold: str | None,
                       batched: Backend | None = None) -> ev.RunFinished:
         session = self.app.session
-        backend, owned = (batched, False) if batched is not None else await session.backend_for_run()
+        backend, owned = (batched.session(), True) if batched is not None else await session.backend_for_run()
         # A column runs with its own settings only: nothing typed on the solve screen carries over.
         request = session.request(problem, gold, guards=spec.guards,
                                   guard_settings={g: dict(v) for g, v in spec.settings.items()})
