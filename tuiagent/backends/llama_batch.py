@@ -322,15 +322,16 @@ class BatchEngine:
             return mine[0]
         unheld = [s for s in free if s.owner is None]
         if unheld:
-            tokens = request.tokens
-            seq = max(unheld, key=lambda s: (self._reuse(s, tokens)[2], self._reuse(s, tokens)[0], -s.seq_id))
+            def rank(s: _Sequence) -> tuple[bool, int, int]:
+                keep, _, extends = self._reuse(s, request.tokens)
+                return extends, keep, -s.seq_id
+
+            seq = max(unheld, key=rank)
         else:
             seq = min(free, key=lambda s: s.last_used)
             self.stolen += 1
         if request.session is not None:
-            for s in self.sequences:
-                if s.owner == request.session:
-                    s.owner = None
+            self.end_session(request.session)  # a session holds one sequence
             seq.owner = request.session
         return seq
 

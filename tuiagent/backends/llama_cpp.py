@@ -240,6 +240,11 @@ class LlamaCppBackend:
         ``llama_batch``, Sessions) until ``aclose``. Runs in flight together should each have one."""
         return RunSession(self, next(self._sessions))
 
+    def end_session(self, session: int) -> None:
+        """The run ``session`` is over: its sequence may serve another one."""
+        if self.alive:
+            self._send(("end_session", session))
+
     def fresh(self) -> None:
         """The next generation starts from the canonical layout (see ``llama_model``)."""
         self._send(("fresh",))
@@ -336,22 +341,20 @@ class RunSession:
         return self.backend.replay(prompt, token_ids, stop, session=self.id)
 
     async def aclose(self) -> None:
-        backend = self.backend
-        if backend.alive:
-            backend._send(("end_session", self.id))
+        self.backend.end_session(self.id)
 
 
 def engine_fingerprint(model_path: str, options: dict[str, Any], info: dict[str, Any]) -> str:
     """What decides a generation's numbers besides its prompt and sampling: the weights, the engine
     (single or batched) and its options, the llama.cpp build. Equal fingerprints, equal prompts and
     equal histories give bit-identical tokens and logprobs (the eval reuses generations on it)."""
-    stat = Path(model_path).stat()
-    what = {"model": Path(model_path).name, "size": stat.st_size,
+    kind = "batched" if info.get("n_seq") else "single"
+    what = {"model": Path(model_path).name, "size": Path(model_path).stat().st_size,
             "options": {k: v for k, v in options.items() if k != "model_path"},
-            "engine": info.get("engine") or ("batched" if info.get("n_seq") else "single"),
-            "llama_cpp": version("llama-cpp-python"), "system_info": info.get("system_info", "")}
+            "engine": info.get("engine", kind), "llama_cpp": version("llama-cpp-python"),
+            "system_info": info.get("system_info", "")}
     digest = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
-    return f"{'batched' if info.get('n_seq') else 'single'}:{digest}"
+    return f"{kind}:{digest}"
 
 
 def _sweep_old_logs(logs: Path) -> None:

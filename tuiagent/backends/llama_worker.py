@@ -7,8 +7,8 @@ Started as ``python -m tuiagent.backends.llama_worker FD`` with one end of a soc
 Messages are pickled tuples (``multiprocessing.connection`` framing):
 
     app -> worker   ("load", options)            first, once; with options["n_seq"]: the batched engine
-                    ("generate", rid, token_ids, sampling, stops[, forced_ids[, session]])
-                                                  forced_ids: decode these instead of sampling;
+                    ("generate", rid, token_ids, sampling, stops, forced_ids, session)
+                                                  forced_ids: decode these instead of sampling (or None);
                                                   session: the run's (batched engine, see llama_batch)
                     ("end_session", session)      the run is over
                     ("cancel", rid)               handled at once, by the reader thread
@@ -140,8 +140,7 @@ class Worker:
             elif kind == "end_session":
                 engine.end_session(message[1])
             elif kind == "generate":
-                rid, tokens, sampling, stops, *more = message[1:]
-                forced, session = (*more, None, None)[:2]
+                rid, tokens, sampling, stops, forced, session = message[1:]
                 engine.submit(Request(rid, tokens, Sampling(**sampling), stops, self.cancels[rid],
                                       self.emitter(rid), self.finisher(rid), forced, session))
 

@@ -140,12 +140,15 @@ def plan(problems: list[Problem], settings: list[Preset], seeds: int) -> list[Jo
     return [Job(p, s, seed) for p in problems for seed in range(seeds) for s in settings]
 
 
-def reuse_order(jobs: list[Job], concurrency: int) -> tuple[list[Job], dict[tuple[str, str, int], asyncio.Event]]:
+Leaders = dict[tuple[str, str, int], tuple[Job, asyncio.Event]]
+
+
+def reuse_order(jobs: list[Job], concurrency: int) -> tuple[list[Job], Leaders]:
     """With reused generations and several runs in flight: ``concurrency`` problems at a time, first
-    every one's first setting, then every one's second, ...; and per problem an event its other
-    settings wait on until its first one has finished (so they reuse its turns rather than generate
-    them beside it)."""
-    groups: dict[tuple[str, int], list[Job]] = {}
+    every one's first setting, then every one's second, ...; and per problem its first job and an
+    event its other settings wait on until that one has finished (so they reuse its turns rather
+    than generate them beside it)."""
+    groups: dict[tuple[str, str, int], list[Job]] = {}
     for job in jobs:
         groups.setdefault(job.group, []).append(job)
     keys = list(groups)
@@ -154,7 +157,7 @@ def reuse_order(jobs: list[Job], concurrency: int) -> tuple[list[Job], dict[tupl
         block = [groups[k] for k in keys[start:start + concurrency]]
         for i in range(max(len(g) for g in block)):
             ordered += [g[i] for g in block if i < len(g)]
-    return ordered, {k: asyncio.Event() for k, g in groups.items() if len(g) > 1}
+    return ordered, {k: (g[0], asyncio.Event()) for k, g in groups.items() if len(g) > 1}
 
 
 class EvalRunner:
@@ -364,7 +367,7 @@ class EvalRunner:
         self._open_shared()
         self._warn_other_engines(jobs)
         await self._start_pools(todo)
-        leaders: dict[tuple[str, str, int], asyncio.Event] = {}
+        leaders: Leaders = {}
         if self.memo is not None and self.concurrency > 1:
             todo, leaders = reuse_order(todo, self.concurrency)
         queue: asyncio.Queue[Job] = asyncio.Queue()
@@ -393,16 +396,15 @@ class EvalRunner:
                 outcome.ran += 1
                 failures_in_a_row = 0
 
-        leading = {key: next(j for j in todo if j.group == key) for key in leaders}
-
         async def worker() -> None:
             while not queue.empty():
                 job = queue.get_nowait()
-                group = job.group
-                first_done = leaders.get(group)
-                if first_done is None:
+                leader = leaders.get(job.group)
+                if leader is None:
                     await attempt(job)
-                elif leading[group] is job:
+                    continue
+                first, first_done = leader
+                if first is job:
                     try:
                         await attempt(job)
                     finally:

@@ -43,6 +43,7 @@ from tuiagent.training.gstep import (
     load_records,
     read_questions,
     record_from_events,
+    records_of,
     scratch_dir,
     until_interrupted,
 )
@@ -111,11 +112,7 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
 
     base = RunRequest(problem="", model=model, models_file=models_file, script=script)
     spec = resolve_spec(base)
-    existing = load_records(records)
-    others = sorted({str(r.get("model")) for r in existing} - {spec.id})
-    if others:
-        raise ValueError(f"{records} holds runs of {', '.join(others)}, not {spec.id}: calibration is "
-                         "model-specific, use one records file per model")
+    existing = records_of(records, spec.id, "calibration")
     done = {r.get("qid") for r in existing if r.get("v") == RECORD_VERSION}
     old = {r["qid"]: r for r in (load_records(reuse) if reuse else []) if r.get("model") == spec.id}
     todo = [q for q in read_questions(data, start, n) if q[0] not in done]

@@ -195,6 +195,17 @@ def read_questions(path: Path, start: int, n: int) -> list[tuple[int, str, str]]
 # -- collect -------------------------------------------------------------------------------------
 
 
+def records_of(records: Path, model: str, what: str) -> list[dict]:
+    """The records already in ``records``, which must all be runs of ``model`` (``what`` is
+    model-specific: one records file per model)."""
+    existing = load_records(records)
+    others = sorted({str(r.get("model")) for r in existing} - {model})
+    if others:
+        raise ValueError(f"{records} holds runs of {', '.join(others)}, not {model}: {what} is model-specific, "
+                         "use one records file per model")
+    return existing
+
+
 def scratch_dir(model: str) -> Path:
     from tuiagent import paths
 
@@ -210,11 +221,7 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
 
     base = RunRequest(problem="", model=model, models_file=models_file, script=script)
     spec = resolve_spec(base)
-    existing = load_records(records)
-    others = sorted({str(r.get("model")) for r in existing} - {spec.id})
-    if others:
-        raise ValueError(f"{records} holds runs of {', '.join(others)}, not {spec.id}: a gate is model-specific, "
-                         "use one records file per model")
+    existing = records_of(records, spec.id, "a gate")
     done = {r.get("qid") for r in existing}
     todo = [q for q in read_questions(data, start, n) if q[0] not in done]
     log(f"[gstep collect] {len(done)} already in {records}; {len(todo)} to run")
