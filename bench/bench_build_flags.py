@@ -16,8 +16,8 @@ not the ``ggml-cpu-<variant>`` modules) and it never calls ``ggml_backend_load_a
 New builds add ``-DLLAVA_BUILD=OFF`` (the multimodal library is not used here and only lengthens the
 build; it does not touch libllama or libggml).
 
-Every build runs in its own worker process (so each imports its own ``llama_cpp``), with
-``OMP_WAIT_POLICY=passive`` as the app sets it. A worker loads the model with
+Every build runs in its own worker process (so each imports its own ``llama_cpp``), with the
+OpenMP wait the app sets (``openmp_defaults``; results before 2026-12-01 evening: passive waits). A worker loads the model with
 ``Llama(n_ctx=2048, n_threads=2, verbose=False)`` and, on each request, measures one greedy
 generation of ``--tokens`` tokens after the same ChatML prompt (~100 tokens), from an empty KV cache:
 prompt tok/s = prompt tokens / time to evaluate the prompt (one ``eval`` of all of them), decode
@@ -176,7 +176,10 @@ def worker(model: str, threads: int, tokens: int) -> None:
 class Worker:
     def __init__(self, name: str, site: Path, args: argparse.Namespace):
         path = os.pathsep.join([str(site), os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
-        env = {**os.environ, "PYTHONPATH": path, "OMP_WAIT_POLICY": "passive"}
+        from tuiagent.backends.llama_model import openmp_defaults
+
+        env = {**os.environ, "PYTHONPATH": path}
+        openmp_defaults(env)
         cmd = [sys.executable, __file__, "--worker", "--model", args.model, "--threads", str(args.threads),
                "--tokens", str(args.tokens)]
         self.name = name

@@ -147,3 +147,13 @@ def test_a_kernel_that_cannot_start_is_a_problem_with_a_fix(monkeypatch):
     start = checks["kernel start"]
     assert start.status == "fail" and "Kernel died before replying" in start.detail
     assert "ipykernel" in start.fix and "first cell" not in checks
+
+
+def test_openmp_waits_say_whose_setting_is_in_force(monkeypatch):
+    from tuiagent.doctor import openmp_wait
+
+    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
+    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
+    assert openmp_wait() == "GOMP_SPINCOUNT=300 (the llama_cpp backend's default)"
+    monkeypatch.setenv("OMP_WAIT_POLICY", "passive")
+    assert openmp_wait() == "OMP_WAIT_POLICY=passive (yours)"

@@ -91,6 +91,14 @@ def cpu_model() -> str:
     return platform.processor() or "unknown"
 
 
+def openmp_wait() -> str:
+    """How llama.cpp's OpenMP threads will wait at barriers: the user's variables, or ours."""
+    from tuiagent.backends.llama_model import OPENMP_SPIN_COUNT
+
+    chosen = [f"{k}={os.environ[k]}" for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if k in os.environ]
+    return " ".join(chosen) + " (yours)" if chosen else f"GOMP_SPINCOUNT={OPENMP_SPIN_COUNT} (the llama_cpp backend's default)"
+
+
 def cpu_checks() -> Iterator[Check]:
     check = functools.partial(Check, CPU)
     flags = llama_build.cpu_flags()
@@ -98,7 +106,7 @@ def cpu_checks() -> Iterator[Check]:
     yield check("cpu", "info", f"{cpu_model()}, {os.cpu_count()} cores")
     yield check("cpu flags", "info", (" ".join(present) or "none of the x86 ones llama.cpp uses") if flags
                 else "unreadable (no /proc/cpuinfo flags)")
-    yield check("OMP_WAIT_POLICY", "info", os.environ.get("OMP_WAIT_POLICY", "not set (the llama_cpp backend uses passive)"))
+    yield check("OpenMP waits", "info", openmp_wait())
     if llama_build.installed_version() is None:
         yield check("llama.cpp build", "fail", "llama-cpp-python is not installed",
                     "make run (or: pip install 'tuiagent[llama]')")

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
-# llama.cpp's OpenMP threads spin at each barrier by default: on a CI box or a 2-core machine shared
-# with other jobs that makes these tests ~7x slower (10 s -> 70 s measured). Read by libgomp when
-# llama_cpp is first imported, so it must be set before that; an explicit setting wins.
-os.environ.setdefault("OMP_WAIT_POLICY", "passive")
+from tuiagent.backends.llama_model import openmp_defaults
+
+# The product's OpenMP wait (a short spin; libgomp's own default spins ~3 ms at each barrier, which
+# made these tests ~7x slower on a shared 2-core machine). Read by libgomp when llama_cpp is first
+# imported, so it must be set before that; an explicit setting wins.
+openmp_defaults(os.environ)
 
 SMOLLM2_ID = "smollm2-135m"
 # Fallback while tuiagent.config's loader/sources are not there: a path to the SmolLM2 GGUF.

@@ -40,7 +40,7 @@ from typing import Any
 from tuiagent import paths
 from tuiagent.backends import crash
 from tuiagent.backends.base import BackendCrashed, ContextOverflow, GenerationStats
-from tuiagent.backends.llama_model import Vocab, system_info
+from tuiagent.backends.llama_model import Vocab, openmp_defaults, system_info
 from tuiagent.backends.templates import NAMED_TEMPLATES, render_named
 from tuiagent.config.spec import ModelSpec
 from tuiagent.errors import ConfigError
@@ -119,7 +119,7 @@ class LlamaCppBackend:
         log = tempfile.NamedTemporaryFile(prefix=f"llama-worker-{os.getpid()}-", suffix=".log", dir=logs, delete=False)
         self.log_path = log.name
         env = dict(os.environ)
-        env.setdefault("OMP_WAIT_POLICY", "passive")  # see llama_model's docstring
+        openmp_defaults(env)
         with log, theirs:
             self._proc = subprocess.Popen(
                 [sys.executable, *self.worker_command, str(theirs.fileno())],

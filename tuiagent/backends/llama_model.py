@@ -32,11 +32,15 @@ Every sampled token yields one ``Token`` (apart from stop-string cuts, see ``Sto
 ``PieceDecoder`` turns its bytes into text: ``""`` while it ends inside a multi-byte UTF-8
 character, which then comes with the token that completes it, so no replacement characters appear.
 
-Speed note: llama-cpp-python 0.3.36 builds llama.cpp with OpenMP, whose threads spin at every
-barrier by default. When other processes share the CPUs, that makes generation several times
-slower (measured: 8 vs 47 tok/s on SmolLM2 with 2 threads on 2 busy cores);
-``OMP_WAIT_POLICY=passive`` in the environment (read when llama_cpp is first imported) avoids it,
-so we set it unless the user did: the app's UI thread and the kernel share the same cores.
+Speed note: llama-cpp-python 0.3.36 builds llama.cpp with GCC's OpenMP, whose threads wait at
+the barrier after each of a step's ~1,000 operations. By default they spin for about 3 ms first:
+when other processes share the CPUs that made generation several times slower (measured: 8 vs 47
+tok/s on SmolLM2 with 2 threads on 2 busy cores). Sleeping at once (``OMP_WAIT_POLICY=passive``,
+our earlier setting) costs a wake-up at every barrier instead: on an idle machine the default
+model decoded 1.4x slower that way. ``openmp_defaults`` sets a short spin (``GOMP_SPINCOUNT``,
+a few microseconds), which keeps the idle speed and loses nothing measurable beside a busy core
+(bench/bench_openmp_wait.py); a variable the user set wins. It must be in the environment before
+llama_cpp is first imported (libgomp reads it when it loads).
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Generator, Sequence
+from collections.abc import Callable, Generator, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -56,6 +60,10 @@ import numpy as np
 from tuiagent.backends.stops import StopMatcher
 from tuiagent.errors import ConfigError
 from tuiagent.protocol import Sampling, Token
+
+# [ours, bench/bench_openmp_wait.py] libgomp spins at a barrier before it sleeps (about 100
+# spins a microsecond by its own estimate); see the module docstring.
+OPENMP_SPIN_COUNT = "300"
 
 # llama.cpp's "pick a random seed" value (LLAMA_DEFAULT_SEED).
 RANDOM_SEED = 0xFFFFFFFF
@@ -110,8 +118,14 @@ def logprob_of(logits: np.ndarray, token: int, buf: np.ndarray) -> float:
     return float(logits[token]) - m - math.log(float(buf.sum(dtype=np.float64)))
 
 
+def openmp_defaults(env: MutableMapping[str, str]) -> None:
+    """Our OpenMP wait (a short spin, see the module docstring) unless ``env`` names one already."""
+    if "OMP_WAIT_POLICY" not in env and "GOMP_SPINCOUNT" not in env:
+        env["GOMP_SPINCOUNT"] = OPENMP_SPIN_COUNT
+
+
 def import_llama_cpp() -> Any:
-    os.environ.setdefault("OMP_WAIT_POLICY", "passive")  # our default; see the module docstring
+    openmp_defaults(os.environ)
     try:
         import llama_cpp
     except ImportError as e:  # pragma: no cover - depends on the environment
