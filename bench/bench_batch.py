@@ -34,11 +34,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-os.environ.setdefault("OMP_WAIT_POLICY", "passive")
-
-from tuiagent.backends.llama_batch import BatchEngine, Request  # noqa: E402
-from tuiagent.backends.llama_model import LlamaModel  # noqa: E402
-from tuiagent.protocol import Sampling  # noqa: E402
+from tuiagent.backends.llama_batch import BatchEngine, Request
+from tuiagent.backends.llama_model import LlamaModel
+from tuiagent.protocol import Sampling
 
 RESULTS = Path(__file__).parent / "results" / "batch.json"
 SYSTEM = ("You are a careful math assistant. Solve the problem by writing Python code in ```python blocks; "
@@ -204,6 +202,7 @@ def main() -> None:
                                "threads": args.threads, "cpu": platform.processor() or platform.machine(),
                                "load_avg_at_start": os.getloadavg()}
     serial_model = LlamaModel(path, **common)
+    results["openmp"] = {k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}  # set on loading
     repacked = BatchEngine(path, **common, n_seq=max(levels + plain_levels), repack=True)
     plain = BatchEngine(path, **common, n_seq=max(levels + plain_levels), repack=False)
     results["decode_step"] = step_costs({"plain": plain, "repacked_padded": repacked}, args.rounds)

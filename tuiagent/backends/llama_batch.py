@@ -52,7 +52,7 @@ sequence's tokens and logprobs are the same, bit for bit, whatever else is in fl
   same run beside 3 others). ``repack=False`` loads the weights without repacking
   (``use_extra_bufts = False``): every column goes through the same per-row dot product, exact
   without padding. Which is faster depends on the width: a padded step costs about the same for
-  1 to 4 sequences, so for one sequence it is 1.7x the plain gemv, and for 4 it beats plain weights
+  1 to 4 sequences, so for one sequence it is about twice the plain gemv, and for 4 it beats plain weights
   (bench/bench_batch.py). The default is therefore plain weights for ``n_seq`` = 1 and repacked,
   padded ones above: an eval's numbers are the same at any concurrency of 2 or more, and differ in
   the last digits between concurrency 1 and more (each record names its engine).
