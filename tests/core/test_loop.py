@@ -11,7 +11,7 @@ from tuiagent.backends.scripted import ScriptedBackend, load_script
 from tuiagent.core import events as ev
 from tuiagent.core.loop import Agent
 from tuiagent.core.trajectory import Loaded, Recorder, load
-from tuiagent.protocol import RunSettings, Token
+from tuiagent.protocol import RunSettings, Sampling, Token
 
 CODE_TURN = "Let me compute.\n```python\nprint(6 * 7)\n```\n```output\n42\n```"
 ANSWER_TURN = "So the answer is \\boxed{42}."
@@ -75,6 +75,14 @@ async def test_token_budget(write_script, canned_kernel):
     long_turn = "word " * 50
     events = await run(Agent(backend_for(write_script, long_turn), canned_kernel(), settings=RunSettings(max_tokens=10)))
     assert events[-1].reason == "token_budget" and events[-1].generated_tokens == 10
+
+
+async def test_a_turn_cut_at_its_own_length_with_budget_left_says_so(write_script, canned_kernel):
+    """A degenerate turn stopped by the model's max_tokens per turn is not the run's token budget."""
+    long_turn = "word " * 50
+    events = await run(Agent(backend_for(write_script, long_turn), canned_kernel(), sampling=Sampling(max_tokens=10),
+                             settings=RunSettings(max_tokens=100)))
+    assert events[-1].reason == "turn_length" and events[-1].generated_tokens == 10
 
 
 async def test_error_output_truncated_head_and_tail(write_script, canned_kernel):

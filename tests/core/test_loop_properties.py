@@ -22,7 +22,7 @@ from tuiagent.core.trajectory import Recorder, load
 from tuiagent.parsing import OUTPUT_FENCE, final_answer
 from tuiagent.protocol import RunSettings, Sampling, Token
 
-REASONS = {"answer", "no_answer", "tool_budget", "token_budget", "time_budget", "cancelled", "error"}
+REASONS = {"answer", "no_answer", "tool_budget", "token_budget", "turn_length", "time_budget", "cancelled", "error"}
 FRAGMENTS = ["```python\n", "```python", "```\n", "```", "\n", "`", OUTPUT_FENCE, "\\boxed{", "}", "{", "\\boxed{}",
              "\\boxed{\\frac{1}{2}}", "\\boxed{\\boxed{3}}", "print(6 * 7)", " ", "é", "😀", "\u2028", "\x85", "\r\n"]
 CODE = st.text(max_size=12)
@@ -180,8 +180,8 @@ MEGABYTE = 1_000_000
     # one token of a megabyte: fences that never close, answers that never close, then one that does
     (["```python\n" * (MEGABYTE // 10)], "no_answer"),
     (["\\boxed{" * (MEGABYTE // 7) + "\\boxed{7}"], "answer"),
-    # a megabyte in small tokens: the token budget ends it
-    (["word "] * (MEGABYTE // 5), "token_budget"),
+    # a megabyte in small tokens: the turn's own length limit (max_tokens per turn) ends it
+    (["word "] * (MEGABYTE // 5), "turn_length"),
 ])
 def test_enormous_turns_end_with_a_reason(tmp_path, turn, reason):
     backend, kernel = ScriptedBackend([[Token(t, -0.1) for t in turn]]), ChaosKernel([])

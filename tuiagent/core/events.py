@@ -180,7 +180,8 @@ class ContextPruned(Event):
 
 @dataclass(frozen=True)
 class RunFinished(Event):
-    """The run ended. ``reason``: answer, no_answer, tool_budget, token_budget, time_budget, cancelled, error,
+    """The run ended. ``reason``: answer, no_answer, tool_budget, token_budget, turn_length (one turn
+    reached the model's ``max_tokens`` per turn with run budget left), time_budget, cancelled, error,
     backend_crashed (the model process died; a Notice before this event says how)."""
 
     reason: str

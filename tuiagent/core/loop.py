@@ -402,8 +402,9 @@ class _Run:
         answer = final_answer(text)
         if stop_reason == "time":
             raise _Finish("time_budget", answer if answer is not None else self.last_attempt)
-        if stop_reason == "length":
-            raise _Finish("token_budget", answer if answer is not None else self.last_attempt)
+        if stop_reason == "length":  # the run's token budget, or one turn's own limit with budget left
+            reason = "token_budget" if self.generated >= self.settings.max_tokens else "turn_length"
+            raise _Finish(reason, answer if answer is not None else self.last_attempt)
         if answer is None:
             raise _Finish("no_answer", self.last_attempt)
         self.answer_attempts += 1

@@ -13,6 +13,7 @@ _REASONS = {
     "no_answer": "the model stopped without an answer",
     "tool_budget": "the tool-call budget ran out",
     "token_budget": "the token budget ran out",
+    "turn_length": "one turn reached the model's max_tokens",
     "time_budget": "the time budget ran out",
     "cancelled": "stopped",
     "error": "the run failed",
