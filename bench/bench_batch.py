@@ -34,7 +34,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tuiagent.backends.llama_batch import BatchEngine, Request
+from tuiagent.backends.llama_batch import BatchEngine, Request, round_up
 from tuiagent.backends.llama_model import LlamaModel
 from tuiagent.protocol import Sampling
 
@@ -144,7 +144,7 @@ def latency(engine: BatchEngine, tokens: int, busy: int) -> dict[str, Any]:
 
 def padded(engine: BatchEngine, b: int) -> int:
     """Columns of a decode step with ``b`` sequences generating (see BatchEngine._decode)."""
-    return -(-b // engine.group) * engine.group
+    return round_up(b, engine.group)
 
 
 def step_costs(engines: dict[str, BatchEngine], rounds: int) -> dict[str, Any]:

@@ -17,7 +17,8 @@ New builds add ``-DLLAVA_BUILD=OFF`` (the multimodal library is not used here an
 build; it does not touch libllama or libggml).
 
 Every build runs in its own worker process (so each imports its own ``llama_cpp``), with the
-OpenMP wait the app sets (``openmp_defaults``; results before 2026-12-01 evening: passive waits). A worker loads the model with
+OpenMP wait the app sets (``openmp_defaults``; the committed results, of 2026-12-01 afternoon,
+were taken with passive waits). A worker loads the model with
 ``Llama(n_ctx=2048, n_threads=2, verbose=False)`` and, on each request, measures one greedy
 generation of ``--tokens`` tokens after the same ChatML prompt (~100 tokens), from an empty KV cache:
 prompt tok/s = prompt tokens / time to evaluate the prompt (one ``eval`` of all of them), decode

@@ -142,12 +142,16 @@ class _Sequence:
     owner: int | None = None  # the session whose cells these are, while it lasts
 
 
+def round_up(n: int, group: int) -> int:
+    """``n`` rounded up to a multiple of ``group``."""
+    return -(-n // group) * group
+
+
 def stream_count(n_seq: int, repack: bool | None = None) -> int:
     """KV streams of an engine with ``n_seq`` sequences: those, the store, and with repacked weights
     (by default when n_seq > 1) pads up to a multiple of REPACK_GROUP (every decode step is that
     wide, see Exactness)."""
-    group = REPACK_GROUP if (n_seq > 1 if repack is None else repack) else 1
-    return -(-(n_seq + 1) // group) * group
+    return round_up(n_seq + 1, REPACK_GROUP if (n_seq > 1 if repack is None else repack) else 1)
 
 
 def kv_bytes_per_token(metadata: dict[str, str]) -> int | None:
@@ -426,9 +430,8 @@ class BatchEngine:
         step covers stream ids 0..width-1, a stream that is not generating takes part with a filler
         token at its next position, whose cell is removed afterwards."""
         live = {s.seq_id: s for s in generating}
-        width = -(-(max(live) + 1) // self.group) * self.group
         entries, fillers = [], []
-        for stream in self._streams[:width]:
+        for stream in self._streams[:round_up(max(live) + 1, self.group)]:
             s = live.get(stream.seq_id)
             if s is not None:
                 assert s.run is not None and s.run.pending is not None

@@ -98,16 +98,14 @@ class ModelSession:
         held = self.batched
         if held is not None and getattr(held, "n_seq", 0) >= columns and getattr(held, "alive", True):
             return held
-        self.batched = None
-        if held is not None:
-            await held.aclose()
+        await self.drop_columns_backend()  # too few sequences, or its process died
         from tuiagent.backends import open_backend
 
         self.batched = await asyncio.to_thread(open_backend, self.spec, n_seq=columns)
         return self.batched
 
     async def drop_columns_backend(self) -> None:
-        """Forget the comparison's engine (its process died): the next comparison opens it again."""
+        """Close and forget the comparison's engine (its process died, or it has too few sequences)."""
         held, self.batched = self.batched, None
         if held is not None:
             await held.aclose()
