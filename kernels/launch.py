@@ -76,13 +76,15 @@ def new_kernel_manager(runtime_dir: Path, prefix: tuple[str, ...] = (), interrup
     )
 
 
-def launch_kwargs(workdir: Path, runtime_dir: Path, sandbox: str = "off") -> dict[str, object]:
+def launch_kwargs(workdir: Path, runtime_dir: Path, sandbox: str = "off",
+                  stderr: int = subprocess.DEVNULL) -> dict[str, object]:
     """Popen arguments for ``start_kernel``: the sandbox's environment, and the process's own
-    stdout/stderr discarded so they cannot scribble over a terminal UI (cell output travels over
-    IOPub, file-descriptor writes included)."""
+    stdout discarded and stderr sent to ``stderr`` (a pipe of ``kernels.failures.StderrTail``), so
+    neither can scribble over a terminal UI (cell output travels over IOPub, file-descriptor writes
+    included)."""
     return {
         "cwd": str(workdir),
         "env": kernel_env(sandbox, workdir, runtime_box(runtime_dir)),
         "stdout": subprocess.DEVNULL,
-        "stderr": subprocess.DEVNULL,
+        "stderr": stderr,
     }

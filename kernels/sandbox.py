@@ -21,11 +21,14 @@ import functools
 import inspect
 import os
 import shutil
+import site
 import subprocess
+import sys
+import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from kernels import boundary
+from kernels import boundary, failures
 
 if TYPE_CHECKING:  # only in install_policy's annotations, quoted: its source is shipped to the kernel
     from collections.abc import Iterable
@@ -57,7 +60,7 @@ def resolve(level: str) -> str:
     SandboxUnavailable when ``strict`` or ``netns`` cannot be had."""
     check_level(level)
     if level in ("auto", "strict"):
-        why = boundary.unavailable()
+        why = strict_unavailable()
         if why is None:
             return "strict"
         if level == "strict":
@@ -76,11 +79,43 @@ def resolve(level: str) -> str:
 
 
 def describe(level: str) -> str:
-    """The level in force with what it is made of, for doctor and the app's status line."""
+    """The level in force with what it is made of, for doctor and the app's status line; under
+    ``auto`` without the OS boundary, why it is missing."""
     shown = resolve(level)
     parts = {"strict": f"{boundary.describe()} + policy", "netns": "policy + network namespace",
              "policy": "audit-hook policy only, no OS boundary", "off": "resource limits only"}
-    return f"{shown} ({parts[shown]})"
+    why = f"; strict is not available: {strict_unavailable()}" if level == "auto" and shown != "strict" else ""
+    return f"{shown} ({parts[shown]}){why}"
+
+
+# What the probe runs inside the boundary: the kernel's own imports, after the launcher's.
+_PROBE_CODE = "import ipykernel.kernelapp"
+_PROBE_TIMEOUT_S = 60  # ours: as long as a kernel's start may take (JupyterKernel.start_timeout_s)
+
+
+@functools.cache
+def strict_unavailable() -> str | None:
+    """Why a kernel cannot run inside the OS boundary here; None when it can. Found once per process by
+    starting one as a launch does (the same bwrap flags, binds, Landlock and seccomp, the kernel's
+    environment) up to importing ipykernel: inside containers it is ``--proc``, ``--dev`` or the user
+    namespace that fails, which a bare bwrap call does not show."""
+    if (missing := boundary.unavailable()) is not None:
+        return missing
+    with tempfile.TemporaryDirectory(prefix="tuiagent-probe-") as tmp:
+        workdir, box, connection = Path(tmp, "run"), Path(tmp, "box"), Path(tmp, "kernel.json")
+        workdir.mkdir()
+        box.mkdir()
+        connection.write_text("{}")
+        argv = [*boundary.prefix(boundary.BoundaryPaths(workdir, box, connection)), sys.executable, "-c", _PROBE_CODE]
+        try:
+            done = subprocess.run(argv, env=kernel_env("strict", workdir, box), cwd=workdir, capture_output=True,
+                                  text=True, timeout=_PROBE_TIMEOUT_S)
+        except (OSError, subprocess.TimeoutExpired) as e:
+            return f"a kernel's start inside it did not run ({e})"
+    if done.returncode == 0:
+        return None
+    cause, _ = failures.diagnose(done.stderr, "strict")
+    return f"a kernel cannot start inside it ({cause})"
 
 
 def kernel_env(level: str, workdir: Path, box: Path) -> dict[str, str]:
@@ -103,9 +138,15 @@ def kernel_env(level: str, workdir: Path, box: Path) -> dict[str, str]:
         XDG_CACHE_HOME=str(box / "cache"),
         XDG_CONFIG_HOME=str(box / "config"),
         MPLBACKEND="Agg",
-        PYTHONNOUSERSITE="1",
     )
+    if not _imports_from_user_site():
+        env["PYTHONNOUSERSITE"] = "1"  # the user's own packages stay out, unless the app itself runs on them
     return env
+
+
+def _imports_from_user_site() -> bool:
+    """Whether this interpreter imports from the user's site-packages (``pip install --user``); a venv does not."""
+    return site.ENABLE_USER_SITE is True and site.getusersitepackages() in sys.path
 
 
 @functools.cache

@@ -131,29 +131,45 @@ def test_verify_rehashes_the_assembled_file(tmp_path, monkeypatch):
 
 
 class KernelThatCannotStart:
-    """Test double for a kernel whose process cannot be started (stands in for a broken ipykernel)."""
+    """Test double for a kernel whose process cannot be started: it raises what ``JupyterKernel`` raises
+    then (the real path: tests/test_as_installed.py, tests/kernels/test_kernel_failures.py)."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
 
     async def start(self) -> None:
-        raise RuntimeError("Kernel died before replying to kernel_info")
+        raise self.error
 
     async def shutdown(self) -> None: ...
 
 
-def test_a_kernel_that_cannot_start_is_a_problem_with_a_fix(monkeypatch):
+def test_a_kernel_that_cannot_start_is_a_problem_with_its_cause_and_fix(monkeypatch):
     import tuiagent.runner
+    from kernels.base import KernelFailed
 
-    monkeypatch.setattr(tuiagent.runner, "make_kernel", lambda *a, **k: KernelThatCannotStart())
+    failed = KernelFailed("it exited during start-up (exit code 1)", "Traceback ...\nbwrap: Can't mount proc",
+                          "bubblewrap could not build the sandbox", "run with --sandbox auto")
+    monkeypatch.setattr(tuiagent.runner, "make_kernel", lambda *a, **k: KernelThatCannotStart(failed))
     checks = {c.name: c for c in doctor.kernel_checks()}
     start = checks["kernel start"]
-    assert start.status == "fail" and "Kernel died before replying" in start.detail
-    assert "ipykernel" in start.fix and "first cell" not in checks
+    assert start.status == "fail" and start.detail == ("it exited during start-up (exit code 1) (it printed: bwrap: "
+                                                       "Can't mount proc); likely cause: bubblewrap could not build the sandbox")
+    assert start.fix == "run with --sandbox auto" and "first cell" not in checks
 
 
-def test_openmp_waits_say_whose_setting_is_in_force(monkeypatch):
-    from tuiagent.doctor import openmp_wait
+def test_any_other_failure_of_the_kernel_check_is_reported_too(monkeypatch):
+    import tuiagent.runner
 
-    monkeypatch.delenv("OMP_WAIT_POLICY", raising=False)
-    monkeypatch.delenv("GOMP_SPINCOUNT", raising=False)
-    assert openmp_wait() == "GOMP_SPINCOUNT=300 (the llama_cpp backend's default)"
-    monkeypatch.setenv("OMP_WAIT_POLICY", "passive")
-    assert openmp_wait() == "OMP_WAIT_POLICY=passive (yours)"
+    monkeypatch.setattr(tuiagent.runner, "make_kernel",
+                        lambda *a, **k: KernelThatCannotStart(RuntimeError("Kernel died before replying")))
+    start = {c.name: c for c in doctor.kernel_checks()}["kernel start"]
+    assert start.status == "fail" and "Kernel died before replying" in start.detail and "tuiagent solve" in start.fix
+
+
+def test_doctor_says_where_the_kernel_imports_the_project_from():
+    from pathlib import Path
+
+    import kernels
+
+    checks = {c.name: c for c in doctor.kernel_checks()}
+    assert checks["kernel imports"].detail.startswith(f"the project from {Path(kernels.__file__).parent.parent}")

@@ -14,6 +14,7 @@ import typer
 from rich.console import Console
 from rich.text import Text
 
+from kernels.base import KernelFailed
 from tuiagent.errors import UserError
 from tuiagent.safetext import for_terminal
 from tuiagent.options import NetworkOpt, SandboxOpt, check_sandbox
@@ -87,7 +88,7 @@ def solve(
     """Solve one problem and stream a readable transcript (or JSON events)."""
     from dataclasses import replace
 
-    from tuiagent.core.events import RunFinished, RunStarted
+    from tuiagent.core.events import FAILURE_REASONS, RunFinished, RunStarted
     from tuiagent.protocol import BUDGETS, RunSettings
     from tuiagent.runner import RunRequest, run_problem, trajectory_path
     from tuiagent.transcript import JsonPrinter, TranscriptPrinter
@@ -158,7 +159,7 @@ def solve(
         else:
             err.print(f"{how} before the run started")
         raise typer.Exit(128 + (stopped_by[0] if stopped_by else signal.SIGINT)) from None
-    if finished.reason in ("error", "backend_crashed"):
+    if finished.reason in FAILURE_REASONS:
         raise typer.Exit(1)
 
 
@@ -189,6 +190,7 @@ def fork(
     repeats the parent's next turn exactly (a check that the rebuild worked)."""
     from tuiagent.core.fork import fork_point
     from tuiagent.core.trajectory import load
+    from tuiagent.core.events import FAILURE_REASONS
     from tuiagent.runner import fork_request, run_problem
     from tuiagent.transcript import JsonPrinter, TranscriptPrinter
 
@@ -219,7 +221,7 @@ def fork(
         err.print("interrupted; the fork so far is in its trajectory file")
         raise typer.Exit(130) from None
     err.print(f"fork of {point.parent_run_id} after step {step}: {finished.trajectory}", markup=False)
-    if finished.reason in ("error", "backend_crashed"):
+    if finished.reason in FAILURE_REASONS:
         raise typer.Exit(1)
 
 
@@ -511,9 +513,9 @@ def main() -> None:
     """Console entry point: user errors print a message (no traceback) and exit with their code."""
     try:
         code = app(standalone_mode=False)  # returns the exit code of a typer.Exit
-    except UserError as e:
+    except (UserError, KernelFailed) as e:  # a kernel that cannot start says why in full (calibrate, collect)
         err.print(Text("error: ", style="bold red") + Text(for_terminal(str(e))))
-        sys.exit(e.exit_code)
+        sys.exit(getattr(e, "exit_code", 1))
     except typer.TyperException as e:  # usage errors: typer vendors click, so catch its base class
         e.show()
         sys.exit(getattr(e, "exit_code", 2))

@@ -259,26 +259,41 @@ def _bytes(n: int) -> str:
 # ----------------------------------------------------------------------------- kernel
 
 
-_KERNEL_FIX = (f"reinstall the kernel packages ({shlex.quote(sys.executable)} -m pip install --force-reinstall "
-               "ipykernel jupyter-client); if the error names the sandbox, run with --sandbox auto, policy or off")
-
-
 def kernel_checks() -> Iterator[Check]:
+    from kernels.base import KernelFailed
     from kernels.sandbox import describe
 
     check = functools.partial(Check, KERNEL)
-    levels = describe("auto")
-    yield check("sandbox", "info", f"auto is {levels}")
+    yield check("sandbox", "info", f"auto is {describe('auto')}")
+    yield check("kernel imports", "info", _kernel_imports())
     try:
         start_s, cell_s, result = asyncio.run(_time_kernel())
+    except KernelFailed as e:
+        printed = f" (it printed: {e.stderr.splitlines()[-1]})" if e.stderr else ""
+        yield check("kernel start", "fail", f"{e.what}{printed}; likely cause: {e.cause}", e.fix)
+        return
     except Exception as e:  # noqa: BLE001 - whatever stops the kernel is the finding
-        yield check("kernel start", "fail", f"{type(e).__name__}: {e}", _KERNEL_FIX)
+        yield check("kernel start", "fail", f"{type(e).__name__}: {e}",
+                    "run `tuiagent solve 'What is 1+1?'` to see the whole error, and report it")
         return
     yield check("kernel start", "ok", f"{start_s:.2f} s (Jupyter, sandbox auto)")
     if result.error or result.text.strip() != "2":
-        yield check("first cell", "fail", f"print(1 + 1) gave {result.text!r}", _KERNEL_FIX)
+        yield check("first cell", "fail", f"print(1 + 1) gave {result.text!r}",
+                    f"reinstall the kernel packages ({shlex.quote(sys.executable)} -m pip install --force-reinstall "
+                    "ipykernel jupyter-client pyzmq)")
     else:
         yield check("first cell", "ok", f"print(1 + 1) -> 2 in {cell_s * 1000:.0f} ms")
+
+
+def _kernel_imports() -> str:
+    """Where the kernel imports the project from, and whether the sandbox must bring it back."""
+    from kernels import boundary
+
+    hidden = boundary.hidden_dirs()
+    tops = dict.fromkeys(os.path.dirname(d) for d in boundary.package_dirs(("kernels", "tuiagent", "guards")))
+    shown = [f"{top} (in a hidden home or /tmp: bound back read-only)" if boundary.hides(top, hidden) else top
+             for top in tops]
+    return f"the project from {'; '.join(shown) or 'nowhere (not found)'}"
 
 
 async def _time_kernel():

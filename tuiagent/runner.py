@@ -11,6 +11,7 @@ from typing import Any
 
 from guards.base import SettingsError
 from guards.chain import GuardChain, available
+from kernels.base import KernelFailed
 from kernels.sandbox import SandboxUnavailable
 from kernels.sandbox import describe as describe_sandbox
 from tuiagent import paths, plugins
@@ -153,7 +154,8 @@ async def run_problem(
     Pass an open ``backend`` (and its ``spec``) to reuse a loaded model across runs, and a
     ``guards`` chain to keep a handle on it (toggle guards while the run goes on), and a started
     ``kernel`` (say, from a KernelPool) to use instead of starting ``request.kernel`` (the caller
-    shuts it down), and ``approve`` to ask before each code block runs. ``fork``: continue a
+    shuts it down), or the KernelFailed that says why none could be started (the run records it and
+    ends as ``kernel_failed``), and ``approve`` to ask before each code block runs. ``fork``: continue a
     recorded run from a step instead (``fork_request`` makes the request that goes with it).
     """
     spec = spec or resolve_spec(request)
@@ -165,21 +167,25 @@ async def run_problem(
     finished = None
     try:
         with Recorder(path) as recorder:
-            if kernel is not None:
-                kernel_cm = contextlib.nullcontext(kernel if request.settings.mode == "tool" else None)
-            else:
-                kernel_cm = kernel_for(request.settings, path.with_suffix(""), kernel=request.kernel,
-                                       gold=request.gold, sandbox=request.sandbox, network=request.network)
-            async with kernel_cm as kernel:
+            async with contextlib.AsyncExitStack() as stack:
+                if kernel is None:
+                    try:
+                        kernel = await stack.enter_async_context(kernel_for(
+                            request.settings, path.with_suffix(""), kernel=request.kernel, gold=request.gold,
+                            sandbox=request.sandbox, network=request.network))
+                    except KernelFailed as e:
+                        kernel = e
+                failed = kernel if isinstance(kernel, KernelFailed) else None
                 agent = Agent(
                     backend,
-                    kernel,
+                    kernel if request.settings.mode == "tool" and failed is None else None,  # type: ignore[arg-type]
                     sampling=sampling,
                     settings=request.settings,
                     recorder=recorder,
                     guards=guards if guards is not None else guard_chain(spec, request),
                     approve=approve,
                     notices=sandbox_notices(kernel),
+                    kernel_failed=failed,
                 )
                 async for event in agent.stream(request.problem, gold=request.gold, run_id=run_id, fork=fork):
                     on_event(event)
@@ -192,6 +198,14 @@ async def run_problem(
     return finished
 
 
+def raise_if_kernel_failed(finished: RunFinished, events: list[Event]) -> None:
+    """Raise again the KernelFailed of a run that ended ``kernel_failed`` (its Notice says why): for
+    callers whose records must hold only runs that ran (the eval, the calibration and gate collections)."""
+    if finished.reason == "kernel_failed":
+        why = next(e.message for e in reversed(events) if isinstance(e, Notice) and e.level == "error")
+        raise KernelFailed(why.splitlines()[0], text=why)
+
+
 SANDBOX_NOTICE = "kernel sandbox: "  # then the level in force and what it is made of
 
 
@@ -201,7 +215,8 @@ def sandbox_notices(kernel: object | None) -> list[Notice]:
     if level is None:
         return []
     network = "; network allowed" if getattr(kernel, "network", False) else ""
-    return [Notice(level="info", message=f"{SANDBOX_NOTICE}{describe_sandbox(level)}{network}")]
+    asked = getattr(kernel, "sandbox", level)  # "auto" says why it is not strict
+    return [Notice(level="info", message=f"{SANDBOX_NOTICE}{describe_sandbox(asked)}{network}")]
 
 
 def fork_request(point: ForkPoint, *, guards: tuple[str, ...] | None = None,

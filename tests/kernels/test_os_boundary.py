@@ -15,10 +15,11 @@ import uuid
 
 import pytest
 
-from kernels import boundary, workdirs
+from kernels import boundary, sandbox, workdirs
 from kernels.launch import runtime_box
 
-pytestmark = pytest.mark.skipif(boundary.unavailable() is not None, reason=f"no OS boundary here: {boundary.unavailable()}")
+pytestmark = pytest.mark.skipif(sandbox.strict_unavailable() is not None,
+                                reason=f"no OS boundary here: {sandbox.strict_unavailable()}")
 
 APP = os.getpid()
 ABSTRACT = f"tuiagent-test-{uuid.uuid4().hex[:8]}"

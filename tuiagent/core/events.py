@@ -182,7 +182,8 @@ class ContextPruned(Event):
 class RunFinished(Event):
     """The run ended. ``reason``: answer, no_answer, tool_budget, token_budget, turn_length (one turn
     reached the model's ``max_tokens`` per turn with run budget left), time_budget, cancelled, error,
-    backend_crashed (the model process died; a Notice before this event says how)."""
+    backend_crashed (the model process died; a Notice before this event says how), kernel_failed (the
+    tool kernel would not start, or start again after a restart; a Notice before this event says why)."""
 
     reason: str
     answer: str | None
@@ -194,6 +195,10 @@ class RunFinished(Event):
     wall_s: float
     trajectory: str | None = None
     type: ClassVar[str] = "RunFinished"
+
+
+# The ends that are a failure of the program or the machine, not of the model (the CLI exits non-zero).
+FAILURE_REASONS = ("error", "backend_crashed", "kernel_failed")
 
 
 EVENT_TYPES: dict[str, type[Event]] = {

@@ -17,7 +17,7 @@ from dataclasses import asdict, fields, replace
 from typing import Any
 
 from guards.chain import GuardChain, Toggle
-from kernels.base import CellResult, Kernel
+from kernels.base import CellResult, Kernel, KernelFailed
 from tuiagent.backends.base import Backend, BackendCrashed
 from tuiagent.core import prompts
 from tuiagent.core.context import WorkingContext
@@ -94,9 +94,12 @@ class Agent:
         guards: GuardChain | None = None,
         approve: Callable[[str], Awaitable[bool]] | None = None,
         notices: Sequence[Notice] = (),
+        kernel_failed: KernelFailed | None = None,
     ):
         """``approve``, when given, is asked before each code block runs (the "ask before running
-        code" setting); a block it declines is answered with a note instead of an output."""
+        code" setting); a block it declines is answered with a note instead of an output.
+        ``kernel_failed``: the tool kernel could not start, so a run is recorded to say so and ends
+        at once as ``kernel_failed``."""
         self.backend = backend
         self.kernel = kernel
         self.sampling = sampling or Sampling()
@@ -105,7 +108,8 @@ class Agent:
         self.guards = guards
         self.approve = approve
         self.notices = tuple(notices)  # recorded right after RunStarted (the runner's: the sandbox in force)
-        if self.settings.mode == "tool" and kernel is None:
+        self.kernel_failed = kernel_failed
+        if self.settings.mode == "tool" and kernel is None and kernel_failed is None:
             raise ValueError("tool mode needs a kernel")
 
     async def stream(self, problem: str, *, gold: str | None = None, run_id: str | None = None,
@@ -186,6 +190,8 @@ class _Run:
             self.emit(notice)
         reason, answer = "error", None
         try:
+            if self.agent.kernel_failed is not None:
+                raise self.agent.kernel_failed
             if self.fork is not None:
                 for event in await self._resume(self.fork):
                     yield event
@@ -204,6 +210,9 @@ class _Run:
             raise
         except BackendCrashed as e:  # the model's process died: the app, and this record, go on
             reason = "backend_crashed"
+            self.emit(Notice(level="error", message=str(e)))
+        except KernelFailed as e:  # the kernel would not start (again): said in full, the run ends
+            reason = "kernel_failed"
             self.emit(Notice(level="error", message=str(e)))
         except Exception as e:  # a backend or kernel failure ends the run readably, not with a traceback
             self.emit(Notice(level="error", message=f"{type(e).__name__}: {e}"))

@@ -88,6 +88,7 @@ def eval_command(
     spec = resolve_spec(RunRequest(problem="", model=model, models_file=models))
     directory = (out or default_out(datasets, spec.id, name)).expanduser()
 
+    failed = 0
     if not report_only:
         named = cf.load_presets(configs, model=spec.id, models_file=models)
         default = list(cf.load_preset_file(configs)) if configs else None  # no -c: every config of the file
@@ -114,6 +115,7 @@ def eval_command(
             retry_errors=retry_errors, baseline=baseline, reuse_generations=reuse_generations,
         )
         outcome = _run_with_progress(cfg, err, quiet)
+        failed = outcome.failed
         rate = f", {outcome.throughput_per_min:.1f} runs/min" if outcome.ran else ""
         err.print(f"{outcome.ran} run(s) done, {outcome.already_done} already in {directory / 'results.jsonl'}"
                   f"{f', {outcome.failed} failed' if outcome.failed else ''}{rate}")
@@ -130,6 +132,9 @@ def eval_command(
         err.print("reports: " + ", ".join(str(p) for p in written))
     err.print(f"results: {directory / 'results.jsonl'} (trajectories under {directory / 'runs'}; "
               "replay one with `tuiagent replay FILE`)")
+    if failed:
+        err.print(f"{failed} run(s) failed (above: why); the same command runs them again")
+        raise typer.Exit(1)
 
 
 def _run_with_progress(cfg, err, quiet: bool):

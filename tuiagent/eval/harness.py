@@ -30,6 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from kernels.base import KernelFailed
 from tuiagent import paths
 from tuiagent.backends.base import BackendCrashed
 from tuiagent.errors import ConfigError, UserError
@@ -288,21 +289,26 @@ class EvalRunner:
 
     @contextlib.asynccontextmanager
     async def _kernel(self, job: Job):
+        """The job's started kernel (None in CoT), or the KernelFailed that says why none would start."""
         if job.setting.mode != "tool":
             yield None
             return
         name = job.setting.kernel
-        if name in self._pools:
-            async with self._pools[name].acquire() as kernel:
-                yield kernel
+        source = self._pools[name].acquire() if name in self._pools else self._kernel_factory(name)(gold=job.problem.gold)
+        try:
+            kernel = await source.__aenter__()
+        except KernelFailed as e:
+            yield e
             return
-        async with self._kernel_factory(name)(gold=job.problem.gold) as kernel:
+        try:
             yield kernel
+        finally:
+            await source.__aexit__(None, None, None)
 
     async def run_one(self, job: Job) -> dict[str, Any] | None:
         """Run one job; its record (already appended), or None when it was cancelled."""
         from tuiagent.core.events import Event, Notice
-        from tuiagent.runner import run_problem
+        from tuiagent.runner import raise_if_kernel_failed, run_problem
 
         request = self.request(job)
         path = request.out
@@ -328,6 +334,7 @@ class EvalRunner:
             await self._reopen_shared(backend)
             why = next((e.message for e in reversed(events) if isinstance(e, Notice)), "the model process died")
             raise BackendCrashed(f"{why.splitlines()[0]} (the model was reloaded)")
+        raise_if_kernel_failed(finished, events)  # the machine's fault, not the run's: no record, retried later
         record = {
             "key": job.key, "dataset": job.problem.dataset, "problem_id": job.problem.id,
             "variant": job.problem.variant, "setting": job.setting.name,
@@ -387,7 +394,10 @@ class EvalRunner:
                 outcome.failed += 1
                 failures_in_a_row += 1
                 first_error.append(e)
-                self.log(f"run {job.key} failed ({type(e).__name__}: {e}); it will be retried on the next run")
+                if isinstance(e, KernelFailed):
+                    self.log(f"run {job.key} failed; it will be retried on the next run: {e}")
+                else:
+                    self.log(f"run {job.key} failed ({type(e).__name__}: {e}); it will be retried on the next run")
                 if failures_in_a_row >= MAX_FAILURES_IN_A_ROW:
                     raise UserError(f"{failures_in_a_row} runs in a row failed; stopping. "
                                     f"First: {type(first_error[0]).__name__}: {first_error[0]}") from e

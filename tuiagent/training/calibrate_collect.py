@@ -108,7 +108,7 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
     from tuiagent.core.judge import ask
     from tuiagent.protocol import RunSettings
     from tuiagent.backends import open_backend
-    from tuiagent.runner import RunRequest, open_model, resolve_spec, run_problem
+    from tuiagent.runner import RunRequest, open_model, raise_if_kernel_failed, resolve_spec, run_problem
 
     base = RunRequest(problem="", model=model, models_file=models_file, script=script)
     spec = resolve_spec(base)
@@ -157,7 +157,7 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
                                  sampling_overrides={"temperature": 0.0}, out=out,
                                  guards=("gstep",) if part == "continue" else (),
                                  guard_settings={"gstep": CONTINUE_ALWAYS} if part == "continue" else {})
-            await run_problem(request, events.append, backend=backend, spec=spec)
+            raise_if_kernel_failed(await run_problem(request, events.append, backend=backend, spec=spec), events)
             parts[part] = events
         record = record_from_events(qid, question, gold, spec.id, parts["tool"], parts.get("cot", parts["tool"]))
         record["v"] = RECORD_VERSION

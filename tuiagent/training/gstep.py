@@ -217,7 +217,7 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
                   log: Any = print) -> int:
     """Run the questions not yet in ``records``; returns how many records were appended."""
     from tuiagent.protocol import RunSettings
-    from tuiagent.runner import RunRequest, open_model, resolve_spec, run_problem
+    from tuiagent.runner import RunRequest, open_model, raise_if_kernel_failed, resolve_spec, run_problem
 
     base = RunRequest(problem="", model=model, models_file=models_file, script=script)
     spec = resolve_spec(base)
@@ -242,7 +242,7 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
                 request = RunRequest(problem=question, model=spec.id, models_file=models_file, script=script,
                                      gold=gold, settings=RunSettings(mode=mode),
                                      sampling_overrides={"temperature": 0.0}, out=out)
-                await run_problem(request, events.append, backend=backend, spec=spec)
+                raise_if_kernel_failed(await run_problem(request, events.append, backend=backend, spec=spec), events)
                 parts[mode] = events
             record = record_from_events(qid, question, gold, spec.id, parts["tool"], parts["cot"])
             record["wall_s"] = round(time.monotonic() - t0, 2)

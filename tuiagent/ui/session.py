@@ -63,6 +63,9 @@ class ModelSession:
             self.resolve()
         if self.needs_loading:
             self.backend = open_model(self.spec, self.request(""))
+        from kernels.sandbox import strict_unavailable
+
+        strict_unavailable()  # its probe starts a sandboxed Python once: here, not at the first run
 
     def ready_event(self) -> asyncio.Event:
         if self._ready is None:

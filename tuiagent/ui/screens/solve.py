@@ -360,11 +360,11 @@ class SolveScreen(Screen):
         elif isinstance(e, ev.RunStarted) and self.request is not None:
             self.run_path = trajectory_path(self.request, e.run_id)
         elif isinstance(e, ev.Notice) and e.level in ("warning", "error"):
-            self.notify(e.message, severity=e.level, timeout=8)
+            self.notify(e.message, severity=e.level, timeout=8 if e.level == "warning" else 30)
         elif isinstance(e, ev.RunFinished):
             self.finished, self.answer = e, e.answer
             self.query_one(StatusLine).end(e.reason)
-            if e.reason == "error":
+            if e.reason in ("error", "kernel_failed"):
                 self.app.errors.append(f"run: {e.reason}")
 
     def _show_partial(self) -> None:

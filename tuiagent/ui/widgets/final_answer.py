@@ -18,6 +18,7 @@ _REASONS = {
     "cancelled": "stopped",
     "error": "the run failed",
     "backend_crashed": "the model process crashed",
+    "kernel_failed": "the kernel could not start",
 }
 
 

@@ -106,7 +106,8 @@ class StatusLine(Widget):
     def render(self) -> Content:
         e = int(self.elapsed())
         state_style = {"running": "bold $text-accent", "waiting": "bold $text-warning", "answer": "bold $text-success", "cancelled": "bold $text-warning",
-                       "error": "bold $text-error", "backend_crashed": "bold $text-error"}.get(self.state, "bold")
+                       "error": "bold $text-error", "backend_crashed": "bold $text-error",
+                       "kernel_failed": "bold $text-error"}.get(self.state, "bold")
         sep = ("  ", "")
         line = Content.assemble(
             (self.state, state_style), sep,
