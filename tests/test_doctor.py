@@ -173,3 +173,17 @@ def test_doctor_says_where_the_kernel_imports_the_project_from():
 
     checks = {c.name: c for c in doctor.kernel_checks()}
     assert checks["kernel imports"].detail.startswith(f"the project from {Path(kernels.__file__).parent.parent}")
+
+
+def test_the_matmul_path_says_whose_setting_is_in_force(monkeypatch):
+    from tuiagent.doctor import matmul_path
+
+    for name in ("GGML_CPU_TILED_MM", "GGML_CPU_TILED_MM_FORCE"):
+        monkeypatch.delenv(name, raising=False)
+    assert matmul_path().startswith("tiled K-quant matmul on for steps of 8 or more columns (llama.cpp's default); "
+                                    "the batched engine decodes at most 4 columns a step")
+    monkeypatch.setenv("GGML_CPU_TILED_MM", "00")  # llama.cpp reads it with atoi
+    assert matmul_path().startswith("tiled K-quant matmul off (yours")
+    monkeypatch.setenv("GGML_CPU_TILED_MM", "1")
+    monkeypatch.setenv("GGML_CPU_TILED_MM_FORCE", "1")
+    assert matmul_path().startswith("tiled K-quant matmul forced at every width (yours")

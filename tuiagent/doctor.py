@@ -12,6 +12,7 @@ import importlib.metadata
 import json
 import os
 import platform
+import re
 import shlex
 import shutil
 import sys
@@ -99,6 +100,26 @@ def openmp_wait() -> str:
     return " ".join(chosen) + " (yours)" if chosen else f"GOMP_SPINCOUNT={OPENMP_SPIN_COUNT} (the llama_cpp backend's default)"
 
 
+def matmul_path() -> str:
+    """llama.cpp's tiled K-quant matmul (its rounding differs from the per-column path), and why runs
+    on the batched engine stay exact whatever it does."""
+    from tuiagent.backends.llama_batch import STEP_COLUMNS
+
+    def atoi(name: str) -> int | None:  # as llama.cpp reads the variable; None when it is not set
+        value = os.environ.get(name)
+        number = re.match(r"\s*[+-]?\d+", value) if value is not None else None
+        return None if value is None else int(number.group()) if number else 0
+
+    if atoi("GGML_CPU_TILED_MM_FORCE") == 1 and atoi("GGML_CPU_TILED_MM") != 0:
+        state = "forced at every width (yours: GGML_CPU_TILED_MM_FORCE=1)"
+    elif atoi("GGML_CPU_TILED_MM") == 0:
+        state = "off (yours: GGML_CPU_TILED_MM=0)"
+    else:
+        state = "on for steps of 8 or more columns (llama.cpp's default)"
+    return (f"tiled K-quant matmul {state}; the batched engine decodes at most {STEP_COLUMNS} columns a "
+            "step, so a run's numbers do not depend on how many others are in flight")
+
+
 def cpu_checks() -> Iterator[Check]:
     check = functools.partial(Check, CPU)
     flags = llama_build.cpu_flags()
@@ -107,6 +128,7 @@ def cpu_checks() -> Iterator[Check]:
     yield check("cpu flags", "info", (" ".join(present) or "none of the x86 ones llama.cpp uses") if flags
                 else "unreadable (no /proc/cpuinfo flags)")
     yield check("OpenMP waits", "info", openmp_wait())
+    yield check("matmul path", "info", matmul_path())
     if llama_build.installed_version() is None:
         yield check("llama.cpp build", "fail", "llama-cpp-python is not installed",
                     "make run (or: pip install 'tuiagent[llama]')")

@@ -5,6 +5,7 @@ prompt, stop strings, cancel and logprobs, and the exactness the module docstrin
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 
 import pytest
@@ -212,41 +213,73 @@ def qwen_path():
     return path
 
 
+# Twelve prompts: the four questions, asked again with other numbers and words.
+MANY = [*QUESTIONS, *(f"What is {a} times {b}? Explain step by step." for a, b in ((19, 29), (31, 37), (41, 43))),
+        "List three prime numbers greater than 90.", "What is the capital of Italy, and why is it famous?",
+        "Write a Python function that returns the product of a list of numbers.",
+        "How many days are there in 7 weeks?", "What is 2 to the power 10?"]
+
+
 @pytest.mark.parametrize("repack", [True, False], ids=["repacked-padded", "plain"])
-def test_on_the_default_model_a_sequence_is_the_same_alone_and_beside_others(qwen_path, repack):
-    """The default model (Q4_K_M: weights llama.cpp repacks on AVX2/AVX-512, where 4 columns take a
-    gemm and fewer a gemv). Alone, beside 2 others (a step of 3, padded to 4) and beside 3 others,
-    each sequence's tokens and logprobs are bit for bit the same, with repacked weights (every
-    step padded to 4 columns) and with plain ones; so an eval's results do not depend on its
-    concurrency. Sequence 1 stays free while 0, 2 and 3 generate: a hole the step fills."""
+def test_on_the_default_model_a_sequence_is_the_same_alone_and_beside_any_number_of_others(qwen_path, repack):
+    """The default model (Q4_K_M: Q4_K weights llama.cpp repacks on AVX2/AVX-512, where 4 columns take
+    a gemm and fewer a gemv; Q6_K ones it does not repack, which its tiled matmul takes in ubatches
+    of 8 columns or more). Each sequence alone, then beside 2 others (a step of 3, padded to 4), 3,
+    5, 7 and 11 others: tokens and logprobs bit for bit the same, with repacked weights (steps
+    padded to groups of 4 columns) and with plain ones, and the same on an engine of 4 sequences
+    and of 12; so an eval's results do not depend on its concurrency. Free sequences between busy
+    ones (held by another session) leave holes a step fills."""
     from tuiagent.backends.llama_batch import BatchEngine, Request
 
-    engine = BatchEngine(str(qwen_path), n_ctx=512, n_threads=2, n_batch=512, seed=None, min_p=0.0,
-                         prompt_chunk=None, n_seq=4, repack=repack)
-    sampling = Sampling(temperature=0.0, max_tokens=8)
-    prompts = [engine.vocab.tokenize(f"<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n", add_bos=True)
-               for q in QUESTIONS]
+    assert not {"GGML_CPU_TILED_MM", "GGML_CPU_TILED_MM_FORCE"} & set(os.environ)  # llama.cpp's default: on
+    sampling = Sampling(temperature=0.0, max_tokens=6)
 
-    def submit(i: int, results: dict) -> None:
-        got: list[Token] = []
-        engine.submit(Request(i, prompts[i], sampling, [], threading.Event(), got.extend,
-                              lambda r: results.__setitem__(i, (r.token_ids, [t.logprob for t in got]))))
+    def runner(engine):
+        prompts = [engine.vocab.tokenize(f"<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n", add_bos=True)
+                   for q in MANY]
 
-    def run(ids: list[int]) -> dict:
-        out: dict = {}
-        for i in ids:
-            submit(i, out)
-        while not engine.idle:
-            engine.step()
-        engine.reset()
-        return out
+        def run(ids: list[int], held: tuple[int, ...] = ()) -> dict:
+            for h in held:  # another run's session holds these: requests go around them
+                engine.sequences[h].owner = -1 - h
+            out: dict = {}
+            for i in ids:
+                got: list[Token] = []
+                engine.submit(Request(i, prompts[i], sampling, [], threading.Event(), got.extend,
+                                      lambda r, i=i, got=got: out.__setitem__(i, (r.token_ids, [t.logprob for t in got]))))
+            while not engine.idle:
+                engine.step()
+            for h in held:
+                engine.sequences[h].owner = None
+            engine.reset()
+            return out
 
+        return run
+
+    def engine_of(n_seq: int):
+        return BatchEngine(str(qwen_path), n_ctx=256, n_threads=2, n_batch=512, seed=None, min_p=0.0,
+                           prompt_chunk=None, n_seq=n_seq, repack=repack)
+
+    small = engine_of(4)
     try:
-        alone = {}
+        run = runner(small)
+        alone4 = {}
         for i in range(4):
+            alone4.update(run([i]))
+        assert run([0, 1, 2, 3]) == alone4 and small.max_in_flight == 4
+        assert run([0, 2, 3], held=(1,)) == {i: alone4[i] for i in (0, 2, 3)}
+    finally:
+        small.close()
+    engine = engine_of(12)
+    try:
+        run = runner(engine)
+        alone = {}
+        for i in range(12):
             alone.update(run([i]))
-        assert run([0, 1, 2, 3]) == alone and engine.max_in_flight == 4
-        engine.sequences[1].last_used = float("inf")  # admitted last: requests go to 0, 2 and 3
-        assert run([0, 2, 3]) == {i: alone[i] for i in (0, 2, 3)}
+        assert {i: alone[i] for i in range(4)} == alone4  # the engine's size changes nothing
+        assert run(list(range(12))) == alone and engine.max_in_flight == 12  # beside 11 others
+        eight = [0, 2, 3, 4, 6, 7, 9, 11]
+        assert run(eight, held=(1, 5, 8)) == {i: alone[i] for i in eight}  # beside 7, with holes
+        six = [0, 1, 3, 5, 6, 10]
+        assert run(six, held=(2, 4)) == {i: alone[i] for i in six}  # beside 5
     finally:
         engine.close()

@@ -27,7 +27,8 @@ Speed: llama.cpp puts a step's tokens in one ubatch (one pass over the weights) 
 sequence ids are consecutive (``split_equal`` with separate KV streams); tokens of sequences 0 and
 2 alone would take two passes. So a decode step covers every stream from id 0 up to the last
 generating one: a stream that is not generating (free, or reading its prompt) takes part with a
-filler token at its next position, whose cell is removed after the step.
+filler token at its next position, whose cell is removed after the step. A step of more than
+``STEP_COLUMNS`` streams is decoded as consecutive ubatches of that many (see Exactness).
 
 Sessions: a run's turns (and its judge calls) carry its session id; the first takes a free
 sequence no live session holds and keeps it for the session, so the next turn finds its own cells
@@ -56,6 +57,13 @@ sequence's tokens and logprobs are the same, bit for bit, whatever else is in fl
   (bench/bench_batch.py). The default is therefore plain weights for ``n_seq`` = 1 and repacked,
   padded ones above: an eval's numbers are the same at any concurrency of 2 or more, and differ in
   the last digits between concurrency 1 and more (each record names its engine).
+- the tiled K-quant matmul: llama.cpp takes the weights it did not repack (the default model's
+  Q6_K) through a tiled kernel in ubatches of 8 or more columns, summed in another order (measured
+  with 8 in flight: all 8 sequences differed from themselves alone, by up to 0.05 in a logprob). No
+  decode ubatch is wider than ``STEP_COLUMNS`` (4), so 8 in flight take two passes over the weights;
+  that costs about what one 8-column ubatch with the tiled path off costs, and keeps the tiled
+  path's faster prompt reading (bench/bench_tiled_mm.py). A prompt chunk is one sequence's, in the
+  canonical layout, so the path it takes is the same alone or beside others.
 Against the single-sequence engine (``LlamaModel``: repacked weights, one column, so the gemv) a
 run is identical for types llama.cpp does not repack (SmolLM2's Q4_1) and differs slightly for
 repacked ones (the default model: logprobs within about 0.1, the same greedy tokens in the runs
@@ -92,6 +100,11 @@ from tuiagent.protocol import Sampling, Token
 # [llama.cpp] Repacked weights (Q4_K, Q4_0, IQ4_NL on AVX2 / AVX-512) take a gemm for each group of
 # this many batch columns and a gemv for the rest (ggml-cpu repack.cpp, forward_mul_mat).
 REPACK_GROUP = 4
+# [llama.cpp, bench/bench_tiled_mm.py] Its tiled K-quant matmul (ggml-cpu/tiled/tiled.cpp, on by
+# default) takes weights that were not repacked (Q6_K here) in ubatches of 8 or more columns, with
+# other rounding than the per-column path below that. A decode step is therefore made of ubatches
+# of at most this many streams (a multiple of REPACK_GROUP, under 8), whatever GGML_CPU_TILED_MM says.
+STEP_COLUMNS = 4
 # llama-cpp-python 0.3.36's Llama(last_n_tokens_size=64): the repeat penalty's window.
 PENALTY_LAST_N = 64
 
@@ -217,7 +230,8 @@ class BatchEngine:
         self.n_vocab = int(lc.llama_vocab_n_tokens(self.vocab.vocab))
         self._batch = lc.llama_batch_init(params.n_batch, 0, 1)
         self._lp_buf = np.empty(self.n_vocab, dtype=np.float32)
-        self.describe = f"batched (weights {'repacked, steps padded to ' + str(self.group) if self.repack else 'plain'})"
+        self.describe = f"batched (weights {'repacked, steps padded to ' + str(self.group) if self.repack else 'plain'}" + \
+            (f"; ubatches of {STEP_COLUMNS})" if n_seq > STEP_COLUMNS else ")")
         self.store = _Sequence(self.n_seq)
         self.sequences = [_Sequence(i) for i in range(self.n_seq)]
         # every stream by id: the sequences, the store, then pads (empty: they only fill decode steps)
@@ -426,29 +440,34 @@ class BatchEngine:
         store.canonical = seq.canonical
 
     def _decode(self, generating: list[_Sequence]) -> None:
-        """The next token of every generating sequence, in one ubatch (see Speed and Exactness): the
-        step covers stream ids 0..width-1, a stream that is not generating takes part with a filler
-        token at its next position, whose cell is removed afterwards."""
+        """The next token of every generating sequence (see Speed and Exactness): the step covers
+        stream ids 0..width-1, in ubatches of at most ``STEP_COLUMNS`` consecutive streams; a stream
+        that is not generating takes part with a filler token at its next position, whose cell is
+        removed afterwards."""
         live = {s.seq_id: s for s in generating}
-        entries, fillers = [], []
-        for stream in self._streams[:round_up(max(live) + 1, self.group)]:
-            s = live.get(stream.seq_id)
-            if s is not None:
-                assert s.run is not None and s.run.pending is not None
-                entries.append((s.run.pending, len(s.tokens), s.seq_id, True))
-            else:
-                entries.append((0, len(stream.tokens), stream.seq_id, self.repack))  # logits: see Exactness
-                fillers.append(stream)
-        self._fill(entries)
-        for stream in fillers:
-            self._lc.llama_memory_seq_rm(self._mem, stream.seq_id, len(stream.tokens), -1)
-        for i, (_, _, seq_id, _) in enumerate(entries):
-            s = live.get(seq_id)
-            if s is not None:
-                assert s.run is not None and s.run.pending is not None
-                s.tokens.append(s.run.pending)
-                s.run.pending = None
-                self._sample(s, i)
+        streams = self._streams[:round_up(max(live) + 1, self.group)]
+        for first in range(0, len(streams), STEP_COLUMNS):
+            entries, fillers = [], []
+            for stream in streams[first:first + STEP_COLUMNS]:
+                s = live.get(stream.seq_id)
+                if s is not None:
+                    assert s.run is not None and s.run.pending is not None
+                    entries.append((s.run.pending, len(s.tokens), s.seq_id, True))
+                else:
+                    entries.append((0, len(stream.tokens), stream.seq_id, self.repack))  # logits: see Exactness
+                    fillers.append(stream)
+            if len(fillers) == len(entries):
+                continue  # no generating sequence among these streams
+            self._fill(entries)
+            for stream in fillers:
+                self._lc.llama_memory_seq_rm(self._mem, stream.seq_id, len(stream.tokens), -1)
+            for i, (_, _, seq_id, _) in enumerate(entries):  # sampled before the next ubatch replaces the logits
+                s = live.get(seq_id)
+                if s is not None:
+                    assert s.run is not None and s.run.pending is not None
+                    s.tokens.append(s.run.pending)
+                    s.run.pending = None
+                    self._sample(s, i)
 
     def _fill(self, entries: list[tuple[int, int, int, bool]]) -> None:
         """One ``llama_decode`` of (token, position, sequence, wants logits) entries."""

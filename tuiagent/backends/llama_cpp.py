@@ -40,7 +40,7 @@ from typing import Any
 from tuiagent import paths
 from tuiagent.backends import crash
 from tuiagent.backends.base import BackendCrashed, ContextOverflow, GenerationStats
-from tuiagent.backends.llama_model import Vocab, openmp_defaults, system_info
+from tuiagent.backends.llama_model import TILED_MM_VARIABLES, Vocab, openmp_defaults, system_info
 from tuiagent.backends.templates import NAMED_TEMPLATES, render_named
 from tuiagent.config.spec import ModelSpec
 from tuiagent.errors import ConfigError
@@ -353,6 +353,8 @@ def engine_fingerprint(model_path: str, options: dict[str, Any], info: dict[str,
             "options": {k: v for k, v in options.items() if k != "model_path"},
             "engine": info.get("engine", kind), "llama_cpp": version("llama-cpp-python"),
             "system_info": info.get("system_info", "")}
+    if tiled := {k: os.environ[k] for k in TILED_MM_VARIABLES if k in os.environ}:
+        what["tiled_mm"] = tiled  # only when set: llama.cpp's default leaves earlier fingerprints as they were
     digest = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
     return f"{kind}:{digest}"
 

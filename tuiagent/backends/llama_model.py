@@ -65,6 +65,13 @@ from tuiagent.protocol import Sampling, Token
 # spins a microsecond by its own estimate); see the module docstring.
 OPENMP_SPIN_COUNT = "300"
 
+# llama.cpp 0.3.36's tiled K-quant matmul (ggml-cpu/tiled/tiled.cpp, on by default) takes weights that
+# were not repacked (Q6_K here) in steps of 8 or more columns, with other rounding than the
+# per-column path; these variables turn it off or force it at every width. They decide a
+# generation's numbers (the engine fingerprint names them); the batched engine stays exact whatever
+# they say (llama_batch.STEP_COLUMNS).
+TILED_MM_VARIABLES = ("GGML_CPU_TILED_MM", "GGML_CPU_TILED_MM_FORCE")
+
 # llama.cpp's "pick a random seed" value (LLAMA_DEFAULT_SEED).
 RANDOM_SEED = 0xFFFFFFFF
 # [ours] The canonical prompt chunk: small enough that the shared system prompt fills whole chunks
