@@ -44,7 +44,8 @@ _PRIVATE_TMP = ("/tmp", "/var/tmp")  # each a fresh tmpfs inside
 # What the kernel imports before its first cell, wherever the import system finds it: the launcher
 # (python -m kernels.confine), then ipykernel; the project's other packages, so that a kernel plug-in
 # sees the project as the app does.
-KERNEL_IMPORTS = ("kernels", "tuiagent", "guards", "ipykernel_launcher", "ipykernel")
+PROJECT_PACKAGES = ("kernels", "tuiagent", "guards")
+KERNEL_IMPORTS = (*PROJECT_PACKAGES, "ipykernel_launcher", "ipykernel")
 
 
 @dataclass(frozen=True)

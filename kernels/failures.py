@@ -25,7 +25,6 @@ _MISSING = re.compile(r"No module named '([^']+)'")
 # The distributions that bring the modules a kernel imports at start-up.
 _DISTRIBUTIONS = {"ipykernel": "ipykernel", "ipykernel_launcher": "ipykernel", "jupyter_client": "jupyter-client",
                   "zmq": "pyzmq", "IPython": "ipython", "traitlets": "traitlets", "tornado": "tornado"}
-_PROJECT = ("kernels", "tuiagent", "guards")
 
 
 class StderrTail:
@@ -117,8 +116,8 @@ def _missing_module(module: str, level: str) -> tuple[str, str]:
     top = module.split(".")[0]
     found = boundary.package_dirs((top,))
     if not found:
-        distribution = "tuiagent" if top in _PROJECT else _DISTRIBUTIONS.get(top, top)
-        fix = ("install the project again (`make run`, or pip install -e . in the checkout)" if top in _PROJECT
+        distribution = "tuiagent" if top in boundary.PROJECT_PACKAGES else _DISTRIBUTIONS.get(top, top)
+        fix = ("install the project again (`make run`, or pip install -e . in the checkout)" if top in boundary.PROJECT_PACKAGES
                else f"{sys.executable} -m pip install {distribution}")
         return f"{module} is not installed for {sys.executable}", fix
     where = found[0]

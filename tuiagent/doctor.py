@@ -312,7 +312,7 @@ def _kernel_imports() -> str:
     from kernels import boundary
 
     hidden = boundary.hidden_dirs()
-    tops = dict.fromkeys(os.path.dirname(d) for d in boundary.package_dirs(("kernels", "tuiagent", "guards")))
+    tops = dict.fromkeys(os.path.dirname(d) for d in boundary.package_dirs(boundary.PROJECT_PACKAGES))
     shown = [f"{top} (in a hidden home or /tmp: bound back read-only)" if boundary.hides(top, hidden) else top
              for top in tops]
     return f"the project from {'; '.join(shown) or 'nowhere (not found)'}"

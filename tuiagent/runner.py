@@ -169,12 +169,9 @@ async def run_problem(
         with Recorder(path) as recorder:
             async with contextlib.AsyncExitStack() as stack:
                 if kernel is None:
-                    try:
-                        kernel = await stack.enter_async_context(kernel_for(
-                            request.settings, path.with_suffix(""), kernel=request.kernel, gold=request.gold,
-                            sandbox=request.sandbox, network=request.network))
-                    except KernelFailed as e:
-                        kernel = e
+                    kernel = await enter_kernel(stack, kernel_for(
+                        request.settings, path.with_suffix(""), kernel=request.kernel, gold=request.gold,
+                        sandbox=request.sandbox, network=request.network))
                 failed = kernel if isinstance(kernel, KernelFailed) else None
                 agent = Agent(
                     backend,
@@ -196,6 +193,15 @@ async def run_problem(
             await backend.aclose()
     assert finished is not None
     return finished
+
+
+async def enter_kernel(stack: contextlib.AsyncExitStack, source: contextlib.AbstractAsyncContextManager) -> object:
+    """The kernel ``source`` yields, entered on ``stack`` (which shuts it down); or the KernelFailed that
+    says why it would not start, for ``run_problem`` to record."""
+    try:
+        return await stack.enter_async_context(source)
+    except KernelFailed as e:
+        return e
 
 
 def raise_if_kernel_failed(finished: RunFinished, events: list[Event]) -> None:

@@ -293,17 +293,12 @@ class EvalRunner:
         if job.setting.mode != "tool":
             yield None
             return
+        from tuiagent.runner import enter_kernel
+
         name = job.setting.kernel
         source = self._pools[name].acquire() if name in self._pools else self._kernel_factory(name)(gold=job.problem.gold)
-        try:
-            kernel = await source.__aenter__()
-        except KernelFailed as e:
-            yield e
-            return
-        try:
-            yield kernel
-        finally:
-            await source.__aexit__(None, None, None)
+        async with contextlib.AsyncExitStack() as stack:
+            yield await enter_kernel(stack, source)
 
     async def run_one(self, job: Job) -> dict[str, Any] | None:
         """Run one job; its record (already appended), or None when it was cancelled."""
