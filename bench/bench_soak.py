@@ -115,6 +115,19 @@ class Sampler:
                 "rss_mb": round(self.me.memory_info().rss / 2**20, 1), "fds": self.me.num_fds(),
                 "children": len(children), "kernels": sum(map(is_kernel, children))}
 
+    async def settled(self, first: dict | None, within_s: float = 10.0) -> dict:
+        """A sample once what a closed batch lets go of is gone: no child left and no more descriptors
+        than after the ``first`` batch. A closed socket can take a moment to be released (ZeroMQ's reaper
+        thread closes a socket's descriptors after ``close`` returns), so this waits for that condition;
+        a real leak still shows, in the sample taken when ``within_s`` is up."""
+        deadline = time.monotonic() + within_s
+        while True:
+            sample = self.sample()
+            done = sample["children"] == 0 and (first is None or sample["fds"] <= first["fds"])
+            if done or time.monotonic() > deadline:
+                return sample
+            await asyncio.sleep(0.05)
+
     async def run(self) -> None:
         while True:
             self.samples.append(self.sample())
@@ -171,7 +184,7 @@ async def soak(tmp: Path, *, minutes: float | None = None, max_runs: int | None 
                 problems.append(f"batch {len(rests)}: {len(paths)} trajectories for {batch} runs")
             problems += [why for why in map(check_run, paths) if why]
             shutil.rmtree(out)
-            rest = sampler.sample()  # every pool is closed: nothing of the batch may be left
+            rest = await sampler.settled(rests[0] if rests else None)  # every pool is closed: nothing may be left
             rest["kernel_dirs"] = sum(p.name.startswith("tuiagent-") for p in kernel_tmp.iterdir())
             rests.append(rest)
     finally:

@@ -3,6 +3,10 @@ next decision point and is recorded in the trajectory (GuardToggled)."""
 
 from __future__ import annotations
 
+import os
+import tempfile
+from pathlib import Path
+
 from tuiagent.core import events as ev
 from tuiagent.core.trajectory import load
 from tuiagent.ui.screens.edit_value import EditValueScreen
@@ -22,9 +26,18 @@ def row_of(panel: GuardPanel, guard: str, key: str | None = None) -> int:
     return next(i for i, (g, info) in enumerate(rows) if g == guard and (info.name if info else None) == key)
 
 
+def release_waiting_cells() -> None:
+    """Let a cell of WAIT_FOR_GO go on: it waits for a file ``go`` in its kernel's working directory."""
+    for workdir in Path(tempfile.gettempdir()).glob(f"tuiagent-run-{os.getpid()}-*"):
+        (workdir / "go").touch()
+
+
+WAIT_FOR_GO = {"text": "Step 0: wait for the go.\n```python\nimport os, time\nwhile not os.path.exists('go'):\n"
+                       "    time.sleep(0.02)\nprint(0)\n```\n```output\n", "logprob": -0.01}
+
+
 async def test_toggle_a_guard_and_a_setting_mid_run(ui, tmp_path):
-    slow_first = [{"text": "Step 0: wait a little.\n```python\nimport time\ntime.sleep(1.5)\nprint(0)\n```\n```output\n",
-                   "logprob": -0.01}] + THREE_CALLS
+    slow_first = [WAIT_FOR_GO] + THREE_CALLS  # the first cell runs until the test has made its changes
     app = ui.scripted_app(slow_first, delay_s=0.01, problem="sum of parts", tmp_path=tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("ctrl+r")
@@ -41,6 +54,7 @@ async def test_toggle_a_guard_and_a_setting_mid_run(ui, tmp_path):
         guard_list.highlighted = row_of(panel, "prunetir", "turn_limit")
         await pilot.press("right")
         assert panel.states["prunetir"].settings["turn_limit"] == 4
+        release_waiting_cells()
         await ui.wait_for(pilot, lambda: not app.screen.running, 60, "the run to end")
         await pilot.pause(0.1)
         assert not panel.states["attc"].pending  # the run confirmed it
