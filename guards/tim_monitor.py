@@ -38,6 +38,8 @@ LEVELS: tuple[Level, ...] = ("none", "weak", "moderate", "strong")  # by score 0
 Derived = Literal["before", "after", "both", "none"]
 
 # Precursor phrases, one compact regex list per Table 4 category (our wording; case-insensitive).
+# Table 4's generic examples ("after simplification", "analytically confirm") are left out [ours]:
+# they would fire on ordinary derivations.
 _W = r"(?:\s+\w+){0,3}?"  # up to three filler words ("let's quickly verify this numerically")
 CATEGORIES: dict[str, list[str]] = {
     "numerical/empirical checking": [
@@ -46,24 +48,32 @@ CATEGORIES: dict[str, list[str]] = {
         r"\bnumerical(?:ly)?\s+(?:check|verif(?:y|ication)|evidence|experiments?|tests?)\b",
         r"\b(?:check|test|try)(?:ing)?\s+(?:it\s+|this\s+)?(?:for|with|on)\s+(?:a\s+few|some|several|small)\s+(?:small\s+)?(?:values|cases|numbers|examples)\b",
         r"\bempirically\b",
+        r"\bnumerical(?:ly)?\s+(?:optimi[sz]ation|computation|evaluation|solv\w*)\b",
     ],
     "verification via code": [
-        r"\b(?:double[- ]?check|verify|check|confirm|validate)\w*\s+(?:\w+\s+){0,3}?(?:with|using|in|via|by)\s+(?:some\s+|a\s+)?(?:python|code|a\s+(?:quick\s+)?(?:script|program|computation))\b",
+        r"\b(?:double[-‐ ]?check|verify|check|confirm|validate)\w*\s+(?:\w+\s+){0,3}?(?:with|using|in|via|by)\s+(?:some\s+|a\s+)?(?:python|code|a\s+(?:quick\s+)?(?:script|program|computation))\b",
         r"\buse\s+(?:python|code|sympy|a\s+(?:script|program))\s+to\s+(?:analy[sz]e|verify|check|confirm|compute\s+and\s+check|test)\b",
         r"\blet\s+(?:the\s+)?(?:code|python|computer)\s+(?:verify|check|confirm)\b",
+        r"\bimplement\s+a\s+better\s+approach\b",
+        r"\bsymbolic\s+computation\s+to\s+verify\b",
     ],
     "approximation/convergence": [
         r"\b(?:results?|values?|numbers?|it|sequence|sum|series)\s+(?:seems?|appears?)\s+to\s+(?:be\s+)?(?:converg|approach|stabili[sz]|tend)\w*",
         r"\bverify\s+(?:this|the|that)\s+pattern\b",
         r"\b(?:the\s+)?pattern\s+(?:seems|appears)\s+to\s+(?:hold|continue)\b",
         r"\b(?:gets?|getting)\s+closer\s+(?:and\s+closer\s+)?to\b",
+        r"\bnumeric(?:al)?\s+approximation\b",
+        r"\bevaluate\s+(?:\w+\s+){0,3}?numerically\b",
+        r"\bvisual(?:ly)?\s+verif\w*",
+        r"\blogic\s+is\s+working\b",
     ],
     "systematic search/enumeration": [
         r"\bcheck\s+(?:\w+\s+){0,2}?(?:values|cases|numbers|possibilities)\s+systematically\b",
-        r"\bsystematically\s+(?:check|search|enumerate|test|try|list)\w*",
+        r"\bsystematically\s+(?:check|search|enumerate|test|try|list|compute)\w*",
         r"\bexhaustive(?:ly)?\s+(?:check|search|enumerat)\w*(?:\s+up\s+to)?",
         r"\b(?:brute[- ]?force|enumerat(?:e|ing|ion)\s+(?:all|every)|(?:check|try|test)(?:ing)?\s+all\s+(?:possible\s+)?(?:values|cases|combinations|numbers))\b",
         r"\bsearch\s+(?:over|through)\s+all\b",
+        r"\b(?:check|compute|test|try)(?:ing)?\s+(?:the\s+|all\s+)?possible\s+values\b",
     ],
 }
 _COMPILED = {cat: [re.compile(p, re.IGNORECASE) for p in pats] for cat, pats in CATEGORIES.items()}

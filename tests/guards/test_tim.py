@@ -153,6 +153,17 @@ def test_a_verdict_recorded_before_the_graded_monitor_shows_as_it_did():
     ("Let's check more values systematically.", "systematic search/enumeration"),
     ("An exhaustive check up to 1000 finds no counterexample.", "systematic search/enumeration"),
     ("We brute force all pairs.", "systematic search/enumeration"),
+    # more of Table 4's examples, verbatim
+    ("numerical optimization", "numerical/empirical checking"),
+    ("numerical solve", "numerical/empirical checking"),
+    ("implement a better approach and verify", "verification via code"),
+    ("symbolic computation to verify analytical results", "verification via code"),
+    ("numeric approximation converges to x", "approximation/convergence"),
+    ("evaluate the sum numerically for a few terms", "approximation/convergence"),
+    ("visual verification", "approximation/convergence"),
+    ("logic is working", "approximation/convergence"),
+    ("use code to check possible values", "systematic search/enumeration"),
+    ("systematically compute possible values with code", "systematic search/enumeration"),
 ])
 def test_table4_phrases(text, category):
     assert category in {cat for cat, _ in precursor_phrases(text)}
