@@ -1,167 +1,119 @@
 """TIM: Tool-Induced Myopia ("From Proof to Program", arXiv 2511.10899).
 
 Two parts:
-- prompt mitigation [paper]: at the start of the assistant's turn, right after the problem,
-  a sentence in the model's own voice saying that code and its results are only hints and the
-  solution must be derived by mathematical reasoning (setting ``prompt``, off by default);
-- myopia monitor [default, ours]: at the end of a run, flag the trajectory when (a) it made at
-  least ``min_calls`` executed tool calls and its final answer repeats the last successful tool
-  output with fewer than ``min_words_after`` words of the model's own text between that output
-  and the answer, or (b) its generated text uses precursor phrases of the paper's Table 4
-  categories. It is a hint, not proof: the matched phrases are shown.
+- prompt mitigation [paper]: at the start of the assistant's turn, right after the problem, the
+  paper's section 6.1 sentence, verbatim (setting ``wording``: ours instead), as a message in the
+  model's own voice (setting ``prompt``, off by default [ours]);
+- myopia monitor [ours]: at the end of a run, a graded reading of the model's prose (no code,
+  comments or tool outputs): three indicators with their evidence, a 0-3 score, a flag at
+  ``flag_at`` indicators. The paper's exclusion holds: computation that follows (or is followed
+  by) a derivation is not flagged. Its definitions are in :mod:`guards.tim_monitor`.
 
 The monitor reads the whole trajectory (``RunView.trajectory``: every generated turn and executed
 output, text that PruneTIR pruned from the working context included), with the same function
-(:func:`monitor`) as the eval's ``tim_flag``, so the guard and the eval agree on every run.
+(:func:`guards.tim_monitor.monitor`) as the eval's ``tim_flag``, so the guard and the eval agree on
+every run.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
-from fractions import Fraction
-from typing import Any, ClassVar, TypedDict
+from typing import Any, ClassVar, Literal, TypedDict
 
 from guards.base import GuardBase, setting, verdict_data
+from guards.tim_monitor import NO_DERIVATION, PHRASES, READ_OFF, Reading, monitor, tool_ignored
 from tuiagent.protocol import FLAG, INJECT, PASS, Display, Line, RunRecord, RunView, Span, Verdict, VerdictRecord
 
-PROMPT = ("Before I start: code and its results are only helpful hints for me; I must derive the "
-          "solution itself by mathematical reasoning.")
-
-# Precursor phrases, one compact regex list per Table 4 category (our wording; case-insensitive).
-_W = r"(?:\s+\w+){0,3}?"  # up to three filler words ("let's quickly verify this numerically")
-CATEGORIES: dict[str, list[str]] = {
-    "numerical/empirical checking": [
-        rf"\b(?:one|we|i)\s+(?:can\s+)?checks?{_W}\s+numerically\b",
-        rf"\b(?:let['’]?s|let\s+us|i'?ll|we'?ll|i\s+will|we\s+will)\s+(?:verify|check|test|confirm){_W}\s+numerically\b",
-        r"\bnumerical(?:ly)?\s+(?:check|verif(?:y|ication)|evidence|experiments?|tests?)\b",
-        r"\b(?:check|test|try)(?:ing)?\s+(?:it\s+|this\s+)?(?:for|with|on)\s+(?:a\s+few|some|several|small)\s+(?:small\s+)?(?:values|cases|numbers|examples)\b",
-        r"\bempirically\b",
-    ],
-    "verification via code": [
-        r"\b(?:double[- ]?check|verify|check|confirm|validate)\w*\s+(?:\w+\s+){0,3}?(?:with|using|in|via|by)\s+(?:some\s+|a\s+)?(?:python|code|a\s+(?:quick\s+)?(?:script|program|computation))\b",
-        r"\buse\s+(?:python|code|sympy|a\s+(?:script|program))\s+to\s+(?:analy[sz]e|verify|check|confirm|compute\s+and\s+check|test)\b",
-        r"\blet\s+(?:the\s+)?(?:code|python|computer)\s+(?:verify|check|confirm)\b",
-    ],
-    "approximation/convergence": [
-        r"\b(?:results?|values?|numbers?|it|sequence|sum|series)\s+(?:seems?|appears?)\s+to\s+(?:be\s+)?(?:converg|approach|stabili[sz]|tend)\w*",
-        r"\bverify\s+(?:this|the|that)\s+pattern\b",
-        r"\b(?:the\s+)?pattern\s+(?:seems|appears)\s+to\s+(?:hold|continue)\b",
-        r"\b(?:gets?|getting)\s+closer\s+(?:and\s+closer\s+)?to\b",
-    ],
-    "systematic search/enumeration": [
-        r"\bcheck\s+(?:\w+\s+){0,2}?(?:values|cases|numbers|possibilities)\s+systematically\b",
-        r"\bsystematically\s+(?:check|search|enumerate|test|try|list)\w*",
-        r"\bexhaustive(?:ly)?\s+(?:check|search|enumerat)\w*(?:\s+up\s+to)?",
-        r"\b(?:brute[- ]?force|enumerat(?:e|ing|ion)\s+(?:all|every)|(?:check|try|test)(?:ing)?\s+all\s+(?:possible\s+)?(?:values|cases|combinations|numbers))\b",
-        r"\bsearch\s+(?:over|through)\s+all\b",
-    ],
+# The mitigation sentence. [paper] section 6.1, verbatim: "after each problem statement, we inject
+# the following instruction as a model-generated message". [ours] tuiagent's earlier wording, in
+# the model's first person (setting wording = "ours").
+PROMPTS = {
+    "paper": ("We should treat code snippets and their execution results only as helpful hints, and derive "
+              "the solution through mathematical reasoning."),
+    "ours": ("Before I start: code and its results are only helpful hints for me; I must derive the "
+             "solution itself by mathematical reasoning."),
 }
-_COMPILED = {cat: [re.compile(p, re.IGNORECASE) for p in pats] for cat, pats in CATEGORIES.items()}
+Wording = Literal["paper", "ours"]
 
-_NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?|-?\.\d+")
-_WORD = re.compile(r"[A-Za-z0-9]+")
+class PrecursorData(TypedDict):
+    """A precursor phrase and where it stands (``guards.tim_monitor.Precursor``)."""
 
-
-def precursor_phrases(text: str) -> list[tuple[str, str]]:
-    """(category, matched text) for every precursor phrase in ``text``, in order of appearance."""
-    found = []
-    for cat, patterns in _COMPILED.items():
-        for pattern in patterns:
-            for m in pattern.finditer(text):
-                found.append((m.start(), cat, m.group(0)))
-    found.sort()
-    return [(cat, phrase) for _, cat, phrase in found]
-
-
-def _number(text: str) -> Fraction | None:
-    s = text.strip().replace(",", "").replace("$", "").replace("\\!", "").rstrip(".")
-    frac = re.fullmatch(r"\\[dt]?frac\{(-?\d+)\}\{(\d+)\}", s)
-    if frac:
-        s = f"{frac.group(1)}/{frac.group(2)}"
-    try:
-        return Fraction(s)
-    except (ValueError, ZeroDivisionError):
-        return None
-
-
-def _norm(text: str) -> str:
-    return re.sub(r"\s+", "", text).strip("$.").lower()
-
-
-def answer_matches_output(answer: str, output: str) -> bool:
-    """Does the answer equal the output's last number or its last non-empty line (normalised)?"""
-    lines = [ln for ln in output.strip().splitlines() if ln.strip()]
-    if not lines:
-        return False
-    numbers = _NUMBER.findall(output)
-    a_num = _number(answer)
-    if a_num is not None:
-        if numbers and _number(numbers[-1]) == a_num:
-            return True
-        if _number(lines[-1]) == a_num:
-            return True
-    return _norm(answer) == _norm(lines[-1]) or (bool(numbers) and _norm(answer) == _norm(numbers[-1]))
-
-
-def _words_before_box(text: str) -> int:
-    box = max(text.rfind("\\boxed"), text.rfind("\\fbox"))
-    return len(_WORD.findall(text[:box] if box >= 0 else text))
-
-
-@dataclass(frozen=True)
-class Reading:
-    """What the monitor found in one run."""
-
-    flagged: bool
-    categories: list[str]  # precursor-phrase categories matched
-    phrases: list[str]  # the matched phrases, in order
-    tool_calls: int  # executed calls
-    answer_from_tool: bool  # the answer repeats the last successful output with little derivation after it
-    words_after_output: int | None  # None: the answer does not repeat that output
-
-
-def monitor(run: RunRecord, min_calls: int, min_words_after: int) -> Reading:
-    """The monitor's test [ours] on the whole trajectory (``run.pieces``: every generated turn, text
-    that PruneTIR pruned from the working context included), for the guard at the end of a run and
-    for the eval's metric on any run, guard on or off. Flagged: precursor phrases in what the model
-    generated, or an answer that repeats the last successful tool output with fewer than
-    ``min_words_after`` words before its \\boxed{}, once ``min_calls`` calls ran."""
-    matches = precursor_phrases("\n".join(p.text for p in run.pieces if p.kind == "turn"))
-    outputs = [i for i, p in enumerate(run.pieces) if p.kind == "output"]
-    ok = [i for i in outputs if not run.pieces[i].error]
-    from_tool, words = False, None
-    if run.answer is not None and ok and answer_matches_output(run.answer, run.pieces[ok[-1]].text):
-        words = _words_before_box("".join(p.text for p in run.pieces[ok[-1]:] if p.kind == "turn"))
-        from_tool = words < min_words_after
-    copied = from_tool and len(outputs) >= min_calls
-    return Reading(copied or bool(matches), sorted({cat for cat, _ in matches}), [p for _, p in matches],
-                   len(outputs), from_tool, words)
-
-
-def tool_ignored(run: RunRecord) -> bool:
-    """The last successful tool output equals the gold answer, yet the run's answer is wrong."""
-    ok = [p for p in run.pieces if p.kind == "output" and not p.error]
-    if run.gold is None or run.correct is not False or not ok:
-        return False
-    return answer_matches_output(run.gold, ok[-1].text)
+    category: str
+    phrase: str
+    turn: int  # the generated turn it is in (1 = the first)
+    after_call: int  # it follows the output of this call (0: before any call ran)
 
 
 class TIMData(TypedDict, total=False):
-    """The data of TIM's verdicts: the prompt mitigation (``on_start``: only ``prompt``) or the
-    monitor at the end of the run (``on_finish``: the rest)."""
+    """The data of TIM's verdicts: the prompt mitigation (``on_start``: ``prompt``, ``wording``) or the
+    monitor at the end of the run (``on_finish``: the rest; see ``guards.tim_monitor.Reading``)."""
 
     prompt: bool
+    wording: str
     flagged: bool
+    score: int  # indicators present, 0-3
+    level: str  # none, weak, moderate, strong (by score)
+    indicators: list[str]  # the indicators present, by name
+    precursors: list[PrecursorData]  # the phrases in the prose and where they stand
     categories: list[str]  # precursor-phrase categories matched
     phrases: list[str]  # the matched phrases, in order
     tool_calls: int  # executed calls
-    answer_from_tool: bool  # the answer repeats the last successful output with little derivation after it
-    words_after_output: int | None  # None: the answer does not repeat that output
+    computation_call: int | None  # the call whose output the answer rests on (the last successful one)
+    answer_call: int | None  # that call, when the answer repeats its output
+    words_before: int  # derivation words before that output
+    words_after: int  # derivation words between that output and the final \boxed{}
+    derived: str  # where a derivation stands relative to that computation: before, after, both, none
+    # records written before the graded monitor: answer_from_tool (the answer repeated the last
+    # output with fewer than min_words_after words of any text after it), words_after_output
+    answer_from_tool: bool
+    words_after_output: int | None
+
+
+def _where(p: PrecursorData) -> str:
+    return f"turn {p['turn']}, " + ("before any call" if p["after_call"] == 0 else f"after call {p['after_call']}")
+
+
+def _quoted(phrases: list[str], where: list[str] | None = None) -> list[Span]:
+    spans: list[Span] = []
+    for n, p in enumerate(phrases):
+        spans += [Span("; ")] if n else []
+        spans.append(Span(f"“{p}”", "italic"))
+        spans += [Span(f" ({where[n]})", "muted")] if where else []
+    return spans
+
+
+def _reason(r: Reading) -> str:
+    if not r.tool_calls:
+        return f"{r.level} ({r.score}/3): no tool call ran"
+    at = f"call {r.computation_call}'s output" if r.computation_call else "the calls (none succeeded)"
+    parts = [f"{'no derivation' if NO_DERIVATION in r.indicators else 'derivation ' + r.derived}: "
+             f"{r.words_before} words before {at}, {r.words_after} after"]
+    if r.answer_call:
+        parts.append(f"{'answer read off' if READ_OFF in r.indicators else 'answer repeats'} call {r.answer_call}'s "
+                     f"output ({r.tool_calls} calls)")
+    if r.precursors:
+        parts.append("precursor phrases: " + "; ".join(r.categories))
+    return f"{r.level} ({r.score}/3): " + "; ".join(parts)
+
+
+def _legacy_card(d: TIMData) -> Display:
+    """A verdict recorded before the graded monitor, shown as it was then."""
+    if not d.get("flagged"):
+        return Display("card", title="TIM", lines=((Span("TIM ", "bold"), Span("✓ no sign of tool-induced myopia", "ok")),))
+    lines: list[Line] = [
+        (Span("TIM ", "bold"), Span("⚑ tool-induced myopia flagged", "bold warn"), Span(" (a hint, not proof)", "muted"))
+    ]
+    if d.get("answer_from_tool"):
+        words: int | None = d.get("words_after_output")
+        lines.append((Span(f"answer repeats the last tool output with {words} words of derivation after it", "warn"),))
+    phrases: list[str] = d.get("phrases") or []
+    if phrases:
+        lines.append((Span("phrases: ", "muted"), *_quoted(phrases)))
+    return Display("card", title="TIM", lines=tuple(lines), flagged=True)
 
 
 class TIM(GuardBase):
-    """TIM: prompt against tool-induced myopia and a monitor for its signs (arXiv 2511.10899)."""
+    """TIM: prompt against tool-induced myopia and a graded monitor for its signs (arXiv 2511.10899)."""
 
     name: ClassVar[str] = "tim"
     order: ClassVar[int] = 50
@@ -172,57 +124,84 @@ class TIM(GuardBase):
     def note(cls, v: VerdictRecord) -> str:
         d = verdict_data(v, TIMData)
         phrases: list[str] = d.get("phrases") or []
-        flagged: bool | None = d.get("flagged")
-        return ("flagged" if flagged else "clean") + (f": {', '.join(phrases[:2])}" if phrases else "")
+        level: str | None = d.get("level")
+        head = ("flagged" if d.get("flagged") else "clean") + (f" ({level})" if level else "")
+        return head + (f": {', '.join(phrases[:2])}" if phrases else "")
 
     @classmethod
     def display(cls, v: VerdictRecord) -> Display | None:
-        """At the end of the run: a card, flagged or not, with what raised the flag."""
+        """At the end of the run: a card with the signal and its evidence (derivation, the answer's
+        relation to the tool, the phrases and where they stand), flagged or not."""
         if v.hook != "on_finish":
             return super().display(v)
         d = verdict_data(v, TIMData)
-        flagged: bool | None = d.get("flagged")
-        if not flagged:
-            return Display("card", title="TIM", lines=((Span("TIM ", "bold"), Span("✓ no sign of tool-induced myopia", "ok")),))
-        lines: list[Line] = [
-            (Span("TIM ", "bold"), Span("⚑ tool-induced myopia flagged", "bold warn"), Span(" (a hint, not proof)", "muted"))
-        ]
-        answer_from_tool: bool | None = d.get("answer_from_tool")
-        if answer_from_tool:
-            words: int | None = d.get("words_after_output")
-            lines.append((Span(f"answer repeats the last tool output with {words} words of "
-                               "derivation after it", "warn"),))
-        phrases: list[str] = d.get("phrases") or []
-        if phrases:
-            quoted: list[Span] = []
-            for n, p in enumerate(phrases):
-                quoted += [Span("; ")] if n else []
-                quoted.append(Span(f"“{p}”", "italic"))
-            lines.append((Span("phrases: ", "muted"), *quoted))
-        return Display("card", title="TIM", lines=tuple(lines), flagged=True)
+        level: str | None = d.get("level")
+        if level is None:
+            return _legacy_card(d)
+        score: int = d.get("score", 0)
+        flagged: bool = d.get("flagged", False)
+        indicators: list[str] = d.get("indicators") or []
+        grade = Span(f" · {level} signal, {score} of 3 indicators (a hint, not proof)", "muted")
+        if flagged:
+            head: Line = (Span("TIM ", "bold"), Span("⚑ tool-induced myopia flagged", "bold warn"), grade)
+        elif score:
+            head = (Span("TIM ", "bold"), Span("not flagged", "ok"), grade)
+        else:
+            head = (Span("TIM ", "bold"), Span("✓ no sign of tool-induced myopia", "ok"), grade)
+        lines: list[Line] = [head]
+        calls: int = d.get("tool_calls", 0)
+        if not calls:
+            lines.append((Span("no tool call ran", "muted"),))
+            return Display("card", title="TIM", lines=tuple(lines), flagged=flagged)
+        computation: int | None = d.get("computation_call")
+        at = f"call {computation}'s output" if computation else "the calls (none succeeded)"
+        before: int = d.get("words_before", 0)
+        after: int = d.get("words_after", 0)
+        where: str = d.get("derived", "")
+        lines.append((Span("derivation: ", "muted"),
+                      Span(f"{before} words before {at}, {after} after", "warn" if NO_DERIVATION in indicators else ""),
+                      Span(f" ({'none' if where == 'none' else where + ' the computation'})", "muted")))
+        answer_call: int | None = d.get("answer_call")
+        lines.append((Span("answer: ", "muted"),
+                      Span(f"repeats call {answer_call}'s output", "warn" if READ_OFF in indicators else "")
+                      if answer_call else Span("does not repeat a tool output")))
+        precursors: list[PrecursorData] = d.get("precursors") or []
+        if precursors:
+            lines.append((Span("phrases: ", "muted"),
+                          *_quoted([p["phrase"] for p in precursors], [_where(p) for p in precursors])))
+        return Display("card", title="TIM", lines=tuple(lines), flagged=flagged)
 
     @classmethod
     def metrics(cls, run: RunRecord) -> dict[str, Any]:
-        """The monitor's flag on every run (guard on or off, so settings compare), what the guard
+        """The monitor's reading of every run (guard on or off, so settings compare), what the guard
         itself said when it was on, and whether a right tool output was ignored."""
-        defaults = cls.Settings()
-        reading = monitor(run, defaults.min_calls, defaults.min_words_after)
+        r = read(run, cls.Settings())
         said = next((v for v in run.of(cls.name) if v.hook == "on_finish"), None)
         guard_flag: bool | None = None if said is None else verdict_data(said, TIMData).get("flagged")
-        return {"tool_ignored": tool_ignored(run), "tim_flag": reading.flagged, "tim_categories": reading.categories,
-                "tim_guard_flag": None if said is None else bool(guard_flag)}
+        return {"tool_ignored": tool_ignored(run), "tim_flag": r.flagged, "tim_score": r.score, "tim_level": r.level,
+                "tim_categories": r.categories, "tim_guard_flag": None if said is None else bool(guard_flag)}
 
     @dataclass(frozen=True)
     class Settings:
-        prompt: bool = setting(False, "insert the paper's mitigation sentence (code is only a hint; derive "
-                                      "by reasoning) at the start of the assistant's turn; our default: off",
-                               tag="default")
-        monitor: bool = setting(True, "flag a finished run that shows tool-induced myopia (hint, not proof)",
-                                tag="default")
-        min_calls: int = setting(2, "executed tool calls needed before an answer copied from a tool output "
-                                    "is flagged", check=lambda v: v >= 1, allowed="an integer >= 1", tag="default")
-        min_words_after: int = setting(15, "fewer words than this between the last tool output and the answer "
-                                           "count as 'little derivation'", check=lambda v: v >= 0,
+        prompt: bool = setting(False, "insert the mitigation sentence at the start of the assistant's turn, right "
+                                      "after the problem, as the paper does; our default: off (the paper measured "
+                                      "it trading accuracy for reasoning quality)", tag="default")
+        wording: Wording = setting("paper", "the mitigation sentence: paper = section 6.1 verbatim; ours = "
+                                            "tuiagent's earlier first-person wording", tag="paper")
+        monitor: bool = setting(True, "grade a finished run for tool-induced myopia from its prose: indicators "
+                                      "with evidence, not proof", tag="default")
+        flag_at: int = setting(2, f"indicators (of 3: {NO_DERIVATION}, {READ_OFF}, {PHRASES}) that flag a run; "
+                                  "the paper's phrases are indicators, not proof", check=lambda v: 1 <= v <= 3,
+                               allowed="an integer from 1 to 3", tag="default")
+        min_calls: int = setting(2, "executed tool calls needed before an answer that repeats a tool output "
+                                    "counts as read off the tool", check=lambda v: v >= 1,
+                                 allowed="an integer >= 1", tag="default")
+        min_words_before: int = setting(15, "derivation words (of sentences that state a calculation or "
+                                            "relation) before the computation the answer rests on that make a "
+                                            "derivation before it", check=lambda v: v >= 0,
+                                        allowed="an integer >= 0", tag="default")
+        min_words_after: int = setting(15, "derivation words between that computation's output and the answer "
+                                           "that make a derivation after it", check=lambda v: v >= 0,
                                        allowed="an integer >= 0", tag="default")
 
     def __init__(self, settings: "TIM.Settings"):
@@ -231,20 +210,24 @@ class TIM(GuardBase):
     def on_start(self, view: RunView) -> Verdict | None:
         if not self.settings.prompt or view.mode != "tool":
             return None
-        return Verdict(INJECT, reason="prompt mitigation", text=PROMPT, data=TIMData(prompt=True))
+        return Verdict(INJECT, reason="prompt mitigation", text=PROMPTS[self.settings.wording],
+                       data=TIMData(prompt=True, wording=self.settings.wording))
 
     def on_finish(self, view: RunView) -> Verdict | None:
         """The monitor on the whole trajectory (pruned text included), as the eval's metric reads it."""
         if not self.settings.monitor:
             return None
-        r = monitor(RunRecord(tuple(view.trajectory), (), view.answer, None, None),
-                    self.settings.min_calls, self.settings.min_words_after)
-        reasons = []
-        if r.answer_from_tool and r.tool_calls >= self.settings.min_calls:
-            reasons.append(f"answer repeats the last tool output after {r.words_after_output} words, "
-                           f"with {r.tool_calls} tool calls")
-        if r.phrases:
-            reasons.append("precursor phrases: " + "; ".join(r.categories))
-        data = TIMData(flagged=r.flagged, categories=r.categories, phrases=r.phrases, tool_calls=r.tool_calls,
-                       answer_from_tool=r.answer_from_tool, words_after_output=r.words_after_output)
-        return Verdict(FLAG if r.flagged else PASS, reason=" and ".join(reasons) or "clean", data=data)
+        r = read(RunRecord(tuple(view.trajectory), (), view.answer, None, None), self.settings)
+        data = TIMData(flagged=r.flagged, score=r.score, level=r.level, indicators=list(r.indicators),
+                       precursors=[PrecursorData(category=p.category, phrase=p.phrase, turn=p.turn,
+                                                 after_call=p.after_call) for p in r.precursors],
+                       categories=r.categories, phrases=r.phrases, tool_calls=r.tool_calls,
+                       computation_call=r.computation_call, answer_call=r.answer_call,
+                       words_before=r.words_before, words_after=r.words_after, derived=r.derived)
+        return Verdict(FLAG if r.flagged else PASS, reason=_reason(r), data=data)
+
+
+def read(run: RunRecord, s: TIM.Settings) -> Reading:
+    """The monitor with a settings' thresholds."""
+    return monitor(run, min_calls=s.min_calls, min_words_before=s.min_words_before,
+                   min_words_after=s.min_words_after, flag_at=s.flag_at)
