@@ -145,7 +145,7 @@ class _Run:
         self.generated = 0
         self.budget_noted = False
         self.tools_suspended = False
-        self.tools_back_at: int | None = None  # the turn a suspended tool returns at; None: not before the end
+        self.tools_back_at: int | None = None  # the turn a suspended tool returns at; None: none due (not suspended, or for good)
         self.suspended_by = ""  # the guard whose verdict suspended it
         self.answer_attempts = 0
         self.last_attempt: str | None = None  # the last answer a guard sent back (continue)
