@@ -14,8 +14,11 @@ Token rules (ours, where the reference works on whole tokens):
 - a token counts when any of its characters intersect the block span (a token that straddles
   the prose/fence boundary, like "\\n```python", is part of the block);
 - tokens without a log-probability are left out; when none in the span has one (a backend
-  without logprobs), or there is no closed block, ``conf`` is None: "n/a", nothing injected
-  (docs/guards.md#attc), even for a timed-out call.
+  without logprobs), or there is no closed block, ``conf`` is None: "n/a", no trust or rethink
+  sentence (docs/guards.md#attc).
+
+Timeout [ref]: decided before the confidence, and only by the executor's own status: the
+kernel's ``timed_out`` flag, never the output's text (a cell that prints "timeout" is not one).
 """
 
 from __future__ import annotations
@@ -29,11 +32,25 @@ from guards.base import GuardBase, setting, verdict_data
 from tuiagent.parsing import last_closed_block
 from tuiagent.protocol import INJECT, PASS, Call, Display, Gauge, RunRecord, RunView, Span, TokenLP, Verdict, VerdictRecord
 
-# The sentences the model continues from, in its own voice (meaning per docs/guards.md#attc, our wording).
-TRUST = "The execution result above is reliable, so I will trust it and give the answer based on it."
-RETHINK = "I am not sure this code is right; I should optimise it or reconsider my reasoning path."
-TIMEOUT = "The code execution timed out; I should optimise the code or reconsider my reasoning path."
-SENTENCES = {"trust": TRUST, "rethink": RETHINK, "timeout": TIMEOUT}
+# The sentences appended after the output block, in the model's own voice.
+# [ref] the authors' reference code, 00Dreamer00/ATTC math_eval_confident.py (commit 77adefb), main():
+# the strings it appends to the query after the ```output block (the paper's copy in
+# shared/papers ends before the method's details and quotes none). The reference ends trust and
+# rethink with "\n", as the loop ends every note; its timeout string ends "\n " (a stray space, left out).
+REF_SENTENCES = {
+    "trust": "I should believe the code execution result above and now I will give the answer based on it.",
+    "rethink": "I should consider optimizing the code or reflect on whether to change my reasoning path.",
+    "timeout": "Code execution timed out. Perhaps I should consider optimizing the code or reflect on "
+               "whether to change my reasoning path.",
+}
+# [ours] tuiagent's earlier wording, the same meanings (setting wording = "ours").
+OUR_SENTENCES = {
+    "trust": "The execution result above is reliable, so I will trust it and give the answer based on it.",
+    "rethink": "I am not sure this code is right; I should optimise it or reconsider my reasoning path.",
+    "timeout": "The code execution timed out; I should optimise the code or reconsider my reasoning path.",
+}
+SENTENCES = {"ref": REF_SENTENCES, "ours": OUR_SENTENCES}
+Wording = Literal["ref", "ours"]
 
 Decision = Literal["trust", "rethink", "timeout", "n/a"]
 
@@ -95,10 +112,10 @@ class ATTC(GuardBase):
     def note(cls, v: VerdictRecord) -> str:
         d = verdict_data(v, ATTCData)
         conf: float | None = d.get("confidence")
-        if conf is None:
-            return "conf n/a"
-        tau: float = d.get("threshold", 0)
         decision: str = d.get("decision", "")
+        if conf is None:
+            return "conf n/a" + (" timeout" if decision == "timeout" else "")
+        tau: float = d.get("threshold", 0)
         return f"conf {conf:.3f} / τ {tau:.2f} {decision}"
 
     @classmethod
@@ -134,6 +151,11 @@ class ATTC(GuardBase):
             "else rethink; set per model in models.toml ([models.<id>.guards.attc]) since logprob "
             "scales differ between models, quantisations and temperatures",
             check=lambda v: 0.0 < v <= 1.0, allowed="a probability in (0, 1]", tag="ref")
+        wording: Wording = setting(
+            "ref",
+            "the trust / rethink / timeout sentences: ref = the authors' reference code, verbatim "
+            "(math_eval_confident.py); ours = tuiagent's earlier wording of the same meanings",
+            tag="ref")
 
     def __init__(self, settings: "ATTC.Settings"):
         self.settings = settings
@@ -142,20 +164,18 @@ class ATTC(GuardBase):
         if not call.executed:
             return None
         tau = self.settings.threshold
-        timed_out = bool(call.timed_out) or "timeout" in call.output.lower()
+        timed_out = call.timed_out  # the kernel's status [ref]: the reference reads its executor's report
         conf, mean, n = block_confidence(view.turn_text, view.turn_tokens)
         data = ATTCData(confidence=conf, threshold=tau, mean_logprob=mean, tokens=n, call=call.call,
                         timed_out=timed_out, decision="n/a")
-        if conf is None:
-            return Verdict(PASS, reason="confidence n/a (no closed code block or no logprobs)", data=data)
+        measured = ("confidence n/a" if conf is None
+                    else f"confidence {conf:.4f} {'>=' if conf >= tau else '<'} {tau:g}")
         decision: Decision
-        if timed_out:
-            decision = "timeout"
-        elif conf >= tau:
-            decision = "trust"
+        if timed_out:  # [ref] before the confidence, whatever it is
+            decision, reason = "timeout", f"the call timed out ({measured})"
+        elif conf is None:
+            return Verdict(PASS, reason="confidence n/a (no closed code block or no logprobs)", data=data)
         else:
-            decision = "rethink"
-        reason = f"confidence {conf:.4f} {'>=' if conf >= tau else '<'} {tau:g}" + (
-            ", call timed out" if timed_out else "")
+            decision, reason = ("trust" if conf >= tau else "rethink"), measured
         data["decision"] = decision
-        return Verdict(INJECT, reason=reason, text=SENTENCES[decision], data=data)
+        return Verdict(INJECT, reason=reason, text=SENTENCES[self.settings.wording][decision], data=data)

@@ -15,7 +15,17 @@ from collections.abc import Callable
 from dataclasses import field
 from typing import Any, ClassVar, Protocol, TypeVar, cast
 
-from tuiagent.protocol import PASS, SUSPEND, Call, Display, RunRecord, RunView, Verdict, VerdictRecord
+from tuiagent.protocol import (
+    PASS,
+    SUSPEND,
+    Call,
+    Display,
+    RunRecord,
+    RunView,
+    Verdict,
+    VerdictRecord,
+    tools_return_turn,
+)
 
 
 class Guard(Protocol):
@@ -81,8 +91,7 @@ class GuardBase:
         if v.action == PASS:
             return None
         if v.action == SUSPEND:
-            return Display("banner", title="⚠ the tool is suspended from here on", sticky=True,
-                           text=f"{v.reason}. Code blocks are no longer run; the model continues by hand.")
+            return suspension_banner(v)
         return Display("line", title=f"{v.guard} · {v.action}", text=v.reason)
 
     @classmethod
@@ -104,6 +113,19 @@ class GuardBase:
         the user did not set to at least this (``tuiagent.protocol.with_guard_needs``). Empty: the
         default budgets suffice."""
         return {}
+
+
+def suspension_banner(v: VerdictRecord, label: str = "") -> Display:
+    """The banner of a ``suspend`` verdict: for how long, and the turn the tool comes back at
+    (``tuiagent.protocol.tools_return_turn``); ``label`` names the rule ("RTTS: ")."""
+    back = tools_return_turn(v.turn, v.data)
+    if back is None:
+        return Display("banner", title=f"⚠ {label}the tool is suspended from here on", sticky=True,
+                       text=f"{v.reason}. Code blocks are no longer run; the model continues by hand.")
+    span = back - v.turn - 1
+    return Display("banner", title=f"⚠ {label}the tool is suspended for {span} turn{'s' * (span != 1)}, "
+                   f"back at turn {back}", sticky=True,
+                   text=f"{v.reason}. Code blocks are not run until then; the model continues by hand.")
 
 
 class SettingsError(ValueError):

@@ -21,12 +21,14 @@ resolve nor fail an episode; their turns still count as attempts):
   ``data["sampling"] = {"temperature": resample_temperature, "seed": <new>}`` (the loop
   applies only ``data["sampling"]``; everything else in ``data`` is the record).
 * **RTTS**: stuck episodes are counted in a row (a successful executed call, in an episode
-  or not, breaks the row). docs/guards.md#prunetir: "when STPR fires Retry Limit times in a row, tell the
-  model ... from then on code blocks are not executed". So the ``retry_limit``-th STPR in a
+  or not, breaks the row). docs/guards.md#prunetir: when STPR fires Retry Limit times in a row,
+  the model is told to "temporarily suspend" tool use [paper]. So the ``retry_limit``-th STPR in a
   row is still carried out (same truncation and resampling) and, in the same verdict, tools
-  are suspended: SUSPEND with ``truncate_to``, the same ``data["sampling"]`` and a note in
-  the assistant's own voice. The loop truncates, appends the note, sets ``tools_suspended``
-  (later code blocks are shown a "tool unavailable" text, never run) and resamples.
+  are suspended: SUSPEND with ``truncate_to``, the same ``data["sampling"]``, a note in the
+  assistant's own voice and ``data["suspend_turns"]``, the span [ours]. The loop truncates,
+  appends the note, sets ``tools_suspended`` (code blocks are shown a "tool unavailable" text,
+  never run) and resamples; after ``suspend_turns`` turns it brings the tool back, records it
+  and tells the model (``tuiagent.protocol.tools_return_turn``). The row starts again from 0.
   With retry_limit 2: stuck once -> STPR; stuck again before any success -> STPR + RTTS.
 * Ablations: ``stp`` off -> a resolved episode is only FLAGged; ``stpr`` off -> a stuck
   episode is FLAGged and closed (the next error opens a new one) and RTTS, if on, suspends
@@ -54,7 +56,7 @@ from dataclasses import dataclass, field, replace
 from functools import lru_cache
 from typing import ClassVar, TypedDict
 
-from guards.base import GuardBase, setting, verdict_data
+from guards.base import GuardBase, setting, suspension_banner, verdict_data
 from tuiagent.protocol import (
     FLAG,
     PRUNE,
@@ -69,7 +71,14 @@ from tuiagent.protocol import (
     VerdictRecord,
 )
 
+# [ours] the paper's RTTS prompt is not given in the summary we have; the model's own voice, as the
+# loop appends it to the assistant's turn. The first is for a span (suspend_turns), the second for
+# a suspension for the rest of the run (suspend_turns = none).
 RTTS_NOTE = (
+    "The Python tool is not available for now, so my code will not be run. "
+    "I will continue by reasoning step by step by hand, without code, and give the final answer in \\boxed{}.\n"
+)
+RTTS_NOTE_REST = (
     "The Python tool is not available any more, so none of my code will be run from here on. "
     "I will continue by reasoning step by step by hand, without code, and give the final answer in \\boxed{}.\n"
 )
@@ -199,6 +208,7 @@ class PruneTIRData(TypedDict, total=False):
     retry_limit: int
     stpr: bool
     rtts: bool
+    suspend_turns: int | None  # RTTS: turns without the tool (the loop brings it back after them); None: the rest of the run
     truncate_to: int
     sampling: Resampling
 
@@ -230,6 +240,10 @@ class PruneTIRSettings:
     stp: bool = setting(True, "Success-Triggered Pruning (off for ablations)", tag="paper")
     stpr: bool = setting(True, "Stuck-Triggered Pruning and Resampling (off for ablations)", tag="paper")
     rtts: bool = setting(True, "Retry-Triggered Tool Suspension (off for ablations)", tag="paper")
+    suspend_turns: int | None = setting(
+        3, "RTTS suspends the tool for this many turns, then it comes back (the paper says 'temporarily' "
+        "and gives no length; 3 = the turns turn_limit gives an error to be fixed); none: for the rest of "
+        "the run", check=lambda v: v >= 1, allowed=">= 1, or none", tag="default")
 
 
 class PruneTIR(GuardBase):
@@ -248,12 +262,10 @@ class PruneTIR(GuardBase):
     @classmethod
     def display(cls, v: VerdictRecord) -> Display | None:
         """Its notes stay in view (a pruned branch's story); a suspension is RTTS's banner."""
-        shown = super().display(v)
-        if shown is None:
-            return None
         if v.action == SUSPEND:
-            return replace(shown, title="⚠ RTTS: the tool is suspended from here on")
-        return replace(shown, sticky=True)
+            return suspension_banner(v, "RTTS: ")
+        shown = super().display(v)
+        return replace(shown, sticky=True) if shown is not None else None
 
     @classmethod
     def prune_label(cls, v: VerdictRecord, *, kept: bool) -> tuple[str, str]:
@@ -284,7 +296,6 @@ class PruneTIR(GuardBase):
         self.episode: _Episode | None = None
         self.episodes = 0
         self.stuck_in_a_row = 0
-        self.suspended = False
         self._rng = random.Random(self.settings.resample_seed)
         self._seeds: set[int] = set()
 
@@ -295,7 +306,7 @@ class PruneTIR(GuardBase):
     # -- hook -----------------------------------------------------------------------------------
 
     def on_tool_result(self, call: Call, view: RunView) -> Verdict | None:
-        if not call.executed or self.suspended:
+        if not call.executed:  # while the tool is suspended no call is executed
             return None
         erroneous = call.error or call.timed_out
         ep = self.episode
@@ -384,8 +395,12 @@ class PruneTIR(GuardBase):
         e0 = _find(view.calls, ep.e0)
         start = _turn_start(e0, view.segments) if e0 is not None and e0.segment is not None else None
         where = f"episode {ep.number} stuck after {attempts} attempt(s)"
+        note, suspended = RTTS_NOTE, f"tool suspended for {s.suspend_turns} turn(s)"
         if rtts:
-            self.suspended = True
+            data["suspend_turns"] = s.suspend_turns
+            self.stuck_in_a_row = 0  # the row is acted on: after the tool is back, a new one counts
+            if s.suspend_turns is None:
+                note, suspended = RTTS_NOTE_REST, "tool suspended for the rest of the run"
         if s.stpr and start is not None:
             segs = view.segments
             data.update({"stpr": True, "truncate_to": start,
@@ -393,13 +408,12 @@ class PruneTIR(GuardBase):
                          "wtn_saved_chars": sum(len(seg.text) for seg in segs[start:]),
                          "sampling": Resampling(temperature=s.resample_temperature, seed=self._new_seed())})
             if rtts:
-                return Verdict(SUSPEND, reason=f"STPR #{n} in a row + RTTS: {where}; tool suspended",
-                               text=RTTS_NOTE, truncate_to=start, data=data)
+                return Verdict(SUSPEND, reason=f"STPR #{n} in a row + RTTS: {where}; {suspended}",
+                               text=note, truncate_to=start, data=data)
             return Verdict(RESAMPLE, reason=f"STPR #{n} in a row: {where}; resampling e0's turn",
                            truncate_to=start, data=data)
         if rtts:
-            return Verdict(SUSPEND, reason=f"RTTS: {where} ({n} in a row); tool suspended", text=RTTS_NOTE,
-                           data=data)
+            return Verdict(SUSPEND, reason=f"RTTS: {where} ({n} in a row); {suspended}", text=note, data=data)
         why = "STPR off" if not s.stpr else "e0 is no longer in the context"
         return Verdict(FLAG, reason=f"{where} ({why})", data=data)
 

@@ -203,6 +203,15 @@ PASS, FLAG, INJECT, PRUNE, RESAMPLE, SUSPEND, SKIP, CONTINUE, COMMIT = (
 )
 
 
+def tools_return_turn(turn: int, data: Mapping[str, Any]) -> int | None:
+    """The turn at whose start the tool comes back after a ``suspend`` verdict given at ``turn``:
+    ``data["suspend_turns"]`` (a whole number >= 1) turns run without it, so it is back when turn
+    ``turn + suspend_turns + 1`` starts. None: suspended for the rest of the run (no span given, as
+    in every suspension recorded before spans existed)."""
+    n = data.get("suspend_turns")
+    return turn + n + 1 if isinstance(n, int) and not isinstance(n, bool) and n >= 1 else None
+
+
 @dataclass(frozen=True)
 class Verdict:
     """A guard's decision. ``data`` holds the numbers behind it (shown in the UI, kept in the trajectory):

@@ -1,37 +1,43 @@
-"""ATTC on golden scripted trajectories: code-block confidence, trust / rethink / timeout, n/a."""
+"""ATTC on golden scripted trajectories: code-block confidence, trust / rethink / timeout, n/a
+(canned kernel results), and the reference's sentences and timeouts through the real kernel."""
 
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import pytest
 
-from guards.attc import RETHINK, TIMEOUT, TRUST, block_confidence
+from guards.attc import OUR_SENTENCES, REF_SENTENCES, block_confidence
 from guards.base import SettingsError
 from guards.chain import GuardChain
 from kernels.base import CellResult, Output
+from kernels.jupyter import JupyterKernel
 from tuiagent.backends.scripted import ScriptedBackend
 from tuiagent.core import events as ev
 from tuiagent.core.loop import Agent
-from tuiagent.protocol import INJECT, PASS, Token, TokenLP
+from tuiagent.protocol import INJECT, PASS, RunSettings, Token, TokenLP
+
+TRUST, RETHINK, TIMEOUT = (REF_SENTENCES[k] for k in ("trust", "rethink", "timeout"))
 
 ANSWER = [Token("So the answer is ", -0.3), Token("\\boxed{42}.", -0.1)]
 OUT_42 = CellResult(outputs=(Output("stdout", "42\n"),))
 
 
-def code_turn(prose_lp: float = -0.01, code_lps: tuple[float, ...] = (-0.01,) * 5, after_lp: float = -0.5) -> list[Token]:
+def code_turn(prose_lp: float = -0.01, code_lps: tuple[float, ...] = (-0.01,) * 5, after_lp: float = -0.5,
+              code: str = "print(6 * 7)") -> list[Token]:
     """Prose, then a code block of five tokens (fences included), then the output fence (the stop)."""
-    pieces = ["```python", "\n", "print(6 * 7)", "\n", "```"]
+    pieces = ["```python", "\n", code, "\n", "```"]
     return ([Token("Let me think hard.", prose_lp), Token("\n", prose_lp)]
             + [Token(p, lp) for p, lp in zip(pieces, code_lps)]
             + [Token("\n", after_lp), Token("```output", -0.01)])
 
 
-async def run(turns, results=(OUT_42,), configs=None, canned_kernel=None):
+async def run(turns, results=(OUT_42,), configs=None, canned_kernel=None, kernel=None, settings=None):
     backend = ScriptedBackend(turns)
-    kernel = canned_kernel(list(results))
+    kernel = kernel or canned_kernel(list(results))
     chain = GuardChain(configs or {}, {"attc"})
-    events = [e async for e in Agent(backend, kernel, guards=chain).stream("What is 6 times 7?")]
+    events = [e async for e in Agent(backend, kernel, guards=chain, settings=settings).stream("What is 6 times 7?")]
     verdicts = [e for e in events if isinstance(e, ev.GuardVerdict) and e.guard == "attc"]
     notes = [e for e in events if isinstance(e, ev.ContextAppended) and e.source == "attc"]
     return backend, events, verdicts, notes
@@ -103,13 +109,77 @@ async def test_missing_logprobs_is_na_and_injects_nothing(canned_kernel):
     assert notes == [] and backend.prompts[1].endswith("```output\n42\n```\n")
 
 
-@pytest.mark.parametrize("result", [
-    CellResult(outputs=(Output("error", "TimeoutError: cell ran past 5 s"),), error=True, timed_out=True),
-    CellResult(outputs=(Output("stdout", "Execution Timeout\n"),)),  # matched in the text, any case
-])
-async def test_timeout_sentence(canned_kernel, result):
-    backend, _, (v,), _ = await run([code_turn(), ANSWER], results=(result,), canned_kernel=canned_kernel)
+async def test_timeout_sentence_comes_before_the_confidence(canned_kernel):
+    timed_out = CellResult(outputs=(Output("error", "Execution timed out after 5 s"),), error=True, timed_out=True)
+    backend, _, (v,), _ = await run([code_turn(), ANSWER], results=(timed_out,), canned_kernel=canned_kernel)
     assert v.data["decision"] == "timeout" and v.data["timed_out"] and v.text == TIMEOUT
+    assert backend.prompts[1].endswith("```\n" + TIMEOUT + "\n")
+    # [ref] the executor's status decides first: a timeout gets its sentence without logprobs too
+    turn = [Token(t.text, None) for t in code_turn()]
+    _, _, (na,), _ = await run([turn, ANSWER], results=(timed_out,), canned_kernel=canned_kernel)
+    assert (na.action, na.data["confidence"], na.data["decision"], na.text) == (INJECT, None, "timeout", TIMEOUT)
+
+
+async def test_timeout_in_the_output_text_is_not_a_timeout(canned_kernel):
+    said = CellResult(outputs=(Output("stdout", "Execution Timeout\n"),))  # text only: the kernel did not time out
+    _, _, (v,), _ = await run([code_turn(), ANSWER], results=(said,), canned_kernel=canned_kernel)
+    assert (v.data["decision"], v.data["timed_out"], v.text) == ("trust", False, TRUST)
+
+
+async def test_our_wording_is_a_setting(canned_kernel):
+    lps = (-0.01, -0.01, -2.0, -0.01, -0.01)
+    backend, _, (v,), _ = await run([code_turn(code_lps=lps), ANSWER], configs={"attc": {"wording": "ours"}},
+                                    canned_kernel=canned_kernel)
+    assert v.text == OUR_SENTENCES["rethink"] and "I am not sure this code is right" in v.text
+    assert backend.prompts[1].endswith("```output\n42\n```\n" + OUR_SENTENCES["rethink"] + "\n")
+    with pytest.raises(SettingsError, match=r"attc\.wording must be one of \['ref', 'ours'\]"):
+        GuardChain({"attc": {"wording": "paraphrase"}}, {"attc"})
+
+
+def test_the_reference_sentences_verbatim():
+    """The strings of 00Dreamer00/ATTC math_eval_confident.py (commit 77adefb), without their line ends."""
+    assert REF_SENTENCES == {
+        "trust": "I should believe the code execution result above and now I will give the answer based on it.",
+        "rethink": "I should consider optimizing the code or reflect on whether to change my reasoning path.",
+        "timeout": "Code execution timed out. Perhaps I should consider optimizing the code or reflect on whether "
+                   "to change my reasoning path.",
+    }
+
+
+# -- through the real kernel ----------------------------------------------------------------------
+
+
+@pytest.fixture
+async def kernel(tmp_path: Path):
+    async with JupyterKernel(images_dir=tmp_path / "images") as k:
+        yield k
+
+
+async def test_real_kernel_trust_then_rethink_sentences_verbatim_in_the_context(kernel):
+    turns = [code_turn(code="x = 6 * 7\nprint(x)"), code_turn(code="print(x + 0)", code_lps=(-0.3,) * 5), ANSWER]
+    backend, events, verdicts, notes = await run(turns, kernel=kernel)
+    assert [v.data["decision"] for v in verdicts] == ["trust", "rethink"]
+    assert backend.prompts[1].endswith("```output\n42\n```\n" + TRUST + "\n")
+    assert backend.prompts[2].endswith("```output\n42\n```\n" + RETHINK + "\n")
+    assert [n.text for n in notes] == [TRUST + "\n", RETHINK + "\n"] and events[-1].answer == "42"
+
+
+@pytest.mark.parametrize("lps, decision", [((-0.01,) * 5, "trust"), ((-0.3,) * 5, "rethink")])
+async def test_real_kernel_a_printed_timeout_is_not_a_timeout(kernel, lps, decision):
+    turn = code_turn(code="print('timeout = 30 seconds', 6*7)", code_lps=lps)
+    backend, events, (v,), _ = await run([turn, ANSWER], kernel=kernel)
+    (result,) = [e for e in events if isinstance(e, ev.ToolResult)]
+    assert result.shown == "timeout = 30 seconds 42" and not result.timed_out
+    assert (v.data["decision"], v.data["timed_out"]) == (decision, False)
+    assert backend.prompts[1].endswith("```output\ntimeout = 30 seconds 42\n```\n" + REF_SENTENCES[decision] + "\n")
+
+
+async def test_real_kernel_a_cell_past_the_exec_timeout_gets_the_timeout_sentence(kernel):
+    turn = code_turn(code="import time\ntime.sleep(60)")
+    backend, events, (v,), _ = await run([turn, ANSWER], kernel=kernel, settings=RunSettings(exec_timeout_s=1.0))
+    (result,) = [e for e in events if isinstance(e, ev.ToolResult)]
+    assert result.timed_out and result.executed
+    assert (v.data["decision"], v.data["timed_out"], v.text) == ("timeout", True, TIMEOUT)
     assert backend.prompts[1].endswith("```\n" + TIMEOUT + "\n")
 
 

@@ -1,4 +1,5 @@
-"""PruneTIR on golden scripted trajectories with canned kernel results (docs/guards.md, "PruneTIR")."""
+"""PruneTIR on golden scripted trajectories with canned kernel results (docs/guards.md, "PruneTIR");
+RTTS's span and the tool's return also through the real kernel."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from guards.base import SettingsError, parse_settings
 from guards.chain import GuardChain
 from guards.prunetir import (
     RTTS_NOTE,
+    RTTS_NOTE_REST,
     PruneTIR,
     PruneTIRSettings,
     code_jaccard,
@@ -23,12 +25,16 @@ from guards.prunetir import (
     intent_shifted,
 )
 from kernels.base import CellResult, Output
+from kernels.jupyter import JupyterKernel
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
 from tuiagent.core.context import working_context
+from tuiagent.core.fork import fork_point
 from tuiagent.core.loop import Agent, resample_sampling
+from tuiagent.core.prompts import TOOLS_BACK_NOTE
 from tuiagent.core.steps import run_metrics
-from tuiagent.protocol import INJECT, RunSettings, Verdict
+from tuiagent.core.trajectory import Recorder, load
+from tuiagent.protocol import INJECT, SUSPEND, RunSettings, Verdict, VerdictRecord, tools_return_turn
 
 PROBLEM = "What is the sum of k^2 for k = 1..10?"
 WIDE = RunSettings(max_tool_calls=30)
@@ -311,6 +317,81 @@ async def test_rtts_after_retry_limit_stprs_in_a_row(canned_kernel):
     assert (m["tcn"], m["stpr"], m["rtts"], m["stp"]) == (8, 2, 1, 0)
 
 
+async def test_rtts_for_the_rest_of_the_run_when_the_span_is_none(canned_kernel):
+    turns = [turn(f"Try {i}.", STUCK[i]) for i in range(8)] + [turn("Code?", "print(1)")] * 5 + ["\\boxed{42}"]
+    kernel = canned_kernel(stuck_results(STUCK[:8]))
+    events = await run(RecordingBackend(turns), kernel, chain(suspend_turns=None))
+    sus = verdicts(events)[-1]
+    assert sus.action == "suspend" and sus.data["suspend_turns"] is None and sus.text == RTTS_NOTE_REST
+    assert "rest of the run" in sus.reason and len(kernel.calls) == 8
+    assert not any(isinstance(e, ev.Notice) and "is back" in e.message for e in events)
+    assert PruneTIR.display(sus.record()).title == "⚠ RTTS: the tool is suspended from here on"
+
+
+def test_a_suspension_recorded_before_spans_lasts_the_run():
+    """Old trajectories: a suspend verdict without ``suspend_turns`` reads as before (no return)."""
+    old = VerdictRecord("prunetir", "on_tool_result", SUSPEND, reason="STPR #2 in a row + RTTS", turn=8,
+                        data={"stuck_in_a_row": 2, "rtts": True})
+    assert tools_return_turn(old.turn, old.data) is None
+    assert PruneTIR.display(old).title == "⚠ RTTS: the tool is suspended from here on"
+    assert tools_return_turn(8, {"suspend_turns": 3}) == 12
+
+
+# -- RTTS's span, through the real kernel ---------------------------------------------------------
+
+REFUSED = turn("I still want to check with code.", "print('checking')")
+BACK = turn("The tool is back, so I compute it.", "print(6 * 7)")
+
+
+@pytest.fixture
+async def kernel(tmp_path: Path):
+    async with JupyterKernel(images_dir=tmp_path / "images") as k:
+        yield k
+
+
+def rtts_turns() -> list[str]:
+    """8 erroneous calls (STPR, then STPR + RTTS at turn 8), 3 turns refused, a block that runs, the answer."""
+    return [turn(f"Try {i}.", STUCK[i]) for i in range(8)] + [REFUSED] * 3 + [BACK, "So \\boxed{42}."]
+
+
+async def test_real_kernel_the_tool_comes_back_after_rttss_span(kernel):
+    backend = RecordingBackend(rtts_turns())
+    events = await run(backend, kernel, chain(), RunSettings())  # the default budget, raised to 9 calls
+    sus = verdicts(events)[-1]
+    assert (sus.action, sus.turn, sus.data["suspend_turns"], sus.text) == ("suspend", 8, 3, RTTS_NOTE)
+    assert "tool suspended for 3 turn(s)" in sus.reason
+    assert PruneTIR.display(sus.record()).title == "⚠ RTTS: the tool is suspended for 3 turns, back at turn 12"
+
+    results = [e for e in events if isinstance(e, ev.ToolResult)]
+    assert [r.executed for r in results] == [True] * 8 + [False] * 3 + [True]
+    assert all("unavailable" in r.shown for r in results[8:11]) and results[-1].shown == "42"
+    # the return is in the trajectory just before turn 12 starts, and in the model's context
+    i = next(i for i, e in enumerate(events) if isinstance(e, ev.TurnStarted) and e.turn == 12)
+    notice, note = events[i - 2], events[i - 1]
+    assert isinstance(notice, ev.Notice) and notice.message == "the tool is back from turn 12: prunetir's suspension is over"
+    assert isinstance(note, ev.ContextAppended) and (note.text, note.source) == (TOOLS_BACK_NOTE, "prunetir")
+    assert backend.prompts[11].endswith("```output\nThe tool is unavailable: continue by reasoning step by step "
+                                        "and give the answer in \\boxed{}.\n```\n" + TOOLS_BACK_NOTE)
+    fin = events[-1]
+    assert (fin.reason, fin.answer, fin.tool_calls) == ("answer", "42", 9)
+    assert run_metrics(events)["rtts"] == 1
+
+
+async def test_real_kernel_a_fork_after_the_return_keeps_the_tool(kernel, tmp_path):
+    """Forked at the step before turn 12, the prefix holds the return: the fork runs code without a second note."""
+    path = tmp_path / "parent.jsonl"
+    with Recorder(path) as recorder:
+        agent = Agent(RecordingBackend(rtts_turns()), kernel, guards=chain(), recorder=recorder)
+        [e async for e in agent.stream(PROBLEM)]
+    await kernel.restart()
+    point = fork_point(load(path).events, 11, path)
+    agent = Agent(RecordingBackend([BACK, "So \\boxed{42}."]), kernel, guards=chain())
+    forked = [e async for e in agent.stream(PROBLEM, fork=point)]
+    assert [e.text for e in forked if isinstance(e, ev.ContextAppended)].count(TOOLS_BACK_NOTE) == 1
+    last = [e for e in forked if isinstance(e, ev.ToolResult)][-1]
+    assert last.executed and last.shown == "42" and forked[-1].answer == "42"
+
+
 async def test_a_success_between_stuck_episodes_breaks_the_row(canned_kernel):
     turns = ([turn(f"Try {i}.", STUCK[i]) for i in range(4)] + [PRE]
              + [turn(f"Try {i}.", STUCK[i]) for i in range(4, 8)] + ["\\boxed{7}"])
@@ -460,9 +541,12 @@ def test_intent_test_and_jaccard():
 def test_settings_are_documented_and_checked():
     tags = {f.name: f.metadata["tag"] for f in dataclasses.fields(PruneTIRSettings)}
     assert tags["turn_limit"] == tags["retry_limit"] == tags["intent_jaccard"] == tags["resample_temperature"] == "default"
+    assert tags["suspend_turns"] == "default" and PruneTIRSettings().suspend_turns == 3  # [ours]
+    assert parse_settings(PruneTIRSettings, {"suspend_turns": "none"}, guard="prunetir").suspend_turns is None
     assert PruneTIRSettings().turn_limit == 3 and PruneTIRSettings().retry_limit == 2
     assert PruneTIRSettings().resample_temperature > 0 and PruneTIRSettings().intent_jaccard == 0.5
-    for bad in ({"turn_limit": 0}, {"resample_temperature": 0}, {"intent_jaccard": 1.5}, {"stp": "maybe"}):
+    for bad in ({"turn_limit": 0}, {"resample_temperature": 0}, {"intent_jaccard": 1.5}, {"stp": "maybe"},
+                {"suspend_turns": 0}):
         with pytest.raises(SettingsError):
             parse_settings(PruneTIRSettings, bad, guard="prunetir")
     assert PruneTIR.name == "prunetir" and PruneTIR.order == 10 and PruneTIR.__doc__.strip()

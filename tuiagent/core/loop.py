@@ -56,6 +56,7 @@ from tuiagent.protocol import (
     Sampling,
     TokenLP,
     Verdict,
+    tools_return_turn,
     with_guard_needs,
 )
 
@@ -144,6 +145,8 @@ class _Run:
         self.generated = 0
         self.budget_noted = False
         self.tools_suspended = False
+        self.tools_back_at: int | None = None  # the turn a suspended tool returns at; None: none due (not suspended, or for good)
+        self.suspended_by = ""  # the guard whose verdict suspended it
         self.answer_attempts = 0
         self.last_attempt: str | None = None  # the last answer a guard sent back (continue)
         self.resample: dict[str, Any] | None = None
@@ -246,7 +249,9 @@ class _Run:
                 self.answer_attempts += 1
                 self.last_attempt = e.answer
             elif isinstance(e, GuardVerdict) and e.action == SUSPEND:
-                self.tools_suspended = True
+                self._suspend(e.guard, e.turn, e.data)
+            elif isinstance(e, ContextAppended) and e.text.strip() == prompts.TOOLS_BACK_NOTE.strip():
+                self.tools_suspended, self.tools_back_at = False, None
         self._renumber_calls()
         self.emit(fork_notice(point))
         stop = [OUTPUT_FENCE] if self.settings.mode == "tool" else []
@@ -320,10 +325,22 @@ class _Run:
             elif v.action == SUSPEND:
                 if v.truncate_to is not None:  # drop the context from there first (PruneTIR's RTTS)
                     self._truncate(v)
-                self.tools_suspended = True
+                self._suspend(v.guard, self.turn, v.data)
                 self._append(v.text, source=v.guard)
             elif v.action in (INJECT, CONTINUE) and v.text:
                 self._append(v.text, source=v.guard)
+
+    def _suspend(self, guard: str, turn: int, data: Mapping[str, Any]) -> None:
+        """Suspend the tool, for the span the verdict declares (``tools_return_turn``)."""
+        self.tools_suspended, self.suspended_by = True, guard
+        self.tools_back_at = tools_return_turn(turn, data)
+
+    def _tools_back(self) -> None:
+        """The suspension's span is over: code runs again, the model is told, the trajectory says so."""
+        self.tools_suspended, self.tools_back_at = False, None
+        self.emit(Notice(level="info", message=f"the tool is back from turn {self.turn}: "
+                                               f"{self.suspended_by}'s suspension is over"))
+        self._append(prompts.TOOLS_BACK_NOTE, source=self.suspended_by)
 
     def _truncate(self, v: Verdict) -> None:
         """Drop the context from segment ``v.truncate_to`` on; the next turn is sampled with the
@@ -351,6 +368,8 @@ class _Run:
         if self._remaining_wall() <= 0:
             raise _Finish("time_budget", self.last_attempt)
         self.turn += 1
+        if self.tools_back_at is not None and self.turn >= self.tools_back_at:
+            self._tools_back()
         backend = self.agent.backend
         self.emit(TurnStarted(turn=self.turn, context_tokens=backend.count_tokens(self.context.text)))
         for event in self._drain():

@@ -26,6 +26,8 @@ COT_SYSTEM = r"""You are a careful math assistant. Solve the problem step by ste
 
 DECLINED_NOTE = "The user chose not to run this code. Continue without it and give the final answer in \\boxed{}."
 BUDGET_NOTE = "The tool budget is used up: no more code will run. Give the final answer in \\boxed{} now."
+# [ours] appended to the assistant's turn, in its own voice, when a suspension's span is over (PruneTIR's RTTS).
+TOOLS_BACK_NOTE = "The Python tool is available again, so code I write from here on will be run.\n"
 
 
 def messages(problem: str, *, mode: str) -> list[dict[str, str]]:
