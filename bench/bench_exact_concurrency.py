@@ -7,7 +7,7 @@ else is in flight on the batched engine?
 Runs ``tuiagent eval demo --limit N -c none --no-reuse-generations --concurrency C`` as a user would,
 once per level, each into its own results directory, then compares every run's trajectory with the
 same run's at the first level: generated text and log-probabilities of every turn, tool outputs and
-the answer. The target is 0 runs that differ (README, "Exactness").
+the answer. The target is 0 runs that differ (docs/evaluating.md, "Exactness").
 """
 
 from __future__ import annotations

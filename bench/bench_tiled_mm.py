@@ -1,4 +1,4 @@
-"""llama.cpp's tiled K-quant matmul: off (the backend's default), on (llama.cpp's default) and forced.
+"""llama.cpp's tiled K-quant matmul: on (llama.cpp's default, which the backend keeps), off and forced.
 
 llama-cpp-python 0.3.36's llama.cpp has a "tiled" matrix multiply for K-quant weights that were not
 repacked (ggml-cpu/tiled/tiled.cpp): on by default, taken only for steps 8 or more columns wide,

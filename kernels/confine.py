@@ -2,18 +2,11 @@
 
 ``python -m kernels.confine CONFIG -- ARGV...`` restricts this process (and so everything it execs
 or starts) and replaces itself with ARGV. Both restrictions are inherited across execve and can
-never be lifted, whatever the kernel's code does afterwards: ctypes, native extensions and
-processes included. Standard library only, and no third-party binding: the three Landlock
-syscalls and one seccomp syscall are called through ctypes (``landlock``/``pyseccomp`` on PyPI
-wrap the same calls; pyseccomp also needs libseccomp, which a bare machine may lack).
-
-- Landlock (Linux >= 5.13, ``man 7 landlock``): reads only in the system and Python directories
-  the config names (and only the world-readable files of /etc), writes only in the run's
-  directories; from ABI 4 no TCP bind or connect unless the network is allowed; from ABI 6 no
-  signals to, and no abstract unix sockets of, processes outside the sandbox.
-- seccomp: no new processes (clone without CLONE_THREAD, fork, vfork), and none of the calls a
-  contained process has no use for (mount, namespaces, ptrace, kernel modules, bpf, io_uring,
-  device nodes ...): they fail with EPERM, so the cell gets a readable error.
+never be lifted, whatever the kernel's code does afterwards. Standard library only: the Landlock
+and seccomp syscalls are called through ctypes (the PyPI bindings wrap the same calls, and
+pyseccomp needs libseccomp, which a bare machine may lack). Refused calls fail with EPERM, so a
+cell gets a readable error. What each allows and refuses: docs/reliability.md (the Landlock and
+seccomp rows).
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """What code in a kernel may do: the levels, a scrubbed environment, and an in-process policy.
 
-The threat model (docs/reliability.md has it in full): the kernel runs code a language model wrote,
-careless or, through a prompt injection in a problem, hostile. The boundary is the operating
-system's (``kernels.boundary``: bubblewrap namespaces, Landlock, seccomp); the audit-hook policy
-(PEP 578) below runs inside the kernel as a friendly first layer that turns an attempt into a
-PermissionError naming what was refused, so the model can adapt. On its own it is no boundary.
-
-Levels (``sandbox=``):
-
-- ``"auto"`` (our default): the strongest level that works on this machine (``resolve`` says which).
-- ``"strict"``: the OS boundary plus the policy; an error where the boundary cannot be had.
-- ``"netns"``: the policy in a network namespace (``unshare``); an error if none can be made.
-- ``"policy"``: the policy and the scrubbed environment only.
-- ``"off"``: only the resource limits (for users whose cells need processes or the network).
+The kernel runs code a language model wrote, careless or, through a prompt injection, hostile.
+The boundary is the operating system's (``kernels.boundary``); the audit-hook policy (PEP 578)
+here runs inside the kernel as a friendly first layer that turns an attempt into a
+PermissionError naming what was refused, so the model can adapt; on its own it is no boundary.
+Levels (``sandbox=``): ``auto`` (the strongest that works here, ``resolve``), ``strict``,
+``netns``, ``policy``, ``off``. The threat model and what each level guarantees: docs/reliability.md.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """Build llama-cpp-python for the CPU it will run on: explicit instruction sets, never the AMX path.
 
-Why: llama-cpp-python builds llama.cpp from source with ``-march=native``. On CPUs that advertise
-AMX (Intel Sapphire Rapids and later, common in clouds) that compiles in llama.cpp's AMX matmul,
-which segfaults at the first decode on some machines (upstream llama.cpp issue #20824). So on
-x86-64 we turn native detection off and switch on exactly the instruction sets this CPU lists
-(``/proc/cpuinfo``): AVX-512 and VNNI where present, nothing the CPU lacks, AMX never.
-
-The flags decide a key; the built wheel is kept under ``<cache>/wheels/<key>/`` and a record in
-the virtual environment names the key it holds. ``ensure`` is cheap when the record matches, and
-rebuilds when it does not (a venv holding a build made with other flags, for instance a crashing
-native one, is repaired). pip's own wheel cache is never used for this package, since pip keys it
-by the source archive, not by ``CMAKE_ARGS``. A user's own ``CMAKE_ARGS`` replace ours verbatim.
-
-This module uses the standard library only: the Makefile runs it before anything else is installed.
+llama-cpp-python's default ``-march=native`` compiles llama.cpp's AMX matmul on CPUs that
+advertise AMX, which segfaults at the first decode on some machines (llama.cpp issue #20824); so
+on x86-64 we switch on exactly the instruction sets ``/proc/cpuinfo`` lists, AMX never. The flags
+key the cached wheel and a record in the venv, so a build made with other flags is rebuilt; a
+user's own ``CMAKE_ARGS`` replace ours. Standard library only: the Makefile runs it before
+anything else is installed. More, with the measurements: docs/install.md ("The llama.cpp build").
 """
 
 from __future__ import annotations

@@ -1,35 +1,12 @@
 """Presets: named guard settings (which guards, their settings, and the run budgets and sampling
-they need), defined once and used by ``solve --preset``, ``eval -c`` and the app.
+they need), defined once and used by ``solve --preset``, ``eval -c``, compare columns and the app.
 
-Where they come from, later ones winning: the shipped ``tuiagent/presets.toml``, the user's
-``<config dir>/presets.toml``, and for an eval a ``--configs FILE``. Each file holds tables::
-
-    [presets.strict]                       # ([configs.NAME] is read too, for older eval files)
-    description = "ATTC and PruneTIR, a stricter ATTC"
-    guards = ["attc", "prunetir"]          # or "all"
-    condition = "full"                     # optional: full, cot, noop, oracle, max1
-    run = { max_tool_calls = 6 }           # optional run settings
-    sampling = { temperature = 0.6 }       # optional sampling settings
-    [presets.strict.guard_settings.attc]
-    threshold = 0.99
-
-A preset may only set guards it turns on (anything else would be silently ignored, so it is an
-error naming the file). Where a single string names a setting (``eval -c``, compare columns) it is
-``PARTS[:KEY=VALUE,KEY=VALUE...]``:
-
-- PARTS joined by ``+``: guard names (``attc``, ``prunetir``, ...), ``all`` (every installed guard),
-  ``none`` (no guard), or a tool-use-tax condition: ``full`` (Agent-Full), ``cot`` (NoTool-CoT),
-  ``noop`` (Agent-NoopTool), ``oracle`` (Agent-OracleCalc), ``max1`` (Agent-Max1Turn);
-  or the name of a preset (alone).
-- ``guard.key=value``: a guard setting (checked by the guard, as with ``solve --set``);
-  ``key=value`` without a dot: a run setting (mode, kernel, max_tool_calls, max_tokens,
-  exec_timeout_s, output_chars, max_wall_s) or a sampling setting (temperature, top_p, top_k,
-  repeat_penalty).
-
-The setting's name in results and reports is the string as given. Examples::
-
-    -c none -c attc -c all -c flag-only -c "attc+prunetir:attc.threshold=0.9"
-    -c cot -c "noop+attc" -c "full:max_tool_calls=8"
+They come from the shipped ``tuiagent/presets.toml``, the user's ``<config dir>/presets.toml`` and,
+for an eval, ``--configs FILE``, later ones winning; a model's calibration may define its own
+``recommended``. ``parse_config`` reads the one-string form ``PARTS[:KEY=VALUE,...]`` (guard
+names, ``all``, ``none``, a tool-use-tax condition or a preset name, then guard, run or sampling
+settings). A preset may only set guards it turns on. The file format and the grammar with
+examples: docs/runs.md ("Presets").
 """
 
 from __future__ import annotations
@@ -190,7 +167,7 @@ def parse_config(text: str, named: dict[str, Preset] | None = None) -> Preset:
 
 
 # [ours] What `solve` and the app start with when no preset or guard is asked for. Measured on the
-# default model (README eval): all guards 0.633 vs none 0.800 on 30 GSM8K problems, while the
+# default model (docs/evaluating.md): all guards 0.633 vs none 0.800 on 30 GSM8K problems, while the
 # flag-only guards generate exactly what `none` generates (bench/results/determinism-after.json).
 DEFAULT_PRESET = "recommended"
 

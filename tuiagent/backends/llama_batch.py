@@ -1,78 +1,17 @@
 """The batched local engine: several generations in flight on one model, in the model worker.
 
-One llama.cpp context holds ``n_seq`` sequences (plus one more, the *store*, see below), each in
-a KV stream of its own (``kv_unified = False``). Each ``step`` evaluates one prompt chunk of one
-sequence that is still reading its prompt, then decodes one token for every generating sequence in a single ``llama_decode``
-(each token at its own sequence's position, with its own logits row), and samples each one with
-its own sampler chain. Requests join and leave between steps (continuous batching).
-A request may carry ``forced`` ids: they are decoded in place of sampling, one a step as sampling
-would have (a recorded generation again: ``tuiagent.eval.reuse`` rebuilds a run's cells that way).
+One llama.cpp context holds ``n_seq`` sequences, each in a KV stream of its own, plus a *store*
+sequence with the latest fresh prompt's canonical chunks (new runs copy their system prompt from
+it). Each ``step`` reads one prompt chunk of one sequence, then decodes one token for every
+generating sequence in a single ``llama_decode``; requests join and leave between steps, and a
+run keeps its sequence for its session. The eval, calibration and live compare columns use it.
 
-What each sequence keeps is what ``LlamaModel`` keeps for its one sequence (see its module
-docstring): prompts are evaluated in 64-token chunks at absolute positions; a prompt that extends
-what a sequence holds (its run's next turn) continues from there, any other one goes back to the
-last canonical chunk boundary. A request goes to a free sequence its prompt extends (its run's
-cells: the run's next turn), else to the one that reuses most of its prompt. Extending comes first
-even when another sequence holds more of the prompt in canonical chunks (a pruned run of the same
-problem can leave such): the single-sequence engine would extend, and a run's numbers must not
-depend on what other runs left behind (measured on the default model: the two layouts differ by up
-to 0.012 in a logprob). The store (sequence id ``n_seq``) holds the
-canonical chunks of the latest fresh prompt: a new run's system prompt is copied from it with
-``llama_memory_seq_cp`` (across streams llama.cpp copies the whole stream's buffer, a memcpy of
-at most n_ctx cells, then the copy is cut back to the chunks wanted), not evaluated again. The
-chunks of a prompt are decoded on their own, not mixed with other sequences' tokens, so their
-shape is the single-sequence engine's.
-
-Speed: llama.cpp puts a step's tokens in one ubatch (one pass over the weights) only when their
-sequence ids are consecutive (``split_equal`` with separate KV streams); tokens of sequences 0 and
-2 alone would take two passes. So a decode step covers every stream from id 0 up to the last
-generating one: a stream that is not generating (free, or reading its prompt) takes part with a
-filler token at its next position, whose cell is removed after the step. A step of more than
-``STEP_COLUMNS`` streams is decoded as consecutive ubatches of that many (see Exactness).
-
-Sessions: a run's turns (and its judge calls) carry its session id; the first takes a free
-sequence no live session holds and keeps it for the session, so the next turn finds its own cells
-whatever other runs did in between (a new run taking the cells of one waiting for its kernel would
-make that run evaluate its next prompt afresh, which moves the default model's logprobs). The
-lowest free id is taken first, which keeps decode steps narrow. ``end_session`` releases it.
-
-Exactness (measured in ``tests/backends/test_llama_batch.py``; numbers in the README). A
-sequence's tokens and logprobs are the same, bit for bit, whatever else is in flight and whatever
-``n_seq`` is, because the things that would make them depend on the batch are avoided:
-- KV cell placement: attention sums over the cells in SIMD lanes, so moving a sequence's cells
-  (as a unified cache shared by several sequences does) changes the rounding; in a stream of its
-  own, a sequence's position p sits in cell p, as in the single-sequence context.
-- the weights' matmul kernel: llama.cpp's CPU "repack" buffers (Q4_K, Q4_0, IQ4_NL on AVX2 and
-  AVX-512) run a gemm for each group of ``REPACK_GROUP`` (4) batch columns and a gemv for the
-  rest, whose sums are ordered differently (measured on Qwen2.5-Coder-1.5B Q4_K_M: a logprob moved
-  by up to 0.18 and a greedy run changed its 23rd token with 4 in flight). Every decode step is
-  therefore a multiple of 4 columns wide (with the store and up to 3 pad streams as fillers, so an
-  engine has ``stream_count`` streams), and every filler asks for logits too, so that the output
-  matmul is as wide as the others: every sampled token then comes out of the gemm, alone or
-  beside others (with fillers that ask for no logits, a run alone still differed by 5e-4 from the
-  same run beside 3 others). ``repack=False`` loads the weights without repacking
-  (``use_extra_bufts = False``): every column goes through the same per-row dot product, exact
-  without padding. Which is faster depends on the width: a padded step costs about the same for
-  1 to 4 sequences, so for one sequence it is about twice the plain gemv, and for 4 it beats plain weights
-  (bench/bench_batch.py). The default is therefore plain weights for ``n_seq`` = 1 and repacked,
-  padded ones above: an eval's numbers are the same at any concurrency of 2 or more, and differ in
-  the last digits between concurrency 1 and more (each record names its engine).
-- the tiled K-quant matmul: llama.cpp takes the weights it did not repack (the default model's
-  Q6_K) through a tiled kernel in ubatches of 8 or more columns, summed in another order (measured
-  with 8 in flight: all 8 sequences differed from themselves alone, by up to 0.05 in a logprob). No
-  decode ubatch is wider than ``STEP_COLUMNS`` (4), so 8 in flight take two passes over the weights;
-  that costs about what one 8-column ubatch with the tiled path off costs, and keeps the tiled
-  path's faster prompt reading (bench/bench_tiled_mm.py). A prompt chunk is one sequence's, in the
-  canonical layout, so the path it takes is the same alone or beside others.
-Against the single-sequence engine (``LlamaModel``: repacked weights, one column, so the gemv) a
-run is identical for types llama.cpp does not repack (SmolLM2's Q4_1) and differs slightly for
-repacked ones (the default model: logprobs within about 0.1, the same greedy tokens in the runs
-measured): the eval, which runs on this engine at any concurrency, is consistent with itself; the
-app's runs and fork keep ``LlamaModel``; a live comparison runs its columns on this engine.
-
-Capacity: each stream has ``n_ctx`` cells, so each sequence may grow to ``n_ctx`` tokens as in
-``LlamaModel`` (generation stops there); ``kv_cells`` = ``n_ctx * stream_count(n_seq)``. A prompt of
-``n_ctx`` tokens or more is refused with a clear error.
+Speed: a step covers every stream from id 0 to the last generating one (fillers for the others),
+so it is one pass over the weights. Exactness: a sequence's tokens and logprobs are the same, bit
+for bit, whatever else is in flight: cells never move, steps are padded to multiples of
+``REPACK_GROUP`` columns with every filler asking for logits (plain weights for ``n_seq`` = 1),
+and no decode ubatch is wider than ``STEP_COLUMNS``. Design, what each rule avoids, measurements:
+docs/models.md ("The batched engine"), docs/evaluating.md ("Exactness", "Throughput").
 """
 
 from __future__ import annotations

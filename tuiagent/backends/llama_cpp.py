@@ -1,19 +1,11 @@
 """A local GGUF model through llama-cpp-python, run in a worker process of its own.
 
-The weights, the llama.cpp context and generation live in ``llama_worker`` (see ``llama_model``
-for how tokens and their log-probabilities are produced, and for prefix reuse between turns).
-This side keeps what must survive the worker: the tokenizer (a ``vocab_only`` load of the same
-GGUF, no weights), the chat template and the counters. Tokens stream back over a socket pair as
-they are sampled; one reader thread hands them to each request's asyncio queue.
-
-When the worker dies (native crash, ``GGML_ASSERT`` abort, out-of-memory kill), every request in
-flight and every later one raises ``BackendCrashed`` with what crashed, the likely cause and the
-fix; the app stays up. The worker exits by itself when this process goes away, ``kill -9`` included.
-
-Cancelling the consuming task, or closing the stream, sends a cancel that the worker
-sees at once (a reader thread of its own) and acts on within a token or a prompt chunk.
-
-llama_cpp is imported only inside this module's functions: importing tuiagent stays cheap.
+The weights and generation live in ``llama_worker`` (``llama_model``, ``llama_batch``); this side
+keeps what must survive the worker: the tokenizer (a ``vocab_only`` load, no weights), the chat
+template and the counters, and hands streamed tokens to each request's asyncio queue. When the
+worker dies, every request raises ``BackendCrashed`` with what crashed, the likely cause and the
+fix; the app stays up. A cancel reaches the worker at once. llama_cpp is imported only inside
+this module's functions, so importing tuiagent stays cheap. Design: docs/models.md ("llama_cpp").
 """
 
 from __future__ import annotations

@@ -2,45 +2,13 @@
 every sampled token. It runs inside the model worker process (``llama_worker``); the app talks to
 it through ``LlamaCppBackend``.
 
-The model is loaded with ``logits_all=False`` (no n_ctx x vocab logits buffer). After each token
-that ``Llama.generate`` samples, and before it evaluates that token, the last row of logits is
-still in the llama.cpp context: ``llama_get_logits_ith(ctx, -1)`` read as a numpy view gives
-``logprob = logit[tok] - logsumexp(logits)``; this is the model's own distribution, before
-repeat penalty or temperature.
-
-Bit-exact prefix reuse. llama.cpp's CPU kernels give slightly different numbers for a token
-evaluated in batches of different shapes, so reusing "whatever the cache holds" would make a
-run's tokens depend on what ran before it. Prompts are therefore evaluated in a canonical layout:
-chunks of ``chunk`` tokens at absolute positions 0, chunk, 2*chunk, ...; the leading full chunks
-evaluated that way (``canonical`` tokens) are what a fresh evaluation of any prompt sharing them
-would compute, so they are reused across calls and runs (the shared system prompt and worked
-example are evaluated once). A new prompt that extends everything in the cache (the next turn of
-the same run: its prompt, its generated tokens, then the tool output) continues from there; any
-other prompt goes back to the last canonical chunk boundary inside the common prefix and
-evaluates the rest canonically. So a run's tokens and logprobs depend only on the model, its
-prompt, its settings and its own history. ``Llama.generate`` then finds the whole prompt cached
-and samples at once. Chunks also let a cancel be seen during a long prompt.
-
-Each generation reports its ``layout``: ``"extend"`` (it continued the cache of the call before)
-or ``"fresh"`` (canonical from a chunk boundary). Given the prompt, a fresh call's state is a
-function of the tokens alone; an extending call's state also depends on the calls it extends.
-That is what a fork needs to rebuild a recorded run's state exactly (``tuiagent.core.fork``):
-``generate(..., forced=ids)`` re-decodes a recorded turn's sampled ids one at a time, as
-sampling did, and ``fresh()`` makes the next call fresh.
-
-Every sampled token yields one ``Token`` (apart from stop-string cuts, see ``StopMatcher``);
-``PieceDecoder`` turns its bytes into text: ``""`` while it ends inside a multi-byte UTF-8
-character, which then comes with the token that completes it, so no replacement characters appear.
-
-Speed note: llama-cpp-python 0.3.36 builds llama.cpp with GCC's OpenMP, whose threads wait at
-the barrier after each of a step's ~1,000 operations. By default they spin for about 3 ms first:
-when other processes share the CPUs that made generation several times slower (measured: 8 vs 47
-tok/s on SmolLM2 with 2 threads on 2 busy cores). Sleeping at once (``OMP_WAIT_POLICY=passive``,
-our earlier setting) costs a wake-up at every barrier instead: on an idle machine the default
-model decoded 1.4x slower that way. ``openmp_defaults`` sets a short spin (``GOMP_SPINCOUNT``,
-a few microseconds), which keeps the idle speed and loses nothing measurable beside a busy core
-(bench/bench_openmp_wait.py); a variable the user set wins. It must be in the environment before
-llama_cpp is first imported (libgomp reads it when it loads).
+Logprobs are read from the last row of logits (``logits_all=False``). Prompts are evaluated in a
+canonical layout (``chunk``-token chunks at absolute positions), so a run's tokens depend only on
+the model, its prompt, settings and its own history, never on what ran before; each generation
+reports its ``layout`` ("extend" or "fresh") and ``generate(..., forced=ids)`` decodes recorded
+ids again, which is what a fork needs. ``openmp_defaults`` sets a short OpenMP spin
+(``GOMP_SPINCOUNT``) before llama_cpp is imported. Why and how, with the measurements:
+docs/models.md ("llama_cpp"), docs/install.md ("How llama.cpp's threads wait").
 """
 
 from __future__ import annotations

@@ -2,30 +2,11 @@
 
 A native crash, an abort (``GGML_ASSERT``) or an out-of-memory kill in llama.cpp then ends this
 process only; the app sees the socket close, reads the exit signal and ends the run readably.
-
-Started as ``python -m tuiagent.backends.llama_worker FD`` with one end of a socket pair as FD.
-Messages are pickled tuples (``multiprocessing.connection`` framing):
-
-    app -> worker   ("load", options)            first, once; with options["n_seq"]: the batched engine
-                    ("generate", rid, token_ids, sampling, stops, forced_ids, session)
-                                                  forced_ids: decode these instead of sampling (or None);
-                                                  session: the run's (batched engine, see llama_batch)
-                    ("end_session", session)      the run is over
-                    ("cancel", rid)               handled at once, by the reader thread
-                    ("reset",)                    forget the KV cache
-                    ("fresh",)                    the next generation starts a fresh layout
-                    ("close",)
-    worker -> app   ("ready", info) | ("load_error", message)
-                    ("tokens", rid, [(text, logprob), ...])
-                    ("end", rid, reason, token_ids, stats)
-                    ("error", rid, type_name, message)
-
-Loading ends with one tiny generation (the smoke check): a build that crashes at the first
-decode crashes here, before the app calls the model ready. With ``LlamaModel`` (the default: the
-app's runs, fork) requests run one at a time, in order. With ``n_seq`` (the eval, compare columns) the
-``BatchEngine`` keeps up to ``n_seq`` requests in flight, taking new ones between its steps. A
-reader thread takes cancels while a generation runs. When the app goes away (its end of the socket
-closes, even after ``kill -9``) the worker exits.
+Started as ``python -m tuiagent.backends.llama_worker FD`` with one end of a socket pair; messages
+are pickled tuples (``multiprocessing.connection`` framing), listed in docs/models.md ("The
+worker"). Loading ends with the smoke check (one tiny generation); ``LlamaModel`` serves one
+request at a time, ``BatchEngine`` (with ``n_seq``) up to ``n_seq``; a reader thread takes
+cancels; the worker exits when the app's end of the socket closes, even after ``kill -9``.
 """
 
 from __future__ import annotations

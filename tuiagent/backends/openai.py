@@ -1,52 +1,12 @@
 """Any OpenAI-compatible completions server (``vllm serve``, ``llama-server``, ``llama_cpp.server``).
 
-The loop renders the chat template once and continues the assistant turn as raw text, so this
-backend uses the *completions* endpoint (``POST {base_url}/completions``), never chat, with
-``stream=True`` and ``logprobs=1``: the log-probability of each sampled token comes from
-``choice.logprobs.token_logprobs`` and its text from ``choice.logprobs.tokens``. A server that
-returns no logprobs gives ``Token(text, logprob=None)``.
-
-Stop strings. Servers differ: some cut the stop string but cannot say afterwards whether a
-stop string or end of sequence ended the completion (both are ``finish_reason="stop"``; this is
-the case for llama-cpp-python's server, which was also seen to send the first piece of a stop
-string before it saw the rest). So every stream goes through ``StopMatcher`` here, and the stop
-text is never yielded. Option ``server_stop``:
-
-- ``"auto"`` (default): the stop strings are checked only here until the server has shown that
-  it reports which stop ended a completion (vLLM's ``stop_reason``); from then on they are sent
-  to the server as well. Checking here is exact: as soon as a stop string is complete the HTTP
-  stream is closed, and the server stops after the token in flight.
-- ``"always"``: always send them; a ``"stop"`` finish that neither this side nor the server can
-  attribute to a stop string is reported as ``"eos"``.
-- ``"never"``: check here only.
-
-Sampling: temperature, top_p, max_tokens and seed map to the request; ``top_k`` (when not 0)
-and ``repeat_penalty`` (when not 1.0) go in the request body as ``top_k``, ``repeat_penalty``
-(llama.cpp) and ``repetition_penalty`` (vLLM). Servers have their own defaults for what is not
-sent: llama-cpp-python's server applies ``repeat_penalty=1.1``, ``top_k=40`` and ``min_p=0.05``
-unless told otherwise, so for it set ``options.extra_body = {repeat_penalty = 1.0, min_p = 0.0}``
-in models.toml; ``extra_body`` is merged into every request last.
-
-Options (``spec.options``, overridable by ``create(spec, **options)``): ``timeout`` (seconds for
-a response to start and between streamed chunks, default 120), ``connect_timeout`` (default 10),
-``max_retries`` (default 1), ``server_stop`` (above), ``logprobs`` (default true),
-``extra_body`` (dict), ``tokenizer`` (a tiktoken encoding name; else ``spec.tokenizer``).
-
-Text and tokens: the streamed text is authoritative; ``alignment.TokenAligner`` pairs it with the
-per-token report, which may run ahead of it (vLLM holds back text that might begin a stop
-string) or name tokens by their bytes.
-
-Token counts: ``count_tokens`` is approximate (a tiktoken encoding, ``cl100k_base`` unless
-``spec.tokenizer`` names another, or an estimate where tiktoken's data cannot be had offline);
-``count_tokens_exact`` asks the server. Prompt statistics come from the server's ``usage``
-where it sends one (vLLM does; llama-cpp-python's server does not stream it, so the prompt is
-then counted here, approximately, and all of it counts as evaluated).
-
-Errors: an unreachable server, a 404 (wrong ``base_url`` or ``served_model``), a refused key
-or a timeout is a ``ModelServerError`` naming the URL and what to check; a prompt that does not
-fit the context is ``ContextOverflow``.
-
-The ``openai`` SDK is imported when a backend is created, not when this module is imported.
+The loop continues the assistant turn as raw text, so this backend streams from the *completions*
+endpoint (never chat) with ``logprobs=1``. Stop strings are always checked here (``StopMatcher``;
+servers differ in how they report them, option ``server_stop``), sampling options a server does
+not know go in ``extra_body``, ``TokenAligner`` pairs the streamed text with the per-token report,
+and server failures become a ``ModelServerError`` naming the URL and what to check. The options
+and each server's quirks: docs/models.md ("openai"). The ``openai`` SDK is imported when a
+backend is created, not when this module is imported.
 """
 
 from __future__ import annotations

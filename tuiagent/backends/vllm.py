@@ -1,32 +1,11 @@
 """vLLM's async engine, in process: ``engine.generate(prompt, sampling_params, request_id)``.
 
-Written against vLLM's documented request/output shapes: ``SamplingParams(temperature, top_p,
-top_k, repetition_penalty, max_tokens, seed, stop, logprobs, output_kind)``, and a
-``RequestOutput`` whose ``outputs[0]`` (a ``CompletionOutput``) has ``text``, ``token_ids``,
-``logprobs`` (one ``{token_id: Logprob(logprob, rank, decoded_token)}`` per token),
-``finish_reason`` ("stop" / "length") and ``stop_reason`` (the stop string, a stop token id,
-or None at end of sequence); ``finished`` marks the last one. With
-``RequestOutputKind.DELTA`` each output carries only what is new; without it (older vLLM) the
-cumulative text and tokens are diffed here.
-
-- The log-probability of a token is the entry for the *sampled* token id (``logprobs=1``
-  returns the top one and the sampled one). vLLM reports it from the raw logits by default.
-- Stop strings go to vLLM (``stop=``), which cuts them and names the one it hit in
-  ``stop_reason``; every token also passes through ``StopMatcher`` here, so the stop text is
-  never yielded whatever the engine does. vLLM holds text back while it might begin a stop
-  string but sends the tokens at once: ``TokenAligner`` pairs them again.
-- Closing the stream (or cancelling the consuming task) aborts the request:
-  ``engine.abort(request_id)``.
-- ``top_k`` 0 means off here; it is then not sent (vLLM's default is off in every version,
-  while the value meaning "off" changed from -1 to 0).
-
-Options (``spec.options``, or ``create(spec, **options)``): ``gpu_memory_utilization`` (0.9),
-``tensor_parallel_size`` (1), ``dtype`` ("auto"), ``engine_args`` (a table passed on to
-``AsyncEngineArgs``), ``model`` (a path or hub id instead of resolving ``spec.source``).
-``max_model_len`` is ``spec.context_size``.
-
-vllm is imported only by ``create`` (and so is torch): importing this module is cheap. Building
-the engine loads the model onto the GPU and takes a while; run ``create`` off the event loop.
+Written against vLLM's documented ``SamplingParams`` / ``RequestOutput`` shapes (delta outputs, or
+cumulative ones diffed here); the logprob of a token is the sampled id's entry; stop strings go to
+vLLM and through ``StopMatcher`` here, with ``TokenAligner`` pairing held-back text and tokens;
+closing the stream aborts the request. Options and details: docs/models.md ("vllm"). vllm (and
+torch) are imported only by ``create``; building the engine loads the model onto the GPU and
+takes a while, so run ``create`` off the event loop.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Typed model entries, as read from models.toml (see docs in models.toml and the README)."""
+"""Typed model entries, as read from models.toml (see the schema at the top of models.toml, and docs/models.md)."""
 
 from __future__ import annotations
 

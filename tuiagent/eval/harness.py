@@ -1,20 +1,11 @@
 """Running an eval: every problem (and variant) under every setting and seed, concurrently where the
 backend allows, each finished run appended to the results file before the next is counted.
 
-Backends:
-- llama_cpp: one model (in its worker process) shared by all runs, loaded as the batched engine
-  (``backends.llama_batch``) with ``concurrency`` sequences: that many runs in flight, and a run's
-  tokens do not depend on the concurrency or on the runs beside it (see that module's Exactness);
-  a turn identical to one an earlier run generated (same engine, prompt and history) is reused,
-  not generated again (``eval.reuse``; ``reuse_generations``), and each record names its ``engine``;
-- a shared model whose process dies is loaded again; the runs it was serving count as failed
-  (not recorded, so the next eval retries them);
-- vllm / openai: one engine or server client shared by up to ``concurrency`` runs in flight;
-- scripted: a fresh backend per run (a script is replayed from its first turn for every run);
-- tests and the benchmark pass ``backend_factory(job)``: a fresh backend per run.
-
-Kernels: Jupyter kernels come from a :class:`kernels.pool.KernelPool` of ``concurrency`` warm
-kernels (each used by one run, then shut down); other kernels (noop, oracle) are made per run.
+A local llama.cpp model is shared by all runs as the batched engine (``concurrency`` sequences,
+exact whatever runs beside each other, turns reused through ``eval.reuse``) and loaded again if
+its process dies; vLLM and OpenAI-compatible backends are shared too; a scripted backend is made
+per run, as are ``backend_factory(job)`` backends (tests, benchmarks). Jupyter kernels come from a
+warm ``KernelPool``. How each backend and kernel is shared: docs/evaluating.md ("Concurrency").
 """
 
 from __future__ import annotations

@@ -1,28 +1,12 @@
 """Reusing identical generations across the settings of an eval.
 
-Runs are bit-exact: on one engine (``LlamaCppBackend.engine``), a generation's tokens and logprobs
-are a function of its prompt, its sampling and stop strings, and the calls its run made on the
-model before it. Settings whose guards only watch (necessity in flag mode, the TIM monitor, a
-G-STEP gate that never continues) therefore generate, turn by turn, exactly what ``none``
-generates, and a guard that acts (an ATTC rethink, a PruneTIR prune) generates the same until it
-first acts. An eval of several settings generates each such turn once.
-
-``GenerationMemo`` maps a key (engine, the run's earlier calls, prompt, sampling, stops) to what
-was generated; it lives in the eval's directory (``generations.jsonl``, appended as generations
-end), so a resumed eval reuses what the interrupted one generated. ``ReusingBackend`` wraps the
-shared backend for one run:
-
-- a call whose key is known yields the recorded tokens (the turn's ``layout`` is ``"reused"``) and
-  asks nothing of the model;
-- the first call that is not known first decodes the run's reused calls again, with their recorded
-  ids forced (``ExactReplay.replay``), so the model holds exactly what it would hold had the run
-  generated them, then generates. The replayed logprobs are checked against the record; a
-  mismatch (exactness broken: a changed build, a bug) is counted and reported, and that run stops
-  reusing.
-
-A call that ends early (cancelled, failed) leaves the model in a state its key cannot describe:
-from then on the run neither reuses nor records. Reused turns take no model time; the run's
-record keeps the time they took when generated (``reused_s``) so settings' costs still compare.
+Runs are bit-exact, so on one engine a generation is a function of its prompt, sampling, stop
+strings and the calls its run made before it: settings whose guards only watch generate what
+``none`` generates, and an acting guard the same until it first acts. ``GenerationMemo`` keeps
+each generation once (``generations.jsonl`` in the eval's directory, so a resumed eval reuses it
+too); ``ReusingBackend`` serves one run from it and, at the first unknown call, decodes the run's
+reused calls again with their ids forced (checking their logprobs) before generating. Details:
+docs/evaluating.md ("Reused generations").
 """
 
 from __future__ import annotations

@@ -1,31 +1,12 @@
 """``tuiagent calibrate MODEL``: collect (resumable), fit every model-specific guard parameter on
 training questions, report them on held-out ones, and write the model's calibration file.
 
-    tuiagent calibrate qwen2.5-coder-1.5b --data ../shared/data/gsm8k_train.jsonl --start 143 --n 100 \\
-        --records data/calibration/records-qwen2.5-coder-1.5b.jsonl \\
-        --reuse data/gstep/records-qwen2.5-coder-1.5b.jsonl --out-dir tuiagent/calibration --resume
-
-The collection is ``calibrate_collect`` (records v2); ``--n 0`` fits what is there. Held-out
-questions are every fifth question id (``calibrate_collect.is_heldout``), never fitted on; v1
-records (``--reuse``, the G-STEP collection) add training questions for the gate. Fits
-(``calibrate_fit``):
-
-- ATTC ``threshold``: blocks of right runs vs blocks of wrong runs by confidence; AUROC with a
-  bootstrap interval over questions; Youden's J when separated, else a threshold under which
-  ATTC says "rethink" to about 5% of blocks;
-- necessity ``threshold`` (model judge): blocks of questions the model solves without the tool
-  (its CoT run is right) vs the others, by P(unnecessary), likewise;
-- G-STEP: the gate (tuiagent.training.gstep, the paper's recipe) on the training questions, and
-  ``tau`` chosen on the held-out questions by the net effect of a continue measured there
-  (wrong->right +1, right->wrong -1, minus tokens x TOKEN_COST); never-continue (weights off)
-  when no tau helps;
-- a learning curve: held-out metrics against the number of training questions;
-- the model's ``recommended`` preset: the guards the data shows cannot lower accuracy (those that
-  only flag) plus any acting guard whose held-out gain is beyond noise.
-
+The collection is ``calibrate_collect`` (records v2; ``--n 0`` fits what is there), the fits are
+``calibrate_fit`` (ATTC and necessity thresholds by AUROC with bootstrap intervals, the G-STEP gate
+and its tau by the measured effect of a continue, a learning curve, the model's ``recommended``).
 Output: ``<out-dir>/<model>.toml`` (values tagged [calibration]), ``<model>.md`` (the report) and,
-when the gate is used, ``<model>-gstep.npz``. Name the TOML from models.toml as
-``calibration = "..."`` on the model.
+when the gate is used, ``<model>-gstep.npz``; name the TOML from models.toml as ``calibration``.
+The command, each fit's rule and what it found for the default model: docs/calibration.md.
 """
 
 from __future__ import annotations

@@ -1,31 +1,12 @@
 """The collection behind ``tuiagent calibrate``: records v2, one line per question.
 
-Each question is run through the real loop, guards off, greedy, default budgets, in CoT mode and
-in tool mode (a real Jupyter kernel), exactly as the G-STEP collection does (v1 records,
-``tuiagent.training.gstep``). A v2 record is a v1 record plus, under ``tool.blocks``, one entry per
-code block with what every guard's fit needs::
-
-    {"call", "turn", "executed", "error",
-     "attc": {"confidence", "mean_logprob", "tokens"},        # guards.attc.block_confidence
-     "necessity": {"rule": {"necessary", "p_unnecessary"},     # guards.necessity, rule judge
-                   "model": {"necessary", "p_unnecessary", "judge", "reply", "logprob", ...}}}
-
-The ATTC confidence is the guard's own function applied to the block's turn and its token
-log-probabilities; the necessity verdicts come from the guard's own ``on_code`` with the model
-judge, asked after the run (a judge call inside the run would change how the next turn meets the
-model's cache, and so could change its tokens). Runs are bit-exact, so a v1 record of the same
-question is upgraded by running only the tool mode again (its CoT part is reused, and the tool
-run must give the same answer). Resumable: question ids already in the file as v2 are skipped.
-
-Held-out questions (``is_heldout``: every fifth question id) get a third run, ``continue``: tool
-mode with G-STEP on at tau 0, so every answer attempt is sent back for one more checked tool call
-(up to the guard's extra-turn limit). It measures what a continue does to that question, which
-is what choosing tau needs; training questions need only the labels.
-
-With ``concurrency`` N > 1 on a local llama.cpp model, N questions are in flight on the batched
-engine (``backends.llama_batch``); each record names the engine that made it (``engine``). Its
-logprobs differ from the app's single-sequence engine in the last digits (about 0.1 at most on
-the default model), far below the spread the fits work on.
+Each question runs through the real loop, guards off, greedy, in CoT and in tool mode (as the
+G-STEP collection's v1 records do); a v2 record adds, per code block, what the guards' fits need:
+its ATTC confidence (the guard's own function) and the necessity verdicts, the model judge asked
+after the run so the run's tokens are untouched. Held-out questions (``is_heldout``: every fifth
+id) get a third run with G-STEP continuing on every answer. Resumable; with ``concurrency`` > 1
+the questions run on the batched engine and each record names its engine. The record format and
+why: docs/calibration.md ("The records").
 """
 
 from __future__ import annotations

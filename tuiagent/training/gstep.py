@@ -1,25 +1,14 @@
 """G-STEP's training pipeline: collect runs of our own model, train the gate, report.
 
-    python -m tuiagent.training.gstep collect --model qwen2.5-coder-1.5b \\
-        --data ../shared/data/gsm8k_train.jsonl --start 0 --n 200 \\
-        --records data/gstep/records-qwen2.5-coder-1.5b.jsonl
-    python -m tuiagent.training.gstep train --records data/gstep/records-qwen2.5-coder-1.5b.jsonl \\
-        --out guards/data/gstep-qwen2.5-coder-1.5b.npz --report guards/data/gstep-qwen2.5-coder-1.5b.md
-    python -m tuiagent.training.gstep report --records data/gstep/records-qwen2.5-coder-1.5b.jsonl
+    python -m tuiagent.training.gstep collect --model MODEL --data FILE --n 200 --records FILE
+    python -m tuiagent.training.gstep train --records FILE --out GATE.npz --report GATE.md
+    python -m tuiagent.training.gstep report --records FILE
 
-``collect`` loads the model once and runs every question twice through the real loop, guards
-off, with the loop's default budgets and greedy decoding: in CoT mode and in tool mode (a real
-Jupyter kernel). After both runs it appends ONE compact record a line to the records file and
-flushes it (see :func:`record_from_events` for the fields). It is resumable (question ids already
-in the file are skipped) and Ctrl-C safe: the first Ctrl-C (or SIGTERM) finishes the current
-question and stops; a second one stops at once without writing the unfinished question.
-Trajectories go to a scratch directory under the user data dir, not into the repository.
-
-``train`` turns each record into one sample (the gate's 120 features at the tool run's final
-answer attempt, computed by guards.gstep_features from the record, the same code the guard
-runs online), labels it [paper Table 11], cross-validates with 5-fold GroupKFold by question id,
-then fits the shipped gate on a training split and reports it on held-out questions that it
-never saw. Needs scikit-learn (the ``train`` extra); the guard itself needs only numpy.
+``collect`` runs each question in CoT and tool mode through the real loop (guards off, greedy) and
+appends one compact record a line (resumable, Ctrl-C finishes the question); ``train`` computes the
+gate's features with the guard's own code (``guards.gstep_features``), labels them as the paper
+does, cross-validates by question and exports plain arrays (needs scikit-learn; the guard only
+numpy). Details and the shipped gate's numbers: docs/calibration.md ("The G-STEP gate").
 """
 
 from __future__ import annotations
