@@ -1,28 +1,23 @@
 """Necessity flags ("Spurious Tool Use", arXiv 2609.16268).
 
-A tool call is necessary [paper] when a competent model could not answer correctly without it;
-calls made for convenience (trivial arithmetic, formatting) are unnecessary. Every code block
-gets a verdict before it runs, from one of two judges:
+A tool call is necessary [paper] "only if a competent model cannot answer the question correctly
+without using this tool"; convenience uses ("trivial arithmetic, formatting, double-checking") are
+not. In the paper an LLM judge gives each call of an RL-trained agent this label, as a training
+reward (r_nec = -0.5 per unnecessary call). Here every code block gets a verdict before it runs,
+from one of two judges:
 
-- ``rule`` (our default; no second model call, so the prefix cache is kept): deterministic, and
-  it judges need, not syntax. It evaluates the block's arithmetic exactly (fractions) without
-  running it: a block is *needed* when it does arithmetic a competent model cannot do reliably in
-  its head -- a long multiplication or division (significant digits of the operands multiply to
-  more than ``max_digit_products``), a power, root or factorial with a long exact result (more
-  than ``max_result_digits`` significant digits), a sum of more than ``max_terms`` terms or with a
-  number longer than ``max_digits``, more than ``max_operations`` operations, or an irrational
-  constant (math.pi). A block of small arithmetic on literals (with print, round, int, float, abs,
-  min, max, sum, math.floor/ceil/sqrt/factorial, f-strings, names bound in the block, ``import
-  math``) is *unnecessary*. What the rule cannot evaluate without running it (loops, definitions,
-  other calls, names from earlier cells, a block that does not parse) counts as necessary.
-  P(unnecessary) is 1.0 or 0.0. The rule set: docs/guards.md#necessity-flags.
-- ``model``: the loaded model is asked, in a fresh chat, a one-word NECESSARY/UNNECESSARY
-  question with the problem, the tool type and the code (what the paper's judge gets).
-  Only the sampled first token's log-probability is available, so the probability is a binary
-  approximation: reply starting with "UN" -> P(unnecessary) = exp(lp), reply starting with
-  "NE" -> P(unnecessary) = 1 - exp(lp) (all other mass is credited to the other verdict); no
-  logprob -> 1.0/0.0 from the text. A missing or failing judge, or an unreadable reply, falls
-  back to the rule judge and says so in ``data``.
+- ``model``: a model is asked, in a fresh chat, the paper's tool-necessity judge prompt verbatim
+  (Appendix A.3) with the question, the tool and the tool input, and replies with the paper's JSON
+  (``judge_prompt = "ours"``: our earlier one-word question instead). The judge is the model under
+  test unless ``judge_model`` names another models.toml entry (a local model or a server), as the
+  paper's judge (GPT-5 Nano) was. P(unnecessary) comes from the log-probability of the token that
+  carries the verdict (all other mass is credited to the other verdict); without log-probabilities
+  it is 1.0 or 0.0. A missing or failing judge, or an unreadable reply, falls back to the
+  arithmetic heuristic and says so in ``data``.
+- ``arithmetic`` (our default; no model call, so the prefix cache is kept): a fast heuristic of
+  arithmetic difficulty, not the paper's judgement (``guards.necessity_arithmetic``): is there
+  arithmetic in the block a competent model cannot do in its head, whose result the question
+  does not state? P(unnecessary) is 1.0 or 0.0.
 
 Modes: ``flag`` (annotate only, the default) or ``enforce`` (skip the call when unnecessary with
 P >= ``threshold``; the model is told, as the output block, to continue by direct reasoning).
@@ -30,20 +25,45 @@ P >= ``threshold``; the model is told, as the output block, to continue by direc
 
 from __future__ import annotations
 
-import ast
+import json
 import math
-from collections.abc import Callable
+import re
 from dataclasses import dataclass
-from fractions import Fraction
-from typing import Any, ClassVar, Literal, TypedDict
+from typing import ClassVar, Literal, TypedDict
 
+from guards import necessity_arithmetic
 from guards.base import GuardBase, setting, verdict_data
-from tuiagent.protocol import FLAG, SKIP, Display, RunRecord, RunView, Span, Verdict, VerdictRecord
+from tuiagent.protocol import (
+    FLAG,
+    SKIP,
+    Display,
+    JudgeReply,
+    RunRecord,
+    RunView,
+    Span,
+    TokenLP,
+    Verdict,
+    VerdictRecord,
+)
 
 SKIP_TEXT = ("This code was not run: the step is simple enough to do without the tool. Continue by "
              "reasoning directly, step by step, and give the final answer in \\boxed{}.")
 
-QUESTION = """You are checking whether a math assistant needs a tool for one step.
+# [paper] Appendix A.3, "Tool necessity judge", verbatim (the paper prints it as one paragraph).
+PAPER_PROMPT = (
+    "You are judging whether THIS tool call is NECESSARY to solve the original question correctly. "
+    "A tool call is NECESSARY only if a competent model cannot answer the question correctly without "
+    "using this tool (at some point). Convenience uses (trivial arithmetic, formatting, double-checking) "
+    "are NOT necessary. Do NOT judge whether the tool input looks reasonable by itself. Judge necessity "
+    "for the question. Question: {question} Tool called: {tool_type} Tool input: {tool_content} "
+    'Return ONLY JSON: {{"tool_necessary": true, "reason": "1-2 sentences"}}'
+)
+# [ours] the value of {tool_type}: the paper's agent calls the interpreter with <python> tags; the
+# string its judge was given is not printed.
+TOOL_TYPE = "python"
+
+# [ours] our earlier question (judge_prompt = "ours"): one word, read from its first token.
+OUR_PROMPT = """You are checking whether a math assistant needs a tool for one step.
 
 Problem:
 {problem}
@@ -56,6 +76,10 @@ Tool input:
 
 A tool call is NECESSARY when a competent solver could not reliably get this result without running it. It is UNNECESSARY when the step is easy to do by hand (simple arithmetic, formatting, printing known values).
 Answer with one word, NECESSARY or UNNECESSARY."""
+OUR_MAX_TOKENS = 3  # [ours] one word
+
+_VERDICT = re.compile(r'tool_necessary"?\s*:\s*"?(true|false)', re.IGNORECASE)
+_REASON = re.compile(r'"reason"\s*:\s*"((?:[^"\\]|\\.)*)"')
 
 
 class NecessityData(TypedDict, total=False):
@@ -63,263 +87,28 @@ class NecessityData(TypedDict, total=False):
 
     necessary: bool
     p_unnecessary: float
-    judge: Literal["rule", "model"]  # who decided ("rule" also when the model judge fell back to it)
+    # who decided: "arithmetic" (also when the model judge fell back to it; "rule" in earlier records) or "model"
+    judge: Literal["arithmetic", "model", "rule"]
+    judge_model: str  # the model judge: the id of the model that answered
+    prompt: Literal["paper", "ours"]  # the model judge: which question it was asked
     reason: str
-    reply: str  # the model judge: its reply and the first token's log-probability
+    reply: str  # the model judge: its reply and the log-probability of its verdict token
     logprob: float | None
-    fallback: str  # why the rule judge answered for the model judge
+    fallback: str  # why the arithmetic heuristic answered for the model judge
     mode: Literal["flag", "enforce"]
     threshold: float
     skipped: bool
 
 
-class _Needed(Exception):
-    """The block does arithmetic a competent model cannot do reliably in its head."""
-
-
-class _Unjudged(Exception):
-    """The block does more than arithmetic on literal values: the rule cannot tell without running it."""
-
-
-_MODULE = object()  # a module the kernel has imported already
-_IRRATIONAL = frozenset({"math.pi", "math.e", "math.tau", "np.pi", "np.e", "numpy.pi", "numpy.e", "sympy.pi"})
-_KNOWN_MODULES = frozenset({"math", "fractions", "numpy", "np", "sympy"})
-
-
-def digits(x: Fraction) -> float:
-    """Significant digits of ``x`` as a person writes it: its exact decimal (1200 -> 2, 12.5 -> 3,
-    0.05 -> 1), or, when the decimal does not end, its fraction (1/3 -> 2, 100/7 -> 4)."""
-    if x == 0:
-        return 1
-    den, e2, e5 = x.denominator, 0, 0
-    while den % 2 == 0:
-        den, e2 = den // 2, e2 + 1
-    while den % 5 == 0:
-        den, e5 = den // 5, e5 + 1
-    if den != 1:
-        return len(str(abs(x.numerator))) + len(str(x.denominator))
-    scaled = abs(x.numerator) * 10 ** max(e2, e5) // x.denominator
-    return len(str(scaled).rstrip("0"))
-
-
-def _show(x: Fraction) -> str:
-    return str(x.numerator) if x.denominator == 1 else f"{float(x):.10g}"
-
-
-class _Judge:
-    """Evaluates a block's arithmetic exactly (fractions) without running it, raising _Needed at the
-    first operation a competent model could not do reliably in its head, or _Unjudged at anything
-    that is not arithmetic on literal values."""
-
-    def __init__(self, limits: Necessity.Settings):
-        self.limits = limits
-        self.bound: dict[str, Any] = {}
-        self.operations = 0
-
-    def block(self, code: str) -> None:
-        try:
-            tree = ast.parse(code)
-        except SyntaxError as e:
-            raise _Unjudged(f"does not parse ({e.msg})") from None
-        for node in tree.body:
-            self.statement(node)
-
-    def statement(self, node: ast.stmt) -> None:
-        if isinstance(node, ast.Pass):
-            return
-        if isinstance(node, ast.Expr):
-            self.value(node.value)
-        elif isinstance(node, ast.Assign):
-            value = self.value(node.value)
-            for target in node.targets:
-                self.bind(target, value)
-        elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-            self.bound[node.target.id] = self.binop(node.op, ast.BinOp(node.target, node.op, node.value,
-                                                                     lineno=node.lineno))
-        elif isinstance(node, ast.Import) and all(a.name in _KNOWN_MODULES for a in node.names):
-            self.bound.update({a.asname or a.name: _MODULE for a in node.names})  # no work: the kernel has them
-        else:
-            raise _Unjudged(f"line {node.lineno}: {ast.unparse(node).splitlines()[0][:40]!r} is not arithmetic")
-
-    def bind(self, target: ast.expr, value: Any) -> None:
-        if isinstance(target, ast.Name):
-            self.bound[target.id] = value
-        elif isinstance(target, (ast.Tuple, ast.List)) and isinstance(value, tuple) and len(value) == len(target.elts):
-            for t, v in zip(target.elts, value):
-                self.bind(t, v)
-        else:
-            raise _Unjudged(f"line {target.lineno}: assigns to {ast.unparse(target)}")
-
-    def value(self, node: ast.expr) -> Any:
-        if isinstance(node, ast.Constant):
-            if isinstance(node.value, bool) or node.value is None or isinstance(node.value, str):
-                return node.value
-            if isinstance(node.value, (int, float)):
-                return Fraction(repr(node.value)) if isinstance(node.value, float) else Fraction(node.value)
-            raise _Unjudged(f"line {node.lineno}: a {type(node.value).__name__} constant")
-        if isinstance(node, ast.Name):
-            if node.id in self.bound:
-                return self.bound[node.id]
-            if node.id in _KNOWN_MODULES:
-                return _MODULE
-            raise _Unjudged(f"line {node.lineno}: uses {node.id!r} from an earlier cell")
-        if isinstance(node, ast.BinOp):
-            return self.binop(node.op, node)
-        if isinstance(node, ast.UnaryOp):
-            operand = self.value(node.operand)
-            if isinstance(node.op, ast.Not):
-                return not operand
-            return -operand if isinstance(node.op, ast.USub) and isinstance(operand, Fraction) else operand
-        if isinstance(node, (ast.Compare, ast.BoolOp)):
-            for child in ([node.left, *node.comparators] if isinstance(node, ast.Compare) else node.values):
-                self.value(child)
-            return True
-        if isinstance(node, (ast.Tuple, ast.List)):
-            return tuple(self.value(e) for e in node.elts)
-        if isinstance(node, ast.JoinedStr):
-            for part in node.values:
-                if isinstance(part, ast.FormattedValue):
-                    self.value(part.value)
-            return ""
-        if isinstance(node, ast.Call):
-            return self.call(node)
-        if isinstance(node, ast.Attribute) and ast.unparse(node) in _IRRATIONAL:
-            raise _Needed(f"{ast.unparse(node)} has endless decimals")
-        raise _Unjudged(f"line {node.lineno}: uses {ast.unparse(node) if isinstance(node, ast.Attribute) else type(node).__name__}")
-
-    # -- arithmetic -------------------------------------------------------------------------------
-
-    def step(self, n: int = 1) -> None:
-        """Count arithmetic operations: a long chain of small steps is needed too."""
-        self.operations += n
-        if self.operations > self.limits.max_operations:
-            raise _Needed(f"more than {self.limits.max_operations} arithmetic operations")
-
-    def binop(self, op: ast.operator, node: ast.BinOp) -> Any:
-        if isinstance(op, (ast.Add, ast.Sub)):
-            return self.sum(_terms(node), node.lineno)
-        a, b = self.value(node.left), self.value(node.right)
-        if not (isinstance(a, Fraction) and isinstance(b, Fraction)):
-            if isinstance(a, str) or isinstance(b, str):
-                return ""  # string formatting or repetition
-            raise _Unjudged(f"line {node.lineno}: {ast.unparse(node)} is not arithmetic on numbers")
-        lim, where = self.limits, f"{_show(a)} {_OPS.get(type(op), '?')} {_show(b)}"
-        self.step()
-        if isinstance(op, ast.Mult):
-            if digits(a) * digits(b) > lim.max_digit_products:
-                raise _Needed(f"{where} is a long multiplication ({digits(a):g} x {digits(b):g} digits)")
-            return a * b
-        if isinstance(op, (ast.Div, ast.FloorDiv, ast.Mod)):
-            if b == 0:
-                raise _Unjudged(f"line {node.lineno}: divides by zero")
-            q = a / b if isinstance(op, ast.Div) else Fraction(a // b)
-            if digits(b) * digits(q) > lim.max_digit_products:
-                raise _Needed(f"{where} is a long division ({digits(b):g}-digit divisor, {digits(q):g}-digit quotient)")
-            return q if not isinstance(op, ast.Mod) else a % b
-        if isinstance(op, ast.Pow):
-            return self.power(a, b, where)
-        raise _Unjudged(f"line {node.lineno}: uses {type(op).__name__}")
-
-    def sum(self, terms: list[ast.expr], line: int) -> Any:
-        values = [self.value(t) for t in terms]
-        if any(isinstance(v, str) for v in values):
-            return ""  # string concatenation
-        if not all(isinstance(v, Fraction) for v in values):
-            raise _Unjudged(f"line {line}: adds something that is not a number")
-        return self.add(values)
-
-    def add(self, values: list[Fraction]) -> Fraction:
-        lim = self.limits
-        if len(values) > lim.max_terms:
-            raise _Needed(f"a sum of {len(values)} terms (> {lim.max_terms})")
-        long = [v for v in values if digits(v) > lim.max_digits]
-        if long:
-            raise _Needed(f"adds {_show(long[0])} ({digits(long[0]):g} digits > {lim.max_digits})")
-        self.step(len(values) - 1)
-        return sum(values, Fraction(0))
-
-    def power(self, base: Fraction, exponent: Fraction, where: str) -> Fraction:
-        if exponent.denominator != 1 or abs(exponent) > 64 or digits(base) > 20:
-            raise _Needed(f"{where}: a large or fractional power")
-        result = base ** int(exponent)
-        if exponent not in (0, 1) and digits(result) > self.limits.max_result_digits:
-            raise _Needed(f"{where} = {_show(result)} is a large power ({digits(result):g} digits)")
-        return Fraction(result)
-
-    def call(self, node: ast.Call) -> Any:
-        name = ast.unparse(node.func)
-        if any(isinstance(a, ast.Starred) for a in node.args):
-            raise _Unjudged(f"line {node.lineno}: calls {name} with starred arguments")
-        args = [self.value(a) for a in node.args]
-        for k in node.keywords:
-            self.value(k.value)
-        nums = [a for a in args if isinstance(a, Fraction)]
-        one = nums[0] if len(nums) == 1 == len(args) else None
-        if name == "print" or name == "str":
-            return None if name == "print" else ""
-        if name in _ROUNDING and one is not None:
-            return _ROUNDING[name](one)
-        if name == "round" and args and isinstance(args[0], Fraction):
-            places = args[1] if len(args) > 1 else None
-            return Fraction(round(args[0], int(places))) if isinstance(places, Fraction) else Fraction(round(args[0]))
-        if name in ("min", "max", "sum"):
-            items = list(args[0]) if len(args) == 1 and isinstance(args[0], tuple) else args
-            if not items or not all(isinstance(v, Fraction) for v in items):
-                raise _Unjudged(f"line {node.lineno}: {name} of something that is not literal numbers")
-            return self.add(items) if name == "sum" else (min(items) if name == "min" else max(items))
-        if name in ("math.sqrt", "math.isqrt", "np.sqrt", "numpy.sqrt", "math.factorial") and one is not None:
-            self.step()
-        if name in ("math.sqrt", "math.isqrt", "np.sqrt", "numpy.sqrt") and one is not None:
-            root = _exact_root(one)
-            if root is None or digits(root) > self.limits.max_result_digits:
-                raise _Needed(f"{name}({_show(one)}) is not a small exact root")
-            return root
-        if name == "math.factorial" and one is not None and one.denominator == 1 and 0 <= one <= 20:
-            result = Fraction(math.factorial(int(one)))
-            if digits(result) > self.limits.max_result_digits:
-                raise _Needed(f"{name}({_show(one)}) = {_show(result)} is a large product")
-            return result
-        raise _Unjudged(f"line {node.lineno}: calls {name}")
-
-
-_OPS = {ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**"}
-# Calls a person does without effort on one number (rounding, sign, type).
-_ROUNDING: dict[str, Callable[[Fraction], Fraction]] = {
-    "float": lambda x: x, "abs": abs, "int": lambda x: Fraction(int(x)), "math.trunc": lambda x: Fraction(int(x)),
-    "math.floor": lambda x: Fraction(math.floor(x)), "math.ceil": lambda x: Fraction(math.ceil(x)),
-}
-
-
-def _terms(node: ast.expr) -> list[ast.expr]:
-    """The terms of a chain of + and - (a - b is the terms a and -b)."""
-    if isinstance(node, ast.BinOp) and isinstance(node.op, (ast.Add, ast.Sub)):
-        right = node.right if isinstance(node.op, ast.Add) else ast.UnaryOp(ast.USub(), node.right, lineno=node.lineno)
-        return [*_terms(node.left), right]
-    return [node]
-
-
-def _exact_root(x: Fraction) -> Fraction | None:
-    if x < 0:
-        return None
-    n, d = math.isqrt(x.numerator), math.isqrt(x.denominator)
-    return Fraction(n, d) if n * n == x.numerator and d * d == x.denominator else None
-
-
-def rule_judge(code: str, limits: Necessity.Settings | None = None) -> tuple[bool, float, str]:
-    """(necessary, P(unnecessary), reason) from the deterministic rule: is there arithmetic in the
-    block that a competent model cannot do reliably in its head (docs/guards.md#necessity-flags)?
-    ``limits``: the guard's settings (its defaults when None)."""
-    try:
-        _Judge(limits or Necessity.Settings()).block(code)
-    except _Needed as e:
-        return True, 0.0, f"needed: {e}"
-    except _Unjudged as e:
-        return True, 0.0, f"not judged (counted as necessary): {e}"
-    return False, 1.0, "trivial: small arithmetic a competent model does in its head"
+def arithmetic_judge(code: str, limits: Necessity.Settings | None = None, question: str = "") -> tuple[bool, float, str]:
+    """(necessary, P(unnecessary), reason) from the arithmetic-difficulty heuristic (see
+    guards.necessity_arithmetic). ``limits``: the guard's settings (its defaults when None);
+    ``question``: the problem, whose stated numbers a block may recompute without needing the tool."""
+    return necessity_arithmetic.judge(code, limits or Necessity.Settings(), question)
 
 
 def read_reply(text: str, logprob: float | None) -> float | None:
-    """P(unnecessary) from the judge's reply and first-token log-probability; None when unreadable."""
+    """Our prompt's reply: P(unnecessary) from its word and first-token log-probability; None when unreadable."""
     word = text.strip().lstrip("*\"'`").upper()
     if word.startswith("UN"):
         return 1.0 if logprob is None else min(1.0, math.exp(logprob))
@@ -328,12 +117,39 @@ def read_reply(text: str, logprob: float | None) -> float | None:
     return None
 
 
+def _logprob_at(tokens: tuple[TokenLP, ...], offset: int) -> float | None:
+    """The log-probability of the token that holds character ``offset`` of the reply."""
+    end = 0
+    for t in tokens:
+        end += len(t.text)
+        if offset < end:
+            return t.logprob
+    return None
+
+
+def read_paper_reply(reply: JudgeReply) -> tuple[bool, float, float | None, str] | None:
+    """The paper prompt's JSON reply: (necessary, P(unnecessary), the verdict token's
+    log-probability, the judge's reason); None when it gives no verdict."""
+    m = _VERDICT.search(reply.text)
+    if m is None:
+        return None
+    necessary = m.group(1).lower() == "true"
+    lp = _logprob_at(reply.tokens, m.start(1))
+    p_said = 1.0 if lp is None else min(1.0, math.exp(lp))
+    said = _REASON.search(reply.text)
+    try:
+        reason = json.loads(f'"{said.group(1)}"') if said else ""
+    except json.JSONDecodeError:
+        reason = said.group(1) if said else ""
+    return necessary, (1.0 - p_said) if necessary else p_said, lp, reason
+
+
 class Necessity(GuardBase):
-    """Necessity: flag (or skip) code blocks a competent solver would not need (arXiv 2609.16268)."""
+    """Necessity: flag (or skip) code blocks a competent model would not need for the question (arXiv 2609.16268)."""
 
     name: ClassVar[str] = "necessity"
     order: ClassVar[int] = 20
-    main_settings = ("mode", "judge", "threshold")
+    main_settings = ("mode", "judge", "judge_model", "threshold")
     summary = (("unnecessary_calls", "unnec calls"), ("necessity_flags", "nec flags"))
 
     @classmethod
@@ -354,51 +170,71 @@ class Necessity(GuardBase):
         necessary = bool(d.get("necessary", True))
         p: float | None = d.get("p_unnecessary")
         judge: str = d.get("judge", "?")
+        model: str = d.get("judge_model", "")
+        who = f"{judge}: {model}" if judge == "model" and model else judge
         return Display("code-status", lines=((
             Span("  · ", "muted"), Span("necessary", "muted") if necessary else Span("⚑ unnecessary", "bold warn"),
-            Span(f"{'' if p is None else f' P(unnecessary) {p:.2f}'} ({judge})", "muted"),
+            Span(f"{'' if p is None else f' P(unnecessary) {p:.2f}'} ({who})", "muted"),
         ),))
 
     @classmethod
     def metrics(cls, run: RunRecord) -> dict[str, int]:
         """Flags and skips of this guard, and (for every run, on or off) the executed blocks its
-        deterministic rule judge calls unnecessary, so settings compare."""
+        arithmetic heuristic calls unnecessary for the run's question, so settings compare."""
         said = [verdict_data(v, NecessityData) for v in run.of(cls.name)]
         necessary: list[bool | None] = [d.get("necessary") for d in said]
         skipped: list[bool | None] = [d.get("skipped") for d in said]
         return {
-            "unnecessary_calls": sum(not rule_judge(p.text)[0] for p in run.pieces if p.kind == "code" and p.executed),
+            "unnecessary_calls": sum(not arithmetic_judge(p.text, question=run.problem)[0]
+                                     for p in run.pieces if p.kind == "code" and p.executed),
             "necessity_flags": sum(n is False for n in necessary),
             "necessity_skipped": sum(bool(s) for s in skipped),
         }
 
     @dataclass(frozen=True)
     class Settings:
-        judge: Literal["rule", "model"] = setting(
-            "rule", "who decides: 'rule' (fast, deterministic) or 'model' (asks the loaded model; a second "
-                    "model call costs the prefix cache); our default: rule", tag="default")
+        judge: Literal["arithmetic", "model", "rule"] = setting(
+            "arithmetic", "who decides: 'model' asks a model the paper's judge question; 'arithmetic' is our "
+                          "fast heuristic of arithmetic difficulty (no model call, the prefix cache is kept), not "
+                          "the paper's judgement; 'rule' is the earlier name of 'arithmetic' (kept for earlier "
+                          "configurations and forks of earlier runs); our default: arithmetic (on the default "
+                          "model the model judge called every block necessary, docs/guards.md)", tag="default")
         mode: Literal["flag", "enforce"] = setting(
             "flag", "'flag' annotates only; 'enforce' does not run an unnecessary call and tells the model "
-                    "to reason directly; default flag, as docs/guards.md specifies", tag="default")
+                    "to reason directly; our default: flag (the paper uses its judge as a training reward, "
+                    "not to stop calls)", tag="default")
         threshold: float = setting(
             0.5, "enforce skips a call when P(unnecessary) >= threshold", check=lambda v: 0.0 <= v <= 1.0,
             allowed="a probability in [0, 1]", tag="default")
+        judge_model: str = setting(
+            "", "model judge: the models.toml id of the model that judges (a local llama.cpp model or an "
+                "OpenAI-compatible server entry); empty: the model under test, whose prefix cache a judge "
+                "call costs (the paper's judge, GPT-5 Nano, is a model of its own); our default: empty",
+            tag="default")
+        judge_prompt: Literal["paper", "ours"] = setting(
+            "paper", "model judge: 'paper', the paper's tool-necessity judge prompt verbatim (Appendix A.3: "
+                     "the question, the tool, the tool input; a JSON reply); 'ours', our earlier one-word "
+                     "NECESSARY/UNNECESSARY question, read from its first token", tag="paper")
+        judge_max_tokens: int = setting(
+            128, "model judge, paper prompt: the most tokens of its JSON reply (the verdict and a 1-2 "
+                 "sentence reason); a reply cut before its verdict falls back to the arithmetic heuristic",
+            check=lambda v: v >= 8, allowed="an integer >= 8", tag="default")
         max_operations: int = setting(
-            10, "rule judge: a block of more arithmetic operations is a long chain of steps: needed",
+            10, "arithmetic heuristic: a block of more arithmetic operations is a long chain of steps: needed",
             check=lambda v: v >= 1, allowed="an integer >= 1", tag="default")
         max_terms: int = setting(
-            5, "rule judge: a sum of more terms is needed", check=lambda v: v >= 2, allowed="an integer >= 2",
-            tag="default")
+            5, "arithmetic heuristic: a sum of more terms is needed", check=lambda v: v >= 2,
+            allowed="an integer >= 2", tag="default")
         max_digits: int = setting(
-            6, "rule judge: a sum or difference with a number of more significant digits is needed",
+            6, "arithmetic heuristic: a sum or difference with a number of more significant digits is needed",
             check=lambda v: v >= 1, allowed="an integer >= 1", tag="default")
         max_digit_products: int = setting(
-            6, "rule judge: a multiplication or division whose operands' significant digits multiply to "
-               "more than this (3 x 3 = 9) is long, so needed", check=lambda v: v >= 1,
+            6, "arithmetic heuristic: a multiplication or division whose operands' significant digits "
+               "multiply to more than this (3 x 3 = 9) is long, so needed", check=lambda v: v >= 1,
             allowed="an integer >= 1", tag="default")
         max_result_digits: int = setting(
-            4, "rule judge: a power, root or factorial whose exact result has more significant digits "
-               "is needed", check=lambda v: v >= 1, allowed="an integer >= 1", tag="default")
+            4, "arithmetic heuristic: a power, root or factorial whose exact result has more significant "
+               "digits is needed", check=lambda v: v >= 1, allowed="an integer >= 1", tag="default")
 
     def __init__(self, settings: "Necessity.Settings"):
         self.settings = settings
@@ -409,8 +245,8 @@ class Necessity(GuardBase):
         if s.judge == "model":
             data = await self._ask_model(code, view)
         else:
-            necessary, p, reason = rule_judge(code, s)
-            data = {"necessary": necessary, "p_unnecessary": p, "judge": "rule", "reason": reason}
+            necessary, p, reason = arithmetic_judge(code, s, view.problem)
+            data = {"necessary": necessary, "p_unnecessary": p, "judge": "arithmetic", "reason": reason}
         data.update({"mode": s.mode, "threshold": s.threshold})
         p = data["p_unnecessary"]
         label = "unnecessary" if not data["necessary"] else "necessary"
@@ -421,25 +257,49 @@ class Necessity(GuardBase):
         data["skipped"] = False
         return Verdict(FLAG, reason=reason, data=data)
 
+    def question(self, code: str, view: RunView) -> tuple[str, int]:
+        """The model judge's question for ``code`` and the most tokens of its reply."""
+        if self.settings.judge_prompt == "ours":
+            return OUR_PROMPT.format(problem=view.problem.strip(), code=code.strip()), OUR_MAX_TOKENS
+        return (PAPER_PROMPT.format(question=view.problem.strip(), tool_type=TOOL_TYPE, tool_content=code.strip()),
+                self.settings.judge_max_tokens)
+
     async def _ask_model(self, code: str, view: RunView) -> NecessityData:
-        """The model judge's verdict data, or the rule judge's with ``fallback`` saying why."""
+        """The model judge's verdict data, or the arithmetic heuristic's with ``fallback`` saying why."""
         s = self.settings
         why = ""
         if view.judge is None:
             why = "no model judge available"
         else:
+            question, max_tokens = self.question(code, view)
             try:
-                reply = await view.judge(QUESTION.format(problem=view.problem.strip(), code=code.strip()),
-                                         max_tokens=3)
-            except Exception as e:  # the rule judge answers instead, visibly
+                reply = await view.judge(question, max_tokens=max_tokens, model=s.judge_model or None)
+            except Exception as e:  # the arithmetic heuristic answers instead, visibly
                 why = f"model judge failed ({type(e).__name__}: {e})"
             else:
-                p = read_reply(reply.text, reply.logprob)
-                if p is not None:
-                    necessary = not reply.text.strip().lstrip("*\"'`").upper().startswith("UN")
-                    return {"necessary": necessary, "p_unnecessary": p, "judge": "model",
-                            "reason": f"model replied {reply.text.strip()!r}", "reply": reply.text,
-                            "logprob": reply.logprob}
+                verdict = self._read(reply)
+                if verdict is not None:
+                    return verdict
                 why = f"unreadable model reply {reply.text!r}"
-        necessary, p, reason = rule_judge(code, s)
-        return {"necessary": necessary, "p_unnecessary": p, "judge": "rule", "reason": reason, "fallback": why}
+        necessary, p, reason = arithmetic_judge(code, s, view.problem)
+        return {"necessary": necessary, "p_unnecessary": p, "judge": "arithmetic", "reason": reason, "fallback": why}
+
+    def _read(self, reply: JudgeReply) -> NecessityData | None:
+        """The verdict data of a readable reply to the configured prompt."""
+        data: NecessityData = {"judge": "model", "judge_model": reply.model, "prompt": self.settings.judge_prompt,
+                               "reply": reply.text}
+        if self.settings.judge_prompt == "ours":
+            p = read_reply(reply.text, reply.logprob)
+            if p is None:
+                return None
+            necessary = not reply.text.strip().lstrip("*\"'`").upper().startswith("UN")
+            data.update({"necessary": necessary, "p_unnecessary": p, "logprob": reply.logprob,
+                         "reason": f"model replied {reply.text.strip()!r}"})
+            return data
+        read = read_paper_reply(reply)
+        if read is None:
+            return None
+        necessary, p, lp, said = read
+        data.update({"necessary": necessary, "p_unnecessary": p, "logprob": lp,
+                     "reason": said or f"model replied {reply.text.strip()!r}"})
+        return data

@@ -134,7 +134,7 @@ def test_the_transcript_header_lists_the_guards_in_force(write_script, tmp_path)
     out = tuiagent(*base, "--guard", "attc", "--set", "attc.threshold=0.9")
     assert out.returncode == 0 and "guard attc on: threshold=0.9" in out.stdout
     default = tuiagent(*base).stdout  # solve starts from the app's default preset
-    assert "guard necessity on: judge=rule mode=flag" in default and "guard tim on:" in default
+    assert "guard necessity on: judge=arithmetic mode=flag" in default and "guard tim on:" in default
     assert "guards: none" in tuiagent(*base, "--preset", "none").stdout
 
 

@@ -252,6 +252,21 @@ class TokenLP:
     logprob: float | None
 
 
+@dataclass(frozen=True)
+class JudgeReply:
+    """A judge model's reply to a guard's question: its text, every sampled token with its
+    log-probability (the text is their concatenation), and the id of the model that answered."""
+
+    text: str
+    tokens: tuple[TokenLP, ...] = ()
+    model: str = ""
+
+    @property
+    def logprob(self) -> float | None:
+        """The first token's log-probability."""
+        return self.tokens[0].logprob if self.tokens else None
+
+
 @dataclass
 class RunView:
     """What the loop shows guards. Read-only by convention; rebuilt cheaply at each decision point."""
@@ -267,7 +282,9 @@ class RunView:
     tools_suspended: bool
     answer: str | None = None
     answer_attempts: int = 0
-    judge: Callable[..., Awaitable[TokenLP]] | None = None  # async judge(question, max_tokens=3)
+    # async judge(question, max_tokens=3, model=None) -> JudgeReply: ask the model under test, or the
+    # models.toml entry ``model``, a question in a fresh chat
+    judge: Callable[..., Awaitable[JudgeReply]] | None = None
     trajectory: Sequence[RunPiece] = ()  # the whole run so far, pruned parts included (RunRecord.pieces)
 
     @property
@@ -368,6 +385,7 @@ class RunRecord:
     answer: str | None
     gold: str | None
     correct: bool | None
+    problem: str = ""  # the question as the model was given it
 
     def of(self, guard: str) -> list[VerdictRecord]:
         return [v for v in self.verdicts if v.guard == guard]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -53,6 +54,27 @@ def resolve_spec(request: RunRequest) -> ModelSpec:
 def open_model(spec: ModelSpec, request: RunRequest) -> Backend:
     options = {"script": request.script} if spec.backend == "scripted" else {}
     return open_backend(spec, **options)
+
+
+class JudgeModels:
+    """The models a guard's judge names by models.toml id (the necessity guard's ``judge_model``): each
+    opened on first use, in a worker thread (loading a local model takes seconds), and kept for the
+    rest of the run; ``aclose`` closes them."""
+
+    def __init__(self, models_file: Path | None = None):
+        self.models_file = models_file
+        self.opened: dict[str, Backend] = {}
+
+    async def __call__(self, model_id: str) -> Backend:
+        if model_id not in self.opened:
+            spec = load_models(self.models_file).get(model_id)
+            self.opened[model_id] = await asyncio.to_thread(open_backend, spec)
+        return self.opened[model_id]
+
+    async def aclose(self) -> None:
+        opened, self.opened = list(self.opened.values()), {}
+        for backend in opened:
+            await backend.aclose()
 
 
 def guard_chain(spec: ModelSpec, request: RunRequest, *, toggleable: bool = False) -> GuardChain | None:
@@ -148,6 +170,7 @@ async def run_problem(
     kernel: object | None = None,
     approve: Callable[[str], Awaitable[bool]] | None = None,
     fork: ForkPoint | None = None,
+    judge_models: JudgeModels | None = None,
 ) -> RunFinished:
     """Run one problem to the end, calling ``on_event`` for every event; returns the summary event.
 
@@ -157,10 +180,14 @@ async def run_problem(
     shuts it down), or the KernelFailed that says why none could be started (the run records it and
     ends as ``kernel_failed``), and ``approve`` to ask before each code block runs. ``fork``: continue a
     recorded run from a step instead (``fork_request`` makes the request that goes with it).
+    ``judge_models``: the models a guard's judge may name, to share them across runs; by default
+    this run opens its own from ``request.models_file`` and closes them at its end.
     """
     spec = spec or resolve_spec(request)
     owned = backend is None
     backend = backend or open_model(spec, request)
+    own_judges = judge_models is None
+    judges = judge_models if judge_models is not None else JudgeModels(request.models_file)
     sampling = replace(spec.sampling, **request.sampling_overrides)
     run_id = new_run_id()
     path = trajectory_path(request, run_id)
@@ -183,14 +210,19 @@ async def run_problem(
                     approve=approve,
                     notices=sandbox_notices(kernel),
                     kernel_failed=failed,
+                    judge_models=judges,
                 )
                 async for event in agent.stream(request.problem, gold=request.gold, run_id=run_id, fork=fork):
                     on_event(event)
                     if isinstance(event, RunFinished):
                         finished = event
     finally:
-        if owned:
-            await backend.aclose()
+        try:
+            if own_judges:
+                await judges.aclose()
+        finally:
+            if owned:
+                await backend.aclose()
     assert finished is not None
     return finished
 

@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
+from fractions import Fraction
+from pathlib import Path
 
 import pytest
 
 from guards.base import SettingsError
 from guards.chain import GuardChain
-from guards.necessity import SKIP_TEXT, Necessity, read_reply, rule_judge
+from guards.necessity import SKIP_TEXT, Necessity, arithmetic_judge, read_paper_reply, read_reply
+from guards.necessity_arithmetic import stated_numbers
 from kernels.base import CellResult, Output
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
+from tuiagent.backends.templates import render_named
+from tuiagent.config.loader import load_models
 from tuiagent.core import events as ev
 from tuiagent.core.loop import Agent
-from tuiagent.protocol import FLAG, SKIP, RunView, Token, TokenLP
+from tuiagent.protocol import FLAG, SKIP, JudgeReply, RunPiece, RunRecord, RunView, Token, TokenLP, VerdictRecord
+from tuiagent.runner import JudgeModels, RunRequest, run_problem
 
 PROBLEM = "What is 6 times 7?"
 TRIVIAL = "print(6 * 7)"
@@ -68,8 +76,8 @@ async def run(turns, configs, canned_kernel, results=()):
     ("print(math.factorial(10))", True),
     ("print(math.pi * 5 ** 2)", True),
 ])
-def test_rule_judge(code, necessary):
-    got, p, reason = rule_judge(code)
+def test_arithmetic_judge(code, necessary):
+    got, p, reason = arithmetic_judge(code)
     assert got is necessary and p == (0.0 if necessary else 1.0) and reason
 
 
@@ -80,17 +88,17 @@ def test_rule_judge(code, necessary):
     ("print(6 * 7)", "trivial: small arithmetic a competent model does in its head"),
     ("print(x)", "not judged (counted as necessary): line 1: uses 'x' from an earlier cell"),
 ])
-def test_rule_judge_says_why(code, words):
-    assert rule_judge(code)[2] == words
+def test_arithmetic_judge_says_why(code, words):
+    assert arithmetic_judge(code)[2] == words
 
 
-def test_rule_judge_limits_are_settings():
+def test_arithmetic_judge_limits_are_settings():
     relaxed = Necessity.Settings(max_digit_products=20, max_result_digits=8, max_terms=6)
-    assert rule_judge("print(123456 * 789)", relaxed)[0] is False
-    assert rule_judge("print(2 ** 20)", relaxed)[0] is False
-    assert rule_judge("print(1 + 2 + 3 + 4 + 5 + 6)", relaxed)[0] is False
-    assert rule_judge("print(37 * 43)", Necessity.Settings(max_digit_products=3))[0] is True
-    assert rule_judge("print(1 + 2 * 3 - 4 / 2)", Necessity.Settings(max_operations=3))[2] == \
+    assert arithmetic_judge("print(123456 * 789)", relaxed)[0] is False
+    assert arithmetic_judge("print(2 ** 20)", relaxed)[0] is False
+    assert arithmetic_judge("print(1 + 2 + 3 + 4 + 5 + 6)", relaxed)[0] is False
+    assert arithmetic_judge("print(37 * 43)", Necessity.Settings(max_digit_products=3))[0] is True
+    assert arithmetic_judge("print(1 + 2 * 3 - 4 / 2)", Necessity.Settings(max_operations=3))[2] == \
         "needed: more than 3 arithmetic operations"
 
 
@@ -99,7 +107,7 @@ async def test_flag_mode_runs_the_code_anyway(canned_kernel):
     assert kernel.calls == [TRIVIAL]
     assert (v.hook, v.action) == ("on_code", FLAG)
     assert {k: v.data[k] for k in ("necessary", "p_unnecessary", "judge", "mode", "skipped")} == {
-        "necessary": False, "p_unnecessary": 1.0, "judge": "rule", "mode": "flag", "skipped": False}
+        "necessary": False, "p_unnecessary": 1.0, "judge": "arithmetic", "mode": "flag", "skipped": False}
     # the verdict comes before the kernel result
     kinds = [type(e).__name__ for e in events if isinstance(e, (ev.CodeBlock, ev.GuardVerdict, ev.ToolResult))]
     assert kinds == ["CodeBlock", "GuardVerdict", "ToolResult"]
@@ -125,7 +133,7 @@ async def test_enforce_mode_skips_unnecessary_code(canned_kernel):
 async def test_model_judge_probability_from_first_token(canned_kernel):
     judge_reply = [Token("UNNECESSARY", -0.1)]
     backend, kernel, _, (v,) = await run([code_turn(TRIVIAL), judge_reply, ANSWER],
-                                         {"necessity": {"judge": "model"}}, canned_kernel)
+                                         {"necessity": {"judge": "model", "judge_prompt": "ours"}}, canned_kernel)
     assert v.data["judge"] == "model" and v.data["necessary"] is False
     assert v.data["p_unnecessary"] == pytest.approx(math.exp(-0.1))
     assert kernel.calls == [TRIVIAL]  # flag mode
@@ -140,7 +148,8 @@ async def test_model_judge_probability_from_first_token(canned_kernel):
 async def test_model_judge_necessary_below_threshold_runs(canned_kernel):
     judge_reply = [Token("NECESS", -0.2), Token("ARY", -0.01)]
     _, kernel, _, (v,) = await run([code_turn(TRIVIAL), judge_reply, ANSWER],
-                                   {"necessity": {"judge": "model", "mode": "enforce"}}, canned_kernel)
+                                   {"necessity": {"judge": "model", "judge_prompt": "ours", "mode": "enforce"}},
+                                   canned_kernel)
     assert v.action == FLAG and v.data["necessary"] is True
     assert v.data["p_unnecessary"] == pytest.approx(1 - math.exp(-0.2))
     assert kernel.calls == [TRIVIAL]
@@ -167,15 +176,15 @@ def view_with(judge) -> RunView:
 async def test_model_judge_falls_back_to_rule():
     guard = Necessity(Necessity.Settings(judge="model"))
 
-    async def broken(question, max_tokens=3):
+    async def broken(question, max_tokens=3, model=None):
         raise RuntimeError("no model")
 
-    async def rambling(question, max_tokens=3):
-        return TokenLP("Well", -0.1)
+    async def rambling(question, max_tokens=3, model=None):
+        return JudgeReply("Well", (TokenLP("Well", -0.1),))
 
     for judge, why in [(None, "no model judge"), (broken, "RuntimeError: no model"), (rambling, "unreadable")]:
         v = await guard.on_code(TRIVIAL, view_with(judge))
-        assert v.data["judge"] == "rule" and why in v.data["fallback"] and v.data["p_unnecessary"] == 1.0
+        assert v.data["judge"] == "arithmetic" and why in v.data["fallback"] and v.data["p_unnecessary"] == 1.0
 
 
 def test_bad_settings():
@@ -183,3 +192,164 @@ def test_bad_settings():
         GuardChain({"necessity": {"mode": "block"}}, {"necessity"})
     with pytest.raises(SettingsError, match=r"necessity\.threshold = 1\.5 is out of range"):
         GuardChain({"necessity": {"threshold": 1.5}}, {"necessity"})
+
+
+# -- the paper's judge, the judge model, the arithmetic heuristic ---------------------------------
+
+# Appendix A.3 of arXiv 2609.16268, "Tool necessity judge", copied here from the paper's text.
+PAPER_JUDGE = (
+    "You are judging whether THIS tool call is NECESSARY to solve the original question correctly. A tool "
+    "call is NECESSARY only if a competent model cannot answer the question correctly without using this "
+    "tool (at some point). Convenience uses (trivial arithmetic, formatting, double-checking) are NOT "
+    "necessary. Do NOT judge whether the tool input looks reasonable by itself. Judge necessity for the "
+    "question. Question: {question} Tool called: {tool_type} Tool input: {tool_content} Return ONLY JSON: "
+    '{{"tool_necessary": true, "reason": "1-2 sentences"}}'
+)
+WORD_PROBLEM = "A shop sells 6 boxes of 7 pens. How many pens does it sell?"
+JUDGE_SAYS = {"tokens": [['{"tool_necessary": ', -0.3], ["false", -0.2],
+                         [', "reason": "6 times 7 is trivial arithmetic."}', -0.01]]}
+SOLVER_TURNS = ["Let me compute.\n```python\nprint(6 * 7)\n```\n```output\n", "So the shop sells \\boxed{42} pens."]
+
+
+@pytest.fixture
+async def jupyter(tmp_path):
+    from kernels.jupyter import JupyterKernel
+
+    async with JupyterKernel(images_dir=tmp_path / "images") as k:
+        yield k
+
+
+def models_file(tmp_path, judge_script) -> Path:
+    path = tmp_path / "models.toml"
+    path.write_text(f"""
+[models.solver]
+backend = "scripted"
+chat_template = "chatml"
+[models.solver.source]
+kind = "script"
+path = ""
+
+[models.judge]
+backend = "scripted"
+chat_template = "chatml"
+[models.judge.source]
+kind = "script"
+path = {json.dumps(str(judge_script))}
+""", encoding="utf-8")
+    return path
+
+
+async def solve(tmp_path, jupyter, solver: ScriptedBackend, settings: dict, judges: JudgeModels | None = None):
+    """One run of WORD_PROBLEM through run_problem, the real loop and the real kernel; its events."""
+    models = models_file(tmp_path, tmp_path / "judge.jsonl")
+    request = RunRequest(problem=WORD_PROBLEM, model="solver", models_file=models, gold="42", out=tmp_path / "runs",
+                         guards=("necessity",), guard_settings={"necessity": settings})
+    events: list = []
+    await run_problem(request, events.append, backend=solver, spec=load_models(models).get("solver"), kernel=jupyter,
+                      judge_models=judges)
+    return events
+
+
+def asked(question: str, code: str) -> str:
+    return render_named("chatml", [{"role": "user", "content": PAPER_JUDGE.format(
+        question=question, tool_type="python", tool_content=code)}])
+
+
+async def test_model_judge_asks_the_papers_prompt_verbatim(tmp_path, jupyter):
+    solver = ScriptedBackend([split_tokens(SOLVER_TURNS[0], -0.01), [Token(t, lp) for t, lp in JUDGE_SAYS["tokens"]],
+                              split_tokens(SOLVER_TURNS[1], -0.01)], model_id="solver")
+    events = await solve(tmp_path, jupyter, solver, {"judge": "model"})
+    (v,) = [e for e in events if isinstance(e, ev.GuardVerdict) and e.guard == "necessity"]
+    # the model under test was asked, in a fresh chat, the paper's prompt for the question, the tool and its input
+    assert solver.prompts[1] == asked(WORD_PROBLEM, "print(6 * 7)")
+    assert v.data["judge"] == "model" and v.data["prompt"] == "paper" and v.data["judge_model"] == "solver"
+    assert v.data["necessary"] is False and v.data["p_unnecessary"] == pytest.approx(math.exp(-0.2))
+    assert v.data["logprob"] == -0.2 and v.data["reason"] == "6 times 7 is trivial arithmetic."
+    (result,) = [e for e in events if isinstance(e, ev.ToolResult)]
+    assert result.shown == "42" and events[-1].correct is True  # flag mode: the real kernel ran it
+
+
+async def test_model_judge_runs_on_the_named_judge_model(tmp_path, jupyter):
+    (tmp_path / "judge.jsonl").write_text(json.dumps(JUDGE_SAYS) + "\n", encoding="utf-8")
+    solver = ScriptedBackend([split_tokens(t, -0.01) for t in SOLVER_TURNS], model_id="solver")
+    judges = JudgeModels(tmp_path / "models.toml")
+    try:
+        events = await solve(tmp_path, jupyter, solver, {"judge": "model", "judge_model": "judge"}, judges)
+        judge = judges.opened["judge"]
+        assert isinstance(judge, ScriptedBackend) and judge.prompts == [asked(WORD_PROBLEM, "print(6 * 7)")]
+    finally:
+        await judges.aclose()
+    (v,) = [e for e in events if isinstance(e, ev.GuardVerdict) and e.guard == "necessity"]
+    assert v.data["judge_model"] == "judge" and v.data["necessary"] is False
+    # the model under test was never asked: its second turn continues its own context
+    assert len(solver.prompts) == 2 and solver.prompts[1].startswith(solver.prompts[0])
+    assert [e for e in events if isinstance(e, ev.ToolResult)][0].shown == "42"
+    assert "(model: judge)" in Necessity.display(v.record()).lines[0][-1].text
+
+
+async def test_unknown_judge_model_falls_back_visibly(tmp_path, jupyter):
+    solver = ScriptedBackend([split_tokens(t, -0.01) for t in SOLVER_TURNS], model_id="solver")
+    events = await solve(tmp_path, jupyter, solver, {"judge": "model", "judge_model": "nosuch"})
+    (v,) = [e for e in events if isinstance(e, ev.GuardVerdict) and e.guard == "necessity"]
+    assert v.data["judge"] == "arithmetic" and "ConfigError" in v.data["fallback"] and "nosuch" in v.data["fallback"]
+
+
+@pytest.mark.parametrize("tokens, necessary, p, reason", [
+    ([('{"tool_necessary": ', -0.3), ("false", -0.2), ('}', -0.1)], False, math.exp(-0.2), ""),
+    ([("```json\n{", -0.1), ('"tool_necessary": true', -0.4), (', "reason": "a \\"loop\\""}', -0.1)],
+     True, 1 - math.exp(-0.4), 'a "loop"'),
+    ([('{"tool_necessary": false, "reason": "easy"}', None)], False, 1.0, "easy"),
+])
+def test_read_paper_reply(tokens, necessary, p, reason):
+    reply = JudgeReply("".join(t for t, _ in tokens), tuple(TokenLP(t, lp) for t, lp in tokens))
+    got_necessary, got_p, _, got_reason = read_paper_reply(reply)
+    assert (got_necessary, got_reason) == (necessary, reason) and got_p == pytest.approx(p)
+
+
+def test_read_paper_reply_without_a_verdict():
+    assert read_paper_reply(JudgeReply('{"reason": "the tool', (TokenLP('{"reason": "the tool', -0.1),))) is None
+
+
+def test_arithmetic_heuristic_is_named_and_described_as_such():
+    fields = {f.name: f for f in dataclasses.fields(Necessity.Settings)}
+    assert Necessity.Settings().judge == "arithmetic" and fields["judge"].metadata["tag"] == "default"
+    doc = fields["judge"].metadata["doc"]
+    assert "heuristic of arithmetic difficulty" in doc and "not the paper's judgement" in doc
+    assert fields["judge_prompt"].metadata["tag"] == "paper" and Necessity.Settings().judge_prompt == "paper"
+    assert Necessity.Settings().judge_model == ""  # the model under test
+    assert all(f.metadata["tag"] in ("paper", "default") for f in fields.values())
+
+
+async def test_earlier_name_rule_still_loads_and_runs_the_heuristic(canned_kernel):
+    _, _, _, (v,) = await run([code_turn(TRIVIAL), ANSWER], {"necessity": {"judge": "rule"}}, canned_kernel)
+    assert v.data["judge"] == "arithmetic" and v.data["necessary"] is False
+    assert "(arithmetic)" in Necessity.display(v.record()).lines[0][-1].text
+    old = VerdictRecord("necessity", "on_code", FLAG, data={"necessary": True, "p_unnecessary": 0.0, "judge": "rule"})
+    assert "(rule)" in Necessity.display(old).lines[0][-1].text  # an earlier trajectory reads as it was
+
+
+@pytest.mark.parametrize("question, code, necessary, words", [
+    ("A floor is 123 by 456 tiles, 56088 in all. How many rows?", "print(123 * 456)", False,
+     "trivial: only recomputes numbers the question states (123 * 456 = 56088); the rest is small arithmetic"),
+    ("A floor is 123 by 456 tiles. How many in all?", "print(123 * 456)", True,
+     "needed: 123 * 456 is a long multiplication (3 x 3 digits)"),
+    ("Six numbers add up to 1,236: 100, 200, 300, 400, 111 and 125.", "print(100 + 200 + 300 + 400 + 111 + 125)",
+     False, "trivial: only recomputes numbers the question states (the sum of 6 terms = 1236); the rest is small arithmetic"),
+    ("It costs $1,048,576.", "print(2 ** 20)", False,
+     "trivial: only recomputes numbers the question states (2 ** 20 = 1048576); the rest is small arithmetic"),
+    ("What is 6 times 7?", "print(6 * 7)", False, "trivial: small arithmetic a competent model does in its head"),
+])
+def test_arithmetic_heuristic_reads_the_question(question, code, necessary, words):
+    assert arithmetic_judge(code, question=question) == (necessary, 0.0 if necessary else 1.0, words)
+
+
+def test_stated_numbers():
+    assert stated_numbers("$1,200 for 3.5 hours at a 25% discount, 2,50 and 7.") == {
+        Fraction(1200), Fraction(7, 2), Fraction(25), Fraction(1, 4), Fraction(2), Fraction(50), Fraction(7)}
+
+
+def test_unnecessary_calls_metric_reads_the_question():
+    piece = RunPiece(kind="code", text="print(123 * 456)", executed=True)
+    run = RunRecord((piece,), (), "56088", None, None, problem="Is 56088 = 123 x 456?")
+    assert Necessity.metrics(run)["unnecessary_calls"] == 1
+    assert Necessity.metrics(RunRecord((piece,), (), None, None, None))["unnecessary_calls"] == 0

@@ -31,7 +31,7 @@ def turns(qids, *, cot=True):
             out.append(f"{i} plus {i} is \\boxed{{{2 * i}}}")
         out.append({"text": f"Add.\n```python\nprint({i} + {i})\n```\n```output\n", "logprob": -0.05})
         out.append(f"So it is \\boxed{{{2 * i}}}")
-        out.append({"text": "UNNECESSARY", "logprob": -0.2})
+        out.append({"tokens": [['{"tool_necessary": ', -0.3], ["false", -0.2], ["}", -0.01]]})  # the paper's JSON
     return out
 
 
@@ -95,7 +95,7 @@ async def test_a_heldout_question_gets_a_run_that_continues_at_every_answer(tmp_
         code, "So it is \\boxed{11}",  # tool mode: a wrong answer
         code, "So it is \\boxed{11}",  # the continue run: the same, then G-STEP sends it back ...
         "Checked again: \\boxed{10}",  # ... and the answer changes without a new call: no progress, commit
-        {"text": "NECESSARY", "logprob": -0.1})  # the judge on the tool run's block
+        {"text": '{"tool_necessary": true}', "logprob": -0.1})  # the judge on the tool run's block
     n = await collect("scripted", data, 5, 1, records, script=script, log=lambda m: None)
     (record,) = load_records(records)
     assert n == 1 and record["qid"] == 5

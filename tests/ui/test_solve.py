@@ -30,8 +30,8 @@ async def test_solve_shows_every_guard(ui, guarded_script):
         assert "NameError" in first and "0.951" in first and "τ 0.970" in first and "rethink" in first
         assert "ms" in first  # the tool call's duration
         assert "trust" in ui.text(codes[1])
-        # 100 * 101 * 201 // 6 is a long multiplication: the rule judge calls it needed
-        assert "· necessary P(unnecessary) 0.00 (rule)" in ui.text(codes[2])
+        # 100 * 101 * 201 // 6 is a long multiplication: the arithmetic heuristic calls it needed
+        assert "· necessary P(unnecessary) 0.00 (arithmetic)" in ui.text(codes[2])
         outputs = {o.call: o for o in screen.query(ToolOutput)}
         assert "338350" in outputs[2].text  # the real kernel ran the code
         assert outputs[1].has_class("-error") and "NameError" in ui.text(outputs[1])

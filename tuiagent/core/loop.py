@@ -51,6 +51,7 @@ from tuiagent.protocol import (
     SKIP,
     SUSPEND,
     Call,
+    JudgeReply,
     RunSettings,
     RunView,
     Sampling,
@@ -96,11 +97,13 @@ class Agent:
         approve: Callable[[str], Awaitable[bool]] | None = None,
         notices: Sequence[Notice] = (),
         kernel_failed: KernelFailed | None = None,
+        judge_models: Callable[[str], Awaitable[Backend]] | None = None,
     ):
         """``approve``, when given, is asked before each code block runs (the "ask before running
         code" setting); a block it declines is answered with a note instead of an output.
         ``kernel_failed``: the tool kernel could not start, so a run is recorded to say so and ends
-        at once as ``kernel_failed``."""
+        at once as ``kernel_failed``. ``judge_models``: the open backend of a models.toml id, for a
+        guard's judge that names a model other than the one under test (the runner's JudgeModels)."""
         self.backend = backend
         self.kernel = kernel
         self.sampling = sampling or Sampling()
@@ -110,6 +113,7 @@ class Agent:
         self.approve = approve
         self.notices = tuple(notices)  # recorded right after RunStarted (the runner's: the sandbox in force)
         self.kernel_failed = kernel_failed
+        self.judge_models = judge_models
         if self.settings.mode == "tool" and kernel is None and kernel_failed is None:
             raise ValueError("tool mode needs a kernel")
 
@@ -297,10 +301,16 @@ class _Run:
             trajectory=run_pieces(self.history),
         )
 
-    async def _judge(self, question: str, max_tokens: int = 3) -> TokenLP:
-        """Ask the loaded model a short question in a fresh chat (greedy); its reply and the first
-        token's log-probability. Costs the prefix cache: the next turn re-evaluates the context."""
-        return await ask_judge(self.agent.backend, question, max_tokens)
+    async def _judge(self, question: str, max_tokens: int = 3, model: str | None = None) -> JudgeReply:
+        """Ask a model a short question in a fresh chat (greedy): the model under test, or the
+        models.toml entry ``model``. On the model under test this costs the prefix cache (the next
+        turn re-evaluates the context); another model leaves the run's cache alone."""
+        backend = self.agent.backend
+        if model and model != backend.model_id:
+            if self.agent.judge_models is None:
+                raise LookupError(f"judge model {model!r}: this run was given no models to open it from")
+            backend = await self.agent.judge_models(model)
+        return await ask_judge(backend, question, max_tokens)
 
     async def _consult(self, hook: str, *args: object, answer: str | None = None) -> list[Verdict]:
         guards = self.agent.guards

@@ -3,7 +3,7 @@
 The loop's own numbers (answer, tool calls, context tokens, prunes, time) come from the events;
 each installed guard adds its own from the run (``GuardBase.metrics``): what its verdicts said
 when it was on, and numbers it measures on every run, on or off, so settings compare (the
-necessity rule judge's unnecessary calls, the TIM monitor's flag).
+necessity guard's arithmetic heuristic's unnecessary calls, the TIM monitor's flag).
 """
 
 from __future__ import annotations
@@ -22,10 +22,11 @@ def run_record(events: list[ev.Event], count_tokens: Callable[[str], int] | None
     finished = next(e for e in reversed(events) if isinstance(e, ev.RunFinished))
     started = next((e for e in events if isinstance(e, ev.RunStarted)), None)
     gold = started.gold if started else None
+    problem = started.problem if started else ""
     base = run_metrics(events, count_tokens)
     results = [e for e in events if isinstance(e, ev.ToolResult)]
     run = RunRecord(run_pieces(events), tuple(e.record() for e in events if isinstance(e, ev.GuardVerdict)),
-                    finished.answer, gold, finished.correct)
+                    finished.answer, gold, finished.correct, problem)
     return {
         "answer": finished.answer,
         "correct": finished.correct,

@@ -1,9 +1,12 @@
 """Problem variants for two stress tests.
 
-**Spurious-tool-use cue probe** ("Spurious Tool Use", arXiv 2609.16268): the same question with
-and without a surface cue that suggests code -- a notebook cell header, a shebang line, a
-``[CODE]`` tag, an answer-tag format line. The report gives the tool-call rate with the cue (Y)
-and without it (N) and their difference, Delta Tool Y-N.
+**Spurious-tool-use cue probe** (after "Spurious Tool Use", arXiv 2609.16268): the same question
+with and without a surface cue -- our renderings of the paper's code-semantic cues (a notebook
+cell header, a shebang line, ``[CODE]``) and an answer-tag line after its search-semantic
+``<answer>`` cue. The report gives the tool-call rate with the cue (Y) and without it (N) and
+their difference, Delta Tool Y-N (the paper's measure). The paper's cues act on agents trained
+with them by RL, and its code cues had no meaningful effect; the model here never saw them in
+training (docs/guards.md#necessity-flags).
 
 **Semantic-distractor stress test** ("Are Tools All We Need?", arXiv 2605.00136): each question
 rewritten by a model with one distractor of four types -- thematic background, semantic

@@ -45,7 +45,7 @@ async def blocks_of(problem: str, events: Sequence[Any], judge: Any | None) -> l
     """The ``tool.blocks`` entries of a tool run's events (see the module docstring).
     ``judge``: an async judge(question, max_tokens) for the necessity model judge, or None."""
     from guards.attc import block_confidence
-    from guards.necessity import Necessity, rule_judge
+    from guards.necessity import Necessity, arithmetic_judge
     from tuiagent.core import events as ev
     from tuiagent.protocol import RunView, TokenLP
 
@@ -62,7 +62,7 @@ async def blocks_of(problem: str, events: Sequence[Any], judge: Any | None) -> l
     for block in (e for e in events if isinstance(e, ev.CodeBlock)):
         conf, mean, n = block_confidence(texts.get(block.turn, ""), tokens.get(block.turn, []))
         result = results.get(block.call)
-        necessary, p_rule, _ = rule_judge(block.code)
+        necessary, p_rule, _ = arithmetic_judge(block.code, question=problem)
         entry: dict[str, Any] = {
             "call": block.call, "turn": block.turn,
             "executed": bool(result and result.executed),
@@ -125,7 +125,9 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
     async def question_runs(backend: Any, qid: int, question: str, gold: str) -> None:
         nonlocal written
 
-        async def ask_model(question: str, max_tokens: int = 3) -> Any:
+        async def ask_model(question: str, max_tokens: int = 3, model: str | None = None) -> Any:
+            if model is not None:
+                raise ValueError("calibration asks the model it calibrates, not a separate judge model")
             return await ask(backend, question, max_tokens)
 
         t0 = time.monotonic()
