@@ -287,7 +287,7 @@ class GStep(GuardBase):
 
     name = "gstep"
     order = 40
-    main_settings = ("tau", "max_extra_turns", "critic", "force_call")
+    main_settings = ("tau", "max_extra_turns", "critic")
     summary = (("gate_continues", "gate cont"),)
     _STYLE = {"commit": "bold ok", "continue": "bold warn", "replan": "bold warn", "force": "bold warn",
               "duplicate": "bold warn", "safety stop": "bold accent"}
