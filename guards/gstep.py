@@ -357,8 +357,8 @@ class GStep(GuardBase):
                                          "executed call gets one prompt that asks for a tool call (off: it "
                                          "commits at once as no progress, the earlier behaviour)", tag="paper")
         range_sds: float = setting(4.0, "warn when a numeric input lies more than this many training sds from the "
-                                        "gate's training mean (or differs from a value constant in training); "
-                                        "ours: by Chebyshev at most 1/16 of any distribution lies that far out",
+                                        "gate's training mean (or differs from a value constant in training): by "
+                                        "Chebyshev at most 1/16 of any distribution lies that far out",
                                    check=lambda v: v > 0, allowed="a number > 0", tag="default")
         weights: str = setting("auto", "the gate file: 'auto' = the gate shipped for the default model "
                                        f"({DEFAULT_GATE_MODEL}), 'off' = no gate (never continue; what a "
