@@ -301,7 +301,8 @@ class GStep(GuardBase):
         tau: float = d.get("tau", 0)
         decision: str = d.get("decision", v.action)
         far: dict[str, OutOfRange] | None = d.get("out_of_range")
-        return f"p(cont) {'n/a' if p is None else f'{p:.3f}'} / τ {tau:g} {decision}" + (" ⚠ out of range" if far else "")
+        line = f"p(cont) {'n/a' if p is None else f'{p:.3f}'} / τ {tau:g} {decision}"
+        return line + (" ⚠ out of range" if far else "")
 
     @classmethod
     def display(cls, v: VerdictRecord) -> Display | None:

@@ -27,7 +27,8 @@ from tuiagent.protocol import CONTINUE
 PROBLEM = "Natalia sold 48 clips in April and half as many in May. How many clips did she sell in all?"
 # The model forgets to define a name, fixes it, then answers: PruneTIR prunes the error once fixed.
 E0 = "Half of 48 is May's count.\n```python\nprint(april + 48 / 2)\n```\n```output\n"
-FIX = "I forgot to define april. Let me define it and run again.\n```python\napril = 48\nprint(april + 48 / 2)\ndel april  # a clean kernel for the next run\n```\n```output\n"
+FIX = ("I forgot to define april. Let me define it and run again.\n```python\napril = 48\nprint(april + 48 / 2)\n"
+       "del april  # a clean kernel for the next run\n```\n```output\n")
 CODE = "Half of 48 is 24, then add.\n```python\nprint(48 + 24)\n```\n```output\n"
 CHECK = "Check it another way.\n```python\nprint(2 * 36)\n```\n```output\n"
 ANSWER = "So the total is \\boxed{72}."
