@@ -45,7 +45,9 @@ class Guard(Protocol):
 
     def on_tool_result(self, call: Call, view: RunView) -> Verdict | None: ...
 
-    def on_answer(self, answer: str, view: RunView) -> Verdict | None: ...
+    def on_answer(self, answer: str | None, view: RunView) -> Verdict | None:
+        """At a final submission (a turn that ends without a tool call): ``answer`` is its
+        \\boxed{} answer, None when it has none. CONTINUE sends it back for another turn."""
 
     def on_finish(self, view: RunView) -> Verdict | None: ...
 

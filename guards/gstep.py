@@ -1,26 +1,35 @@
 """G-STEP: a learned answer gate against the tool-use tax ("Are Tools All We Need?", arXiv 2605.00136).
 
-When the model tries to finish without a further tool call, a small MLP over 120 features of
-the run (guards.gstep_features) gives p = P(continue). Safety rules come first: commit when the
-gate is off, when tools are suspended (PruneTIR's RTTS: G-STEP never forces tool calls then),
-when a previous continue made no progress (same count and last value of successful outputs),
-when an independent check made since the continue agrees with the answer sent back [ours], when
-3 extra turns were already spent [paper], or at the tool-call budget [paper] (executed calls only).
-Otherwise p >= tau (0.05 [paper]) -> CONTINUE with a prompt that asks for one more, corrected tool
-call (a *replan* prompt when the same code printed the same output twice); else COMMIT.
+Whenever the model submits a final text without a tool call, boxed or not [paper: "When the model
+generates a final text without tool calls (attempting to submit)"], a small MLP over 120 features
+of the run (guards.gstep_features) gives p = P(continue). Safety rules come first: no
+probability at all when the gate is off; commit when tools are suspended (PruneTIR's RTTS:
+G-STEP never forces tool calls then), when a previous continue made no progress (same count and
+last value of successful outputs), when an independent check made since the continue agrees with
+the answer sent back [ours], when 3 extra turns were already spent [paper], or at the tool-call
+budget [paper] (executed calls only). Otherwise p >= tau (0.05 [paper]) -> CONTINUE with a prompt
+that asks for one more, corrected tool call (a *replan* prompt when the same code printed the same
+output twice); else COMMIT.
 
-After a continue, a code block that repeats an earlier executed one (same normalised code) is
-not run: the loop shows the *duplicate* prompt in place of its output (SKIP). If the model
-answers again without a new successful call, that answer attempt meets the no-progress rule and
-commits -- the "at least one more tool call" requirement is enforced that way, never by forcing.
+A continue requires one more tool call [paper: "forcing the model to initiate at least one
+additional tool call"]: when the model answers again with no new executed call, one *force*
+prompt asks for a tool-conditioned step (``force_call``); an answer given yet again without
+progress commits. With ``force_call`` off, that first re-answer commits at once as no progress.
+After a continue, a code block that repeats an earlier executed one (same normalised code) is not
+run: the loop shows the *duplicate* prompt in place of its output (SKIP).
+
+The gate reads the run in the frame it was trained in: features from the whole trajectory (not
+the pruned working context), the budget counted against the budget it was trained at. Each
+verdict records the numeric inputs that lie far outside the gate's training rows
+(``range_sds`` training sds, or unlike a value constant in training), and the card warns.
 
 Weights: the setting ``weights`` is "auto" (the gate shipped for the default model,
 qwen2.5-coder-1.5b: guards/data/gstep-qwen2.5-coder-1.5b.npz; the guard does not know which model
 runs, and a gate is model-specific: train one per model with ``python -m tuiagent.training.gstep``),
-"off" (no gate: every attempt commits), or a path to an .npz written by tuiagent.training.gstep.
-The file is plain arrays read with ``np.load(allow_pickle=False)`` and evaluated with numpy.
-A missing or unreadable file raises in ``__init__``; the chain then turns the guard off with
-that reason and the run goes on.
+"off" (no gate: never continue; what a calibration writes when no tau helps), or a path to an
+.npz written by tuiagent.training.gstep. The file is plain arrays read with
+``np.load(allow_pickle=False)`` and evaluated with numpy. A missing or unreadable file raises in
+``__init__``; the chain then turns the guard off with that reason and the run goes on.
 """
 
 from __future__ import annotations
@@ -45,10 +54,26 @@ from guards.gstep_features import (
     same,
     value,
 )
-from tuiagent.protocol import COMMIT, CONTINUE, SKIP, Display, Gauge, RunRecord, RunView, Span, Verdict, VerdictRecord
+from tuiagent.protocol import (
+    COMMIT,
+    CONTINUE,
+    SKIP,
+    Display,
+    Gauge,
+    RunRecord,
+    RunSettings,
+    RunView,
+    Span,
+    Verdict,
+    VerdictRecord,
+)
 
 DEFAULT_GATE_MODEL = "qwen2.5-coder-1.5b"
 DATA_DIR = Path(__file__).resolve().parent / "data"
+# A gate file without max_tool_calls (format v1) was trained at the loop's default budget: every
+# v1 collection ran with it (the shipped records all say 4).
+V1_BUDGET = RunSettings().max_tool_calls
+GATE_OFF = "gate off (calibration: never continue)"
 
 
 def shipped_weights(model: str = DEFAULT_GATE_MODEL) -> Path:
@@ -60,15 +85,28 @@ class GateError(RuntimeError):
     """The gate's weights file is missing or not a G-STEP gate."""
 
 
+class OutOfRange(TypedDict):
+    """An input the gate never saw the like of: its value and the training rows' mean and sd."""
+
+    value: float
+    mean: float
+    sd: float
+
+
 class Gate:
-    """The gate evaluated with numpy: z = (x - mean) / scale; ReLU hidden layers; logistic output."""
+    """The gate evaluated with numpy: z = (x - mean) / scale; ReLU hidden layers; logistic output.
+
+    ``budget``: the tool budget the gate was trained at (its budget frame); ``train_sd``: each
+    feature's sd over the training rows, 0 where it was constant (None: a file from before the
+    range check, which cannot be checked: its ``scale`` is 1 for a constant feature)."""
 
     def __init__(self, mean: np.ndarray, scale: np.ndarray, layers: list[tuple[np.ndarray, np.ndarray]],
-                 meta: dict[str, Any] | None = None):
+                 meta: dict[str, Any] | None = None, train_sd: np.ndarray | None = None):
         self.mean = np.asarray(mean, dtype=np.float64)
         self.scale = np.asarray(scale, dtype=np.float64)
         self.layers = [(np.asarray(w, dtype=np.float64), np.asarray(b, dtype=np.float64)) for w, b in layers]
         self.meta = meta or {}
+        self.train_sd = None if train_sd is None else np.asarray(train_sd, dtype=np.float64)
         width = self.mean.shape[0]
         if self.scale.shape != (width,) or not self.layers:
             raise GateError("the gate's scaler and layers do not fit together")
@@ -80,6 +118,13 @@ class Gate:
             raise GateError(f"the gate's output layer has {width} units, not 1")
         if not (np.all(np.isfinite(self.mean)) and np.all(np.isfinite(self.scale)) and np.all(self.scale != 0)):
             raise GateError("the gate's scaler has non-finite or zero values")
+        if self.train_sd is not None and (self.train_sd.shape != self.mean.shape
+                                          or not np.all(np.isfinite(self.train_sd)) or np.any(self.train_sd < 0)):
+            raise GateError("the gate's train_sd does not fit its scaler, or is negative or non-finite")
+        budget = self.meta.get("max_tool_calls", V1_BUDGET)
+        if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
+            raise GateError(f"the gate's max_tool_calls is {budget!r}, not a tool budget")
+        self.budget = budget
 
     @property
     def n_features(self) -> int:
@@ -96,7 +141,7 @@ class Gate:
             meta = json.loads(str(arrays.pop("meta"))) if "meta" in arrays else {}
             n = int(meta.get("n_layers", sum(1 for k in arrays if k.startswith("W"))))
             layers = [(arrays[f"W{i}"], arrays[f"b{i}"]) for i in range(n)]
-            gate = cls(arrays["mean"], arrays["scale"], layers, meta)
+            gate = cls(arrays["mean"], arrays["scale"], layers, meta, arrays.get("train_sd"))
         except GateError as e:
             raise GateError(f"{path}: {e}") from None
         except Exception as e:  # a truncated zip, a pickled array, a missing key ...
@@ -108,7 +153,8 @@ class Gate:
     @classmethod
     def from_sklearn(cls, scaler: Any, mlp: Any) -> Gate:
         """From a fitted StandardScaler and binary MLPClassifier (class 1 = continue)."""
-        return cls(scaler.mean_, scaler.scale_, list(zip(mlp.coefs_, mlp.intercepts_)))
+        return cls(scaler.mean_, scaler.scale_, list(zip(mlp.coefs_, mlp.intercepts_)),
+                   train_sd=np.sqrt(scaler.var_))
 
     def p_continue(self, x: np.ndarray) -> np.ndarray:
         """P(continue) for each row of ``x`` (a 1-d vector gives a 0-d array)."""
@@ -119,6 +165,30 @@ class Gate:
                 h = np.maximum(h, 0.0)
         z = np.clip(h[..., 0], -500.0, 500.0)
         return 1.0 / (1.0 + np.exp(-z))
+
+    def outside(self, x: np.ndarray, k: float) -> dict[str, OutOfRange] | None:
+        """The numeric features of ``x`` far outside the training rows: more than ``k`` training sds
+        from the training mean, or unlike a value that was constant in training. The hashed bins
+        are not checked: they are sparse token counts, and a token in a bin no training text filled
+        is common, not a state the gate never saw [ours]. None: no ``train_sd``, nothing known."""
+        if self.train_sd is None:
+            return None
+        out: dict[str, OutOfRange] = {}
+        for i, name in enumerate(NUMERIC_NAMES):
+            v, mean, sd = float(x[i]), float(self.mean[i]), float(self.train_sd[i])
+            if abs(v - mean) > k * sd if sd > 0 else not same(v, mean):
+                out[name] = {"value": round(v, 4), "mean": round(mean, 4), "sd": round(sd, 4)}
+        return out
+
+
+def range_words(out: dict[str, OutOfRange]) -> str:
+    """The out-of-range inputs in a line: ``budget_remaining 8 (trained 3.29 ± 0.69)``, and for a
+    feature constant in training ``error_count 1 (always 0 in training)``."""
+    def one(name: str, r: OutOfRange) -> str:
+        trained = f"always {r['mean']:g} in training" if r["sd"] == 0 else f"trained {r['mean']:g} ± {r['sd']:g}"
+        return f"{name} {r['value']:g} ({trained})"
+
+    return ", ".join(one(n, r) for n, r in out.items())
 
 
 # -- prompts (our words, docs/guards.md#g-step's meaning) --------------------------------------------------------
@@ -162,6 +232,15 @@ def replan_prompt(view: RunView, critic: bool) -> str:
     return text + (" " + CRITIC if critic else "") + "\n"
 
 
+def force_prompt(critic: bool) -> str:
+    """After a continue the model answered again without running anything: the paper's continue
+    requires "at least one additional tool call" (the words here are ours: the paper's prompt
+    figures are not in our copy of it)."""
+    text = ("Wait, I have not run any code since I decided to verify. Before the final answer I will write a "
+            "```python block that checks it, and answer only after its output.")
+    return text + (" " + CRITIC if critic else "") + "\n"
+
+
 def duplicate_prompt(output: str, call: int, critic: bool) -> str:
     text = (f"Not run: this block repeats call {call}, which returned: {_result_text(output)}. Running it again "
             "cannot change anything. Write a different, corrected block instead.")
@@ -172,23 +251,31 @@ def duplicate_prompt(output: str, call: int, critic: bool) -> str:
 
 # -- the guard ----------------------------------------------------------------------------------------
 
-Decision = Literal["commit", "safety stop", "continue", "replan", "duplicate"]
+Decision = Literal["commit", "safety stop", "continue", "replan", "force", "duplicate", "gate off"]
 
 
 class GStepData(TypedDict, total=False):
-    """The data of G-STEP's verdicts: at an answer attempt (``on_answer``) or on a duplicate block
-    it skipped (``on_code``: no max_extra_turns, tool_calls_left, features)."""
+    """The data of G-STEP's verdicts: at a final submission (``on_answer``) or on a duplicate block
+    it skipped (``on_code``: no max_extra_turns, tool_calls_left, features, out_of_range). With the
+    gate off only ``p_continue`` (None), ``decision`` ("gate off") and ``reason``."""
 
-    p_continue: float | None  # None: no gate
+    p_continue: float | None  # None: no gate (records before "gate off" said decision "commit")
     tau: float
     extra_turns: int  # continues given so far (this one included)
     max_extra_turns: int
     tool_calls_left: int
+    budget_frame: int  # the tool budget the gate was trained at: budget_remaining counts against it
     features: dict[str, float]  # the numeric features, rounded
+    out_of_range: dict[str, OutOfRange] | None  # inputs far outside training (None: the file cannot tell)
     decision: Decision
     reason: str
     repeats_call: int  # a duplicate: the earlier call it repeats, and what that one printed
     previous_output: str
+
+
+def gate_off(v: VerdictRecord) -> bool:
+    """A verdict at a submission made with no gate (a record of any version: p is None only then)."""
+    return v.hook == "on_answer" and verdict_data(v, GStepData).get("p_continue", 0.0) is None
 
 
 def _weights_check(v: str) -> bool:
@@ -196,52 +283,68 @@ def _weights_check(v: str) -> bool:
 
 
 class GStep(GuardBase):
-    """G-STEP: a learned gate at each answer attempt -- continue with one more tool call, or commit."""
+    """G-STEP: a learned gate at each final submission -- continue with one more tool call, or commit."""
 
     name = "gstep"
     order = 40
     main_settings = ("tau", "max_extra_turns", "critic")
     summary = (("gate_continues", "gate cont"),)
-    _STYLE = {"commit": "bold ok", "continue": "bold warn", "replan": "bold warn", "duplicate": "bold warn",
-              "safety stop": "bold accent"}
+    _STYLE = {"commit": "bold ok", "continue": "bold warn", "replan": "bold warn", "force": "bold warn",
+              "duplicate": "bold warn", "safety stop": "bold accent"}
 
     @classmethod
     def note(cls, v: VerdictRecord) -> str:
+        if gate_off(v):
+            return GATE_OFF
         d = verdict_data(v, GStepData)
         p: float | None = d.get("p_continue")
         tau: float = d.get("tau", 0)
         decision: str = d.get("decision", v.action)
-        return f"p(cont) {'n/a' if p is None else f'{p:.3f}'} / τ {tau:g} {decision}"
+        far: dict[str, OutOfRange] | None = d.get("out_of_range")
+        line = f"p(cont) {'n/a' if p is None else f'{p:.3f}'} / τ {tau:g} {decision}"
+        return line + (" ⚠ out of range" if far else "")
 
     @classmethod
     def display(cls, v: VerdictRecord) -> Display | None:
-        """At an answer attempt: a card with p(continue) against tau (log scale) and the decision;
-        a duplicate block it skipped: the reason, on that block."""
+        """At a submission: a card with p(continue) against tau (log scale), the decision, and a
+        warning when an input lies outside the gate's training range; with the gate off, a card
+        that says so and shows no number. A duplicate block it skipped: the reason, on that block."""
         d = verdict_data(v, GStepData)
         reason: str = d.get("reason", v.reason)
         if v.hook == "on_code" and v.action == SKIP:
             return Display("code-skip", text=reason)
         if v.hook != "on_answer":
             return super().display(v)
+        if gate_off(v):
+            return Display("card", title="G-STEP", lines=((Span(GATE_OFF, "muted"),),), attempt=True,
+                           tooltip="weights = off: the gate is not consulted and never continues")
         p: float | None = d.get("p_continue")
         tau: float | None = d.get("tau")
         decision: str = d.get("decision", v.action)
+        far: dict[str, OutOfRange] | None = d.get("out_of_range")
         gate = (
             Span("p(continue) ", "muted"), Gauge(p, tau, lo=0.001, hi=1.0, log=True, above="warn", below="ok"),
             Span(f" {'n/a' if p is None else f'{p:.3f}'}", "bold"),
             Span(f"  τ {tau:g}" if tau is not None else "", "muted"), Span("  → ", "muted"),
             Span(decision, cls._STYLE.get(decision, "bold")),
         )
-        why = (Span(f"reason: {reason or v.reason}", "muted"),)
-        return Display("card", title="G-STEP", lines=(gate, why), attempt=True,
+        lines: tuple[tuple[Span | Gauge, ...], ...] = (gate, (Span(f"reason: {reason or v.reason}", "muted"),))
+        if far:
+            lines += ((Span(f"⚠ outside the gate's training range: {range_words(far)}", "warn"),),)
+        return Display("card", title="G-STEP", lines=lines, attempt=True, flagged=bool(far),
                        tooltip="p(continue) on a log scale from 0.001 to 1; the marker is tau")
 
     @classmethod
     def metrics(cls, run: RunRecord) -> dict[str, Any]:
-        said: list[Decision | None] = [verdict_data(v, GStepData).get("decision") for v in run.of(cls.name)]
+        """``gate``: the decisions by kind; ``gate_continues``: the continues the gate gave, or
+        GATE_OFF when every submission of the run met a gate that was off."""
+        mine = run.of(cls.name)
+        said = ["gate off" if gate_off(v) else verdict_data(v, GStepData).get("decision") for v in mine]
         decisions = [str(d) for d in said if d]
         gate = {d: decisions.count(d) for d in dict.fromkeys(decisions)}
-        return {"gate": gate, "gate_continues": sum(n for d, n in gate.items() if d in ("continue", "replan"))}
+        continues = sum(n for d, n in gate.items() if d in ("continue", "replan"))
+        off = bool(decisions) and set(decisions) == {"gate off"}
+        return {"gate": gate, "gate_continues": GATE_OFF if off else continues}
 
     @dataclass
     class Settings:
@@ -251,9 +354,17 @@ class GStep(GuardBase):
                                        check=lambda v: v >= 0, allowed="an integer >= 0", tag="paper")
         critic: bool = setting(False, "the +critic variant: prompts ask for the reasoning in words first, "
                                       "then the corrected block (a paper variant, off = plain gate)", tag="paper")
+        force_call: bool = setting(True, "a continue requires one more tool call: an answer given again with no new "
+                                         "executed call gets one prompt that asks for a tool call (off: it "
+                                         "commits at once as no progress, the earlier behaviour)", tag="paper")
+        range_sds: float = setting(4.0, "warn when a numeric input lies more than this many training sds from the "
+                                        "gate's training mean (or differs from a value constant in training): by "
+                                        "Chebyshev at most 1/16 of any distribution lies that far out",
+                                   check=lambda v: v > 0, allowed="a number > 0", tag="default")
         weights: str = setting("auto", "the gate file: 'auto' = the gate shipped for the default model "
-                                       f"({DEFAULT_GATE_MODEL}), 'off' = no gate (always commit), or a path "
-                                       "to an .npz from tuiagent.training.gstep",
+                                       f"({DEFAULT_GATE_MODEL}), 'off' = no gate (never continue; what a "
+                                       "calibration writes when no tau helps), or a path to an .npz from "
+                                       "tuiagent.training.gstep",
                                check=_weights_check, allowed="auto, off or a file path", tag="default")
 
     def __init__(self, settings: Settings | None = None):
@@ -264,6 +375,8 @@ class GStep(GuardBase):
         self._load()
         self.extra_turns = 0  # continues given in this run
         self._at_continue: tuple[int, str] | None = None  # (successful calls, last output) at the last continue
+        self._executed_at_continue = 0  # executed calls at the last continue
+        self._forced = False  # the last continue's force prompt was given
         self._continued: str | None = None  # the answer that continue sent back
         self._last_p: float | None = None
 
@@ -282,31 +395,44 @@ class GStep(GuardBase):
 
     # -- hooks -------------------------------------------------------------------------------------
 
-    def on_answer(self, answer: str, view: RunView) -> Verdict:
+    def on_answer(self, answer: str | None, view: RunView) -> Verdict:
+        """At a final submission: ``answer`` is its \\boxed{} answer, None when it has none."""
         self._load()  # the settings may have changed mid-run
         s = self.settings
-        inp = gate_input_from_view(view)
+        if self.gate is None:
+            return Verdict(COMMIT, reason=GATE_OFF,
+                           data=GStepData(p_continue=None, decision="gate off", reason=GATE_OFF))
+        inp = gate_input_from_view(view, self.gate.budget)
         numeric = numeric_features(inp)
-        p = float(self.gate.p_continue(features(inp))) if self.gate is not None else None
+        x = features(inp)
+        p = float(self.gate.p_continue(x))
         self._last_p = p
         state = self._progress(view)
         data: GStepData = {
-            "p_continue": None if p is None else round(p, 6),
+            "p_continue": round(p, 6),
             "tau": s.tau,
             "extra_turns": self.extra_turns,
             "max_extra_turns": s.max_extra_turns,
             "tool_calls_left": view.tool_calls_left,
+            "budget_frame": self.gate.budget,
             "features": {k: round(v, 4) for k, v in numeric.items() if k in _SUMMARY},
+            "out_of_range": self.gate.outside(x, s.range_sds),
         }
+        executed = sum(c.executed for c in view.calls)
         safety = None
-        if self.gate is None:
-            safety = "the gate is off (weights = off)"
-        elif view.mode != "tool":
+        if view.mode != "tool":
             safety = "no tool in this mode"
         elif view.tools_suspended:
             safety = "tools are suspended (PruneTIR): G-STEP never forces a tool call then"
         elif self._at_continue is not None and state == self._at_continue:
-            safety = "no progress since the last continue (same number and last value of successful outputs)"
+            if s.force_call and not self._forced and executed == self._executed_at_continue \
+                    and view.tool_calls_left > 0:
+                self._forced = True
+                reason = "no tool call since the continue: one more tool-conditioned step is required"
+                data.update({"decision": "force", "reason": reason})
+                return Verdict(CONTINUE, reason=reason, text=force_prompt(s.critic), data=data)
+            safety = ("no progress since the last continue (same number and last value of successful outputs)"
+                      + ("; the forcing prompt was given" if self._forced else ""))
         elif (check := self._agreeing_check(answer, view)) is not None:
             reason = f"an independent check (call {check}) agrees with the earlier answer"
             data.update({"decision": "commit", "reason": reason})
@@ -316,15 +442,15 @@ class GStep(GuardBase):
         elif view.tool_calls_left <= 0:
             safety = "the tool-call budget is used up"
         if safety is not None:
-            data.update({"decision": "commit" if self.gate is None else "safety stop", "reason": safety})
+            data.update({"decision": "safety stop", "reason": safety})
             return Verdict(COMMIT, reason=safety, data=data)
-        assert p is not None  # no gate: a safety stop above
         if p >= s.tau:
             stagnant = numeric["output_stagnation"] == 1.0 and self._repeated(view)
             decision: Decision = "replan" if stagnant else "continue"
             text = replan_prompt(view, s.critic) if stagnant else continue_prompt(view, s.critic)
             self.extra_turns += 1
-            self._at_continue, self._continued = state, answer
+            self._at_continue, self._executed_at_continue, self._forced = state, executed, False
+            self._continued = answer
             reason = f"p(continue) {p:.3f} >= tau {s.tau}" + ("; the outputs stagnate" if stagnant else "")
             data.update({"extra_turns": self.extra_turns, "decision": decision, "reason": reason})
             return Verdict(CONTINUE, reason=reason, text=text, data=data)
@@ -346,11 +472,12 @@ class GStep(GuardBase):
                                               tau=self.settings.tau, extra_turns=self.extra_turns))
         return None
 
-    def _agreeing_check(self, answer: str, view: RunView) -> int | None:
+    def _agreeing_check(self, answer: str | None, view: RunView) -> int | None:
         """After a continue: the call that independently confirmed the answer sent back, or None.
         Confirmed [ours]: the model gives the same answer again, and a successful call made since
         the continue, with code unlike every earlier call's, printed that answer's value last."""
-        if self._at_continue is None or self._continued is None or not _same_answer(answer, self._continued):
+        if self._at_continue is None or answer is None or self._continued is None \
+                or not _same_answer(answer, self._continued):
             return None
         ok = [c for c in view.calls if c.executed and not (c.error or c.timed_out)]
         new = ok[self._at_continue[0]:]

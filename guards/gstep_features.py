@@ -24,9 +24,14 @@ Terms used in the definitions (adapted to a code tool, docs/guards.md#g-step):
   number after ``\frac{a}{b}`` -> a/b and ``$ % \text{..}`` are removed (None when it has none).
   Two values are *equal* when |a-b| <= 1e-6 * max(1, |a|, |b|). For a pred without a number the
   pred features compare normalised strings instead (equality, or containment).
-- *reasoning*: the model's own prose in the working context -- the text of its "model" segments
-  (a code turn's text before its ```python fence, an answering turn's text), joined, fenced
-  blocks removed, cut before the last ``\boxed``.
+- *reasoning*: the model's own prose over the whole trajectory, pruned and resampled turns
+  included (the gate was trained on unpruned runs, so it reads the same text whatever a pruning
+  guard removed from the working context): each turn's text before the ```python fence of the
+  block it asked to run (an answering turn: all of it), joined, fenced blocks removed, cut before
+  the last ``\boxed``.
+- *budget frame*: ``budget_remaining`` counts against the tool budget the gate was *trained* at
+  (the gate file's ``max_tool_calls``), not the run's, so a guard that raises the run's budget
+  (PruneTIR: 4 -> 9) does not move the gate's input out of the range it was trained on [ours].
 - *candidate final text*: the text of the turn that gives the answer.
 - *normalised code*: the block's Python tokens without comments, joined by single spaces
   (falls back to stripped, non-empty, whitespace-collapsed lines when it does not tokenize).
@@ -44,7 +49,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from tuiagent.protocol import RunView
+from tuiagent.parsing import final_answer, last_closed_block
+from tuiagent.protocol import RunPiece, RunView
 
 N_NUMERIC, N_FINAL_BINS, N_OUTPUT_BINS = 24, 64, 32
 N_FEATURES = N_NUMERIC + N_FINAL_BINS + N_OUTPUT_BINS  # 120
@@ -83,8 +89,9 @@ DEFINITIONS = {
     "turn_index": "1-based index of the turn that gives this answer (RunView.turn)",
     "successful_calls": "number of executed calls without error",
     "error_count": "number of executed calls with an exception or a timeout",
-    "budget_remaining": "tool calls left: max_tool_calls - executed calls, floored at 0 (blocks not run -- the "
-                        "budget note, a guard's skip, a declined block -- use none of it, as in the loop)",
+    "budget_remaining": "tool calls left in the gate's frame: B - executed calls, floored at 0, B = the tool budget "
+                        "the gate was trained at (not the run's; blocks not run -- the budget note, a guard's skip, "
+                        "a declined block -- use none of it, as in the loop)",
     "last_two_output_diff": "log1p(|a-b|), a and b the values of the last two successful outputs that have a "
                             "number; 0 with fewer than two",
     "output_stagnation": "1 if the last two successful outputs are equal (normalised); else 0",
@@ -130,7 +137,8 @@ class GateInput:
     """The state of a run at an answer attempt, as far as the gate needs it.
 
     ``calls``: executed calls, in order, as (code, shown output, error = exception or timeout).
-    ``budget``: tool calls left. ``reasoning`` and ``final_text``: see the module docstring.
+    ``budget``: tool calls left in the gate's budget frame. ``reasoning`` and ``final_text``: see
+    the module docstring.
     """
 
     turn_index: int
@@ -143,25 +151,42 @@ class GateInput:
 # -- building GateInput ---------------------------------------------------------------------------
 
 
-def reasoning_text(prose: Sequence[str]) -> str:
-    r"""The reasoning from the model's prose pieces: joined by newlines, fenced blocks removed, cut before the last \boxed."""
-    text = _FENCED.sub(" ", "\n".join(prose))
+def reasoning_text(turns: Sequence[tuple[str, int | None]]) -> str:
+    r"""The reasoning from the turns of a run, each as (text, where the code block it asked to run
+    starts, or None): the prose before each such block (an answering turn: all of it), non-empty
+    pieces joined by newlines, fenced blocks removed, cut before the last \boxed."""
+    prose = [text[:start] if start is not None else text for text, start in turns]
+    text = _FENCED.sub(" ", "\n".join(p for p in prose if p))
     cut = text.rfind("\\boxed")
     return text[:cut] if cut >= 0 else text
 
 
+def turns_of(pieces: Sequence[RunPiece]) -> list[tuple[str, int | None]]:
+    """The turns of a recorded run (``RunView.trajectory``) as :func:`reasoning_text` takes them: a
+    turn followed by a code piece asked to run its last closed block (the loop's own rule)."""
+    out = []
+    for i, piece in enumerate(pieces):
+        if piece.kind != "turn":
+            continue
+        asked = i + 1 < len(pieces) and pieces[i + 1].kind == "code"
+        block = last_closed_block(piece.text) if asked else None
+        out.append((piece.text, block.start if block is not None else None))
+    return out
+
+
 def budget_remaining(max_tool_calls: int, executed_calls: int) -> int:
-    """Tool calls the budget still allows: only executed calls use it up, as the loop counts them
-    (``RunView.tool_calls_left``). The guard (online) and the trainer (offline) both count with this."""
+    """Tool calls a budget of ``max_tool_calls`` still allows: only executed calls use it up, as the
+    loop counts them (``RunView.tool_calls_left``). The guard (online) and the trainer (offline)
+    both count with this."""
     return max(0, int(max_tool_calls) - int(executed_calls))
 
 
-def gate_input_from_view(view: RunView) -> GateInput:
-    """Online: the loop's view at ``on_answer`` (the answering turn is already a "model" segment)."""
+def gate_input_from_view(view: RunView, trained_budget: int) -> GateInput:
+    """Online: the loop's view at ``on_answer``: the calls and the whole trajectory (the answering
+    turn included), the budget counted in the frame of ``trained_budget``."""
     calls = tuple((c.code, c.output, bool(c.error or c.timed_out)) for c in view.calls if c.executed)
-    prose = [s.text for s in view.segments if getattr(s, "kind", None) == "model"]
-    return GateInput(turn_index=int(view.turn), calls=calls, reasoning=reasoning_text(prose),
-                     final_text=view.turn_text, budget=budget_remaining(view.max_tool_calls, len(calls)))
+    return GateInput(turn_index=int(view.turn), calls=calls, reasoning=reasoning_text(turns_of(view.trajectory)),
+                     final_text=view.turn_text, budget=budget_remaining(trained_budget, len(calls)))
 
 
 # -- helpers ---------------------------------------------------------------------------------------
@@ -195,8 +220,6 @@ def norm_text(text: str) -> str:
 
 
 def boxed(text: str) -> str | None:
-    from tuiagent.parsing import final_answer
-
     return final_answer(text or "")
 
 

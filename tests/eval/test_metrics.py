@@ -78,7 +78,7 @@ async def test_necessity_tim_and_gate(tmp_path, canned_kernel):
     assert (record["necessity_flags"], record["necessity_skipped"], record["unnecessary_calls"]) == (2, 0, 2)
     assert record["tim_flag"] is True and record["tim_guard_flag"] is True
     assert record["tim_categories"] == ["numerical/empirical checking"]
-    assert record["gate"] == {"commit": 1} and record["gate_continues"] == 0
+    assert record["gate"] == {"gate off": 1} and record["gate_continues"] == "gate off (calibration: never continue)"
 
 
 async def test_tim_monitor_without_the_guard_flags_a_copied_answer(tmp_path, canned_kernel):

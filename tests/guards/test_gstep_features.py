@@ -161,18 +161,19 @@ def test_helpers():
     assert empty[:24].tolist() == [1, 0, 0, 4] + [0] * 20
 
 
-async def test_online_and_offline_inputs_are_the_same(write_script, canned_kernel, tmp_path, monkeypatch):
+async def test_online_and_offline_inputs_are_the_same(write_script, canned_kernel, monkeypatch, constant_gate):
     """The guard's features (from the RunView) equal the trainer's (from the compact record) on a real loop run."""
     captured = []
     original = gstep_module.gate_input_from_view
-    monkeypatch.setattr(gstep_module, "gate_input_from_view", lambda v: captured.append(original(v)) or captured[-1])
+    monkeypatch.setattr(gstep_module, "gate_input_from_view",
+                        lambda v, budget: captured.append(original(v, budget)) or captured[-1])
     for turns, calls in ((A_TURNS, A_CALLS), (B_TURNS, B_CALLS)):
         script = write_script(*[t["text"] + ("\n```output\n" if t["stop"] == "stop" else "") for t in turns])
         results = [CellResult(outputs=(Output("error", c[1]),), error=True) if c[2]
                    else CellResult(outputs=(Output("stdout", c[1] + "\n"),)) for c in calls if c[3]]
         captured.clear()
         agent = Agent(ScriptedBackend(load_script(script)), canned_kernel(results),
-                      guards=GuardChain({"gstep": {"weights": "off"}}, {"gstep"}), settings=RunSettings())
+                      guards=GuardChain({"gstep": {"weights": constant_gate(0.01)}}, {"gstep"}), settings=RunSettings())
         events = [e async for e in agent.stream("q", gold="72")]
         offline = gate_input_from_record(record_from_events(0, "q", "72", "m", events, events))
         assert len(captured) == 1
@@ -181,12 +182,14 @@ async def test_online_and_offline_inputs_are_the_same(write_script, canned_kerne
         assert features(offline)[:24].tolist() == features(gate_input_from_record(record(turns, calls)))[:24].tolist()
 
 
-async def test_blocks_not_run_use_none_of_the_budget_online_and_offline(write_script, canned_kernel, monkeypatch):
+async def test_blocks_not_run_use_none_of_the_budget_online_and_offline(write_script, canned_kernel, monkeypatch,
+                                                                       constant_gate):
     """A declined block and a guard's skip are not calls: budget_remaining counts executed calls only,
     the same way in the guard and in the trainer (which reads the loop's compact record)."""
     captured = []
     original = gstep_module.gate_input_from_view
-    monkeypatch.setattr(gstep_module, "gate_input_from_view", lambda v: captured.append(original(v)) or captured[-1])
+    monkeypatch.setattr(gstep_module, "gate_input_from_view",
+                        lambda v, budget: captured.append(original(v, budget)) or captured[-1])
     script = write_script("Try.\n```python\nprint(1)\n```\n```output\n",
                           "Again.\n```python\nprint(math.factorial(12))\n```\n```output\n",
                           "Now.\n```python\nprint(math.factorial(12) // 2)\n```\n```output\n", "So \\boxed{42}")
@@ -195,7 +198,9 @@ async def test_blocks_not_run_use_none_of_the_budget_online_and_offline(write_sc
     async def approve(code: str) -> bool:
         return next(answers)
 
-    chain = GuardChain({"gstep": {"weights": "off"}, "necessity": {"mode": "enforce"}}, {"gstep", "necessity"})
+    # a gate trained at the run's budget of 2: its frame is the record's
+    chain = GuardChain({"gstep": {"weights": constant_gate(0.01, budget=2)}, "necessity": {"mode": "enforce"}},
+                       {"gstep", "necessity"})
     agent = Agent(ScriptedBackend(load_script(script)), canned_kernel([CellResult(outputs=(Output("stdout", "42\n"),))]),
                   guards=chain, settings=RunSettings(max_tool_calls=2), approve=approve)
     events = [e async for e in agent.stream("q", gold="42")]

@@ -94,7 +94,8 @@ async def test_a_heldout_question_gets_a_run_that_continues_at_every_answer(tmp_
         "5 plus 5 is \\boxed{10}",  # CoT
         code, "So it is \\boxed{11}",  # tool mode: a wrong answer
         code, "So it is \\boxed{11}",  # the continue run: the same, then G-STEP sends it back ...
-        "Checked again: \\boxed{10}",  # ... and the answer changes without a new call: no progress, commit
+        "Checked again: \\boxed{10}",  # ... and the answer changes without a new call: the forcing prompt ...
+        "Still \\boxed{10}",  # ... and again without a call: no progress, commit
         {"text": '{"tool_necessary": true}', "logprob": -0.1})  # the judge on the tool run's block
     n = await collect("scripted", data, 5, 1, records, script=script, log=lambda m: None)
     (record,) = load_records(records)

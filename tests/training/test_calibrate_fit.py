@@ -88,3 +88,27 @@ def test_fit_all_writes_a_calibration_file_that_loads(tmp_path, synthetic_record
     assert presets["recommended"].guards == ("necessity", "tim")
     report = (tmp_path / "m.md").read_text()
     assert "No separation" in report and "Learning curve" in report and "never continue" in report
+
+
+def test_tau_is_chosen_on_validation_questions_and_reported_on_test_ones(tmp_path, synthetic_records):
+    """Continues that fix every test question but break a validation one: were the test questions
+    part of the choice, a tau would be chosen; it is not, and the test rows show what it missed."""
+    records = synthetic_records()
+    for r in records:
+        if cal.is_heldout(r["qid"]):
+            test = cal.tau_part(r["qid"]) == "test"
+            r["tool"]["correct"], r["continue"]["correct"] = (False, True) if test else (True, r["qid"] != 5)
+    assert [cal.tau_part(q) for q in (0, 5, 10, 15)] == ["test", "validation", "test", "validation"]
+    res = cal.fit_all(records, model="m", curve=False)
+    g = res.gstep
+    assert (g.validation_samples, g.test_samples) == (6, 6)
+    assert g.choice is not None and g.choice.tau is None  # the validation questions: continues only break
+    assert all(row["continues"] <= 6 for row in g.choice.table)  # chosen over the 6 validation questions only
+    assert g.validation["always"]["broken"] == 1 and g.test["always"]["fixed"] == 6 and "chosen" not in g.test
+    assert "gstep" not in res.recommended
+    meta = {"model": "m", "date": "2026-12-01", "data": "d.jsonl", "questions": "0-59 (60 questions)",
+            "train_questions": 48, "heldout_questions": 12, "command": "tuiagent calibrate m"}
+    cal.write(res, tmp_path, meta, "tuiagent calibrate m")
+    report = (tmp_path / "m.md").read_text()
+    assert "**validation** (6 samples" in report and "**test** (6 samples" in report
+    assert "| test | 0 (always) | 6 | 6 | 0 |" in report and "6 validation, where G-STEP's tau is chosen" in report

@@ -145,13 +145,17 @@ def test_numpy_gate_equals_sklearn(tmp_path):
     expected = mlp.predict_proba(scaler.transform(x))[:, 1]
     np.testing.assert_allclose(Gate.from_sklearn(scaler, mlp).p_continue(x), expected, rtol=0, atol=1e-6)
     path = tmp_path / "gate.npz"
-    gt.export_gate(scaler, mlp, path, {"model": "m"})
+    with pytest.raises(ValueError, match="max_tool_calls"):  # a gate names the budget it was trained at
+        gt.export_gate(scaler, mlp, path, {"model": "m"})
+    gt.export_gate(scaler, mlp, path, {"model": "m", "max_tool_calls": 6})
     with np.load(path, allow_pickle=False) as data:  # plain arrays only
-        assert {"mean", "scale", "W0", "b0", "W1", "b1", "W2", "b2", "meta"} <= set(data.files)
+        assert {"mean", "scale", "train_sd", "W0", "b0", "W1", "b1", "W2", "b2", "meta"} <= set(data.files)
         assert all(data[k].dtype != object for k in data.files)
     loaded = Gate.from_file(path)
     np.testing.assert_allclose(loaded.p_continue(x), expected, rtol=0, atol=1e-6)
     assert loaded.meta["model"] == "m" and len(loaded.meta["feature_names"]) == N_FEATURES
+    assert loaded.budget == 6 and loaded.train_sd is not None
+    np.testing.assert_allclose(loaded.train_sd, x.std(axis=0), rtol=1e-9)
     # one row at a time (the guard's path) gives the same numbers
     assert float(loaded.p_continue(x[3])) == pytest.approx(expected[3], abs=1e-6)
 

@@ -443,17 +443,20 @@ class _Run:
         if stop_reason == "length":  # the run's token budget, or one turn's own limit with budget left
             reason = "token_budget" if self.generated >= self.settings.max_tokens else "turn_length"
             raise _Finish(reason, answer if answer is not None else self.last_attempt)
-        if answer is None:
-            raise _Finish("no_answer", self.last_attempt)
-        self.answer_attempts += 1
+        # a final submission: a text without a tool call, boxed or not (G-STEP's paper consults its
+        # gate at any); ``answer`` is None when it has no \boxed{}
+        self.answer_attempts += answer is not None
         verdicts = await self._consult("on_answer", answer, answer=answer)
         if any(v.action == CONTINUE for v in verdicts):
-            self.last_attempt = answer
-            self.emit(AnswerAttempt(turn=self.turn, answer=answer, final=False))
+            if answer is not None:
+                self.last_attempt = answer
+                self.emit(AnswerAttempt(turn=self.turn, answer=answer, final=False))
             self._apply(verdicts)
             for event in self._drain():
                 yield event
             return
+        if answer is None:
+            raise _Finish("no_answer", self.last_attempt)
         raise _Finish("answer", answer)
 
     async def _call_tool(self, code: str) -> AsyncIterator[Event]:

@@ -102,7 +102,7 @@ def setting_row(records: list[dict[str, Any]], base: list[dict[str, Any]] | None
         values = [_mean_value(r, key) for r in records if isinstance(r.get(key), (int, float))]
         row[key] = _round(sum(values) / len(values), 2) if values else None
     for key in totals():
-        row[key] = int(sum(bool(r.get(key)) if key == "tim_flag" else (r.get(key) or 0) for r in records))
+        row[key] = total(records, key)
     if base is not None:
         base_units = _per_unit(base)
         common = sorted(set(units) & set(base_units))
@@ -113,6 +113,15 @@ def setting_row(records: list[dict[str, Any]], base: list[dict[str, Any]] | None
         row.update({"delta": _round(diff), "delta_ci": [_round(dlo), _round(dhi)], "paired_problems": len(common),
                     "mcnemar_b": b, "mcnemar_c": c, "p_mcnemar": _round(mcnemar_exact(b, c))})
     return row
+
+
+def total(records: list[dict[str, Any]], key: str) -> int | str:
+    """A guard number summed over runs. A guard may give a state in words instead of a count (G-STEP:
+    "gate off ..."): the setting shows those words when its runs give that one state and no count."""
+    states = {r[key] for r in records if isinstance(r.get(key), str)}
+    count = int(sum(bool(r.get(key)) if key == "tim_flag" else (r.get(key) or 0)
+                    for r in records if not isinstance(r.get(key), str)))
+    return states.pop() if len(states) == 1 and not count else count
 
 
 def tool_bins(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:

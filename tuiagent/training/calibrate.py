@@ -4,6 +4,8 @@ training questions, report them on held-out ones, and write the model's calibrat
 The collection is ``calibrate_collect`` (records v2; ``--n 0`` fits what is there), the fits are
 ``calibrate_fit`` (ATTC and necessity thresholds by AUROC with bootstrap intervals, the G-STEP gate
 and its tau by the measured effect of a continue, a learning curve, the model's ``recommended``).
+G-STEP's ``tau`` is chosen on the validation half of the held-out questions and reported on the
+test half, which takes part in no choice (docs/calibration.md).
 Output: ``<out-dir>/<model>.toml`` (values tagged [calibration]), ``<model>.md`` (the report) and,
 when the gate is used, ``<model>-gstep.npz``; name the TOML from models.toml as ``calibration``.
 The command, each fit's rule and what it found for the default model: docs/calibration.md.
@@ -22,7 +24,7 @@ from typing import Any
 
 import numpy as np
 
-from tuiagent.training.calibrate_collect import RECORD_VERSION, collect, is_heldout
+from tuiagent.training.calibrate_collect import HELDOUT_EVERY, RECORD_VERSION, collect, is_heldout
 from tuiagent.training.calibrate_fit import (
     RARE,
     TOKEN_COST,
@@ -38,8 +40,8 @@ from tuiagent.training.calibrate_fit import (
 from tuiagent.training.gstep import load_records
 
 FLAG_ONLY = ("necessity", "tim")  # guards that annotate only: a run generates what `none` generates
-GSTEP_MARGIN = 3  # [ours] fixed - broken on held-out questions for G-STEP to count as helping (tau is
-# chosen on those same questions, so a smaller margin is within noise)
+GSTEP_MARGIN = 3  # [ours] fixed - broken on the validation questions for G-STEP to count as helping (tau
+# is chosen on those same questions, so a smaller margin is within noise)
 CURVE_REPEATS = 5  # [ours] random training subsets per learning-curve point
 MIN_GATE_SAMPLES = 20  # [ours] early stopping holds out 10%, which needs a few samples of each label
 
@@ -106,18 +108,30 @@ def heldout_separation(fit: Separation, scores: np.ndarray, positive: np.ndarray
         balanced_accuracy=balanced_accuracy(acts, positive))
 
 
+def tau_part(qid: int) -> str:
+    """Which half of the held-out questions a question id is in [ours]: "validation" (tau is chosen
+    there) for every other held-out id (id / HELDOUT_EVERY odd), else "test" (only reported)."""
+    return "validation" if (qid // HELDOUT_EVERY) % 2 else "test"
+
+
 @dataclass
 class GateResult:
     trained: bool
     why: str = ""
     train_samples: int = 0
-    heldout_samples: int = 0
-    heldout_auroc: float = float("nan")
-    accuracy_05: float = float("nan")
+    budget: int = 0  # the tool budget of the training runs: the gate's budget frame
+    validation_samples: int = 0
+    test_samples: int = 0
+    test_auroc: float = float("nan")
+    accuracy_05: float = float("nan")  # on the test samples
     majority: float = float("nan")
-    choice: TauChoice | None = None
-    always: dict[str, float] = field(default_factory=dict)  # the net effect of continuing on every answer
+    choice: TauChoice | None = None  # on the validation questions
+    validation: dict[str, dict[str, float]] = field(default_factory=dict)  # "always", "paper" (0.05), "chosen"
+    test: dict[str, dict[str, float]] = field(default_factory=dict)  # the same taus on the test questions
     gate: Any = None  # (scaler, mlp) when trained
+
+
+PAPER_TAU = 0.05  # [paper] G-STEP's tau, shown beside the chosen one
 
 
 def gate_data(records: Sequence[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict]]:
@@ -132,28 +146,39 @@ def gate_data(records: Sequence[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarr
 
 def fit_gstep(train: Sequence[dict], heldout: Sequence[dict], *, token_cost: float = TOKEN_COST,
               seed: int = 0) -> GateResult:
-    """The gate on the training questions, tau on the held-out ones (by the measured continues)."""
+    """The gate on the training questions, tau on the validation held-out questions (by the measured
+    continues), both reported on the test held-out questions."""
     from guards.gstep import Gate
-    from tuiagent.training.gstep import fit_gate
+    from tuiagent.training.gstep import fit_gate, train_budget
 
+    budget = train_budget(train)
     x, y, w, _ = gate_data(train)
     if len(y) < MIN_GATE_SAMPLES or min(int(y.sum()), int((y == 0).sum())) < 2:
         return GateResult(False, f"too few training samples ({len(y)}, continue {int(y.sum())})", train_samples=len(y))
     measured = [r for r in heldout if "continue" in r]
     hx, hy, _, hinfo = gate_data(measured)
-    if not len(hy):
-        return GateResult(False, "no held-out question with a measured continue", train_samples=len(y))
+    part = np.array([tau_part(int(i["qid"])) for i in hinfo])
+    val, test = part == "validation", part == "test"
+    if not val.any() or not test.any():
+        return GateResult(False, "no held-out question with a measured continue in "
+                          f"{'validation' if not val.any() else 'test'}", train_samples=len(y))
     scaler, mlp = fit_gate(x, y, w, seed=seed)
     p = Gate.from_sklearn(scaler, mlp).p_continue(hx)
     by_qid = {r["qid"]: r for r in measured}
     rows = [by_qid[i["qid"]] for i in hinfo]
     delta = np.array([int(bool(r["continue"]["correct"])) - int(bool(r["tool"]["correct"])) for r in rows])
     extra = np.array([max(0, r["continue"]["generated_tokens"] - r["tool"]["generated_tokens"]) for r in rows])
-    choice = choose_tau(p, delta, extra, token_cost=token_cost)
-    return GateResult(True, train_samples=len(y), heldout_samples=len(hy), heldout_auroc=auroc(p, hy.astype(bool)),
-                      accuracy_05=float(((p >= 0.5).astype(int) == hy).mean()),
-                      majority=float(max(hy.mean(), 1 - hy.mean())), choice=choice,
-                      always=net_effect(p, delta, extra, 0.0, token_cost), gate=(scaler, mlp))
+    choice = choose_tau(p[val], delta[val], extra[val], token_cost=token_cost)
+
+    def at(mask: np.ndarray) -> dict[str, dict[str, float]]:
+        taus = {"always": 0.0, "paper": PAPER_TAU, **({"chosen": choice.tau} if choice.tau is not None else {})}
+        return {k: net_effect(p[mask], delta[mask], extra[mask], t, token_cost) for k, t in taus.items()}
+
+    return GateResult(True, train_samples=len(y), budget=budget, validation_samples=int(val.sum()), test_samples=int(test.sum()),
+                      test_auroc=auroc(p[test], hy[test].astype(bool)),
+                      accuracy_05=float(((p[test] >= 0.5).astype(int) == hy[test]).mean()),
+                      majority=float(max(hy[test].mean(), 1 - hy[test].mean())), choice=choice,
+                      validation=at(val), test=at(test), gate=(scaler, mlp))
 
 
 def _sizes(n: int) -> list[int]:
@@ -255,16 +280,18 @@ def fit_all(v2: Sequence[dict], v1: Sequence[dict] = (), *, model: str, seed: in
     }
     c = gate.choice
     if c is not None and c.tau is not None:
-        row = next(r for r in c.table if r["tau"] == c.tau)
+        row, tested = gate.validation["chosen"], gate.test["chosen"]
+        on_test = (f"; on the {gate.test_samples} test questions it fixed {tested['fixed']} and broke "
+                   f"{tested['broken']}")
         if row["fixed"] - row["broken"] >= GSTEP_MARGIN:
             recommended.insert(0, "gstep")
             reasons["gstep"] = (f"at tau {c.tau:.3g} continues fixed {row['fixed']} and broke {row['broken']} "
-                                "held-out questions")
+                                f"validation questions{on_test}")
         else:
-            reasons["gstep"] = (f"its best tau gains {row['fixed'] - row['broken']} held-out question(s), under the "
-                                f"margin of {GSTEP_MARGIN} that tau chosen on the same questions needs")
+            reasons["gstep"] = (f"its best tau gains {row['fixed'] - row['broken']} validation question(s), under "
+                                f"the margin of {GSTEP_MARGIN} that tau chosen on the same questions needs{on_test}")
     else:
-        reasons["gstep"] = "no tau helps on held-out questions: never continue" if gate.trained else gate.why
+        reasons["gstep"] = "no tau helps on the validation questions: never continue" if gate.trained else gate.why
     return Result(model, split, attc, attc_h, nec, nec_h, gate,
                   learning_curve(split, seed=seed) if curve else [], recommended, reasons)
 
@@ -302,11 +329,12 @@ def render_toml(res: Result, meta: dict[str, Any], gate_file: str | None) -> str
     if g.trained and g.choice is not None:
         lines.append("[guards.gstep]")
         if g.choice.tau is None or gate_file is None:
-            lines.append('weights = "off"  # [calibration] no tau had a positive net effect on held-out questions: '
-                         "never continue")
+            lines.append('weights = "off"  # [calibration] no tau had a positive net effect on the validation '
+                         "questions: never continue")
         else:
             lines += [f'weights = "{gate_file}"  # [calibration] the gate fitted on the training questions',
-                      f"tau = {g.choice.tau:.4f}  # [calibration] best net effect of a continue on held-out questions"]
+                      f"tau = {g.choice.tau:.4f}  # [calibration] best net effect of a continue on the validation "
+                      "questions (reported on the test questions in the report)"]
         lines.append("")
     lines += [
         "[presets.recommended]",
@@ -348,9 +376,11 @@ def render_report(res: Result, meta: dict[str, Any], command: str) -> str:
         "",
         f"- {meta['data']}, question ids {meta['questions']}; greedy, guards off, default budgets; per question a "
         "tool-mode run and a chain-of-thought run; held-out questions (every fifth id) also a run with G-STEP "
-        "continuing at every answer attempt.",
+        "continuing at every answer attempt (as G-STEP continued when that run was collected).",
         f"- training: {len(s.train)} questions ({len(v2_train)} collected here, {s.reused} reused v1 records that "
-        f"serve the G-STEP gate only); held-out: {len(s.heldout)} questions, never fitted on.",
+        f"serve the G-STEP gate only); held-out: {len(s.heldout)} questions, never fitted on "
+        f"({sum(tau_part(r['qid']) == 'validation' for r in s.heldout)} validation, where G-STEP's tau is chosen; "
+        f"{sum(tau_part(r['qid']) == 'test' for r in s.heldout)} test, in no choice).",
         f"- tool mode right: train {acc(v2_train, 'tool')}, held-out {acc(s.heldout, 'tool')}; CoT right: train "
         f"{acc(v2_train, 'cot')}, held-out {acc(s.heldout, 'cot')}.",
         f"- collection cost on this machine: {cost(v2_train)} s per training question (CoT + tool runs, judge), "
@@ -413,22 +443,26 @@ def render_report(res: Result, meta: dict[str, Any], command: str) -> str:
         c = g.choice
         lines += [
             f"Gate trained on {g.train_samples} training samples (tool runs that ended at an answer), labels "
-            f"[paper Table 11]. On {g.heldout_samples} held-out samples: AUROC {_f(g.heldout_auroc)}, accuracy at "
-            f"p >= 0.5 {_f(g.accuracy_05)} (majority class {_f(g.majority)}).",
+            f"[paper Table 11]. The held-out questions with a measured continue are split in two [ours]: "
+            f"**validation** ({g.validation_samples} samples; every other held-out id, id/{HELDOUT_EVERY} odd), where "
+            f"tau and the preset are chosen, and **test** ({g.test_samples} samples; id/{HELDOUT_EVERY} even), which "
+            f"takes part in no choice and is only reported. On the test samples: AUROC {_f(g.test_auroc)}, accuracy "
+            f"at p >= 0.5 {_f(g.accuracy_05)} (majority class {_f(g.majority)}).",
             "",
-            f"Net effect of a continue on held-out questions, measured (token cost {TOKEN_COST:g} per token):",
+            f"Net effect of a continue, measured (token cost {TOKEN_COST:g} per token):",
             "",
-            "| tau | continues | wrong->right | right->wrong | extra tokens | net |",
-            "|---|---|---|---|---|---|",
+            "| questions | tau | continues | wrong->right | right->wrong | extra tokens | net |",
+            "|---|---|---|---|---|---|---|",
         ]
-        shown = [r for r in c.table if r["tau"] in (0.05, c.tau)] or c.table[:1]
-        for r in [g.always, *shown]:
-            label = "0 (always)" if r is g.always else f"{r['tau']:.4g}"
-            lines.append(f"| {label} | {r['continues']} | {r['fixed']} | {r['broken']} | {r['tokens']:.0f} | "
-                         f"{r['net']:+.2f} |")
-        lines += ["", (f"Chosen tau {c.tau:.4g} (net {c.net:+.2f}); chosen on these same questions, so optimistic."
-                       if c.tau is not None else "No tau has a positive net effect: **never continue** (weights off)."),
-                  ""]
+        for name, table in (("validation", g.validation), ("test", g.test)):
+            for key, r in table.items():
+                label = {"always": "0 (always)", "paper": f"{PAPER_TAU:g} (paper)"}.get(key, f"{r['tau']:.4g} (chosen)")
+                lines.append(f"| {name} | {label} | {r['continues']} | {r['fixed']} | {r['broken']} | "
+                             f"{r['tokens']:.0f} | {r['net']:+.2f} |")
+        lines += ["", (f"Chosen tau {c.tau:.4g} (validation net {c.net:+.2f}); its test row is the estimate that "
+                       "no choice has seen." if c.tau is not None else
+                       "No tau has a positive net effect on the validation questions: **never continue** (weights "
+                       "off)."), ""]
     lines += ["## Learning curve (held-out metrics against training questions; mean of random subsets)", "",
               "ATTC and necessity, over the questions collected here (they alone have per-block data):", "",
               "| training questions | ATTC balanced accuracy | ATTC rethink rate | necessity balanced accuracy |",
@@ -458,7 +492,8 @@ def write(res: Result, out_dir: Path, meta: dict[str, Any], command: str) -> Pat
     if g.trained and g.choice is not None and g.choice.tau is not None:
         gate_file = f"{res.model}-gstep.npz"
         export_gate(*g.gate, out_dir / gate_file, {"model": res.model, "created": meta["date"],
-                                                   "train_samples": g.train_samples, "tau": g.choice.tau})
+                                                   "train_samples": g.train_samples, "tau": g.choice.tau,
+                                                   "max_tool_calls": g.budget})
     meta = {**meta, "report": f"{res.model}.md"}
     (out_dir / f"{res.model}.md").write_text(render_report(res, meta, command), encoding="utf-8")
     path = out_dir / f"{res.model}.toml"

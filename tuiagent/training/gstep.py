@@ -30,8 +30,8 @@ from typing import Any
 import numpy as np
 
 from guards.gstep_features import GateInput, budget_remaining, reasoning_text
-from tuiagent.core.context import split_turn
 from tuiagent.parsing import tool_block_start
+from tuiagent.protocol import RunSettings
 
 RECORD_VERSION = 1
 
@@ -44,18 +44,33 @@ STRONG, MEDIUM, WEAK, COT_FIXABLE_BONUS = 3, 2, 1, 1
 def gate_input_from_record(record: dict) -> GateInput:
     """Offline: a collection record's tool run at its final answer attempt (see :func:`record_from_events`).
 
-    The turns are split into segments with the loop's own ``split_turn``/``tool_block_start``, so
-    the prose is exactly what the working context held (nothing is pruned with guards off)."""
+    Each turn's code block is found with the loop's own ``tool_block_start``; the budget is counted
+    in the frame of the record's own tool budget (:func:`train_budget`: one budget for a whole
+    training set, the one the gate is then trained at)."""
     tool = record["tool"] if "tool" in record else record
     turns = tool["turns"]
-    prose = []
-    for i, turn in enumerate(turns, start=1):
-        start = tool_block_start(turn["text"], turn["stop"], "tool")
-        prose += [s.text for s in split_turn(turn["text"], i, start, 0) if s.kind == "model"]
+    starts = [(t["text"], tool_block_start(t["text"], t["stop"], "tool")) for t in turns]
     calls = tuple((c[0], c[1], bool(c[2])) for c in tool["calls"] if c[3])
-    budget = budget_remaining(int(tool.get("max_tool_calls", 4)), len(calls))
-    return GateInput(turn_index=len(turns), calls=calls, reasoning=reasoning_text(prose),
+    budget = budget_remaining(record_budget(record), len(calls))
+    return GateInput(turn_index=len(turns), calls=calls, reasoning=reasoning_text(starts),
                      final_text=tool.get("final_text", turns[-1]["text"] if turns else ""), budget=budget)
+
+
+def record_budget(record: dict) -> int:
+    """The tool budget a record's tool run had (records before the field: the loop's default)."""
+    tool = record["tool"] if "tool" in record else record
+    return int(tool.get("max_tool_calls", RunSettings().max_tool_calls))
+
+
+def train_budget(records: Iterable[dict]) -> int:
+    """The one tool budget of a set of training records: the gate's budget frame (``budget_remaining``
+    counts against it online whatever budget a run has). Records of several budgets cannot share
+    one frame and are refused."""
+    budgets = sorted({record_budget(r) for r in records})
+    if len(budgets) != 1:
+        raise ValueError(f"the records were collected with tool budgets {budgets}: a gate is trained at one budget, "
+                         "collect with one max_tool_calls")
+    return budgets[0]
 
 
 def label(record: dict) -> tuple[int, float, str]:
@@ -205,7 +220,6 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
                   models_file: Path | None = None, script: Path | None = None, threads: int | None = None,
                   log: Any = print) -> int:
     """Run the questions not yet in ``records``; returns how many records were appended."""
-    from tuiagent.protocol import RunSettings
     from tuiagent.runner import RunRequest, open_model, raise_if_kernel_failed, resolve_spec, run_problem
 
     base = RunRequest(problem="", model=model, models_file=models_file, script=script)
@@ -334,17 +348,24 @@ def fit_gate(x: np.ndarray, y: np.ndarray, w: np.ndarray, *, seed: int = 0) -> t
 
 def export_gate(scaler: Any, mlp: Any, path: Path, meta: dict) -> None:
     """Write the gate as plain arrays (np.savez; loaded with allow_pickle=False): ``mean``, ``scale``,
-    ``W0, b0, W1, b1, W2, b2`` (hidden ReLU layers, logistic output = P(continue)) and ``meta``,
-    a JSON string (feature names, model id, training summary)."""
+    ``train_sd`` (each feature's standard deviation over the training rows, 0 where it was constant:
+    ``scale`` is 1 there, so the range check needs this), ``W0, b0, W1, b1, W2, b2`` (hidden ReLU
+    layers, logistic output = P(continue)) and ``meta``, a JSON string (feature names, model id,
+    training summary, and ``max_tool_calls``, which ``meta`` must give: the tool budget of the
+    training runs, the gate's budget frame). Format v2 = v1 plus ``train_sd`` and ``max_tool_calls``."""
     from guards.gstep_features import FEATURE_NAMES
 
     if list(mlp.classes_) != [COMMIT_LABEL, CONTINUE_LABEL]:
         raise ValueError(f"the gate needs both classes in training, got {list(mlp.classes_)}")
-    arrays = {"mean": np.asarray(scaler.mean_, dtype=np.float64), "scale": np.asarray(scaler.scale_, dtype=np.float64)}
+    if not isinstance(meta.get("max_tool_calls"), int):
+        raise ValueError("a gate's meta names the tool budget it was trained at (max_tool_calls)")
+    arrays = {"mean": np.asarray(scaler.mean_, dtype=np.float64), "scale": np.asarray(scaler.scale_, dtype=np.float64),
+              "train_sd": np.sqrt(np.asarray(scaler.var_, dtype=np.float64))}
     for i, (coef, intercept) in enumerate(zip(mlp.coefs_, mlp.intercepts_)):
         arrays[f"W{i}"] = np.asarray(coef, dtype=np.float64)
         arrays[f"b{i}"] = np.asarray(intercept, dtype=np.float64)
-    meta = {**meta, "feature_names": FEATURE_NAMES, "n_layers": len(mlp.coefs_), "format": "gstep-gate-v1"}
+    meta = {**meta, "feature_names": FEATURE_NAMES, "n_layers": len(mlp.coefs_),
+            "format": "gstep-gate-v2"}
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as f:
         np.savez(f, meta=np.array(json.dumps(meta)), **arrays)
@@ -427,6 +448,7 @@ def train(records_path: Path, out: Path, report: Path | None, *, tau: float = 0.
     models = sorted({r.get("model") for r in records})
     if len(models) > 1:
         raise SystemExit(f"{records_path} mixes models {models}: a gate is model-specific")
+    budget = train_budget(records)
     x, y, w, groups, info = samples(records)
     if len(y) < 2 * folds or len(set(y.tolist())) < 2:
         raise SystemExit(f"too few samples to train ({len(y)}, labels {Counter(y.tolist())})")
@@ -445,6 +467,7 @@ def train(records_path: Path, out: Path, report: Path | None, *, tau: float = 0.
         "label_counts": {"continue": int(y.sum()), "commit": int((y == 0).sum())},
         "hyper": {k: list(v) if isinstance(v, tuple) else v for k, v in HYPER.items()},
         "seed": seed,
+        "max_tool_calls": budget,
         "n_iter": int(mlp.n_iter_),
         "heldout": held,
         "created": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -471,7 +494,8 @@ def render_report(summary: dict, meta: dict, cv: dict, held: dict, tau: float, i
         "",
         "## Data",
         "",
-        f"- questions collected: {summary['questions']} (GSM8K train split, greedy, guards off, default budgets)",
+        f"- questions collected: {summary['questions']} (GSM8K train split, greedy, guards off, default budgets: "
+        f"max_tool_calls {meta['max_tool_calls']}, the gate's budget frame)",
         f"- tool-mode accuracy: {summary['tool_accuracy']:.3f}; CoT-mode accuracy: {summary['cot_accuracy']:.3f}",
         f"- tool runs by ending: {summary['tool_endings']}",
         f"- mean executed tool calls: {summary['mean_tool_calls']:.2f}; mean seconds per question (both modes): "
