@@ -9,7 +9,7 @@ tensor is copied unchanged) and measures, in one run, against the shipped model:
 - the cost of one batched decode step of 1, 2, 4 and 8 columns (``bench_batch.step_costs``, each
   variant on the batched engine with its default, repacked weights; the shipped model also on plain
   weights with llama.cpp's tiled K-quant matmul forced at every width, ``GGML_CPU_TILED_MM_FORCE``);
-  every setting in a process of its own (the tiled switches are read once per process), taking turns;
+  the variants in one process, their steps taking turns, the tiled-forced ones in another;
 - the quality cost: on ``--positions`` positions of greedy text the shipped model wrote for math
   prompts, the mean KL divergence of each variant's next-token distribution from the shipped one's
   and how often their greedy tokens agree.
@@ -42,10 +42,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 RESULTS = Path(__file__).parent / "results" / "requant.json"
 # What each variant turns the Q6_K tensors into (ggml type names); "shipped" is the model as it ships.
 VARIANTS = {"q6k-as-q8_0": "Q8_0", "q6k-as-q4_k": "Q4_K"}
-SETTINGS = {  # name: (variant, repacked weights, environment)
-    "shipped": ("shipped", True, {}),
-    "shipped, plain, tiled forced": ("shipped", False, {"GGML_CPU_TILED_MM": "1", "GGML_CPU_TILED_MM_FORCE": "1"}),
-    **{name: (name, True, {}) for name in VARIANTS},
+# Each group runs in a process of its own (the tiled switches are read once per process); within a
+# group the engines take turns step by step, so a busy spell of the shared machine hits them alike.
+GROUPS = {  # group: (environment, {setting: (variant, repacked weights)})
+    "default matmul": ({}, {"shipped": ("shipped", True), **{name: (name, True) for name in VARIANTS}}),
+    "tiled forced": ({"GGML_CPU_TILED_MM": "1", "GGML_CPU_TILED_MM_FORCE": "1"},
+                     {"shipped, plain, tiled forced": ("shipped", False),
+                      "shipped, repacked, tiled forced": ("shipped", True)}),
 }
 PROMPTS = [f"A shop sells {i + 2} boxes of {i + 5} pens and gives away {i} pens. How many pens are left? "
            "Reason step by step." for i in range(8)]
@@ -55,7 +58,10 @@ def shipped_path(model: str) -> Path:
     from tuiagent.config.loader import load_models
     from tuiagent.config.sources import resolve_model_file
 
-    return Path(resolve_model_file(load_models().get(model)))
+    path = resolve_model_file(load_models().get(model))
+    if path is None:
+        raise SystemExit(f"{model} is not assembled: run tuiagent fetch {model}")
+    return Path(path)
 
 
 def tensor_types(path: Path) -> dict[str, str]:
@@ -108,15 +114,16 @@ def paths_of(model: str) -> dict[str, Path]:
     return {"shipped": source, **{name: build(source, name, target) for name, target in VARIANTS.items()}}
 
 
-def child(path: str, repack: bool, rounds: int) -> None:
+def child(engines: dict[str, tuple[str, bool]], rounds: int) -> None:
     from bench_batch import step_costs
 
     from tuiagent.backends.llama_batch import BatchEngine
 
-    engine = BatchEngine(path, n_ctx=512, n_threads=os.cpu_count() or 1, n_batch=512, seed=0, min_p=0.0,
-                         prompt_chunk=None, n_seq=8, repack=repack)
-    print(json.dumps(step_costs({"it": engine}, rounds=rounds)["it"]), flush=True)
-    engine.close()
+    loaded = {name: BatchEngine(path, n_ctx=512, n_threads=os.cpu_count() or 1, n_batch=512, seed=0, min_p=0.0,
+                                prompt_chunk=None, n_seq=8, repack=repack) for name, (path, repack) in engines.items()}
+    print(json.dumps(step_costs(loaded, rounds=rounds)), flush=True)
+    for engine in loaded.values():
+        engine.close()
 
 
 def quality(paths: dict[str, Path], positions: int) -> dict[str, Any]:
@@ -128,7 +135,7 @@ def quality(paths: dict[str, Path], positions: int) -> dict[str, Any]:
     def load(path: Path) -> Llama:
         return Llama(str(path), n_ctx=1024, n_threads=os.cpu_count() or 1, logits_all=True, verbose=False)
 
-    def log_softmax(x: np.ndarray) -> np.ndarray:
+    def log_softmax(x: Any) -> Any:
         x = x - x.max(axis=-1, keepdims=True)
         return x - np.log(np.exp(x).sum(axis=-1, keepdims=True))
 
@@ -137,8 +144,8 @@ def quality(paths: dict[str, Path], positions: int) -> dict[str, Any]:
     per_prompt = -(-positions // len(PROMPTS))
     for p in PROMPTS:
         prompt = reference.tokenize(f"<|im_start|>user\n{p}<|im_end|>\n<|im_start|>assistant\n".encode(), special=True)
-        out = reference.create_completion(prompt, max_tokens=per_prompt, temperature=0.0)
-        texts.append((prompt + reference.tokenize(out["choices"][0]["text"].encode(), add_bos=False), len(prompt)))
+        done: Any = reference.create_completion(prompt, max_tokens=per_prompt, temperature=0.0)
+        texts.append((prompt + reference.tokenize(done["choices"][0]["text"].encode(), add_bos=False), len(prompt)))
     reference.close()
 
     def logprobs(path: Path) -> list[np.ndarray]:
@@ -171,32 +178,37 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--positions", type=int, default=256)
     parser.add_argument("--out", type=Path, default=RESULTS)
-    parser.add_argument("--child", nargs=2, metavar=("PATH", "REPACK"), help=argparse.SUPPRESS)
+    parser.add_argument("--child", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        child(args.child[0], args.child[1] == "1", 1)
+        child(json.loads(args.child), 2)
         return
     paths = paths_of(args.model)
     types: dict[str, int] = {}
     for kind in tensor_types(paths["shipped"]).values():
         types[kind] = types.get(kind, 0) + 1
     load_start = os.getloadavg()
-    runs: dict[str, list[dict[str, Any]]] = {name: [] for name in SETTINGS}
+    runs: list[dict[str, Any]] = []  # per round: setting -> width -> ms per step
     for k in range(args.rounds):
-        for name, (variant, repack, env) in SETTINGS.items():
+        runs.append({})
+        for group, (env, settings) in GROUPS.items():
             clean = {key: v for key, v in os.environ.items() if not key.startswith("GGML_CPU_TILED_MM")}
-            done = subprocess.run([sys.executable, __file__, "--child", str(paths[variant]), "1" if repack else "0"],
+            engines = {name: (str(paths[variant]), repack) for name, (variant, repack) in settings.items()}
+            done = subprocess.run([sys.executable, __file__, "--child", json.dumps(engines)],
                                   env={**clean, **env}, capture_output=True, text=True, check=True)
-            runs[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
-            print(f"round {k + 1}, {name}: {runs[name][-1]}", flush=True)
-    steps = {name: {b: statistics.median(r[b]["ms_per_step"] for r in results) for b in results[0]}
-             for name, results in runs.items()}
-    shipped4 = steps["shipped"]["4"]
+            got = json.loads(done.stdout.strip().splitlines()[-1])
+            runs[-1].update({name: {b: c["ms_per_step"] for b, c in widths.items()} for name, widths in got.items()})
+            print(f"round {k + 1}, {group}: {json.dumps({n: runs[-1][n] for n in got})}", flush=True)
+    names = list(runs[0])
+    steps = {name: {b: statistics.median(r[name][b] for r in runs) for b in runs[0][name]} for name in names}
+    # a ratio within one process (the default-matmul group) is what the noise cannot move much
+    ratio = {name: {b: round(statistics.median(r["shipped"][b] / r[name][b] for r in runs), 2) for b in ("1", "4", "8")}
+             for name in names}
     summary: dict[str, Any] = {
         "model": args.model, "date": time.strftime("%Y-%m-%d"), "rounds": args.rounds,
         "shipped_tensor_types": types, "load_avg": {"start": load_start, "after_steps": os.getloadavg()},
         "ms_per_step": steps,
-        "throughput_at_4_vs_shipped": {name: round(shipped4 / s["4"], 2) for name, s in steps.items()},
+        "step_throughput_vs_shipped": ratio,  # median over rounds of shipped ms / setting ms, same width
         "quality": quality(paths, args.positions),
     }
     print(json.dumps(summary, indent=1))
