@@ -14,12 +14,14 @@ run: $(VENV)/.stamp-run
 	$(BIN)/tuiagent
 
 test: $(VENV)/.stamp-test
+	$(MAKE) --no-print-directory lint
 	$(BIN)/python -m tuiagent.smoke
 	$(BIN)/python -m pytest
 
 # The inner loop: the suite without the tests that load a real model (marked slow; gpu ones skip
 # off a GPU anyway) and without the smoke check, which loads one too.
 test-fast: $(VENV)/.stamp-test
+	$(MAKE) --no-print-directory lint
 	$(BIN)/python -m pytest -m "not slow and not gpu"
 
 bench: $(VENV)/.stamp-test
@@ -29,6 +31,7 @@ bench: $(VENV)/.stamp-test
 
 lint: $(VENV)/.stamp-test
 	$(BIN)/lint-imports
+	$(BIN)/ruff check .
 	$(BIN)/python -m mypy
 
 $(BIN)/python:

@@ -16,9 +16,9 @@ from rich.text import Text
 
 from kernels.base import KernelFailed
 from tuiagent.errors import UserError
-from tuiagent.safetext import for_terminal
 from tuiagent.options import NetworkOpt, SandboxOpt, check_sandbox
 from tuiagent.presets import DEFAULT_PRESET
+from tuiagent.safetext import for_terminal
 
 app = typer.Typer(
     help="A local language model solves math problems by writing Python that a real Jupyter kernel runs.",
@@ -188,9 +188,9 @@ def fork(
 
     Without -g, --preset or --no-guards the fork keeps the parent's guards and settings, so it
     repeats the parent's next turn exactly (a check that the rebuild worked)."""
+    from tuiagent.core.events import FAILURE_REASONS
     from tuiagent.core.fork import fork_point
     from tuiagent.core.trajectory import load
-    from tuiagent.core.events import FAILURE_REASONS
     from tuiagent.runner import fork_request, run_problem
     from tuiagent.transcript import JsonPrinter, TranscriptPrinter
 

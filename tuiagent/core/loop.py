@@ -21,8 +21,6 @@ from kernels.base import CellResult, Kernel, KernelFailed
 from tuiagent.backends.base import Backend, BackendCrashed
 from tuiagent.core import prompts
 from tuiagent.core.context import WorkingContext
-from tuiagent.core.fork import ForkPoint, fork_notice, restore_kernel, restore_model
-from tuiagent.core.judge import ask as ask_judge
 from tuiagent.core.events import (
     AnswerAttempt,
     CodeBlock,
@@ -39,6 +37,8 @@ from tuiagent.core.events import (
     TurnEnded,
     TurnStarted,
 )
+from tuiagent.core.fork import ForkPoint, fork_notice, restore_kernel, restore_model
+from tuiagent.core.judge import ask as ask_judge
 from tuiagent.core.steps import run_pieces
 from tuiagent.core.trajectory import Recorder, new_run_id
 from tuiagent.core.verify import is_correct

@@ -72,8 +72,8 @@ def eval_command(
     """Evaluate a model on datasets under several guard settings; resumable, with paired comparisons."""
     from rich.console import Console
 
-    from tuiagent.errors import UserError
     from tuiagent import presets as cf
+    from tuiagent.errors import UserError
     from tuiagent.eval import report as rp
     from tuiagent.eval.datasets import Fields
     from tuiagent.eval.harness import EvalConfig, default_out
@@ -139,7 +139,14 @@ def eval_command(
 
 def _run_with_progress(cfg, err, quiet: bool):
     """Run the eval under a rich progress bar (ETA, accuracy so far); Ctrl-C stops it, resumable."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from tuiagent.eval.harness import run_eval
 

@@ -25,12 +25,12 @@ from kernels.base import KernelFailed
 from tuiagent import paths
 from tuiagent.backends.base import BackendCrashed
 from tuiagent.errors import ConfigError, UserError
-from tuiagent.presets import Preset
 from tuiagent.eval.datasets import Fields, Problem, load_dataset, select
 from tuiagent.eval.metrics import run_record
 from tuiagent.eval.results import ResultStore, run_key
 from tuiagent.eval.reuse import GenerationMemo, ReusingBackend
 from tuiagent.eval.variants import cue_variants, distractor_variants
+from tuiagent.presets import Preset
 
 BATCHED_BACKENDS = ("llama_cpp",)  # loaded with ``concurrency`` sequences (n_seq)
 PER_RUN_BACKENDS = ("scripted",)

@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from guards.chain import available, presenter
-from tuiagent.presets import CONDITION_LABELS
 from tuiagent.eval.stats import TOOL_BINS, bin_label, bootstrap_mean, mcnemar_exact, paired_bootstrap, tool_bin
 from tuiagent.eval.variants import CUE_PREFIX, DISTRACTOR_PREFIX
+from tuiagent.presets import CONDITION_LABELS
 
 MEANS = ("tcn", "erroneous", "wtn", "generated_tokens", "wall_s")
 LOOP_TOTALS = (("resampled", "resampled"), ("suspended", "suspended"), ("reused_turns", "reused turns"))

@@ -19,12 +19,12 @@ from pathlib import Path
 from typing import Any
 
 from tuiagent.training.gstep import (
-    run_part,
     append_record,
     load_records,
     read_questions,
     record_from_events,
     records_of,
+    run_part,
     scratch_dir,
     until_interrupted,
 )
@@ -86,9 +86,9 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
                   threads: int | None = None, judge: bool = True, concurrency: int = 1, log: Any = print) -> int:
     """Run the questions ``start .. start+n-1`` not yet in ``records`` as v2; returns how many
     records were appended. ``reuse``: a v1 records file whose CoT runs are taken over."""
+    from tuiagent.backends import open_backend
     from tuiagent.core.judge import ask
     from tuiagent.protocol import RunSettings
-    from tuiagent.backends import open_backend
     from tuiagent.runner import RunRequest, open_model, raise_if_kernel_failed, resolve_spec, run_problem
 
     base = RunRequest(problem="", model=model, models_file=models_file, script=script)

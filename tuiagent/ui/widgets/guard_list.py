@@ -10,7 +10,6 @@ from textual.widgets.option_list import Option
 
 from tuiagent.ui.guard_state import FieldInfo, GuardState, format_value
 
-
 VALUE = Binding.Group("value")
 
 

@@ -10,8 +10,8 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from tuiagent.safetext import for_terminal
 from tuiagent.core import events as ev
+from tuiagent.safetext import for_terminal
 
 COLLAPSED_LINES = 8
 _DASHES = re.compile(r"^-{20,}\s*$")  # the kernel's traceback rule, 75 dashes that wrap on a narrow screen

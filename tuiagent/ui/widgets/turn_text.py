@@ -10,8 +10,8 @@ from textual.geometry import Size
 from textual.highlight import highlight
 from textual.widget import Widget
 
-from tuiagent.safetext import for_terminal
 from tuiagent.export.confidence import BAND_LIMITS, TokenSpans
+from tuiagent.safetext import for_terminal
 from tuiagent.ui.token_shade import hovered, shade
 
 # While a turn streams, its height grows by this many lines at a time, so the trajectory is laid out
