@@ -41,7 +41,7 @@ def is_heldout(qid: int) -> bool:
     return qid % HELDOUT_EVERY == 0
 
 
-async def blocks_of(problem: str, events: Sequence[Any], judge: Any | None) -> list[dict]:
+async def blocks_of(problem: str, events: Sequence[Any], judge: Any | None) -> list[dict[str, Any]]:
     """The ``tool.blocks`` entries of a tool run's events (see the module docstring).
     ``judge``: an async judge(question, max_tokens) for the necessity model judge, or None."""
     from guards.attc import block_confidence
