@@ -220,6 +220,9 @@ SKIP: Final = "skip"
 CONTINUE: Final = "continue"
 COMMIT: Final = "commit"
 
+# How much a notice matters (``Notice.level``).
+NoticeLevel = Literal["info", "warning", "error"]
+
 # How a run ended (``RunFinished.reason``): answer, no_answer, tool_budget, token_budget, turn_length
 # (one turn reached the model's ``max_tokens`` per turn with run budget left), time_budget, cancelled,
 # error, backend_crashed (the model process died), kernel_failed (the tool kernel would not start).

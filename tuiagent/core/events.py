@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from tuiagent.protocol import FAILURE_REASONS as FAILURE_REASONS  # defined with the other closed sets
-from tuiagent.protocol import Action, EndReason, TurnStop, VerdictRecord
+from tuiagent.protocol import Action, EndReason, NoticeLevel, TurnStop, VerdictRecord
 
 SCHEMA = "tuiagent.trajectory"
 SCHEMA_VERSION = 1
@@ -134,7 +134,7 @@ class AnswerAttempt(Event):
 class Notice(Event):
     """Something a person should see: a kernel restart, a budget reached, a backend error."""
 
-    level: str  # "info", "warning", "error"
+    level: NoticeLevel
     message: str
     type: ClassVar[str] = "Notice"
 
