@@ -23,7 +23,7 @@ from typing import Any
 
 from kernels.base import Kernel, KernelFailed
 from tuiagent import paths
-from tuiagent.backends.base import BackendCrashed
+from tuiagent.backends.base import BackendCrashed, Sessions
 from tuiagent.errors import ConfigError, UserError
 from tuiagent.eval.datasets import Fields, Problem, load_dataset, select
 from tuiagent.eval.metrics import run_record
@@ -303,7 +303,7 @@ class EvalRunner:
             leftover.unlink(missing_ok=True)
         events: list[Event] = []
         backend = self.backend_factory(job) if self.backend_factory is not None else self.shared_backend
-        session = backend.session() if backend is self.shared_backend and hasattr(backend, "session") else None
+        session = backend.session() if backend is self.shared_backend and isinstance(backend, Sessions) else None
         reusing = ReusingBackend(session or backend, self.memo) if self.memo is not None and session else None
         try:
             async with self._kernel(job) as kernel:

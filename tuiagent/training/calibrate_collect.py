@@ -18,6 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tuiagent.backends.base import Sessions
 from tuiagent.training.gstep import (
     append_record,
     load_records,
@@ -115,7 +116,7 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
 
     async def one(qid: int, question: str, gold: str) -> None:
         nonlocal written
-        run_backend = backend.session() if hasattr(backend, "session") else backend  # one sequence a question
+        run_backend = backend.session() if isinstance(backend, Sessions) else backend  # one sequence a question
         try:
             await question_runs(run_backend, qid, question, gold)
         finally:
