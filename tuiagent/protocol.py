@@ -48,6 +48,12 @@ TurnStop = Literal["stop", "eos", "length", "cancelled", "time", "backend_crashe
 TURN_STOPS: tuple[TurnStop, ...] = get_args(TurnStop)
 
 
+# How a generation's prompt met the model's cache (``TokenStream.layout``, ``TurnEnded.layout``):
+# llama.cpp's single-sequence engine "fresh" (decoded from the start) or "extend" (continued the
+# previous call's cache), its batched engine "batched"; "reused": the eval's memo gave it back.
+Layout = Literal["fresh", "extend", "batched", "reused"]
+
+
 class TokenStream:
     """The tokens of one generation, and why it ended: what ``Backend.stream`` returns.
 
@@ -69,7 +75,7 @@ class TokenStream:
                  *args: _P.args, **kwargs: _P.kwargs):
         self.stop_reason: StopReason | None = None
         self.token_ids: list[int] | None = None  # every sampled id, once ended (backends that know them)
-        self.layout: str | None = None  # how the prompt met the cache, once ended (llama.cpp: "extend"/"fresh")
+        self.layout: Layout | None = None  # how the prompt met the cache, once ended
         self._tokens = produce(self, *args, **kwargs)
         self._ended = False
 

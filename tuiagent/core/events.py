@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 from tuiagent.protocol import FAILURE_REASONS as FAILURE_REASONS  # defined with the other closed sets
-from tuiagent.protocol import Action, EndReason, NoticeLevel, TurnStop, VerdictRecord
+from tuiagent.protocol import Action, EndReason, Layout, NoticeLevel, TurnStop, VerdictRecord
 
 SCHEMA = "tuiagent.trajectory"
 SCHEMA_VERSION = 1
@@ -77,7 +77,7 @@ class TurnEnded(Event):
     stop: TurnStop
     tokens: int
     token_ids: list[int] | None = None
-    layout: str | None = None
+    layout: Layout | None = None
     type: ClassVar[str] = "TurnEnded"
 
 

@@ -53,6 +53,7 @@ from tuiagent.protocol import (
     Call,
     EndReason,
     JudgeReply,
+    Layout,
     RunSettings,
     RunView,
     Sampling,
@@ -395,7 +396,7 @@ class _Run:
         stop = [OUTPUT_FENCE] if self.settings.mode == "tool" else []
         self.turn_tokens = []
         ids: list[int] | None = None
-        layout: str | None = None
+        layout: Layout | None = None
         try:
             async with (asyncio.timeout(self._remaining_wall()),
                         backend.stream(self.context.text, sampling, stop) as stream):
@@ -425,7 +426,7 @@ class _Run:
             self.agent.recorder.write(event)
         return event
 
-    def _end_turn(self, stop: TurnStop, token_ids: list[int] | None = None, layout: str | None = None) -> None:
+    def _end_turn(self, stop: TurnStop, token_ids: list[int] | None = None, layout: Layout | None = None) -> None:
         text = "".join(t.text for t in self.turn_tokens)
         self.turn_text = text
         self.generated += len(self.turn_tokens)
