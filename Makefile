@@ -6,7 +6,7 @@ BIN := $(VENV)/bin
 # llama-cpp-python built for this CPU (no AMX path, flags in the key); see tuiagent/llama_build.py.
 LLAMA_BUILD := $(BIN)/python -m tuiagent.llama_build
 
-.PHONY: run test bench lint clean
+.PHONY: run test test-fast bench lint clean
 
 run: $(VENV)/.stamp-run
 	$(BIN)/tuiagent fetch
@@ -14,8 +14,15 @@ run: $(VENV)/.stamp-run
 	$(BIN)/tuiagent
 
 test: $(VENV)/.stamp-test
+	$(MAKE) --no-print-directory lint
 	$(BIN)/python -m tuiagent.smoke
 	$(BIN)/python -m pytest
+
+# The inner loop: the suite without the tests that load a real model (marked slow; gpu ones skip
+# off a GPU anyway) and without the smoke check, which loads one too.
+test-fast: $(VENV)/.stamp-test
+	$(MAKE) --no-print-directory lint
+	$(BIN)/python -m pytest -m "not slow and not gpu"
 
 bench: $(VENV)/.stamp-test
 	$(BIN)/python bench/bench_kernel.py
@@ -24,6 +31,7 @@ bench: $(VENV)/.stamp-test
 
 lint: $(VENV)/.stamp-test
 	$(BIN)/lint-imports
+	$(BIN)/ruff check .
 	$(BIN)/python -m mypy
 
 $(BIN)/python:

@@ -62,7 +62,7 @@ def serial(model: LlamaModel, problems: range, sampling: Sampling) -> dict[str, 
     for i in problems:
         pieces: list[str] = []
         out = model.generate(model.vocab.tokenize(first_prompt(i), add_bos=True), sampling, [], threading.Event(),
-                             lambda ts: pieces.extend(t.text for t in ts))
+                             lambda ts: pieces.extend(t.text for t in ts))  # noqa: B023 - called inside this iteration
         second = model.generate(model.vocab.tokenize(second_prompt(i, "".join(pieces)), add_bos=True), sampling, [],
                                 threading.Event(), lambda ts: None)
         tokens += len(out.token_ids) + len(second.token_ids)

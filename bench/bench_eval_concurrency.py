@@ -31,8 +31,8 @@ from pathlib import Path
 
 from kernels.base import CellResult, Output
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
-from tuiagent.presets import resolve_settings
 from tuiagent.eval.harness import EvalConfig, run_eval
+from tuiagent.presets import resolve_settings
 
 RESULTS = Path(__file__).parent / "results" / "eval_concurrency.json"
 

@@ -40,8 +40,8 @@ from kernels.sandbox import describe
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
 from tuiagent.core.trajectory import load
-from tuiagent.presets import resolve_settings
 from tuiagent.eval.harness import EvalConfig, run_eval
+from tuiagent.presets import resolve_settings
 
 RESULTS = Path(__file__).parent / "results" / "soak.json"
 EXEC_TIMEOUT_S = 3.0  # a fresh kernel's first traceback took over 1 s on the loaded 2-core machine

@@ -30,7 +30,19 @@ from typing import ClassVar, Literal, TypedDict
 
 from guards.base import GuardBase, setting, verdict_data
 from tuiagent.parsing import last_closed_block
-from tuiagent.protocol import INJECT, PASS, Call, Display, Gauge, RunRecord, RunView, Span, TokenLP, Verdict, VerdictRecord
+from tuiagent.protocol import (
+    INJECT,
+    PASS,
+    Call,
+    Display,
+    Gauge,
+    RunRecord,
+    RunView,
+    Span,
+    TokenLP,
+    Verdict,
+    VerdictRecord,
+)
 
 # The sentences appended after the output block, in the model's own voice.
 # [ref] the authors' reference code, 00Dreamer00/ATTC math_eval_confident.py (commit 77adefb), main():

@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import field
 from typing import Any, ClassVar, Protocol, TypeVar, cast
 
@@ -27,31 +27,43 @@ from tuiagent.protocol import (
     tools_return_turn,
 )
 
+# What a hook returns: a Verdict, None (nothing to say), or an awaitable of either: a hook may be a
+# coroutine function (necessity's on_code, which asks a judge model through ``view.judge``).
+HookResult = Verdict | None | Awaitable[Verdict | None]
+
 
 class Guard(Protocol):
-    """Optional hooks; a guard implements the ones it needs. ``name`` and ``order`` are class attributes.
+    """What ``guards.chain.GuardChain`` needs of every guard: ``name`` and ``order`` (class
+    attributes), a ``Settings`` dataclass, a constructor that takes one, and ``settings``, the one it
+    runs with (the chain sets it when the settings change during a run). ``order``: when several
+    guards act at one point, lower runs first (see the order in guards.chain's docstring).
 
-    ``order``: when several guards act at one point, lower runs first (see the order in guards.chain's docstring).
-    Hooks return a Verdict or None (nothing to say).
+    The hooks (``GuardHooks``) are optional: a guard implements the ones it needs, and the chain
+    looks each one up by name and awaits what it returns when that is awaitable. So is
+    ``run_budget``, a classmethod: run_budget(settings) -> {budget: least value} (see
+    ``GuardBase.run_budget``).
     """
 
     name: ClassVar[str]
     order: ClassVar[int]
     Settings: ClassVar[type]
+    settings: Any
 
-    def on_start(self, view: RunView) -> Verdict | None: ...
 
-    def on_code(self, code: str, view: RunView) -> Verdict | None: ...
+class GuardHooks(Protocol):
+    """The hooks a guard may implement (any of them; see ``Guard``), each reading a ``RunView``."""
 
-    def on_tool_result(self, call: Call, view: RunView) -> Verdict | None: ...
+    def on_start(self, view: RunView) -> HookResult: ...
 
-    def on_answer(self, answer: str | None, view: RunView) -> Verdict | None:
+    def on_code(self, code: str, view: RunView) -> HookResult: ...
+
+    def on_tool_result(self, call: Call, view: RunView) -> HookResult: ...
+
+    def on_answer(self, answer: str | None, view: RunView) -> HookResult:
         """At a final submission (a turn that ends without a tool call): ``answer`` is its
         \\boxed{} answer, None when it has none. CONTINUE sends it back for another turn."""
 
-    def on_finish(self, view: RunView) -> Verdict | None: ...
-
-    # optional, a classmethod: run_budget(settings) -> {budget: least value} (see GuardBase.run_budget)
+    def on_finish(self, view: RunView) -> HookResult: ...
 
 
 _Data = TypeVar("_Data")

@@ -15,7 +15,7 @@ import inspect
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
-from guards.base import GuardBase, SettingsError, parse_settings
+from guards.base import Guard, GuardBase, SettingsError, parse_settings
 from tuiagent import plugins
 from tuiagent.protocol import RESAMPLE, RunSettings, Verdict, with_guard_needs
 
@@ -73,7 +73,7 @@ class GuardChain:
         self.classes = {name: guard_class(name) for name in sorted(set(configs) | enabled)}
         self.settings = {name: parse_settings(cls.Settings, configs.get(name, {}), guard=name)
                          for name, cls in self.classes.items()}
-        self.instances: dict[str, Any] = {}
+        self.instances: dict[str, Guard] = {}
         self.enabled: set[str] = set()
         self.disabled_reason: dict[str, str] = {}
         self._pending: list[Change] = []
@@ -125,7 +125,7 @@ class GuardChain:
 
     # -- consulting ---------------------------------------------------------------------------
 
-    def ordered(self) -> list[Any]:
+    def ordered(self) -> list[Guard]:
         guards = [self.instances[n] for n in self.enabled]
         return sorted(guards, key=lambda g: (g.order, g.name))
 

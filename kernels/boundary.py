@@ -12,7 +12,6 @@ docs/reliability.md.
 
 from __future__ import annotations
 
-import functools
 import importlib.util
 import json
 import os

@@ -17,8 +17,8 @@ from jupyter_client.asynchronous.client import AsyncKernelClient
 from jupyter_client.manager import AsyncKernelManager
 
 from kernels import leftovers, workdirs
-from kernels.boundary import BoundaryPaths
 from kernels.base import CellResult, KernelFailed
+from kernels.boundary import BoundaryPaths
 from kernels.failures import StderrTail, failed
 from kernels.launch import launch_kwargs, new_kernel_manager, runtime_box
 from kernels.limits import startup_code

@@ -1,6 +1,6 @@
-"""The type check: mypy over the packages ``[tool.mypy]`` in pyproject.toml names (the bottom layer,
-the core, guards, kernels and backends), with its settings. About 10 s cold, under 1 s with its
-cache (.mypy_cache)."""
+"""The type check: mypy over the packages ``[tool.mypy]`` in pyproject.toml names (tuiagent, guards
+and kernels: the whole code), with its settings. Under a minute cold, about 1 s with its cache
+(.mypy_cache)."""
 
 from __future__ import annotations
 

@@ -8,7 +8,7 @@ import sys
 import threading
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -16,9 +16,13 @@ from rich.text import Text
 
 from kernels.base import KernelFailed
 from tuiagent.errors import UserError
-from tuiagent.safetext import for_terminal
 from tuiagent.options import NetworkOpt, SandboxOpt, check_sandbox
 from tuiagent.presets import DEFAULT_PRESET
+from tuiagent.safetext import for_terminal
+
+if TYPE_CHECKING:
+    from tuiagent.core.events import Event
+    from tuiagent.protocol import RunSettings
 
 app = typer.Typer(
     help="A local language model solves math problems by writing Python that a real Jupyter kernel runs.",
@@ -135,7 +139,7 @@ def solve(
     printer = JsonPrinter(sys.stdout) if json_out else TranscriptPrinter()
     started: list[RunStarted] = []
 
-    def on_event(event) -> None:
+    def on_event(event: Event) -> None:
         if isinstance(event, RunStarted):
             started.append(event)
         printer(event)
@@ -146,8 +150,14 @@ def solve(
         """The run, cancelled like Ctrl-C cancels it when the terminal closes (SIGHUP) or the system
         asks the process to end (SIGTERM), so the end is recorded and the kernel shut down."""
         task, loop = asyncio.current_task(), asyncio.get_running_loop()
+        assert task is not None  # asyncio.run runs this coroutine as a task
+
+        def stop(sig: signal.Signals) -> None:
+            stopped_by.append(sig)
+            task.cancel()
+
         for sig in (signal.SIGTERM, signal.SIGHUP):
-            loop.add_signal_handler(sig, lambda sig=sig: stopped_by.append(sig) or task.cancel())
+            loop.add_signal_handler(sig, stop, sig)
         return await run_problem(request, on_event, approve=approve)
 
     try:
@@ -188,9 +198,9 @@ def fork(
 
     Without -g, --preset or --no-guards the fork keeps the parent's guards and settings, so it
     repeats the parent's next turn exactly (a check that the rebuild worked)."""
+    from tuiagent.core.events import FAILURE_REASONS
     from tuiagent.core.fork import fork_point
     from tuiagent.core.trajectory import load
-    from tuiagent.core.events import FAILURE_REASONS
     from tuiagent.runner import fork_request, run_problem
     from tuiagent.transcript import JsonPrinter, TranscriptPrinter
 
@@ -242,8 +252,9 @@ _RUN_OPTIONS = {"max_tool_calls": "max_tool_calls", "max_tokens": "max_tokens", 
                 "exec_timeout_s": "timeout", "output_chars": "output_chars", "mode": "no_tool"}
 
 
-def apply_preset(ctx: typer.Context, name: str, settings: Any, guards: tuple[str, ...],
-                 guard_settings: dict[str, dict[str, Any]], sampling: dict[str, Any]) -> tuple:
+def apply_preset(ctx: typer.Context, name: str, settings: RunSettings, guards: tuple[str, ...],
+                 guard_settings: dict[str, dict[str, Any]], sampling: dict[str, Any],
+                 ) -> tuple[RunSettings, tuple[str, ...], dict[str, dict[str, Any]], str, dict[str, Any]]:
     """``solve``'s request with preset ``name`` under it: what the command line gave wins."""
     from dataclasses import replace
 
@@ -283,7 +294,12 @@ def terminal_approver() -> Callable[[str], Awaitable[bool]]:
             tty_out.write("Run this code block? [y/N] ")
             tty_out.flush()
             yes = tty_in.readline().strip().lower() in ("y", "yes")
-            loop.call_soon_threadsafe(lambda: answer.done() or answer.set_result(yes))
+
+            def settle() -> None:
+                if not answer.done():
+                    answer.set_result(yes)
+
+            loop.call_soon_threadsafe(settle)
 
         threading.Thread(target=ask, daemon=True).start()
         return await answer
@@ -517,7 +533,11 @@ def main() -> None:
         err.print(Text("error: ", style="bold red") + Text(for_terminal(str(e))))
         sys.exit(getattr(e, "exit_code", 1))
     except typer.TyperException as e:  # usage errors: typer vendors click, so catch its base class
-        e.show()
+        show = getattr(e, "show", None)  # click's exceptions print themselves (usage and all); the base has no show()
+        if callable(show):
+            show()
+        else:
+            err.print(Text("error: ", style="bold red") + Text(for_terminal(str(e))))
         sys.exit(getattr(e, "exit_code", 2))
     except (KeyboardInterrupt, typer.Abort):
         err.print("interrupted; everything up to now is in the trajectory file")

@@ -20,11 +20,15 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from tuiagent import llama_build, paths
 from tuiagent.backends import crash
 from tuiagent.config.spec import ModelSpec
 from tuiagent.errors import ConfigError
+
+if TYPE_CHECKING:
+    from kernels.base import CellResult
 
 PACKAGES = ("tuiagent", "llama-cpp-python", "textual", "jupyter-client", "ipykernel", "numpy", "openai", "vllm")
 # The cpuinfo flags that decide which llama.cpp build suits a CPU (see tuiagent.llama_build).
@@ -268,9 +272,9 @@ def _engine_capacity(spec: ModelSpec) -> str:
 
 
 def _size(spec: ModelSpec) -> str:
-    size = spec.source.size
-    if size is None and spec.source.kind == "path" and Path(spec.source.path or "").is_file():
-        size = Path(spec.source.path).stat().st_size
+    size, path = spec.source.size, spec.source.path
+    if size is None and spec.source.kind == "path" and path and Path(path).is_file():
+        size = Path(path).stat().st_size
     return "" if size is None else _bytes(size)
 
 
@@ -318,7 +322,7 @@ def _kernel_imports() -> str:
     return f"the project from {'; '.join(shown) or 'nowhere (not found)'}"
 
 
-async def _time_kernel():
+async def _time_kernel() -> tuple[float, float, CellResult]:
     """Seconds to start a kernel, seconds for one cell, and that cell's result."""
     from tuiagent.runner import make_kernel
 

@@ -22,8 +22,10 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
+from typing import Any
 
 PACKAGE = "llama-cpp-python"
 VERSION = "0.3.36"  # the pin in pyproject.toml (a test keeps them equal)
@@ -93,7 +95,7 @@ def portable_cmake_args(flags: set[str]) -> str:
     return " ".join(args)
 
 
-def plan(env: dict[str, str] | None = None, flags: set[str] | None = None, machine: str | None = None) -> BuildPlan:
+def plan(env: Mapping[str, str] | None = None, flags: set[str] | None = None, machine: str | None = None) -> BuildPlan:
     env = os.environ if env is None else env
     user = env.get("CMAKE_ARGS", "").strip()
     if user:
@@ -114,9 +116,10 @@ def record_path() -> Path:
     return Path(sys.prefix) / "tuiagent-llama-build.json"
 
 
-def read_record() -> dict:
+def read_record() -> dict[str, Any]:
     try:
-        return json.loads(record_path().read_text())
+        record: dict[str, Any] = json.loads(record_path().read_text())
+        return record
     except (OSError, ValueError):
         return {}
 
@@ -140,7 +143,7 @@ def is_current(p: BuildPlan) -> bool:
     return installed_version() == p.version and read_record().get("key") == p.key
 
 
-def wheel_cache_dir(key: str, env: dict[str, str] | None = None) -> Path | None:
+def wheel_cache_dir(key: str, env: Mapping[str, str] | None = None) -> Path | None:
     """Where wheels built with ``key`` are kept; None when caching is off (``PIP_NO_CACHE_DIR``)."""
     env = os.environ if env is None else env
     if env.get("PIP_NO_CACHE_DIR", "").strip().lower() in ("1", "true", "yes", "on"):

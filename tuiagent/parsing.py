@@ -45,8 +45,8 @@ def closed_blocks(text: str) -> Iterator[CodeSpan]:
 def last_closed_block(text: str) -> CodeSpan | None:
     """The last closed ```python block, or None (an unclosed fence is not a block)."""
     found = None
-    for found in closed_blocks(text):
-        pass
+    for block in closed_blocks(text):
+        found = block
     return found
 
 

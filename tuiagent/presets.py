@@ -15,8 +15,8 @@ import hashlib
 import json
 import tomllib
 from dataclasses import dataclass, field
-from pathlib import Path
 from importlib import resources
+from pathlib import Path
 from typing import Any
 
 from tuiagent import paths

@@ -12,7 +12,7 @@ import math
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from types import TracebackType
-from typing import Any, Concatenate, ParamSpec
+from typing import Any, Concatenate, Final, Literal, ParamSpec, get_args
 
 _P = ParamSpec("_P")
 
@@ -39,6 +39,21 @@ class Token:
     logprob: float | None = None
 
 
+# Why a generation ended (``TokenStream.stop_reason``).
+StopReason = Literal["stop", "eos", "length", "cancelled"]
+STOP_REASONS: tuple[StopReason, ...] = get_args(StopReason)
+# Why a turn ended (``TurnEnded.stop``): its generation's stop reason, or the run's time ran out
+# ("time"), or the backend failed mid-turn ("backend_crashed", "error").
+TurnStop = Literal["stop", "eos", "length", "cancelled", "time", "backend_crashed", "error"]
+TURN_STOPS: tuple[TurnStop, ...] = get_args(TurnStop)
+
+
+# How a generation's prompt met the model's cache (``TokenStream.layout``, ``TurnEnded.layout``):
+# llama.cpp's single-sequence engine "fresh" (decoded from the start) or "extend" (continued the
+# previous call's cache), its batched engine "batched"; "reused": the eval's memo gave it back.
+Layout = Literal["fresh", "extend", "batched", "reused"]
+
+
 class TokenStream:
     """The tokens of one generation, and why it ended: what ``Backend.stream`` returns.
 
@@ -58,9 +73,9 @@ class TokenStream:
 
     def __init__(self, produce: Callable[Concatenate[TokenStream, _P], AsyncGenerator[Token, None]],
                  *args: _P.args, **kwargs: _P.kwargs):
-        self.stop_reason: str | None = None
+        self.stop_reason: StopReason | None = None
         self.token_ids: list[int] | None = None  # every sampled id, once ended (backends that know them)
-        self.layout: str | None = None  # how the prompt met the cache, once ended (llama.cpp: "extend"/"fresh")
+        self.layout: Layout | None = None  # how the prompt met the cache, once ended
         self._tokens = produce(self, *args, **kwargs)
         self._ended = False
 
@@ -198,9 +213,30 @@ class Segment:
 
 # ----------------------------------------------------------------------------- guards
 
-PASS, FLAG, INJECT, PRUNE, RESAMPLE, SUSPEND, SKIP, CONTINUE, COMMIT = (
-    "pass", "flag", "inject", "prune", "resample", "suspend", "skip", "continue", "commit",
-)
+# What a guard's verdict asks of the loop (``Verdict.action``).
+Action = Literal["pass", "flag", "inject", "prune", "resample", "suspend", "skip", "continue", "commit"]
+ACTIONS: tuple[Action, ...] = get_args(Action)
+PASS: Final = "pass"
+FLAG: Final = "flag"
+INJECT: Final = "inject"
+PRUNE: Final = "prune"
+RESAMPLE: Final = "resample"
+SUSPEND: Final = "suspend"
+SKIP: Final = "skip"
+CONTINUE: Final = "continue"
+COMMIT: Final = "commit"
+
+# How much a notice matters (``Notice.level``).
+NoticeLevel = Literal["info", "warning", "error"]
+
+# How a run ended (``RunFinished.reason``): answer, no_answer, tool_budget, token_budget, turn_length
+# (one turn reached the model's ``max_tokens`` per turn with run budget left), time_budget, cancelled,
+# error, backend_crashed (the model process died), kernel_failed (the tool kernel would not start).
+EndReason = Literal["answer", "no_answer", "tool_budget", "token_budget", "turn_length", "time_budget",
+                    "cancelled", "error", "backend_crashed", "kernel_failed"]
+END_REASONS: tuple[EndReason, ...] = get_args(EndReason)
+# The ends that are a failure of the program or the machine, not of the model (the CLI exits non-zero).
+FAILURE_REASONS: tuple[EndReason, ...] = ("error", "backend_crashed", "kernel_failed")
 
 
 def tools_return_turn(turn: int, data: Mapping[str, Any]) -> int | None:
@@ -222,7 +258,7 @@ class Verdict:
     ``text``: what to inject / show instead of a tool output / say on continue or suspend.
     """
 
-    action: str
+    action: Action
     guard: str = ""
     reason: str = ""
     text: str = ""
@@ -308,7 +344,7 @@ class VerdictRecord:
 
     guard: str
     hook: str
-    action: str
+    action: Action
     reason: str = ""
     text: str = ""
     data: Mapping[str, Any] = field(default_factory=dict)

@@ -12,7 +12,7 @@ from typing import Any
 
 from guards.base import SettingsError
 from guards.chain import GuardChain, available
-from kernels.base import KernelFailed
+from kernels.base import Kernel, KernelFailed
 from kernels.sandbox import SandboxUnavailable
 from kernels.sandbox import describe as describe_sandbox
 from tuiagent import paths, plugins
@@ -37,10 +37,10 @@ class RunRequest:
     script: Path | None = None
     gold: str | None = None
     settings: RunSettings = field(default_factory=RunSettings)
-    sampling_overrides: dict = field(default_factory=dict)
+    sampling_overrides: dict[str, Any] = field(default_factory=dict)
     out: Path | None = None
     guards: tuple[str, ...] = ()
-    guard_settings: dict[str, dict] = field(default_factory=dict)
+    guard_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
     kernel: str = "jupyter"  # the tool kernel, by its "tuiagent.kernels" entry-point name (noop, oracle ...)
     sandbox: str = "auto"  # what kernel cells may do: auto, policy, netns, off (kernels.sandbox)
     network: bool = False  # cells may use the network (the sandbox refuses it otherwise)
@@ -86,7 +86,7 @@ def guard_chain(spec: ModelSpec, request: RunRequest, *, toggleable: bool = Fals
     names = set(available()) if "all" in request.guards else set(request.guards)
     if not (names or request.guard_settings or toggleable):
         return None
-    configs = {name: {} for name in available()} if toggleable else {}
+    configs: dict[str, dict[str, Any]] = {name: {} for name in available()} if toggleable else {}
     configs.update({name: dict(values) for name, values in spec.guards.items()})
     try:  # the models.toml settings alone first, so an error names where the bad value is
         GuardChain(configs, set())
@@ -133,7 +133,7 @@ def kernel_class(name: str) -> type:
 
 
 def make_kernel(name: str = "jupyter", *, images_dir: Path | None = None, gold: str | None = None,
-                sandbox: str | None = None, network: bool = False) -> object:
+                sandbox: str | None = None, network: bool = False) -> Kernel:
     """An unstarted kernel ``name``, given those of ``images_dir``, ``gold``, ``sandbox`` and ``network``
     (when asked for) its constructor takes."""
     cls = kernel_class(name)
@@ -141,7 +141,8 @@ def make_kernel(name: str = "jupyter", *, images_dir: Path | None = None, gold: 
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     offered = {"images_dir": images_dir, "gold": gold, "sandbox": sandbox, "network": network or None}
     try:
-        return cls(**{k: v for k, v in offered.items() if v is not None and (takes_any or k in params)})
+        kernel: Kernel = cls(**{k: v for k, v in offered.items() if v is not None and (takes_any or k in params)})
+        return kernel
     except SandboxUnavailable as e:
         raise UserError(str(e)) from None
 
@@ -149,7 +150,7 @@ def make_kernel(name: str = "jupyter", *, images_dir: Path | None = None, gold: 
 @contextlib.asynccontextmanager
 async def kernel_for(settings: RunSettings, images_dir: Path, *, kernel: str = "jupyter",
                      gold: str | None = None, sandbox: str | None = None,
-                     network: bool = False) -> AsyncIterator[object | None]:
+                     network: bool = False) -> AsyncIterator[Kernel | None]:
     """A started kernel for tool mode (Jupyter unless ``kernel`` names another; images saved beside
     the trajectory; ``gold`` for kernels that need it, e.g. oracle; ``sandbox`` for those that
     run code); none for CoT."""
@@ -167,7 +168,7 @@ async def run_problem(
     backend: Backend | None = None,
     spec: ModelSpec | None = None,
     guards: GuardChain | None = None,
-    kernel: object | None = None,
+    kernel: Kernel | KernelFailed | None = None,
     approve: Callable[[str], Awaitable[bool]] | None = None,
     fork: ForkPoint | None = None,
     judge_models: JudgeModels | None = None,
@@ -202,7 +203,7 @@ async def run_problem(
                 failed = kernel if isinstance(kernel, KernelFailed) else None
                 agent = Agent(
                     backend,
-                    kernel if request.settings.mode == "tool" and failed is None else None,  # type: ignore[arg-type]
+                    kernel if request.settings.mode == "tool" and not isinstance(kernel, KernelFailed) else None,
                     sampling=sampling,
                     settings=request.settings,
                     recorder=recorder,
@@ -227,7 +228,8 @@ async def run_problem(
     return finished
 
 
-async def enter_kernel(stack: contextlib.AsyncExitStack, source: contextlib.AbstractAsyncContextManager) -> object:
+async def enter_kernel(stack: contextlib.AsyncExitStack,
+                       source: contextlib.AbstractAsyncContextManager[Kernel | None]) -> Kernel | KernelFailed | None:
     """The kernel ``source`` yields, entered on ``stack`` (which shuts it down); or the KernelFailed that
     says why it would not start, for ``run_problem`` to record."""
     try:
@@ -258,8 +260,8 @@ def sandbox_notices(kernel: object | None) -> list[Notice]:
 
 
 def fork_request(point: ForkPoint, *, guards: tuple[str, ...] | None = None,
-                 guard_settings: dict[str, dict] | None = None, settings: dict | None = None,
-                 sampling: dict | None = None, **request: object) -> RunRequest:
+                 guard_settings: dict[str, dict[str, Any]] | None = None, settings: dict[str, Any] | None = None,
+                 sampling: dict[str, Any] | None = None, **request: object) -> RunRequest:
     """The request for a fork of ``point``: the parent's problem, gold, model, budgets, sampling and
     guards (as on at the fork point), each replaced by what is given here. ``guards`` given (even
     empty) replaces the parent's guards and their settings; ``guard_settings`` then go with them."""
@@ -275,7 +277,7 @@ def fork_request(point: ForkPoint, *, guards: tuple[str, ...] | None = None,
         "problem": started.problem,
         "gold": started.gold,
         "model": started.model_id,
-        "settings": RunSettings(**{**run, **(settings or {}), "mode": started.mode}),  # type: ignore[arg-type]
+        "settings": RunSettings(**{**run, **(settings or {}), "mode": started.mode}),
         "sampling_overrides": {**started.sampling, **(sampling or {})},
         "guards": tuple(guards),
         "guard_settings": dict(guard_settings or {}),

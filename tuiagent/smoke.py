@@ -44,7 +44,7 @@ def run_smoke(model_id: str, path: Path) -> str:
     from tuiagent.backends.llama_cpp import LlamaCppBackend
 
     backend = LlamaCppBackend(path, model_id=model_id, n_ctx=256)
-    info = backend.info["system_info"]
+    info = str(backend.info["system_info"])
     asyncio.run(backend.aclose())
     return info
 

@@ -5,7 +5,7 @@ Everything shown goes through ``tuiagent.safetext.for_terminal``; the trajectory
 from __future__ import annotations
 
 import json
-from typing import TextIO
+from typing import Any, TextIO
 
 from rich.console import Console
 from rich.text import Text
@@ -91,7 +91,7 @@ class TranscriptPrinter:
             self.console.print(_text(f"trajectory: {event.trajectory}", style="dim"))
 
 
-def _numbers(data: dict) -> str:
+def _numbers(data: dict[str, Any]) -> str:
     """The short numeric facts of a verdict, for one transcript line."""
     return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
                      for k, v in data.items() if isinstance(v, (int, float, str)) and len(str(v)) < 40)

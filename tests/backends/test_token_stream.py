@@ -47,7 +47,7 @@ async def test_closing_a_stream_early_cancels_it_and_runs_the_producers_cleanup(
     stream = TokenStream(produce)
     assert stream.stop_reason is None
     async with stream:
-        async for token in stream:
+        async for _token in stream:
             assert stream.stop_reason is None  # not yet ended
             break
     assert stream.stop_reason == "cancelled" and cleaned == [stream]

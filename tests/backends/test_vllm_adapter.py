@@ -39,13 +39,16 @@ def make(script, *, delta=True, tokenizer=None, context_size=4096, chat_template
     return backend, engine
 
 
-async def run(backend, sampling=Sampling(max_tokens=100), stop=(), prompt="P"):
+SAMPLING = Sampling(max_tokens=100)
+
+
+async def run(backend, sampling=SAMPLING, stop=(), prompt="P"):
     """The tokens of one stream and its stop reason."""
     stream = backend.stream(prompt, sampling, list(stop))
     return [t async for t in stream], stream.stop_reason
 
 
-async def collect(backend, sampling=Sampling(max_tokens=100), stop=(), prompt="P"):
+async def collect(backend, sampling=SAMPLING, stop=(), prompt="P"):
     return (await run(backend, sampling, stop, prompt))[0]
 
 

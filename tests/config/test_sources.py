@@ -14,8 +14,7 @@ from pathlib import Path
 import pytest
 
 from tuiagent import paths
-from tuiagent.config import ModelSpec, Source, assembled_path, install_state, load_models, resolve_model_file
-from tuiagent.config import sources
+from tuiagent.config import ModelSpec, Source, assembled_path, install_state, load_models, resolve_model_file, sources
 from tuiagent.errors import ConfigError, ModelUnavailable
 
 

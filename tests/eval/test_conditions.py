@@ -7,12 +7,12 @@ from pathlib import Path
 from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, number_in
 from tuiagent.core import events as ev
 from tuiagent.core.trajectory import load
-from tuiagent.presets import resolve_settings
+from tuiagent.eval.datasets import Problem
 from tuiagent.eval.harness import EvalConfig, run_eval
 from tuiagent.eval.report import summary_from_store
 from tuiagent.eval.results import ResultStore
 from tuiagent.eval.variants import CUES, cue_variant
-from tuiagent.eval.datasets import Problem
+from tuiagent.presets import resolve_settings
 
 KERNELS = {"jupyter": lambda gold=None: CalcKernel()}
 

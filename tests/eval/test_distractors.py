@@ -7,12 +7,12 @@ import json
 from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, number_in
 from tuiagent import paths
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
-from tuiagent.presets import resolve_settings
 from tuiagent.eval.datasets import Problem
 from tuiagent.eval.harness import EvalConfig, run_eval
 from tuiagent.eval.report import summary_from_store, to_markdown
 from tuiagent.eval.results import ResultStore
 from tuiagent.eval.variants import DISTRACTORS, distractor_prompt, distractor_variants, valid_variant
+from tuiagent.presets import resolve_settings
 
 KINDS = ["thematic", "parallel"]
 

@@ -17,10 +17,10 @@ import pytest
 from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, number_in
 from tuiagent.core.trajectory import load
 from tuiagent.errors import UserError
-from tuiagent.presets import resolve_settings
 from tuiagent.eval.harness import EvalConfig, EvalRunner, load_problems, plan, run_eval
 from tuiagent.eval.report import summary_from_store
 from tuiagent.eval.results import ResultsError, ResultStore
+from tuiagent.presets import resolve_settings
 
 KERNELS = {"jupyter": lambda gold=None: CalcKernel()}
 

@@ -157,8 +157,8 @@ async def test_an_eval_of_a_watching_setting_reuses_every_turn_of_none(tmp_path,
 
 
 def test_with_runs_in_flight_each_problems_first_setting_leads_its_others():
-    from tuiagent.eval.harness import Job, reuse_order
     from tuiagent.eval.datasets import Problem
+    from tuiagent.eval.harness import Job, reuse_order
     from tuiagent.presets import resolve_settings
 
     settings = resolve_settings(["none", "tim", "attc"])

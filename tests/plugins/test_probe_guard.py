@@ -76,10 +76,10 @@ async def test_a_live_run_records_it_and_replay_and_compare_read_it(probe, tmp_p
 
 
 async def test_the_eval_counts_it_and_its_summary_column(probe, tmp_path):
-    from tuiagent.presets import resolve_settings
     from tuiagent.eval.harness import EvalConfig, run_eval
     from tuiagent.eval.report import summary_from_store, to_markdown
     from tuiagent.eval.results import ResultStore
+    from tuiagent.presets import resolve_settings
 
     data = tmp_path / "tiny.jsonl"
     data.write_text("".join(json.dumps({"question": f"What is {i} plus {i}?", "answer": f"#### {2 * i}"}) + "\n"

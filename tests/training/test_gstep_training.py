@@ -13,11 +13,11 @@ import numpy as np
 import pytest
 
 import tuiagent.runner
-from tuiagent.training import gstep as gt
 from guards.gstep import Gate, GStep
 from guards.gstep_features import N_FEATURES, features
-from tuiagent.training.gstep import gate_input_from_record
 from kernels.base import CellResult, Output
+from tuiagent.training import gstep as gt
+from tuiagent.training.gstep import gate_input_from_record
 
 sklearn = pytest.importorskip("sklearn", reason="the train extra (scikit-learn) is not installed")
 

@@ -63,7 +63,7 @@ async def test_columns_of_a_local_model_run_together_on_one_batched_engine(ui, t
     async with app.run_test(size=(150, 40)) as pilot:
         await pilot.pause(0.2)
         screen = app.screen
-        for round_ in (1, 2):
+        for _round in (1, 2):
             await pilot.press("ctrl+r")
             await ui.wait_for(pilot, lambda: len(screen.events) == 3 and all(
                 any(isinstance(e, ev.RunFinished) for e in evs) for evs in screen.events), 60, "three columns")

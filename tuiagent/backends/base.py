@@ -73,6 +73,19 @@ class ExactReplay(Protocol):
         ...
 
 
+@runtime_checkable
+class Sessions(Protocol):
+    """A backend that serves several runs at once, each on a sequence of its own (the batched
+    llama.cpp engine, ``backends.llama_batch``): ``session()`` is this backend for one run, and its
+    ``aclose`` ends the session, not the model. ``isinstance(backend, Sessions)`` asks whether it can."""
+
+    def session(self) -> Backend: ...
+
+
+class BatchedBackend(Backend, Sessions, Protocol):
+    """A backend with sessions (``Sessions``): what the compare screen runs its columns on."""
+
+
 class BackendCrashed(UserError):
     """The model's process died (a native crash, an abort, an out-of-memory kill): the run ends
     with reason ``backend_crashed``; ``str()`` says what crashed, the likely cause and the fix."""

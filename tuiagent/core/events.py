@@ -14,7 +14,8 @@ import typing
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
-from tuiagent.protocol import VerdictRecord
+from tuiagent.protocol import FAILURE_REASONS as FAILURE_REASONS  # defined with the other closed sets
+from tuiagent.protocol import Action, EndReason, Layout, NoticeLevel, TurnStop, VerdictRecord
 
 SCHEMA = "tuiagent.trajectory"
 SCHEMA_VERSION = 1
@@ -66,16 +67,17 @@ class TokenDelta(Event):
 
 @dataclass(frozen=True)
 class TurnEnded(Event):
-    """A turn ended. ``stop`` is "stop" (at the output fence), "eos", "length" or "cancelled".
+    """A turn ended. ``stop`` is "stop" (at the output fence), "eos", "length" or "cancelled", "time"
+    (the run's time budget ran out), "backend_crashed" or "error" (``tuiagent.protocol.TurnStop``).
     ``token_ids`` (every sampled id) and ``layout`` (how the prompt met the model's cache) come
     from backends that know them; a fork uses them to rebuild the model's state exactly."""
 
     turn: int
     text: str
-    stop: str
+    stop: TurnStop
     tokens: int
     token_ids: list[int] | None = None
-    layout: str | None = None
+    layout: Layout | None = None
     type: ClassVar[str] = "TurnEnded"
 
 
@@ -132,7 +134,7 @@ class AnswerAttempt(Event):
 class Notice(Event):
     """Something a person should see: a kernel restart, a budget reached, a backend error."""
 
-    level: str  # "info", "warning", "error"
+    level: NoticeLevel
     message: str
     type: ClassVar[str] = "Notice"
 
@@ -143,7 +145,7 @@ class GuardVerdict(Event):
 
     hook: str
     guard: str
-    action: str
+    action: Action
     reason: str = ""
     text: str = ""
     data: dict[str, Any] = field(default_factory=dict)
@@ -185,7 +187,7 @@ class RunFinished(Event):
     backend_crashed (the model process died; a Notice before this event says how), kernel_failed (the
     tool kernel would not start, or start again after a restart; a Notice before this event says why)."""
 
-    reason: str
+    reason: EndReason
     answer: str | None
     correct: bool | None
     tool_calls: int
@@ -197,8 +199,6 @@ class RunFinished(Event):
     type: ClassVar[str] = "RunFinished"
 
 
-# The ends that are a failure of the program or the machine, not of the model (the CLI exits non-zero).
-FAILURE_REASONS = ("error", "backend_crashed", "kernel_failed")
 
 
 EVENT_TYPES: dict[str, type[Event]] = {
@@ -269,6 +269,8 @@ def _fits(value: Any, hint: Any) -> bool:
     origin, args = typing.get_origin(hint), typing.get_args(hint)
     if hint is Any:
         return True
+    if origin is typing.Literal:  # a closed set (action, end or stop reason) reads as its plain type, as before
+        return isinstance(value, tuple({type(a) for a in args}))
     if origin in (typing.Union, types.UnionType):
         return any(_fits(value, a) for a in args)
     if origin is list:
@@ -283,4 +285,6 @@ def _fits(value: Any, hint: Any) -> bool:
 
 
 def _type_name(hint: Any) -> str:
+    if typing.get_origin(hint) is typing.Literal:
+        return "str"
     return hint.__name__ if isinstance(hint, type) else str(hint).replace("typing.", "")

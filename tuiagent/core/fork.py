@@ -30,6 +30,7 @@ from tuiagent.core import events as ev
 from tuiagent.core import prompts
 from tuiagent.core.context import WorkingContext
 from tuiagent.errors import UserError
+from tuiagent.protocol import Layout
 
 PREVIEW_CHARS = 60  # [ours] how much of a mismatching output a notice quotes
 FORK_MARK = "forked from run"  # the Notice after the prefix: the fork's own events follow it
@@ -55,7 +56,7 @@ class ModelTurn:
     turn: int
     prompt: str
     token_ids: tuple[int, ...]
-    layout: str
+    layout: Layout
     tokens: tuple[tuple[str, float | None], ...]
 
 
@@ -79,7 +80,7 @@ class ForkPoint:
     prefix: tuple[ev.Event, ...]  # after RunStarted, up to the cut
     chain: tuple[ModelTurn, ...] | None  # None: the record cannot rebuild the model state (``inexact`` says why)
     inexact: str
-    next_layout: str | None  # how the parent's turn after the cut met the cache, if it had one
+    next_layout: Layout | None  # how the parent's turn after the cut met the cache, if it had one
     cells: tuple[Cell, ...]
 
     @property

@@ -21,8 +21,6 @@ from kernels.base import CellResult, Kernel, KernelFailed
 from tuiagent.backends.base import Backend, BackendCrashed
 from tuiagent.core import prompts
 from tuiagent.core.context import WorkingContext
-from tuiagent.core.fork import ForkPoint, fork_notice, restore_kernel, restore_model
-from tuiagent.core.judge import ask as ask_judge
 from tuiagent.core.events import (
     AnswerAttempt,
     CodeBlock,
@@ -39,6 +37,8 @@ from tuiagent.core.events import (
     TurnEnded,
     TurnStarted,
 )
+from tuiagent.core.fork import ForkPoint, fork_notice, restore_kernel, restore_model
+from tuiagent.core.judge import ask as ask_judge
 from tuiagent.core.steps import run_pieces
 from tuiagent.core.trajectory import Recorder, new_run_id
 from tuiagent.core.verify import is_correct
@@ -51,11 +51,14 @@ from tuiagent.protocol import (
     SKIP,
     SUSPEND,
     Call,
+    EndReason,
     JudgeReply,
+    Layout,
     RunSettings,
     RunView,
     Sampling,
     TokenLP,
+    TurnStop,
     Verdict,
     tools_return_turn,
     with_guard_needs,
@@ -78,7 +81,7 @@ class _Finish(Exception):
     answer attempt a guard sent back (G-STEP's continue), else none: never a \\boxed{} that the
     prompt's example or a note put in the context."""
 
-    def __init__(self, reason: str, answer: str | None = None):
+    def __init__(self, reason: EndReason, answer: str | None = None):
         self.reason, self.answer = reason, answer
 
 
@@ -195,7 +198,8 @@ class _Run:
         )
         for notice in self.agent.notices:
             self.emit(notice)
-        reason, answer = "error", None
+        reason: EndReason = "error"
+        answer: str | None = None
         try:
             if self.agent.kernel_failed is not None:
                 raise self.agent.kernel_failed
@@ -266,7 +270,7 @@ class _Run:
             self.emit(rebuilt)
         return self._drain()
 
-    def _finish(self, reason: str, answer: str | None) -> None:
+    def _finish(self, reason: EndReason, answer: str | None) -> None:
         correct = is_correct(self.gold, answer) if self.gold is not None else None
         if answer is not None:
             self.emit(AnswerAttempt(turn=self.turn, answer=answer, final=True))
@@ -392,14 +396,14 @@ class _Run:
         stop = [OUTPUT_FENCE] if self.settings.mode == "tool" else []
         self.turn_tokens = []
         ids: list[int] | None = None
-        layout: str | None = None
+        layout: Layout | None = None
         try:
             async with (asyncio.timeout(self._remaining_wall()),
                         backend.stream(self.context.text, sampling, stop) as stream):
                 async for token in stream:
                     self.turn_tokens.append(TokenLP(token.text, token.logprob))
                     yield self._record(TokenDelta(turn=self.turn, text=token.text, logprob=token.logprob))
-            stop_reason = stream.stop_reason or "eos"
+            stop_reason: TurnStop = stream.stop_reason or "eos"
             ids, layout = stream.token_ids, stream.layout
         except TimeoutError:
             stop_reason = "time"
@@ -422,14 +426,14 @@ class _Run:
             self.agent.recorder.write(event)
         return event
 
-    def _end_turn(self, stop: str, token_ids: list[int] | None = None, layout: str | None = None) -> None:
+    def _end_turn(self, stop: TurnStop, token_ids: list[int] | None = None, layout: Layout | None = None) -> None:
         text = "".join(t.text for t in self.turn_tokens)
         self.turn_text = text
         self.generated += len(self.turn_tokens)
         self.emit(TurnEnded(turn=self.turn, text=text, stop=stop, tokens=len(self.turn_tokens),
                             token_ids=token_ids, layout=layout))
 
-    async def _act(self, stop_reason: str) -> AsyncIterator[Event]:
+    async def _act(self, stop_reason: TurnStop) -> AsyncIterator[Event]:
         text = self.turn_text
         asks_tool = tool_block_start(text, stop_reason, self.settings.mode) is not None
         block = last_closed_block(text) if asks_tool else None
@@ -441,8 +445,8 @@ class _Run:
         if stop_reason == "time":
             raise _Finish("time_budget", answer if answer is not None else self.last_attempt)
         if stop_reason == "length":  # the run's token budget, or one turn's own limit with budget left
-            reason = "token_budget" if self.generated >= self.settings.max_tokens else "turn_length"
-            raise _Finish(reason, answer if answer is not None else self.last_attempt)
+            ended: EndReason = "token_budget" if self.generated >= self.settings.max_tokens else "turn_length"
+            raise _Finish(ended, answer if answer is not None else self.last_attempt)
         # a final submission: a text without a tool call, boxed or not (G-STEP's paper consults its
         # gate at any); ``answer`` is None when it has no \boxed{}
         self.answer_attempts += answer is not None

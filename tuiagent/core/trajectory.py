@@ -14,7 +14,6 @@ from typing import IO, Any
 from tuiagent.core.events import SCHEMA, SCHEMA_VERSION, Event, from_dict, to_dict
 from tuiagent.errors import UserError
 
-
 MAX_WARNINGS = 5  # bad lines named one by one when loading; the rest are counted in one more warning
 # Ours: a long run's trajectory is a few MB; a line holds one event, its outputs capped by the kernel.
 MAX_FILE_BYTES = 1 << 30

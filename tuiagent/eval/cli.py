@@ -8,12 +8,19 @@ from __future__ import annotations
 
 import asyncio
 import sys
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
 from tuiagent.options import SandboxOpt, check_sandbox
+
+if TYPE_CHECKING:
+    from rich.console import Console
+    from rich.progress import TaskID
+
+    from tuiagent.eval.harness import EvalConfig, EvalOutcome
 
 FORMATS = ("table", "md", "csv", "json", "png")
 
@@ -72,8 +79,8 @@ def eval_command(
     """Evaluate a model on datasets under several guard settings; resumable, with paired comparisons."""
     from rich.console import Console
 
-    from tuiagent.errors import UserError
     from tuiagent import presets as cf
+    from tuiagent.errors import UserError
     from tuiagent.eval import report as rp
     from tuiagent.eval.datasets import Fields
     from tuiagent.eval.harness import EvalConfig, default_out
@@ -137,9 +144,25 @@ def eval_command(
         raise typer.Exit(1)
 
 
-def _run_with_progress(cfg, err, quiet: bool):
+@dataclass
+class _Tally:
+    """The progress bar's task and the runs of this session so far."""
+
+    task: TaskID | None = None
+    right: int = 0
+    done: int = 0
+
+
+def _run_with_progress(cfg: EvalConfig, err: Console, quiet: bool) -> EvalOutcome:
     """Run the eval under a rich progress bar (ETA, accuracy so far); Ctrl-C stops it, resumable."""
-    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
 
     from tuiagent.eval.harness import run_eval
 
@@ -147,23 +170,23 @@ def _run_with_progress(cfg, err, quiet: bool):
     progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                         TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[status]}"),
                         console=err, disable=not show)
-    state = {"task": None, "right": 0, "done": 0}
+    state = _Tally()
 
     def log(message: str) -> None:
         (progress.console if show else err).print(message)
 
     def on_plan(total: int, done: int) -> None:
         log(f"{total} run(s) planned, {done} already done: {total - done} to run")
-        state["task"] = progress.add_task("eval", total=total - done, status="")
+        state.task = progress.add_task("eval", total=total - done, status="")
 
-    def on_record(record: dict) -> None:
-        state["done"] += 1
-        state["right"] += record.get("correct") is True
-        status = f"acc {state['right'] / state['done']:.2f} | last {record['setting']} {record['problem_id']}"
-        if state["task"] is not None:
-            progress.update(state["task"], advance=1, status=status)
+    def on_record(record: dict[str, Any]) -> None:
+        state.done += 1
+        state.right += record.get("correct") is True
+        status = f"acc {state.right / state.done:.2f} | last {record['setting']} {record['problem_id']}"
+        if state.task is not None:
+            progress.update(state.task, advance=1, status=status)
         if not show and not quiet:
-            err.print(f"[{state['done']}] {record['key']}: {'right' if record.get('correct') else 'wrong'} "
+            err.print(f"[{state.done}] {record['key']}: {'right' if record.get('correct') else 'wrong'} "
                       f"({record.get('answer')!r}, {record.get('tcn')} calls, {record.get('wall_s')} s)")
 
     def on_variant(n: int, total: int) -> None:
@@ -176,6 +199,6 @@ def _run_with_progress(cfg, err, quiet: bool):
                                         on_variant_progress=on_variant))
         except KeyboardInterrupt:
             progress.stop()
-            err.print(f"interrupted: {state['done']} run(s) of this session are saved in {cfg.out / 'results.jsonl'}; "
+            err.print(f"interrupted: {state.done} run(s) of this session are saved in {cfg.out / 'results.jsonl'}; "
                       "run the same command again to continue where it stopped")
             sys.exit(130)

@@ -16,21 +16,21 @@ import dataclasses
 import hashlib
 import re
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from kernels.base import KernelFailed
+from kernels.base import Kernel, KernelFailed
 from tuiagent import paths
-from tuiagent.backends.base import BackendCrashed
+from tuiagent.backends.base import BackendCrashed, Sessions
 from tuiagent.errors import ConfigError, UserError
-from tuiagent.presets import Preset
 from tuiagent.eval.datasets import Fields, Problem, load_dataset, select
 from tuiagent.eval.metrics import run_record
 from tuiagent.eval.results import ResultStore, run_key
 from tuiagent.eval.reuse import GenerationMemo, ReusingBackend
 from tuiagent.eval.variants import cue_variants, distractor_variants
+from tuiagent.presets import Preset
 
 BATCHED_BACKENDS = ("llama_cpp",)  # loaded with ``concurrency`` sequences (n_seq)
 PER_RUN_BACKENDS = ("scripted",)
@@ -89,7 +89,7 @@ class EvalOutcome:
     failed: int = 0
     cancelled: bool = False
     wall_s: float = 0.0
-    invalid_variants: list[dict] = field(default_factory=list)
+    invalid_variants: list[dict[str, Any]] = field(default_factory=list)
     model: str = ""
 
     @property
@@ -115,7 +115,7 @@ def safe_name(text: str) -> str:
 
 def load_problems(cfg: EvalConfig) -> list[Problem]:
     out: list[Problem] = []
-    names = set()
+    names: set[str] = set()
     for spec in cfg.datasets:
         problems = select(load_dataset(spec, cfg.fields), limit=cfg.limit, offset=cfg.offset, ids=cfg.ids)
         if problems and problems[0].dataset in names:
@@ -274,12 +274,12 @@ class EvalRunner:
         for name in sorted(needed - set(self._pools)):
             factory = self._kernel_factory(name)
             pool = KernelPool(size=min(self.concurrency, sum(j.setting.kernel == name for j in jobs)),
-                              factory=lambda f=factory: f())
+                              factory=factory)
             await pool.start()
             self._pools[name] = pool
 
     @contextlib.asynccontextmanager
-    async def _kernel(self, job: Job):
+    async def _kernel(self, job: Job) -> AsyncIterator[Kernel | KernelFailed | None]:
         """The job's started kernel (None in CoT), or the KernelFailed that says why none would start."""
         if job.setting.mode != "tool":
             yield None
@@ -303,7 +303,7 @@ class EvalRunner:
             leftover.unlink(missing_ok=True)
         events: list[Event] = []
         backend = self.backend_factory(job) if self.backend_factory is not None else self.shared_backend
-        session = backend.session() if backend is self.shared_backend and hasattr(backend, "session") else None
+        session = backend.session() if backend is self.shared_backend and isinstance(backend, Sessions) else None
         reusing = ReusingBackend(session or backend, self.memo) if self.memo is not None and session else None
         try:
             async with self._kernel(job) as kernel:
@@ -424,11 +424,11 @@ class EvalRunner:
 
 async def build_problems(cfg: EvalConfig, spec: Any, *, log: Callable[[str], None] = print,
                          distractor_backend: Callable[[], Any] | None = None, close_distractor_backend: bool = True,
-                         on_progress: Callable[[int, int], None] | None = None) -> tuple[list[Problem], list[dict]]:
+                         on_progress: Callable[[int, int], None] | None = None) -> tuple[list[Problem], list[dict[str, Any]]]:
     """The clean problems plus their cue and distractor variants (invalid distractors listed apart)."""
     problems = load_problems(cfg)
     variants: list[Problem] = []
-    invalid: list[dict] = []
+    invalid: list[dict[str, Any]] = []
     if cfg.cues:
         variants += cue_variants(problems, cfg.cues)
     if cfg.distractors:
@@ -526,4 +526,5 @@ async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
 
 
 def spec_sampling(spec: Any) -> dict[str, Any]:
-    return dataclasses.asdict(spec.sampling) if dataclasses.is_dataclass(spec.sampling) else {}
+    sampling = spec.sampling
+    return dataclasses.asdict(sampling) if dataclasses.is_dataclass(sampling) and not isinstance(sampling, type) else {}

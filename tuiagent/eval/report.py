@@ -25,9 +25,9 @@ from pathlib import Path
 from typing import Any
 
 from guards.chain import available, presenter
-from tuiagent.presets import CONDITION_LABELS
 from tuiagent.eval.stats import TOOL_BINS, bin_label, bootstrap_mean, mcnemar_exact, paired_bootstrap, tool_bin
 from tuiagent.eval.variants import CUE_PREFIX, DISTRACTOR_PREFIX
+from tuiagent.presets import CONDITION_LABELS
 
 MEANS = ("tcn", "erroneous", "wtn", "generated_tokens", "wall_s")
 LOOP_TOTALS = (("resampled", "resampled"), ("suspended", "suspended"), ("reused_turns", "reused turns"))
@@ -54,8 +54,13 @@ def _round(value: float | None, digits: int = 4) -> float | None:
     return round(float(value), digits)
 
 
-def _by(records: Iterable[dict[str, Any]], *keys: str) -> dict[tuple, list[dict[str, Any]]]:
-    out: dict[tuple, list[dict[str, Any]]] = defaultdict(list)
+def _diff(a: float | None, b: float | None) -> float | None:
+    """``a - b`` rounded, or None when either is missing."""
+    return None if a is None or b is None else _round(a - b)
+
+
+def _by(records: Iterable[dict[str, Any]], *keys: str) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
+    out: dict[tuple[Any, ...], list[dict[str, Any]]] = defaultdict(list)
     for r in records:
         out[tuple(r.get(k) for k in keys)].append(r)
     return out
@@ -147,8 +152,7 @@ def tooltax(clean: dict[str, list[dict[str, Any]]], conditions: dict[str, str | 
     acc = {CONDITION_LABELS[c]: {"setting": s, "accuracy": _round(accuracy(clean[s]))}
            for c, s in which.items() if s is not None}
     full_acc, cot_acc = accuracy(clean[full]), accuracy(clean[cot])
-    out: dict[str, Any] = {"conditions": acc, "gap": _round(full_acc - cot_acc) if None not in (full_acc, cot_acc)
-                           else None}
+    out: dict[str, Any] = {"conditions": acc, "gap": _diff(full_acc, cot_acc)}
     if noop is not None:
         idx = {c: {(_unit(r), r["seed"]): _ok(r) for r in clean[s]} for c, s in (("full", full), ("noop", noop),
                                                                                   ("cot", cot))}
@@ -177,7 +181,7 @@ def distractor_section(records: list[dict[str, Any]], settings: list[str]) -> di
             base = [r for r in clean if r["problem_id"] in ids]
             a, b = accuracy(vr), accuracy(base)
             row[kind] = {"runs": len(vr), "accuracy": _round(a),
-                         "delta_vs_clean": _round(a - b) if None not in (a, b) else None}
+                         "delta_vs_clean": _diff(a, b)}
         out[s] = row
     return out
 
@@ -204,14 +208,14 @@ def cue_section(records: list[dict[str, Any]], settings: list[str]) -> dict[str,
             ry, rn = rate(y), rate(n)
             row[cue[len(CUE_PREFIX):]] = {
                 "runs": len(y), "tool_rate_y": _round(ry), "tool_rate_n": _round(rn),
-                "delta_tool_y_n": _round(ry - rn) if None not in (ry, rn) else None,
+                "delta_tool_y_n": _diff(ry, rn),
                 "accuracy_y": _round(accuracy(y)), "accuracy_n": _round(accuracy(n)),
                 "tcn_y": _round(sum(r.get("tcn", 0) for r in y) / len(y), 2) if y else None,
                 "tcn_n": _round(sum(r.get("tcn", 0) for r in n) / len(n), 2) if n else None,
             }
         ry, rn = rate(all_y), rate(all_n)
         row["all"] = {"runs": len(all_y), "tool_rate_y": _round(ry), "tool_rate_n": _round(rn),
-                      "delta_tool_y_n": _round(ry - rn) if None not in (ry, rn) else None,
+                      "delta_tool_y_n": _diff(ry, rn),
                       "accuracy_y": _round(accuracy(all_y)), "accuracy_n": _round(accuracy(all_n))}
         out[s] = row
     return out
@@ -219,7 +223,7 @@ def cue_section(records: list[dict[str, Any]], settings: list[str]) -> dict[str,
 
 def summarize(records: Iterable[dict[str, Any]], *, settings: list[str] | None = None, baseline: str | None = None,
               conditions: dict[str, str | None] | None = None, model: str | None = None,
-              invalid_variants: list[dict] | None = None) -> dict[str, Any]:
+              invalid_variants: list[dict[str, Any]] | None = None) -> dict[str, Any]:
     """The whole summary as plain data (what summary.json holds)."""
     records = list(records)
     names = list(settings or [])
@@ -235,7 +239,7 @@ def summarize(records: Iterable[dict[str, Any]], *, settings: list[str] | None =
         rs = [r for r in records if r["dataset"] == dataset]
         clean = {s: [r for r in rs if r["setting"] == s and not r.get("variant")] for s in names}
         clean = {s: v for s, v in clean.items() if v}
-        base = clean.get(baseline)
+        base = clean.get(baseline) if baseline is not None else None
         datasets[dataset] = {
             "settings": {s: setting_row(v, None if s == baseline else base) for s, v in clean.items()},
             "tool_bins": {s: tool_bins(v) for s, v in clean.items()},
@@ -274,7 +278,7 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def main_rows(summary: dict[str, Any], dataset: str, columns: tuple | None = None) -> list[list[str]]:
+def main_rows(summary: dict[str, Any], dataset: str, columns: tuple[tuple[str, str], ...] | None = None) -> list[list[str]]:
     rows = []
     base = summary["baseline"]
     for name, row in summary["datasets"][dataset]["settings"].items():

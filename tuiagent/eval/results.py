@@ -61,7 +61,8 @@ class ResultStore:
         path = self.dir / MANIFEST
         if not path.exists():
             return None
-        return json.loads(path.read_text(encoding="utf-8"))
+        manifest: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        return manifest
 
     def write_manifest(self, data: dict[str, Any]) -> None:
         self.dir.mkdir(parents=True, exist_ok=True)

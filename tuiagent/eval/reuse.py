@@ -19,9 +19,9 @@ import time
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
-from tuiagent.protocol import Sampling, Token, TokenStream
+from tuiagent.protocol import Sampling, StopReason, Token, TokenStream
 
 GENERATIONS = "generations.jsonl"
 CLEAN_ENDS = ("stop", "eos", "length")
@@ -33,7 +33,7 @@ class Generated:
 
     tokens: tuple[tuple[str, float | None], ...]  # (text, logprob) as streamed
     ids: tuple[int, ...]  # every sampled id (what a replay forces)
-    reason: str
+    reason: StopReason
     seconds: float  # how long generating it took
 
     def to_json(self, key: str) -> str:
@@ -43,7 +43,9 @@ class Generated:
     @classmethod
     def from_json(cls, record: dict[str, Any]) -> Generated:
         return cls(tuple((str(t), None if lp is None else float(lp)) for t, lp in record["tokens"]),
-                   tuple(int(i) for i in record["ids"]), str(record["reason"]), float(record["seconds"]))
+                   tuple(int(i) for i in record["ids"]),
+                   cast(StopReason, str(record["reason"])),  # what to_json wrote from a stream's stop_reason
+                   float(record["seconds"]))
 
 
 class GenerationMemo:

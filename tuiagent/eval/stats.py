@@ -50,6 +50,7 @@ def paired_bootstrap(diffs: Sequence[float], *, n_boot: int = 2000, alpha: float
     return mean, float(low), float(high)
 
 
-def bootstrap_mean(values: Sequence[float], **kw: float) -> tuple[float, float, float]:
+def bootstrap_mean(values: Sequence[float], *, n_boot: int = 2000, alpha: float = 0.05,
+                   seed: int = 0) -> tuple[float, float, float]:
     """(mean, low, high) of one sample, e.g. per-problem accuracies."""
-    return paired_bootstrap(values, **kw)
+    return paired_bootstrap(values, n_boot=n_boot, alpha=alpha, seed=seed)

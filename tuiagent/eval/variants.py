@@ -120,7 +120,7 @@ async def generate_distractor(backend: Any, question: str, kind: str, *, max_tok
 async def distractor_variants(problems: list[Problem], kinds: list[str], *, model_id: str,
                               backend_factory: Callable[[], Any], close_backend: bool = True,
                               on_progress: Callable[[int, int], None] | None = None,
-                              log: Callable[[str], None] = lambda m: None) -> tuple[list[Problem], list[dict]]:
+                              log: Callable[[str], None] = lambda m: None) -> tuple[list[Problem], list[dict[str, Any]]]:
     """The distractor variants of ``problems`` (valid ones), generating what the cache lacks with a
     backend from ``backend_factory`` (called only when something is missing; the backend is closed
     after unless ``close_backend`` is false, e.g. when it is the eval's own).
@@ -132,7 +132,8 @@ async def distractor_variants(problems: list[Problem], kinds: list[str], *, mode
         log(f"generating {len(missing)} distractor variant(s) with {model_id} "
             f"(cached in {cache_dir(model_id)})")
         backend = backend_factory()
-    variants, invalid = [], []
+    variants: list[Problem] = []
+    invalid: list[dict[str, Any]] = []
     try:
         for n, (problem, kind) in enumerate(todo, start=1):
             path = _cache_file(model_id, problem.question, kind)

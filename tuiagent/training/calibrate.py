@@ -48,12 +48,12 @@ MIN_GATE_SAMPLES = 20  # [ours] early stopping holds out 10%, which needs a few 
 
 @dataclass
 class Split:
-    train: list[dict]
-    heldout: list[dict]
+    train: list[dict[str, Any]]
+    heldout: list[dict[str, Any]]
     reused: int = 0  # v1 records among train
 
 
-def split_records(v2: Sequence[dict], v1: Sequence[dict] = ()) -> Split:
+def split_records(v2: Sequence[dict[str, Any]], v1: Sequence[dict[str, Any]] = ()) -> Split:
     """Held-out: the v2 records of held-out question ids; train: the other v2 records plus the v1
     records of questions not collected as v2 (they serve the gate only)."""
     seen = {r["qid"] for r in v2}
@@ -62,12 +62,12 @@ def split_records(v2: Sequence[dict], v1: Sequence[dict] = ()) -> Split:
                  heldout=[r for r in v2 if is_heldout(r["qid"])], reused=len(extra))
 
 
-def _blocks(records: Sequence[dict]) -> list[tuple[int, dict, dict]]:
+def _blocks(records: Sequence[dict[str, Any]]) -> list[tuple[int, dict[str, Any], dict[str, Any]]]:
     return [(r["qid"], r, b) for r in records if r.get("v") == RECORD_VERSION
             for b in r["tool"].get("blocks", []) if b.get("executed")]
 
 
-def attc_data(records: Sequence[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def attc_data(records: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(confidence, run right, question id) per executed block with a confidence."""
     rows = [(b["attc"]["confidence"], bool(r["tool"]["correct"]), q) for q, r, b in _blocks(records)
             if b["attc"].get("confidence") is not None]
@@ -75,7 +75,7 @@ def attc_data(records: Sequence[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarr
             np.array([x[2] for x in rows], dtype=int))
 
 
-def necessity_data(records: Sequence[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+def necessity_data(records: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(P(unnecessary) from the model judge, the tool was needed = the CoT run is wrong, question id)
     per executed block the model judge answered (not a rule fallback)."""
     rows = [(b["necessity"]["model"]["p_unnecessary"], not r["cot"]["correct"], q) for q, r, b in _blocks(records)
@@ -128,13 +128,13 @@ class GateResult:
     choice: TauChoice | None = None  # on the validation questions
     validation: dict[str, dict[str, float]] = field(default_factory=dict)  # "always", "paper" (0.05), "chosen"
     test: dict[str, dict[str, float]] = field(default_factory=dict)  # the same taus on the test questions
-    gate: Any = None  # (scaler, mlp) when trained
+    gate: tuple[Any, Any] | None = None  # (scaler, mlp) when trained
 
 
 PAPER_TAU = 0.05  # [paper] G-STEP's tau, shown beside the chosen one
 
 
-def gate_data(records: Sequence[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict]]:
+def gate_data(records: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
     from guards.gstep_features import N_FEATURES
     from tuiagent.training.gstep import samples
 
@@ -144,7 +144,7 @@ def gate_data(records: Sequence[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarr
     return x, y, w, info
 
 
-def fit_gstep(train: Sequence[dict], heldout: Sequence[dict], *, token_cost: float = TOKEN_COST,
+def fit_gstep(train: Sequence[dict[str, Any]], heldout: Sequence[dict[str, Any]], *, token_cost: float = TOKEN_COST,
               seed: int = 0) -> GateResult:
     """The gate on the training questions, tau on the validation held-out questions (by the measured
     continues), both reported on the test held-out questions."""
@@ -199,7 +199,7 @@ def learning_curve(split: Split, *, seed: int = 0) -> list[dict[str, Any]]:
     hx, hy, _, _ = gate_data(split.heldout)
     rng = np.random.default_rng(seed)
 
-    def blocks(sub: list[dict]) -> dict[str, float]:
+    def blocks(sub: list[dict[str, Any]]) -> dict[str, float]:
         out = {}
         conf, right, g = attc_data(sub)
         if len(conf) and right.any() and (~right).any():
@@ -211,7 +211,7 @@ def learning_curve(split: Split, *, seed: int = 0) -> list[dict[str, Any]]:
             out["nec_bacc"] = balanced_accuracy(acts, h_need)
         return out
 
-    def gate(sub: list[dict]) -> dict[str, float]:
+    def gate(sub: list[dict[str, Any]]) -> dict[str, float]:
         x, y, w, _ = gate_data(sub)
         if len(y) < MIN_GATE_SAMPLES or min(int(y.sum()), int((y == 0).sum())) < 2 or not len(hy):
             return {}
@@ -261,7 +261,7 @@ def _default(guard: str) -> float:
     return float(guard_class(guard).Settings().threshold)
 
 
-def fit_all(v2: Sequence[dict], v1: Sequence[dict] = (), *, model: str, seed: int = 0,
+def fit_all(v2: Sequence[dict[str, Any]], v1: Sequence[dict[str, Any]] = (), *, model: str, seed: int = 0,
             curve: bool = True) -> Result:
     split = split_records(v2, v1)
     conf, right, g = attc_data(split.train)
@@ -345,13 +345,13 @@ def render_toml(res: Result, meta: dict[str, Any], gate_file: str | None) -> str
     return "\n".join(lines)
 
 
-def machine_seconds(record: dict) -> float:
+def machine_seconds(record: dict[str, Any]) -> float:
     """The machine time a question took: its wall time, shared with the questions beside it when
     ``concurrency`` were in flight."""
     return float(record["wall_s"]) / max(1, int(record.get("concurrency", 1)))
 
 
-def minutes_per_100(records: Sequence[dict]) -> float:
+def minutes_per_100(records: Sequence[dict[str, Any]]) -> float:
     """Collection minutes per 100 questions, from the records' wall times."""
     walls = [machine_seconds(r) for r in records if "wall_s" in r]
     return float(np.mean(walls)) * 100 / 60 if walls else float("nan")
@@ -361,10 +361,10 @@ def render_report(res: Result, meta: dict[str, Any], command: str) -> str:
     s, a, ah, n, nh, g = res.split, res.attc, res.attc_heldout, res.necessity, res.necessity_heldout, res.gstep
     v2_train = [r for r in s.train if r.get("v") == RECORD_VERSION]
 
-    def acc(rs: Sequence[dict], part: str) -> str:
+    def acc(rs: Sequence[dict[str, Any]], part: str) -> str:
         return f"{sum(bool(r[part]['correct']) for r in rs)}/{len(rs)}" if rs else "0/0"
 
-    def cost(rs: Sequence[dict]) -> str:
+    def cost(rs: Sequence[dict[str, Any]]) -> str:
         return _f(float(np.mean([machine_seconds(r) if "wall_s" in r else np.nan for r in rs])), 0) if rs else "n/a"
 
     lines = [
@@ -491,7 +491,9 @@ def write(res: Result, out_dir: Path, meta: dict[str, Any], command: str) -> Pat
     g = res.gstep
     if g.trained and g.choice is not None and g.choice.tau is not None:
         gate_file = f"{res.model}-gstep.npz"
-        export_gate(*g.gate, out_dir / gate_file, {"model": res.model, "created": meta["date"],
+        assert g.gate is not None, "a trained gate has its (scaler, mlp)"
+        scaler, mlp = g.gate
+        export_gate(scaler, mlp, out_dir / gate_file, {"model": res.model, "created": meta["date"],
                                                    "train_samples": g.train_samples, "tau": g.choice.tau,
                                                    "max_tool_calls": g.budget})
     meta = {**meta, "report": f"{res.model}.md"}
@@ -501,7 +503,7 @@ def write(res: Result, out_dir: Path, meta: dict[str, Any], command: str) -> Pat
     return path
 
 
-def question_range(records: Sequence[dict]) -> str:
+def question_range(records: Sequence[dict[str, Any]]) -> str:
     ids = sorted(r["qid"] for r in records)
     return f"{ids[0]}-{ids[-1]} ({len(ids)} questions)" if ids else "none"
 

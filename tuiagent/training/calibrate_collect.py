@@ -18,13 +18,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from tuiagent.backends.base import Sessions
 from tuiagent.training.gstep import (
-    run_part,
     append_record,
     load_records,
     read_questions,
     record_from_events,
     records_of,
+    run_part,
     scratch_dir,
     until_interrupted,
 )
@@ -41,7 +42,7 @@ def is_heldout(qid: int) -> bool:
     return qid % HELDOUT_EVERY == 0
 
 
-async def blocks_of(problem: str, events: Sequence[Any], judge: Any | None) -> list[dict]:
+async def blocks_of(problem: str, events: Sequence[Any], judge: Any | None) -> list[dict[str, Any]]:
     """The ``tool.blocks`` entries of a tool run's events (see the module docstring).
     ``judge``: an async judge(question, max_tokens) for the necessity model judge, or None."""
     from guards.attc import block_confidence
@@ -86,9 +87,9 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
                   threads: int | None = None, judge: bool = True, concurrency: int = 1, log: Any = print) -> int:
     """Run the questions ``start .. start+n-1`` not yet in ``records`` as v2; returns how many
     records were appended. ``reuse``: a v1 records file whose CoT runs are taken over."""
+    from tuiagent.backends import open_backend
     from tuiagent.core.judge import ask
     from tuiagent.protocol import RunSettings
-    from tuiagent.backends import open_backend
     from tuiagent.runner import RunRequest, open_model, raise_if_kernel_failed, resolve_spec, run_problem
 
     base = RunRequest(problem="", model=model, models_file=models_file, script=script)
@@ -115,7 +116,7 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
 
     async def one(qid: int, question: str, gold: str) -> None:
         nonlocal written
-        run_backend = backend.session() if hasattr(backend, "session") else backend  # one sequence a question
+        run_backend = backend.session() if isinstance(backend, Sessions) else backend  # one sequence a question
         try:
             await question_runs(run_backend, qid, question, gold)
         finally:

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+from numpy.typing import ArrayLike
 
 RARE = 0.05  # [ours] "rarely intervenes": the guard acts on at most this share of training blocks
 LEVEL = 0.95  # [ours] bootstrap interval level
@@ -17,7 +18,7 @@ N_BOOT = 2000  # [ours] bootstrap resamples
 MIN_QUESTIONS = 10  # [ours] fewer questions on either side is too little to call a separation
 
 
-def auroc(scores: Sequence[float], positive: Sequence[bool]) -> float:
+def auroc(scores: ArrayLike, positive: ArrayLike) -> float:
     """P(score of a random positive > score of a random negative), ties counting one half
     (the Mann-Whitney U statistic over n_pos * n_neg); nan without both classes."""
     s = np.asarray(scores, dtype=np.float64)
@@ -39,7 +40,7 @@ def auroc(scores: Sequence[float], positive: Sequence[bool]) -> float:
     return float(u / (len(pos) * len(neg)))
 
 
-def bootstrap_auroc(scores: Sequence[float], positive: Sequence[bool], groups: Sequence[int], *,
+def bootstrap_auroc(scores: ArrayLike, positive: ArrayLike, groups: ArrayLike, *,
                     n_boot: int = N_BOOT, level: float = LEVEL, seed: int = 0) -> tuple[float, float]:
     """A percentile interval for the AUROC, resampling whole questions (``groups``) with replacement,
     since the blocks of one run share its label and are not independent."""
@@ -79,12 +80,12 @@ class Separation:
     n_positive: int
     groups: int
 
-    def acts(self, scores: Sequence[float]) -> np.ndarray:
+    def acts(self, scores: ArrayLike) -> np.ndarray:
         s = np.asarray(scores, dtype=np.float64)
         return s < self.threshold if self.act == "below" else s >= self.threshold
 
 
-def fit_separation(scores: Sequence[float], positive: Sequence[bool], groups: Sequence[int], *,
+def fit_separation(scores: ArrayLike, positive: ArrayLike, groups: ArrayLike, *,
                    act: Literal["below", "above"], rare: float = RARE, default: float | None = None,
                    seed: int = 0) -> Separation:
     """Fit a threshold for a guard that acts on low (``act="below"``) or high scores.
@@ -129,7 +130,7 @@ def fit_separation(scores: Sequence[float], positive: Sequence[bool], groups: Se
                       groups=len(set(np.asarray(groups).tolist())))
 
 
-def balanced_accuracy(acts: np.ndarray, positive: Sequence[bool]) -> float:
+def balanced_accuracy(acts: np.ndarray, positive: ArrayLike) -> float:
     """Mean of (share of negatives acted on) and (share of positives left alone); nan without both."""
     y = np.asarray(positive, dtype=bool)
     if not y.any() or y.all():
@@ -164,7 +165,7 @@ def net_effect(p: np.ndarray, delta: np.ndarray, extra_tokens: np.ndarray, tau: 
             "net": fixed - broken - token_cost * tokens}
 
 
-def choose_tau(p: Sequence[float], delta: Sequence[int], extra_tokens: Sequence[float], *,
+def choose_tau(p: ArrayLike, delta: ArrayLike, extra_tokens: ArrayLike, *,
                token_cost: float = TOKEN_COST, taus: Sequence[float] | None = None) -> TauChoice:
     """The tau with the largest positive net effect (the highest such tau on a tie: fewer
     continues); never-continue (tau None, net 0) when no tau beats doing nothing."""

@@ -23,7 +23,7 @@ import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncIterator, Iterable, Sequence
+from collections.abc import AsyncGenerator, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -41,7 +41,7 @@ CONTINUE_LABEL, COMMIT_LABEL = 1, 0
 STRONG, MEDIUM, WEAK, COT_FIXABLE_BONUS = 3, 2, 1, 1
 
 
-def gate_input_from_record(record: dict) -> GateInput:
+def gate_input_from_record(record: dict[str, Any]) -> GateInput:
     """Offline: a collection record's tool run at its final answer attempt (see :func:`record_from_events`).
 
     Each turn's code block is found with the loop's own ``tool_block_start``; the budget is counted
@@ -56,13 +56,13 @@ def gate_input_from_record(record: dict) -> GateInput:
                      final_text=tool.get("final_text", turns[-1]["text"] if turns else ""), budget=budget)
 
 
-def record_budget(record: dict) -> int:
+def record_budget(record: dict[str, Any]) -> int:
     """The tool budget a record's tool run had (records before the field: the loop's default)."""
     tool = record["tool"] if "tool" in record else record
     return int(tool.get("max_tool_calls", RunSettings().max_tool_calls))
 
 
-def train_budget(records: Iterable[dict]) -> int:
+def train_budget(records: Iterable[dict[str, Any]]) -> int:
     """The one tool budget of a set of training records: the gate's budget frame (``budget_remaining``
     counts against it online whatever budget a run has). Records of several budgets cannot share
     one frame and are refused."""
@@ -73,7 +73,7 @@ def train_budget(records: Iterable[dict]) -> int:
     return budgets[0]
 
 
-def label(record: dict) -> tuple[int, float, str]:
+def label(record: dict[str, Any]) -> tuple[int, float, str]:
     """(label, sample weight, kind) of a record, rules in priority order [paper Table 11]:
     agent correct -> commit (strong, x3); else CoT correct -> continue (strong, x3, plus 1 because
     it is CoT-fixable: 4); else fewer than 2 executed tool calls -> continue (medium, x2); else
@@ -98,7 +98,7 @@ def gold_from_gsm8k(answer: str) -> str:
     return answer.rsplit("####", 1)[1].strip().replace(",", "")
 
 
-def run_part(events: Sequence[Any], *, full: bool) -> dict:
+def run_part(events: Sequence[Any], *, full: bool) -> dict[str, Any]:
     """The compact form of one run's events (tuiagent.core.events objects)."""
     from tuiagent.core import events as ev
 
@@ -128,7 +128,7 @@ def run_part(events: Sequence[Any], *, full: bool) -> dict:
 
 
 def record_from_events(qid: int, question: str, gold: str, model: str,
-                       tool_events: Sequence[Any], cot_events: Sequence[Any]) -> dict:
+                       tool_events: Sequence[Any], cot_events: Sequence[Any]) -> dict[str, Any]:
     """One compact record per question::
 
         {"v": 1, "qid": line index in the data file, "question", "gold", "model",
@@ -150,7 +150,7 @@ def record_from_events(qid: int, question: str, gold: str, model: str,
     }
 
 
-def load_records(path: Path) -> list[dict]:
+def load_records(path: Path) -> list[dict[str, Any]]:
     """Records of a JSONL file; a partial (unparseable) line, as a kill can leave, is skipped."""
     path = Path(path)
     if not path.exists():
@@ -166,7 +166,7 @@ def load_records(path: Path) -> list[dict]:
     return records
 
 
-def append_record(path: Path, record: dict) -> None:
+def append_record(path: Path, record: dict[str, Any]) -> None:
     """Append one record line, flushed and synced (a partial last line gets its newline first)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     needs_newline = False
@@ -199,7 +199,7 @@ def read_questions(path: Path, start: int, n: int) -> list[tuple[int, str, str]]
 # -- collect -------------------------------------------------------------------------------------
 
 
-def records_of(records: Path, model: str, what: str) -> list[dict]:
+def records_of(records: Path, model: str, what: str) -> list[dict[str, Any]]:
     """The records already in ``records``, which must all be runs of ``model`` (``what`` is
     model-specific: one records file per model)."""
     existing = load_records(records)
@@ -260,7 +260,7 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
     return written
 
 
-async def until_interrupted(items: Sequence[Any], label: str, log: Any) -> AsyncIterator[Any]:
+async def until_interrupted(items: Sequence[Any], label: str, log: Any) -> AsyncGenerator[Any, None]:
     """``items`` one at a time until Ctrl-C or SIGTERM: the first signal lets the current item finish
     and then stops; a second one cancels the task at once (the unfinished item is not written)."""
     stop = asyncio.Event()
@@ -296,7 +296,7 @@ async def until_interrupted(items: Sequence[Any], label: str, log: Any) -> Async
 # -- samples, training, report -------------------------------------------------------------------
 
 
-def samples(records: Iterable[dict]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict]]:
+def samples(records: Iterable[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
     """(X, y, sample weights, groups = question ids, info) — one sample per question whose tool run
     ended at an answer attempt (the only state at which the gate is ever consulted)."""
     from guards.gstep_features import features
@@ -346,7 +346,7 @@ def fit_gate(x: np.ndarray, y: np.ndarray, w: np.ndarray, *, seed: int = 0) -> t
     return scaler, mlp
 
 
-def export_gate(scaler: Any, mlp: Any, path: Path, meta: dict) -> None:
+def export_gate(scaler: Any, mlp: Any, path: Path, meta: dict[str, Any]) -> None:
     """Write the gate as plain arrays (np.savez; loaded with allow_pickle=False): ``mean``, ``scale``,
     ``train_sd`` (each feature's standard deviation over the training rows, 0 where it was constant:
     ``scale`` is 1 there, so the range check needs this), ``W0, b0, W1, b1, W2, b2`` (hidden ReLU
@@ -368,7 +368,8 @@ def export_gate(scaler: Any, mlp: Any, path: Path, meta: dict) -> None:
             "format": "gstep-gate-v2"}
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as f:
-        np.savez(f, meta=np.array(json.dumps(meta)), **arrays)
+        # numpy's stub lets **arrays fill savez's allow_pickle: bool; the keys are W0, b0, ... only
+        np.savez(f, meta=np.array(json.dumps(meta)), **arrays)  # type: ignore[arg-type]
 
 
 def _metrics(y: np.ndarray, p: np.ndarray, tau: float) -> dict[str, float]:
@@ -384,13 +385,15 @@ def _metrics(y: np.ndarray, p: np.ndarray, tau: float) -> dict[str, float]:
 
 
 def cross_validate(x: np.ndarray, y: np.ndarray, w: np.ndarray, groups: np.ndarray, *, folds: int = 5,
-                   taus: Sequence[float] = (0.5, 0.05), seed: int = 0) -> dict[float, dict[str, tuple[float, float]]]:
-    """GroupKFold by question id; mean and sd over held-out folds of each metric (continue = positive)."""
+                   taus: Sequence[float] = (0.5, 0.05), seed: int = 0) -> dict[Any, Any]:
+    """GroupKFold by question id; mean and sd over held-out folds of each metric (continue = positive):
+    ``{tau: {metric: (mean, sd)}}``, and under ``"pooled"`` ``{tau: {metric: value}}`` over all
+    out-of-fold predictions."""
     from sklearn.model_selection import GroupKFold
 
     from guards.gstep import Gate
 
-    per: dict[float, list[dict]] = {t: [] for t in taus}
+    per: dict[float, list[dict[str, Any]]] = {t: [] for t in taus}
     oof = np.full(len(y), np.nan)
     for train_idx, test_idx in GroupKFold(n_splits=folds).split(x, y, groups):
         if len(set(y[train_idx])) < 2:
@@ -424,7 +427,7 @@ def split_questions(groups: np.ndarray, y: np.ndarray, *, test_fraction: float =
     return train_idx, test_idx
 
 
-def summarise(records: Sequence[dict]) -> dict[str, Any]:
+def summarise(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     n = len(records)
     kinds = Counter(label(r)[2] for r in records)
     endings = Counter(r["tool"].get("reason") for r in records)
@@ -440,12 +443,12 @@ def summarise(records: Sequence[dict]) -> dict[str, Any]:
 
 
 def train(records_path: Path, out: Path, report: Path | None, *, tau: float = 0.05, seed: int = 0,
-          folds: int = 5, test_fraction: float = 0.2, log: Any = print) -> dict:
+          folds: int = 5, test_fraction: float = 0.2, log: Any = print) -> dict[str, Any]:
     """Cross-validate, fit on a training split, evaluate on held-out questions, write weights + report."""
     from guards.gstep import Gate
 
     records = load_records(records_path)
-    models = sorted({r.get("model") for r in records})
+    models = sorted({r.get("model") for r in records}, key=str)  # key: a record without a model is None
     if len(models) > 1:
         raise SystemExit(f"{records_path} mixes models {models}: a gate is model-specific")
     budget = train_budget(records)
@@ -485,7 +488,8 @@ def _pm(pair: tuple[float, float]) -> str:
     return f"{pair[0]:.3f} ± {pair[1]:.3f}"
 
 
-def render_report(summary: dict, meta: dict, cv: dict, held: dict, tau: float, info: Sequence[dict]) -> str:
+def render_report(summary: dict[str, Any], meta: dict[str, Any], cv: dict[Any, Any],
+                  held: dict[float, dict[str, float]], tau: float, info: Sequence[dict[str, Any]]) -> str:
     kinds = Counter(i["kind"] for i in info)
     lines = [
         f"# G-STEP gate for {meta['model']}",

@@ -17,7 +17,8 @@ from typing import Any
 
 from textual import work
 from textual.app import App, SystemCommand
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
+from textual.dom import DOMNode
 from textual.reactive import reactive
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
@@ -63,7 +64,7 @@ class AppConfig:
 SCREENS = Binding.Group("solve/replay/compare", compact=True)
 
 
-class TuiAgentApp(App):
+class TuiAgentApp(App[object]):
     """tuiagent: solve, replay and compare runs of a local model that reasons and writes Python."""
 
     CSS_PATH = "app.tcss"
@@ -167,7 +168,11 @@ class TuiAgentApp(App):
         self.clear_notifications()  # the run's toast of the same message would cover the dialog
         from tuiagent.ui.screens.model_crashed import ModelCrashedScreen
 
-        self.push_screen(ModelCrashedScreen(message), lambda reload: reload and self.action_reload_model())
+        def closed(reload: bool | None) -> None:
+            if reload:
+                self.action_reload_model()
+
+        self.push_screen(ModelCrashedScreen(message), closed)
 
     def on_unmount(self) -> None:
         loop = asyncio.get_running_loop()
@@ -244,7 +249,9 @@ class TuiAgentApp(App):
         """Show a saved run on the replay screen (it picks the file up when it is shown)."""
         self.pending["replay"] = Path(path)
         if self.current_mode == "replay":
-            self.screen.take_pending()
+            screen = self.screen
+            assert isinstance(screen, ReplayScreen), screen
+            screen.take_pending()
         else:
             self.switch_mode("replay")
 
@@ -290,12 +297,16 @@ class TuiAgentApp(App):
     @work(exclusive=True, group="fork", exit_on_error=False, name="fork")
     async def run_fork(self, parent: Path, step: int, preset: Preset | None) -> None:
         await self.switch_mode("solve")
-        self.screen.fork(parent, step, preset)
+        screen = self.screen
+        assert isinstance(screen, SolveScreen), screen
+        screen.fork(parent, step, preset)
 
     def open_compare(self, paths: Iterable[Path]) -> None:
         self.pending["compare"] = [Path(p) for p in paths]
         if self.current_mode == "compare":
-            self.screen.take_pending()
+            screen = self.screen
+            assert isinstance(screen, CompareScreen), screen
+            screen.take_pending()
         else:
             self.switch_mode("compare")
 
@@ -316,7 +327,9 @@ class TuiAgentApp(App):
     async def rerun_as(self, problem: str, gold: str | None, columns: list[str]) -> None:
         """Run ``problem`` on the compare screen under ``columns`` (guard settings or presets)."""
         await self.switch_mode("compare")
-        await self.screen.start(problem, gold, columns)
+        screen = self.screen
+        assert isinstance(screen, CompareScreen), screen
+        await screen.start(problem, gold, columns)
 
     def action_reload_model(self) -> None:
         """Close the model that crashed (or failed to load) and load it again."""
@@ -387,10 +400,11 @@ class TuiAgentApp(App):
 
     # -- command palette: every key's action, with its key --------------------------------------
 
-    def get_system_commands(self, screen: Screen) -> Iterable[SystemCommand]:
+    def get_system_commands(self, screen: Screen[Any]) -> Iterable[SystemCommand]:
         yield from super().get_system_commands(screen)
         seen: set[str] = set()
-        chain = [(screen, b) for b in screen.BINDINGS] + [(self, b) for b in self.BINDINGS]
+        chain: list[tuple[DOMNode, BindingType]] = [(screen, b) for b in screen.BINDINGS]
+        chain += [(self, b) for b in self.BINDINGS]
         chain += [(a.node, a.binding) for a in screen.active_bindings.values()]  # the focused widget's
         for node, b in chain:
             if not isinstance(b, Binding) or not b.description or b.system or b.description in seen:

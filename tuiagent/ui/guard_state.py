@@ -14,6 +14,7 @@ from typing import Any
 from guards.base import parse_settings
 from guards.chain import GuardChain, guard_class
 
+
 @dataclass(frozen=True)
 class FieldInfo:
     name: str

@@ -6,7 +6,7 @@ import json
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from tuiagent import paths
 from tuiagent.core.events import SCHEMA
@@ -48,7 +48,7 @@ def _last_line(path: Path, chunk: int = 8192) -> str:
     return text.rstrip("\n").rsplit("\n", 1)[-1]  # not splitlines: U+2028 inside a JSON string is no line end
 
 
-def _object(line: str) -> dict:
+def _object(line: str) -> dict[str, Any]:
     """A line's JSON object, or {} when it holds none (cut short, edited by hand, not JSON)."""
     try:
         data = json.loads(line)

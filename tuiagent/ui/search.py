@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Iterator
+from typing import TYPE_CHECKING
 
 from textual.command import Hit, Hits, Provider
 from textual.content import Content
@@ -13,6 +14,9 @@ from textual.content import Content
 from tuiagent.core import events as ev
 from tuiagent.ui.describe import describe_event
 from tuiagent.ui.runs import RunInfo, recent_runs
+
+if TYPE_CHECKING:
+    from tuiagent.ui.app import TuiAgentApp
 
 # Hits shown per provider at most (ours: more would not be read in a palette).
 MAX_HITS = 40
@@ -77,6 +81,10 @@ class RunSearch(Provider):
 
 class SavedRunsSearch(Provider):
     """Across the saved runs (read once, when the palette opens, in a thread)."""
+
+    if TYPE_CHECKING:  # the app this runs in (textual types it App[object])
+        @property
+        def app(self) -> TuiAgentApp: ...
 
     async def startup(self) -> None:
         self.runs: list[RunInfo] = await asyncio.to_thread(recent_runs)

@@ -16,10 +16,10 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 from guards.chain import GuardChain, available
-from tuiagent.backends.base import Backend
+from tuiagent.backends.base import Backend, BatchedBackend
 from tuiagent.config.spec import ModelSpec
 from tuiagent.errors import UserError
 from tuiagent.runner import RunRequest, guard_chain, open_model, resolve_spec
@@ -34,7 +34,7 @@ class ModelSession:
         self.spec: ModelSpec | None = None
         self.backend = backend
         self.factory = backend_factory
-        self.batched: Backend | None = None  # the comparison's engine (see the module docstring)
+        self.batched: BatchedBackend | None = None  # the comparison's engine (see the module docstring)
         self.state = "idle"  # idle, loading, ready, failed, crashed (its process died; reload to go on)
         self.error = ""
         self._ready: asyncio.Event | None = None
@@ -59,10 +59,9 @@ class ModelSession:
 
     def load_blocking(self) -> None:
         """Open the backend (call from a worker thread)."""
-        if self.spec is None:
-            self.resolve()
+        spec = self.spec if self.spec is not None else self.resolve()
         if self.needs_loading:
-            self.backend = open_model(self.spec, self.request(""))
+            self.backend = open_model(spec, self.request(""))
         from kernels.sandbox import strict_unavailable
 
         strict_unavailable()  # its probe starts a sandboxed Python once: here, not at the first run
@@ -93,7 +92,7 @@ class ModelSession:
         assert self.spec is not None
         return open_model(self.spec, self.request("")), True
 
-    async def columns_backend(self, columns: int) -> Backend | None:
+    async def columns_backend(self, columns: int) -> BatchedBackend | None:
         """The batched engine for ``columns`` live columns, or None where columns take the run
         backend (not a local llama.cpp model, or test doubles). Raises what opening it raises."""
         if self.factory is not None or self.backend is None or self.spec is None or self.spec.backend != "llama_cpp":
@@ -104,7 +103,8 @@ class ModelSession:
         await self.drop_columns_backend()  # too few sequences, or its process died
         from tuiagent.backends import open_backend
 
-        self.batched = await asyncio.to_thread(open_backend, self.spec, n_seq=columns)
+        opened = await asyncio.to_thread(open_backend, self.spec, n_seq=columns)
+        self.batched = cast(BatchedBackend, opened)  # a llama_cpp model opened with n_seq: LlamaCppBackend
         return self.batched
 
     async def drop_columns_backend(self) -> None:

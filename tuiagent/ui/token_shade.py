@@ -27,7 +27,7 @@ def shade(content: Content, tokens: TokenSpans, offset: int = 0) -> Content:
         if end <= start:
             continue
         b = None if p is None else band(p)
-        if b is not None:  # a shaded token reads its p on hover (certain ones share no meta: fewer segments)
+        if b is not None and p is not None:  # a shaded token reads its p on hover (certain ones share no meta: fewer segments)
             spans.append(Span(start, end, Style.from_meta({"p": round(p, 4)})))
         if b != run_band or start != run_end:
             if run_band is not None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from functools import partial
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import ComposeResult
@@ -15,7 +16,7 @@ from textual.screen import Screen
 from textual.widgets import Button, Footer, Input, Static
 
 from guards.chain import available
-from tuiagent.backends.base import Backend
+from tuiagent.backends.base import BatchedBackend
 from tuiagent.core import events as ev
 from tuiagent.core.compare import (
     ColumnSpec,
@@ -34,6 +35,12 @@ from tuiagent.ui.widgets.compare_summary import CompareSummary
 from tuiagent.ui.widgets.problem_input import ProblemInput
 from tuiagent.ui.widgets.top_bar import TopBar
 
+if TYPE_CHECKING:
+    from textual import getters
+    from textual.worker import Worker
+
+    from tuiagent.ui.app import TuiAgentApp
+
 MAX_COLUMNS = 4
 
 
@@ -46,7 +53,10 @@ def fork_label(events: list[ev.Event]) -> str:
     return f" · fork of …{parent.rsplit('-', 1)[-1]} @ step {started.parent.get('step')}"  # a run id ends in its own hex
 
 
-class CompareScreen(Screen):
+class CompareScreen(Screen[None]):
+    if TYPE_CHECKING:  # the app this runs in, typed the way textual types its own (textual.getters.app)
+        app = getters.app(TuiAgentApp)
+
     BINDINGS = [
         Binding("ctrl+r", "run", "Run all", priority=True),
         Binding("ctrl+s", "stop", "Stop", priority=True),
@@ -241,7 +251,7 @@ class CompareScreen(Screen):
             self._set_running(False)
             self._refresh()
 
-    async def _columns_backend(self, columns: int) -> Backend | None:
+    async def _columns_backend(self, columns: int) -> BatchedBackend | None:
         """The batched engine the columns run on together (a local model), or None (see ModelSession)."""
         session = self.app.session
         await session.ready_event().wait()
@@ -255,7 +265,7 @@ class CompareScreen(Screen):
             return None
 
     async def _column(self, i: int, spec: ColumnSpec, problem: str, gold: str | None,
-                      batched: Backend | None = None) -> ev.RunFinished:
+                      batched: BatchedBackend | None = None) -> ev.RunFinished:
         session = self.app.session
         backend, owned = (batched.session(), True) if batched is not None else await session.backend_for_run()
         # A column runs with its own settings only: nothing typed on the solve screen carries over.
@@ -272,7 +282,7 @@ class CompareScreen(Screen):
         self.events[column].append(e)
         self._dirty = True
 
-    def worker_failed(self, worker) -> None:
+    def worker_failed(self, worker: Worker[Any]) -> None:
         self._set_running(False)
 
     # -- drawing --------------------------------------------------------------------------------

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import VerticalScroll
@@ -35,11 +37,11 @@ class HelpScreen(ModalScreen[None]):
     HelpScreen .section { text-style: bold; color: $text-accent; margin-top: 1; }
     """
 
-    def __init__(self, below: Screen):
+    def __init__(self, below: Screen[Any]):
         super().__init__()
         self.below = below
 
-    def _rows(self, bindings: list) -> Content:
+    def _rows(self, bindings: list[object]) -> Content:
         lines = []
         for b in bindings:
             if not isinstance(b, Binding) or not b.description or b.system:

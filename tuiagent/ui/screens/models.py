@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from textual.content import Content
 
 from tuiagent.errors import UserError
 from tuiagent.ui.screens.chooser import ChooserScreen
 
+if TYPE_CHECKING:
+    from textual import getters
+
+    from tuiagent.ui.app import TuiAgentApp
+
 
 class ModelsScreen(ChooserScreen):
+    if TYPE_CHECKING:  # the app this runs in, typed the way textual types its own (textual.getters.app)
+        app = getters.app(TuiAgentApp)
+
     def __init__(self, current: str):
         super().__init__("choose a model (enter loads it; the current one is unloaded)")
         self.current = current

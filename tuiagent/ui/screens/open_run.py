@@ -14,6 +14,7 @@ from textual.app import ComposeResult
 from textual.binding import Binding
 from textual.containers import Vertical
 from textual.content import Content
+from textual.coordinate import Coordinate
 from textual.screen import ModalScreen
 from textual.timer import Timer
 from textual.widgets import DataTable, Input, Label
@@ -151,7 +152,8 @@ class OpenRunScreen(ModalScreen[tuple[str, list[Path]] | None]):
             table.add_row(*_cells(info, info.path in self.marked, self.widths, self.installed), key=str(info.path))
         for title, _, _ in COLUMNS:  # the sorted column says so
             arrow = (" ▼" if self.descending else " ▲") if title == COLUMNS[self.sort_column][0] else ""
-            table.columns[title].label = Content(title + arrow)  # type: ignore[index]
+            # textual annotates Column.label as rich Text and draws a Content as well
+            table.columns[title].label = Content(title + arrow)  # type: ignore[index, assignment]
         if current is not None and current in self.shown:
             table.move_cursor(row=self.shown.index(current))
         self.query_one(Vertical).border_subtitle = f"{len(self.shown)} of {len(self.runs)} runs"
@@ -213,7 +215,7 @@ class OpenRunScreen(ModalScreen[tuple[str, list[Path]] | None]):
         self.marked ^= {info.path}
         table = self.query_one(DataTable)
         row = table.cursor_row
-        table.update_cell_at((row, 0), _cells(info, info.path in self.marked, self.widths, self.installed)[0])
+        table.update_cell_at(Coordinate(row, 0), _cells(info, info.path in self.marked, self.widths, self.installed)[0])
         table.move_cursor(row=min(row + 1, len(self.shown) - 1))
 
     def _marked(self) -> list[Path]:

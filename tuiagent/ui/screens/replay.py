@@ -5,6 +5,7 @@ what happened (the trajectory as it stood at the current event, which is marked)
 from __future__ import annotations
 
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from textual.app import ComposeResult
 from textual.binding import Binding
@@ -24,13 +25,21 @@ from tuiagent.ui.widgets.status_line import StatusLine
 from tuiagent.ui.widgets.top_bar import TopBar
 from tuiagent.ui.widgets.trajectory import TrajectoryView
 
+if TYPE_CHECKING:
+    from textual import getters
+
+    from tuiagent.ui.app import TuiAgentApp
+
 EVENT = Binding.Group("event", compact=True)
 STEP = Binding.Group("step", compact=True)
 GUARD = Binding.Group("guard", compact=True)
 ENDS = Binding.Group("start/end")
 
 
-class ReplayScreen(Screen):
+class ReplayScreen(Screen[None]):
+    if TYPE_CHECKING:  # the app this runs in, typed the way textual types its own (textual.getters.app)
+        app = getters.app(TuiAgentApp)
+
     COMMANDS = {RunSearch}  # ctrl+p searches this run too
 
     BINDINGS = [

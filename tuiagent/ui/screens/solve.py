@@ -7,6 +7,7 @@ import asyncio
 from collections.abc import Callable
 from dataclasses import asdict
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import ComposeResult
@@ -34,9 +35,18 @@ from tuiagent.ui.widgets.status_line import StatusLine
 from tuiagent.ui.widgets.top_bar import TopBar
 from tuiagent.ui.widgets.trajectory import TrajectoryView
 
+if TYPE_CHECKING:
+    from textual import getters
+    from textual.worker import Worker
 
-class SolveScreen(Screen):
+    from tuiagent.ui.app import TuiAgentApp
+
+
+class SolveScreen(Screen[None]):
     """The default screen."""
+
+    if TYPE_CHECKING:  # the app this runs in, typed the way textual types its own (textual.getters.app)
+        app = getters.app(TuiAgentApp)
 
     BINDINGS = [
         Binding("ctrl+r", "run", "Run", priority=True),
@@ -212,7 +222,8 @@ class SolveScreen(Screen):
         if blocks:
             blocks[-1].status = "pending"
         try:
-            approved = bool(await self.app.push_screen_wait(dialog))
+            answer = await self.app.push_screen_wait(dialog)
+            approved = bool(answer)
         except asyncio.CancelledError:  # the run was stopped while the question was open
             if dialog.is_attached:
                 dialog.dismiss(False)
@@ -301,7 +312,7 @@ class SolveScreen(Screen):
         try:
             point = fork_point(load(parent).events, step, parent)
             base = self.app.session.request(point.started.problem, point.started.gold)
-            changes = {} if preset is None else {
+            changes: dict[str, Any] = {} if preset is None else {
                 "guards": preset.guards, "guard_settings": {g: dict(v) for g, v in preset.guard_settings.items()},
                 "settings": preset.run, "sampling": preset.sampling}
             request = fork_request(point, models_file=base.models_file, script=base.script, sandbox=base.sandbox,
@@ -384,7 +395,7 @@ class SolveScreen(Screen):
         if self.run_path is not None:
             self.notify(f"stopped; the partial trajectory is in {self.run_path}", timeout=6)
 
-    def worker_failed(self, worker) -> None:
+    def worker_failed(self, worker: Worker[Any]) -> None:
         if worker.group == "run":
             self.running = False
             self.query_one(StatusLine).end("error")
@@ -495,6 +506,7 @@ class SolveScreen(Screen):
         if message.edit:
             from tuiagent.ui.screens.edit_value import EditValueScreen
 
+            assert message.setting is not None, "an edit names its setting"
             key = message.setting[0]
 
             def done(value: str | None) -> None:
@@ -503,7 +515,7 @@ class SolveScreen(Screen):
 
             self.app.push_screen(EditValueScreen(f"{message.guard}.{key}", state.settings.get(key)), done)
             return
-        change: dict = {}
+        change: dict[str, Any] = {}
         if message.setting is not None:
             key, value = message.setting
             try:

@@ -16,6 +16,8 @@ class Banner(Widget):
     Banner.-current { background: $primary-muted; }
     """
 
+    sticky = False  # a guard's verdict marked sticky: a prune does not fold it away (TrajectoryView)
+
     def __init__(self, turn: int, title: str, text: str = "", *, classes: str | None = None):
         super().__init__(classes=classes)
         self.turn, self.title, self.text = turn, title, text

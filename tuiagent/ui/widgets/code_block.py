@@ -13,9 +13,9 @@ from textual.message import Message
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from tuiagent.safetext import for_terminal
-from tuiagent.protocol import Display, Line
 from tuiagent.export.confidence import TokenSpans
+from tuiagent.protocol import Display, Line
+from tuiagent.safetext import for_terminal
 from tuiagent.ui.token_shade import hovered, shade
 from tuiagent.ui.widgets.guard_display import line_content
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from textual.app import ComposeResult
 from textual.containers import Grid, VerticalScroll
 from textual.content import Content
 from textual.widgets import Static
@@ -69,8 +70,9 @@ class CompareGrid(VerticalScroll, can_focus=True):
         self.columns = 2
         self.rows: list[tuple[StepCell | None, ...]] = []
         self.divergence: int | None = None  # the first row where the columns differ
+        self._drawn: dict[int, tuple[StepCell | None, bool]] = {}  # what the cell widget at each index shows
 
-    def compose(self):
+    def compose(self) -> ComposeResult:
         yield Grid(id="compare-cells")
 
     def show(self, runs: Sequence[Sequence[StepCell]]) -> None:
@@ -83,7 +85,7 @@ class CompareGrid(VerticalScroll, can_focus=True):
         self.rows = align(runs)
         self.divergence = first_divergence(self.rows) if len(runs) > 1 else None
         cells = [c for row in self.rows for c in row]
-        existing = list(grid.children)
+        existing = [w for w in grid.children if isinstance(w, Static)]  # all of them: only cells are mounted
         if len(existing) > len(cells):
             for w in existing[len(cells):]:
                 w.remove()
@@ -94,12 +96,12 @@ class CompareGrid(VerticalScroll, can_focus=True):
             content = cell_content(cell, diverges=diverges)
             if i < len(existing):
                 w = existing[i]
-                if getattr(w, "_cell", None) != (cell, diverges):
+                if self._drawn.get(i) != (cell, diverges):
                     w.update(content)
             else:
                 w = Static(content)
                 new.append(w)
-            w._cell = (cell, diverges)
+            self._drawn[i] = (cell, diverges)
             w.set_class(diverges, "-diverges")
             w.set_class(cell is not None and cell.pruned is not None, "-pruned")
             w.set_class(cell is None, "-gap")

@@ -39,7 +39,7 @@ class CompareSummary(Horizontal):
     def show(self, labels: Sequence[str], summaries: Sequence[RunSummary | None], errors: Sequence[str] = ()) -> None:
         errors = list(errors) + [""] * (len(labels) - len(errors))
         cells = [summary_content(label, s, err) for label, s, err in zip(labels, summaries, errors)]
-        existing = list(self.children)
+        existing = [w for w in self.children if isinstance(w, Static)]  # all of them: only cells are mounted
         for w in existing[len(cells):]:
             w.remove()
         for i, content in enumerate(cells):

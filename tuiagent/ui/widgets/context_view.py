@@ -19,7 +19,7 @@ _STYLE = {
 }
 
 
-def _key(s: Segment) -> tuple:
+def _key(s: Segment) -> tuple[object, ...]:
     return (s.kind, s.turn, s.call, s.source, s.text)
 
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 from textual.content import Content
 from textual.widget import Widget
 
-from tuiagent.safetext import for_terminal
 from tuiagent.core import events as ev
+from tuiagent.safetext import for_terminal
 
 _REASONS = {
     "answer": "answered",

@@ -10,7 +10,6 @@ from textual.widgets.option_list import Option
 
 from tuiagent.ui.guard_state import FieldInfo, GuardState, format_value
 
-
 VALUE = Binding.Group("value")
 
 
@@ -18,7 +17,7 @@ class GuardList(OptionList):
     """space toggles a guard (or a yes/no setting), ←/→ change a value, enter types one."""
 
     BINDINGS = [
-        Binding("space", "toggle", "On/off"),
+        Binding("space", "toggle_guard", "On/off"),
         Binding("left,minus", "step(-1)", "Decrease", group=VALUE),
         Binding("right,plus,equals_sign", "step(1)", "Increase", group=VALUE),
         Binding("enter", "edit", "Edit"),
@@ -85,7 +84,7 @@ class GuardList(OptionList):
             return None
         return self.rows[self.highlighted]
 
-    def action_toggle(self) -> None:
+    def action_toggle_guard(self) -> None:
         row = self.current()
         if row is None:
             return
@@ -111,7 +110,7 @@ class GuardList(OptionList):
             return
         name, info = row
         if info is None or info.kind in ("bool", "choice"):
-            self.action_toggle()
+            self.action_toggle_guard()
         else:
             self.post_message(self.Edit(name, info))
 

@@ -30,6 +30,8 @@ class NoteLine(Widget):
     NoteLine.-current { background: $primary-muted; }
     """
 
+    sticky = False  # a guard's verdict marked sticky: a prune does not fold it away (TrajectoryView)
+
     def __init__(self, turn: int, kind: str, label: str, text: str, *, classes: str | None = None):
         super().__init__(classes=classes)
         self.turn, self.kind = turn, kind

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from textual import events
 from textual.widgets import TextArea
 
 
@@ -20,7 +21,7 @@ class ProblemInput(TextArea):
         if self.app.is_headless:
             self.cursor_blink = False  # steady screenshots in tests
 
-    def on_key(self, event) -> None:
+    def on_key(self, event: events.Key) -> None:
         if event.key == "escape":
             event.stop()
             self.screen.focus_next()

@@ -16,7 +16,7 @@ class StepHeader(Widget):
     """``── turn 3 · 845 context tokens · 87 tokens``, or ``✂ STP pruned … ▸ show``."""
 
     BINDINGS = [
-        Binding("enter,space", "toggle", "Show/hide pruned", show=True),
+        Binding("enter,space", "toggle_pruned", "Show/hide pruned", show=True),
     ]
 
     DEFAULT_CSS = """
@@ -71,10 +71,10 @@ class StepHeader(Widget):
             bits.append(f"{self.tokens} generated")
         return Content("── " + " · ".join(bits) + " ──")
 
-    def action_toggle(self) -> None:
+    def action_toggle_pruned(self) -> None:
         if self.mark is not None:
             self.post_message(self.Toggled(self))
 
     def on_click(self, event: events.Click) -> None:
         event.stop()
-        self.action_toggle()
+        self.action_toggle_pruned()

@@ -10,8 +10,8 @@ from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
 
-from tuiagent.safetext import for_terminal
 from tuiagent.core import events as ev
+from tuiagent.safetext import for_terminal
 
 COLLAPSED_LINES = 8
 _DASHES = re.compile(r"^-{20,}\s*$")  # the kernel's traceback rule, 75 dashes that wrap on a narrow screen
@@ -35,7 +35,7 @@ class ToolOutput(Widget, can_focus=True):
     """The output block of one call."""
 
     BINDINGS = [
-        Binding("e", "toggle", "Expand output"),
+        Binding("e", "toggle_output", "Expand output"),
         Binding("c", "copy", "Copy output"),
     ]
 
@@ -96,7 +96,7 @@ class ToolOutput(Widget, can_focus=True):
                 parts.append(Content.styled("e or click to collapse", "italic $text-muted"))
         return Content("\n").join(parts)
 
-    def action_toggle(self) -> None:
+    def action_toggle_output(self) -> None:
         if self.truncated:
             self.expanded = not self.expanded
 
@@ -106,4 +106,4 @@ class ToolOutput(Widget, can_focus=True):
 
     def on_click(self, event: events.Click) -> None:
         self.focus()
-        self.action_toggle()
+        self.action_toggle_output()

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 
 from textual.content import Content
 from textual.reactive import reactive
 from textual.widget import Widget
+
+from tuiagent.core.events import Event, RunStarted
 
 _STATE = {
     "idle": ("○", "$text-muted"),
@@ -36,9 +39,9 @@ class TopBar(Widget):
     def on_mount(self) -> None:
         self._timer = self.set_interval(0.5, self.refresh, pause=self.state != "loading")
 
-    def show_recorded(self, events: list) -> None:
+    def show_recorded(self, events: Sequence[Event]) -> None:
         """The model(s) that made these saved runs' events (from their RunStarted)."""
-        models = sorted({e.model_id for e in events if getattr(e, "type", "") == "RunStarted"})
+        models = sorted({e.model_id for e in events if isinstance(e, RunStarted)})
         self.set_model(models[0] if len(models) == 1 else " / ".join(models) or "?", "recorded")
 
     def set_model(self, model: str, state: str, detail: str = "") -> None:

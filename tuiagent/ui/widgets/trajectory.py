@@ -78,7 +78,8 @@ class TrajectoryView(VerticalScroll, can_focus=True):
 
     def set_shaded(self, on: bool) -> None:
         self.shaded = on
-        for widget in [*self.texts.values(), *self.code.values()]:
+        widgets: list[TurnText | CodeBlockView] = [*self.texts.values(), *self.code.values()]
+        for widget in widgets:
             widget.set_shaded(on)
 
     def _maybe_anchor(self) -> None:
@@ -206,7 +207,8 @@ class TrajectoryView(VerticalScroll, can_focus=True):
             return None
         turn = e.turn or self.turn
         if shown.place.startswith("code"):
-            view = self.code.get(self.call if shown.call is None else shown.call)
+            call = self.call if shown.call is None else shown.call
+            view = self.code.get(call) if call is not None else None
             if view is not None:
                 view.set_guard(e.guard, shown)
                 return view
@@ -216,6 +218,7 @@ class TrajectoryView(VerticalScroll, can_focus=True):
             if shown.attempt:
                 self.attempts.append(card)
             return self._add(card, turn)
+        banner: Banner | NoteLine
         if shown.place == "banner":
             banner = Banner(turn, shown.title, shown.text)
         else:  # a line (or a block it is about that this view does not hold)

@@ -10,8 +10,8 @@ from textual.geometry import Size
 from textual.highlight import highlight
 from textual.widget import Widget
 
-from tuiagent.safetext import for_terminal
 from tuiagent.export.confidence import BAND_LIMITS, TokenSpans
+from tuiagent.safetext import for_terminal
 from tuiagent.ui.token_shade import hovered, shade
 
 # While a turn streams, its height grows by this many lines at a time, so the trajectory is laid out
@@ -100,7 +100,9 @@ class TurnText(Widget):
             self.refresh(layout=True)
             return
         width, height = self.content_size
-        lines = Content(self._text.strip("\n")).get_height(self.styles, width) if width else 0  # styles don't wrap
+        # styles don't wrap. textual annotates get_height's rules as its RulesMap; it takes a widget's styles
+        # (so its docstring says, and textual's own widgets pass theirs)
+        lines = Content(self._text.strip("\n")).get_height(self.styles, width) if width else 0  # type: ignore[arg-type]
         if width and lines <= height and (lines == height or self._reserved):
             self.refresh()  # fits: repaint this widget only, no layout of the trajectory
         else:
