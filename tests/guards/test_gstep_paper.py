@@ -136,6 +136,10 @@ async def test_a_final_text_without_boxed_consults_the_gate(kernel, constant_gat
     assert not any(isinstance(a, ev.AnswerAttempt) and not a.final for a in events)  # no answer was attempted
     assert second.data["decision"] == "safety stop" and "1 extra turns" in second.data["reason"]
     assert (events[-1].reason, events[-1].answer, events[-1].tool_calls) == ("answer", "72", 2)
+    from tuiagent.ui.widgets.guard_card import GuardCard
+
+    card = GuardCard(first.turn, "gstep", GStep.display(first.record()), answer=None).render().plain
+    assert "final submission without \\boxed{}" in card and "?" not in card.splitlines()[0]
     # a low p commits the unboxed text: the run ends without an answer, as before, but the gate was asked
     events = await run(kernel, [CODE, "So she sold 72 clips."], {"gstep": {"weights": constant_gate(0.01)}})
     (v,) = gstep(events)

@@ -37,7 +37,7 @@ class GuardCard(Widget):
         lines = [line_content(line) for line in self.shown.lines]
         if self.shown.attempt:
             marker = "" if self.final is None else ("  (final)" if self.final else "  (not final: keep going)")
-            lines.insert(0, Content.assemble(
-                (f"{self.shown.title} ", "bold"), ("answer attempt ", "$text-muted"), (self.answer or "?", "bold"),
-                (marker, "$text-muted")))
+            what = (("answer attempt ", "$text-muted"), (self.answer, "bold")) if self.answer else (
+                ("final submission ", "$text-muted"), ("without \\boxed{}", "bold"))  # G-STEP is asked at either
+            lines.insert(0, Content.assemble((f"{self.shown.title} ", "bold"), *what, (marker, "$text-muted")))
         return Content("\n").join(lines)
