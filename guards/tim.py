@@ -141,7 +141,8 @@ class TIM(GuardBase):
         score: int = d.get("score", 0)
         flagged: bool = d.get("flagged", False)
         indicators: list[str] = d.get("indicators") or []
-        grade = Span(f" · {level} signal, {score} of 3 indicators (a hint, not proof)", "muted")
+        grade = Span(f" · {level} signal, {score} of 3 indicators (a hint, not proof)" if score else
+                     " · 0 of 3 indicators", "muted")
         if flagged:
             head: Line = (Span("TIM ", "bold"), Span("⚑ tool-induced myopia flagged", "bold warn"), grade)
         elif score:

@@ -59,6 +59,7 @@ async def test_derive_then_compute_is_not_flagged(write_script, kernel):
     assert v.action == PASS and (v.data["score"], v.data["level"], v.data["indicators"]) == (0, "none", [])
     assert v.data["answer_call"] == 2 and v.data["derived"] == "before" and v.data["words_before"] >= 15
     assert "derivation: " in card(v) and "before the computation" in card(v) and "repeats call 2's output" in card(v)
+    assert "no sign of tool-induced myopia · 0 of 3 indicators" in card(v) and "none signal" not in card(v)
     # the same calls and answer without the derivation: read off the tool
     bare, _ = await solve(write_script, kernel, "What is 1 + 2 + ... + 100?", "I compute it.\n" + COMPUTE, CHECK, ANSWER)
     assert bare.action == FLAG and bare.data["indicators"] == ["no derivation", "answer read off the tool"]
