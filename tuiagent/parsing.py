@@ -1,4 +1,4 @@
-"""Reading model text: code fences and boxed answers."""
+"""Reading model and dataset text: code fences, boxed answers, GSM8K gold answers."""
 
 from __future__ import annotations
 
@@ -86,3 +86,12 @@ def tool_block_start(text: str, stop: str, mode: str) -> int | None:
     if stop == "stop" or final_answer(text[block.end :]) is None:
         return block.start
     return None
+
+
+def gsm8k_gold(answer: str) -> str | None:
+    """The number after the last ``####`` of a GSM8K answer, thousands commas and a trailing
+    period removed; None without a ``####`` or with nothing after it. The one parser of GSM8K
+    golds: the eval's loader and the G-STEP training read golds through it."""
+    if "####" not in answer:
+        return None
+    return answer.rsplit("####", 1)[1].strip().replace(",", "").rstrip(".").strip() or None

@@ -4,13 +4,15 @@ from __future__ import annotations
 
 import json
 import math
+import re
 from fractions import Fraction
 from pathlib import Path
 
 import pytest
 import sympy
 
-from tuiagent.eval.datasets import DatasetError, Fields, gsm8k_gold, load_dataset, load_demo, load_jsonl, select
+from tuiagent.eval.datasets import DatasetError, Fields, load_dataset, load_demo, load_jsonl, select
+from tuiagent.parsing import gsm8k_gold
 
 
 def write(path: Path, *rows: dict) -> Path:
@@ -130,3 +132,27 @@ def test_demo_set_answers_are_right():
     assert set(expected) == set(demo)
     for pid, value in expected.items():
         assert Fraction(demo[pid].gold) == value, pid
+
+
+@pytest.mark.parametrize(("answer", "gold"), [
+    ("48/2 = 24\n#### 72", "72"),
+    ("so\n#### 1,234", "1234"),
+    ("#### -5", "-5"),
+    ("#### 2.5", "2.5"),
+    ("#### 18.", "18"),       # a trailing period: the training copy kept it ("18.")
+    ("#### 7 \n", "7"),
+    ("a #### b\n#### 9", "9"),  # the last marker
+    ("#### ", None),
+    ("no marker", None),      # the training copy raised here; its caller now says where
+])
+def test_gsm8k_gold(answer, gold):
+    assert gsm8k_gold(answer) == gold
+
+
+def test_every_shipped_gsm8k_gold_is_a_number():
+    data = Path(__file__).resolve().parents[3] / "shared" / "data" / "gsm8k_train.jsonl"
+    if not data.exists():
+        pytest.skip(f"{data} is not beside the checkout")
+    golds = [gsm8k_gold(json.loads(line)["answer"]) for line in data.open(encoding="utf-8")]
+    assert len(golds) > 7000
+    assert all(g is not None and re.fullmatch(r"-?\d+(\.\d+)?", g) for g in golds)

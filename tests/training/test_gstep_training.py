@@ -43,10 +43,17 @@ def test_labels_in_priority_order_with_weights():
     assert gt.label(unexecuted)[2] == "under_computed"
 
 
-def test_gold_and_records_file(tmp_path):
-    assert gt.gold_from_gsm8k("so 1,200 + 3 = <<1200+3=1203>>1203\n#### 1,203") == "1203"
-    with pytest.raises(ValueError):
-        gt.gold_from_gsm8k("no marker")
+def test_questions_read_golds_through_the_one_parser(tmp_path):
+    data = tmp_path / "gsm.jsonl"
+    data.write_text(json.dumps({"question": "q", "answer": "so 1,200 + 3 = <<1200+3=1203>>1203\n#### 1,203."}) + "\n"
+                    + json.dumps({"question": "r", "answer": "no marker"}) + "\n")
+    # Training kept a trailing period ("1203.") before the eval's parser was the one parser.
+    assert gt.read_questions(data, 0, 1) == [(0, "q", "1203")]
+    with pytest.raises(ValueError, match="gsm.jsonl:2"):
+        gt.read_questions(data, 0, 2)
+
+
+def test_records_file(tmp_path):
     path = tmp_path / "r.jsonl"
     gt.append_record(path, {"qid": 0})
     with path.open("a") as f:
