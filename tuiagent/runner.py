@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -21,6 +20,7 @@ from tuiagent.config.loader import load_models
 from tuiagent.config.spec import ModelSpec
 from tuiagent.core.events import Event, Notice, RunFinished
 from tuiagent.core.fork import ForkPoint, guards_at
+from tuiagent.core.judge import JudgeModels
 from tuiagent.core.loop import Agent
 from tuiagent.core.trajectory import Recorder, new_run_id
 from tuiagent.errors import ConfigError, UserError
@@ -56,27 +56,6 @@ def open_model(spec: ModelSpec, request: RunRequest) -> Backend:
     return open_backend(spec, **options)
 
 
-class JudgeModels:
-    """The models a guard's judge names by models.toml id (the necessity guard's ``judge_model``): each
-    opened on first use, in a worker thread (loading a local model takes seconds), and kept for the
-    rest of the run; ``aclose`` closes them."""
-
-    def __init__(self, models_file: Path | None = None):
-        self.models_file = models_file
-        self.opened: dict[str, Backend] = {}
-
-    async def __call__(self, model_id: str) -> Backend:
-        if model_id not in self.opened:
-            spec = load_models(self.models_file).get(model_id)
-            self.opened[model_id] = await asyncio.to_thread(open_backend, spec)
-        return self.opened[model_id]
-
-    async def aclose(self) -> None:
-        opened, self.opened = list(self.opened.values()), {}
-        for backend in opened:
-            await backend.aclose()
-
-
 def guard_chain(spec: ModelSpec, request: RunRequest, *, toggleable: bool = False) -> GuardChain | None:
     """The run's guards: settings from models.toml, overridden by the request's; on as requested.
 
@@ -99,10 +78,25 @@ def guard_chain(spec: ModelSpec, request: RunRequest, *, toggleable: bool = Fals
                               key="--set", fix=f"turn it on with --guard {name}, or drop the setting")
         configs.setdefault(name, {}).update(values)
     try:
-        return GuardChain(configs, names)
+        chain = GuardChain(configs, names)
     except SettingsError as e:
         raise ConfigError(str(e), key="--guard / --set",
                           fix="correct the name or value (`tuiagent guards` lists guards and settings)") from None
+    check_judge_models(chain, request.models_file)
+    return chain
+
+
+def check_judge_models(chain: GuardChain, models_file: Path | None) -> None:
+    """A guard's ``judge_model`` setting (the necessity guard's) must name a models.toml entry: said
+    at start, not found out at the first code block."""
+    registry = load_models(models_file)
+    for name, settings in chain.settings.items():
+        model = getattr(settings, "judge_model", "")
+        if model and model not in registry.ids():
+            try:
+                registry.get(model)
+            except ConfigError as e:
+                raise ConfigError(e.problem, key=f"{name}.judge_model", fix=e.fix) from None
 
 
 def trajectory_path(request: RunRequest, run_id: str) -> Path:

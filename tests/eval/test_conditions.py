@@ -1,4 +1,4 @@
-"""The tool-use-tax conditions and the spurious-tool-use cue probe, on scripted runs with known outcomes."""
+"""The tool-use-tax conditions on scripted runs with known outcomes (the cue probe: test_cue_probe.py)."""
 
 from __future__ import annotations
 
@@ -7,11 +7,9 @@ from pathlib import Path
 from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, number_in
 from tuiagent.core import events as ev
 from tuiagent.core.trajectory import load
-from tuiagent.eval.datasets import Problem
 from tuiagent.eval.harness import EvalConfig, run_eval
 from tuiagent.eval.report import summary_from_store
 from tuiagent.eval.results import ResultStore
-from tuiagent.eval.variants import CUES, cue_variant
 from tuiagent.presets import resolve_settings
 
 KERNELS = {"jupyter": lambda gold=None: CalcKernel()}
@@ -61,38 +59,3 @@ async def test_tool_use_tax_conditions_gap_and_overlap(tmp_path, dataset):
     assert (tax["tool_benefited"], tax["tool_benefited_cot_solves"], tax["capability_overlap"]) == (2, 1, 0.5)
 
 
-def test_cue_texts():
-    p = Problem("d", "1", "What is 1 plus 1?", "2")
-    assert cue_variant(p, "notebook").question == "# In[1]:\nWhat is 1 plus 1?"
-    assert cue_variant(p, "shebang").question.startswith("#!/usr/bin/env python3\n")
-    assert cue_variant(p, "code_tag").question.startswith("[CODE]\n")
-    answer = cue_variant(p, "answer_tag")
-    assert answer.question.startswith("What is 1 plus 1?\n") and "<answer>" in answer.question
-    assert (answer.variant, answer.gold, answer.id, answer.unit) == ("cue:answer_tag", "2", "1", "1~cue:answer_tag")
-    assert set(CUES) == {"notebook", "shebang", "code_tag", "answer_tag"}
-
-
-async def test_cue_probe_reports_delta_tool_y_minus_n(tmp_path, dataset):
-    def turns(job):
-        i = number_in(job.problem.question)
-        q = job.problem.question
-        cued = q.startswith(("# In[1]", "[CODE]")) or (q.startswith("#!") and i % 2 == 0)
-        if cued:  # the cue makes the model reach for the tool
-            return [code_turn(f"{i} + {i}"), answer_turn(str(2 * i))]
-        return [answer_turn(str(2 * i))]
-
-    cfg = EvalConfig(datasets=[str(dataset(4))], settings=resolve_settings(["none"]), out=tmp_path / "out",
-                     model="scripted", cues=list(CUES))
-    outcome = await run_eval(cfg, backend_factory=Factory(turns), kernels=KERNELS, log=lambda m: None)
-    assert outcome.ran == 4 * 5
-    assert "tiny/2~cue:shebang/none/0" in ResultStore(cfg.out).records
-    summary = summary_from_store(cfg.out)
-    cues = summary["datasets"]["tiny"]["cues"]["none"]
-    notebook = cues["notebook"]
-    assert (notebook["tool_rate_y"], notebook["tool_rate_n"], notebook["delta_tool_y_n"]) == (1.0, 0.0, 1.0)
-    assert (notebook["accuracy_y"], notebook["accuracy_n"], notebook["tcn_y"], notebook["tcn_n"]) == (1.0, 1.0, 1.0, 0.0)
-    assert (cues["shebang"]["tool_rate_y"], cues["shebang"]["delta_tool_y_n"]) == (0.5, 0.5)
-    assert cues["answer_tag"]["delta_tool_y_n"] == 0.0
-    assert cues["all"]["delta_tool_y_n"] == 0.625 and cues["all"]["runs"] == 16
-    # the main table is on the questions as written only
-    assert summary["datasets"]["tiny"]["settings"]["none"]["runs"] == 4

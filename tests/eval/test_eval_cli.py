@@ -46,3 +46,24 @@ def test_a_bad_setting_exits_2_before_any_run(tmp_path):
     bad = tuiagent("eval", "demo", "-m", "scripted", "-c", "attc:attc.threshold=7", "--out", str(tmp_path / "x"))
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "attc.threshold" in bad.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_the_cue_probe_with_a_judge_end_to_end(write_script, tmp_path):
+    script = write_script(code_turn("150 + 3"), answer_turn("153"))
+    judge = write_script({"text": '{"tool_necessary": false, "reason": "easy"}'}, name="judge.jsonl")
+    models = tmp_path / "models.toml"
+    models.write_text(f'[models.judge]\nbackend = "scripted"\n[models.judge.source]\nkind = "script"\n'
+                      f'path = {json.dumps(str(judge))}\n', encoding="utf-8")
+    out = tmp_path / "eval"
+    done = tuiagent("eval", "demo", "-m", "scripted", "--script", str(script), "--models", str(models), "--limit", "2",
+                    "--cue-probe", "--cue", "cell", "--judge", "judge", "-c", "none", "--out", str(out), "-q", "-f", "md")
+    assert done.returncode == 0, done.stderr
+    assert "8 run(s) planned" in done.stderr and "judge judge: 4 call(s) judged" in done.stderr  # N and Y of 2 problems
+    summary = (out / "summary.md").read_text(encoding="utf-8")
+    assert "tool not needed (Definition 1): items the no-tool run solves" in summary
+    assert "judge judge: 4 judgement(s) (necessity: 4 judged, 3 unparseable)" in summary  # its script ran out
+
+    unknown = tuiagent("eval", "demo", "-m", "scripted", "--script", str(script), "--cue-probe", "--judge", "nosuch",
+                       "--out", str(tmp_path / "x"))
+    assert unknown.returncode == 2 and "unknown model 'nosuch'" in unknown.stderr and "Traceback" not in unknown.stderr
+    assert not (tmp_path / "x").exists()

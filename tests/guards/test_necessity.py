@@ -20,6 +20,7 @@ from tuiagent.backends.templates import render_named
 from tuiagent.config.loader import load_models
 from tuiagent.core import events as ev
 from tuiagent.core.loop import Agent
+from tuiagent.errors import ConfigError
 from tuiagent.protocol import FLAG, SKIP, JudgeReply, RunPiece, RunRecord, RunView, Token, TokenLP, VerdictRecord
 from tuiagent.runner import JudgeModels, RunRequest, run_problem
 
@@ -287,11 +288,24 @@ async def test_model_judge_runs_on_the_named_judge_model(tmp_path, jupyter):
     assert "(model: judge)" in Necessity.display(v.record()).lines[0][-1].text
 
 
-async def test_unknown_judge_model_falls_back_visibly(tmp_path, jupyter):
+async def test_unknown_judge_model_is_rejected_at_start(tmp_path, jupyter):
     solver = ScriptedBackend([split_tokens(t, -0.01) for t in SOLVER_TURNS], model_id="solver")
-    events = await solve(tmp_path, jupyter, solver, {"judge": "model", "judge_model": "nosuch"})
+    with pytest.raises(ConfigError, match="unknown model 'nosuch'") as e:
+        await solve(tmp_path, jupyter, solver, {"judge": "model", "judge_model": "nosuch"})
+    assert e.value.key == "necessity.judge_model" and "known models" in str(e.value)
+    assert solver.prompts == []  # rejected before the model under test was asked anything
+
+
+async def test_a_judge_that_fails_falls_back_visibly(tmp_path, jupyter):
+    solver = ScriptedBackend([split_tokens(t, -0.01) for t in SOLVER_TURNS], model_id="solver")
+
+    def broken(spec):
+        raise RuntimeError("the judge would not load")
+
+    events = await solve(tmp_path, jupyter, solver, {"judge": "model", "judge_model": "judge"},
+                         JudgeModels(tmp_path / "models.toml", opener=broken))
     (v,) = [e for e in events if isinstance(e, ev.GuardVerdict) and e.guard == "necessity"]
-    assert v.data["judge"] == "arithmetic" and "ConfigError" in v.data["fallback"] and "nosuch" in v.data["fallback"]
+    assert v.data["judge"] == "arithmetic" and "the judge would not load" in v.data["fallback"]
 
 
 @pytest.mark.parametrize("tokens, necessary, p, reason", [

@@ -57,9 +57,14 @@ def eval_command(
     distractor_types: Annotated[list[str] | None, typer.Option("--distractor-type", help="Only these distractor types (repeat).")] = None,
     distractor_model: Annotated[str | None, typer.Option(help="Model that writes the distractor variants (default: --model).")] = None,
     cue_probe: Annotated[bool, typer.Option("--cue-probe", help=(
-        "Spurious-tool-use probe: also run each problem with a cue (notebook header, shebang, [CODE], answer-tag "
-        "line) and report Delta Tool Y-N."))] = False,
-    cue: Annotated[list[str] | None, typer.Option("--cue", help="Only these cues (repeat): notebook, shebang, code_tag, answer_tag.")] = None,
+        "Spurious-tool-use probe: also run each problem with each of the paper's code-semantic cues (cell, usr_bin, "
+        "code) and report Delta Tool Y-N over all items and where the tool is not needed (Definition 1); adds "
+        "the no-tool setting cot when none is given."))] = False,
+    cue: Annotated[list[str] | None, typer.Option("--cue", help="These cues instead (repeat): cell, usr_bin, code (code-semantic), web_index, reference, answer (search-semantic).")] = None,
+    judge: Annotated[str | None, typer.Option("--judge", help=(
+        "The judge model (a models.toml id: a local model, a server, vLLM): with --cue-probe it judges each "
+        "executed call's necessity (Spurious Tool Use, Appendix A.3); judgements are cached in the results "
+        "directory. Never the model under test unless named (then a warning)."))] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="Runs in flight (a local llama.cpp model decodes them in one batch; vLLM / OpenAI-compatible servers).")] = 1,
     sandbox: SandboxOpt = "auto",
     max_tool_calls: Annotated[int | None, typer.Option(min=0, help="Tool-call budget (default 4, [ref]).")] = None,
@@ -84,7 +89,7 @@ def eval_command(
     from tuiagent.eval import report as rp
     from tuiagent.eval.datasets import Fields
     from tuiagent.eval.harness import EvalConfig, default_out
-    from tuiagent.eval.variants import CUES, DISTRACTORS
+    from tuiagent.eval.variants import CODE_CUES, CUES, DISTRACTORS
     from tuiagent.runner import RunRequest, resolve_spec
 
     err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
@@ -104,7 +109,7 @@ def eval_command(
         if baseline and baseline not in {s.name for s in settings}:
             raise UserError(f"--baseline {baseline!r} is not one of the settings: {', '.join(s.name for s in settings)}")
         types = _split(distractor_types) or (list(DISTRACTORS) if distractors else [])
-        cues = _split(cue) or (list(CUES) if cue_probe else [])
+        cues = _split(cue) or (list(CODE_CUES) if cue_probe else [])
         for kind in types:
             if kind not in DISTRACTORS:
                 raise UserError(f"unknown distractor type {kind!r}; use {', '.join(DISTRACTORS)}")
@@ -119,7 +124,7 @@ def eval_command(
             fields=Fields(question_field, answer_field, id_field), distractors=types,
             distractor_model=distractor_model, cues=cues, concurrency=concurrency, run=run, sandbox=check_sandbox(sandbox),
             sampling={"temperature": temperature} if temperature is not None else {},
-            retry_errors=retry_errors, baseline=baseline, reuse_generations=reuse_generations,
+            retry_errors=retry_errors, baseline=baseline, reuse_generations=reuse_generations, judge=judge,
         )
         outcome = _run_with_progress(cfg, err, quiet)
         failed = outcome.failed

@@ -5,7 +5,12 @@ Shapes recognised per line (field names can be overridden):
 - GSM8K: ``question`` and ``answer`` whose last line is ``#### N`` (the gold is N, commas removed);
 - MATH / MATH-500: ``problem`` and ``answer``, or ``problem`` and ``solution`` with a ``\\boxed{}``
   answer (the last one);
-- AIME-style: ``problem``, ``answer`` (a number) and ``id``.
+- AIME-style: ``problem``, ``answer`` (a number) and ``id``;
+- PyMath-shaped: ``problem``, ``answer`` and a step-by-step ``solution``.
+
+Each problem keeps its reference solution when the file has one (``Problem.reference``), for the
+judge's reference-based metrics: GSM8K's worked answer (the text before ``####``), a MATH or PyMath
+``solution``, or a ``reference_solution`` / ``gold_solution`` field.
 
 The id of a problem is its ``id`` / ``unique_id`` / ``problem_id`` field when there is one, else its
 line number (from 1) in the file. Ids are what resumption keys on: keep files append-only, or give ids.
@@ -28,6 +33,7 @@ DEMO = "demo"
 QUESTION_FIELDS = ("question", "problem", "prompt", "input")
 ANSWER_FIELDS = ("answer", "final_answer", "target", "solution")
 ID_FIELDS = ("id", "unique_id", "problem_id", "idx", "qid")
+REFERENCE_FIELDS = ("solution", "reference_solution", "gold_solution")  # [ours] the last two: other files' names
 
 
 class DatasetError(UserError):
@@ -45,6 +51,7 @@ class Problem:
     gold: str
     variant: str = ""
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
+    reference: str = field(default="", compare=False)  # the worked solution, when the dataset gives one
 
     @property
     def unit(self) -> str:
@@ -105,6 +112,17 @@ def parse_record(data: dict[str, Any], fields: Fields = Fields()) -> tuple[str, 
     return question, gold, pid
 
 
+def reference_solution(data: dict[str, Any], fields: Fields = Fields()) -> str:
+    """The record's reference solution: a solution field, or a GSM8K answer's text before ``####``; "" when none."""
+    for key in REFERENCE_FIELDS:
+        if isinstance(data.get(key), str) and data[key].strip():
+            return str(data[key]).strip()
+    answer = data.get(fields.answer or "answer")
+    if isinstance(answer, str) and "####" in answer:
+        return answer.rsplit("####", 1)[0].strip()
+    return ""
+
+
 def load_jsonl(path: Path | str, *, name: str | None = None, fields: Fields = Fields()) -> list[Problem]:
     """Problems from a JSONL file; ``name`` (default: the file's stem) names the dataset in results."""
     path = Path(path).expanduser()
@@ -134,7 +152,8 @@ def load_jsonl(path: Path | str, *, name: str | None = None, fields: Fields = Fi
                                "(results are keyed by them)")
         seen.add(pid)
         problems.append(Problem(name, pid, question, gold, meta={k: v for k, v in data.items()
-                                                                   if k in ("kind", "level", "type", "subject")}))
+                                                                   if k in ("kind", "level", "type", "subject")},
+                                reference=reference_solution(data, fields)))
     if not problems:
         raise DatasetError(f"{path} holds no problems")
     return problems
@@ -176,7 +195,7 @@ def load_hf(spec: str, fields: Fields = Fields()) -> list[Problem]:
             question, gold, pid = parse_record(dict(data), fields)
         except ValueError as e:
             raise DatasetError(f"hf:{spec} row {n}: {e}") from None
-        problems.append(Problem(label, pid or str(n), question, gold))
+        problems.append(Problem(label, pid or str(n), question, gold, reference=reference_solution(dict(data), fields)))
     return problems
 
 

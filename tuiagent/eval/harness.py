@@ -26,6 +26,7 @@ from tuiagent import paths
 from tuiagent.backends.base import BackendCrashed, Sessions
 from tuiagent.errors import ConfigError, UserError
 from tuiagent.eval.datasets import Fields, Problem, load_dataset, select
+from tuiagent.eval.judging import check_judge, cue_probe_runs, judge_eval
 from tuiagent.eval.metrics import run_record
 from tuiagent.eval.results import ResultStore, run_key
 from tuiagent.eval.reuse import GenerationMemo, ReusingBackend
@@ -79,6 +80,7 @@ class EvalConfig:
     baseline: str | None = None
     sandbox: str = "auto"  # what kernel cells may do (kernels.sandbox)
     reuse_generations: bool = True  # on the local model, generate identical turns once (eval.reuse)
+    judge: str | None = None  # the judge model (models.toml id) of --judge (eval.judging)
 
 
 @dataclass
@@ -125,6 +127,16 @@ def load_problems(cfg: EvalConfig) -> list[Problem]:
     if not out:
         raise UserError("no problems selected (check --limit, --offset and --id)")
     return out
+
+
+def with_no_tool(settings: list[Preset], log: Callable[[str], None]) -> list[Preset]:
+    """The settings plus the no-tool condition when none is among them (the cue probe needs one)."""
+    if any(s.mode == "cot" for s in settings):
+        return settings
+    from tuiagent.presets import resolve_settings
+
+    log("cue probe: adding the no-tool setting 'cot' (Definition 1's items and utility condition need it)")
+    return [*settings, *resolve_settings(["cot"])]
 
 
 def plan(problems: list[Problem], settings: list[Preset], seeds: int) -> list[Job]:
@@ -211,7 +223,13 @@ class EvalRunner:
         for setting in settings:
             probe = Job(Problem("check", "0", "1 + 1", "2"), setting, 0)
             request = self.request(probe)
-            guard_chain(self.spec, request)
+            chain = guard_chain(self.spec, request)
+            for name in setting.guards:
+                guard = chain.settings.get(name) if chain is not None else None
+                if getattr(guard, "judge", "") == "model" and not getattr(guard, "judge_model", "x"):
+                    self.log(f"WARNING: setting {setting.name!r}: {name}'s model judge is the model under test "
+                             f"({self.spec.id}); set {name}.judge_model to another models.toml model for an "
+                             "independent judge")
             if setting.mode == "tool" and setting.kernel not in self.kernels:
                 kernel_class(setting.kernel)
 
@@ -325,7 +343,7 @@ class EvalRunner:
             "key": job.key, "dataset": job.problem.dataset, "problem_id": job.problem.id,
             "variant": job.problem.variant, "setting": job.setting.name,
             "setting_fp": job.setting.fingerprint(self.base_run()), "seed": job.seed, "model": self.spec.id,
-            "gold": job.problem.gold, "question_hash": job.problem.question_hash(),
+            "gold": job.problem.gold, "reference": job.problem.reference, "question_hash": job.problem.question_hash(),
             **run_record(events), "engine": getattr(backend, "engine", self.spec.backend),
             "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
         }
@@ -470,6 +488,12 @@ async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
             and not any(s.sampling.get("temperature") for s in cfg.settings):
         log(f"note: {cfg.seeds} seeds with greedy sampling (temperature 0) give identical runs; "
             "pass --temperature for different samples")
+    if cfg.judge:
+        check_judge(cfg.judge, spec.id, cfg.models_file, log)
+        if not cfg.cues:
+            log(f"note: the judge {cfg.judge} judges the cue probe's calls; without --cue-probe it judges nothing")
+    if cfg.cues:
+        cfg.settings = with_no_tool(cfg.settings, log)
     with ResultStore(cfg.out) as store:
         runner = EvalRunner(spec, store, cfg, backend_factory=backend_factory, kernels=kernels, pooled=pooled,
                             log=log, on_record=on_record)
@@ -503,12 +527,17 @@ async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
             "distractor_model": cfg.distractor_model or (spec.id if cfg.distractors else None),
             "run": cfg.run, "sampling": cfg.sampling, "concurrency": runner.concurrency,
             "invalid_variants": invalid, "sessions": previous.get("sessions", []),
+            "judge": cfg.judge or previous.get("judge"),
         })
         if on_plan:
             on_plan(len(jobs), sum(store.done(j.key, retry_errors=cfg.retry_errors) for j in jobs))
         try:
             async with runner:
                 await runner.run(jobs)
+            if cfg.judge and cfg.cues:
+                tool = {s.name for s in cfg.settings if s.mode == "tool"}
+                await judge_eval(cfg.judge, cfg.models_file, store.dir, cue_probe_runs(store.records.values(), tool),
+                                 log)
         except (asyncio.CancelledError, KeyboardInterrupt):
             runner.outcome.cancelled = True
             raise

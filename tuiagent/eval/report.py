@@ -10,7 +10,9 @@ Per dataset (on the questions as written; variants have their own sections):
 - the tool-use-tax conditions when present: Gap = Acc(Full) - Acc(CoT), capability overlap =
   share of tool-benefited problems (Full right, Noop wrong) that CoT also solves;
 - distractors: accuracy per distractor type beside the clean accuracy on the same problems;
-- cue probe: tool-call rate with the cue (Y) and without (N), Delta Tool Y-N, per cue.
+- cue probe: tool-call rate with the cue (Y) and without (N), Delta Tool Y-N, per cue, over all items and
+  on the items where the tool is not needed (Definition 1; ``eval.cue_probe``);
+- the judge (``--judge``): its model and what its judgements cost.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ from pathlib import Path
 from typing import Any
 
 from guards.chain import available, presenter
+from tuiagent.eval.cue_probe import cue_section, cue_table
 from tuiagent.eval.stats import TOOL_BINS, bin_label, bootstrap_mean, mcnemar_exact, paired_bootstrap, tool_bin
-from tuiagent.eval.variants import CUE_PREFIX, DISTRACTOR_PREFIX
+from tuiagent.eval.variants import DISTRACTOR_PREFIX
 from tuiagent.presets import CONDITION_LABELS
 
 MEANS = ("tcn", "erroneous", "wtn", "generated_tokens", "wall_s")
@@ -186,45 +189,12 @@ def distractor_section(records: list[dict[str, Any]], settings: list[str]) -> di
     return out
 
 
-def cue_section(records: list[dict[str, Any]], settings: list[str]) -> dict[str, Any] | None:
-    cues = sorted({r["variant"] for r in records if str(r.get("variant", "")).startswith(CUE_PREFIX)})
-    if not cues:
-        return None
-
-    def rate(rs: list[dict[str, Any]]) -> float | None:
-        return sum((r.get("tcn") or 0) > 0 for r in rs) / len(rs) if rs else None
-
-    out: dict[str, Any] = {}
-    for s in settings:
-        rs = [r for r in records if r["setting"] == s]
-        row: dict[str, Any] = {}
-        all_y, all_n = [], []
-        for cue in cues:
-            y = [r for r in rs if r.get("variant") == cue]
-            keys = {(r["problem_id"], r["seed"]) for r in y}
-            n = [r for r in rs if not r.get("variant") and (r["problem_id"], r["seed"]) in keys]
-            all_y += y
-            all_n += n
-            ry, rn = rate(y), rate(n)
-            row[cue[len(CUE_PREFIX):]] = {
-                "runs": len(y), "tool_rate_y": _round(ry), "tool_rate_n": _round(rn),
-                "delta_tool_y_n": _diff(ry, rn),
-                "accuracy_y": _round(accuracy(y)), "accuracy_n": _round(accuracy(n)),
-                "tcn_y": _round(sum(r.get("tcn", 0) for r in y) / len(y), 2) if y else None,
-                "tcn_n": _round(sum(r.get("tcn", 0) for r in n) / len(n), 2) if n else None,
-            }
-        ry, rn = rate(all_y), rate(all_n)
-        row["all"] = {"runs": len(all_y), "tool_rate_y": _round(ry), "tool_rate_n": _round(rn),
-                      "delta_tool_y_n": _diff(ry, rn),
-                      "accuracy_y": _round(accuracy(all_y)), "accuracy_n": _round(accuracy(all_n))}
-        out[s] = row
-    return out
-
-
 def summarize(records: Iterable[dict[str, Any]], *, settings: list[str] | None = None, baseline: str | None = None,
               conditions: dict[str, str | None] | None = None, model: str | None = None,
-              invalid_variants: list[dict[str, Any]] | None = None) -> dict[str, Any]:
-    """The whole summary as plain data (what summary.json holds)."""
+              invalid_variants: list[dict[str, Any]] | None = None, modes: dict[str, str] | None = None,
+              verdicts: dict[str, list[Any]] | None = None, judge: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The whole summary as plain data (what summary.json holds). ``modes``: each setting's mode (the
+    cue probe's no-tool setting); ``verdicts`` and ``judge``: the judge's per-call values and its cost."""
     records = list(records)
     names = list(settings or [])
     for r in records:
@@ -245,11 +215,11 @@ def summarize(records: Iterable[dict[str, Any]], *, settings: list[str] | None =
             "tool_bins": {s: tool_bins(v) for s, v in clean.items()},
             "tooltax": tooltax(clean, conditions),
             "distractors": distractor_section(rs, names),
-            "cues": cue_section(rs, names),
+            "cues": cue_section(rs, names, modes or {}, verdicts),
         }
     return {"model": model or next((r.get("model") for r in records), None), "baseline": baseline,
             "settings": names, "runs": len(records), "datasets": datasets,
-            "invalid_variants": invalid_variants or []}
+            "invalid_variants": invalid_variants or [], "judge": judge}
 
 
 # -- forms ------------------------------------------------------------------------------------------
@@ -325,13 +295,11 @@ def _section_tables(summary: dict[str, Any], dataset: str) -> list[tuple[str, li
                          *(f"{_cell(row[k]['accuracy'])} ({_cell(row[k]['delta_vs_clean'])})" if k in row else "–"
                            for k in kinds)] for s, row in d["distractors"].items()]))
     if d["cues"]:
-        rows = []
-        for s, row in d["cues"].items():
-            for cue, c in row.items():
-                rows.append([s, cue, _cell(c["tool_rate_y"]), _cell(c["tool_rate_n"]), _cell(c["delta_tool_y_n"]),
-                             _cell(c["accuracy_y"]), _cell(c["accuracy_n"]), str(c["runs"])])
-        tables.append((f"{dataset}: spurious-tool-use cue probe (tool-call rate = share of runs with a call)",
-                       ["setting", "cue", "tool rate Y", "tool rate N", "Δ Tool Y-N", "acc Y", "acc N", "n"], rows))
+        header, rows = cue_table(d["cues"])
+        tables.append((f"{dataset}: spurious-tool-use cue probe (tool rate = share of runs with a call; utility "
+                       "holds: acc Y (tool) <= acc Y (no tool), Definition 1)",
+                       header, [[{True: "yes", False: "no"}[c] if isinstance(c, bool) else
+                                 c if isinstance(c, str) else _cell(c) for c in row] for row in rows]))
     return tables
 
 
@@ -353,11 +321,22 @@ def to_markdown(summary: dict[str, Any]) -> str:
         out += [f"## {dataset}", ""]
         for title, header, rows in _main_tables(summary, dataset) + _section_tables(summary, dataset):
             out += [f"### {title}", "", table(header, rows), ""]
+    if summary.get("judge"):
+        out += ["## Judge", "", judge_line(summary["judge"]), ""]
     if summary["invalid_variants"]:
         out += ["## Distractor variants left out", ""]
         out += [f"- {v['dataset']}/{v['id']} {v['kind']}: {v['why']}" for v in summary["invalid_variants"]]
         out.append("")
     return "\n".join(out)
+
+
+def judge_line(judge: dict[str, Any]) -> str:
+    """The judge and what it cost, in one line (with the warning when it is the model under test)."""
+    prompts = "; ".join(f"{p}: {c['judged']} judged, {c['unparseable']} unparseable"
+                        for p, c in judge["prompts"].items()) or "nothing judged yet"
+    line = (f"judge {judge['judge']}: {judge['judgements']} judgement(s) ({prompts}); {judge['prompt_tokens']} "
+            f"prompt + {judge['generated_tokens']} generated tokens, {judge['seconds']} s")
+    return f"{judge['warning']}\n{line}" if judge.get("warning") else line
 
 
 def to_csv(summary: dict[str, Any]) -> str:
@@ -396,6 +375,8 @@ def print_terminal(summary: dict[str, Any], console: Any = None) -> None:
             for r in rows:
                 t.add_row(*r)
             console.print(t)
+    if summary.get("judge"):
+        console.print(judge_line(summary["judge"]))
     if summary["invalid_variants"]:
         console.print(f"{len(summary['invalid_variants'])} distractor variant(s) left out (see summary.md)")
 
@@ -475,12 +456,22 @@ def write_reports(summary: dict[str, Any], directory: Path, formats: Iterable[st
 
 def summary_from_store(directory: Path, *, baseline: str | None = None) -> dict[str, Any]:
     """The summary of the results in an eval directory, with the settings order and conditions of its manifest."""
+    from tuiagent.core.judge_store import JudgementStore
+    from tuiagent.eval.judging import call_verdicts, judge_cost, same_model_warning
     from tuiagent.eval.results import ResultStore
 
     store = ResultStore(directory)
     manifest = store.manifest() or {}
     settings = manifest.get("settings", [])
+    verdicts, judge = None, None
+    if manifest.get("judge"):
+        judgements = JudgementStore(directory)
+        verdicts = call_verdicts(store.records.values(), judgements, manifest["judge"])
+        judge = judge_cost(judgements, manifest["judge"]) | {
+            "warning": same_model_warning(manifest["judge"], str(manifest.get("model")))}
     return summarize(store.records.values(), settings=[s["name"] for s in settings],
                      baseline=baseline or manifest.get("baseline"),
                      conditions={s["name"]: s.get("condition") for s in settings}, model=manifest.get("model"),
-                     invalid_variants=manifest.get("invalid_variants"))
+                     invalid_variants=manifest.get("invalid_variants"),
+                     modes={s["name"]: str(s.get("run", {}).get("mode", "tool")) for s in settings},
+                     verdicts=verdicts, judge=judge)

@@ -1,12 +1,14 @@
 """Problem variants for two stress tests.
 
-**Spurious-tool-use cue probe** (after "Spurious Tool Use", arXiv 2609.16268): the same question
-with and without a surface cue -- our renderings of the paper's code-semantic cues (a notebook
-cell header, a shebang line, ``[CODE]``) and an answer-tag line after its search-semantic
-``<answer>`` cue. The report gives the tool-call rate with the cue (Y) and without it (N) and
-their difference, Delta Tool Y-N (the paper's measure). The paper's cues act on agents trained
-with them by RL, and its code cues had no meaningful effect; the model here never saw them in
-training (docs/guards.md#necessity-flags).
+**Spurious-tool-use cue probe** ("Spurious Tool Use", arXiv 2609.16268, section 3.2): the same
+question with and without one of the paper's six cues, verbatim: the code-semantic ``cell``
+(``# Cell [1] | kernel: python3 | status: idle``), ``usr_bin`` (``#!/usr/bin/python3``) and ``code``
+(``[CODE]``), prepended; the search-semantic ``web_index`` (``Source: [WEB_INDEX_742]``) and
+``reference`` (``[REFERENCE]``), prepended, and ``answer`` (the paper's output-format sentence),
+appended. ``--cue-probe`` runs the code-semantic ones (the tool here is Python); ``--cue`` picks
+any. The report (``eval.cue_probe``) gives Delta Tool Y-N over all items and on those where the
+tool is not needed (Definition 1). The paper's cues act on agents trained with them by RL; the
+model here never saw them (docs/guards.md#necessity-flags).
 
 **Semantic-distractor stress test** ("Are Tools All We Need?", arXiv 2605.00136): each question
 rewritten by a model with one distractor of four types -- thematic background, semantic
@@ -30,13 +32,21 @@ from tuiagent.eval.datasets import Problem, numbers_in, with_variant
 
 # -- cues ------------------------------------------------------------------------------------------
 
-CUES: dict[str, tuple[str, str]] = {
-    # name: (text before the question, text after it)
-    "notebook": ("# In[1]:\n", ""),
-    "shebang": ("#!/usr/bin/env python3\n", ""),
-    "code_tag": ("[CODE]\n", ""),
-    "answer_tag": ("", "\nAnswer format: <answer>\\boxed{your final answer}</answer>"),
+# name: (text before the question, text after it). The cue strings are the paper's (section 3.2);
+# the line break that joins a cue to the question is ours (the paper says prepended / appended).
+# "Source: " is printed before [WEB_INDEX_742] in the paper's list and read here as part of the cue.
+CODE_CUES: dict[str, tuple[str, str]] = {
+    "cell": ("# Cell [1] | kernel: python3 | status: idle\n", ""),
+    "usr_bin": ("#!/usr/bin/python3\n", ""),
+    "code": ("[CODE]\n", ""),
 }
+SEARCH_CUES: dict[str, tuple[str, str]] = {
+    "web_index": ("Source: [WEB_INDEX_742]\n", ""),
+    "reference": ("[REFERENCE]\n", ""),
+    "answer": ("", "\nConclude your response by providing the final answer within <answer></answer> tags. "
+                   "Do not generate any content after the </answer> tag."),
+}
+CUES = {**CODE_CUES, **SEARCH_CUES}
 CUE_PREFIX = "cue:"
 
 

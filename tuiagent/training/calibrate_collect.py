@@ -88,7 +88,7 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
     """Run the questions ``start .. start+n-1`` not yet in ``records`` as v2; returns how many
     records were appended. ``reuse``: a v1 records file whose CoT runs are taken over."""
     from tuiagent.backends import open_backend
-    from tuiagent.core.judge import ask
+    from tuiagent.core.judge import Judge
     from tuiagent.protocol import RunSettings
     from tuiagent.runner import RunRequest, open_model, raise_if_kernel_failed, resolve_spec, run_problem
 
@@ -126,10 +126,12 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
     async def question_runs(backend: Any, qid: int, question: str, gold: str) -> None:
         nonlocal written
 
+        judge = Judge(spec.id, backend=backend)  # the model it calibrates, on this question's sequence
+
         async def ask_model(question: str, max_tokens: int = 3, model: str | None = None) -> Any:
             if model is not None:
                 raise ValueError("calibration asks the model it calibrates, not a separate judge model")
-            return await ask(backend, question, max_tokens)
+            return await judge.reply(question, max_tokens)
 
         t0 = time.monotonic()
         parts: dict[str, list[Any]] = {}

@@ -1,0 +1,157 @@
+"""The spurious-tool-use cue probe: the paper's cues, ΔTool Y-N over all items and on Definition 1's
+items, the utility condition, and the judge's pass over an eval (scripted runs, a scripted judge)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, number_in
+from tuiagent.core.judge_prompts import UNPARSEABLE
+from tuiagent.core.judge_store import JUDGEMENTS
+from tuiagent.errors import ConfigError
+from tuiagent.eval.cue_probe import cue_section, cue_table
+from tuiagent.eval.datasets import Problem
+from tuiagent.eval.harness import EvalConfig, run_eval
+from tuiagent.eval.report import summary_from_store, to_markdown
+from tuiagent.eval.variants import CODE_CUES, CUES, cue_variant
+from tuiagent.presets import resolve_settings
+
+KERNELS = {"jupyter": lambda gold=None: CalcKernel()}
+ANSWER_CUE = ("Conclude your response by providing the final answer within <answer></answer> tags. "
+              "Do not generate any content after the </answer> tag.")
+
+
+def test_the_papers_cue_strings():
+    p = Problem("d", "1", "What is 1 plus 1?", "2")
+    assert cue_variant(p, "cell").question == "# Cell [1] | kernel: python3 | status: idle\nWhat is 1 plus 1?"
+    assert cue_variant(p, "usr_bin").question == "#!/usr/bin/python3\nWhat is 1 plus 1?"
+    assert cue_variant(p, "code").question == "[CODE]\nWhat is 1 plus 1?"
+    assert cue_variant(p, "web_index").question == "Source: [WEB_INDEX_742]\nWhat is 1 plus 1?"
+    assert cue_variant(p, "reference").question == "[REFERENCE]\nWhat is 1 plus 1?"
+    answer = cue_variant(p, "answer")
+    assert answer.question == "What is 1 plus 1?\n" + ANSWER_CUE  # appended, as in the paper
+    assert (answer.variant, answer.gold, answer.unit) == ("cue:answer", "2", "1~cue:answer")
+    assert list(CODE_CUES) == ["cell", "usr_bin", "code"] and len(CUES) == 6
+
+
+def run(pid: str, setting: str, variant: str = "", *, tcn: int = 0, correct: bool = True) -> dict:
+    unit = f"{pid}~{variant}" if variant else pid
+    return {"key": f"d/{unit}/{setting}/0", "dataset": "d", "problem_id": pid, "variant": variant,
+            "setting": setting, "seed": 0, "tcn": tcn, "correct": correct}
+
+
+# item -> (tcn N, tcn Y, no-tool right on N, tool right on Y, no-tool right on Y)
+ITEMS = {"1": (0, 1, True, True, True), "2": (0, 1, False, True, False),
+         "3": (1, 1, True, True, True), "4": (0, 0, True, False, True)}
+UNNECESSARY = {"necessary": False, "p_unnecessary": 1.0, "logprob": None, "reason": ""}
+NECESSARY = {**UNNECESSARY, "necessary": True}
+
+
+def hand_made() -> list[dict]:
+    records = []
+    for pid, (tcn_n, tcn_y, free_n, tool_y, free_y) in ITEMS.items():
+        records += [run(pid, "none", tcn=tcn_n), run(pid, "none", "cue:cell", tcn=tcn_y, correct=tool_y),
+                    run(pid, "cot", correct=free_n), run(pid, "cot", "cue:cell", correct=free_y)]
+    return records
+
+
+def test_delta_tool_over_all_items_and_definition_1_items():
+    got = cue_section(hand_made(), ["none", "cot"], {"none": "tool", "cot": "cot"})
+    assert list(got) == ["none"]  # the no-tool setting is no row of its own
+    section = got["none"]
+    assert section["no_tool_setting"] == "cot" and section["items"] == {"all": 4, "no_tool": 3}
+    every = section["figures"]["all"]["cell"]
+    assert (every["tool_rate_y"], every["tool_rate_n"], every["delta_tool_y_n"]) == (0.75, 0.25, 0.5)
+    assert (every["accuracy_y"], every["accuracy_y_no_tool"], every["utility_holds"]) == (0.75, 0.75, True)
+    # Definition 1: items 1, 3, 4, which the no-tool run solves
+    free = section["figures"]["no_tool"]["cell"]
+    assert (free["runs"], free["tool_rate_y"], free["tool_rate_n"], free["delta_tool_y_n"]) == (3, 0.6667, 0.3333, 0.3333)
+    assert (free["accuracy_y"], free["accuracy_y_no_tool"], free["utility_holds"]) == (0.6667, 1.0, True)
+    assert section["figures"]["no_tool"]["all"]["delta_tool_y_n"] == 0.3333
+
+
+def test_the_utility_condition_can_fail():
+    records = [r | {"correct": True} if r["setting"] == "none" else r | {"correct": False} for r in hand_made()]
+    fig = cue_section(records, ["none", "cot"], {"none": "tool", "cot": "cot"})["none"]["figures"]["all"]["cell"]
+    assert (fig["accuracy_y"], fig["accuracy_y_no_tool"], fig["utility_holds"]) == (1.0, 0.0, False)
+
+
+def test_the_judges_items():
+    verdicts = {"d/1/none/0": [], "d/1~cue:cell/none/0": [UNNECESSARY],
+                "d/2/none/0": [], "d/2~cue:cell/none/0": [NECESSARY],
+                "d/3/none/0": [UNNECESSARY], "d/3~cue:cell/none/0": [UNPARSEABLE],
+                "d/4/none/0": [], "d/4~cue:cell/none/0": []}
+    section = cue_section(hand_made(), ["none", "cot"], {"none": "tool", "cot": "cot"}, verdicts)["none"]
+    assert (section["items"]["judge"], section["items"]["judge_unsure"]) == (2, 1)  # 1 and 4; 3 is unsure
+    fig = section["figures"]["judge"]["cell"]
+    assert (fig["runs"], fig["tool_rate_y"], fig["tool_rate_n"], fig["delta_tool_y_n"]) == (2, 0.5, 0.0, 0.5)
+
+
+def test_without_a_no_tool_setting_only_the_all_items_figure():
+    records = [r for r in hand_made() if r["setting"] == "none"]
+    section = cue_section(records, ["none"], {"none": "tool"})["none"]
+    assert list(section["figures"]) == ["all"] and section["no_tool_setting"] is None
+    header, rows = cue_table({"none": section})
+    assert rows[0][:3] == ["none", "all items (4)", "cell"] and "acc Y (no tool)" in header
+
+
+def models_file(tmp_path, replies: list[str]):
+    judge = tmp_path / "judge.jsonl"
+    judge.write_text("".join(json.dumps({"text": r}) + "\n" for r in replies), encoding="utf-8")
+    path = tmp_path / "models.toml"
+    path.write_text(f'[models.judge]\nbackend = "scripted"\n[models.judge.source]\nkind = "script"\n'
+                    f'path = {json.dumps(str(judge))}\n', encoding="utf-8")
+    return path
+
+
+def cued_turns(job):
+    """The cell cue makes the model reach for the tool; the question as written does not."""
+    i = number_in(job.problem.question)
+    if job.setting.mode == "tool" and job.problem.question.startswith("# Cell"):
+        return [code_turn(f"{i} + {i}"), answer_turn(str(2 * i))]
+    return [answer_turn(str(2 * i))]
+
+
+async def test_an_eval_with_the_probe_and_a_judge(tmp_path, dataset):
+    says = '{"tool_necessary": false, "reason": "trivial"}'
+    models = models_file(tmp_path, [says, "no JSON here"])
+    logs: list[str] = []
+    cfg = EvalConfig(datasets=[str(dataset(2))], settings=resolve_settings(["none"]), out=tmp_path / "out",
+                     model="scripted", models_file=models, cues=["cell"], judge="judge")
+    outcome = await run_eval(cfg, backend_factory=Factory(cued_turns), kernels=KERNELS, log=logs.append)
+    assert outcome.ran == 2 * 2 * 2  # 2 problems x (plain, cell) x (none, and the added no-tool cot)
+    assert any("adding the no-tool setting 'cot'" in m for m in logs)
+    lines = (cfg.out / JUDGEMENTS).read_text(encoding="utf-8").splitlines()
+    assert len(lines) == 2  # one executed call in each cued tool run
+    summary = summary_from_store(cfg.out)
+    section = summary["datasets"]["tiny"]["cues"]["none"]
+    assert section["items"] == {"all": 2, "no_tool": 2, "judge": 1, "judge_unsure": 1}
+    assert section["figures"]["no_tool"]["cell"]["delta_tool_y_n"] == 1.0
+    judge = summary["judge"]
+    assert judge["prompts"] == {"necessity": {"judged": 2, "unparseable": 1}} and judge["warning"] is None
+    assert judge["generated_tokens"] > 0 and judge["prompt_tokens"] > 0
+    markdown = to_markdown(summary)
+    assert "tool not needed (Definition 1): items the no-tool run solves (2)" in markdown
+    assert "judge judge: 2 judgement(s) (necessity: 2 judged, 1 unparseable)" in markdown
+
+    models_file(tmp_path, [])  # the judge can say nothing more: a resumed eval asks it nothing
+    again = await run_eval(cfg, backend_factory=Factory(cued_turns), kernels=KERNELS, log=logs.append)
+    assert again.ran == 0 and len((cfg.out / JUDGEMENTS).read_text(encoding="utf-8").splitlines()) == 2
+
+
+async def test_an_unknown_judge_fails_before_any_run(tmp_path, dataset):
+    cfg = EvalConfig(datasets=[str(dataset(1))], settings=resolve_settings(["none"]), out=tmp_path / "out",
+                     model="scripted", cues=["cell"], judge="nosuch")
+    with pytest.raises(ConfigError, match="unknown model 'nosuch'"):
+        await run_eval(cfg, backend_factory=Factory(cued_turns), kernels=KERNELS, log=lambda m: None)
+    assert not (tmp_path / "out").exists()
+
+
+async def test_the_model_under_test_as_judge_is_said_loudly(tmp_path, dataset):
+    logs: list[str] = []
+    cfg = EvalConfig(datasets=[str(dataset(1))], settings=resolve_settings(["none"]), out=tmp_path / "out",
+                     model="scripted", judge="scripted")
+    await run_eval(cfg, backend_factory=Factory(cued_turns), kernels=KERNELS, log=logs.append)
+    assert any(m.startswith("WARNING: the judge is the model under test (scripted)") for m in logs)

@@ -1,0 +1,129 @@
+"""The cue probe's report ("Spurious Tool Use", arXiv 2609.16268): ΔTool Y-N over all items, and on
+the items where the tool is not needed, as Definition 1 counts it.
+
+ΔTool Y-N [paper, section 2] = the tool-selection rate with the cue (Y) minus without it (N), the
+rate being the share of runs with an executed call. Definition 1 asks for it where the tool T_s "does
+not contribute to task performance": the items where it is not needed. Which items those are is ours
+(the paper's are a whole task type, math questions for a search tool):
+
+- ``no_tool``: the items the no-tool (CoT) setting solves on the question as written;
+- ``judge``: the items on which the judge (``--judge``) calls none of the setting's executed calls
+  necessary, with and without the cues (items with an unparseable or unjudged call are left out and
+  counted; items without any call are in). This set depends on what the runs did.
+
+Beside each figure, Definition 1's utility condition, P(R=1 | x_c, T_s) <= P(R=1 | x_c, T != T_s):
+the tool setting's accuracy on the cued items against the no-tool setting's on the same items.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tuiagent.eval.judging import needed
+from tuiagent.eval.variants import CUE_PREFIX
+
+FIGURES = {
+    "all": "all items",
+    "no_tool": "tool not needed (Definition 1): items the no-tool run solves",
+    "judge": "tool not needed (Definition 1): items the judge calls no call necessary in",
+}
+
+Item = tuple[str, int]  # problem id, seed
+
+
+def _item(r: dict[str, Any]) -> Item:
+    return r["problem_id"], r["seed"]
+
+
+def _rate(rs: list[dict[str, Any]]) -> float | None:
+    return sum((r.get("tcn") or 0) > 0 for r in rs) / len(rs) if rs else None
+
+
+def _acc(rs: list[dict[str, Any]]) -> float | None:
+    return sum(r.get("correct") is True for r in rs) / len(rs) if rs else None
+
+
+def _round(value: float | None) -> float | None:
+    return None if value is None else round(value, 4)
+
+
+def _diff(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else round(a - b, 4)
+
+
+def figure(runs: dict[str, list[dict[str, Any]]], no_tool: dict[str, list[dict[str, Any]]], cues: list[str],
+           items: set[Item]) -> dict[str, Any]:
+    """Per cue and over all cues: Y and N tool rates, ΔTool Y-N, and the utility condition, on ``items``.
+    ``runs`` / ``no_tool``: the tool / no-tool setting's runs by variant ("" for the question as written)."""
+    out: dict[str, Any] = {}
+    every_y: list[dict[str, Any]] = []
+    every_n: list[dict[str, Any]] = []
+    every_free: list[dict[str, Any]] = []
+    for cue in [*cues, None]:
+        if cue is None:
+            y, n, free = every_y, every_n, every_free
+        else:
+            y = [r for r in runs.get(cue, []) if _item(r) in items]
+            keys = {_item(r) for r in y}
+            n = [r for r in runs.get("", []) if _item(r) in keys]
+            free = [r for r in no_tool.get(cue, []) if _item(r) in keys]
+            every_y, every_n, every_free = every_y + y, every_n + n, every_free + free
+        ry, rn, acc_y, acc_free = _rate(y), _rate(n), _acc(y), _acc(free)
+        out["all" if cue is None else cue[len(CUE_PREFIX):]] = {
+            "runs": len(y), "tool_rate_y": _round(ry), "tool_rate_n": _round(rn), "delta_tool_y_n": _diff(ry, rn),
+            "accuracy_y": _round(acc_y), "accuracy_n": _round(_acc(n)), "accuracy_y_no_tool": _round(acc_free),
+            "utility_holds": None if acc_y is None or acc_free is None else acc_y <= acc_free,
+        }
+    return out
+
+
+def cue_section(records: list[dict[str, Any]], settings: list[str], modes: dict[str, str],
+                verdicts: dict[str, list[Any]] | None = None) -> dict[str, Any] | None:
+    """The probe per tool setting (one dataset's records); None without cued runs. ``modes``: each
+    setting's mode ("tool" or "cot"); ``verdicts``: the judge's values per run key and call."""
+    cues = sorted({r["variant"] for r in records if str(r.get("variant", "")).startswith(CUE_PREFIX)})
+    if not cues:
+        return None
+    by_setting: dict[str, dict[str, list[dict[str, Any]]]] = {}
+    for r in records:
+        by_setting.setdefault(r["setting"], {}).setdefault(r.get("variant") or "", []).append(r)
+    free_name = next((s for s in settings if modes.get(s) == "cot" and s in by_setting), None)
+    free = by_setting.get(free_name, {}) if free_name else {}
+    solved = {_item(r) for r in free.get("", []) if r.get("correct") is True}
+    out: dict[str, Any] = {}
+    for s in settings:
+        if modes.get(s, "tool") != "tool" or s not in by_setting:
+            continue
+        runs = by_setting[s]
+        items = {_item(r) for rs in runs.values() for r in rs}
+        section: dict[str, Any] = {"no_tool_setting": free_name, "items": {"all": len(items)},
+                                   "figures": {"all": figure(runs, free, cues, items)}}
+        if free_name:
+            section["items"]["no_tool"] = len(items & solved)
+            section["figures"]["no_tool"] = figure(runs, free, cues, items & solved)
+        if verdicts is not None:
+            said: dict[Item, list[bool | None]] = {}
+            for rs in runs.values():
+                for r in rs:
+                    said.setdefault(_item(r), []).append(needed(verdicts.get(r["key"], [None])))
+            not_needed = {i for i, v in said.items() if v and all(x is False for x in v)}
+            section["items"]["judge"] = len(not_needed)
+            section["items"]["judge_unsure"] = sum(None in v for v in said.values())
+            section["figures"]["judge"] = figure(runs, free, cues, not_needed)
+        out[s] = section
+    return out
+
+
+def cue_table(cues: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
+    """The probe as one table: a row per setting, figure and cue (values, not yet formatted)."""
+    header = ["setting", "items", "cue", "tool rate Y", "tool rate N", "Δ Tool Y-N", "acc Y (tool)",
+              "acc Y (no tool)", "utility holds", "acc N", "n"]
+    rows = []
+    for s, section in cues.items():
+        for name, fig in section["figures"].items():
+            label = f"{FIGURES[name]} ({section['items'][name]})"
+            for cue, c in fig.items():
+                rows.append([s, label, cue, c["tool_rate_y"], c["tool_rate_n"], c["delta_tool_y_n"],
+                             c["accuracy_y"], c["accuracy_y_no_tool"], c["utility_holds"], c["accuracy_n"],
+                             c["runs"]])
+    return header, rows

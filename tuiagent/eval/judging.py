@@ -1,0 +1,125 @@
+"""The eval's judge (``tuiagent eval --judge MODEL``): the judge model chosen and checked at start,
+its judgements of an eval's runs cached in ``<eval dir>/judgements.jsonl`` (resumable, like the
+runs), and what they cost, for the report.
+
+What is judged now: each executed call of the cue probe's tool runs, with the tool-necessity prompt
+of "Spurious Tool Use" (Appendix A.3), for the probe's "judge calls no call necessary" items. The
+judge sees the question as the run saw it (cue included), as the necessity guard's judge does [ours].
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+from guards.necessity import TOOL_TYPE
+from tuiagent.core import trajectory
+from tuiagent.core.events import RunStarted
+from tuiagent.core.judge import Judge, JudgeModels
+from tuiagent.core.judge_prompts import UNPARSEABLE, prompt
+from tuiagent.core.judge_store import JudgementStore, judgement_key
+from tuiagent.core.steps import run_pieces
+
+NECESSITY = prompt("necessity")
+
+
+def same_model_warning(judge: str, model: str) -> str | None:
+    """The loud line when the judge is the model under test (it grades its own runs)."""
+    if judge != model:
+        return None
+    return (f"WARNING: the judge is the model under test ({model}): it grades its own runs; pass another "
+            "models.toml model with --judge for an independent judge")
+
+
+def check_judge(judge: str, model: str, models_file: Path | None, log: Callable[[str], None]) -> None:
+    """At start: an unknown judge id is a ConfigError; the model under test as judge is said loudly."""
+    JudgeModels(models_file).spec(judge)
+    warning = same_model_warning(judge, model)
+    if warning:
+        log(warning)
+
+
+def executed_calls(record: dict[str, Any]) -> tuple[str, list[str]] | None:
+    """(the question the run saw, the code of its executed calls) from its trajectory; None without one."""
+    path = record.get("trajectory")
+    if not path or not Path(path).exists():
+        return None
+    events = trajectory.load(Path(path)).events
+    question = next((e.problem for e in events if isinstance(e, RunStarted)), "")
+    return question, [p.text for p in run_pieces(events) if p.kind == "code" and p.executed]
+
+
+def necessity_inputs(question: str, code: str) -> dict[str, str]:
+    return {"question": question.strip(), "tool_type": TOOL_TYPE, "tool_content": code.strip()}
+
+
+def cue_probe_runs(records: Iterable[dict[str, Any]], tool_settings: set[str]) -> list[dict[str, Any]]:
+    """The runs the cue probe's judge subset needs: tool settings' runs of the items that have a cue variant."""
+    records = list(records)
+    cued = {(r["dataset"], r["problem_id"]) for r in records if str(r.get("variant", "")).startswith("cue:")}
+    return [r for r in records if r["setting"] in tool_settings and (r["dataset"], r["problem_id"]) in cued]
+
+
+async def judge_runs(judge: Judge, records: list[dict[str, Any]], log: Callable[[str], None]) -> int:
+    """Ask the judge about every executed call of ``records`` not yet in its cache; how many were asked."""
+    asked = 0
+    for record in records:
+        calls = executed_calls(record)
+        if calls is None:
+            continue
+        question, codes = calls
+        for code in codes:
+            before = judge.cost.calls
+            await judge.judgement(NECESSITY, necessity_inputs(question, code))
+            asked += judge.cost.calls - before
+    if asked:
+        log(f"judge {judge.model_id}: {asked} call(s) judged")
+    return asked
+
+
+async def judge_eval(judge_id: str, models_file: Path | None, directory: Path, records: list[dict[str, Any]],
+                     log: Callable[[str], None]) -> None:
+    """The judging pass after an eval's runs: ``records``' calls not yet in ``directory``'s cache."""
+    models = JudgeModels(models_file)
+    store = JudgementStore(directory)
+    try:
+        await judge_runs(Judge(judge_id, models=models, store=store), records, log)
+    finally:
+        store.close()
+        await models.aclose()
+
+
+def call_verdicts(records: Iterable[dict[str, Any]], store: JudgementStore, judge: str) -> dict[str, list[Any]]:
+    """Per run key, the judge's value for each executed call (None where it was not judged)."""
+    out: dict[str, list[Any]] = {}
+    for record in records:
+        calls = executed_calls(record)
+        if calls is None:
+            continue
+        question, codes = calls
+        keys = [judgement_key(judge, NECESSITY.id, NECESSITY.version, necessity_inputs(question, c)) for c in codes]
+        out[record["key"]] = [(store.get(k) or {}).get("value") for k in keys]
+    return out
+
+
+def needed(values: list[Any]) -> bool | None:
+    """Whether the judge calls any of a run's calls necessary: True, False, or None when one is
+    unparseable or not judged (the run says nothing sure)."""
+    if any(v is None or v == UNPARSEABLE for v in values):
+        return None
+    return any(v["necessary"] for v in values)
+
+
+def judge_cost(store: JudgementStore, judge: str) -> dict[str, Any]:
+    """The cost of every judgement ``judge`` made for this eval, from its cache records."""
+    mine = [r for r in store.records.values() if r.get("judge") == judge]
+    per_prompt: dict[str, dict[str, int]] = {}
+    for r in mine:
+        counts = per_prompt.setdefault(r["prompt"], {"judged": 0, "unparseable": 0})
+        counts["judged"] += 1
+        counts["unparseable"] += r["value"] == UNPARSEABLE
+    return {"judge": judge, "judgements": len(mine), "prompts": per_prompt,
+            "prompt_tokens": sum(r["prompt_tokens"] for r in mine),
+            "generated_tokens": sum(r["generated_tokens"] for r in mine),
+            "seconds": round(sum(r["seconds"] for r in mine), 2)}
