@@ -1,4 +1,4 @@
-"""Reading model text: code fences and boxed answers."""
+"""Reading model text: code fences and boxed answers; and the gold of a GSM8K answer."""
 
 from __future__ import annotations
 
@@ -72,6 +72,15 @@ def final_answer(text: str) -> str | None:
     r"""The last \boxed{} answer in the text (last one wins), or None."""
     answers = boxed_answers(text)
     return answers[-1] if answers else None
+
+
+def gsm8k_gold(answer: str) -> str | None:
+    """The number after the last ``####`` of a GSM8K answer, thousands separators and a trailing
+    period removed (``#### 1,203.`` -> ``1203``; a sign and decimals are kept), or None when there
+    is no marker or nothing after it."""
+    if "####" not in answer:
+        return None
+    return answer.rsplit("####", 1)[1].strip().replace(",", "").rstrip(".").strip() or None
 
 
 def tool_block_start(text: str, stop: str, mode: str) -> int | None:

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tuiagent.errors import UserError
-from tuiagent.parsing import final_answer
+from tuiagent.parsing import final_answer, gsm8k_gold
 
 DEMO = "demo"
 QUESTION_FIELDS = ("question", "problem", "prompt", "input")
@@ -62,13 +62,6 @@ class Fields:
     question: str | None = None
     answer: str | None = None
     id: str | None = None
-
-
-def gsm8k_gold(answer: str) -> str | None:
-    """The number after the last ``####`` of a GSM8K answer, commas and a trailing period removed."""
-    if "####" not in answer:
-        return None
-    return answer.rsplit("####", 1)[1].strip().replace(",", "").rstrip(".").strip() or None
 
 
 def _text(value: Any) -> str:

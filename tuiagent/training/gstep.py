@@ -30,7 +30,7 @@ from typing import Any
 import numpy as np
 
 from guards.gstep_features import GateInput, budget_remaining, reasoning_text
-from tuiagent.parsing import tool_block_start
+from tuiagent.parsing import gsm8k_gold, tool_block_start
 from tuiagent.protocol import RunSettings
 
 RECORD_VERSION = 1
@@ -89,13 +89,6 @@ def label(record: dict[str, Any]) -> tuple[int, float, str]:
 
 
 # -- records ------------------------------------------------------------------------------------
-
-
-def gold_from_gsm8k(answer: str) -> str:
-    """The number after '####' in a GSM8K answer, thousands separators removed."""
-    if "####" not in answer:
-        raise ValueError("a GSM8K answer has '#### <number>' at its end")
-    return answer.rsplit("####", 1)[1].strip().replace(",", "")
 
 
 def run_part(events: Sequence[Any], *, full: bool) -> dict[str, Any]:
@@ -192,7 +185,11 @@ def read_questions(path: Path, start: int, n: int) -> list[tuple[int, str, str]]
             if i >= start + n:
                 break
             item = json.loads(line)
-            out.append((i, item["question"], gold_from_gsm8k(item["answer"])))
+            gold = gsm8k_gold(str(item.get("answer", "")))
+            if gold is None or "question" not in item:
+                raise ValueError(f"{path}:{i + 1}: a GSM8K line has a 'question' and an 'answer' ending in "
+                                 "'#### <number>'")
+            out.append((i, item["question"], gold))
     return out
 
 
