@@ -1,4 +1,4 @@
-"""Reading model and dataset text: code fences, boxed answers, GSM8K gold answers."""
+"""Reading model text: code fences and boxed answers; and the gold of a GSM8K answer."""
 
 from __future__ import annotations
 
@@ -74,6 +74,15 @@ def final_answer(text: str) -> str | None:
     return answers[-1] if answers else None
 
 
+def gsm8k_gold(answer: str) -> str | None:
+    """The number after the last ``####`` of a GSM8K answer, thousands separators and a trailing
+    period removed (``#### 1,203.`` -> ``1203``; a sign and decimals are kept), or None when there
+    is no marker or nothing after it."""
+    if "####" not in answer:
+        return None
+    return answer.rsplit("####", 1)[1].strip().replace(",", "").rstrip(".").strip() or None
+
+
 def tool_block_start(text: str, stop: str, mode: str) -> int | None:
     """Where the code block that asks for a tool call starts, or None when the turn asks for none.
 
@@ -86,12 +95,3 @@ def tool_block_start(text: str, stop: str, mode: str) -> int | None:
     if stop == "stop" or final_answer(text[block.end :]) is None:
         return block.start
     return None
-
-
-def gsm8k_gold(answer: str) -> str | None:
-    """The number after the last ``####`` of a GSM8K answer, thousands commas and a trailing
-    period removed; None without a ``####`` or with nothing after it. The one parser of GSM8K
-    golds: the eval's loader and the G-STEP training read golds through it."""
-    if "####" not in answer:
-        return None
-    return answer.rsplit("####", 1)[1].strip().replace(",", "").rstrip(".").strip() or None

@@ -12,8 +12,9 @@ import pytest
 
 import tuiagent.runner
 from kernels.base import CellResult, Output
+from tuiagent.core.jsonl_store import JsonlStore
 from tuiagent.training.calibrate_collect import collect
-from tuiagent.training.gstep import append_record, load_records
+from tuiagent.training.gstep import load_records
 
 
 def write_data(path: Path, n: int) -> Path:
@@ -65,8 +66,9 @@ async def test_collect_writes_blocks_and_resumes_after_a_kill(tmp_path, write_sc
         f.write('{"v": 2, "qid": 3, "tru')  # a kill in mid-write
     # question 3 has a v1 record: only its tool run is redone, its CoT run is reused
     v1 = tmp_path / "v1.jsonl"
-    append_record(v1, {"v": 1, "qid": 3, "model": "scripted", "tool": {"answer": "6"},
-                       "cot": {"answer": "7", "correct": False, "reason": "answer"}})
+    with JsonlStore(v1) as store:
+        store.append({"v": 1, "qid": 3, "model": "scripted", "tool": {"answer": "6"},
+                      "cot": {"answer": "7", "correct": False, "reason": "answer"}})
     script = write_script(*turns([3], cot=False), *turns([4]), name="s2.jsonl")
     messages: list[str] = []
     n = await collect("scripted", data, 1, 4, records, reuse=v1, script=script, log=messages.append)
@@ -79,7 +81,8 @@ async def test_collect_writes_blocks_and_resumes_after_a_kill(tmp_path, write_sc
 async def test_a_reused_v1_record_must_match_the_rerun(tmp_path, write_script, canned_kernel_runs):
     data = write_data(tmp_path / "d.jsonl", 3)
     v1 = tmp_path / "v1.jsonl"
-    append_record(v1, {"v": 1, "qid": 1, "model": "scripted", "tool": {"answer": "99"}, "cot": {"answer": "2"}})
+    with JsonlStore(v1) as store:
+        store.append({"v": 1, "qid": 1, "model": "scripted", "tool": {"answer": "99"}, "cot": {"answer": "2"}})
     with pytest.raises(RuntimeError, match="not reproducible"):
         await collect("scripted", data, 1, 1, tmp_path / "r.jsonl", reuse=v1,
                       script=write_script(*turns([1], cot=False)), log=lambda m: None)

@@ -16,6 +16,7 @@ import tuiagent.runner
 from guards.gstep import Gate, GStep
 from guards.gstep_features import N_FEATURES, features
 from kernels.base import CellResult, Output
+from tuiagent.core.jsonl_store import JsonlStore
 from tuiagent.training import gstep as gt
 from tuiagent.training.gstep import gate_input_from_record
 
@@ -41,26 +42,6 @@ def test_labels_in_priority_order_with_weights():
     unexecuted = rec(0, tool_ok=False, cot_ok=False, calls=2)
     unexecuted["tool"]["calls"][1][3] = False  # a budget note is not a tool call
     assert gt.label(unexecuted)[2] == "under_computed"
-
-
-def test_questions_read_golds_through_the_one_parser(tmp_path):
-    data = tmp_path / "gsm.jsonl"
-    data.write_text(json.dumps({"question": "q", "answer": "so 1,200 + 3 = <<1200+3=1203>>1203\n#### 1,203."}) + "\n"
-                    + json.dumps({"question": "r", "answer": "no marker"}) + "\n")
-    # Training kept a trailing period ("1203.") before the eval's parser was the one parser.
-    assert gt.read_questions(data, 0, 1) == [(0, "q", "1203")]
-    with pytest.raises(ValueError, match="gsm.jsonl:2"):
-        gt.read_questions(data, 0, 2)
-
-
-def test_records_file(tmp_path):
-    path = tmp_path / "r.jsonl"
-    gt.append_record(path, {"qid": 0})
-    with path.open("a") as f:
-        f.write('{"qid": 1, "trunc')  # what a kill in mid-write leaves
-    assert [r["qid"] for r in gt.load_records(path)] == [0]
-    gt.append_record(path, {"qid": 2})
-    assert [r["qid"] for r in gt.load_records(path)] == [0, 2]
 
 
 def write_data(path: Path, n: int) -> Path:
@@ -121,7 +102,8 @@ async def test_collect_appends_records_and_resumes(tmp_path, write_script, canne
     assert n == 2 and [r["qid"] for r in gt.load_records(records)] == [1, 2, 0, 3]
     assert len(canned_runner_kernel) == 4  # one kernel per tool run
     other = tmp_path / "other.jsonl"
-    gt.append_record(other, {"qid": 0, "model": "another-model"})
+    with JsonlStore(other) as store:
+        store.append({"qid": 0, "model": "another-model"})
     with pytest.raises(ValueError, match="model-specific"):
         await gt.collect("scripted", data, 0, 4, other, script=script, log=lambda m: None)
 
@@ -181,8 +163,9 @@ def synthetic_records(n):
 
 def test_train_writes_gate_and_report(tmp_path):
     records = tmp_path / "r.jsonl"
-    for r in synthetic_records(60):
-        gt.append_record(records, r)
+    with JsonlStore(records) as store:
+        for r in synthetic_records(60):
+            store.append(r)
     out, report = tmp_path / "gate.npz", tmp_path / "gate.md"
     result = gt.train(records, out, report, log=lambda m: None)
     assert result["meta"]["samples"] == 60

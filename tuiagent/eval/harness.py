@@ -24,6 +24,7 @@ from typing import Any
 from kernels.base import Kernel, KernelFailed
 from tuiagent import paths
 from tuiagent.backends.base import BackendCrashed, Sessions
+from tuiagent.core.batch import run_batch
 from tuiagent.errors import ConfigError, UserError
 from tuiagent.eval.datasets import Fields, Problem, load_dataset, select
 from tuiagent.eval.judging import check_judge, cue_probe_runs, judge_eval
@@ -381,9 +382,6 @@ class EvalRunner:
         leaders: Leaders = {}
         if self.memo is not None and self.concurrency > 1:
             todo, leaders = reuse_order(todo, self.concurrency)
-        queue: asyncio.Queue[Job] = asyncio.Queue()
-        for job in todo:
-            queue.put_nowait(job)
         failures_in_a_row = 0
         first_error: list[BaseException] = []
         started = time.monotonic()
@@ -410,31 +408,23 @@ class EvalRunner:
                 outcome.ran += 1
                 failures_in_a_row = 0
 
-        async def worker() -> None:
-            while not queue.empty():
-                job = queue.get_nowait()
-                leader = leaders.get(job.group)
-                if leader is None:
+        async def work(job: Job) -> None:
+            leader = leaders.get(job.group)
+            if leader is None:
+                await attempt(job)
+                return
+            first, first_done = leader
+            if first is job:
+                try:
                     await attempt(job)
-                    continue
-                first, first_done = leader
-                if first is job:
-                    try:
-                        await attempt(job)
-                    finally:
-                        first_done.set()
-                else:
-                    await first_done.wait()  # its first setting's turns, to reuse
-                    await attempt(job)
+                finally:
+                    first_done.set()
+            else:
+                await first_done.wait()  # its first setting's turns, to reuse
+                await attempt(job)
 
-        workers = [asyncio.create_task(worker()) for _ in range(min(self.concurrency, len(todo)))]
         try:
-            await asyncio.gather(*workers)
-        except BaseException:
-            for w in workers:
-                w.cancel()
-            await asyncio.gather(*workers, return_exceptions=True)
-            raise
+            await run_batch(todo, work, concurrency=self.concurrency)
         finally:
             outcome.wall_s = time.monotonic() - started
         return outcome

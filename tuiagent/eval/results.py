@@ -4,17 +4,16 @@ is written, keyed by dataset / problem id (+ variant) / setting / seed.
 An interrupted eval loses at most the runs that were in flight; re-running the same command reads
 this file and runs only the keys that are missing. A later line with the same key wins (that is how
 ``--retry-errors`` replaces a failed run without rewriting the file). A line cut short by a crash is
-skipped on reading (``skipped_lines`` counts them).
+skipped on reading (``skipped_lines`` counts them): the file is a ``core.jsonl_store.JsonlStore``.
 """
 
 from __future__ import annotations
 
 import json
-import os
-import threading
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
+from tuiagent.core.jsonl_store import JsonlStore
 from tuiagent.errors import UserError
 
 RESULTS = "results.jsonl"
@@ -31,29 +30,15 @@ class ResultsError(UserError):
 
 
 class ResultStore:
-    """``<dir>/results.jsonl`` (append-only) and ``<dir>/eval.json`` (what the eval was)."""
+    """``<dir>/results.jsonl`` (append-only, a ``core.jsonl_store.JsonlStore``) and ``<dir>/eval.json``
+    (what the eval was)."""
 
     def __init__(self, directory: Path | str):
         self.dir = Path(directory).expanduser()
         self.path = self.dir / RESULTS
-        self.records: dict[str, dict[str, Any]] = {}
-        self._file: IO[str] | None = None
-        self._lock = threading.Lock()
-        self.skipped_lines = 0
-        self._read()
-
-    def _read(self) -> None:
-        if not self.path.exists():
-            return
-        for line in self.path.read_text(encoding="utf-8").splitlines():
-            if not line.strip():
-                continue
-            try:
-                record = json.loads(line)
-                self.records[record["key"]] = record
-            except (json.JSONDecodeError, KeyError, TypeError):
-                # a line cut short by a kill (later appends start on a new line after it): that run is redone
-                self.skipped_lines += 1
+        self._lines = JsonlStore(self.path, key="key")
+        self.records: dict[str, dict[str, Any]] = self._lines.latest
+        self.skipped_lines = self._lines.skipped_lines
 
     # -- the manifest ---------------------------------------------------------------------------
 
@@ -95,28 +80,10 @@ class ResultStore:
 
     def append(self, record: dict[str, Any]) -> None:
         """Write one finished run: flushed and fsynced before this returns."""
-        line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
-        with self._lock:
-            if self._file is None:
-                self.dir.mkdir(parents=True, exist_ok=True)
-                self._file = self.path.open("a", encoding="utf-8")
-                if self._file.tell() > 0 and not self._ends_with_newline():
-                    self._file.write("\n")  # after a line cut short by a kill
-            self._file.write(line)
-            self._file.flush()
-            os.fsync(self._file.fileno())
-            self.records[record["key"]] = record
-
-    def _ends_with_newline(self) -> bool:
-        with self.path.open("rb") as f:
-            f.seek(-1, os.SEEK_END)
-            return f.read(1) == b"\n"
+        self._lines.append(record)
 
     def close(self) -> None:
-        with self._lock:
-            if self._file is not None:
-                self._file.close()
-                self._file = None
+        self._lines.close()
 
     def __enter__(self) -> ResultStore:
         return self

@@ -11,16 +11,17 @@ docs/evaluating.md ("Reused generations").
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
-import os
 import threading
 import time
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import IO, Any, cast
+from typing import Any, cast
 
+from tuiagent.core.jsonl_store import JsonlAppender, read_jsonl
 from tuiagent.protocol import Sampling, StopReason, Token, TokenStream
 
 GENERATIONS = "generations.jsonl"
@@ -36,9 +37,9 @@ class Generated:
     reason: StopReason
     seconds: float  # how long generating it took
 
-    def to_json(self, key: str) -> str:
-        return json.dumps({"key": key, "tokens": self.tokens, "ids": self.ids, "reason": self.reason,
-                           "seconds": round(self.seconds, 3)}, ensure_ascii=False)
+    def to_json(self, key: str) -> dict[str, Any]:
+        return {"key": key, "tokens": self.tokens, "ids": self.ids, "reason": self.reason,
+                "seconds": round(self.seconds, 3)}
 
     @classmethod
     def from_json(cls, record: dict[str, Any]) -> Generated:
@@ -49,20 +50,17 @@ class Generated:
 
 
 class GenerationMemo:
-    """Generations by key, kept in ``<eval dir>/generations.jsonl`` (a line cut short by a kill is skipped)."""
+    """Generations by key, kept in ``<eval dir>/generations.jsonl`` (``core.jsonl_store``: a line cut
+    short by a kill is skipped), each held once in memory, as a ``Generated``."""
 
-    def __init__(self, directory: Path | None):
-        self.path = None if directory is None else Path(directory) / GENERATIONS
+    def __init__(self, directory: Path):
+        path = Path(directory) / GENERATIONS
+        self._file = JsonlAppender(path, key="key")
         self._entries: dict[str, Generated] = {}
         self._lock = threading.Lock()
-        self._file: IO[str] | None = None
-        if self.path is not None and self.path.exists():
-            for line in self.path.read_text(encoding="utf-8").splitlines():
-                try:
-                    record = json.loads(line)
-                    self._entries[record["key"]] = Generated.from_json(record)
-                except (json.JSONDecodeError, KeyError, TypeError, ValueError):
-                    continue
+        for record in read_jsonl(path, key="key")[0]:
+            with contextlib.suppress(KeyError, TypeError, ValueError):  # a record of another shape: generated again
+                self._entries[record["key"]] = Generated.from_json(record)
 
     def __len__(self) -> int:
         return len(self._entries)
@@ -80,19 +78,10 @@ class GenerationMemo:
             if key in self._entries:
                 return
             self._entries[key] = generated
-            if self.path is None:
-                return
-            if self._file is None:
-                self.path.parent.mkdir(parents=True, exist_ok=True)
-                self._file = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - kept open for the eval
-            self._file.write(generated.to_json(key) + "\n")
-            self._file.flush()
-            os.fsync(self._file.fileno())
+        self._file.append(generated.to_json(key))
 
     def close(self) -> None:
-        if self._file is not None:
-            self._file.close()
-            self._file = None
+        self._file.close()
 
 
 class ReusingBackend:

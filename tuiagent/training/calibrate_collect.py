@@ -11,7 +11,6 @@ why: docs/calibration.md ("The records").
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 import time
 from collections.abc import Sequence
@@ -19,15 +18,14 @@ from pathlib import Path
 from typing import Any
 
 from tuiagent.backends.base import Sessions
+from tuiagent.core.batch import run_batch
 from tuiagent.training.gstep import (
-    append_record,
     load_records,
+    open_records,
     read_questions,
     record_from_events,
-    records_of,
     run_part,
     scratch_dir,
-    until_interrupted,
 )
 
 RECORD_VERSION = 2
@@ -94,8 +92,8 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
 
     base = RunRequest(problem="", model=model, models_file=models_file, script=script)
     spec = resolve_spec(base)
-    existing = records_of(records, spec.id, "calibration")
-    done = {r.get("qid") for r in existing if r.get("v") == RECORD_VERSION}
+    store = open_records(records, spec.id, "calibration")
+    done = {r.get("qid") for r in store.records if r.get("v") == RECORD_VERSION}
     old = {r["qid"]: r for r in (load_records(reuse) if reuse else []) if r.get("model") == spec.id}
     todo = [q for q in read_questions(data, start, n) if q[0] not in done]
     log(f"[calibrate] {len(done)} already in {records}; {len(todo)} to run "
@@ -157,7 +155,7 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
         record["tool"]["blocks"] = await blocks_of(question, parts["tool"], ask_model if judge else None)
         record["wall_s"] = round(time.monotonic() - t0, 2)
         record["engine"], record["concurrency"] = getattr(backend, "engine", spec.backend), concurrency
-        append_record(records, record)
+        store.append(record)
         written += 1
         confs = [b["attc"]["confidence"] for b in record["tool"]["blocks"]]
         log(f"[calibrate] q{qid}: tool {record['tool']['answer']!r} "
@@ -168,20 +166,10 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
                if "continue" in record else "")
             + f"gold {gold}; {record['wall_s']:.0f} s; {len(done) + written} in file")
 
-    items = until_interrupted(todo, "calibrate", log)
-    taking = asyncio.Lock()
-
-    async def worker() -> None:
-        while True:
-            async with taking:
-                item = await anext(items, None)
-            if item is None:
-                return
-            await one(*item)
-
     try:
-        await asyncio.gather(*(worker() for _ in range(concurrency)))
+        await run_batch(todo, lambda item: one(*item), concurrency=concurrency, finish_on_interrupt="calibrate",
+                        unit="question", log=log)
     finally:
-        await items.aclose()
+        store.close()
         await backend.aclose()
     return written

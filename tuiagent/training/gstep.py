@@ -15,21 +15,20 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import contextlib
 import dataclasses
 import json
-import os
-import signal
 import sys
 import time
 from collections import Counter
-from collections.abc import AsyncGenerator, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from guards.gstep_features import GateInput, budget_remaining, reasoning_text
+from tuiagent.core.batch import run_batch
+from tuiagent.core.jsonl_store import JsonlStore
 from tuiagent.parsing import gsm8k_gold, tool_block_start
 from tuiagent.protocol import RunSettings
 
@@ -144,35 +143,8 @@ def record_from_events(qid: int, question: str, gold: str, model: str,
 
 
 def load_records(path: Path) -> list[dict[str, Any]]:
-    """Records of a JSONL file; a partial (unparseable) line, as a kill can leave, is skipped."""
-    path = Path(path)
-    if not path.exists():
-        return []
-    records = []
-    for line in path.read_text(encoding="utf-8").splitlines():
-        if not line.strip():
-            continue
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return records
-
-
-def append_record(path: Path, record: dict[str, Any]) -> None:
-    """Append one record line, flushed and synced (a partial last line gets its newline first)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    needs_newline = False
-    if path.exists() and path.stat().st_size > 0:
-        with path.open("rb") as f:
-            f.seek(-1, os.SEEK_END)
-            needs_newline = f.read(1) != b"\n"
-    with path.open("a", encoding="utf-8") as f:
-        if needs_newline:
-            f.write("\n")
-        f.write(json.dumps(record, ensure_ascii=False) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    """Records of a JSONL file (a ``core.jsonl_store.JsonlStore``: a line cut short by a kill is skipped)."""
+    return JsonlStore(path).records
 
 
 def read_questions(path: Path, start: int, n: int) -> list[tuple[int, str, str]]:
@@ -185,9 +157,10 @@ def read_questions(path: Path, start: int, n: int) -> list[tuple[int, str, str]]
             if i >= start + n:
                 break
             item = json.loads(line)
-            gold = gsm8k_gold(item["answer"])
-            if gold is None:
-                raise ValueError(f"{path}:{i + 1}: a GSM8K answer has '#### <number>' at its end")
+            gold = gsm8k_gold(str(item.get("answer", "")))
+            if gold is None or "question" not in item:
+                raise ValueError(f"{path}:{i + 1}: a GSM8K line has a 'question' and an 'answer' ending in "
+                                 "'#### <number>'")
             out.append((i, item["question"], gold))
     return out
 
@@ -195,15 +168,15 @@ def read_questions(path: Path, start: int, n: int) -> list[tuple[int, str, str]]
 # -- collect -------------------------------------------------------------------------------------
 
 
-def records_of(records: Path, model: str, what: str) -> list[dict[str, Any]]:
-    """The records already in ``records``, which must all be runs of ``model`` (``what`` is
+def open_records(records: Path, model: str, what: str) -> JsonlStore:
+    """The records file to resume, whose records must all be runs of ``model`` (``what`` is
     model-specific: one records file per model)."""
-    existing = load_records(records)
-    others = sorted({str(r.get("model")) for r in existing} - {model})
+    store = JsonlStore(records, key="qid")
+    others = sorted({str(r.get("model")) for r in store.records} - {model})
     if others:
         raise ValueError(f"{records} holds runs of {', '.join(others)}, not {model}: {what} is model-specific, "
                          "use one records file per model")
-    return existing
+    return store
 
 
 def scratch_dir(model: str) -> Path:
@@ -220,73 +193,45 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
 
     base = RunRequest(problem="", model=model, models_file=models_file, script=script)
     spec = resolve_spec(base)
-    existing = records_of(records, spec.id, "a gate")
-    done = {r.get("qid") for r in existing}
-    todo = [q for q in read_questions(data, start, n) if q[0] not in done]
-    log(f"[gstep collect] {len(done)} already in {records}; {len(todo)} to run")
-    if not todo:
-        return 0
-    if threads:
-        spec = dataclasses.replace(spec, options={**spec.options, "n_threads": int(threads)})
-    backend = open_model(spec, base)
-    out = scratch_dir(spec.id)
-    out.mkdir(parents=True, exist_ok=True)
-    written = 0
-    try:
-        async for qid, question, gold in until_interrupted(todo, "gstep collect", log):
+    with open_records(records, spec.id, "a gate") as store:
+        done = set(store.latest)
+        todo = [q for q in read_questions(data, start, n) if q[0] not in done]
+        log(f"[gstep collect] {len(done)} already in {records}; {len(todo)} to run")
+        if not todo:
+            return 0
+        if threads:
+            spec = dataclasses.replace(spec, options={**spec.options, "n_threads": int(threads)})
+        backend = open_model(spec, base)
+        out = scratch_dir(spec.id)
+        out.mkdir(parents=True, exist_ok=True)
+        written = 0
+
+        async def question(item: tuple[int, str, str]) -> None:
+            nonlocal written
+            qid, text, gold = item
             t0 = time.monotonic()
             parts = {}
             for mode in ("cot", "tool"):
                 events: list[Any] = []
-                request = RunRequest(problem=question, model=spec.id, models_file=models_file, script=script,
+                request = RunRequest(problem=text, model=spec.id, models_file=models_file, script=script,
                                      gold=gold, settings=RunSettings(mode=mode),
                                      sampling_overrides={"temperature": 0.0}, out=out)
                 raise_if_kernel_failed(await run_problem(request, events.append, backend=backend, spec=spec), events)
                 parts[mode] = events
-            record = record_from_events(qid, question, gold, spec.id, parts["tool"], parts["cot"])
+            record = record_from_events(qid, text, gold, spec.id, parts["tool"], parts["cot"])
             record["wall_s"] = round(time.monotonic() - t0, 2)
-            append_record(records, record)
+            store.append(record)
             written += 1
             log(f"[gstep collect] q{qid}: tool {record['tool']['answer']!r} "
                 f"({'right' if record['tool']['correct'] else 'wrong'}, {len(record['tool']['calls'])} calls), "
                 f"cot {record['cot']['answer']!r} ({'right' if record['cot']['correct'] else 'wrong'}), "
                 f"gold {gold}; {record['wall_s']:.0f} s; {len(done) + written} in file")
-    finally:
-        await backend.aclose()
+
+        try:
+            await run_batch(todo, question, finish_on_interrupt="gstep collect", unit="question", log=log)
+        finally:
+            await backend.aclose()
     return written
-
-
-async def until_interrupted(items: Sequence[Any], label: str, log: Any) -> AsyncGenerator[Any, None]:
-    """``items`` one at a time until Ctrl-C or SIGTERM: the first signal lets the current item finish
-    and then stops; a second one cancels the task at once (the unfinished item is not written)."""
-    stop = asyncio.Event()
-    main = asyncio.current_task()
-    loop = asyncio.get_running_loop()
-
-    def on_signal(sig: int) -> None:
-        if stop.is_set():
-            log(f"[{label}] second interrupt: stopping now, the unfinished question is not written")
-            if main is not None:
-                main.cancel()
-            return
-        log(f"[{label}] interrupt ({signal.Signals(sig).name}): finishing the current question, then stopping "
-            "(again to stop now)")
-        stop.set()
-
-    installed = []
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        with contextlib.suppress(NotImplementedError, RuntimeError, ValueError):
-            loop.add_signal_handler(sig, on_signal, sig)
-            installed.append(sig)
-    try:
-        for item in items:
-            await asyncio.sleep(0.05)  # let a pending signal handler run (two loop iterations)
-            if stop.is_set():
-                return
-            yield item
-    finally:
-        for sig in installed:
-            loop.remove_signal_handler(sig)
 
 
 # -- samples, training, report -------------------------------------------------------------------
