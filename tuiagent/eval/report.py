@@ -28,6 +28,7 @@ from typing import Any
 
 from guards.chain import available, presenter
 from tuiagent.eval.cue_probe import cue_section, cue_table
+from tuiagent.eval.estimators import estimators
 from tuiagent.eval.stats import TOOL_BINS, bin_label, bootstrap_mean, mcnemar_exact, paired_bootstrap, tool_bin
 from tuiagent.eval.variants import DISTRACTOR_PREFIX
 from tuiagent.presets import CONDITION_LABELS
@@ -111,6 +112,9 @@ def setting_row(records: list[dict[str, Any]], base: list[dict[str, Any]] | None
         row[key] = _round(sum(values) / len(values), 2) if values else None
     for key in totals():
         row[key] = total(records, key)
+    est = estimators(list(_by(records, "problem_id", "variant").values()))
+    if est:  # only with more than one seed
+        row["estimators"] = est
     if base is not None:
         base_units = _per_unit(base)
         common = sorted(set(units) & set(base_units))
@@ -279,6 +283,13 @@ def _section_tables(summary: dict[str, Any], dataset: str) -> list[tuple[str, li
     tables.append((f"{dataset}: accuracy by tool calls (runs in bin)", ["setting", *bins],
                    [[s, *(f"{_cell(v[b]['accuracy'])} ({v[b]['runs']})" for b in bins)]
                     for s, v in d["tool_bins"].items()]))
+    est_keys = _estimator_keys(d)
+    if est_keys:
+        tables.append((f"{dataset}: pass@k (unbiased) and maj@k over seeds (95% bootstrap CI over problems)",
+                       ["setting", *est_keys],
+                       [[s, *(f"{_cell(e[k]['value'])} ({_cell(e[k]['ci'])})" if k in e else "–"
+                              for k in est_keys)]
+                        for s, row in d["settings"].items() for e in [row.get("estimators", {})]]))
     if d["tooltax"]:
         t = d["tooltax"]
         rows = [[label, c["setting"], _cell(c["accuracy"])] for label, c in t["conditions"].items()]
@@ -303,6 +314,14 @@ def _section_tables(summary: dict[str, Any], dataset: str) -> list[tuple[str, li
     return tables
 
 
+def _estimator_keys(d: dict[str, Any]) -> list[str]:
+    """The pass@k / maj@k columns of a dataset, in the order its settings give them."""
+    keys: list[str] = []
+    for row in d["settings"].values():
+        keys += [k for k in row.get("estimators", {}) if k not in keys]
+    return keys
+
+
 def to_markdown(summary: dict[str, Any]) -> str:
     def table(header: list[str], rows: list[list[str]]) -> str:
         esc = [[c.replace("|", "\\|") for c in r] for r in [header, *rows]]
@@ -316,7 +335,8 @@ def to_markdown(summary: dict[str, Any]) -> str:
            "problems, exact McNemar p over problem×seed pairs). TCN, err, WTN, gen tok and wall s are per-run "
            "means; the other counts are totals. A reused turn is one an identical earlier generation supplied "
            "(same engine, prompt and history: bit-identical by construction); wall s counts it at the time "
-           "generating it took.", ""]
+           "generating it took. With more than one seed, pass@k is the unbiased estimator (Chen et al. 2021) and "
+           "maj@k the exact expected majority-vote accuracy over k-subsets of a problem's seeds.", ""]
     for dataset in summary["datasets"]:
         out += [f"## {dataset}", ""]
         for title, header, rows in _main_tables(summary, dataset) + _section_tables(summary, dataset):
@@ -347,6 +367,10 @@ def to_csv(summary: dict[str, Any]) -> str:
         header += [f"{k}_low", f"{k}_high"] if k in ("acc_ci", "delta_ci") else [k]
     header += ["paired_problems", "mcnemar_b", "mcnemar_c"]
     header += [f"acc_tcn_{bin_label(lo, hi)}" for lo, hi in TOOL_BINS]
+    est_keys: list[str] = []
+    for d in summary["datasets"].values():
+        est_keys += [k for k in _estimator_keys(d) if k not in est_keys]
+    header += [f"{k}{part}" for k in est_keys for part in ("", "_low", "_high")]
     buf = io.StringIO()
     writer = csv.writer(buf)
     writer.writerow(header)
@@ -358,6 +382,9 @@ def to_csv(summary: dict[str, Any]) -> str:
                 cells += (list(value) if value else [None, None]) if k in ("acc_ci", "delta_ci") else [value]
             cells += [row.get(k) for k in ("paired_problems", "mcnemar_b", "mcnemar_c")]
             cells += [d["tool_bins"][name][bin_label(lo, hi)]["accuracy"] for lo, hi in TOOL_BINS]
+            est = row.get("estimators", {})
+            cells += [v for k in est_keys
+                      for v in ([est[k]["value"], *est[k]["ci"]] if k in est else [None, None, None])]
             writer.writerow(["" if c is None else c for c in cells])
     return buf.getvalue()
 
