@@ -4,6 +4,8 @@ training collections alike, on the cases where their two parsers used to differ.
 from __future__ import annotations
 
 import json
+import re
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +50,12 @@ def test_a_line_without_a_gold_is_refused_by_both_with_its_line(tmp_path):
         load_jsonl(data)
     with pytest.raises(ValueError, match="gsm.jsonl:2"):  # training read an empty gold: every answer wrong
         read_questions(data, 0, 2)
+
+
+def test_every_gold_of_the_shared_gsm8k_file_is_a_number():
+    data = Path(__file__).resolve().parents[2] / "shared" / "data" / "gsm8k_train.jsonl"
+    if not data.exists():
+        pytest.skip(f"{data} is not beside the checkout")
+    golds = [gsm8k_gold(json.loads(line)["answer"]) for line in data.open(encoding="utf-8")]
+    assert len(golds) > 7000
+    assert all(g is not None and re.fullmatch(r"-?\d+(\.\d+)?", g) for g in golds)

@@ -25,6 +25,7 @@ def test_gsm8k_shape(tmp_path):
     problems = load_jsonl(path)
     assert [(p.dataset, p.id, p.gold) for p in problems] == [("gsm", "1", "72"), ("gsm", "2", "1234")]
     assert problems[0].question == "Natalia sold 48 clips ..."
+    assert [p.reference for p in problems] == ["48/2 = <<48/2=24>>24", "so"]  # the worked answer, before ####
 
 
 def test_math_shapes_solution_boxed_or_answer(tmp_path):
@@ -34,12 +35,22 @@ def test_math_shapes_solution_boxed_or_answer(tmp_path):
     a, b = load_jsonl(path)
     assert (a.id, a.gold, a.meta) == ("1", "\\frac{3}{4}", {"level": "Level 2"})
     assert (b.id, b.gold) == ("test/x/1.json", "5")
+    assert (a.reference, b.reference) == ("It is $\\boxed{\\frac{3}{4}}$.", "long text \\boxed{5}")
+
+
+def test_pymath_shape_keeps_its_step_by_step_solution(tmp_path):
+    path = write(tmp_path / "pymath.jsonl",
+                 {"problem": "Find n.", "answer": "7", "solution": "Step 1: ... so n = 7.", "id": "p1"},
+                 {"problem": "No solution given.", "answer": "3"},
+                 {"problem": "Named otherwise.", "answer": "2", "reference_solution": "By symmetry, 2."})
+    assert [(p.gold, p.reference) for p in load_jsonl(path)] == [
+        ("7", "Step 1: ... so n = 7."), ("3", ""), ("2", "By symmetry, 2.")]
 
 
 def test_aime_shape_with_integer_answers_and_ids(tmp_path):
     path = write(tmp_path / "aime25.jsonl", {"problem": "Find b.", "answer": 70, "id": "0"},
                  {"problem": "Find the area.", "answer": 588, "id": "1"})
-    assert [(p.id, p.gold) for p in load_dataset(str(path))] == [("0", "70"), ("1", "588")]
+    assert [(p.id, p.gold, p.reference) for p in load_dataset(str(path))] == [("0", "70", ""), ("1", "588", "")]
 
 
 def test_field_names_can_be_overridden(tmp_path):
