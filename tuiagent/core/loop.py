@@ -24,7 +24,7 @@ from guards.chain import GuardChain, Toggle
 from kernels.base import CellResult, Kernel, KernelFailed
 from tuiagent.backends.base import Backend, BackendCrashed
 from tuiagent.core import prompts
-from tuiagent.core.context import WorkingContext
+from tuiagent.core.context import WorkingContext, prose_end
 from tuiagent.core.events import (
     AnswerAttempt,
     CodeBlock,
@@ -438,7 +438,7 @@ class _Run:
         self.turn_text = text
         self.generated += len(self.turn_tokens)
         self.emit(TurnEnded(turn=self.turn, text=text, stop=stop, tokens=len(self.turn_tokens),
-                            token_ids=token_ids, layout=layout))
+                            token_ids=token_ids, layout=layout, prose_end=prose_end(text, stop, self.context.mode)))
 
     async def _act(self, stop_reason: TurnStop) -> AsyncIterator[None]:
         text = self.turn_text
