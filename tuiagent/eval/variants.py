@@ -1,19 +1,9 @@
-"""Problem variants for two stress tests.
-
-**Spurious-tool-use cue probe** (after "Spurious Tool Use", arXiv 2609.16268): the same question
-with and without a surface cue -- our renderings of the paper's code-semantic cues (a notebook
-cell header, a shebang line, ``[CODE]``) and an answer-tag line after its search-semantic
-``<answer>`` cue. The report gives the tool-call rate with the cue (Y) and without it (N) and
-their difference, Delta Tool Y-N (the paper's measure). The paper's cues act on agents trained
-with them by RL, and its code cues had no meaningful effect; the model here never saw them in
-training (docs/guards.md#necessity-flags).
-
-**Semantic-distractor stress test** ("Are Tools All We Need?", arXiv 2605.00136): each question
-rewritten by a model with one distractor of four types -- thematic background, semantic
-paraphrase, parallel entity, hedged uncertainty -- that must not change the answer. Variants are
-generated with a model from models.toml (its chat template and ``stream``), greedy, and cached in
-``<cache dir>/eval/distractors/<model>/`` with the generating model and the prompt recorded. A
-variant that lost one of the question's numbers is marked invalid and left out (counted in the report).
+"""Problem variants for two stress tests: the spurious-tool-use cue probe (the same question with
+and without a surface cue; the report's Delta Tool Y-N, after arXiv 2609.16268) and the
+semantic-distractor test (each question rewritten by a model with one distractor that must not
+change the answer, after arXiv 2605.00136). What each measures, the cues, the distractor types,
+the cache and which variants are left out: docs/guards.md#necessity-flags and
+docs/guards.md#evaluation-protocols.
 """
 
 from __future__ import annotations
