@@ -1,24 +1,10 @@
 """ATTC: Adaptive Tool Trust Calibration (arXiv 2604.08281).
 
-After each executed tool call, the confidence of the code block that produced it decides one
-sentence appended to the assistant's own continuation: trust the result, or rethink.
-
-Confidence [ref]: ``conf = exp(mean(logprob))`` over the sampled tokens of the turn whose text
-lies in the code block, from the opening ```python fence to the end of the closing fence
-(fences included, prose excluded; the stop string is never among the tokens).
-
-Token rules (ours, where the reference works on whole tokens):
-- a token cut in two by stop handling keeps its log-probability on its first piece and the
-  rest carries None (tuiagent/backends/stops.py); pieces are rejoined into the sampled token
-  they came from, so a token counts once;
-- a token counts when any of its characters intersect the block span (a token that straddles
-  the prose/fence boundary, like "\\n```python", is part of the block);
-- tokens without a log-probability are left out; when none in the span has one (a backend
-  without logprobs), or there is no closed block, ``conf`` is None: "n/a", no trust or rethink
-  sentence (docs/guards.md#attc).
-
-Timeout [ref]: decided before the confidence, and only by the executor's own status: the
-kernel's ``timed_out`` flag, never the output's text (a cell that prints "timeout" is not one).
+After each executed tool call, the confidence of the code block that produced it (the geometric
+mean of its tokens' probabilities, fences included) decides one sentence appended to the
+assistant's own continuation: trust the result, or rethink; a call the kernel timed out gets the
+timeout sentence. The confidence, our token rules and every constant with its source:
+docs/guards.md#attc.
 """
 
 from __future__ import annotations

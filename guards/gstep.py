@@ -1,35 +1,12 @@
 """G-STEP: a learned answer gate against the tool-use tax ("Are Tools All We Need?", arXiv 2605.00136).
 
-Whenever the model submits a final text without a tool call, boxed or not [paper: "When the model
-generates a final text without tool calls (attempting to submit)"], a small MLP over 120 features
-of the run (guards.gstep_features) gives p = P(continue). Safety rules come first: no
-probability at all when the gate is off; commit when tools are suspended (PruneTIR's RTTS:
-G-STEP never forces tool calls then), when a previous continue made no progress (same count and
-last value of successful outputs), when an independent check made since the continue agrees with
-the answer sent back [ours], when 3 extra turns were already spent [paper], or at the tool-call
-budget [paper] (executed calls only). Otherwise p >= tau (0.05 [paper]) -> CONTINUE with a prompt
-that asks for one more, corrected tool call (a *replan* prompt when the same code printed the same
-output twice); else COMMIT.
-
-A continue requires one more tool call [paper: "forcing the model to initiate at least one
-additional tool call"]: when the model answers again with no new executed call, one *force*
-prompt asks for a tool-conditioned step (``force_call``); an answer given yet again without
-progress commits. With ``force_call`` off, that first re-answer commits at once as no progress.
-After a continue, a code block that repeats an earlier executed one (same normalised code) is not
-run: the loop shows the *duplicate* prompt in place of its output (SKIP).
-
-The gate reads the run in the frame it was trained in: features from the whole trajectory (not
-the pruned working context), the budget counted against the budget it was trained at. Each
-verdict records the numeric inputs that lie far outside the gate's training rows
-(``range_sds`` training sds, or unlike a value constant in training), and the card warns.
-
-Weights: the setting ``weights`` is "auto" (the gate shipped for the default model,
-qwen2.5-coder-1.5b: guards/data/gstep-qwen2.5-coder-1.5b.npz; the guard does not know which model
-runs, and a gate is model-specific: train one per model with ``python -m tuiagent.training.gstep``),
-"off" (no gate: never continue; what a calibration writes when no tau helps), or a path to an
-.npz written by tuiagent.training.gstep. The file is plain arrays read with
-``np.load(allow_pickle=False)`` and evaluated with numpy. A missing or unreadable file raises in
-``__init__``; the chain then turns the guard off with that reason and the run goes on.
+Whenever the model submits a final text without a tool call, safety rules first, then a small MLP
+over 120 features of the run (guards.gstep_features) decide: commit the answer, or continue with
+one more, corrected tool call (a *replan*, *force* or *duplicate* prompt where those apply). The
+gate reads the run in the frame it was trained in and warns when its inputs lie outside its
+training range. ``weights``: "auto" (the gate shipped for the default model), "off" or a path to
+an .npz written by tuiagent.training.gstep. The rules in order, the prompts, the gate, its training
+and every constant with its source: docs/guards.md#g-step.
 """
 
 from __future__ import annotations

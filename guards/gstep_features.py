@@ -1,40 +1,11 @@
 r"""G-STEP's 120 gate features, one code path for the guard (online) and the trainer (offline).
 
-A :class:`GateInput` is built either from the loop's :class:`~guards.base.RunView` at an answer
-attempt (:func:`gate_input_from_view`) or from a compact collection record
-(``tuiagent.training.gstep.gate_input_from_record``); :func:`features` turns it into the vector.
-
-Layout [paper+ref]: 24 numeric features (``NUMERIC_NAMES``, in this order), then 64 hashed bins
-over the candidate final text, then 32 hashed bins over the last successful tool output.
-Hashing: tokens ``[A-Za-z0-9_./%-]+`` of the lower-cased text; bin = int(md5(token), 16) mod
-n_bins; counts; L2-normalised (an empty text stays all zeros).
-
-Terms used in the definitions (adapted to a code tool, docs/guards.md#g-step):
-
-- *calls*: the executed tool calls so far, in order, as (code, shown output, error); *error* =
-  the kernel reported an exception or the call timed out. Blocks that were not executed (the
-  loop's budget note, a guard's skip, a block the user declined) are not calls here and use up
-  none of the budget (:func:`budget_remaining`, the one count for the guard and the trainer).
-- *successful outputs*: the shown outputs of calls without error, in order.
-- *normalised output*: stripped, runs of whitespace collapsed to one space.
-- *numbers in a text*: matches of :data:`NUMBER` (``1,234.5``, ``-3``, ``2e5``), thousands
-  separators removed; a number glued to a letter, digit or '.' on its left (``x2``) is not one.
-- *value of an output*: its last number (None when it has none).
-- *pred*: the candidate answer, the last ``\boxed{}`` in the final text; *pred value*: its last
-  number after ``\frac{a}{b}`` -> a/b and ``$ % \text{..}`` are removed (None when it has none).
-  Two values are *equal* when |a-b| <= 1e-6 * max(1, |a|, |b|). For a pred without a number the
-  pred features compare normalised strings instead (equality, or containment).
-- *reasoning*: the model's own prose over the whole trajectory, pruned and resampled turns
-  included (the gate was trained on unpruned runs, so it reads the same text whatever a pruning
-  guard removed from the working context): each turn's text before the ```python fence of the
-  block it asked to run (an answering turn: all of it), joined, fenced blocks removed, cut before
-  the last ``\boxed``.
-- *budget frame*: ``budget_remaining`` counts against the tool budget the gate was *trained* at
-  (the gate file's ``max_tool_calls``), not the run's, so a guard that raises the run's budget
-  (PruneTIR: 4 -> 9) does not move the gate's input out of the range it was trained on [ours].
-- *candidate final text*: the text of the turn that gives the answer.
-- *normalised code*: the block's Python tokens without comments, joined by single spaces
-  (falls back to stripped, non-empty, whitespace-collapsed lines when it does not tokenize).
+A :class:`GateInput` is built from the loop's :class:`~guards.base.RunView` at an answer attempt
+(:func:`gate_input_from_view`) or from a compact collection record
+(``tuiagent.training.gstep.gate_input_from_record``); :func:`features` turns it into the vector:
+24 numeric features (``NUMERIC_NAMES``, each defined in ``DEFINITIONS``), then hashed bins over
+the candidate final text and the last successful output. The layout, the hashing, the terms the
+definitions use and the frame the gate was trained in: docs/guards.md#g-step.
 """
 
 from __future__ import annotations

@@ -1,26 +1,11 @@
-"""Necessity flags ("Spurious Tool Use", arXiv 2609.16268).
+"""Necessity flags ("Spurious Tool Use", arXiv 2609.16268): is this code block necessary for the question?
 
-A tool call is necessary [paper] "only if a competent model cannot answer the question correctly
-without using this tool"; convenience uses ("trivial arithmetic, formatting, double-checking") are
-not. In the paper an LLM judge gives each call of an RL-trained agent this label, as a training
-reward (r_nec = -0.5 per unnecessary call). Here every code block gets a verdict before it runs,
-from one of two judges:
-
-- ``model``: a model is asked, in a fresh chat, the paper's tool-necessity judge prompt verbatim
-  (Appendix A.3) with the question, the tool and the tool input, and replies with the paper's JSON
-  (``judge_prompt = "ours"``: our earlier one-word question instead). The judge is the model under
-  test unless ``judge_model`` names another models.toml entry (a local model or a server), as the
-  paper's judge (GPT-5 Nano) was. P(unnecessary) comes from the log-probability of the token that
-  carries the verdict (all other mass is credited to the other verdict); without log-probabilities
-  it is 1.0 or 0.0. A missing or failing judge, or an unreadable reply, falls back to the
-  arithmetic heuristic and says so in ``data``.
-- ``arithmetic`` (our default; no model call, so the prefix cache is kept): a fast heuristic of
-  arithmetic difficulty, not the paper's judgement (``guards.necessity_arithmetic``): is there
-  arithmetic in the block a competent model cannot do in its head, whose result the question
-  does not state? P(unnecessary) is 1.0 or 0.0.
-
-Modes: ``flag`` (annotate only, the default) or ``enforce`` (skip the call when unnecessary with
-P >= ``threshold``; the model is told, as the output block, to continue by direct reasoning).
+Every code block gets a verdict before it runs, from one of two judges: ``model`` (a model asked
+the paper's judge prompt; the model under test unless ``judge_model`` names another) or
+``arithmetic`` (our default heuristic of arithmetic difficulty, no model call). Mode ``flag``
+annotates; ``enforce`` skips a block judged unnecessary. Unlike the paper (a training reward),
+this judges at inference time: docs/guards.md#necessity-flags has the paper, the prompt, the
+rules and every constant with its source.
 """
 
 from __future__ import annotations

@@ -1,47 +1,11 @@
-r"""PruneTIR: pruning erroneous tool-call traces from the working context (docs/guards.md#prunetir).
+r"""PruneTIR: pruning erroneous tool-call traces from the working context.
 
-Control flow, all at ``on_tool_result`` of *executed* calls (skipped calls neither open,
-resolve nor fail an episode; their turns still count as attempts):
-
-* **Error episode.** An erroneous call (``error``: exception, or ``timed_out``) while no
-  episode is open opens one; that call is e0 and the turn that produced it is e0's turn.
-  Every later turn is a resolution attempt; ``attempts = turn - e0.turn`` (turns without
-  code, e.g. an answer the loop was told to continue from, count too). Each failed
-  attempt below the limit gets a FLAG verdict with the counts.
-* **Resolved** (a call succeeds while the episode is open) -> **STP**: one PRUNE verdict
-  keeping everything before e0's turn, the prose of e0's turn (the reasoning before e0),
-  [only if the intent shifted: the prose of the turn where the model switched to the strategy
-  that succeeded, on whichever turn of the episode that was], the successful code block and
-  its output. Gone: every erroneous call of the episode, its output, the
-  prose of the resolution turns and every note appended in between (e.g. ATTC sentences).
-* **Stuck** (Turn Limit): an erroneous call with ``attempts >= turn_limit``, i.e. e0 plus
-  ``turn_limit`` failed resolution turns (default 3 -> the 4th erroneous call in a row).
-  -> **STPR**: RESAMPLE with ``truncate_to`` = the first segment of e0's turn (its prose,
-  else its code), so the next prompt is exactly the prompt that produced e0's turn, and
-  ``data["sampling"] = {"temperature": resample_temperature, "seed": <new>}`` (the loop
-  applies only ``data["sampling"]``; everything else in ``data`` is the record).
-* **RTTS**: stuck episodes are counted in a row (a successful executed call, in an episode
-  or not, breaks the row). docs/guards.md#prunetir: when STPR fires Retry Limit times in a row,
-  the model is told to "temporarily suspend" tool use [paper]. So the ``retry_limit``-th STPR in a
-  row is still carried out (same truncation and resampling) and, in the same verdict, tools
-  are suspended: SUSPEND with ``truncate_to``, the same ``data["sampling"]``, a note in the
-  assistant's own voice and ``data["suspend_turns"]``, the span [ours]. The loop truncates,
-  appends the note, sets ``tools_suspended`` (code blocks are shown a "tool unavailable" text,
-  never run) and resamples; after ``suspend_turns`` turns it brings the tool back, records it
-  and tells the model (``tuiagent.protocol.tools_return_turn``). The row starts again from 0.
-  With retry_limit 2: stuck once -> STPR; stuck again before any success -> STPR + RTTS.
-* Ablations: ``stp`` off -> a resolved episode is only FLAGged; ``stpr`` off -> a stuck
-  episode is FLAGged and closed (the next error opens a new one) and RTTS, if on, suspends
-  without truncating at the ``retry_limit``-th stuck episode in a row; ``rtts`` off -> STPR
-  every time the limit is hit (the loop's tool budget still bounds the run).
-
-Intent shift (the paper's Algorithm 1, our [default] test, swappable as ``intent_test``):
-the successful block no longer computes what e0 computed when it neither contains e0's
-failing statement (the line the traceback points at in e0's own cell, else e0's last line)
-nor reaches token-Jaccard >= ``intent_jaccard`` with e0's code (identifiers and literals).
-The switch may come on any turn of the episode: the new strategy starts at the first call
-after e0 that shifted from e0 and that the successful block still continues (the same test,
-from that call to the successful one), and that call's prose is what is kept.
+At ``on_tool_result`` of executed calls it follows error episodes (an erroneous call e0 and the
+turns that try to fix it): a resolved episode is pruned from the context (STP, intent shift
+included), a stuck one cut back to e0's turn and resampled (STPR), and repeated stuck episodes
+suspend the tool for a span (RTTS). The guard only decides; the loop prunes, resamples and
+suspends. The rules, the intent-shift test, the ablations and every constant with its source:
+docs/guards.md#prunetir.
 """
 
 from __future__ import annotations

@@ -1,18 +1,11 @@
 """TIM: Tool-Induced Myopia ("From Proof to Program", arXiv 2511.10899).
 
-Two parts:
-- prompt mitigation [paper]: at the start of the assistant's turn, right after the problem, the
-  paper's section 6.1 sentence, verbatim (setting ``wording``: ours instead), as a message in the
-  model's own voice (setting ``prompt``, off by default [ours]);
-- myopia monitor [ours]: at the end of a run, a graded reading of the model's prose (no code,
-  comments or tool outputs): three indicators with their evidence, a 0-3 score, a flag at
-  ``flag_at`` indicators. The paper's exclusion holds: computation that follows (or is followed
-  by) a derivation is not flagged. Its definitions are in :mod:`guards.tim_monitor`.
-
-The monitor reads the whole trajectory (``RunView.trajectory``: every generated turn and executed
-output, text that PruneTIR pruned from the working context included), with the same function
-(:func:`guards.tim_monitor.monitor`) as the eval's ``tim_flag``, so the guard and the eval agree on
-every run.
+Two parts: the paper's section 6.1 prompt mitigation (a sentence in the model's own voice right
+after the problem; off by default [ours]) and our myopia monitor at the end of a run (three
+indicators over the model's prose, a 0-3 score, a flag at ``flag_at``; defined in
+:mod:`guards.tim_monitor`). The monitor reads the whole trajectory (``RunView.trajectory``, pruned
+text included) with the same function as the eval's ``tim_flag``, so the two agree on every run.
+Details and constants: docs/guards.md#tim-monitor.
 """
 
 from __future__ import annotations

@@ -1,27 +1,11 @@
 r"""The TIM monitor's reading of a finished run: indicators of tool-induced myopia, with evidence.
 
-What the paper gives [paper] (arXiv 2511.10899): TIM is reasoning narrowed to what the tool can
-compute -- enumeration in place of proof, skipped derivations, an answer taken once code returns a
-plausible output; "using code solely for precise computation ..., while also providing the
-necessary derivations, is not considered TIM" (section 2). Its Table 4 phrases "serve as
-indicators rather than definitive proof of TIM" (section 5.6). The paper measures TIM with LLM
-judges, a reference-based Miss Rate and a human audit; it gives no automatic detector.
-
-What is ours [ours]: three indicators read from the model's prose only (its generated turns with
-fenced blocks, inline code and model-written outputs removed: no code, no comments, no tool
-output), each point of a 0-3 score:
-
-- *no derivation*: fewer than ``min_words_before`` derivation words before the computation the
-  answer rests on (the last successful call's output) and fewer than ``min_words_after`` between
-  that output and the final ``\boxed{}``. Derivation words are the words of prose sentences that
-  state a calculation or a relation (:data:`MATH`), sentences with a precursor phrase left out (an
-  announced numeric check is what the paper calls a cue of TIM, not a derivation);
-- *answer read off the tool*: the answer repeats that output, no derivation stands before or after
-  it, and at least ``min_calls`` calls ran;
-- *precursor phrases*: a Table 4 phrase (our regular expressions) in the prose.
-
-A run with no executed call scores 0 (no tool, no tool-induced myopia). A derivation before or
-after the computation leaves at most the phrases (score <= 1): the paper's exclusion.
+The paper (arXiv 2511.10899) defines TIM and lists precursor phrases but gives no automatic
+detector; ours reads the model's prose only (no code, comments or tool output) for three
+indicators, one point each of a 0-3 score: *no derivation* around the computation the answer rests
+on, *answer read off the tool*, and *precursor phrases*. A run without an executed call scores 0,
+and a derivation before or after the computation leaves at most the phrases (the paper's
+exclusion). The definitions and thresholds: docs/guards.md#tim-monitor.
 """
 
 from __future__ import annotations

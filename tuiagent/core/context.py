@@ -29,9 +29,9 @@ class WorkingContext:
         """Change the context as ``event`` says (events that do not change it are ignored)."""
         if isinstance(event, ev.TurnEnded):
             self.turn = event.turn
-            code_start = tool_block_start(event.text, event.stop, self.mode)
-            self.blocks += code_start is not None
-            for segment in split_turn(event.text, event.turn, code_start, self.blocks):
+            end = turn_prose_end(event, self.mode)
+            self.blocks += end < len(event.text)
+            for segment in split_turn(event.text, event.turn, end, self.blocks):
                 self.append(segment)
         elif isinstance(event, ev.ContextAppended):
             self.append(Segment(event.kind, event.text, self.turn, event.call, event.source))
@@ -71,16 +71,28 @@ class WorkingContext:
         return self.text.endswith("\n")
 
 
-def split_turn(text: str, turn: int, code_start: int | None, call: int) -> list[Segment]:
-    """A generated turn as segments: its prose, then (when it asks for a tool call) its code block.
+def prose_end(text: str, stop: str, mode: str) -> int:
+    """Where a turn's prose ends: where the code block that asks for a tool call starts, else at
+    the end of the text. Computed once, when the turn ends (``TurnEnded.prose_end``)."""
+    start = tool_block_start(text, stop, mode)
+    return len(text) if start is None else start
+
+
+def turn_prose_end(event: ev.TurnEnded, mode: str) -> int:
+    """The turn's recorded ``prose_end``, or, for a turn recorded before it was, the same split
+    computed again (``trajectory.load`` fills it in with this)."""
+    return event.prose_end if event.prose_end is not None else prose_end(event.text, event.stop, mode)
+
+
+def split_turn(text: str, turn: int, end: int, call: int) -> list[Segment]:
+    """A generated turn as segments: its prose ``text[:end]``, then (when it asks for a tool call)
+    its code block, the rest.
 
     The loop and the replay fold both use this, so a working context rebuilt from a
     trajectory has the same segments the model saw.
     """
-    if code_start is None:
-        return [Segment("model", text, turn)] if text else []
-    prose, code = text[:code_start], text[code_start:]
-    return ([Segment("model", prose, turn)] if prose else []) + [Segment("code", code, turn, call)]
+    prose, code = text[:end], text[end:]
+    return ([Segment("model", prose, turn)] if prose else []) + ([Segment("code", code, turn, call)] if code else [])
 
 
 def working_context(events: Iterable[ev.Event]) -> WorkingContext | None:

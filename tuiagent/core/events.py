@@ -70,7 +70,10 @@ class TurnEnded(Event):
     """A turn ended. ``stop`` is "stop" (at the output fence), "eos", "length" or "cancelled", "time"
     (the run's time budget ran out), "backend_crashed" or "error" (``tuiagent.protocol.TurnStop``).
     ``token_ids`` (every sampled id) and ``layout`` (how the prompt met the model's cache) come
-    from backends that know them; a fork uses them to rebuild the model's state exactly."""
+    from backends that know them; a fork uses them to rebuild the model's state exactly.
+    ``prose_end``: the turn's prose is ``text[:prose_end]``, the code block that asks for a tool
+    call the rest (none when it is ``len(text)``); None only in a turn recorded before the field
+    was, which ``trajectory.load`` fills in (``core.context.turn_prose_end``)."""
 
     turn: int
     text: str
@@ -78,6 +81,7 @@ class TurnEnded(Event):
     tokens: int
     token_ids: list[int] | None = None
     layout: Layout | None = None
+    prose_end: int | None = None
     type: ClassVar[str] = "TurnEnded"
 
 

@@ -1,20 +1,10 @@
 """Forking a recorded run: a new run that starts from the parent's working context at a step and
 goes on under other settings.
 
-A fork copies the parent's events up to the cut (the start of turn ``step + 1``; step 0 is the bare
-prompt), then rebuilds the two things the text alone does not hold:
-
-- **the model's state.** llama.cpp gives slightly different numbers for one token evaluated in
-  batches of different shapes (see ``tuiagent.backends.llama_model``), so continuing from the text
-  would not continue the parent exactly. Each recorded turn says how its prompt met the cache
-  (``TurnEnded.layout``) and which ids it sampled (``TurnEnded.token_ids``); the turns from the last
-  fresh one to the cut are decoded again with those ids (``ExactReplay``), which gives the parent's
-  state bit for bit, and each replayed token's logprob is checked against the record. A fork with
-  the parent's own settings therefore repeats the parent's next turn exactly.
-- **the kernel's state.** The executed cells of the prefix run again, in order, in the fork's fresh
-  kernel; an output that differs from the recorded one is reported, not hidden.
-
-Both checks end up as Notices in the fork's trajectory, whose RunStarted names its parent and step.
+A fork copies the parent's events up to the cut (the start of turn ``step + 1``), then rebuilds
+what the text alone does not hold: the model's state (the recorded turns decoded again with their
+token ids, ``ExactReplay``, so the parent's settings repeat its next turn bit for bit) and the
+kernel's (the executed cells run again); each check is a Notice. Why and how: docs/runs.md#forking-a-run.
 """
 
 from __future__ import annotations

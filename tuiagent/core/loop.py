@@ -6,6 +6,10 @@ or a budget. A closed ```python block runs in the kernel and its output comes
 back as an ```output block; the run ends at a final \boxed{} answer, a budget
 or a cancel. Guards are consulted at each decision point and only the loop acts
 on their verdicts. Every event goes to the recorder before anyone else sees it.
+
+Events take one path: ``emit`` folds, records and queues each one, and the run's driver
+(``_Run.events``) hands the queue to the consumer wherever the run is about to wait on the
+model, the kernel or the user, and when it ends (docs/architecture.md#one-run).
 """
 
 from __future__ import annotations
@@ -20,7 +24,7 @@ from guards.chain import GuardChain, Toggle
 from kernels.base import CellResult, Kernel, KernelFailed
 from tuiagent.backends.base import Backend, BackendCrashed
 from tuiagent.core import prompts
-from tuiagent.core.context import WorkingContext
+from tuiagent.core.context import WorkingContext, prose_end
 from tuiagent.core.events import (
     AnswerAttempt,
     CodeBlock,
@@ -160,19 +164,22 @@ class _Run:
         self.turn_text = ""
         self.turn_tokens: list[TokenLP] = []
         self.started = time.monotonic() - (fork.elapsed_s if fork is not None else 0.0)
-        self._queue: list[Event] = []
-        self.history: list[Event] = []  # every event emitted (TokenDelta, not queued, is not among them)
+        self._queue: list[Event] = []  # emitted, not yet handed to the consumer (events())
+        self.history: list[Event] = []  # every event emitted but the tokens (what run_pieces folds)
 
     # -- events ---------------------------------------------------------------------------------
 
     def emit(self, event: Event) -> None:
+        """The one path of every event: the working context, the history, the recorder, then the
+        queue that ``events`` hands to the consumer."""
         self.context.apply(event)
-        self.history.append(event)
+        if not isinstance(event, TokenDelta):
+            self.history.append(event)
         if self.agent.recorder is not None:
             self.agent.recorder.write(event)
         self._queue.append(event)
 
-    def _drain(self) -> list[Event]:
+    def _handed_over(self) -> list[Event]:
         out, self._queue = self._queue, []
         return out
 
@@ -181,7 +188,9 @@ class _Run:
             self.emit(GuardToggled(guard=t.guard, enabled=t.enabled, settings=t.settings, reason=t.reason))
 
     async def events(self) -> AsyncIterator[Event]:
-        backend, guards = self.agent.backend, self.agent.guards
+        """The driver: runs ``_body`` and hands over what it emitted at each of its yields (a point
+        where it is about to wait) and once the run has finished, so no event is left behind."""
+        backend = self.agent.backend
         self.emit(
             RunStarted(
                 run_id=self.run_id,
@@ -201,18 +210,8 @@ class _Run:
         reason: EndReason = "error"
         answer: str | None = None
         try:
-            if self.agent.kernel_failed is not None:
-                raise self.agent.kernel_failed
-            if self.fork is not None:
-                for event in await self._resume(self.fork):
-                    yield event
-            if guards is not None:
-                self._toggled(guards.start())
-            self._apply(await self._consult("on_start"))
-            for event in self._drain():
-                yield event
-            while True:
-                async for event in self._turn():
+            async for _ in self._body():
+                for event in self._handed_over():
                     yield event
         except _Finish as finish:
             reason, answer = finish.reason, finish.answer
@@ -229,10 +228,26 @@ class _Run:
             self.emit(Notice(level="error", message=f"{type(e).__name__}: {e}"))
         await self._consult("on_finish", answer=answer)
         self._finish(reason, answer)
-        for event in self._drain():
+        for event in self._handed_over():
             yield event
 
-    async def _resume(self, point: ForkPoint) -> list[Event]:
+    async def _body(self) -> AsyncIterator[None]:
+        """The run from its start to a _Finish; it yields before each wait the consumer should not
+        be kept from seeing (a fork's rebuilt states, the model's turn and each token, a code block
+        before it is approved and run)."""
+        if self.agent.kernel_failed is not None:
+            raise self.agent.kernel_failed
+        if self.fork is not None:
+            await self._resume(self.fork)
+            yield
+        if self.agent.guards is not None:
+            self._toggled(self.agent.guards.start())
+        self._apply(await self._consult("on_start"))
+        while True:
+            async for _ in self._turn():
+                yield
+
+    async def _resume(self, point: ForkPoint) -> None:
         """Take over the parent's events before the fork point, then rebuild the model's and the
         kernel's states (each check recorded as a Notice)."""
         code: dict[int, CodeBlock] = {}
@@ -268,7 +283,6 @@ class _Run:
                                        self.settings.output_chars)
         if rebuilt is not None:
             self.emit(rebuilt)
-        return self._drain()
 
     def _finish(self, reason: EndReason, answer: str | None) -> None:
         correct = is_correct(self.gold, answer) if self.gold is not None else None
@@ -374,7 +388,7 @@ class _Run:
     def _remaining_wall(self) -> float:
         return self.settings.max_wall_s - (time.monotonic() - self.started)
 
-    async def _turn(self) -> AsyncIterator[Event]:
+    async def _turn(self) -> AsyncIterator[None]:
         """Generate one turn, then act on it: run its code, or end the run."""
         remaining_tokens = self.settings.max_tokens - self.generated
         if remaining_tokens <= 0:
@@ -386,8 +400,7 @@ class _Run:
             self._tools_back()
         backend = self.agent.backend
         self.emit(TurnStarted(turn=self.turn, context_tokens=backend.count_tokens(self.context.text)))
-        for event in self._drain():
-            yield event
+        yield
 
         sampling = replace(self.agent.sampling, max_tokens=min(self.agent.sampling.max_tokens, remaining_tokens))
         if self.resample:
@@ -402,7 +415,8 @@ class _Run:
                         backend.stream(self.context.text, sampling, stop) as stream):
                 async for token in stream:
                     self.turn_tokens.append(TokenLP(token.text, token.logprob))
-                    yield self._record(TokenDelta(turn=self.turn, text=token.text, logprob=token.logprob))
+                    self.emit(TokenDelta(turn=self.turn, text=token.text, logprob=token.logprob))
+                    yield
             stop_reason: TurnStop = stream.stop_reason or "eos"
             ids, layout = stream.token_ids, stream.layout
         except TimeoutError:
@@ -414,32 +428,25 @@ class _Run:
             self._end_turn("backend_crashed" if isinstance(e, BackendCrashed) else "error")
             raise
         self._end_turn(stop_reason, ids, layout)
-        for event in self._drain():
-            yield event
+        yield
 
-        async for event in self._act(stop_reason):
-            yield event
-
-    def _record(self, event: Event) -> Event:
-        """Record a hot-path event and hand it straight to the consumer (no queueing)."""
-        if self.agent.recorder is not None:
-            self.agent.recorder.write(event)
-        return event
+        async for _ in self._act(stop_reason):
+            yield
 
     def _end_turn(self, stop: TurnStop, token_ids: list[int] | None = None, layout: Layout | None = None) -> None:
         text = "".join(t.text for t in self.turn_tokens)
         self.turn_text = text
         self.generated += len(self.turn_tokens)
         self.emit(TurnEnded(turn=self.turn, text=text, stop=stop, tokens=len(self.turn_tokens),
-                            token_ids=token_ids, layout=layout))
+                            token_ids=token_ids, layout=layout, prose_end=prose_end(text, stop, self.context.mode)))
 
-    async def _act(self, stop_reason: TurnStop) -> AsyncIterator[Event]:
+    async def _act(self, stop_reason: TurnStop) -> AsyncIterator[None]:
         text = self.turn_text
         asks_tool = tool_block_start(text, stop_reason, self.settings.mode) is not None
         block = last_closed_block(text) if asks_tool else None
         if block is not None:
-            async for event in self._call_tool(block.code):
-                yield event
+            async for _ in self._call_tool(block.code):
+                yield
             return
         answer = final_answer(text)
         if stop_reason == "time":
@@ -456,27 +463,22 @@ class _Run:
                 self.last_attempt = answer
                 self.emit(AnswerAttempt(turn=self.turn, answer=answer, final=False))
             self._apply(verdicts)
-            for event in self._drain():
-                yield event
             return
         if answer is None:
             raise _Finish("no_answer", self.last_attempt)
         raise _Finish("answer", answer)
 
-    async def _call_tool(self, code: str) -> AsyncIterator[Event]:
+    async def _call_tool(self, code: str) -> AsyncIterator[None]:
         call = self.context.blocks  # numbered when the turn that holds it ended
         self.emit(CodeBlock(turn=self.turn, call=call, code=code))
         skip = await self._skip_reason(code)
         if skip is None:
-            for event in self._drain():  # the block is shown before anyone is asked about it
-                yield event
+            yield  # the block is shown before anyone is asked about it
             if self.agent.approve is not None and not await self.agent.approve(code):
                 self.emit(Notice(level="warning", message=f"code block {call} not run: the user declined"))
                 skip = prompts.DECLINED_NOTE
         if skip is not None:
             self._output(call, code, skip, CellResult(), executed=False)
-            for event in self._drain():
-                yield event
             return
         kernel = self.agent.kernel
         if kernel is None:  # Agent refuses tool mode without one, and only tool mode calls the tool
@@ -489,8 +491,6 @@ class _Run:
         if result.restarted:
             self.emit(Notice(level="warning", message="the kernel was restarted; its variables were lost"))
         self._apply(await self._consult("on_tool_result", self.calls[-1]))
-        for event in self._drain():
-            yield event
 
     async def _skip_reason(self, code: str) -> str | None:
         """Text shown instead of running the block, or None to run it (budget, suspension, a guard's skip)."""

@@ -7,11 +7,12 @@ import os
 import stat
 import time
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
-from tuiagent.core.events import SCHEMA, SCHEMA_VERSION, Event, from_dict, to_dict
+from tuiagent.core.context import turn_prose_end
+from tuiagent.core.events import SCHEMA, SCHEMA_VERSION, Event, RunStarted, TurnEnded, from_dict, to_dict
 from tuiagent.errors import UserError
 
 MAX_WARNINGS = 5  # bad lines named one by one when loading; the rest are counted in one more warning
@@ -122,7 +123,19 @@ def load(path: Path) -> Loaded:
             warnings.append(f"{path}:{n}: {e}; line skipped")
     if len(warnings) > MAX_WARNINGS:
         warnings[MAX_WARNINGS:] = [f"{path}: {len(warnings) - MAX_WARNINGS} more bad lines skipped"]
-    return Loaded(events, warnings)
+    return Loaded(_with_prose_ends(events), warnings)
+
+
+def _with_prose_ends(events: list[Event]) -> list[Event]:
+    """Turns recorded before ``TurnEnded.prose_end`` was get it computed, as the loop would have."""
+    mode, out = "tool", []
+    for e in events:
+        if isinstance(e, RunStarted):
+            mode = e.mode
+        elif isinstance(e, TurnEnded) and e.prose_end is None:
+            e = replace(e, prose_end=turn_prose_end(e, mode))
+        out.append(e)
+    return out
 
 
 def _read_regular_file(path: Path) -> bytes:

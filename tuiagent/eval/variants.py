@@ -1,21 +1,10 @@
-"""Problem variants for two stress tests.
-
-**Spurious-tool-use cue probe** ("Spurious Tool Use", arXiv 2609.16268, section 3.2): the same
-question with and without one of the paper's six cues, verbatim: the code-semantic ``cell``
-(``# Cell [1] | kernel: python3 | status: idle``), ``usr_bin`` (``#!/usr/bin/python3``) and ``code``
-(``[CODE]``), prepended; the search-semantic ``web_index`` (``Source: [WEB_INDEX_742]``) and
-``reference`` (``[REFERENCE]``), prepended, and ``answer`` (the paper's output-format sentence),
-appended. ``--cue-probe`` runs the code-semantic ones (the tool here is Python); ``--cue`` picks
-any. The report (``eval.cue_probe``) gives Delta Tool Y-N over all items and on those where the
-tool is not needed (Definition 1). The paper's cues act on agents trained with them by RL; the
-model here never saw them (docs/guards.md#necessity-flags).
-
-**Semantic-distractor stress test** ("Are Tools All We Need?", arXiv 2605.00136): each question
-rewritten by a model with one distractor of four types -- thematic background, semantic
-paraphrase, parallel entity, hedged uncertainty -- that must not change the answer. Variants are
-generated with a model from models.toml (its chat template and ``stream``), greedy, and cached in
-``<cache dir>/eval/distractors/<model>/`` with the generating model and the prompt recorded. A
-variant that lost one of the question's numbers is marked invalid and left out (counted in the report).
+"""Problem variants for two stress tests: the spurious-tool-use cue probe (the same question with
+and without one of the paper's six cues, verbatim; the report's Delta Tool Y-N over all items and
+on those where the tool is not needed, Definition 1 of arXiv 2609.16268, in eval.cue_probe) and the
+semantic-distractor test (each question rewritten by a model with one distractor that must not
+change the answer, after arXiv 2605.00136). What each measures, the cues, the distractor types,
+the cache and which variants are left out: docs/guards.md#necessity-flags,
+docs/guards.md#evaluation-protocols and docs/evaluating.md#the-cue-probe.
 """
 
 from __future__ import annotations

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from functools import partial
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import work
 from textual.app import App, SystemCommand
@@ -29,11 +29,17 @@ from tuiagent.errors import UserError
 from tuiagent.presets import Preset
 from tuiagent.protocol import RunSettings
 from tuiagent.ui.errors import describe_error
+from tuiagent.ui.run_screen import FieldsScreen, LiveRunScreen, RunScreen
 from tuiagent.ui.screens.compare import CompareScreen
 from tuiagent.ui.screens.replay import ReplayScreen
 from tuiagent.ui.screens.solve import SolveScreen
 from tuiagent.ui.search import SavedRunsSearch
 from tuiagent.ui.session import ModelSession
+
+if TYPE_CHECKING:  # mypy checks each screen against the protocol the app reads it through
+    _LIVE: tuple[type[LiveRunScreen], ...] = (SolveScreen, CompareScreen)
+    _SHOWN: type[RunScreen] = ReplayScreen
+    _TYPED_IN: type[FieldsScreen] = SolveScreen
 
 
 @dataclass(frozen=True)
@@ -208,7 +214,7 @@ class TuiAgentApp(App[object]):
         else:
             self.report(worker.error, title=worker.name or "error")
         screen = self.screen
-        if hasattr(screen, "worker_failed"):
+        if isinstance(screen, LiveRunScreen):
             screen.worker_failed(worker)
 
     def report(self, error: BaseException | str, *, title: str = "error") -> None:
@@ -358,7 +364,7 @@ class TuiAgentApp(App[object]):
         self.ensure_model()
 
     def action_export(self) -> None:
-        paths = list(getattr(self.screen, "saved_runs", lambda: [])())
+        paths = self.screen.saved_runs() if isinstance(self.screen, RunScreen) else []
         if not paths:
             self.notify("nothing saved to export here yet: run a problem or open a saved run", severity="warning")
             return

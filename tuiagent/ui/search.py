@@ -13,6 +13,7 @@ from textual.content import Content
 
 from tuiagent.core import events as ev
 from tuiagent.ui.describe import describe_event
+from tuiagent.ui.run_screen import ReplayedRun
 from tuiagent.ui.runs import RunInfo, recent_runs
 
 if TYPE_CHECKING:
@@ -69,10 +70,9 @@ class RunSearch(Provider):
 
     async def search(self, query: str) -> Hits:
         screen = self.screen
-        events = getattr(screen, "events", None)
-        if not events or not hasattr(screen, "go"):
+        if not isinstance(screen, ReplayedRun) or not screen.events:
             return
-        for n, (i, line) in enumerate(event_hits(events, query)):
+        for n, (i, line) in enumerate(event_hits(screen.events, query)):
             if n >= MAX_HITS:
                 break
             yield Hit(0.9, Content.assemble(("in this run · ", "$text-muted"), line),

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from textual.app import ComposeResult
@@ -11,6 +12,7 @@ from textual.content import Content
 from textual.screen import ModalScreen, Screen
 from textual.widgets import Static
 
+from tuiagent.ui.run_screen import FieldsScreen
 from tuiagent.ui.widgets.code_block import CodeBlockView
 from tuiagent.ui.widgets.guard_list import GuardList
 from tuiagent.ui.widgets.guard_panel import GuardPanel
@@ -41,7 +43,7 @@ class HelpScreen(ModalScreen[None]):
         super().__init__()
         self.below = below
 
-    def _rows(self, bindings: list[object]) -> Content:
+    def _rows(self, bindings: Sequence[object]) -> Content:
         lines = []
         for b in bindings:
             if not isinstance(b, Binding) or not b.description or b.system:
@@ -53,7 +55,7 @@ class HelpScreen(ModalScreen[None]):
     def compose(self) -> ComposeResult:
         sections = [
             (f"This screen ({type(self.below).__name__.removesuffix('Screen').lower()})",
-             list(getattr(self.below, "BINDINGS", []))),
+             list(self.below.BINDINGS)),
             ("Everywhere", list(self.app.BINDINGS) + [Binding("ctrl+p", "command_palette", "Command palette"),
                                                       Binding("ctrl+q", "quit", "Quit")]),
             ("Trajectory", list(TrajectoryView.BINDINGS) + [Binding("tab", "focus_next", "Next code block / output")]),
@@ -66,7 +68,7 @@ class HelpScreen(ModalScreen[None]):
         with VerticalScroll():
             yield Static(Content.styled("Keys  (esc closes; every action is also in the command palette, ctrl+p)",
                                         "bold"))
-            fields = getattr(self.below, "FIELDS", [])
+            fields = self.below.FIELDS if isinstance(self.below, FieldsScreen) else []
             if fields:
                 yield Static("Fields (tab moves between them)", classes="section")
                 yield Static(Content("\n").join(Content.assemble((f"{k:<22}", "bold"), v) for k, v in fields))

@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 from textual.content import Content
 from textual.reactive import reactive
+from textual.timer import Timer
 from textual.widget import Widget
 
 from tuiagent.core.events import Event, RunStarted
@@ -35,6 +36,7 @@ class TopBar(Widget):
         super().__init__(id=id)
         self.set_reactive(TopBar.title, title)
         self.since = time.monotonic()
+        self._timer: Timer | None = None  # the loading clock's repaints, from on_mount
 
     def on_mount(self) -> None:
         self._timer = self.set_interval(0.5, self.refresh, pause=self.state != "loading")
@@ -48,7 +50,7 @@ class TopBar(Widget):
         if state == "loading" and self.state != "loading":
             self.since = time.monotonic()
         self.model, self.state, self.detail = model, state, detail
-        if hasattr(self, "_timer"):
+        if self._timer is not None:
             (self._timer.resume if state == "loading" else self._timer.pause)()
 
     def render(self) -> Content:

@@ -18,7 +18,8 @@ from textual.widget import Widget
 from guards.chain import presenter
 from tuiagent.core import events as ev
 from tuiagent.core.compare import PruneMark, pruned_parts
-from tuiagent.parsing import final_answer, last_closed_block
+from tuiagent.core.context import turn_prose_end
+from tuiagent.parsing import final_answer
 from tuiagent.ui.widgets.banner import Banner
 from tuiagent.ui.widgets.code_block import CodeBlockView
 from tuiagent.ui.widgets.final_answer import FinalAnswer
@@ -51,9 +52,11 @@ class TrajectoryView(VerticalScroll, can_focus=True):
     def _clear_state(self) -> None:
         self.events: list[ev.Event] = []  # everything but tokens (pruning is folded from them)
         self.gold: str | None = None
+        self.mode = "tool"
         self.turn = 0
         self.call: int | None = None
         self.texts: dict[int, TurnText] = {}
+        self.prose_ends: dict[int, int] = {}  # turn -> where its prose ends (TurnEnded.prose_end)
         self.headers: dict[int, StepHeader] = {}
         self.items: dict[int, list[Widget]] = {}
         self.born: list[tuple[int, Widget]] = []  # (events seen when it was drawn, widget), in order
@@ -150,7 +153,7 @@ class TrajectoryView(VerticalScroll, can_focus=True):
     # -- one handler per event type -------------------------------------------------------------
 
     def _on_RunStarted(self, e: ev.RunStarted) -> Widget:
-        self.gold = e.gold
+        self.gold, self.mode = e.gold, e.mode
         extra = f"   (gold: {e.gold})" if e.gold else ""
         return self._add(NoteLine(0, "problem", "problem", e.problem.strip() + extra))
 
@@ -169,6 +172,7 @@ class TrajectoryView(VerticalScroll, can_focus=True):
         text = self.texts.get(e.turn)
         if text is not None:
             text.set_text(e.text)
+        self.prose_ends[e.turn] = turn_prose_end(e, self.mode)  # as recorded (loaded turns have it too)
         header = self.headers.get(e.turn)
         if header is not None:
             header.tokens = e.tokens
@@ -176,14 +180,13 @@ class TrajectoryView(VerticalScroll, can_focus=True):
 
     def _on_CodeBlock(self, e: ev.CodeBlock) -> Widget:
         text = self.texts.get(e.turn)
+        end = self.prose_ends.get(e.turn)
         tokens = None
-        if text is not None:
-            block = last_closed_block(text.text)
-            if block is not None:
-                at = text.text.find(e.code, block.start)
-                if at >= 0:
-                    tokens = text.tokens.window(at, at + len(e.code))
-                text.set_text(text.text[: block.start])
+        if text is not None and end is not None:  # the code block leaves the turn's prose for its own view
+            at = text.text.find(e.code, end)
+            if at >= 0:
+                tokens = text.tokens.window(at, at + len(e.code))
+            text.set_text(text.text[:end])
         self.call = e.call
         view = self.code[e.call] = CodeBlockView(e.turn, e.call, e.code, tokens=tokens)
         view.set_shaded(self.shaded)
