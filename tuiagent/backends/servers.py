@@ -128,7 +128,7 @@ class ServerSession:
     async def _relay(self, out: TokenStream, prompt: str, sampling: Sampling,
                      stop: Sequence[str]) -> AsyncGenerator[Token, None]:
         if self.base_url in self.pool.down:  # taken out since this run's last turn
-            raise BackendCrashed(f"the server at {self.base_url} failed: {self.pool.down[self.base_url]}")
+            raise BackendCrashed(f"the server at {self.base_url} was taken out ({self.pool.down[self.base_url]})")
         inner = self.server.stream(prompt, sampling, stop)
         try:
             async for token in inner:
