@@ -7,6 +7,7 @@ them run several times slower than one.
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import sys
@@ -88,3 +89,24 @@ class LlamaServer:
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+def pool_entry(model_id: str, servers: list[LlamaServer], *, max_tokens: int = 256) -> str:
+    """A models.toml entry naming every server in ``servers`` (``base_urls``), greedy."""
+    return f"""
+[models.{model_id}]
+backend = "openai"
+context_size = 2048
+chat_template = "chatml"
+[models.{model_id}.source]
+kind = "server"
+base_urls = {json.dumps([s.base_url for s in servers])}
+served_model = "smollm2"
+[models.{model_id}.sampling]
+temperature = 0.0
+max_tokens = {max_tokens}
+[models.{model_id}.options]
+timeout = 120
+max_retries = 0
+extra_body = {{ repeat_penalty = 1.0, min_p = 0.0 }}   # llama_cpp.server's own defaults otherwise
+"""

@@ -5,12 +5,11 @@ The runs are real: the Jupyter kernel, the loop, the results file."""
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 
-from tests.backends.llama_server import LlamaServer, ServerFailed
+from tests.backends.llama_server import LlamaServer, ServerFailed, pool_entry
 from tuiagent.core.events import Notice
 from tuiagent.core.trajectory import load
 from tuiagent.eval.harness import EvalConfig, run_eval
@@ -52,23 +51,7 @@ def smollm2_path():
 
 def _models(tmp_path: Path, servers: list[LlamaServer]) -> Path:
     path = tmp_path / "models.toml"
-    path.write_text(f"""
-[models.smol-pool]
-backend = "openai"
-context_size = 2048
-chat_template = "chatml"
-[models.smol-pool.source]
-kind = "server"
-base_urls = {json.dumps([s.base_url for s in servers])}
-served_model = "smollm2"
-[models.smol-pool.sampling]
-temperature = 0.0
-max_tokens = 256
-[models.smol-pool.options]
-timeout = 120
-max_retries = 0
-extra_body = {{ repeat_penalty = 1.0, min_p = 0.0 }}   # llama_cpp.server's own defaults otherwise
-""")
+    path.write_text(pool_entry("smol-pool", servers))
     return path
 
 

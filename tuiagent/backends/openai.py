@@ -243,18 +243,23 @@ class OpenAIBackend:
         """The error for a stream that ended without a finish reason.
 
         llama-cpp-python's server does this when the prompt does not fit its context: it has
-        already answered 200 and just closes the stream.
+        already answered 200 and just closes the stream (and may drop the next connection too).
+        A server that died mid-stream does it as well: when the prompt fits and the server cannot
+        be asked for its count, that is the error (``ServerUnreachable``).
         """
+        gone: ServerUnreachable | None = None
         try:
             prompt_tokens = await self.count_tokens_exact(prompt)
-        except ServerUnreachable as gone:  # it went away mid-stream
-            return gone
+        except ServerUnreachable as e:
+            gone, prompt_tokens = e, None
         except ModelServerError:
             prompt_tokens = None
         if prompt_tokens is None:
             prompt_tokens = self.count_tokens(prompt)
         if prompt_tokens >= self.context_size:
             return ContextOverflow(prompt_tokens, self.context_size, self.model_id)
+        if gone is not None:
+            return gone
         return ModelServerError(
             f"the server at {self.base_url} ended the completion stream without a finish reason.\n"
             "  check the server's log: it may have failed on this request (a prompt longer than the "
