@@ -3,13 +3,13 @@
 Side A: one ``python -m llama_cpp.server`` with ``--threads`` (2) threads; side B: ``--threads``
 servers with one thread each, named together by one models.toml entry's ``base_urls`` (runs
 pinned to the least loaded, ``tuiagent.backends.servers``). Both run the same eval, through
-``tuiagent.eval.harness.run_eval``: the first ``--problems`` (12) demo problems under ``none``,
+``tuiagent.eval.harness.run_eval``: the first ``--problems`` (8) demo problems under ``none``,
 greedy, the real Jupyter kernel, ``--concurrency`` (2) runs in flight. The servers are started
 before the clock starts (each side gets fresh ones, so both begin with empty caches) and stopped
 after. On a shared machine the sides take turns, A B A B ..., and the ratio B/A is reported per
 round, with each side's answers (the same model, greedy: they should agree).
 
-    python bench/bench_servers.py [--model smollm2-135m] [--problems 12] [--rounds 2] [--threads 2]
+    python bench/bench_servers.py [--model smollm2-135m] [--problems 8] [--rounds 2] [--threads 2]
 
 Writes bench/results/servers.json.
 """
@@ -35,7 +35,7 @@ from tuiagent.eval.harness import EvalConfig, run_eval  # noqa: E402
 from tuiagent.presets import resolve_settings  # noqa: E402
 
 RESULTS = Path(__file__).parent / "results" / "servers.json"
-RUN = {"max_tool_calls": 2, "max_tokens": 600}  # per run: bounds a round on a loaded 2-core machine
+RUN = {"max_tool_calls": 2, "max_tokens": 300}  # per run: bounds a round on a loaded 2-core machine
 
 
 async def one_side(model: Path, servers: int, threads: int, args: argparse.Namespace, tmp: Path) -> dict:
@@ -59,6 +59,7 @@ async def one_side(model: Path, servers: int, threads: int, args: argparse.Names
         "generated_tokens": sum(r["generated_tokens"] for r in records),
         "tokens_per_s": round(sum(r["generated_tokens"] for r in records) / outcome.wall_s, 2),
         "right": sum(bool(r["correct"]) for r in records), "runs_per_server": sorted(by_server.values()),
+        "reasons": sorted(r["reason"] for r in records),
         "answers": {r["problem_id"]: r["answer"] for r in records},
     }
 
@@ -96,13 +97,13 @@ async def main(args: argparse.Namespace) -> dict:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--model", default="smollm2-135m", help="a llama_cpp entry of models.toml (its GGUF)")
-    parser.add_argument("--problems", type=int, default=12, help="demo problems per eval")
+    parser.add_argument("--problems", type=int, default=8, help="demo problems per eval")
     parser.add_argument("--rounds", type=int, default=2, help="A B turns")
     parser.add_argument("--threads", type=int, default=2, help="total threads; side B runs this many servers")
     parser.add_argument("--concurrency", type=int, default=2, help="runs in flight, both sides")
     parser.add_argument("--out", type=Path, default=RESULTS)
-    data = asyncio.run(main(parser.parse_args()))
-    args_out = parser.parse_args().out
-    args_out.parent.mkdir(parents=True, exist_ok=True)
-    args_out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
-    print(f"wrote {args_out}")
+    args = parser.parse_args()
+    data = asyncio.run(main(args))
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
+    print(f"wrote {args.out}")

@@ -2,7 +2,8 @@
 for until its /v1/models answers, and stopped (or killed, to play a server that dies).
 
 One thread by default: llama.cpp's threads spin at barriers, and on a busy 2-core machine two of
-them run several times slower than one.
+them run several times slower than one. Always ``--interrupt_requests False``: by default the
+server cuts a streaming completion short when another request arrives, and an eval sends several.
 """
 
 from __future__ import annotations
@@ -47,7 +48,7 @@ class LlamaServer:
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
         self.cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
                     "--port", str(self.port), "--n_ctx", str(n_ctx), "--n_threads", str(threads),
-                    "--n_threads_batch", str(threads), *extra]
+                    "--n_threads_batch", str(threads), "--interrupt_requests", "False", *extra]
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> LlamaServer:

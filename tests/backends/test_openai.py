@@ -4,7 +4,7 @@
 The server is started once for the module (a subprocess on a free loopback port) and stopped at
 teardown; every request is bounded (small max_tokens). One thread: llama.cpp's threads spin at
 barriers, and on a busy 2-core machine two of them run several times slower than one. The server is started with
-``--interrupt_requests False``, so a generation that went on after its client left would hold
+``--interrupt_requests False`` (tests/backends/llama_server.py), so a generation that went on after its client left would hold
 the model and delay the next request: the cancellation test relies on that.
 """
 
@@ -44,7 +44,7 @@ def server(smollm2_path: Path, tmp_path_factory):
     """``python -m llama_cpp.server`` on 127.0.0.1:<free port>; yields (base_url, log path)."""
     log = tmp_path_factory.mktemp("llama_server") / "server.log"
     try:
-        with LlamaServer(smollm2_path, log, n_ctx=N_CTX, extra=("--interrupt_requests", "False")) as s:
+        with LlamaServer(smollm2_path, log, n_ctx=N_CTX) as s:
             yield s.base_url, log
     except ServerFailed as e:
         pytest.fail(str(e))

@@ -78,6 +78,7 @@ async def test_a_server_killed_mid_eval_and_the_eval_completes_on_the_other(tmp_
     assert retried, f"no run was in flight on the killed server; log: {logged}"
     assert all(r["server"] != killed[0] for r in retried)
     assert all(r["determinism"] == "per-server" for r in records.values())
+    _generated(records)
     notices = [e.message for e in load(Path(retried[0]["trajectory"])).events if isinstance(e, Notice)]
     assert any(m.startswith("started again from scratch on another server") and killed[0] in m for m in notices)
     assert any("starting it again from scratch on another server" in m for m in logged)
@@ -88,6 +89,7 @@ async def test_runs_spread_over_both_servers_and_merged_shards_equal_the_unshard
     whole = _config(tmp_path, models, "whole")
     await run_eval(whole, log=lambda m: None)
     unsharded = ResultStore(whole.out).records
+    _generated(unsharded)
     assert {r["server"] for r in unsharded.values()} == {s.base_url for s in servers}
     shards = [_config(tmp_path, models, f"shard{i}", (i, 2)) for i in (1, 2)]
     for cfg in shards:
@@ -98,3 +100,9 @@ async def test_runs_spread_over_both_servers_and_merged_shards_equal_the_unshard
     assert sorted(merged) == sorted(unsharded)
     for key, record in unsharded.items():
         assert {k: merged[key][k] for k in SAME_RUN} == {k: record[k] for k in SAME_RUN}, key
+
+
+def _generated(records: dict) -> None:
+    """Every run generated text and ended as a run does (not cut short by a server error)."""
+    for key, r in records.items():
+        assert r["reason"] != "error" and r["generated_tokens"] > 20 and not r["notices"], (key, r["reason"], r["notices"])
