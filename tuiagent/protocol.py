@@ -53,6 +53,13 @@ TURN_STOPS: tuple[TurnStop, ...] = get_args(TurnStop)
 # previous call's cache), its batched engine "batched"; "reused": the eval's memo gave it back.
 Layout = Literal["fresh", "extend", "batched", "reused"]
 
+# What a backend guarantees about repeating a run (``Backend.determinism``, recorded per eval result;
+# docs/scaling.md): "bit-exact" (same model, build, prompt, settings and seed give the same tokens
+# and logprobs whatever runs beside it: the local llama.cpp engines, scripted turns); "per-server"
+# (a run's turns all go to one server, at best repeatable on that server's build and hardware;
+# across servers not guaranteed); "none" (the engine batches requests together: vLLM in process).
+Determinism = Literal["bit-exact", "per-server", "none"]
+
 
 class TokenStream:
     """The tokens of one generation, and why it ended: what ``Backend.stream`` returns.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import inspect
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
@@ -166,6 +166,7 @@ async def run_problem(
     approve: Callable[[str], Awaitable[bool]] | None = None,
     fork: ForkPoint | None = None,
     judge_models: JudgeModels | None = None,
+    notices: Sequence[Notice] = (),
 ) -> RunFinished:
     """Run one problem to the end, calling ``on_event`` for every event; returns the summary event.
 
@@ -176,7 +177,8 @@ async def run_problem(
     ends as ``kernel_failed``), and ``approve`` to ask before each code block runs. ``fork``: continue a
     recorded run from a step instead (``fork_request`` makes the request that goes with it).
     ``judge_models``: the models a guard's judge may name, to share them across runs; by default
-    this run opens its own from ``request.models_file`` and closes them at its end.
+    this run opens its own from ``request.models_file`` and closes them at its end. ``notices``
+    are recorded after the sandbox's, right after the run starts (the eval's: a retry elsewhere).
     """
     spec = spec or resolve_spec(request)
     owned = backend is None
@@ -203,7 +205,7 @@ async def run_problem(
                     recorder=recorder,
                     guards=guards if guards is not None else guard_chain(spec, request),
                     approve=approve,
-                    notices=sandbox_notices(kernel),
+                    notices=[*sandbox_notices(kernel), *notices],
                     kernel_failed=failed,
                     judge_models=judges,
                 )

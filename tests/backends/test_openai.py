@@ -4,7 +4,7 @@
 The server is started once for the module (a subprocess on a free loopback port) and stopped at
 teardown; every request is bounded (small max_tokens). One thread: llama.cpp's threads spin at
 barriers, and on a busy 2-core machine two of them run several times slower than one. The server is started with
-``--interrupt_requests False``, so a generation that went on after its client left would hold
+``--interrupt_requests False`` (tests/backends/llama_server.py), so a generation that went on after its client left would hold
 the model and delay the next request: the cancellation test relies on that.
 """
 
@@ -14,15 +14,13 @@ import asyncio
 import json
 import math
 import socket
-import subprocess
-import sys
 import time
-import urllib.error
 import urllib.request
 from pathlib import Path
 
 import pytest
 
+from tests.backends.llama_server import LOOPBACK, LlamaServer, ServerFailed, free_port
 from tuiagent.backends.base import ContextOverflow
 from tuiagent.backends.openai import ModelServerError, OpenAIBackend, context_error, create
 from tuiagent.backends.templates import render_chatml
@@ -41,50 +39,15 @@ STOP = "```\n"
 LONG = render_chatml([{"role": "user", "content": "Count from 1 to 300, separated by commas."}])
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-_LOOPBACK = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback only, never a proxy
-
-
-def _get(url: str, timeout: float = 2.0) -> bytes:
-    with _LOOPBACK.open(url, timeout=timeout) as r:
-        return r.read()
-
-
 @pytest.fixture(scope="module")
 def server(smollm2_path: Path, tmp_path_factory):
     """``python -m llama_cpp.server`` on 127.0.0.1:<free port>; yields (base_url, log path)."""
-    port = _free_port()
     log = tmp_path_factory.mktemp("llama_server") / "server.log"
-    cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(smollm2_path), "--host", "127.0.0.1",
-           "--port", str(port), "--n_ctx", str(N_CTX), "--n_threads", "1", "--n_threads_batch", "1", "--interrupt_requests", "False"]
-    with open(log, "wb") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
-    base = f"http://127.0.0.1:{port}/v1"
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            if proc.poll() is not None:
-                pytest.fail(f"llama_cpp.server exited with {proc.returncode}:\n{log.read_text()[-2000:]}")
-            try:
-                _get(f"{base}/models")
-                break
-            except (urllib.error.URLError, ConnectionError, OSError):
-                if time.monotonic() > deadline:
-                    pytest.fail(f"llama_cpp.server not up after 60 s:\n{log.read_text()[-2000:]}")
-                time.sleep(0.2)
-        yield base, log
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        with LlamaServer(smollm2_path, log, n_ctx=N_CTX) as s:
+            yield s.base_url, log
+    except ServerFailed as e:
+        pytest.fail(str(e))
 
 
 @pytest.fixture
@@ -142,7 +105,7 @@ def _text(tokens: list[Token]) -> str:
 def _post(base: str, body: dict) -> dict:
     req = urllib.request.Request(f"{base}/completions", data=json.dumps(body).encode(),
                                  headers={"Content-Type": "application/json"})
-    with _LOOPBACK.open(req, timeout=60) as r:
+    with LOOPBACK.open(req, timeout=60) as r:
         return json.loads(r.read())
 
 
@@ -249,7 +212,7 @@ async def test_cancellation_closes_the_stream_promptly(backend, server):
 
 
 async def test_a_wrong_port_is_a_clear_error():
-    url = f"http://127.0.0.1:{_free_port()}/v1"
+    url = f"http://127.0.0.1:{free_port()}/v1"
     b = OpenAIBackend(model_id="x", base_url=url, served_model="m", max_retries=0, timeout=5)
     with pytest.raises(ModelServerError) as err:
         await _collect(b, "hello", Sampling(max_tokens=2))

@@ -82,6 +82,14 @@ class Sessions(Protocol):
     def session(self) -> Backend: ...
 
 
+@runtime_checkable
+class Failover(Protocol):
+    """A backend of several servers that takes a failed one out (``backends.servers.ServerPool``):
+    a run that ended ``backend_crashed`` can start again on another while ``serving()`` is not 0."""
+
+    def serving(self) -> int: ...
+
+
 class BatchedBackend(Backend, Sessions, Protocol):
     """A backend with sessions (``Sessions``): what the compare screen runs its columns on."""
 

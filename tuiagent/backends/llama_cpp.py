@@ -36,7 +36,7 @@ from tuiagent.backends.llama_model import TILED_MM_VARIABLES, Vocab, openmp_defa
 from tuiagent.backends.templates import NAMED_TEMPLATES, render_named
 from tuiagent.config.spec import ModelSpec
 from tuiagent.errors import ConfigError
-from tuiagent.protocol import Sampling, Token, TokenStream
+from tuiagent.protocol import Determinism, Sampling, Token, TokenStream
 
 _STOP_WAIT_S = 5.0  # a closing worker gets this long before it is killed
 _KEEP_LOGS_S = 7 * 24 * 3600
@@ -46,6 +46,7 @@ class LlamaCppBackend:
     """A GGUF model in a worker process. See the module docstring for how it works."""
 
     worker_command: tuple[str, ...] = ("-m", "tuiagent.backends.llama_worker")  # python's arguments; the fd follows
+    determinism: Determinism = "bit-exact"  # canonical prompt layout (docs/models.md)
 
     def __init__(
         self,

@@ -4,9 +4,10 @@ The loop continues the assistant turn as raw text, so this backend streams from 
 endpoint (never chat) with ``logprobs=1``. Stop strings are always checked here (``StopMatcher``;
 servers differ in how they report them, option ``server_stop``), sampling options a server does
 not know go in ``extra_body``, ``TokenAligner`` pairs the streamed text with the per-token report,
-and server failures become a ``ModelServerError`` naming the URL and what to check. The options
-and each server's quirks: docs/models.md ("openai"). The ``openai`` SDK is imported when a
-backend is created, not when this module is imported.
+and server failures become a ``ModelServerError`` naming the URL and what to check (a
+``ServerUnreachable`` when the server is gone). An entry with several ``base_urls`` is a
+``backends.servers.ServerPool`` of these. The options and each server's quirks: docs/models.md
+("openai"). The ``openai`` SDK is imported when a backend is created, not when this module is imported.
 """
 
 from __future__ import annotations
@@ -21,21 +22,18 @@ from typing import Any
 
 from tuiagent.backends.alignment import TokenAligner, estimate_tokens
 from tuiagent.backends.base import ContextOverflow, GenerationStats
+from tuiagent.backends.servers import ModelServerError, ServerPool, ServerUnreachable
 from tuiagent.backends.stops import StopMatcher
 from tuiagent.backends.templates import NAMED_TEMPLATES, render_named
 from tuiagent.config.loader import toml_key
 from tuiagent.config.spec import ModelSpec
-from tuiagent.errors import ConfigError, UserError
-from tuiagent.protocol import Sampling, Token, TokenStream
+from tuiagent.errors import ConfigError
+from tuiagent.protocol import Determinism, Sampling, Token, TokenStream
 
 DEFAULT_TIMEOUT = 120.0
 DEFAULT_CONNECT_TIMEOUT = 10.0
 DEFAULT_ENCODING = "cl100k_base"
 SERVER_STOP_MODES = ("auto", "always", "never")
-
-
-class ModelServerError(UserError):
-    """The model server could not be reached or refused the request; the message says what to check."""
 
 
 # ---------------------------------------------------------------- approximate token counts
@@ -94,6 +92,8 @@ class ApproxTokenCounter:
 
 class OpenAIBackend:
     """Streams completions from an OpenAI-compatible server; see the module docstring."""
+
+    determinism: Determinism = "per-server"
 
     def __init__(
         self,
@@ -243,16 +243,23 @@ class OpenAIBackend:
         """The error for a stream that ended without a finish reason.
 
         llama-cpp-python's server does this when the prompt does not fit its context: it has
-        already answered 200 and just closes the stream.
+        already answered 200 and just closes the stream (and may drop the next connection too).
+        A server that died mid-stream does it as well: when the prompt fits and the server cannot
+        be asked for its count, that is the error (``ServerUnreachable``).
         """
+        gone: ServerUnreachable | None = None
         try:
             prompt_tokens = await self.count_tokens_exact(prompt)
+        except ServerUnreachable as e:
+            gone, prompt_tokens = e, None
         except ModelServerError:
             prompt_tokens = None
         if prompt_tokens is None:
             prompt_tokens = self.count_tokens(prompt)
         if prompt_tokens >= self.context_size:
             return ContextOverflow(prompt_tokens, self.context_size, self.model_id)
+        if gone is not None:
+            return gone
         return ModelServerError(
             f"the server at {self.base_url} ended the completion stream without a finish reason.\n"
             "  check the server's log: it may have failed on this request (a prompt longer than the "
@@ -311,7 +318,7 @@ class OpenAIBackend:
 
         url = self.base_url
         if isinstance(exc, openai.APITimeoutError):
-            return ModelServerError(
+            return ServerUnreachable(
                 f"the model server at {url} did not answer within {self.timeout:g} s.\n"
                 "  check: is it overloaded or still loading the model? For long prompts raise "
                 "options.timeout in models.toml."
@@ -319,7 +326,7 @@ class OpenAIBackend:
         if isinstance(exc, openai.APIConnectionError):
             cause = exc.__cause__ or exc.__context__
             detail = f" ({type(cause).__name__}: {cause})" if cause else ""
-            return ModelServerError(
+            return ServerUnreachable(
                 f"cannot reach the model server at {url}{detail}.\n"
                 "  check: is the server running and listening on that host and port "
                 "(e.g. `vllm serve MODEL --port 8000` or `python -m llama_cpp.server --model FILE.gguf`)? "
@@ -449,12 +456,13 @@ def _count_from(answer: Any) -> int | None:
     return None
 
 
-def create(spec: ModelSpec, **options: Any) -> OpenAIBackend:
-    """An OpenAIBackend for ``spec`` (source kind "server"); ``options`` override ``spec.options``."""
+def create(spec: ModelSpec, **options: Any) -> OpenAIBackend | ServerPool:
+    """An OpenAIBackend for ``spec`` (source kind "server"), a ServerPool of them when it names
+    several ``base_urls``; ``options`` override ``spec.options``."""
     opts = {**spec.options, **options}
     src = spec.source
     key = toml_key(spec.id)
-    if src.kind != "server" or not src.base_url:
+    if src.kind != "server" or not src.servers:
         raise ConfigError(
             f"model {spec.id!r} uses the openai backend but has no server address",
             file=spec.origin,
@@ -490,9 +498,9 @@ def create(spec: ModelSpec, **options: Any) -> OpenAIBackend:
         raise ConfigError(
             f"options.timeout is {timeout!r}", file=spec.origin, key=f"{key}.options.timeout", fix="give seconds > 0"
         )
-    return OpenAIBackend(
+    servers = [OpenAIBackend(
         model_id=spec.id,
-        base_url=src.base_url,
+        base_url=url,
         served_model=src.served_model or spec.id,
         api_key=api_key,
         api_key_env=src.api_key_env,
@@ -506,4 +514,5 @@ def create(spec: ModelSpec, **options: Any) -> OpenAIBackend:
         extra_body=extra_body,
         tokenizer=opts.get("tokenizer") or spec.tokenizer,
         client=opts.get("client"),
-    )
+    ) for url in src.servers]
+    return servers[0] if len(servers) == 1 else ServerPool(servers)

@@ -27,7 +27,7 @@ from tuiagent.backends.stops import StopMatcher
 from tuiagent.backends.templates import render_named
 from tuiagent.config.spec import ModelSpec
 from tuiagent.errors import ConfigError
-from tuiagent.protocol import Sampling, StopReason, Token, TokenStream
+from tuiagent.protocol import Determinism, Sampling, StopReason, Token, TokenStream
 
 _PIECES = re.compile(r"\s*\S+|\s+")
 
@@ -68,6 +68,8 @@ def load_script(path: Path) -> list[list[Token]]:
 
 class ScriptedBackend:
     """Replays turns in order; ``delay_s`` per token simulates a model's speed."""
+
+    determinism: Determinism = "bit-exact"
 
     def __init__(self, turns: list[list[Token]], *, model_id: str = "scripted", template: str = "chatml",
                  delay_s: float = 0.0):

@@ -23,7 +23,7 @@ from tuiagent.backends.stops import StopMatcher
 from tuiagent.backends.templates import NAMED_TEMPLATES, render_named
 from tuiagent.config.spec import ModelSpec
 from tuiagent.errors import ConfigError, UserError
-from tuiagent.protocol import Sampling, Token, TokenStream
+from tuiagent.protocol import Determinism, Sampling, Token, TokenStream
 
 TEMPLATES = (*NAMED_TEMPLATES, "hf")
 
@@ -40,6 +40,8 @@ class VLLMBackend:
     (vLLM's ``SamplingParams``); ``delta_kind`` is ``RequestOutputKind.DELTA`` where vLLM has it
     (None: outputs are cumulative and diffed here). ``create`` wires the real ones.
     """
+
+    determinism: Determinism = "none"  # a request's numbers depend on what it is batched with
 
     def __init__(
         self,

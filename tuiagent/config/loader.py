@@ -63,6 +63,12 @@ def _non_empty(v: Any) -> str | None:
     return None if v else "must not be empty"
 
 
+def _distinct_urls(v: tuple[str, ...]) -> str | None:
+    if not v or not all(v):
+        return "must list at least one non-empty URL"
+    return "lists a URL twice" if len(set(v)) != len(v) else None
+
+
 _MODEL_RULES = {
     "backend": _Rule("str", required=True, choices=BACKENDS),
     "description": _Rule("str"),
@@ -89,6 +95,7 @@ _SOURCE_RULES = {
     "repo": _Rule("str", check=_non_empty),
     "revision": _Rule("str", check=_non_empty),
     "base_url": _Rule("str", check=_non_empty),
+    "base_urls": _Rule("str_list", check=_distinct_urls),
     "served_model": _Rule("str", check=_non_empty),
     "api_key_env": _Rule("str"),
 }
@@ -99,7 +106,7 @@ _SOURCE_KEYS = {
     "package_file": ({"packages", "files"}, {"size", "sha256", "pip", "extra"}),
     "path": ({"path"}, set()),
     "hub": ({"repo"}, {"filename", "revision"}),
-    "server": ({"base_url"}, {"served_model", "api_key_env"}),
+    "server": (set(), {"base_url", "base_urls", "served_model", "api_key_env"}),  # one of base_url(s)
     "script": (set(), {"path"}),
 }
 
@@ -244,6 +251,9 @@ def _parse_source(raw: Any, model_id: str, backend: str, file: str) -> Source:
             )
     if kind == "hub" and backend == "llama_cpp" and "filename" not in values:
         raise t.error("filename", "llama_cpp needs one GGUF file from the repo", "add filename = \"<name>.gguf\"")
+    if kind == "server" and ("base_url" in values) == ("base_urls" in values):
+        raise t.error("base_url", "a server source needs base_url or base_urls (one of them)",
+                      'add base_url = "http://HOST:PORT/v1", or base_urls = ["http://A/v1", "http://B/v1"]')
     if kind == "path" and not values["path"]:
         raise t.error("path", "must not be empty", "give the model's file (or directory, for vllm)")
     if "path" in values:  # "" (a script given at run time) becomes None

@@ -27,7 +27,8 @@ class Source:
     relative paths taken from the directory of the models.toml that names them).
     kind = "hub": ``repo`` (+ ``filename`` for a GGUF) on the Hugging Face hub, downloaded
     only by ``tuiagent fetch``.
-    kind = "server": nothing local; the model lives behind ``base_url`` (openai backend).
+    kind = "server": nothing local; the model lives behind ``base_url``, or behind each of
+    ``base_urls`` (several servers of one model; ``servers`` lists them either way; openai backend).
     kind = "script": a scripted-turns file ``path`` (scripted backend); may be empty in the file
     and given at run time.
     """
@@ -43,9 +44,15 @@ class Source:
     repo: str | None = None
     revision: str | None = None
     base_url: str | None = None
+    base_urls: tuple[str, ...] = ()
     served_model: str | None = None
     api_key_env: str | None = None
     extra: str | None = None
+
+    @property
+    def servers(self) -> tuple[str, ...]:
+        """Every server address: ``base_urls``, or the one ``base_url``."""
+        return self.base_urls or ((self.base_url,) if self.base_url else ())
 
 
 @dataclass(frozen=True)

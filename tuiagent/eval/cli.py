@@ -31,7 +31,8 @@ def _split(values: list[str] | None) -> list[str]:
 
 def eval_command(
     datasets: Annotated[list[str], typer.Argument(
-        help="demo (the built-in set), a JSONL file (GSM8K, MATH/MATH-500 or AIME shape), or hf:NAME[:CONFIG][:SPLIT].")],
+        help="demo (the built-in set), a JSONL file (GSM8K, MATH/MATH-500 or AIME shape), or hf:NAME[:CONFIG][:SPLIT]; "
+             "with --report-only, results directories.")],
     model: Annotated[str | None, typer.Option("--model", "-m", help="Model id from models.toml (default: its `default`).")] = None,
     models: Annotated[Path | None, typer.Option("--models", help="A models.toml that overrides the shipped and user ones.")] = None,
     script: Annotated[Path | None, typer.Option("--script", help="Turns to replay with `--model scripted` (every run replays it).")] = None,
@@ -76,7 +77,12 @@ def eval_command(
     name: Annotated[str | None, typer.Option(help="Name of the results directory under <data dir>/evals.")] = None,
     reuse_generations: Annotated[bool, typer.Option("--reuse-generations/--no-reuse-generations", help="On the local model, generate a turn that an earlier run of this eval generated identically (same prompt and history) once, and reuse it (runs are bit-exact, so it changes no result).")] = True,
     retry_errors: Annotated[bool, typer.Option("--retry-errors", help="Run again the runs that ended with a backend or kernel error.")] = False,
-    report_only: Annotated[bool, typer.Option("--report-only", help="Run nothing: report what the results directory holds.")] = False,
+    shard: Annotated[str | None, typer.Option("--shard", help=(
+        "Run only shard I of N (I/N, e.g. 1/2): every N-th selected problem from the I-th, for another machine to "
+        "run the rest; merge the shards' directories with --report-only DIR DIR... --out DIR."))] = None,
+    report_only: Annotated[bool, typer.Option("--report-only", help=(
+        "Run nothing: report what the results directory holds; given several directories (shards of one eval), "
+        "merge them into --out and report that."))] = False,
     formats: Annotated[list[str] | None, typer.Option("--format", "-f", help=(
         "Report forms (repeat): table, md, csv, json, png. Default: all (png needs matplotlib)."))] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar and no table; files only.")] = False,
@@ -89,6 +95,9 @@ def eval_command(
     from tuiagent.eval import report as rp
     from tuiagent.eval.datasets import Fields
     from tuiagent.eval.harness import EvalConfig, default_out
+    from tuiagent.eval.merge import merge_shards
+    from tuiagent.eval.results import MANIFEST
+    from tuiagent.eval.shards import parse_shard
     from tuiagent.eval.variants import CODE_CUES, CUES, DISTRACTORS
     from tuiagent.runner import RunRequest, resolve_spec
 
@@ -97,8 +106,19 @@ def eval_command(
     if chosen - set(FORMATS):
         raise typer.BadParameter(f"unknown format(s) {', '.join(sorted(chosen - set(FORMATS)))}; use {', '.join(FORMATS)}",
                                  param_hint="--format")
-    spec = resolve_spec(RunRequest(problem="", model=model, models_file=models))
-    directory = (out or default_out(datasets, spec.id, name)).expanduser()
+    shards = parse_shard(shard) if shard else None
+    dirs = [Path(d).expanduser() for d in datasets]
+    if report_only and all((d / MANIFEST).is_file() for d in dirs):  # results directories, not datasets
+        if len(dirs) > 1 and out is None:
+            raise UserError(f"merging {len(dirs)} shard directories needs --out DIR for the merged results")
+        directory = (out or dirs[0]).expanduser()
+        for line in merge_shards(dirs, directory) if len(dirs) > 1 else []:
+            err.print(f"incomplete: {line}")
+    else:
+        spec = resolve_spec(RunRequest(problem="", model=model, models_file=models))
+        directory = (out or default_out(datasets, spec.id, name)).expanduser()
+        if shards and out is None:  # one machine may run several shards: a directory each
+            directory = directory.with_name(f"{directory.name}-shard{shards[0]}of{shards[1]}")
 
     failed = 0
     if not report_only:
@@ -125,6 +145,7 @@ def eval_command(
             distractor_model=distractor_model, cues=cues, concurrency=concurrency, run=run, sandbox=check_sandbox(sandbox),
             sampling={"temperature": temperature} if temperature is not None else {},
             retry_errors=retry_errors, baseline=baseline, reuse_generations=reuse_generations, judge=judge,
+            shard=shards,
         )
         outcome = _run_with_progress(cfg, err, quiet)
         failed = outcome.failed

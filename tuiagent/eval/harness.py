@@ -23,7 +23,7 @@ from typing import Any
 
 from kernels.base import Kernel, KernelFailed
 from tuiagent import paths
-from tuiagent.backends.base import BackendCrashed, Sessions
+from tuiagent.backends.base import BackendCrashed, Failover, Sessions
 from tuiagent.core.batch import run_batch
 from tuiagent.errors import ConfigError, UserError
 from tuiagent.eval.datasets import Fields, Problem, load_dataset, select
@@ -31,6 +31,7 @@ from tuiagent.eval.judging import check_judge, cue_probe_runs, judge_eval
 from tuiagent.eval.metrics import run_record
 from tuiagent.eval.results import ResultStore, run_key
 from tuiagent.eval.reuse import GenerationMemo, ReusingBackend
+from tuiagent.eval.shards import describe, shard_name, shard_of
 from tuiagent.eval.variants import cue_variants, distractor_variants
 from tuiagent.presets import Preset
 
@@ -82,6 +83,7 @@ class EvalConfig:
     sandbox: str = "auto"  # what kernel cells may do (kernels.sandbox)
     reuse_generations: bool = True  # on the local model, generate identical turns once (eval.reuse)
     judge: str | None = None  # the judge model (models.toml id) of --judge (eval.judging)
+    shard: tuple[int, int] | None = None  # (I, N): only shard I of N of the problems (eval.shards)
 
 
 @dataclass
@@ -116,7 +118,8 @@ def safe_name(text: str) -> str:
     return clean[:120]
 
 
-def load_problems(cfg: EvalConfig) -> list[Problem]:
+def load_problems(cfg: EvalConfig, *, whole: bool = False) -> list[Problem]:
+    """The selected problems: of ``cfg.shard`` only, unless ``whole``."""
     out: list[Problem] = []
     names: set[str] = set()
     for spec in cfg.datasets:
@@ -127,7 +130,12 @@ def load_problems(cfg: EvalConfig) -> list[Problem]:
         out.extend(problems)
     if not out:
         raise UserError("no problems selected (check --limit, --offset and --id)")
-    return out
+    if cfg.shard is None or whole:
+        return out
+    mine = shard_of(out, cfg.shard)
+    if not mine:
+        raise UserError(f"shard {cfg.shard[0]}/{cfg.shard[1]} has no problems: only {len(out)} are selected")
+    return mine
 
 
 def with_no_tool(settings: list[Preset], log: Callable[[str], None]) -> list[Preset]:
@@ -317,22 +325,30 @@ class EvalRunner:
 
         request = self.request(job)
         path = request.out
-        path.unlink(missing_ok=True)  # a partial trajectory of an interrupted earlier try
-        for leftover in path.parent.glob(path.stem + "/*"):
-            leftover.unlink(missing_ok=True)
-        events: list[Event] = []
-        backend = self.backend_factory(job) if self.backend_factory is not None else self.shared_backend
-        session = backend.session() if backend is self.shared_backend and isinstance(backend, Sessions) else None
-        reusing = ReusingBackend(session or backend, self.memo) if self.memo is not None and session else None
-        try:
-            async with self._kernel(job) as kernel:
-                finished = await run_problem(request, events.append, backend=reusing or session or backend,
-                                             spec=self.spec, kernel=kernel)
-        finally:
-            if session is not None:
-                await session.aclose()
-            if self.backend_factory is not None and backend is not None:
-                await backend.aclose()
+        retried: list[Notice] = []  # a server that failed under this run: it starts again on another
+        while True:
+            path.unlink(missing_ok=True)  # a partial trajectory of an interrupted earlier try
+            for leftover in path.parent.glob(path.stem + "/*"):
+                leftover.unlink(missing_ok=True)
+            events: list[Event] = []
+            backend = self.backend_factory(job) if self.backend_factory is not None else self.shared_backend
+            session = backend.session() if backend is self.shared_backend and isinstance(backend, Sessions) else None
+            reusing = ReusingBackend(session or backend, self.memo) if self.memo is not None and session else None
+            served = session or backend
+            try:
+                async with self._kernel(job) as kernel:
+                    finished = await run_problem(request, events.append, backend=reusing or served,
+                                                 spec=self.spec, kernel=kernel, notices=retried)
+            finally:
+                if session is not None:
+                    await session.aclose()
+                if self.backend_factory is not None and backend is not None:
+                    await backend.aclose()
+            if finished.reason != "backend_crashed" or not (isinstance(backend, Failover) and backend.serving()):
+                break
+            why = next((e.message for e in reversed(events) if isinstance(e, Notice)), "its server failed")
+            self.log(f"notice: run {job.key}: {why}; starting it again from scratch on another server")
+            retried.append(Notice(level="warning", message=f"started again from scratch on another server: {why}"))
         if finished.reason == "cancelled":
             return None
         if finished.reason == "backend_crashed":  # the model's fault, not the run's: reload, retry later
@@ -346,7 +362,8 @@ class EvalRunner:
             "setting_fp": job.setting.fingerprint(self.base_run()), "seed": job.seed, "model": self.spec.id,
             "gold": job.problem.gold, "reference": job.problem.reference, "question_hash": job.problem.question_hash(),
             **run_record(events), "engine": getattr(backend, "engine", self.spec.backend),
-            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "determinism": getattr(served, "determinism", None), "server": getattr(served, "base_url", None),
+            "server_retries": len(retried), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
         }
         if reusing is not None:
             record.update(reused_turns=reusing.reused_turns, reused_s=round(reusing.reused_s, 3),
@@ -504,6 +521,10 @@ async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
             raise
         jobs = plan(problems, cfg.settings, cfg.seeds)
         previous = store.manifest() or {}
+        was = (previous["shard"]["index"], previous["shard"]["count"]) if previous.get("shard") else None
+        if store.records and was != cfg.shard:
+            raise UserError(f"{cfg.out} holds the runs of {shard_name(was)}, not of {shard_name(cfg.shard)}\n"
+                            "  fix: pass another --out for each shard")
         # settings of earlier invocations into the same directory stay listed (their runs stay reported)
         described = {s["name"]: s for s in previous.get("settings", [])}
         described.update({s.name: s.describe() | {"fingerprint": fingerprints[s.name]} for s in cfg.settings})
@@ -518,6 +539,7 @@ async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
             "run": cfg.run, "sampling": cfg.sampling, "concurrency": runner.concurrency,
             "invalid_variants": invalid, "sessions": previous.get("sessions", []),
             "judge": cfg.judge or previous.get("judge"),
+            "shard": describe(load_problems(cfg, whole=True), cfg.shard) if cfg.shard else None,
         })
         if on_plan:
             on_plan(len(jobs), sum(store.done(j.key, retry_errors=cfg.retry_errors) for j in jobs))

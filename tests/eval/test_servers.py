@@ -1,0 +1,108 @@
+"""An eval on two llama.cpp servers on loopback (``python -m llama_cpp.server``, SmolLM2-135M, one
+thread each) named by one models.toml entry's ``base_urls``: runs spread over both, one server
+killed mid-eval and the eval completes on the other, and shards merged equal the unsharded run.
+The runs are real: the Jupyter kernel, the loop, the results file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.backends.llama_server import LlamaServer, ServerFailed, pool_entry
+from tuiagent.core.events import Notice
+from tuiagent.core.trajectory import load
+from tuiagent.eval.harness import EvalConfig, run_eval
+from tuiagent.eval.merge import merge_shards
+from tuiagent.eval.results import ResultStore
+from tuiagent.presets import resolve_settings
+
+pytestmark = pytest.mark.slow
+
+PROBLEMS = 4  # of the demo set: enough for both servers to hold runs, few enough for a loaded 2-core machine
+RUN = {"max_tool_calls": 1, "max_tokens": 300}  # short runs: this checks the plumbing, not SmolLM2
+# what a run's record says about the run itself (not when, where or how fast it ran)
+SAME_RUN = ("answer", "correct", "reason", "tcn", "generated_tokens", "turns", "question_hash")
+
+
+@pytest.fixture
+def servers(smollm2_path: Path, tmp_path):
+    started: list[LlamaServer] = []
+    try:
+        for i in range(2):
+            started.append(LlamaServer(smollm2_path, tmp_path / f"server{i}.log").start())
+        yield started
+    except ServerFailed as e:
+        pytest.fail(str(e))
+    finally:
+        for s in started:
+            s.stop()
+
+
+@pytest.fixture
+def smollm2_path():
+    from tests.backends.conftest import _resolve
+
+    path, why = _resolve("smollm2-135m")
+    if path is None:
+        pytest.skip(f"SmolLM2-135M GGUF not found: {why}")
+    return path
+
+
+def _models(tmp_path: Path, servers: list[LlamaServer]) -> Path:
+    path = tmp_path / "models.toml"
+    path.write_text(pool_entry("smol-pool", servers))
+    return path
+
+
+def _config(tmp_path: Path, models: Path, out: str, shard=None) -> EvalConfig:
+    return EvalConfig(datasets=["demo"], settings=resolve_settings(["none"]), out=tmp_path / out, model="smol-pool",
+                      models_file=models, limit=PROBLEMS, concurrency=2, run=dict(RUN), shard=shard)
+
+
+async def test_a_server_killed_mid_eval_and_the_eval_completes_on_the_other(tmp_path, servers):
+    cfg = _config(tmp_path, _models(tmp_path, servers), "killed")
+    killed: list[str] = []
+    logged: list[str] = []
+
+    def kill_the_other(record):
+        if not killed:  # the first run to finish: the other server still has its run in flight
+            other = next(s for s in servers if s.base_url != record["server"])
+            other.kill()
+            killed.append(other.base_url)
+
+    outcome = await run_eval(cfg, log=logged.append, on_record=kill_the_other)
+    records = ResultStore(cfg.out).records
+    assert (outcome.ran, outcome.failed, len(records)) == (PROBLEMS, 0, PROBLEMS)
+    retried = [r for r in records.values() if r["server_retries"]]
+    assert retried, f"no run was in flight on the killed server; log: {logged}"
+    assert all(r["server"] != killed[0] for r in retried)
+    assert all(r["determinism"] == "per-server" for r in records.values())
+    _generated(records)
+    notices = [e.message for e in load(Path(retried[0]["trajectory"])).events if isinstance(e, Notice)]
+    assert any(m.startswith("started again from scratch on another server") and killed[0] in m for m in notices)
+    assert any("starting it again from scratch on another server" in m for m in logged)
+
+
+async def test_runs_spread_over_both_servers_and_merged_shards_equal_the_unsharded_eval(tmp_path, servers):
+    models = _models(tmp_path, servers)
+    whole = _config(tmp_path, models, "whole")
+    await run_eval(whole, log=lambda m: None)
+    unsharded = ResultStore(whole.out).records
+    _generated(unsharded)
+    assert {r["server"] for r in unsharded.values()} == {s.base_url for s in servers}
+    shards = [_config(tmp_path, models, f"shard{i}", (i, 2)) for i in (1, 2)]
+    for cfg in shards:
+        outcome = await run_eval(cfg, log=lambda m: None)
+        assert (outcome.ran, outcome.failed) == (PROBLEMS // 2, 0)
+    assert merge_shards([c.out for c in shards], tmp_path / "merged") == []
+    merged = ResultStore(tmp_path / "merged").records
+    assert sorted(merged) == sorted(unsharded)
+    for key, record in unsharded.items():
+        assert {k: merged[key][k] for k in SAME_RUN} == {k: record[k] for k in SAME_RUN}, key
+
+
+def _generated(records: dict) -> None:
+    """Every run generated text and ended as a run does (not cut short by a server error)."""
+    for key, r in records.items():
+        assert r["reason"] != "error" and r["generated_tokens"] > 20 and not r["notices"], (key, r["reason"], r["notices"])
