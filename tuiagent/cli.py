@@ -18,6 +18,7 @@ from kernels.base import KernelFailed
 from tuiagent.errors import UserError
 from tuiagent.options import NetworkOpt, SandboxOpt, check_sandbox
 from tuiagent.presets import DEFAULT_PRESET
+from tuiagent.runs_cli import print_warnings, runs_app
 from tuiagent.safetext import for_terminal
 
 if TYPE_CHECKING:
@@ -451,23 +452,16 @@ def replay(
     print_: Annotated[bool, typer.Option("--print", help="Print a readable transcript instead of opening the app.")] = False,
 ) -> None:
     """Replay a saved run."""
-    from tuiagent.core.trajectory import load
-    from tuiagent.transcript import TranscriptPrinter
+    from tuiagent.runs_cli import print_transcript
 
-    loaded = load(file)
     if not print_:  # the app shows the warnings itself
         from tuiagent.app import run_app
+        from tuiagent.core.trajectory import load
 
+        load(file)  # a usage error before the app opens
         run_app(screen="replay", replay=file)
         return
-    print_warnings(loaded.warnings)
-    printer = TranscriptPrinter()
-    for event in loaded.events:
-        printer(event)
-    if not loaded.events or loaded.events[-1].type != "RunFinished":
-        err.print(Text("incomplete: ", style="bold yellow")
-                  + Text("the run has no end in this file (it crashed or was killed); everything up to here is above"))
-        raise typer.Exit(1)
+    print_transcript(file)
 
 
 @app.command()
@@ -490,12 +484,6 @@ def export(
         return
     out.write_text(text, encoding="utf-8")
     err.print(Text(f"wrote {out} ({fmt}, {len(files)} run{'s' if len(files) > 1 else ''})"))
-
-
-def print_warnings(warnings: list[str]) -> None:
-    """Lines of a damaged trajectory that were skipped, on stderr."""
-    for warning in warnings:
-        err.print(Text("warning: ", style="bold yellow") + Text(for_terminal(warning)))
 
 
 @app.command()
@@ -549,3 +537,4 @@ def main() -> None:
 from tuiagent.eval.cli import eval_command  # noqa: E402
 
 app.command("eval")(eval_command)
+app.add_typer(runs_app, name="runs")

@@ -6,7 +6,7 @@ import json
 import shutil
 
 from tuiagent.core import events as ev
-from tuiagent.ui.runs import recent_runs
+from tuiagent.runs import recent_runs
 
 
 def test_recent_runs_lists_trajectories_and_skips_other_files(ui, tmp_path):

@@ -12,9 +12,9 @@ from textual.command import Hit, Hits, Provider
 from textual.content import Content
 
 from tuiagent.core import events as ev
+from tuiagent.runs import RunInfo, recent_runs
 from tuiagent.ui.describe import describe_event
 from tuiagent.ui.run_screen import ReplayedRun
-from tuiagent.ui.runs import RunInfo, recent_runs
 
 if TYPE_CHECKING:
     from tuiagent.ui.app import TuiAgentApp

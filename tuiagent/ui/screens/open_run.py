@@ -21,7 +21,7 @@ from textual.widgets import DataTable, Input, Label
 
 from guards.chain import available
 from tuiagent import paths
-from tuiagent.ui.runs import RunInfo, recent_runs
+from tuiagent.runs import RunInfo, recent_runs
 
 # (title, width, sort key) of each column; the problem's width (None) is what the others leave.
 COLUMNS: list[tuple[str, int | None, Callable[[RunInfo], Any]]] = [

@@ -92,10 +92,18 @@ def run_info(path: Path) -> RunInfo | None:
                    mtime, guards, finished.get("tool_calls"), finished.get("generated_tokens"), finished.get("wall_s"))
 
 
-def recent_runs(directory: Path | None = None, limit: int = 5000) -> list[RunInfo]:
-    """The newest trajectories first."""
+def recent_runs(directory: Path | None = None, limit: int = 5000,
+                skipped: list[Path] | None = None) -> list[RunInfo]:
+    """The newest trajectories first; files that are not trajectories are left out (and added to ``skipped``)."""
     directory = directory or paths.runs_dir()
     if not directory.is_dir():
         return []
     files = sorted(directory.glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True)[:limit]
-    return [info for info in (run_info(p) for p in files) if info is not None]
+    found = []
+    for p in files:
+        info = run_info(p)
+        if info is not None:
+            found.append(info)
+        elif skipped is not None:
+            skipped.append(p)
+    return found
