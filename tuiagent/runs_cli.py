@@ -103,6 +103,8 @@ def list_runs(
             break
     for path in skipped:
         err.print(Text("warning: ", style="bold yellow") + Text(for_terminal(f"skipped {path}: not a trajectory")))
+    if not found and not json_:
+        err.print(for_terminal(f"no saved run matches in {paths.runs_dir()}"), markup=False)
     if json_:
         for info in found:
             typer.echo(json.dumps(_record(info), ensure_ascii=False))
