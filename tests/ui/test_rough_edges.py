@@ -40,12 +40,11 @@ async def test_tab_goes_from_the_problem_to_the_labelled_gold_field(ui):
 async def test_the_footer_says_what_ctrl_g_does_and_a_second_press_goes_back(ui):
     app = ui.scripted_app(ui.DATA / "guarded_script.jsonl", problem="x")
     async with app.run_test(size=(120, 40)) as pilot:
-        await pilot.pause(0.1)
-
         def footer() -> set[str]:
             return {k.description for k in app.screen.query("FooterKey")}
 
-        assert "Guards panel" in footer() and "Back from guards" not in footer()
+        await ui.wait_for(pilot, lambda: "Guards panel" in footer(), 10, "the footer to show its keys")
+        assert "Back from guards" not in footer()
         await pilot.press("ctrl+g")
         await ui.wait_for(pilot, lambda: "Back from guards" in footer(), 5, "the footer to change")
         assert "Guards panel" not in footer()
