@@ -102,13 +102,13 @@ async def test_an_interrupted_pass_resumes(tmp_path):
     lines = path.read_text(encoding="utf-8").splitlines()
     path.write_text(lines[0] + "\n" + lines[1][:40], encoding="utf-8")  # killed while writing the second
     resumed = JudgementStore(tmp_path)
-    assert resumed.skipped_lines == 1 and len(resumed.records) == 1
+    assert resumed.skipped_lines == 1 and len(resumed.latest) == 1
     backend = scripted(best("B"))
     judge = Judge("judge", backend=backend, store=resumed)
     assert (await judge.pairwise(WIN, "x", "y", problem="p")).winner == "first"
     assert len(backend.prompts) == 1 and judge.cost.cached == 1  # only the lost order was asked again
     resumed.close()
-    assert len(JudgementStore(tmp_path).records) == 2
+    assert len(JudgementStore(tmp_path).latest) == 2
 
 
 async def test_judge_models_open_each_model_once_under_concurrent_first_use(tmp_path):

@@ -113,7 +113,7 @@ def needed(values: list[Any]) -> bool | None:
 
 def judge_cost(store: JudgementStore, judge: str) -> dict[str, Any]:
     """The cost of every judgement ``judge`` made for this eval, from its cache records."""
-    mine = [r for r in store.records.values() if r.get("judge") == judge]
+    mine = [r for r in store.latest.values() if r.get("judge") == judge]
     per_prompt: dict[str, dict[str, int]] = {}
     for r in mine:
         counts = per_prompt.setdefault(r["prompt"], {"judged": 0, "unparseable": 0})
