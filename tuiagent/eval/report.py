@@ -12,6 +12,8 @@ Per dataset (on the questions as written; variants have their own sections):
 - distractors: accuracy per distractor type beside the clean accuracy on the same problems;
 - cue probe: tool-call rate with the cue (Y) and without (N), Delta Tool Y-N, per cue, over all items and
   on the items where the tool is not needed (Definition 1; ``eval.cue_probe``);
+- PruneTIR's analyses: erroneous calls in correct vs incorrect runs, the stuck curve, the ablation
+  (``eval.prunetir_analysis``);
 - the judge (``--judge``): its model and what its judgements cost.
 """
 
@@ -29,6 +31,7 @@ from typing import Any
 from guards.chain import available, presenter
 from tuiagent.eval.cue_probe import cue_section, cue_table
 from tuiagent.eval.estimators import estimators
+from tuiagent.eval.prunetir_analysis import plot_stuck, prunetir_section, prunetir_tables
 from tuiagent.eval.stats import TOOL_BINS, bin_label, bootstrap_mean, mcnemar_exact, paired_bootstrap, tool_bin
 from tuiagent.eval.variants import DISTRACTOR_PREFIX
 from tuiagent.presets import CONDITION_LABELS
@@ -196,9 +199,11 @@ def distractor_section(records: list[dict[str, Any]], settings: list[str]) -> di
 def summarize(records: Iterable[dict[str, Any]], *, settings: list[str] | None = None, baseline: str | None = None,
               conditions: dict[str, str | None] | None = None, model: str | None = None,
               invalid_variants: list[dict[str, Any]] | None = None, modes: dict[str, str] | None = None,
-              verdicts: dict[str, list[Any]] | None = None, judge: dict[str, Any] | None = None) -> dict[str, Any]:
+              verdicts: dict[str, list[Any]] | None = None, judge: dict[str, Any] | None = None,
+              specs: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
     """The whole summary as plain data (what summary.json holds). ``modes``: each setting's mode (the
-    cue probe's no-tool setting); ``verdicts`` and ``judge``: the judge's per-call values and its cost."""
+    cue probe's no-tool setting); ``verdicts`` and ``judge``: the judge's per-call values and its cost;
+    ``specs``: each setting as the manifest describes it (PruneTIR's ablation rows)."""
     records = list(records)
     names = list(settings or [])
     for r in records:
@@ -220,6 +225,7 @@ def summarize(records: Iterable[dict[str, Any]], *, settings: list[str] | None =
             "tooltax": tooltax(clean, conditions),
             "distractors": distractor_section(rs, names),
             "cues": cue_section(rs, names, modes or {}, verdicts),
+            "prunetir": prunetir_section(clean, specs or {}, setting_row),
         }
     return {"model": model or next((r.get("model") for r in records), None), "baseline": baseline,
             "settings": names, "runs": len(records), "datasets": datasets,
@@ -311,6 +317,8 @@ def _section_tables(summary: dict[str, Any], dataset: str) -> list[tuple[str, li
                        "holds: acc Y (tool) <= acc Y (no tool), Definition 1)",
                        header, [[{True: "yes", False: "no"}[c] if isinstance(c, bool) else
                                  c if isinstance(c, str) else _cell(c) for c in row] for row in rows]))
+    if d.get("prunetir"):
+        tables += prunetir_tables(d["prunetir"], dataset, _cell)
     return tables
 
 
@@ -409,8 +417,8 @@ def print_terminal(summary: dict[str, Any], console: Any = None) -> None:
 
 
 def plot(summary: dict[str, Any], directory: Path) -> list[Path] | str:
-    """PNG plots per dataset (accuracy with CI and Δ; accuracy by tool-call bins); a message instead
-    when matplotlib is not installed."""
+    """PNG plots per dataset (accuracy with CI and Δ; accuracy by tool-call bins; PruneTIR's stuck
+    curve); a message instead when matplotlib is not installed."""
     try:
         import matplotlib
 
@@ -453,6 +461,8 @@ def plot(summary: dict[str, Any], directory: Path) -> list[Path] | str:
         fig.savefig(path, dpi=110)
         plt.close(fig)
         written.append(path)
+        stuck = plot_stuck(d["prunetir"], dataset, directory, plt) if d.get("prunetir") else None
+        written += [stuck] if stuck else []
     return written
 
 
@@ -501,4 +511,4 @@ def summary_from_store(directory: Path, *, baseline: str | None = None) -> dict[
                      conditions={s["name"]: s.get("condition") for s in settings}, model=manifest.get("model"),
                      invalid_variants=manifest.get("invalid_variants"),
                      modes={s["name"]: str(s.get("run", {}).get("mode", "tool")) for s in settings},
-                     verdicts=verdicts, judge=judge)
+                     verdicts=verdicts, judge=judge, specs={s["name"]: s for s in settings})
