@@ -125,7 +125,7 @@ def test_the_ablation_table_takes_deltas_against_full_prunetir():
     assert list(rows) == ["Base", "PruneTIR", "w/o STP"]
     assert (rows["PruneTIR"]["accuracy"], rows["PruneTIR"]["delta_vs_full"]) == (0.8, None)
     assert rows["w/o STP"]["delta_vs_full"] == pytest.approx(-0.2) and rows["Base"]["delta_vs_full"] == pytest.approx(-0.4)
-    assert rows["Base"]["tcn"] == 3.0 and rows["Base"]["paper"]["pass@1"] == 62.1 and rows["w/o STP"]["paper"] is None
+    assert rows["Base"]["tcn"] == 3.0 and rows["Base"]["paper"]["pass@1"] == "62.1%" and rows["w/o STP"]["paper"] is None
     expected = setting_row([r for r in records if r["setting"] == "none"],
                            [r for r in records if r["setting"] == "prunetir"])
     assert rows["Base"]["p_mcnemar"] == expected["p_mcnemar"]

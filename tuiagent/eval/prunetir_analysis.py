@@ -30,8 +30,8 @@ STUCK_K = 8  # [ours] turns after an error the curve goes out to (the guard's tu
 COMPONENTS = ("stp", "stpr", "rtts")  # guards/prunetir.py's switches [paper]
 # [paper] the numbers the summary gives (Qwen3-8B on AIME24); it gives none for the ablation rows
 # ("removing any of the three components resulted in lower performance").
-PAPER_ROWS = {"Base": {"pass@1": 62.1, "tcn": 7.7, "wtn": "11.5K"},
-              "PruneTIR": {"pass@1": 72.7, "tcn": 4.2, "wtn": "9.5K"}}
+PAPER_ROWS = {"Base": {"pass@1": "62.1%", "tcn": "7.7", "wtn": "11.5K"},
+              "PruneTIR": {"pass@1": "72.7%", "tcn": "4.2", "wtn": "9.5K"}}
 PAPER_MODEL = "Qwen3-8B, AIME24"
 
 
@@ -246,6 +246,7 @@ def plot_stuck(section: dict[str, Any], dataset: str, directory: Path, plt: Any)
         ps = [p["p"] for p in points]
         err = [[p["p"] - p["ci"][0] for p in points], [p["ci"][1] - p["p"] for p in points]]
         ax.errorbar(ks, ps, yerr=err, marker="o", capsize=3, label=s)
+    ax.set_xticks(range(1, max(p["k"] for c in curves.values() for p in c) + 1))
     ax.set_ylim(0, 1)
     ax.set_xlabel("k: turns after the erroneous call")
     ax.set_ylabel("P(resolved at turn k | open)")
