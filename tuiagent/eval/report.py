@@ -13,7 +13,7 @@ Per dataset (on the questions as written; variants have their own sections):
 - cue probe: tool-call rate with the cue (Y) and without (N), Delta Tool Y-N, per cue, over all items and
   on the items where the tool is not needed (Definition 1; ``eval.cue_probe``);
 - PruneTIR's analyses: erroneous calls in correct vs incorrect runs, the stuck curve, the ablation
-  (``eval.prunetir_analysis``);
+  (``eval.prunetir_analysis``); ATTC's judged audits (``--attc-audit``, ``eval.attc_audit``);
 - the judge (``--judge``): its model and what its judgements cost.
 """
 
@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from guards.chain import available, presenter
+from tuiagent.eval.attc_audit import attc_section, attc_tables, plot_attc
 from tuiagent.eval.cue_probe import cue_section, cue_table
 from tuiagent.eval.estimators import estimators
 from tuiagent.eval.prunetir_analysis import plot_stuck, prunetir_section, prunetir_tables
@@ -200,10 +201,12 @@ def summarize(records: Iterable[dict[str, Any]], *, settings: list[str] | None =
               conditions: dict[str, str | None] | None = None, model: str | None = None,
               invalid_variants: list[dict[str, Any]] | None = None, modes: dict[str, str] | None = None,
               verdicts: dict[str, list[Any]] | None = None, judge: dict[str, Any] | None = None,
-              specs: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+              specs: dict[str, dict[str, Any]] | None = None, audits: dict[str, dict[str, Any]] | None = None,
+              audit_judge: str | None = None) -> dict[str, Any]:
     """The whole summary as plain data (what summary.json holds). ``modes``: each setting's mode (the
     cue probe's no-tool setting); ``verdicts`` and ``judge``: the judge's per-call values and its cost;
-    ``specs``: each setting as the manifest describes it (PruneTIR's ablation rows)."""
+    ``specs``: each setting as the manifest describes it (PruneTIR's ablation rows); ``audits`` and
+    ``audit_judge``: ATTC's audit classes per run key and who judged them."""
     records = list(records)
     names = list(settings or [])
     for r in records:
@@ -226,10 +229,11 @@ def summarize(records: Iterable[dict[str, Any]], *, settings: list[str] | None =
             "distractors": distractor_section(rs, names),
             "cues": cue_section(rs, names, modes or {}, verdicts),
             "prunetir": prunetir_section(clean, specs or {}, setting_row),
+            "attc_audit": attc_section(clean, audits) if audits is not None else None,
         }
     return {"model": model or next((r.get("model") for r in records), None), "baseline": baseline,
             "settings": names, "runs": len(records), "datasets": datasets,
-            "invalid_variants": invalid_variants or [], "judge": judge}
+            "invalid_variants": invalid_variants or [], "judge": judge, "audit_judge": audit_judge}
 
 
 # -- forms ------------------------------------------------------------------------------------------
@@ -319,6 +323,8 @@ def _section_tables(summary: dict[str, Any], dataset: str) -> list[tuple[str, li
                                  c if isinstance(c, str) else _cell(c) for c in row] for row in rows]))
     if d.get("prunetir"):
         tables += prunetir_tables(d["prunetir"], dataset, _cell)
+    if d.get("attc_audit"):
+        tables += attc_tables(d["attc_audit"], dataset, summary.get("audit_judge"), _cell)
     return tables
 
 
@@ -418,7 +424,7 @@ def print_terminal(summary: dict[str, Any], console: Any = None) -> None:
 
 def plot(summary: dict[str, Any], directory: Path) -> list[Path] | str:
     """PNG plots per dataset (accuracy with CI and Δ; accuracy by tool-call bins; PruneTIR's stuck
-    curve); a message instead when matplotlib is not installed."""
+    curve; ATTC's audits when judged); a message instead when matplotlib is not installed."""
     try:
         import matplotlib
 
@@ -463,6 +469,7 @@ def plot(summary: dict[str, Any], directory: Path) -> list[Path] | str:
         written.append(path)
         stuck = plot_stuck(d["prunetir"], dataset, directory, plt) if d.get("prunetir") else None
         written += [stuck] if stuck else []
+        written += [plot_attc(d["attc_audit"], dataset, directory, plt)] if d.get("attc_audit") else []
     return written
 
 
@@ -494,6 +501,7 @@ def write_reports(summary: dict[str, Any], directory: Path, formats: Iterable[st
 def summary_from_store(directory: Path, *, baseline: str | None = None) -> dict[str, Any]:
     """The summary of the results in an eval directory, with the settings order and conditions of its manifest."""
     from tuiagent.core.judge_store import JudgementStore
+    from tuiagent.eval.attc_audit import audit_values
     from tuiagent.eval.judging import call_verdicts, judge_cost, same_model_warning
     from tuiagent.eval.results import ResultStore
 
@@ -506,9 +514,12 @@ def summary_from_store(directory: Path, *, baseline: str | None = None) -> dict[
         verdicts = call_verdicts(store.records.values(), judgements, manifest["judge"])
         judge = judge_cost(judgements, manifest["judge"]) | {
             "warning": same_model_warning(manifest["judge"], str(manifest.get("model")))}
+    audit_judge = manifest.get("attc_audit")
+    audits = audit_values(store.records.values(), JudgementStore(directory), audit_judge) if audit_judge else None
     return summarize(store.records.values(), settings=[s["name"] for s in settings],
                      baseline=baseline or manifest.get("baseline"),
                      conditions={s["name"]: s.get("condition") for s in settings}, model=manifest.get("model"),
                      invalid_variants=manifest.get("invalid_variants"),
                      modes={s["name"]: str(s.get("run", {}).get("mode", "tool")) for s in settings},
-                     verdicts=verdicts, judge=judge, specs={s["name"]: s for s in settings})
+                     verdicts=verdicts, judge=judge, specs={s["name"]: s for s in settings}, audits=audits,
+                     audit_judge=audit_judge)
