@@ -144,3 +144,33 @@ async def test_the_audit_needs_a_judge(tmp_path, dataset):
                      model="scripted", attc_audit=True)
     with pytest.raises(UserError, match="--attc-audit needs a judge"):
         await run_eval(cfg, backend_factory=Factory(three_runs), kernels=KERNELS, log=lambda m: None)
+
+
+def test_the_audit_from_the_command_line(write_script, tmp_path):
+    import subprocess
+    import sys
+
+    def tuiagent(*args: str) -> subprocess.CompletedProcess:
+        return subprocess.run([sys.executable, "-m", "tuiagent", *args], capture_output=True, text=True, timeout=180)
+
+    script = write_script(code_turn("150 + 3"), answer_turn("153"))  # right for bakery, wrong for books
+    judge = write_script({"text": "\\boxed{0}"}, {"text": "\\boxed{1}"}, name="judge.jsonl")
+    models = tmp_path / "models.toml"
+    models.write_text(f'[models.judge]\nbackend = "scripted"\n[models.judge.source]\nkind = "script"\n'
+                      f'path = {json.dumps(str(judge))}\n', encoding="utf-8")
+    out = tmp_path / "eval"
+    done = tuiagent("eval", "demo", "-m", "scripted", "--script", str(script), "--limit", "2", "-c", "none",
+                    "--out", str(out), "-q", "-f", "md")
+    assert done.returncode == 0, done.stderr
+    assert "ATTC Figure" not in (out / "summary.md").read_text(encoding="utf-8")
+    no_judge = tuiagent("eval", str(out), "--report-only", "--attc-audit", "-f", "md")
+    assert no_judge.returncode != 0 and "--attc-audit needs a judge" in no_judge.stderr
+    assert "Traceback" not in no_judge.stderr
+    audit = tuiagent("eval", str(out), "--report-only", "--attc-audit", "--judge", "judge", "--models", str(models),
+                     "-q", "-f", "md")
+    assert audit.returncode == 0, audit.stderr
+    # both runs wrote the same response: one conflict question for both, and books' tool-ignored one
+    assert "judge judge: 2 ATTC audit question(s) judged" in audit.stderr
+    summary = (out / "summary.md").read_text(encoding="utf-8")
+    assert "ATTC Figure 2" in summary and "ATTC Figure 3" in summary
+    assert "| none | 1 | 1.000 (1/1; " in summary  # books: the tool ignored (class 1) among 1 incorrect run
