@@ -174,3 +174,12 @@ def test_the_audit_from_the_command_line(write_script, tmp_path):
     summary = (out / "summary.md").read_text(encoding="utf-8")
     assert "ATTC Figure 2" in summary and "ATTC Figure 3" in summary
     assert "| none | 1 | 1.000 (1/1; " in summary  # books: the tool ignored (class 1) among 1 incorrect run
+
+
+def test_the_report_names_the_audits_judge_when_it_is_another_one():
+    from tuiagent.eval.report import judges
+
+    cue, audit = {"judge": "a"}, {"judge": "b"}
+    assert judges({"judge": cue, "audit_judge": audit}) == [cue, audit]
+    assert judges({"judge": cue, "audit_judge": {"judge": "a"}}) == [cue]  # one judge did both: one line
+    assert judges({"judge": None, "audit_judge": audit}) == [audit] and judges({}) == []

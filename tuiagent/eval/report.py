@@ -202,11 +202,11 @@ def summarize(records: Iterable[dict[str, Any]], *, settings: list[str] | None =
               invalid_variants: list[dict[str, Any]] | None = None, modes: dict[str, str] | None = None,
               verdicts: dict[str, list[Any]] | None = None, judge: dict[str, Any] | None = None,
               specs: dict[str, dict[str, Any]] | None = None, audits: dict[str, dict[str, Any]] | None = None,
-              audit_judge: str | None = None) -> dict[str, Any]:
+              audit_judge: dict[str, Any] | None = None) -> dict[str, Any]:
     """The whole summary as plain data (what summary.json holds). ``modes``: each setting's mode (the
     cue probe's no-tool setting); ``verdicts`` and ``judge``: the judge's per-call values and its cost;
     ``specs``: each setting as the manifest describes it (PruneTIR's ablation rows); ``audits`` and
-    ``audit_judge``: ATTC's audit classes per run key and who judged them."""
+    ``audit_judge``: ATTC's audit classes per run key, and its judge with what it cost."""
     records = list(records)
     names = list(settings or [])
     for r in records:
@@ -324,7 +324,7 @@ def _section_tables(summary: dict[str, Any], dataset: str) -> list[tuple[str, li
     if d.get("prunetir"):
         tables += prunetir_tables(d["prunetir"], dataset, _cell)
     if d.get("attc_audit"):
-        tables += attc_tables(d["attc_audit"], dataset, summary.get("audit_judge"), _cell)
+        tables += attc_tables(d["attc_audit"], dataset, (summary.get("audit_judge") or {}).get("judge"), _cell)
     return tables
 
 
@@ -355,13 +355,19 @@ def to_markdown(summary: dict[str, Any]) -> str:
         out += [f"## {dataset}", ""]
         for title, header, rows in _main_tables(summary, dataset) + _section_tables(summary, dataset):
             out += [f"### {title}", "", table(header, rows), ""]
-    if summary.get("judge"):
-        out += ["## Judge", "", judge_line(summary["judge"]), ""]
+    if judges(summary):
+        out += ["## Judge", "", *(judge_line(j) for j in judges(summary)), ""]
     if summary["invalid_variants"]:
         out += ["## Distractor variants left out", ""]
         out += [f"- {v['dataset']}/{v['id']} {v['kind']}: {v['why']}" for v in summary["invalid_variants"]]
         out.append("")
     return "\n".join(out)
+
+
+def judges(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """The eval's judge and, when another model audited the runs (--attc-audit), that one too."""
+    first, audit = summary.get("judge"), summary.get("audit_judge")
+    return [j for j in (first, audit) if j and (j is first or not first or j["judge"] != first["judge"])]
 
 
 def judge_line(judge: dict[str, Any]) -> str:
@@ -416,8 +422,8 @@ def print_terminal(summary: dict[str, Any], console: Any = None) -> None:
             for r in rows:
                 t.add_row(*r)
             console.print(t)
-    if summary.get("judge"):
-        console.print(judge_line(summary["judge"]))
+    for j in judges(summary):
+        console.print(judge_line(j))
     if summary["invalid_variants"]:
         console.print(f"{len(summary['invalid_variants'])} distractor variant(s) left out (see summary.md)")
 
@@ -514,8 +520,12 @@ def summary_from_store(directory: Path, *, baseline: str | None = None) -> dict[
         verdicts = call_verdicts(store.records.values(), judgements, manifest["judge"])
         judge = judge_cost(judgements, manifest["judge"]) | {
             "warning": same_model_warning(manifest["judge"], str(manifest.get("model")))}
-    audit_judge = manifest.get("attc_audit")
-    audits = audit_values(store.records.values(), JudgementStore(directory), audit_judge) if audit_judge else None
+    audits, audit_judge = None, None
+    if manifest.get("attc_audit"):
+        judgements = JudgementStore(directory)
+        audits = audit_values(store.records.values(), judgements, manifest["attc_audit"])
+        audit_judge = judge_cost(judgements, manifest["attc_audit"]) | {
+            "warning": same_model_warning(manifest["attc_audit"], str(manifest.get("model")))}
     return summarize(store.records.values(), settings=[s["name"] for s in settings],
                      baseline=baseline or manifest.get("baseline"),
                      conditions={s["name"]: s.get("condition") for s in settings}, model=manifest.get("model"),
