@@ -63,7 +63,9 @@ def test_the_stuck_curve_by_hand():
     assert (curve[1]["at_risk"], curve[1]["resolved"]) == (5, 2)  # o, eo, eeo, e., o: 2 resolved at once
     assert (curve[2]["at_risk"], curve[2]["resolved"]) == (3, 1)  # eo, eeo, e.
     assert (curve[3]["at_risk"], curve[3]["resolved"]) == (1, 1)  # eeo
-    assert curve[4] == {"k": 4, "at_risk": 0, "resolved": 0, "p": None, "ci": [None, None]}
+    assert curve[4] == {"k": 4, "at_risk": 0, "resolved": 0, "p": None, "ci": [None, None], "resolved_by_k": None}
+    # by turn k: 1 - (1 - 2/5), 1 - (3/5)(2/3), then every open episode resolved
+    assert [curve[k]["resolved_by_k"] for k in (1, 2, 3)] == [0.4, 0.6, 1.0]
     assert curve[1]["p"] == 0.4
     low, high = wilson(2, 5)
     assert curve[1]["ci"] == [round(low, 4), round(high, 4)] and low < 0.4 < high
@@ -93,6 +95,9 @@ def test_erroneous_calls_in_correct_and_incorrect_runs():
     assert (share["correct"]["runs"], share["correct"]["mean"]) == (2, 0.125)
     assert (share["incorrect"]["runs"], share["incorrect"]["mean"]) == (2, 0.875)
     assert share["incorrect"]["median"] == statistics.median([0.75, 1.0])
+    by = out["accuracy_by_errors"]  # 0 errors: runs 1 (right), 5 (wrong); 1: 2 (right), 4 (wrong); 3+: 3 (wrong)
+    assert {b: (c["runs"], c["accuracy"]) for b, c in by.items()} == {"0": (2, 0.5), "1": (2, 0.5), "2": (0, None),
+                                                                      "3+": (1, 0.0)}
 
 
 def spec(text: str) -> dict:

@@ -27,6 +27,7 @@ from tuiagent.eval.stats import bootstrap_diff, bootstrap_mean, wilson
 
 OK, ERR, NO_CALL, CUT = "o", "e", ".", "|"
 STUCK_K = 8  # [ours] turns after an error the curve goes out to (the guard's turn_limit is 3 [default])
+ERROR_BINS = (0, 1, 2, 3)  # [ours] accuracy by erroneous calls in the run: 0, 1, 2, 3 or more
 COMPONENTS = ("stp", "stpr", "rtts")  # guards/prunetir.py's switches [paper]
 # [paper] the numbers the summary gives (Qwen3-8B on AIME24); it gives none for the ablation rows
 # ("removing any of the three components resulted in lower performance").
@@ -87,15 +88,20 @@ def _round(value: float | None, digits: int = 4) -> float | None:
 
 def stuck_curve(traces: Iterable[str], k_max: int = STUCK_K) -> dict[str, Any]:
     """Per k = 1..k_max: episodes still open after k-1 turns whose run had a k-th turn (at risk),
-    those resolved at it, the rate and its Wilson interval; and how the episodes ended."""
+    those resolved at it, the rate and its Wilson interval, and the share resolved by turn k
+    (Kaplan-Meier: an episode that ends unresolved leaves the risk set); and how the episodes ended."""
     eps = [e for t in traces for e in episodes(t)]
     curve = []
+    open_share = 1.0
     for k in range(1, k_max + 1):
         at_risk = [a for a, _ in eps if len(a) >= k]
         resolved = sum(a[k - 1] == OK for a in at_risk)
         lo, hi = wilson(resolved, len(at_risk))
+        if at_risk:
+            open_share *= 1 - resolved / len(at_risk)
         curve.append({"k": k, "at_risk": len(at_risk), "resolved": resolved,
-                      "p": _round(resolved / len(at_risk)) if at_risk else None, "ci": [_round(lo), _round(hi)]})
+                      "p": _round(resolved / len(at_risk)) if at_risk else None, "ci": [_round(lo), _round(hi)],
+                      "resolved_by_k": _round(1 - open_share) if at_risk else None})
     ends = {end: sum(e == end for _, e in eps) for end in ("resolved", "cut", "ended")}
     return {"episodes": len(eps), **ends, "later": sum(len(a) > k_max for a, _ in eps), "curve": curve}
 
@@ -110,7 +116,8 @@ def _stats(values: Sequence[float]) -> dict[str, Any]:
 
 def errors_by_outcome(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     """Erroneous calls per run and their share of the run's calls (runs with a call), in correct and
-    incorrect runs; the difference incorrect - correct of each mean. Runs without a verdict are out."""
+    incorrect runs, with the difference incorrect - correct of each mean; and the accuracy of the runs
+    by their erroneous calls (0, 1, 2, 3+; Wilson CIs). Runs without a verdict are out."""
     out: dict[str, Any] = {}
     for measure, value in (("count", lambda r: float(r.get("erroneous") or 0)),
                            ("share", lambda r: float(r.get("erroneous") or 0) / r["tcn"] if r.get("tcn") else None)):
@@ -121,6 +128,15 @@ def errors_by_outcome(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         diff, lo, hi = bootstrap_diff(sides["incorrect"], sides["correct"])
         out[measure] = {"correct": _stats(sides["correct"]), "incorrect": _stats(sides["incorrect"]),
                         "delta": _round(diff), "delta_ci": [_round(lo), _round(hi)]}
+    out["accuracy_by_errors"] = {}
+    judged = [r for r in records if r.get("correct") is not None]
+    for low in ERROR_BINS:
+        last = low == ERROR_BINS[-1]
+        rs = [r for r in judged if (r.get("erroneous") or 0) == low or (last and (r.get("erroneous") or 0) > low)]
+        right = sum(r["correct"] is True for r in rs)
+        lo, hi = wilson(right, len(rs))
+        out["accuracy_by_errors"][f"{low}+" if last else str(low)] = {
+            "runs": len(rs), "accuracy": _round(right / len(rs)) if rs else None, "ci": [_round(lo), _round(hi)]}
     return out
 
 
@@ -205,15 +221,22 @@ def prunetir_tables(section: dict[str, Any], dataset: str, cell: Cell) -> list[T
                    "bootstrap CI, median; paper: higher mean and median in incorrect runs, no values in our copy)",
                    ["setting", "measure", "correct n", "correct mean", "correct median", "incorrect n",
                     "incorrect mean", "incorrect median", "Δ mean (incorrect - correct)"], rows))
+    bins = [f"{b}+" if b == ERROR_BINS[-1] else str(b) for b in ERROR_BINS]
+    tables.append((f"{dataset}: accuracy by erroneous calls in the run (runs; 95% Wilson CI)",
+                   ["setting", *bins],
+                   [[s, *(f"{cell(c['accuracy'])} ({c['runs']}; {cell(c['ci'])})"
+                          for b in bins for c in [m["accuracy_by_errors"][b]])]
+                    for s, m in section["errors_by_outcome"].items()]))
     rows = []
     for s, st in section["stuck"].items():
         for point in st["curve"]:
             if point["at_risk"]:
                 rows.append([s, str(point["k"]), str(point["at_risk"]), str(point["resolved"]), cell(point["p"]),
-                             cell(point["ci"])])
+                             cell(point["ci"]), cell(point["resolved_by_k"])])
     tables.append((f"{dataset}: PruneTIR's stuck analysis, P(error resolved at the k-th turn after it | not resolved "
                    "before), 95% Wilson CI (paper: models that do not fix an error within a few turns stay stuck; "
-                   "no values in our copy)", ["setting", "k", "at risk", "resolved", "P(resolve)", "95% CI"], rows))
+                   "no values in our copy)", ["setting", "k", "at risk", "resolved", "P(resolve)", "95% CI",
+                                              "resolved by k (Kaplan-Meier)"], rows))
     tables.append((f"{dataset}: PruneTIR's error episodes, how they ended",
                    ["setting", "episodes", "resolved", "cut (STPR)", "open at the run's end",
                     f"open past k={STUCK_K}", "runs without a trace"],
