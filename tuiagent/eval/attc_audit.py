@@ -180,10 +180,9 @@ def attc_tables(section: dict[str, Any], dataset: str, judge: str | None, cell: 
             c = row[f"conflict_{side}"]
             rows.append([s, side, str(c["runs"]), _pct(c["conflict"], cell), _pct(c["believe_self"], cell),
                          str(c["classes"]["2"]), f"{c['classes']['unparseable']} / {c['classes']['not judged']}"])
-    rows.append([f"paper: {PAPER_MODELS}", "incorrect", "32000+ cases", PAPER["conflict"], PAPER["believe_self"],
-                 "", ""])
+    rows.append(["paper", "incorrect", "32000+ cases", PAPER["conflict"], PAPER["believe_self"], "", ""])
     tables = [(f"{dataset}: ATTC Figure 2, reasoning-tool conflict ({by}; reference prompt donot_believe_tools.py; "
-               "rate (k/n; 95% Wilson CI))",
+               f"rate (k/n; 95% Wilson CI); paper: {PAPER_MODELS})",
                ["setting", "outcome", "runs", "conflict rate", "believes own reasoning (of conflicts)",
                 "believes the tool", "unparseable / not judged"], rows)]
     rows = []
@@ -192,9 +191,9 @@ def attc_tables(section: dict[str, Any], dataset: str, judge: str | None, cell: 
         rows.append([s, str(t["runs"]), _pct(t["tool_ignored"], cell), str(t["classes"]["2"]),
                      _pct(t["overconfident"], cell), _pct(t["cheap_flag"], cell), str(t["flag_and_judge"]),
                      f"{t['classes']['unparseable']} / {t['classes']['not judged']}"])
-    rows.append([f"paper: {PAPER_MODELS}", "", PAPER["tool_ignored"], "", "", "", "", ""])
+    rows.append(["paper", "", PAPER["tool_ignored"], "", "", "", "", ""])
     tables.append((f"{dataset}: ATTC Figure 3, \"tool ignored\" among incorrect runs ({by}; reference prompt "
-                   "overconfident.py: a tool output was right and the answer is wrong)",
+                   f"overconfident.py: a tool output was right and the answer is wrong; paper: {PAPER_MODELS})",
                    ["setting", "incorrect runs", "tool ignored (judge)", "no code", "overconfident (ignored + no code)",
                     "cheap flag (last output = gold)", "flag and judge agree", "unparseable / not judged"], rows))
     return tables
