@@ -4,6 +4,7 @@ judge's pass over an eval and over a results directory already there (scripted r
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -133,10 +134,14 @@ async def test_the_audit_of_a_directory_already_there(tmp_path, dataset):
     await run_eval(cfg, backend_factory=Factory(three_runs), kernels=KERNELS, log=lambda m: None)
     assert summary_from_store(cfg.out)["datasets"]["tiny"]["attc_audit"] is None
     models = judge_models(tmp_path, ["\\boxed{0}"] * 5)
+    gone = next(r for r in ResultStore(cfg.out).records.values() if r["problem_id"] == "3")
+    Path(gone["trajectory"]).unlink()  # a run whose trajectory is gone cannot be read: not judged, and counted
     await audit_directory(cfg.out, "judge", models, lambda m: None)
     assert ResultStore(cfg.out).manifest()["attc_audit"] == "judge"
     row = summary_from_store(cfg.out)["datasets"]["tiny"]["attc_audit"]["none"]
     assert row["tool_ignored"]["tool_ignored"]["rate"] == 0.0 and row["tool_ignored"]["runs"] == 2
+    assert row["tool_ignored"]["classes"]["not judged"] == 1 and row["tool_ignored"]["tool_ignored"]["n"] == 1
+    assert row["conflict_incorrect"]["classes"]["not judged"] == 1
 
 
 async def test_the_audit_needs_a_judge(tmp_path, dataset):

@@ -103,12 +103,13 @@ async def audit_directory(directory: Path, judge_id: str, models_file: Path | No
 
 def audit_values(records: Iterable[dict[str, Any]], store: JudgementStore, judge: str) -> dict[str, dict[str, Any]]:
     """Per run key, the class each prompt gave (a run without a call: the class its prompt fixes;
-    None: not judged; UNPARSEABLE)."""
+    None: not judged, a run whose trajectory is gone included; UNPARSEABLE)."""
     prompts = {CONFLICT.id: CONFLICT, IGNORED.id: IGNORED}
     out: dict[str, dict[str, Any]] = {}
     for record in audited(records):
         inputs = audit_inputs(record)
         if inputs is None:
+            out[record["key"]] = {CONFLICT.id: None, IGNORED.id: None}
             continue
         if not inputs:
             out[record["key"]] = {CONFLICT.id: NO_CALL[CONFLICT.id]}
