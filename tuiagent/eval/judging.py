@@ -137,3 +137,8 @@ def judge_cost(store: JudgementStore, judge: str) -> dict[str, Any]:
             "prompt_tokens": sum(r["prompt_tokens"] for r in mine),
             "generated_tokens": sum(r["generated_tokens"] for r in mine),
             "seconds": round(sum(r["seconds"] for r in mine), 2)}
+
+
+def judge_summary(store: JudgementStore, judge: str, model: str) -> dict[str, Any]:
+    """What the report says of a judge: its cost, with the warning when it is the model under test."""
+    return judge_cost(store, judge) | {"warning": same_model_warning(judge, model)}

@@ -508,7 +508,7 @@ def summary_from_store(directory: Path, *, baseline: str | None = None) -> dict[
     """The summary of the results in an eval directory, with the settings order and conditions of its manifest."""
     from tuiagent.core.judge_store import JudgementStore
     from tuiagent.eval.attc_audit import audit_values
-    from tuiagent.eval.judging import call_verdicts, judge_cost, same_model_warning
+    from tuiagent.eval.judging import call_verdicts, judge_summary
     from tuiagent.eval.results import ResultStore
 
     store = ResultStore(directory)
@@ -518,14 +518,12 @@ def summary_from_store(directory: Path, *, baseline: str | None = None) -> dict[
     if manifest.get("judge"):
         judgements = JudgementStore(directory)
         verdicts = call_verdicts(store.records.values(), judgements, manifest["judge"])
-        judge = judge_cost(judgements, manifest["judge"]) | {
-            "warning": same_model_warning(manifest["judge"], str(manifest.get("model")))}
+        judge = judge_summary(judgements, manifest["judge"], str(manifest.get("model")))
     audits, audit_judge = None, None
     if manifest.get("attc_audit"):
         judgements = JudgementStore(directory)
         audits = audit_values(store.records.values(), judgements, manifest["attc_audit"])
-        audit_judge = judge_cost(judgements, manifest["attc_audit"]) | {
-            "warning": same_model_warning(manifest["attc_audit"], str(manifest.get("model")))}
+        audit_judge = judge_summary(judgements, manifest["attc_audit"], str(manifest.get("model")))
     return summarize(store.records.values(), settings=[s["name"] for s in settings],
                      baseline=baseline or manifest.get("baseline"),
                      conditions={s["name"]: s.get("condition") for s in settings}, model=manifest.get("model"),
