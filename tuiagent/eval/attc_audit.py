@@ -196,7 +196,7 @@ def attc_tables(section: dict[str, Any], dataset: str, judge: str | None, cell: 
     tables.append((f"{dataset}: ATTC Figure 3, \"tool ignored\" among incorrect runs ({by}; reference prompt "
                    f"overconfident.py: a tool output was right and the answer is wrong; paper: {PAPER_MODELS})",
                    ["setting", "incorrect runs", "tool ignored (judge)", "no code", "overconfident (ignored + no code)",
-                    "cheap flag (last output = gold)", "flag and judge agree", "unparseable / not judged"], rows))
+                    "cheap flag (last output = gold)", "flagged, judge agrees", "unparseable / not judged"], rows))
     return tables
 
 
