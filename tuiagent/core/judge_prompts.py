@@ -190,13 +190,13 @@ PROMPTS: dict[str, JudgePrompt] = {p.id: p for p in (
     JudgePrompt("win_rate", 1, WIN_RATE_PROMPT,
                 "[paper] From Proof to Program (TIM), Appendix A.2, Win Rate (input layout ours)",
                 parse_win_rate, 1024, ("problem", "a", "b"), pair=("a", "b")),
-    # max_tokens [ours]: the prompts ask for one \boxed{} and nothing else; room for a short preamble
+    # max_tokens [ours]: the prompts ask for one \boxed{} and nothing else; room for a judge that reasons first
     JudgePrompt("attc_conflict", 1, _literal(ATTC_CONFLICT_PROMPT) + "{response}",
                 "[reference code] 00Dreamer00/ATTC case_analysis/donot_believe_tools.py: reasoning-tool conflict",
-                boxed_choice(0, 1, 2), 64, ("response",)),
+                boxed_choice(0, 1, 2), 256, ("response",)),
     JudgePrompt("attc_tool_ignored", 1, _literal(ATTC_TOOL_IGNORED_PROMPT) + "{case}",
                 "[reference code] 00Dreamer00/ATTC case_analysis/overconfident.py: tool ignored in wrong runs",
-                boxed_choice(0, 1, 2), 64, ("case",)),
+                boxed_choice(0, 1, 2), 256, ("case",)),
 )}
 
 
