@@ -40,6 +40,9 @@ def test_the_reference_prompts_and_their_reader():
     read = conflict.parse
     assert [read(reply(t)) for t in ("\\boxed{1}", "first \\boxed{0}, finally \\boxed{2}", " \\boxed{ 0 } ")] == [1, 2, 0]
     assert [read(reply(t)) for t in ("\\boxed{3}", "1", "\\boxed{yes}", "")] == [UNPARSEABLE] * 4
+    wrong = prompt("attc_tool_wrong")
+    assert 'If any return result of Python code is incorrect, output "\\boxed{1}".' in wrong.render(case="X")
+    assert [wrong.parse(reply(t)) for t in ("\\boxed{1}", "\\boxed{2}")] == [1, UNPARSEABLE]  # two classes only
 
 
 def test_the_whole_response_is_every_turn_and_what_followed_it():
@@ -58,19 +61,24 @@ def run(pid: int, correct: bool, *, tcn: int = 1, flag: bool = False) -> dict:
 
 def test_the_rates_on_hand_made_classes():
     runs = [run(1, False), run(2, False), run(3, False), run(4, False, flag=True), run(5, False, tcn=0),
-            run(6, True), run(7, True)]
+            run(6, True), run(7, True), run(8, True, tcn=0)]
     values = {"d/1/s/0": {"attc_conflict": 1, "attc_tool_ignored": 1},
               "d/2/s/0": {"attc_conflict": 2, "attc_tool_ignored": 0},
               "d/3/s/0": {"attc_conflict": UNPARSEABLE, "attc_tool_ignored": None},
               "d/4/s/0": {"attc_conflict": 1, "attc_tool_ignored": 1},
               "d/5/s/0": {"attc_conflict": 0, "attc_tool_ignored": 2},  # no call: the classes its prompts fix
-              "d/6/s/0": {"attc_conflict": 0}, "d/7/s/0": {"attc_conflict": 2}}
+              "d/6/s/0": {"attc_conflict": 0, "attc_tool_wrong": 1}, "d/7/s/0": {"attc_conflict": 2,
+                                                                               "attc_tool_wrong": UNPARSEABLE},
+              "d/8/s/0": {"attc_conflict": 0}}  # correct, no call: the tool-wrong question is not asked
     row = attc_section({"s": runs}, values)["s"]
     wrong = row["conflict_incorrect"]
     assert wrong["classes"] == {"0": 1, "1": 2, "2": 1, "unparseable": 1, "not judged": 0}
     assert (wrong["conflict"]["k"], wrong["conflict"]["n"], wrong["conflict"]["rate"]) == (3, 4, 0.75)
     assert (wrong["believe_self"]["k"], wrong["believe_self"]["n"]) == (2, 3)
-    assert row["conflict_correct"]["conflict"]["rate"] == 0.5
+    assert row["conflict_correct"]["conflict"]["rate"] == pytest.approx(1 / 3, abs=1e-4)
+    wrong_tool = row["tool_wrong"]  # correct runs with a call: 6 (wrong output), 7 (unparseable)
+    assert (wrong_tool["runs"], wrong_tool["tool_wrong"]["k"], wrong_tool["tool_wrong"]["n"]) == (2, 1, 1)
+    assert wrong_tool["classes"]["unparseable"] == 1
     ignored = row["tool_ignored"]
     assert ignored["classes"] == {"0": 1, "1": 2, "2": 1, "unparseable": 0, "not judged": 1}
     assert (ignored["tool_ignored"]["rate"], ignored["overconfident"]["rate"]) == (0.5, 0.75)
@@ -97,17 +105,18 @@ def three_runs(job):
 
 
 async def test_an_eval_with_the_audit_and_a_scripted_judge(tmp_path, dataset):
-    # asked in run order: 1 conflict; 2 conflict, tool ignored; 3 conflict, tool ignored
-    models = judge_models(tmp_path, ["\\boxed{0}", "\\boxed{1}", "\\boxed{1}", "no idea", "\\boxed{0}"])
+    # asked in run order: 1 conflict, tool wrong; 2 conflict, tool ignored; 3 conflict, tool ignored
+    models = judge_models(tmp_path, ["\\boxed{0}", "\\boxed{1}", "\\boxed{1}", "\\boxed{1}", "no idea",
+                                     "\\boxed{0}"])
     cfg = EvalConfig(datasets=[str(dataset(3))], settings=resolve_settings(["none"]), out=tmp_path / "out",
                      model="scripted", models_file=models, judge="judge", attc_audit=True)
     logs: list[str] = []
     await run_eval(cfg, backend_factory=Factory(three_runs), kernels=KERNELS, log=logs.append)
-    assert any("judge judge: 5 ATTC audit question(s) judged" in m for m in logs)
+    assert any("judge judge: 6 ATTC audit question(s) judged" in m for m in logs)
     lines = [json.loads(line) for line in (cfg.out / JUDGEMENTS).read_text(encoding="utf-8").splitlines()]
-    assert [r["prompt"] for r in lines] == ["attc_conflict", "attc_conflict", "attc_tool_ignored", "attc_conflict",
-                                           "attc_tool_ignored"]
-    case = json.loads(lines[2]["inputs"]["case"])
+    assert [r["prompt"] for r in lines] == ["attc_conflict", "attc_tool_wrong", "attc_conflict", "attc_tool_ignored",
+                                           "attc_conflict", "attc_tool_ignored"]
+    case = json.loads(lines[3]["inputs"]["case"])
     assert (case["idx"], case["answer"], case["pred"], case["question"]) == ("2", "4", "5", "What is 2 plus 2?")
     assert "```output\n4\n```" in case["code"] and case["solution"] == "2 + 2 = 4"
     summary = summary_from_store(cfg.out)
@@ -117,6 +126,7 @@ async def test_an_eval_with_the_audit_and_a_scripted_judge(tmp_path, dataset):
     assert row["conflict_correct"]["conflict"]["rate"] == 0.0
     assert (row["tool_ignored"]["tool_ignored"]["k"], row["tool_ignored"]["tool_ignored"]["n"]) == (1, 2)
     assert (row["tool_ignored"]["cheap_flag"]["k"], row["tool_ignored"]["flag_and_judge"]) == (1, 1)  # run 2
+    assert (row["tool_wrong"]["tool_wrong"]["k"], row["tool_wrong"]["tool_wrong"]["n"]) == (1, 1)  # run 1, says the judge
     markdown = to_markdown(summary)
     assert "ATTC Figure 2" in markdown and "ATTC Figure 3" in markdown and "judge judge" in markdown
     assert summary["judge"]["prompts"]["attc_conflict"] == {"judged": 3, "unparseable": 1}
@@ -125,7 +135,7 @@ async def test_an_eval_with_the_audit_and_a_scripted_judge(tmp_path, dataset):
 
     judge_models(tmp_path, [])  # nothing more to say: a resumed eval asks nothing
     await run_eval(cfg, backend_factory=Factory(three_runs), kernels=KERNELS, log=logs.append)
-    assert len((cfg.out / JUDGEMENTS).read_text(encoding="utf-8").splitlines()) == 5
+    assert len((cfg.out / JUDGEMENTS).read_text(encoding="utf-8").splitlines()) == 6
 
 
 async def test_the_audit_of_a_directory_already_there(tmp_path, dataset):
@@ -159,7 +169,7 @@ def test_the_audit_from_the_command_line(write_script, tmp_path):
         return subprocess.run([sys.executable, "-m", "tuiagent", *args], capture_output=True, text=True, timeout=180)
 
     script = write_script(code_turn("150 + 3"), answer_turn("153"))  # right for bakery, wrong for books
-    judge = write_script({"text": "\\boxed{0}"}, {"text": "\\boxed{1}"}, name="judge.jsonl")
+    judge = write_script({"text": "\\boxed{0}"}, {"text": "\\boxed{0}"}, {"text": "\\boxed{1}"}, name="judge.jsonl")
     models = tmp_path / "models.toml"
     models.write_text(f'[models.judge]\nbackend = "scripted"\n[models.judge.source]\nkind = "script"\n'
                       f'path = {json.dumps(str(judge))}\n', encoding="utf-8")
@@ -174,10 +184,11 @@ def test_the_audit_from_the_command_line(write_script, tmp_path):
     audit = tuiagent("eval", str(out), "--report-only", "--attc-audit", "--judge", "judge", "--models", str(models),
                      "-q", "-f", "md")
     assert audit.returncode == 0, audit.stderr
-    # both runs wrote the same response: one conflict question for both, and books' tool-ignored one
-    assert "judge judge: 2 ATTC audit question(s) judged" in audit.stderr
+    # both runs wrote the same response: one conflict question for both, bakery's tool-wrong one and books'
+    # tool-ignored one
+    assert "judge judge: 3 ATTC audit question(s) judged" in audit.stderr
     summary = (out / "summary.md").read_text(encoding="utf-8")
-    assert "ATTC Figure 2" in summary and "ATTC Figure 3" in summary
+    assert "ATTC Figure 2" in summary and "ATTC Figure 3" in summary and "ATTC section 2.2" in summary
     assert "| none | 1 | 1.000 (1/1; " in summary  # books: the tool ignored (class 1) among 1 incorrect run
 
 

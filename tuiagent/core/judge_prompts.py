@@ -180,6 +180,20 @@ ATTC_TOOL_IGNORED_PROMPT = (
     'included in "\\boxed{}, don\'t output extra text". The cases that need to be analyzed are as follows:\n\n    '
 )
 
+# [reference code] 00Dreamer00/ATTC, case_analysis/false_tool_in_true_cases.py (commit 77adefb): the
+# audit of correct runs for a wrong tool output (section 2.2: the tool should not be trusted blindly
+# either), verbatim with its whitespace; sent followed by the case as JSON, as above.
+ATTC_TOOL_WRONG_PROMPT = (
+    '\n    I will give you a jsonl formatted data, which is a case where the model answered correctly."question" '
+    'is the question answered by the model, "answer" is the standard answer, "solution" is the standard '
+    'problem-solving process, "code" is the content of the model\'s answer, and "pred" is the final answer of the '
+    "model. \n    You need to analyze the content of the model's answer based on this information. If all the "
+    'Python code\'s return results (after "```output") in the model\'s answer are correct (including correct '
+    'answer and correct thinking), output "\\boxed{0}". If any return result of Python code is incorrect, output '
+    '"\\boxed{1}". Your answer is limited to these two types and must be included in "\\boxed{}". Do not output '
+    "any extra text. The cases that need to be analyzed are as follows:\n\n    "
+)
+
 PROMPTS: dict[str, JudgePrompt] = {p.id: p for p in (
     JudgePrompt("necessity", 1, NECESSITY_PROMPT, "[paper] Spurious Tool Use, Appendix A.3, tool necessity judge",
                 parse_necessity, 128, ("question", "tool_type", "tool_content")),
@@ -197,6 +211,9 @@ PROMPTS: dict[str, JudgePrompt] = {p.id: p for p in (
     JudgePrompt("attc_tool_ignored", 1, _literal(ATTC_TOOL_IGNORED_PROMPT) + "{case}",
                 "[reference code] 00Dreamer00/ATTC case_analysis/overconfident.py: tool ignored in wrong runs",
                 boxed_choice(0, 1, 2), 256, ("case",)),
+    JudgePrompt("attc_tool_wrong", 1, _literal(ATTC_TOOL_WRONG_PROMPT) + "{case}",
+                "[reference code] 00Dreamer00/ATTC case_analysis/false_tool_in_true_cases.py: a wrong tool output "
+                "in right runs", boxed_choice(0, 1), 256, ("case",)),
 )}
 
 

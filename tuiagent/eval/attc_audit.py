@@ -9,6 +9,9 @@ authors' reference code does them (00Dreamer00/ATTC, ``case_analysis/``; the pap
 - **tool ignored** (section 2.2, Figure 3; ``overconfident.py``): in an incorrect run, was a tool
   output right (answer and thinking), given the question, the gold answer and the reference
   solution? 0 no (normal), 1 yes: the tool was right and ignored, 2 no Python code.
+- **tool wrong** (section 2.2's other side, "the tool should not be trusted blindly";
+  ``false_tool_in_true_cases.py``; no figure in our copy): in a correct run with a call, was any tool
+  output wrong? 0 all right, 1 one or more wrong.
 
 The judge reads the run's whole response: every generated turn with the outputs and notes appended
 after it, text that PruneTIR later pruned included. A run without an executed call is not asked
@@ -35,7 +38,10 @@ from tuiagent.eval.stats import wilson
 
 CONFLICT = prompt("attc_conflict")
 IGNORED = prompt("attc_tool_ignored")
-NO_CALL = {CONFLICT.id: 0, IGNORED.id: 2}  # what each prompt prescribes for a run without code
+WRONG = prompt("attc_tool_wrong")
+AUDITS = {p.id: p for p in (CONFLICT, IGNORED, WRONG)}
+# what the prompts prescribe for a run without code (the tool-wrong one says nothing: not asked, not counted)
+NO_CALL = {CONFLICT.id: 0, IGNORED.id: 2}
 # [paper] section 2 (shared/papers/003): the open TIR models it audits (not named per bar in our copy;
 # the reference scripts ran SimpleTIR-7B on MATH500 and ToRL-7B on OlympiadBench).
 PAPER = {"conflict": "40-60% of error cases (Figure 2)",
@@ -50,8 +56,8 @@ def whole_response(events: Iterable[ev.Event]) -> str:
 
 
 def audit_inputs(record: dict[str, Any]) -> dict[str, dict[str, str]] | None:
-    """Per prompt id, the inputs this run is asked with (tool ignored: incorrect runs only); {} for a
-    run without an executed call, None without a trajectory."""
+    """Per prompt id, the inputs this run is asked with (tool ignored: incorrect runs; tool wrong:
+    correct ones); {} for a run without an executed call, None without a trajectory."""
     path = record.get("trajectory")
     if not path or not Path(path).is_file():
         return None
@@ -59,13 +65,11 @@ def audit_inputs(record: dict[str, Any]) -> dict[str, dict[str, str]] | None:
         return {}
     events = trajectory.load(Path(path)).events
     response = whole_response(events)
-    out = {CONFLICT.id: {"response": response}}
-    if record.get("correct") is False:
-        question = next((e.problem for e in events if isinstance(e, ev.RunStarted)), "")
-        case = {"idx": record["problem_id"], "question": question, "solution": record.get("reference") or "",
-                "answer": record.get("gold") or "", "code": response, "pred": record.get("answer") or ""}
-        out[IGNORED.id] = {"case": json.dumps(case, ensure_ascii=False, indent=2)}
-    return out
+    question = next((e.problem for e in events if isinstance(e, ev.RunStarted)), "")
+    case = {"idx": record["problem_id"], "question": question, "solution": record.get("reference") or "",
+            "answer": record.get("gold") or "", "code": response, "pred": record.get("answer") or ""}
+    which = IGNORED if record.get("correct") is False else WRONG
+    return {CONFLICT.id: {"response": response}, which.id: {"case": json.dumps(case, ensure_ascii=False, indent=2)}}
 
 
 def audited(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -75,10 +79,9 @@ def audited(records: Iterable[dict[str, Any]]) -> list[dict[str, Any]]:
 
 def audit_items(records: Iterable[dict[str, Any]]) -> Iterator[Item]:
     """The questions to ask: each audited run's prompts (runs without a call need none)."""
-    prompts = {CONFLICT.id: CONFLICT, IGNORED.id: IGNORED}
     for record in audited(records):
         for pid, inputs in (audit_inputs(record) or {}).items():
-            yield prompts[pid], inputs
+            yield AUDITS[pid], inputs
 
 
 async def audit_eval(judge_id: str, models_file: Path | None, directory: Path, records: Iterable[dict[str, Any]],
@@ -104,19 +107,18 @@ async def audit_directory(directory: Path, judge_id: str, models_file: Path | No
 def audit_values(records: Iterable[dict[str, Any]], store: JudgementStore, judge: str) -> dict[str, dict[str, Any]]:
     """Per run key, the class each prompt gave (a run without a call: the class its prompt fixes;
     None: not judged, a run whose trajectory is gone included; UNPARSEABLE)."""
-    prompts = {CONFLICT.id: CONFLICT, IGNORED.id: IGNORED}
     out: dict[str, dict[str, Any]] = {}
     for record in audited(records):
         inputs = audit_inputs(record)
         if inputs is None:
-            out[record["key"]] = {CONFLICT.id: None, IGNORED.id: None}
+            out[record["key"]] = dict.fromkeys(AUDITS)
             continue
         if not inputs:
             out[record["key"]] = {CONFLICT.id: NO_CALL[CONFLICT.id]}
             if record.get("correct") is False:
                 out[record["key"]][IGNORED.id] = NO_CALL[IGNORED.id]
             continue
-        out[record["key"]] = {pid: judged(store, judge, prompts[pid], i) for pid, i in inputs.items()}
+        out[record["key"]] = {pid: judged(store, judge, AUDITS[pid], i) for pid, i in inputs.items()}
     return out
 
 
@@ -134,7 +136,8 @@ def _classes(values: list[Any]) -> dict[str, int]:
 def attc_section(clean: dict[str, list[dict[str, Any]]], values: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
     """Per setting: the conflict rate among incorrect and correct runs and whom the model believed in
     the incorrect runs' conflicts; the tool-ignored rate among incorrect runs, the reference's
-    overconfident ratio (ignored + no tool) and the cheap flag beside it. Rates are over the runs
+    overconfident ratio (ignored + no tool) and the cheap flag beside it; the share of correct runs
+    with a call in which a tool output was wrong. Rates are over the runs
     with a class (unparseable and unjudged runs are counted, not in the denominator); Wilson CIs."""
     out: dict[str, Any] = {}
     for s, rs in clean.items():
@@ -157,6 +160,9 @@ def attc_section(clean: dict[str, list[dict[str, Any]]], values: dict[str, dict[
             "runs": len(v), "classes": c, "tool_ignored": _rate(c["1"], n), "overconfident": _rate(c["1"] + c["2"], n),
             "cheap_flag": _rate(len(flagged), len(wrong)),
             "flag_and_judge": sum(values[r["key"]].get(IGNORED.id) == 1 for r in flagged)}
+        v = [values[r["key"]].get(WRONG.id) for r in mine if r["correct"] is True and r.get("tcn")]
+        c = _classes(v)
+        row["tool_wrong"] = {"runs": len(v), "classes": c, "tool_wrong": _rate(c["1"], c["0"] + c["1"])}
         out[s] = row
     return out or None
 
@@ -197,6 +203,12 @@ def attc_tables(section: dict[str, Any], dataset: str, judge: str | None, cell: 
                    f"overconfident.py: a tool output was right and the answer is wrong; paper: {PAPER_MODELS})",
                    ["setting", "incorrect runs", "tool ignored (judge)", "no code", "overconfident (ignored + no code)",
                     "cheap flag (last output = gold)", "flagged, judge agrees", "unparseable / not judged"], rows))
+    tables.append((f"{dataset}: ATTC section 2.2, a wrong tool output in correct runs ({by}; reference prompt "
+                   "false_tool_in_true_cases.py; no figure in our copy)",
+                   ["setting", "correct runs with a call", "a tool output wrong", "unparseable / not judged"],
+                   [[s, str(row["tool_wrong"]["runs"]), _pct(row["tool_wrong"]["tool_wrong"], cell),
+                     f"{row['tool_wrong']['classes']['unparseable']} / {row['tool_wrong']['classes']['not judged']}"]
+                    for s, row in section.items()]))
     return tables
 
 
