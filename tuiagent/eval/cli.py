@@ -69,8 +69,8 @@ def eval_command(
         "directory. Never the model under test unless named (then a warning)."))] = None,
     attc_audit: Annotated[bool, typer.Option("--attc-audit", help=(
         "With --judge: the judge reads each run whole, as ATTC's reference code does, for its reasoning-tool "
-        "conflict (Figure 2) and, in wrong runs, a right tool output ignored (Figure 3); with --report-only it "
-        "audits the runs already there."))] = False,
+        "conflict (Figure 2), in wrong runs a right tool output ignored (Figure 3), in right runs a wrong tool "
+        "output; with --report-only it audits the runs already there."))] = False,
     concurrency: Annotated[int, typer.Option(min=1, help="Runs in flight (a local llama.cpp model decodes them in one batch; vLLM / OpenAI-compatible servers).")] = 1,
     sandbox: SandboxOpt = "auto",
     max_tool_calls: Annotated[int | None, typer.Option(min=0, help="Tool-call budget (default 4, [ref]).")] = None,
