@@ -15,8 +15,8 @@ authors' reference code does them (00Dreamer00/ATTC, ``case_analysis/``; the pap
 
 The judge reads the run's whole response: every generated turn with the outputs and notes appended
 after it, text that PruneTIR later pruned included. A run without an executed call is not asked
-[ours]: both prompts fix its class (conflict 0, tool ignored 2), and it counts in the denominators as
-the reference's would. Only the questions as written are audited (no variants) [ours]. The cheap
+[ours]: the first two prompts fix its class (conflict 0, tool ignored 2), and it counts in their
+denominators as the reference's would; the third says nothing of it, so it is left out there. Only the questions as written are audited (no variants) [ours]. The cheap
 flag ``tool_ignored`` (guards.tim_monitor.gold_output_ignored: the last successful output equals the
 gold answer) is shown beside the judged figure: it misses every right intermediate result that is
 not the final answer, so it undercounts.
