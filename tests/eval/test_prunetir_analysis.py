@@ -145,10 +145,10 @@ def test_without_an_ablated_setting_there_is_no_ablation_table():
     assert section["ablation"] is None and set(section["stuck"]) == {"none", "prunetir"}
 
 
-def test_a_record_without_a_trace_is_read_from_its_trajectory(tmp_path):
-    record = rec("s", 1, True)
+def test_a_record_with_neither_a_trace_nor_a_trajectory_has_no_trace(tmp_path):
+    record = rec("s", 1, True, trajectory=str(tmp_path / "gone.jsonl"))
     del record["turn_trace"]
-    assert record_trace(record) is None  # neither a trace nor a trajectory
+    assert record_trace(record) is None  # counted as "without a trace", never as a run without errors
 
 
 ERR_THEN_FIX = "Let me compute.\n```python\nprint(1/0)\n```\n```output\n"
