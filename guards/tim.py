@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypedDict
 
 from guards.base import GuardBase, setting, verdict_data
-from guards.tim_monitor import NO_DERIVATION, PHRASES, READ_OFF, Reading, monitor, tool_ignored
+from guards.tim_monitor import NO_DERIVATION, PHRASES, READ_OFF, Reading, gold_output_ignored, monitor
 from tuiagent.protocol import FLAG, INJECT, PASS, Display, Line, RunRecord, RunView, Span, Verdict, VerdictRecord
 
 # The mitigation sentence. [paper] section 6.1, verbatim: "after each problem statement, we inject
@@ -111,7 +111,8 @@ class TIM(GuardBase):
     name: ClassVar[str] = "tim"
     order: ClassVar[int] = 50
     main_settings = ("monitor", "prompt")
-    summary = (("tool_ignored", "tool ignored"), ("tim_flag", "TIM flags"))
+    # the cheap flag for ATTC's "tool ignored" (the key stays, so older results read); eval.attc_audit judges it
+    summary = (("tool_ignored", "last out = gold, wrong"), ("tim_flag", "TIM flags"))
 
     @classmethod
     def note(cls, v: VerdictRecord) -> str:
@@ -172,7 +173,7 @@ class TIM(GuardBase):
         r = read(run, cls.Settings())
         said = next((v for v in run.of(cls.name) if v.hook == "on_finish"), None)
         guard_flag: bool | None = None if said is None else verdict_data(said, TIMData).get("flagged")
-        return {"tool_ignored": tool_ignored(run), "tim_flag": r.flagged, "tim_score": r.score, "tim_level": r.level,
+        return {"tool_ignored": gold_output_ignored(run), "tim_flag": r.flagged, "tim_score": r.score, "tim_level": r.level,
                 "tim_categories": r.categories, "tim_guard_flag": None if said is None else bool(guard_flag)}
 
     @dataclass(frozen=True)

@@ -37,7 +37,12 @@ CONDITION_LABELS = {
     "oracle": "Agent-OracleCalc",
     "max1": "Agent-Max1Turn",
 }
-PROTOCOLS = {"tooltax": ("full", "cot", "noop", "oracle", "max1")}
+PROTOCOLS = {"tooltax": ("full", "cot", "noop", "oracle", "max1"),
+             # [ours] PruneTIR's ablation rows (report: eval/prunetir_analysis.py): the base with the budget
+             # PruneTIR declares with its defaults (run_budget: retry_limit x (turn_limit + 1) + 1 = 9 calls),
+             # so every row has the same calls to spend; the full method; each component off [paper].
+             "prunetir-ablation": ("none:max_tool_calls=9", "prunetir", "prunetir:prunetir.stp=false",
+                                   "prunetir:prunetir.stpr=false", "prunetir:prunetir.rtts=false")}
 
 RUN_KEYS = {"mode": str, "kernel": str, "max_tool_calls": int, "max_tokens": int, "exec_timeout_s": float,
             "output_chars": int, "max_wall_s": float}

@@ -42,7 +42,8 @@ def eval_command(
         "'attc+prunetir:attc.threshold=0.9' or 'full:max_tool_calls=8'. Default: none."))] = None,
     configs: Annotated[Path | None, typer.Option("--configs", help="A TOML file of more presets ([presets.NAME] tables); without -c, all of them run.")] = None,
     protocol: Annotated[str | None, typer.Option("--protocol", help=(
-        "Add a paper protocol's settings: tooltax = full, cot, noop, oracle, max1 (Gap and capability overlap)."))] = None,
+        "Add a paper protocol's settings: tooltax = full, cot, noop, oracle, max1 (Gap and capability overlap); "
+        "prunetir-ablation = none (9 calls), prunetir and each of its components off."))] = None,
     baseline: Annotated[str | None, typer.Option("--baseline", help="The setting differences are taken against (default: the first).")] = None,
     seeds: Annotated[int, typer.Option(min=1, help="Samples per problem and setting (Pass@1 averaged); use with --temperature.")] = 1,
     temperature: Annotated[float | None, typer.Option(min=0, help="Sampling temperature for every run.")] = None,
@@ -66,6 +67,10 @@ def eval_command(
         "The judge model (a models.toml id: a local model, a server, vLLM): with --cue-probe it judges each "
         "executed call's necessity (Spurious Tool Use, Appendix A.3); judgements are cached in the results "
         "directory. Never the model under test unless named (then a warning)."))] = None,
+    attc_audit: Annotated[bool, typer.Option("--attc-audit", help=(
+        "With --judge: the judge reads each run whole, as ATTC's reference code does, for its reasoning-tool "
+        "conflict (Figure 2), in wrong runs a right tool output ignored (Figure 3), in right runs a wrong tool "
+        "output; with --report-only it audits the runs already there."))] = False,
     concurrency: Annotated[int, typer.Option(min=1, help="Runs in flight (a local llama.cpp model decodes them in one batch; vLLM / OpenAI-compatible servers).")] = 1,
     sandbox: SandboxOpt = "auto",
     max_tool_calls: Annotated[int | None, typer.Option(min=0, help="Tool-call budget (default 4, [ref]).")] = None,
@@ -114,6 +119,12 @@ def eval_command(
         directory = (out or dirs[0]).expanduser()
         for line in merge_shards(dirs, directory) if len(dirs) > 1 else []:
             err.print(f"incomplete: {line}")
+        if attc_audit:
+            from tuiagent.eval.attc_audit import audit_directory
+
+            if not judge:
+                raise UserError("--attc-audit needs a judge: pass --judge MODEL (a models.toml id)")
+            asyncio.run(audit_directory(directory, judge, models, lambda m: err.print(m)))
     else:
         spec = resolve_spec(RunRequest(problem="", model=model, models_file=models))
         directory = (out or default_out(datasets, spec.id, name)).expanduser()
@@ -145,7 +156,7 @@ def eval_command(
             distractor_model=distractor_model, cues=cues, concurrency=concurrency, run=run, sandbox=check_sandbox(sandbox),
             sampling={"temperature": temperature} if temperature is not None else {},
             retry_errors=retry_errors, baseline=baseline, reuse_generations=reuse_generations, judge=judge,
-            shard=shards,
+            attc_audit=attc_audit, shard=shards,
         )
         outcome = _run_with_progress(cfg, err, quiet)
         failed = outcome.failed

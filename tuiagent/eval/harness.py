@@ -26,8 +26,9 @@ from tuiagent import paths
 from tuiagent.backends.base import BackendCrashed, Failover, Sessions
 from tuiagent.core.batch import run_batch
 from tuiagent.errors import ConfigError, UserError
+from tuiagent.eval.attc_audit import audit_eval
 from tuiagent.eval.datasets import Fields, Problem, load_dataset, select
-from tuiagent.eval.judging import check_judge, cue_probe_runs, judge_eval
+from tuiagent.eval.judging import check_judge, cue_probe_runs, judge_eval, necessity_items
 from tuiagent.eval.metrics import run_record
 from tuiagent.eval.results import ResultStore, run_key
 from tuiagent.eval.reuse import GenerationMemo, ReusingBackend
@@ -83,6 +84,7 @@ class EvalConfig:
     sandbox: str = "auto"  # what kernel cells may do (kernels.sandbox)
     reuse_generations: bool = True  # on the local model, generate identical turns once (eval.reuse)
     judge: str | None = None  # the judge model (models.toml id) of --judge (eval.judging)
+    attc_audit: bool = False  # --attc-audit: the judge audits whole runs as ATTC's reference does (eval.attc_audit)
     shard: tuple[int, int] | None = None  # (I, N): only shard I of N of the problems (eval.shards)
 
 
@@ -495,10 +497,13 @@ async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
             and not any(s.sampling.get("temperature") for s in cfg.settings):
         log(f"note: {cfg.seeds} seeds with greedy sampling (temperature 0) give identical runs; "
             "pass --temperature for different samples")
+    if cfg.attc_audit and not cfg.judge:
+        raise UserError("--attc-audit needs a judge: pass --judge MODEL (a models.toml id)")
     if cfg.judge:
         check_judge(cfg.judge, spec.id, cfg.models_file, log)
-        if not cfg.cues:
-            log(f"note: the judge {cfg.judge} judges the cue probe's calls; without --cue-probe it judges nothing")
+        if not cfg.cues and not cfg.attc_audit:
+            log(f"note: the judge {cfg.judge} judges the cue probe's calls and, with --attc-audit, whole runs; "
+                "without either it judges nothing")
     if cfg.cues:
         cfg.settings = with_no_tool(cfg.settings, log)
     with ResultStore(cfg.out) as store:
@@ -539,6 +544,7 @@ async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
             "run": cfg.run, "sampling": cfg.sampling, "concurrency": runner.concurrency,
             "invalid_variants": invalid, "sessions": previous.get("sessions", []),
             "judge": cfg.judge or previous.get("judge"),
+            "attc_audit": cfg.judge if cfg.attc_audit else previous.get("attc_audit"),
             "shard": describe(load_problems(cfg, whole=True), cfg.shard) if cfg.shard else None,
         })
         if on_plan:
@@ -548,8 +554,11 @@ async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
                 await runner.run(jobs)
             if cfg.judge and cfg.cues:
                 tool = {s.name for s in cfg.settings if s.mode == "tool"}
-                await judge_eval(cfg.judge, cfg.models_file, store.dir, cue_probe_runs(store.records.values(), tool),
-                                 log)
+                await judge_eval(cfg.judge, cfg.models_file, store.dir,
+                                 necessity_items(cue_probe_runs(store.records.values(), tool)),
+                                 log, "call(s)")
+            if cfg.judge and cfg.attc_audit:
+                await audit_eval(cfg.judge, cfg.models_file, store.dir, store.records.values(), log)
         except (asyncio.CancelledError, KeyboardInterrupt):
             runner.outcome.cancelled = True
             raise

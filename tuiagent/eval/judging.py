@@ -2,14 +2,16 @@
 its judgements of an eval's runs cached in ``<eval dir>/judgements.jsonl`` (resumable, like the
 runs), and what they cost, for the report.
 
-What is judged now: each executed call of the cue probe's tool runs, with the tool-necessity prompt
-of "Spurious Tool Use" (Appendix A.3), for the probe's "judge calls no call necessary" items. The
-judge sees the question as the run saw it (cue included), as the necessity guard's judge does [ours].
+A pass asks a list of questions (a registered prompt and its inputs) and caches each answer; what is
+asked: each executed call of the cue probe's tool runs, with the tool-necessity prompt of "Spurious
+Tool Use" (Appendix A.3), for the probe's "judge calls no call necessary" items (the judge sees the
+question as the run saw it, cue included, as the necessity guard's judge does [ours]); and, with
+``--attc-audit``, ATTC's audits of whole runs (``eval.attc_audit``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +19,7 @@ from guards.necessity import TOOL_TYPE
 from tuiagent.core import trajectory
 from tuiagent.core.events import RunStarted
 from tuiagent.core.judge import Judge, JudgeModels
-from tuiagent.core.judge_prompts import UNPARSEABLE, prompt
+from tuiagent.core.judge_prompts import UNPARSEABLE, JudgePrompt, prompt
 from tuiagent.core.judge_store import JudgementStore, judgement_key
 from tuiagent.core.steps import run_pieces
 
@@ -61,33 +63,46 @@ def cue_probe_runs(records: Iterable[dict[str, Any]], tool_settings: set[str]) -
     return [r for r in records if r["setting"] in tool_settings and (r["dataset"], r["problem_id"]) in cued]
 
 
-async def judge_runs(judge: Judge, records: list[dict[str, Any]], log: Callable[[str], None]) -> int:
-    """Ask the judge about every executed call of ``records`` not yet in its cache; how many were asked."""
-    asked = 0
+Item = tuple[JudgePrompt, dict[str, str]]  # one question: a registered prompt and its inputs
+
+
+def necessity_items(records: Iterable[dict[str, Any]]) -> Iterator[Item]:
+    """The cue probe's questions: the necessity of each executed call of ``records``."""
     for record in records:
         calls = executed_calls(record)
-        if calls is None:
-            continue
-        question, codes = calls
-        for code in codes:
-            before = judge.cost.calls
-            await judge.judgement(NECESSITY, necessity_inputs(question, code))
-            asked += judge.cost.calls - before
+        if calls is not None:
+            question, codes = calls
+            yield from ((NECESSITY, necessity_inputs(question, code)) for code in codes)
+
+
+async def judge_items(judge: Judge, items: Iterable[Item], log: Callable[[str], None], what: str = "question(s)") -> int:
+    """Ask the judge every question of ``items`` not yet in its cache; how many were asked (logged as
+    "N ``what`` judged")."""
+    asked = 0
+    for question, inputs in items:
+        before = judge.cost.calls
+        await judge.judgement(question, inputs)
+        asked += judge.cost.calls - before
     if asked:
-        log(f"judge {judge.model_id}: {asked} call(s) judged")
+        log(f"judge {judge.model_id}: {asked} {what} judged")
     return asked
 
 
-async def judge_eval(judge_id: str, models_file: Path | None, directory: Path, records: list[dict[str, Any]],
-                     log: Callable[[str], None]) -> None:
-    """The judging pass after an eval's runs: ``records``' calls not yet in ``directory``'s cache."""
+async def judge_eval(judge_id: str, models_file: Path | None, directory: Path, items: Iterable[Item],
+                     log: Callable[[str], None], what: str = "question(s)") -> None:
+    """A judging pass after an eval's runs: the questions of ``items`` not yet in ``directory``'s cache."""
     models = JudgeModels(models_file)
     store = JudgementStore(directory)
     try:
-        await judge_runs(Judge(judge_id, models=models, store=store), records, log)
+        await judge_items(Judge(judge_id, models=models, store=store), items, log, what)
     finally:
         store.close()
         await models.aclose()
+
+
+def judged(store: JudgementStore, judge: str, question: JudgePrompt, inputs: dict[str, str]) -> Any:
+    """The judge's cached value for one question; None when it was not judged."""
+    return (store.get(judgement_key(judge, question.id, question.version, inputs)) or {}).get("value")
 
 
 def call_verdicts(records: Iterable[dict[str, Any]], store: JudgementStore, judge: str) -> dict[str, list[Any]]:
@@ -98,8 +113,7 @@ def call_verdicts(records: Iterable[dict[str, Any]], store: JudgementStore, judg
         if calls is None:
             continue
         question, codes = calls
-        keys = [judgement_key(judge, NECESSITY.id, NECESSITY.version, necessity_inputs(question, c)) for c in codes]
-        out[record["key"]] = [(store.get(k) or {}).get("value") for k in keys]
+        out[record["key"]] = [judged(store, judge, NECESSITY, necessity_inputs(question, c)) for c in codes]
     return out
 
 
@@ -123,3 +137,8 @@ def judge_cost(store: JudgementStore, judge: str) -> dict[str, Any]:
             "prompt_tokens": sum(r["prompt_tokens"] for r in mine),
             "generated_tokens": sum(r["generated_tokens"] for r in mine),
             "seconds": round(sum(r["seconds"] for r in mine), 2)}
+
+
+def judge_summary(store: JudgementStore, judge: str, model: str) -> dict[str, Any]:
+    """What the report says of a judge: its cost, with the warning when it is the model under test."""
+    return judge_cost(store, judge) | {"warning": same_model_warning(judge, model)}

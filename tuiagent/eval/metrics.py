@@ -14,6 +14,7 @@ from typing import Any
 from guards.chain import available, presenter
 from tuiagent.core import events as ev
 from tuiagent.core.steps import run_metrics, run_pieces
+from tuiagent.eval.prunetir_analysis import turn_trace
 from tuiagent.protocol import RunRecord
 
 
@@ -39,6 +40,7 @@ def run_record(events: list[ev.Event], count_tokens: Callable[[str], int] | None
         "wtn": finished.context_tokens if base["wtn"] is None else base["wtn"],
         "generated_tokens": finished.generated_tokens,
         "turns": sum(isinstance(e, ev.TurnEnded) for e in events),
+        "turn_trace": turn_trace(events),  # PruneTIR's stuck analysis (eval.prunetir_analysis)
         "wall_s": finished.wall_s,
         "resampled": base["stpr"],
         "suspended": base["rtts"],

@@ -12,6 +12,8 @@ Per dataset (on the questions as written; variants have their own sections):
 - distractors: accuracy per distractor type beside the clean accuracy on the same problems;
 - cue probe: tool-call rate with the cue (Y) and without (N), Delta Tool Y-N, per cue, over all items and
   on the items where the tool is not needed (Definition 1; ``eval.cue_probe``);
+- PruneTIR's analyses: erroneous calls in correct vs incorrect runs, the stuck curve, the ablation
+  (``eval.prunetir_analysis``); ATTC's judged audits (``--attc-audit``, ``eval.attc_audit``);
 - the judge (``--judge``): its model and what its judgements cost.
 """
 
@@ -27,8 +29,10 @@ from pathlib import Path
 from typing import Any
 
 from guards.chain import available, presenter
+from tuiagent.eval.attc_audit import attc_section, attc_tables, plot_attc
 from tuiagent.eval.cue_probe import cue_section, cue_table
 from tuiagent.eval.estimators import estimators
+from tuiagent.eval.prunetir_analysis import plot_stuck, prunetir_section, prunetir_tables
 from tuiagent.eval.stats import TOOL_BINS, bin_label, bootstrap_mean, mcnemar_exact, paired_bootstrap, tool_bin
 from tuiagent.eval.variants import DISTRACTOR_PREFIX
 from tuiagent.presets import CONDITION_LABELS
@@ -196,9 +200,13 @@ def distractor_section(records: list[dict[str, Any]], settings: list[str]) -> di
 def summarize(records: Iterable[dict[str, Any]], *, settings: list[str] | None = None, baseline: str | None = None,
               conditions: dict[str, str | None] | None = None, model: str | None = None,
               invalid_variants: list[dict[str, Any]] | None = None, modes: dict[str, str] | None = None,
-              verdicts: dict[str, list[Any]] | None = None, judge: dict[str, Any] | None = None) -> dict[str, Any]:
+              verdicts: dict[str, list[Any]] | None = None, judge: dict[str, Any] | None = None,
+              specs: dict[str, dict[str, Any]] | None = None, audits: dict[str, dict[str, Any]] | None = None,
+              audit_judge: dict[str, Any] | None = None) -> dict[str, Any]:
     """The whole summary as plain data (what summary.json holds). ``modes``: each setting's mode (the
-    cue probe's no-tool setting); ``verdicts`` and ``judge``: the judge's per-call values and its cost."""
+    cue probe's no-tool setting); ``verdicts`` and ``judge``: the judge's per-call values and its cost;
+    ``specs``: each setting as the manifest describes it (PruneTIR's ablation rows); ``audits`` and
+    ``audit_judge``: ATTC's audit classes per run key, and its judge with what it cost."""
     records = list(records)
     names = list(settings or [])
     for r in records:
@@ -220,10 +228,12 @@ def summarize(records: Iterable[dict[str, Any]], *, settings: list[str] | None =
             "tooltax": tooltax(clean, conditions),
             "distractors": distractor_section(rs, names),
             "cues": cue_section(rs, names, modes or {}, verdicts),
+            "prunetir": prunetir_section(clean, specs or {}, setting_row),
+            "attc_audit": attc_section(clean, audits) if audits is not None else None,
         }
     return {"model": model or next((r.get("model") for r in records), None), "baseline": baseline,
             "settings": names, "runs": len(records), "datasets": datasets,
-            "invalid_variants": invalid_variants or [], "judge": judge}
+            "invalid_variants": invalid_variants or [], "judge": judge, "audit_judge": audit_judge}
 
 
 # -- forms ------------------------------------------------------------------------------------------
@@ -311,6 +321,10 @@ def _section_tables(summary: dict[str, Any], dataset: str) -> list[tuple[str, li
                        "holds: acc Y (tool) <= acc Y (no tool), Definition 1)",
                        header, [[{True: "yes", False: "no"}[c] if isinstance(c, bool) else
                                  c if isinstance(c, str) else _cell(c) for c in row] for row in rows]))
+    if d.get("prunetir"):
+        tables += prunetir_tables(d["prunetir"], dataset, _cell)
+    if d.get("attc_audit"):
+        tables += attc_tables(d["attc_audit"], dataset, (summary.get("audit_judge") or {}).get("judge"), _cell)
     return tables
 
 
@@ -341,13 +355,19 @@ def to_markdown(summary: dict[str, Any]) -> str:
         out += [f"## {dataset}", ""]
         for title, header, rows in _main_tables(summary, dataset) + _section_tables(summary, dataset):
             out += [f"### {title}", "", table(header, rows), ""]
-    if summary.get("judge"):
-        out += ["## Judge", "", judge_line(summary["judge"]), ""]
+    if judges(summary):
+        out += ["## Judge", "", *(judge_line(j) for j in judges(summary)), ""]
     if summary["invalid_variants"]:
         out += ["## Distractor variants left out", ""]
         out += [f"- {v['dataset']}/{v['id']} {v['kind']}: {v['why']}" for v in summary["invalid_variants"]]
         out.append("")
     return "\n".join(out)
+
+
+def judges(summary: dict[str, Any]) -> list[dict[str, Any]]:
+    """The eval's judge and, when another model audited the runs (--attc-audit), that one too."""
+    first, audit = summary.get("judge"), summary.get("audit_judge")
+    return [j for j in (first, audit) if j and (j is first or not first or j["judge"] != first["judge"])]
 
 
 def judge_line(judge: dict[str, Any]) -> str:
@@ -402,15 +422,15 @@ def print_terminal(summary: dict[str, Any], console: Any = None) -> None:
             for r in rows:
                 t.add_row(*r)
             console.print(t)
-    if summary.get("judge"):
-        console.print(judge_line(summary["judge"]))
+    for j in judges(summary):
+        console.print(judge_line(j))
     if summary["invalid_variants"]:
         console.print(f"{len(summary['invalid_variants'])} distractor variant(s) left out (see summary.md)")
 
 
 def plot(summary: dict[str, Any], directory: Path) -> list[Path] | str:
-    """PNG plots per dataset (accuracy with CI and Δ; accuracy by tool-call bins); a message instead
-    when matplotlib is not installed."""
+    """PNG plots per dataset (accuracy with CI and Δ; accuracy by tool-call bins; PruneTIR's stuck
+    curve; ATTC's audits when judged); a message instead when matplotlib is not installed."""
     try:
         import matplotlib
 
@@ -453,6 +473,9 @@ def plot(summary: dict[str, Any], directory: Path) -> list[Path] | str:
         fig.savefig(path, dpi=110)
         plt.close(fig)
         written.append(path)
+        stuck = plot_stuck(d["prunetir"], dataset, directory, plt) if d.get("prunetir") else None
+        written += [stuck] if stuck else []
+        written += [plot_attc(d["attc_audit"], dataset, directory, plt)] if d.get("attc_audit") else []
     return written
 
 
@@ -484,7 +507,8 @@ def write_reports(summary: dict[str, Any], directory: Path, formats: Iterable[st
 def summary_from_store(directory: Path, *, baseline: str | None = None) -> dict[str, Any]:
     """The summary of the results in an eval directory, with the settings order and conditions of its manifest."""
     from tuiagent.core.judge_store import JudgementStore
-    from tuiagent.eval.judging import call_verdicts, judge_cost, same_model_warning
+    from tuiagent.eval.attc_audit import audit_values
+    from tuiagent.eval.judging import call_verdicts, judge_summary
     from tuiagent.eval.results import ResultStore
 
     store = ResultStore(directory)
@@ -494,11 +518,16 @@ def summary_from_store(directory: Path, *, baseline: str | None = None) -> dict[
     if manifest.get("judge"):
         judgements = JudgementStore(directory)
         verdicts = call_verdicts(store.records.values(), judgements, manifest["judge"])
-        judge = judge_cost(judgements, manifest["judge"]) | {
-            "warning": same_model_warning(manifest["judge"], str(manifest.get("model")))}
+        judge = judge_summary(judgements, manifest["judge"], str(manifest.get("model")))
+    audits, audit_judge = None, None
+    if manifest.get("attc_audit"):
+        judgements = JudgementStore(directory)
+        audits = audit_values(store.records.values(), judgements, manifest["attc_audit"])
+        audit_judge = judge_summary(judgements, manifest["attc_audit"], str(manifest.get("model")))
     return summarize(store.records.values(), settings=[s["name"] for s in settings],
                      baseline=baseline or manifest.get("baseline"),
                      conditions={s["name"]: s.get("condition") for s in settings}, model=manifest.get("model"),
                      invalid_variants=manifest.get("invalid_variants"),
                      modes={s["name"]: str(s.get("run", {}).get("mode", "tool")) for s in settings},
-                     verdicts=verdicts, judge=judge)
+                     verdicts=verdicts, judge=judge, specs={s["name"]: s for s in settings}, audits=audits,
+                     audit_judge=audit_judge)

@@ -1,4 +1,4 @@
-"""Statistics for paired comparisons, without scipy: exact McNemar, paired bootstrap, tool-call bins."""
+"""Statistics without scipy: exact McNemar, paired and unpaired bootstrap, Wilson intervals, tool-call bins."""
 
 from __future__ import annotations
 
@@ -54,3 +54,27 @@ def bootstrap_mean(values: Sequence[float], *, n_boot: int = 2000, alpha: float 
                    seed: int = 0) -> tuple[float, float, float]:
     """(mean, low, high) of one sample, e.g. per-problem accuracies."""
     return paired_bootstrap(values, n_boot=n_boot, alpha=alpha, seed=seed)
+
+
+def bootstrap_diff(a: Sequence[float], b: Sequence[float], *, n_boot: int = 2000, alpha: float = 0.05,
+                   seed: int = 0) -> tuple[float, float, float]:
+    """(mean(a) - mean(b), low, high) of two independent samples, each resampled on its own (percentile CI)."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    if x.size == 0 or y.size == 0:
+        return float("nan"), float("nan"), float("nan")
+    diff = float(x.mean() - y.mean())
+    rng = np.random.default_rng(seed)
+    boot = (x[rng.integers(0, x.size, size=(n_boot, x.size))].mean(axis=1)
+            - y[rng.integers(0, y.size, size=(n_boot, y.size))].mean(axis=1))
+    low, high = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
+    return diff, float(low), float(high)
+
+
+def wilson(successes: int, n: int, *, z: float = 1.959964) -> tuple[float, float]:
+    """The Wilson score interval of a proportion (95% with the default z); (nan, nan) when n is 0."""
+    if n == 0:
+        return float("nan"), float("nan")
+    p = successes / n
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n)) / (1 + z * z / n)
+    return max(0.0, centre - half), min(1.0, centre + half)
