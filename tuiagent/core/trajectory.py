@@ -127,7 +127,7 @@ def load(path: Path) -> Loaded:
 
 
 def _with_prose_ends(events: list[Event]) -> list[Event]:
-    """Turns recorded before ``TurnEnded.prose_end`` was get it computed, as the loop would have."""
+    """Turns recorded before ``TurnEnded.prose_end`` existed get it computed, as the loop would have."""
     mode, out = "tool", []
     for e in events:
         if isinstance(e, RunStarted):
