@@ -1,0 +1,514 @@
+"""Saved runs as inspect_ai eval logs, written through inspect_ai's own log API (the ``inspect``
+extra), so ``inspect view`` opens them and ``inspect_ai.analysis.samples_df`` / ``evals_df`` read them.
+
+A run is one sample. Its messages are the whole run as it entered the model's context, pruned
+parts kept and marked (``metadata.pruned_by``: which guard and why; ``metadata.pruned``: the parts
+that left): the system prompt and the problem, each turn's prose as an assistant message whose
+code block is a call of a ``python`` tool (the fenced block the model wrote is the call's view),
+the output block the model got back as the tool's message, and each note the loop or a guard
+appended as a user message (tuiagent writes notes into the assistant's turn; inspect has no such
+shape, and a note is not the model's). Its transcript (inspect's events) has one model call per
+turn whose input is the working context the model was given at that turn, after prunes (joined,
+a tool call by its view, the texts after the opening are that context character for character),
+a tool event per call, and an info event per guard verdict, prune, toggle and notice.
+
+One log per setting: an inspect eval is one task x one model x one configuration, and its viewer
+and ``evals_df`` put one log in one row with its accuracy, so settings sit side by side as rows
+(``task_args.setting``, ``metadata.guards``) and ``samples_df`` joins each sample to its setting.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib.metadata
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from tuiagent.core import events as ev
+from tuiagent.core import prompts
+from tuiagent.core.compare import PruneMark, guards_label, pruned_parts, summary, verdict_note
+from tuiagent.core.context import WorkingContext
+from tuiagent.core.fork import is_fork_mark
+from tuiagent.core.steps import run_metrics
+from tuiagent.core.trajectory import load
+from tuiagent.errors import UserError
+from tuiagent.protocol import Segment
+
+if TYPE_CHECKING:
+    from inspect_ai.event import Event as InspectEvent
+    from inspect_ai.log import EvalLog, EvalSample
+    from inspect_ai.model import ChatMessage, ModelOutput
+    from inspect_ai.tool import ToolCallError, ToolInfo
+
+INSTALL = "pip install 'tuiagent[inspect]'"
+SCORER = "tuiagent_answer"  # ours: the name the score has in inspect (right/wrong against the gold)
+TOOL = "python"  # ours: the tool a code block calls, as inspect names tool calls
+# Ours: the tool as the model is told of it (core.prompts.TOOL_SYSTEM), for the model events' tool list.
+TOOL_DESCRIPTION = ("Python run in a Jupyter kernel where math, sympy, numpy (as np) and fractions are imported; "
+                    "what it prints comes back in an ```output block.")
+# How a turn stopped (TurnEnded.stop) in inspect's words (StopReason); ours.
+STOP_REASONS = {"eos": "stop", "length": "max_tokens"}
+# A run's end (RunFinished.reason) that is one of inspect's sample limits, with the budget behind it.
+LIMITS = {"token_budget": ("token", "max_tokens"), "time_budget": ("time", "max_wall_s"),
+          "tool_budget": ("custom", "max_tool_calls")}
+
+
+def require_inspect() -> None:
+    """Raise a UserError that says how to install inspect_ai when it is not installed."""
+    try:
+        import inspect_ai  # noqa: F401
+    except ImportError:
+        raise UserError(f"writing inspect logs needs inspect_ai: {INSTALL}") from None
+
+
+@dataclass(frozen=True)
+class RunSample:
+    """One run to become a sample: its events, the sample's id and epoch, and what else to keep
+    in its metadata (an eval adds its record: dataset, setting, seed, every guard's numbers)."""
+
+    events: list[ev.Event]
+    id: str
+    epoch: int = 1
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+
+
+# -- messages -------------------------------------------------------------------------------------
+
+
+def _when(t: float) -> datetime:
+    return datetime.fromtimestamp(t, UTC)
+
+
+def _started(events: Sequence[ev.Event]) -> ev.RunStarted:
+    started = next((e for e in events if isinstance(e, ev.RunStarted)), None)
+    if started is None:
+        raise UserError("a run without its start cannot be exported")
+    return started
+
+
+def _opening(started: ev.RunStarted) -> list[ChatMessage]:
+    """The system prompt and the problem, as ``core.prompts.messages`` gave them to the chat template
+    (a run whose rendered prompt does not hold them, from another version: the rendered prompt)."""
+    from inspect_ai.model import ChatMessageSystem, ChatMessageUser
+
+    system, user = prompts.messages(started.problem, mode=started.mode)
+    if system["content"] in started.prompt and user["content"] in started.prompt:
+        return [ChatMessageSystem(content=system["content"], source="input"),
+                ChatMessageUser(content=user["content"], source="input")]
+    return [ChatMessageUser(content=started.prompt, source="input", metadata={"rendered_prompt": True})]
+
+
+def _call_id(call: int | None) -> str:
+    return f"call_{call}"
+
+
+def _tool_error(result: ev.ToolResult | None) -> ToolCallError | None:
+    from inspect_ai.tool import ToolCallError
+
+    if result is None:
+        return None
+    if not result.executed:
+        return ToolCallError("cancelled", "not run: " + result.shown)
+    if result.timed_out:
+        return ToolCallError("timeout", "the cell timed out")
+    if result.error:
+        return ToolCallError("unknown", result.error_name or "the cell raised an error")
+    return None
+
+
+@dataclass
+class _Calls:
+    """The run's code blocks and tool results by call number."""
+
+    code: dict[int, str] = field(default_factory=dict)
+    results: dict[int, ev.ToolResult] = field(default_factory=dict)
+
+    @classmethod
+    def of(cls, events: Iterable[ev.Event]) -> _Calls:
+        out = cls()
+        for e in events:
+            if isinstance(e, ev.CodeBlock):
+                out.code[e.call] = e.code
+            elif isinstance(e, ev.ToolResult):
+                out.results[e.call] = e
+        return out
+
+
+def _messages(segments: Iterable[Segment], calls: _Calls, model: str,
+              marks: Mapping[int, PruneMark] | None = None) -> list[ChatMessage]:
+    """Segments of a working context (the prompt left out) as inspect messages; ``marks``: what a
+    guard pruned from each turn, named in each pruned message's metadata."""
+    from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageUser
+    from inspect_ai.tool import ToolCall, ToolCallContent
+
+    out: list[ChatMessage] = []
+    last_call: int | None = None
+    for s in segments:
+        if s.kind == "prompt":
+            continue
+        meta: dict[str, Any] = {"turn": s.turn, "segment": s.kind}
+        mark = (marks or {}).get(s.turn)
+        if mark is not None and s.kind in mark.parts:
+            meta.update(pruned_by=mark.label + (f" ({mark.detail})" if mark.detail else ""), pruned=[s.kind])
+        if s.kind == "model":
+            out.append(ChatMessageAssistant(content=s.text, model=model, source="generate", metadata=meta))
+        elif s.kind == "code":
+            last_call = s.call
+            call = ToolCall(id=_call_id(s.call), function=TOOL, arguments={"code": calls.code.get(s.call or 0, s.text)},
+                            view=ToolCallContent(title=TOOL, format="markdown", content=s.text))
+            previous = out[-1] if out else None
+            if (isinstance(previous, ChatMessageAssistant) and not previous.tool_calls and previous.metadata
+                    and previous.metadata.get("turn") == s.turn):
+                previous.tool_calls = [call]
+                previous.metadata["call"] = s.call
+                if "pruned" in meta:  # the code left the context (its prose may have stayed)
+                    previous.metadata.update(pruned_by=meta["pruned_by"],
+                                             pruned=[*previous.metadata.get("pruned", []), "code"])
+            else:
+                out.append(ChatMessageAssistant(content="", tool_calls=[call], model=model, source="generate",
+                                                metadata=meta | {"call": s.call}))
+        elif s.kind == "tool":
+            call_no = s.call if s.call is not None else last_call
+            out.append(ChatMessageTool(content=s.text, tool_call_id=_call_id(call_no), function=TOOL,
+                                       error=_tool_error(calls.results.get(call_no or 0)),
+                                       metadata=meta | {"call": call_no}))
+        else:  # a note the loop or a guard appended
+            out.append(ChatMessageUser(content=s.text, source="input", metadata=meta | {"source": s.source}))
+    return out
+
+
+def _whole_run(events: Sequence[ev.Event]) -> list[Segment]:
+    """Every segment that entered the context, in order: the one fold (``WorkingContext.apply``) with
+    the prunes left out, so what a guard removed stays (its messages are marked)."""
+    context: WorkingContext | None = None
+    for e in events:
+        if isinstance(e, ev.RunStarted):
+            context = WorkingContext(e.prompt, e.mode)
+        elif context is not None and not isinstance(e, ev.ContextPruned):
+            context.apply(e)
+    return context.segments if context is not None else []
+
+
+# -- the transcript -------------------------------------------------------------------------------
+
+
+def _python_tool() -> ToolInfo:
+    from inspect_ai.tool import ToolInfo, ToolParam, ToolParams
+
+    return ToolInfo(name=TOOL, description=TOOL_DESCRIPTION,
+                    parameters=ToolParams(properties={"code": ToolParam(type="string", description="the cell")},
+                                          required=["code"]))
+
+
+def _turn_output(turn_messages: Sequence[ChatMessage], turn: ev.TurnEnded, model: str,
+                 context_tokens: int) -> ModelOutput:
+    """A turn as the model call's output (its prose and code make one assistant message)."""
+    from inspect_ai.model import ChatCompletionChoice, ChatMessageAssistant, ModelOutput, ModelUsage
+
+    message = next((m for m in turn_messages if isinstance(m, ChatMessageAssistant)),
+                   ChatMessageAssistant(content="", model=model, source="generate"))
+    stop = "tool_calls" if message.tool_calls else STOP_REASONS.get(turn.stop, "unknown")
+    return ModelOutput(model=model, choices=[ChatCompletionChoice(message=message, stop_reason=stop)],  # type: ignore[arg-type]
+                       completion=turn.text,
+                       usage=ModelUsage(input_tokens=context_tokens, output_tokens=turn.tokens,
+                                        total_tokens=context_tokens + turn.tokens),
+                       metadata={"turn": turn.turn, "stop": turn.stop})
+
+
+def _transcript(events: Sequence[ev.Event], calls: _Calls, model: str) -> list[InspectEvent]:
+    """Inspect's events of the run: a model call per turn over the working context as it was then,
+    a tool event per call, an info event per guard verdict, prune, toggle during the run and notice."""
+    from inspect_ai.event import InfoEvent, ModelEvent, ToolEvent
+    from inspect_ai.model import GenerateConfig
+    from inspect_ai.tool import ToolCallContent
+
+    started = _started(events)
+    opening, config = _opening(started), _generate_config(started.sampling)
+    tools = [_python_tool()] if started.mode == "tool" else []
+    out: list[InspectEvent] = []
+    context: WorkingContext | None = None
+    turn: tuple[ev.TurnStarted, list[ChatMessage]] | None = None
+
+    def at(e: ev.Event) -> dict[str, Any]:
+        return {"timestamp": _when(e.t), "working_start": max(e.t - started.t, 0.0)}
+
+    def info(source: str, e: ev.Event, data: dict[str, Any]) -> None:
+        out.append(InfoEvent(source=source, data=data, **at(e)))
+
+    for e in events:
+        if isinstance(e, ev.RunStarted):
+            context = WorkingContext(e.prompt, e.mode)
+            continue
+        if context is None:
+            continue
+        if isinstance(e, ev.TurnStarted):
+            turn = (e, opening + _messages(context.segments, calls, model))
+        before = len(context.segments)
+        context.apply(e)
+        if isinstance(e, ev.TurnEnded) and turn is not None:
+            began, seen = turn
+            output = _turn_output(_messages(context.segments[before:], calls, model), e, model, began.context_tokens)
+            out.append(ModelEvent(model=model, input=seen, tools=tools, tool_choice="auto" if tools else "none",
+                                  config=config or GenerateConfig(), output=output, completed=_when(e.t),
+                                  working_time=max(e.t - began.t, 0.0), **at(began)))
+            turn = None
+        elif isinstance(e, ev.ToolResult):
+            code = calls.code.get(e.call, "")
+            out.append(ToolEvent(id=_call_id(e.call), function=TOOL, arguments={"code": code},
+                                 view=ToolCallContent(title=TOOL, format="markdown", content=f"```python\n{code}\n```"),
+                                 result=e.shown, error=_tool_error(e), completed=_when(e.t),
+                                 working_time=e.duration_s, metadata={"call": e.call, "executed": e.executed},
+                                 **at(e)))
+        elif isinstance(e, ev.GuardVerdict):
+            info(f"guard {e.guard}", e, {"hook": e.hook, "action": e.action, "note": verdict_note(e).text,
+                                         "reason": e.reason, "text": e.text, "turn": e.turn, "data": e.data})
+        elif isinstance(e, ev.ContextPruned):
+            info(f"guard {e.guard}", e, {"action": "pruned" if e.keep is not None else "truncated for a resample",
+                                         "removed_text": e.removed_text, "keep": e.keep,
+                                         "truncate_to": e.truncate_to})
+        elif isinstance(e, ev.GuardToggled) and e.reason not in ("on at start", "") and not is_fork_mark(e):
+            info(f"guard {e.guard}", e, {"enabled": e.enabled, "settings": e.settings, "reason": e.reason})
+        elif isinstance(e, ev.Notice):
+            info("tuiagent", e, {"level": e.level, "message": e.message})
+    return out
+
+
+# -- a sample -------------------------------------------------------------------------------------
+
+
+def _generate_config(sampling: Mapping[str, Any]) -> Any:
+    """The run's sampling in inspect's GenerateConfig (``max_tokens`` is per turn, as tuiagent's)."""
+    from inspect_ai.model import GenerateConfig
+
+    keys = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "seed": "seed",
+            "max_tokens": "max_tokens"}
+    return GenerateConfig(**{ours: sampling[theirs] for theirs, ours in keys.items() if sampling.get(theirs) is not None})
+
+
+def _guard_settings(events: Iterable[ev.Event]) -> dict[str, dict[str, Any]]:
+    """The settings of each guard on at the start of the run."""
+    out: dict[str, dict[str, Any]] = {}
+    for e in events:
+        if isinstance(e, ev.TurnStarted):
+            break
+        if isinstance(e, ev.GuardToggled) and e.reason in ("on at start", ""):
+            if e.enabled:
+                out[e.guard] = dict(e.settings)
+            else:
+                out.pop(e.guard, None)
+    return out
+
+
+def model_name(model_id: str) -> str:
+    """The model as inspect names one (provider/model): tuiagent ran it."""
+    return f"tuiagent/{model_id}"
+
+
+def setting_label(events: Sequence[ev.Event]) -> str:
+    """A run's setting when nothing else names it: its guards on at the start, "cot" for a run without the tool."""
+    label = guards_label(events)
+    if _started(events).mode == "cot":
+        return "cot" if label == "none" else f"cot+{label}"
+    return label
+
+
+def sample(run: RunSample) -> EvalSample:
+    """One run as an inspect sample: messages, transcript, score, metadata, usage and limit."""
+    from inspect_ai.event import ModelEvent
+    from inspect_ai.log import EvalError, EvalSample, EvalSampleLimit
+    from inspect_ai.model import ModelOutput, ModelUsage
+    from inspect_ai.scorer import CORRECT, INCORRECT, Score
+
+    events = run.events
+    started = _started(events)
+    finished = next((e for e in reversed(events) if isinstance(e, ev.RunFinished)), None)
+    s = summary(events)
+    model = model_name(started.model_id)
+    calls = _Calls.of(events)
+    messages = _opening(started) + _messages(_whole_run(events), calls, model, pruned_parts(events))
+    transcript = _transcript(events, calls, model)
+    outputs = [m.output for m in transcript if isinstance(m, ModelEvent)]
+    turns = [e for e in events if isinstance(e, ev.TurnStarted)]
+    usage = ModelUsage(input_tokens=sum(t.context_tokens for t in turns), output_tokens=s.generated_tokens,
+                       total_tokens=sum(t.context_tokens for t in turns) + s.generated_tokens)
+    metadata: dict[str, Any] = {
+        "run_id": started.run_id, "model_id": started.model_id, "backend": started.backend, "mode": started.mode,
+        "guards": s.guards, "guard_settings": _guard_settings(events), "run_settings": started.settings,
+        "sampling": started.sampling, "end_reason": s.reason, "answer": s.answer, "correct": s.correct,
+        "gold": started.gold, "tool_calls": s.tool_calls, "erroneous_calls": s.erroneous_calls,
+        "generated_tokens": s.generated_tokens, "context_tokens": s.context_tokens, "wall_s": s.wall_s,
+        "turns": len(turns), **{k: v for k, v in run_metrics(events).items() if v is not None},
+        "trajectory": s.trajectory, "parent": started.parent,
+    }
+    metadata.update({k: v for k, v in run.metadata.items() if k not in metadata})
+    scores = None
+    if s.correct is not None:
+        scores = {SCORER: Score(value=CORRECT if s.correct else INCORRECT, answer=s.answer,
+                                explanation=f"answer {s.answer!r}, gold {started.gold!r}: "
+                                            f"{'right' if s.correct else 'wrong'} (the run ended: {s.reason})",
+                                metadata={"gold": started.gold, "end_reason": s.reason})}
+    limit = None
+    if s.reason in LIMITS:
+        kind, budget = LIMITS[s.reason]
+        value = started.settings.get(budget)
+        if isinstance(value, (int, float)):
+            limit = EvalSampleLimit(type=kind, limit=float(value), reason=s.reason)  # type: ignore[arg-type]
+    error = None
+    if finished is None or s.reason in ("error", "backend_crashed", "kernel_failed"):
+        why = next((e.message for e in reversed(events) if isinstance(e, ev.Notice) and e.level == "error"), "")
+        message = why or ("the trajectory has no end: the run did not finish" if finished is None else s.reason)
+        error = EvalError(message=message, traceback="", traceback_ansi="")
+    return EvalSample(
+        id=run.id, epoch=run.epoch, input=started.problem, target=started.gold or "", messages=messages,
+        output=outputs[-1] if outputs else ModelOutput(model=model), scores=scores, metadata=metadata,
+        events=transcript, model_usage={model: usage}, started_at=_when(started.t).isoformat(),
+        completed_at=_when(events[-1].t).isoformat(), total_time=s.wall_s, working_time=s.wall_s,
+        uuid=f"{started.run_id}-{run.epoch}", error=error, limit=limit)
+
+
+# -- a log ----------------------------------------------------------------------------------------
+
+
+def _version(package: str) -> str:
+    try:
+        return importlib.metadata.version(package)
+    except importlib.metadata.PackageNotFoundError:
+        return "unknown"
+
+
+def eval_log(runs: Sequence[RunSample], *, task: str, setting: str, dataset: str | None = None,
+             metadata: Mapping[str, Any] | None = None) -> EvalLog:
+    """The runs of one setting (one model) as one inspect eval log, its accuracy computed by inspect's
+    own metrics over the scored samples (those with a gold)."""
+    from inspect_ai.log import (
+        EvalConfig,
+        EvalDataset,
+        EvalLog,
+        EvalMetric,
+        EvalPlan,
+        EvalPlanStep,
+        EvalResults,
+        EvalScore,
+        EvalSpec,
+        EvalStats,
+    )
+    from inspect_ai.model import ModelUsage
+    from inspect_ai.scorer import SampleScore, accuracy, stderr
+
+    if not runs:
+        raise UserError(f"no runs for setting {setting!r}")
+    samples = [sample(r) for r in runs]
+    first = _started(runs[0].events)
+    model = model_name(first.model_id)
+    guards = _guard_settings(runs[0].events)
+    starts = [_started(r.events).t for r in runs]
+    ends = [r.events[-1].t for r in runs]
+    created = _when(min(starts))
+    eval_id = hashlib.sha256("\n".join([task, setting, model, *sorted(s.uuid or "" for s in samples)])
+                             .encode()).hexdigest()[:22]
+    scored = [SampleScore(score=s.scores[SCORER], sample_id=s.id) for s in samples if s.scores]
+    metrics = {}
+    if scored:
+        metrics = {name: EvalMetric(name=name, value=float(metric()(scored)))  # type: ignore[arg-type]
+                   for name, metric in (("accuracy", accuracy), ("stderr", stderr))}
+    usage = ModelUsage()
+    for s in samples:
+        usage = usage + s.model_usage[model]
+    described = {"setting": setting, "guards": guards_label(runs[0].events), "guard_settings": guards,
+                 "mode": first.mode, "run_settings": first.settings, "sampling": first.sampling,
+                 "backend": first.backend, **(metadata or {})}
+    settings = first.settings
+    spec = EvalSpec(
+        eval_id=eval_id, run_id=eval_id, created=created.isoformat(), task=task, task_id=eval_id,
+        task_display_name=f"{task} · {setting}", task_args={"setting": setting}, solver="tuiagent",
+        solver_args={"guards": sorted(guards), "guard_settings": guards, "mode": first.mode},
+        dataset=EvalDataset(name=dataset or task, samples=len({s.id for s in samples}),
+                            sample_ids=list(dict.fromkeys(str(s.id) for s in samples))),
+        model=model, model_generate_config=_generate_config(first.sampling),
+        config=EvalConfig(epochs=max(s.epoch for s in samples),
+                          token_limit=settings.get("max_tokens"), time_limit=_int(settings.get("max_wall_s"))),
+        packages={"tuiagent": _version("tuiagent"), "inspect_ai": _version("inspect_ai")}, metadata=described,
+    )
+    return EvalLog(
+        status="success", eval=spec,
+        plan=EvalPlan(steps=[EvalPlanStep(solver="tuiagent", params={"guards": guards, "mode": first.mode,
+                                                                       "run_settings": settings})],
+                      config=_generate_config(first.sampling)),
+        results=EvalResults(total_samples=len(samples), completed_samples=sum(s.error is None for s in samples),
+                            scores=[EvalScore(name=SCORER, scorer=SCORER, scored_samples=len(scored),
+                                              unscored_samples=len(samples) - len(scored), metrics=metrics)]
+                            if scored else []),
+        stats=EvalStats(started_at=created.isoformat(), completed_at=_when(max(ends)).isoformat(),
+                        model_usage={model: usage}),
+        samples=samples,
+    )
+
+
+def _int(value: Any) -> int | None:
+    return int(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
+
+
+def log_name(log: EvalLog) -> str:
+    """``<created>_<task>-<setting>_<id>.eval``, the shape of the names inspect gives its own logs."""
+    created = datetime.fromisoformat(log.eval.created).strftime("%Y-%m-%dT%H-%M-%S+00-00")
+    setting = str(log.eval.task_args.get("setting", ""))
+    return f"{created}_{_safe(log.eval.task + '-' + setting)}_{log.eval.eval_id}.eval"
+
+
+def _safe(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9.+=-]+", "-", text).strip("-") or "run"
+
+
+def write(log: EvalLog, path: Path) -> Path:
+    """Write a log with inspect's writer (``.eval``, or ``.json`` by the suffix)."""
+    from inspect_ai.log import write_eval_log
+
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_eval_log(log, str(path))
+    return path
+
+
+# -- tuiagent export --inspect --------------------------------------------------------------------
+
+
+def export_inspect(paths: Sequence[Path], out: Path | None = None) -> tuple[list[Path], list[str]]:
+    """Write saved runs as inspect logs, one per setting (model, mode, guards and their settings, budgets):
+    into the directory ``out`` (default: beside the first run), or the file ``out`` (.eval or .json)
+    when the runs are of one setting. Returns the files written and the loader's warnings."""
+    require_inspect()
+    if not paths:
+        raise UserError("give a trajectory file to export")
+    groups: dict[str, list[RunSample]] = {}
+    labels: dict[str, str] = {}
+    warnings: list[str] = []
+    ids: set[str] = set()
+    for path in paths:
+        loaded = load(Path(path))
+        warnings += loaded.warnings
+        started = _started(loaded.events)
+        run_id = started.run_id
+        while run_id in ids:  # the same run given twice (or copied): inspect needs distinct ids
+            run_id += "+"
+        ids.add(run_id)
+        key = repr((started.model_id, started.mode, sorted(_guard_settings(loaded.events).items()),
+                    sorted(started.settings.items()), sorted(started.sampling.items())))
+        labels.setdefault(key, setting_label(loaded.events))
+        groups.setdefault(key, []).append(RunSample(loaded.events, run_id))
+    file_out = out is not None and out.suffix.lower() in (".eval", ".json")
+    if file_out and len(groups) > 1:
+        raise UserError(f"the runs are of {len(groups)} settings, which make {len(groups)} logs: "
+                        "give -o a directory")
+    directory = out if out is not None and not file_out else Path(paths[0]).parent
+    written = []
+    used: dict[str, int] = {}
+    for key, runs in groups.items():
+        label = labels[key]
+        used[label] = used.get(label, 0) + 1  # two settings with one label (other budgets): keep both apart
+        setting = label if used[label] == 1 else f"{label}#{used[label]}"
+        log = eval_log(runs, task="tuiagent", setting=setting)
+        written.append(write(log, out if file_out and out is not None else directory / log_name(log)))
+    return written, warnings
