@@ -90,16 +90,17 @@ def _started(events: Sequence[ev.Event]) -> ev.RunStarted:
     return started
 
 
-def _opening(started: ev.RunStarted) -> list[ChatMessage]:
+def _opening(started: ev.RunStarted, prefix: str) -> list[ChatMessage]:
     """The system prompt and the problem, as ``core.prompts.messages`` gave them to the chat template
     (a run whose rendered prompt does not hold them, from another version: the rendered prompt)."""
     from inspect_ai.model import ChatMessageSystem, ChatMessageUser
 
     system, user = prompts.messages(started.problem, mode=started.mode)
     if system["content"] in started.prompt and user["content"] in started.prompt:
-        return [ChatMessageSystem(content=system["content"], source="input"),
-                ChatMessageUser(content=user["content"], source="input")]
-    return [ChatMessageUser(content=started.prompt, source="input", metadata={"rendered_prompt": True})]
+        return [ChatMessageSystem(id=f"{prefix}:system", content=system["content"], source="input"),
+                ChatMessageUser(id=f"{prefix}:problem", content=user["content"], source="input")]
+    return [ChatMessageUser(id=f"{prefix}:prompt", content=started.prompt, source="input",
+                            metadata={"rendered_prompt": True})]
 
 
 def _call_id(call: int | None) -> str:
@@ -121,15 +122,20 @@ def _tool_error(result: ev.ToolResult | None) -> ToolCallError | None:
 
 
 @dataclass
-class _Calls:
-    """The run's code blocks and tool results by call number."""
+class _Run:
+    """What a run's segments need to become messages: its code and results by call, the model, and
+    an id per segment, so a segment is the same message in every model call's input (inspect's
+    ``messages_df`` counts a message once by its id)."""
 
+    model: str
+    prefix: str  # the sample's uuid
     code: dict[int, str] = field(default_factory=dict)
     results: dict[int, ev.ToolResult] = field(default_factory=dict)
+    ids: dict[tuple[str, int, int | None, str, str], str] = field(default_factory=dict)
 
     @classmethod
-    def of(cls, events: Iterable[ev.Event]) -> _Calls:
-        out = cls()
+    def of(cls, events: Iterable[ev.Event], model: str, prefix: str) -> _Run:
+        out = cls(model, prefix)
         for e in events:
             if isinstance(e, ev.CodeBlock):
                 out.code[e.call] = e.code
@@ -137,9 +143,11 @@ class _Calls:
                 out.results[e.call] = e
         return out
 
+    def id(self, s: Segment) -> str:
+        return self.ids.setdefault((s.kind, s.turn, s.call, s.source, s.text), f"{self.prefix}:{len(self.ids) + 1}")
 
-def _messages(segments: Iterable[Segment], calls: _Calls, model: str,
-              marks: Mapping[int, PruneMark] | None = None) -> list[ChatMessage]:
+
+def _messages(segments: Iterable[Segment], run: _Run, marks: Mapping[int, PruneMark] | None = None) -> list[ChatMessage]:
     """Segments of a working context (the prompt left out) as inspect messages; ``marks``: what a
     guard pruned from each turn, named in each pruned message's metadata."""
     from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageUser
@@ -155,10 +163,11 @@ def _messages(segments: Iterable[Segment], calls: _Calls, model: str,
         if mark is not None and s.kind in mark.parts:
             meta.update(pruned_by=mark.label + (f" ({mark.detail})" if mark.detail else ""), pruned=[s.kind])
         if s.kind == "model":
-            out.append(ChatMessageAssistant(content=s.text, model=model, source="generate", metadata=meta))
+            out.append(ChatMessageAssistant(id=run.id(s), content=s.text, model=run.model, source="generate",
+                                            metadata=meta))
         elif s.kind == "code":
             last_call = s.call
-            call = ToolCall(id=_call_id(s.call), function=TOOL, arguments={"code": calls.code.get(s.call or 0, s.text)},
+            call = ToolCall(id=_call_id(s.call), function=TOOL, arguments={"code": run.code.get(s.call or 0, s.text)},
                             view=ToolCallContent(title=TOOL, format="markdown", content=s.text))
             previous = out[-1] if out else None
             if (isinstance(previous, ChatMessageAssistant) and not previous.tool_calls and previous.metadata
@@ -169,15 +178,16 @@ def _messages(segments: Iterable[Segment], calls: _Calls, model: str,
                     previous.metadata.update(pruned_by=meta["pruned_by"],
                                              pruned=[*previous.metadata.get("pruned", []), "code"])
             else:
-                out.append(ChatMessageAssistant(content="", tool_calls=[call], model=model, source="generate",
-                                                metadata=meta | {"call": s.call}))
+                out.append(ChatMessageAssistant(id=run.id(s), content="", tool_calls=[call], model=run.model,
+                                                source="generate", metadata=meta | {"call": s.call}))
         elif s.kind == "tool":
             call_no = s.call if s.call is not None else last_call
-            out.append(ChatMessageTool(content=s.text, tool_call_id=_call_id(call_no), function=TOOL,
-                                       error=_tool_error(calls.results.get(call_no or 0)),
+            out.append(ChatMessageTool(id=run.id(s), content=s.text, tool_call_id=_call_id(call_no), function=TOOL,
+                                       error=_tool_error(run.results.get(call_no or 0)),
                                        metadata=meta | {"call": call_no}))
         else:  # a note the loop or a guard appended
-            out.append(ChatMessageUser(content=s.text, source="input", metadata=meta | {"source": s.source}))
+            out.append(ChatMessageUser(id=run.id(s), content=s.text, source="input",
+                                       metadata=meta | {"source": s.source}))
     return out
 
 
@@ -219,7 +229,7 @@ def _turn_output(turn_messages: Sequence[ChatMessage], turn: ev.TurnEnded, model
                        metadata={"turn": turn.turn, "stop": turn.stop})
 
 
-def _transcript(events: Sequence[ev.Event], calls: _Calls, model: str) -> list[InspectEvent]:
+def _transcript(events: Sequence[ev.Event], run: _Run, opening: list[ChatMessage]) -> list[InspectEvent]:
     """Inspect's events of the run: a model call per turn over the working context as it was then,
     a tool event per call, an info event per guard verdict, prune, toggle during the run and notice."""
     from inspect_ai.event import InfoEvent, ModelEvent, ToolEvent
@@ -227,7 +237,7 @@ def _transcript(events: Sequence[ev.Event], calls: _Calls, model: str) -> list[I
     from inspect_ai.tool import ToolCallContent
 
     started = _started(events)
-    opening, config = _opening(started), _generate_config(started.sampling)
+    config, model = _generate_config(started.sampling), run.model
     tools = [_python_tool()] if started.mode == "tool" else []
     out: list[InspectEvent] = []
     context: WorkingContext | None = None
@@ -246,18 +256,18 @@ def _transcript(events: Sequence[ev.Event], calls: _Calls, model: str) -> list[I
         if context is None:
             continue
         if isinstance(e, ev.TurnStarted):
-            turn = (e, opening + _messages(context.segments, calls, model))
+            turn = (e, opening + _messages(context.segments, run))
         before = len(context.segments)
         context.apply(e)
         if isinstance(e, ev.TurnEnded) and turn is not None:
             began, seen = turn
-            output = _turn_output(_messages(context.segments[before:], calls, model), e, model, began.context_tokens)
+            output = _turn_output(_messages(context.segments[before:], run), e, model, began.context_tokens)
             out.append(ModelEvent(model=model, input=seen, tools=tools, tool_choice="auto" if tools else "none",
                                   config=config or GenerateConfig(), output=output, completed=_when(e.t),
                                   working_time=max(e.t - began.t, 0.0), **at(began)))
             turn = None
         elif isinstance(e, ev.ToolResult):
-            code = calls.code.get(e.call, "")
+            code = run.code.get(e.call, "")
             out.append(ToolEvent(id=_call_id(e.call), function=TOOL, arguments={"code": code},
                                  view=ToolCallContent(title=TOOL, format="markdown", content=f"```python\n{code}\n```"),
                                  result=e.shown, error=_tool_error(e), completed=_when(e.t),
@@ -328,9 +338,10 @@ def sample(run: RunSample) -> EvalSample:
     finished = next((e for e in reversed(events) if isinstance(e, ev.RunFinished)), None)
     s = summary(events)
     model = model_name(started.model_id)
-    calls = _Calls.of(events)
-    messages = _opening(started) + _messages(_whole_run(events), calls, model, pruned_parts(events))
-    transcript = _transcript(events, calls, model)
+    uuid = f"{started.run_id}:{run.id}:{run.epoch}"  # unique over an eval's settings, as samples_df needs
+    pieces, opening = _Run.of(events, model, uuid), _opening(started, uuid)
+    messages = opening + _messages(_whole_run(events), pieces, pruned_parts(events))
+    transcript = _transcript(events, pieces, opening)
     outputs = [m.output for m in transcript if isinstance(m, ModelEvent)]
     turns = [e for e in events if isinstance(e, ev.TurnStarted)]
     usage = ModelUsage(input_tokens=sum(t.context_tokens for t in turns), output_tokens=s.generated_tokens,
@@ -367,7 +378,7 @@ def sample(run: RunSample) -> EvalSample:
         output=outputs[-1] if outputs else ModelOutput(model=model), scores=scores, metadata=metadata,
         events=transcript, model_usage={model: usage}, started_at=_when(started.t).isoformat(),
         completed_at=_when(events[-1].t).isoformat(), total_time=s.wall_s, working_time=s.wall_s,
-        uuid=f"{started.run_id}-{run.epoch}", error=error, limit=limit)
+        uuid=uuid, error=error, limit=limit)
 
 
 # -- a log ----------------------------------------------------------------------------------------
