@@ -23,7 +23,7 @@ from inspect_ai.event import InfoEvent, ModelEvent, ToolEvent  # noqa: E402
 from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageUser  # noqa: E402
 
 DATA = Path(__file__).resolve().parents[1] / "ui" / "data"
-GUARDED, PLAIN = DATA / "guarded.jsonl", DATA / "plain.jsonl"
+GUARDED, PLAIN, RTTS = DATA / "guarded.jsonl", DATA / "plain.jsonl", DATA / "rtts.jsonl"
 
 
 def tuiagent(*args: str) -> subprocess.CompletedProcess:
@@ -73,22 +73,25 @@ def test_a_guarded_run_reads_back_with_messages_score_and_metadata(tmp_path):
     assert log.results.scores[0].metrics["accuracy"].value == 1.0
 
 
-def test_each_model_call_is_given_the_working_context_of_its_turn(tmp_path):
+@pytest.mark.parametrize("trajectory", [GUARDED, RTTS], ids=["prune", "resample-and-suspension"])
+def test_each_model_call_is_given_the_working_context_of_its_turn(tmp_path, trajectory):
     """The transcript's model calls: their input, joined, is the context the model saw at that turn
-    (after prunes), character for character; tools and guard verdicts are events too."""
-    [path], _ = export_inspect([GUARDED], tmp_path)
+    (after prunes and a resample's truncation), character for character; tools and guard verdicts
+    are events too."""
+    [path], _ = export_inspect([trajectory], tmp_path)
     [sample] = read_one(path).samples
-    events = load(GUARDED).events
+    events = load(trajectory).events
+    assert any(isinstance(e, ev.ContextPruned) for e in events)
     starts = [i for i, e in enumerate(events) if isinstance(e, ev.TurnStarted)]
     model_calls = [e for e in sample.events if isinstance(e, ModelEvent)]
-    assert len(model_calls) == len(starts) == 5
+    assert len(model_calls) == len(starts) > 2
     for i, call in zip(starts, model_calls, strict=True):
         context = working_context(events[:i])
         seen = "".join(m.text + "".join(c.view.content for c in getattr(m, "tool_calls", None) or [])
                        for m in call.input[2:])
         assert seen == context.text[len(context.segments[0].text):]
     assert model_calls[0].output.choices[0].stop_reason == "tool_calls"
-    assert model_calls[-1].output.completion == "Both computations agree, so the answer is \\boxed{338350}."
+    assert [c.output.completion for c in model_calls] == [e.text for e in events if isinstance(e, ev.TurnEnded)]
     assert [t.result for t in sample.events if isinstance(t, ToolEvent)] == [
         e.shown for e in events if isinstance(e, ev.ToolResult)]
     verdicts = [e for e in sample.events if isinstance(e, InfoEvent) and "action" in e.data

@@ -18,6 +18,7 @@ from tuiagent.eval.results import ResultStore
 from tuiagent.export.inspect_log import RunSample, eval_log, log_name, require_inspect, write
 
 INSPECT_DIR = "inspect"
+MAX_NAMED = 3  # ours: runs without a trajectory named one by one; the rest are counted
 
 
 def _unit(record: dict[str, Any]) -> str:
@@ -40,16 +41,21 @@ def write_inspect_logs(directory: Path, log: Callable[[str], None] = print) -> l
     store = ResultStore(directory)
     settings = {s["name"]: s for s in (store.manifest() or {}).get("settings", [])}
     groups: dict[tuple[str, str], list[RunSample]] = {}
+    left_out: list[str] = []
     for record in sorted(store.records.values(), key=lambda r: (r["dataset"], r["setting"], r["key"])):
         path = _trajectory(store.dir, record)
         try:
             events = load(path).events
         except TrajectoryError as e:
-            log(f"warning: {record['key']} left out of the inspect logs: {e}")
+            left_out.append(f"{record['key']}: {e}")
             continue
         extra = {k: v for k, v in record.items() if k != "key"}
         groups.setdefault((record["dataset"], record["setting"]), []).append(
             RunSample(events, _unit(record), epoch=int(record["seed"]) + 1, metadata=extra))
+    for line in left_out[:MAX_NAMED]:
+        log(f"warning: left out of the inspect logs: {line}")
+    if len(left_out) > MAX_NAMED:
+        log(f"warning: {len(left_out) - MAX_NAMED} more runs left out of the inspect logs")
     out = store.dir / INSPECT_DIR
     for old in out.glob("*.eval"):
         old.unlink()
