@@ -15,7 +15,7 @@ from tuiagent.core import events as ev
 from tuiagent.core.context import working_context
 from tuiagent.core.trajectory import load
 from tuiagent.errors import UserError
-from tuiagent.export.inspect_log import SCORER, export_inspect, require_inspect
+from tuiagent.export.inspect_log import SCORER, RunSample, eval_log, export_inspect, require_inspect, write
 
 inspect_log = pytest.importorskip("inspect_ai.log")
 from inspect_ai.analysis import evals_df, messages_df, samples_df  # noqa: E402
@@ -91,6 +91,13 @@ def test_each_model_call_is_given_the_working_context_of_its_turn(tmp_path, traj
                        for m in call.input[2:])
         assert seen == context.text[len(context.segments[0].text):]
     assert model_calls[0].output.choices[0].stop_reason == "tool_calls"
+    for n, call in enumerate(model_calls, start=1):  # each token's logprob, when the backend gave them all
+        tokens = [(e.text, e.logprob) for e in events if isinstance(e, ev.TokenDelta) and e.turn == n]
+        logprobs = call.output.choices[0].logprobs
+        if all(lp is not None for _, lp in tokens):
+            assert [(p.token, p.logprob) for p in logprobs.content] == tokens
+        else:
+            assert logprobs is None
     assert [c.output.completion for c in model_calls] == [e.text for e in events if isinstance(e, ev.TurnEnded)]
     assert [t.result for t in sample.events if isinstance(t, ToolEvent)] == [
         e.shown for e in events if isinstance(e, ev.ToolResult)]
@@ -126,6 +133,22 @@ def test_one_file_for_one_setting_a_directory_for_more(tmp_path):
     [path], _ = export_inspect([PLAIN, PLAIN], tmp_path / "plain.json")  # the same run twice: two samples
     log = read_one(path)
     assert path == tmp_path / "plain.json" and [s.id for s in log.samples] == ["plain", "plain+"]
+
+
+def test_seeds_are_epochs_reduced_to_their_mean_before_the_accuracy(tmp_path):
+    """As inspect scores epochs: problem q right in one seed of two (0.5), p right in its one (1.0):
+    accuracy 0.75, where pooling the three runs would say 2/3."""
+    wrong = tmp_path / "wrong.jsonl"
+    lines = [json.loads(line) for line in PLAIN.read_text(encoding="utf-8").splitlines()]
+    lines[-1]["correct"] = False
+    wrong.write_text("\n".join(map(json.dumps, lines)) + "\n", encoding="utf-8")
+    runs = [RunSample(load(PLAIN).events, "q", 1), RunSample(load(wrong).events, "q", 2),
+            RunSample(load(PLAIN).events, "p", 1)]
+    log = read_one(write(eval_log(runs, task="t", setting="s"), tmp_path / "seeds.eval"))
+    assert (log.eval.config.epochs, log.eval.config.epochs_reducer, log.results.scores[0].reducer) == (2, ["mean"], "mean")
+    assert {r.sample_id: r.value for r in log.reductions[0].samples} == {"q": 0.5, "p": 1.0}
+    assert log.results.scores[0].metrics["accuracy"].value == 0.75
+    assert {(s.id, s.epoch): s.scores[SCORER].value for s in log.samples} == {("q", 1): "C", ("q", 2): "I", ("p", 1): "C"}
 
 
 def test_a_run_cut_short_is_a_sample_with_an_error(tmp_path):

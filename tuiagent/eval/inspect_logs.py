@@ -8,6 +8,7 @@ repeats of one sample. The directory is written whole each time, so it matches r
 
 from __future__ import annotations
 
+import hashlib
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -60,8 +61,10 @@ def write_inspect_logs(directory: Path, log: Callable[[str], None] = print) -> l
     for old in out.glob("*.eval"):
         old.unlink()
     written = []
+    eval_set = hashlib.sha256(str(store.dir.resolve()).encode()).hexdigest()[:22]  # the logs of one results directory
     for (dataset, setting), runs in groups.items():
         described = {"eval_setting": settings.get(setting, {}), "results_dir": str(store.dir)}
-        result = eval_log(runs, task=dataset, setting=setting, dataset=dataset, metadata=described)
+        result = eval_log(runs, task=dataset, setting=setting, dataset=dataset, metadata=described,
+                          eval_set_id=eval_set)
         written.append(write(result, out / log_name(result)))
     return written

@@ -214,15 +214,20 @@ def _python_tool() -> ToolInfo:
                                           required=["code"]))
 
 
-def _turn_output(turn_messages: Sequence[ChatMessage], turn: ev.TurnEnded, model: str,
-                 context_tokens: int) -> ModelOutput:
-    """A turn as the model call's output (its prose and code make one assistant message)."""
-    from inspect_ai.model import ChatCompletionChoice, ChatMessageAssistant, ModelOutput, ModelUsage
+def _turn_output(turn_messages: Sequence[ChatMessage], turn: ev.TurnEnded, model: str, context_tokens: int,
+                 tokens: Sequence[ev.TokenDelta]) -> ModelOutput:
+    """A turn as the model call's output (its prose and code make one assistant message), with each
+    sampled token's log-probability when the backend gave them all."""
+    from inspect_ai.model import ChatCompletionChoice, ChatMessageAssistant, Logprob, Logprobs, ModelOutput, ModelUsage
 
     message = next((m for m in turn_messages if isinstance(m, ChatMessageAssistant)),
                    ChatMessageAssistant(content="", model=model, source="generate"))
     stop = "tool_calls" if message.tool_calls else STOP_REASONS.get(turn.stop, "unknown")
-    return ModelOutput(model=model, choices=[ChatCompletionChoice(message=message, stop_reason=stop)],  # type: ignore[arg-type]
+    logprobs = None
+    if tokens and all(t.logprob is not None for t in tokens):
+        logprobs = Logprobs(content=[Logprob(token=t.text, logprob=t.logprob or 0.0) for t in tokens])
+    choice = ChatCompletionChoice(message=message, stop_reason=stop, logprobs=logprobs)  # type: ignore[arg-type]
+    return ModelOutput(model=model, choices=[choice],
                        completion=turn.text,
                        usage=ModelUsage(input_tokens=context_tokens, output_tokens=turn.tokens,
                                         total_tokens=context_tokens + turn.tokens),
@@ -242,6 +247,7 @@ def _transcript(events: Sequence[ev.Event], run: _Run, opening: list[ChatMessage
     out: list[InspectEvent] = []
     context: WorkingContext | None = None
     turn: tuple[ev.TurnStarted, list[ChatMessage]] | None = None
+    tokens: list[ev.TokenDelta] = []
 
     def at(e: ev.Event) -> dict[str, Any]:
         return {"timestamp": _when(e.t), "working_start": max(e.t - started.t, 0.0)}
@@ -256,12 +262,15 @@ def _transcript(events: Sequence[ev.Event], run: _Run, opening: list[ChatMessage
         if context is None:
             continue
         if isinstance(e, ev.TurnStarted):
-            turn = (e, opening + _messages(context.segments, run))
+            turn, tokens = (e, opening + _messages(context.segments, run)), []
+        elif isinstance(e, ev.TokenDelta):
+            tokens.append(e)
         before = len(context.segments)
         context.apply(e)
         if isinstance(e, ev.TurnEnded) and turn is not None:
             began, seen = turn
-            output = _turn_output(_messages(context.segments[before:], run), e, model, began.context_tokens)
+            output = _turn_output(_messages(context.segments[before:], run), e, model, began.context_tokens,
+                                  [t for t in tokens if t.turn == e.turn])
             out.append(ModelEvent(model=model, input=seen, tools=tools, tool_choice="auto" if tools else "none",
                                   config=config or GenerateConfig(), output=output, completed=_when(e.t),
                                   working_time=max(e.t - began.t, 0.0), **at(began)))
@@ -392,9 +401,10 @@ def _version(package: str) -> str:
 
 
 def eval_log(runs: Sequence[RunSample], *, task: str, setting: str, dataset: str | None = None,
-             metadata: Mapping[str, Any] | None = None) -> EvalLog:
-    """The runs of one setting (one model) as one inspect eval log, its accuracy computed by inspect's
-    own metrics over the scored samples (those with a gold)."""
+             metadata: Mapping[str, Any] | None = None, eval_set_id: str | None = None) -> EvalLog:
+    """The runs of one setting (one model) as one inspect eval log. As inspect scores epochs, a
+    sample's epochs (an eval's seeds) are reduced to their mean score first, and the accuracy and
+    its stderr are inspect's own metrics over those, for the samples with a gold."""
     from inspect_ai.log import (
         EvalConfig,
         EvalDataset,
@@ -403,12 +413,14 @@ def eval_log(runs: Sequence[RunSample], *, task: str, setting: str, dataset: str
         EvalPlan,
         EvalPlanStep,
         EvalResults,
+        EvalSampleReductions,
+        EvalSampleScore,
         EvalScore,
         EvalSpec,
         EvalStats,
     )
     from inspect_ai.model import ModelUsage
-    from inspect_ai.scorer import SampleScore, accuracy, stderr
+    from inspect_ai.scorer import SampleScore, accuracy, mean_score, stderr
 
     if not runs:
         raise UserError(f"no runs for setting {setting!r}")
@@ -421,11 +433,17 @@ def eval_log(runs: Sequence[RunSample], *, task: str, setting: str, dataset: str
     created = _when(min(starts))
     eval_id = hashlib.sha256("\n".join([task, setting, model, *sorted(s.uuid or "" for s in samples)])
                              .encode()).hexdigest()[:22]
-    scored = [SampleScore(score=s.scores[SCORER], sample_id=s.id) for s in samples if s.scores]
+    epochs: dict[str | int, list[Any]] = {}
+    for s in samples:
+        if s.scores:
+            epochs.setdefault(s.id, []).append(s.scores[SCORER])
+    reduced = [SampleScore(score=mean_score()(scores), sample_id=sid) for sid, scores in epochs.items()]
     metrics = {}
-    if scored:
-        metrics = {name: EvalMetric(name=name, value=float(metric()(scored)))  # type: ignore[arg-type]
+    if reduced:
+        metrics = {name: EvalMetric(name=name, value=float(metric()(reduced)))  # type: ignore[arg-type]
                    for name, metric in (("accuracy", accuracy), ("stderr", stderr))}
+    n_epochs = max(s.epoch for s in samples)
+    reducer = "mean" if n_epochs > 1 else None
     usage = ModelUsage()
     for s in samples:
         usage = usage + s.model_usage[model]
@@ -434,29 +452,34 @@ def eval_log(runs: Sequence[RunSample], *, task: str, setting: str, dataset: str
                  "backend": first.backend, **(metadata or {})}
     settings = first.settings
     spec = EvalSpec(
-        eval_id=eval_id, run_id=eval_id, created=created.isoformat(), task=task, task_id=eval_id,
+        eval_set_id=eval_set_id, eval_id=eval_id, run_id=eval_id, created=created.isoformat(), task=task, task_id=eval_id,
         task_display_name=f"{task} · {setting}", task_args={"setting": setting}, solver="tuiagent",
         solver_args={"guards": sorted(guards), "guard_settings": guards, "mode": first.mode},
         dataset=EvalDataset(name=dataset or task, samples=len({s.id for s in samples}),
                             sample_ids=list(dict.fromkeys(str(s.id) for s in samples))),
         model=model, model_generate_config=_generate_config(first.sampling),
-        config=EvalConfig(epochs=max(s.epoch for s in samples),
+        config=EvalConfig(epochs=n_epochs, epochs_reducer=[reducer] if reducer else None,
                           token_limit=settings.get("max_tokens"), time_limit=_int(settings.get("max_wall_s"))),
         packages={"tuiagent": _version("tuiagent"), "inspect_ai": _version("inspect_ai")}, metadata=described,
     )
-    return EvalLog(
+    log = EvalLog(
         status="success", eval=spec,
         plan=EvalPlan(steps=[EvalPlanStep(solver="tuiagent", params={"guards": guards, "mode": first.mode,
                                                                        "run_settings": settings})],
                       config=_generate_config(first.sampling)),
         results=EvalResults(total_samples=len(samples), completed_samples=sum(s.error is None for s in samples),
-                            scores=[EvalScore(name=SCORER, scorer=SCORER, scored_samples=len(scored),
-                                              unscored_samples=len(samples) - len(scored), metrics=metrics)]
-                            if scored else []),
+                            scores=[EvalScore(name=SCORER, scorer=SCORER, reducer=reducer, scored_samples=len(reduced),
+                                              unscored_samples=len(dict.fromkeys(s.id for s in samples)) - len(reduced),
+                                              metrics=metrics)]
+                            if reduced else []),
         stats=EvalStats(started_at=created.isoformat(), completed_at=_when(max(ends)).isoformat(),
                         model_usage={model: usage}),
         samples=samples,
     )
+    if reduced:  # set after: EvalLog's validator takes reductions beside results only as dicts
+        log.reductions = [EvalSampleReductions(scorer=SCORER, reducer=reducer, samples=[
+            EvalSampleScore(**r.score.model_dump(exclude={"history"}), sample_id=r.sample_id) for r in reduced])]
+    return log
 
 
 def _int(value: Any) -> int | None:
