@@ -4,8 +4,12 @@ own reader and dataframe functions: samples, messages, the per-turn transcript, 
 from __future__ import annotations
 
 import json
+import socket
 import subprocess
 import sys
+import time
+import urllib.parse
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -175,6 +179,41 @@ def test_cli_export_inspect(tmp_path):
     assert len(list((tmp_path / "logs").glob("*.eval"))) == 2
     both = tuiagent("export", "--inspect", "--html", str(GUARDED))
     assert both.returncode != 0 and "only one of --html, --md and --inspect" in both.stderr
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_inspect_view_serves_the_logs(tmp_path):
+    """`inspect view` itself: its server lists the exported logs and hands each to the viewer whole."""
+    written, _ = export_inspect([GUARDED, PLAIN], tmp_path)
+    port = _free_port()
+    view = Path(sys.executable).with_name("inspect")
+    server = subprocess.Popen([str(view), "view", "start", "--log-dir", str(tmp_path), "--port", str(port)],
+                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    base = f"http://127.0.0.1:{port}/api"
+    fetch = urllib.request.build_opener(urllib.request.ProxyHandler({})).open  # loopback: never through a proxy
+    try:
+        deadline = time.monotonic() + 60
+        while True:  # until the server answers
+            try:
+                listing = json.load(fetch(f"{base}/log-files", timeout=5))
+                break
+            except OSError:
+                assert server.poll() is None and time.monotonic() < deadline, "inspect view did not start"
+                time.sleep(0.2)
+        names = sorted(Path(urllib.parse.urlparse(f["name"]).path).name for f in listing["files"])
+        assert names == sorted(p.name for p in written)
+        for path in written:
+            served = json.load(fetch(f"{base}/logs/{urllib.parse.quote(str(path))}", timeout=30))
+            assert served["status"] == "success" and len(served["samples"]) == 1
+            assert served["samples"][0]["scores"][SCORER]["value"] == "C"
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
 
 
 def test_eval_on_the_demo_set_writes_one_log_per_setting(write_script, tmp_path):
