@@ -73,6 +73,7 @@ def test_a_guarded_run_reads_back_with_messages_score_and_metadata(tmp_path):
     finished = events[-1]
     assert (meta["tool_calls"], meta["erroneous_calls"], meta["generated_tokens"], meta["end_reason"]) == (
         finished.tool_calls, finished.erroneous_calls, finished.generated_tokens, finished.reason)
+    assert meta["trajectory"] == str(GUARDED) and meta["tcn"] == 3
     assert sample.total_time == finished.wall_s and sample.model_usage["tuiagent/scripted"].output_tokens == 70
     assert log.results.scores[0].metrics["accuracy"].value == 1.0
 
@@ -236,6 +237,7 @@ def test_eval_on_the_demo_set_writes_one_log_per_setting(write_script, tmp_path)
             record = records[(setting, s.id)]
             assert s.scores[SCORER].value == ("C" if record["correct"] else "I") and s.epoch == record["seed"] + 1
             assert (s.metadata["setting"], s.metadata["tcn"]) == (setting, record["tcn"])
+            assert s.metadata["trajectory"] == record["trajectory"] and s.metadata["question_hash"] == record["question_hash"]
             assert [t.result for t in s.events if isinstance(t, ToolEvent)] == ["153"]  # a real kernel ran it
         right = sum(records[(setting, p)]["correct"] for p in ("bakery", "books")) / 2
         assert log.results.scores[0].metrics["accuracy"].value == right

@@ -52,7 +52,7 @@ def write_inspect_logs(directory: Path, log: Callable[[str], None] = print) -> l
             continue
         extra = {k: v for k, v in record.items() if k != "key"}
         groups.setdefault((record["dataset"], record["setting"]), []).append(
-            RunSample(events, _unit(record), epoch=int(record["seed"]) + 1, metadata=extra))
+            RunSample(events, _unit(record), epoch=int(record["seed"]) + 1, metadata=extra, path=path))
     for line in left_out[:MAX_NAMED]:
         log(f"warning: left out of the inspect logs: {line}")
     if len(left_out) > MAX_NAMED:

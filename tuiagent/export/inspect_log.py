@@ -41,7 +41,7 @@ from tuiagent.protocol import Segment
 if TYPE_CHECKING:
     from inspect_ai.event import Event as InspectEvent
     from inspect_ai.log import EvalLog, EvalSample
-    from inspect_ai.model import ChatMessage, ModelOutput
+    from inspect_ai.model import ChatMessage, GenerateConfig, ModelOutput
     from inspect_ai.tool import ToolCallError, ToolInfo
 
 INSTALL = "pip install 'tuiagent[inspect]'"
@@ -74,6 +74,7 @@ class RunSample:
     id: str
     epoch: int = 1
     metadata: Mapping[str, Any] = field(default_factory=dict)
+    path: Path | None = None  # the trajectory file it was read from
 
 
 # -- messages -------------------------------------------------------------------------------------
@@ -238,7 +239,6 @@ def _transcript(events: Sequence[ev.Event], run: _Run, opening: list[ChatMessage
     """Inspect's events of the run: a model call per turn over the working context as it was then,
     a tool event per call, an info event per guard verdict, prune, toggle during the run and notice."""
     from inspect_ai.event import InfoEvent, ModelEvent, ToolEvent
-    from inspect_ai.model import GenerateConfig
     from inspect_ai.tool import ToolCallContent
 
     started = _started(events)
@@ -272,7 +272,7 @@ def _transcript(events: Sequence[ev.Event], run: _Run, opening: list[ChatMessage
             output = _turn_output(_messages(context.segments[before:], run), e, model, began.context_tokens,
                                   [t for t in tokens if t.turn == e.turn])
             out.append(ModelEvent(model=model, input=seen, tools=tools, tool_choice="auto" if tools else "none",
-                                  config=config or GenerateConfig(), output=output, completed=_when(e.t),
+                                  config=config, output=output, completed=_when(e.t),
                                   working_time=max(e.t - began.t, 0.0), **at(began)))
             turn = None
         elif isinstance(e, ev.ToolResult):
@@ -299,13 +299,13 @@ def _transcript(events: Sequence[ev.Event], run: _Run, opening: list[ChatMessage
 # -- a sample -------------------------------------------------------------------------------------
 
 
-def _generate_config(sampling: Mapping[str, Any]) -> Any:
-    """The run's sampling in inspect's GenerateConfig (``max_tokens`` is per turn, as tuiagent's)."""
+def _generate_config(sampling: Mapping[str, Any]) -> GenerateConfig:
+    """The run's sampling in inspect's GenerateConfig, whose fields of these names mean the same
+    (``max_tokens`` bounds one turn in both); all of it is in the sample's metadata too."""
     from inspect_ai.model import GenerateConfig
 
-    keys = {"temperature": "temperature", "top_p": "top_p", "top_k": "top_k", "seed": "seed",
-            "max_tokens": "max_tokens"}
-    return GenerateConfig(**{ours: sampling[theirs] for theirs, ours in keys.items() if sampling.get(theirs) is not None})
+    keys = ("temperature", "top_p", "top_k", "seed", "max_tokens")
+    return GenerateConfig(**{k: sampling[k] for k in keys if sampling.get(k) is not None})
 
 
 def _guard_settings(events: Iterable[ev.Event]) -> dict[str, dict[str, Any]]:
@@ -362,7 +362,7 @@ def sample(run: RunSample) -> EvalSample:
         "gold": started.gold, "tool_calls": s.tool_calls, "erroneous_calls": s.erroneous_calls,
         "generated_tokens": s.generated_tokens, "context_tokens": s.context_tokens, "wall_s": s.wall_s,
         "turns": len(turns), **{k: v for k, v in run_metrics(events).items() if v is not None},
-        "trajectory": s.trajectory, "parent": started.parent,
+        "trajectory": str(run.path) if run.path else s.trajectory, "parent": started.parent,
     }
     metadata.update({k: v for k, v in run.metadata.items() if k not in metadata})
     scores = None
@@ -531,7 +531,7 @@ def export_inspect(paths: Sequence[Path], out: Path | None = None) -> tuple[list
         key = repr((started.model_id, started.mode, sorted(_guard_settings(loaded.events).items()),
                     sorted(started.settings.items()), sorted(started.sampling.items())))
         labels.setdefault(key, setting_label(loaded.events))
-        groups.setdefault(key, []).append(RunSample(loaded.events, run_id))
+        groups.setdefault(key, []).append(RunSample(loaded.events, run_id, path=Path(path)))
     file_out = out is not None and out.suffix.lower() in (".eval", ".json")
     if file_out and len(groups) > 1:
         raise UserError(f"the runs are of {len(groups)} settings, which make {len(groups)} logs: "
