@@ -41,7 +41,7 @@ from tuiagent.protocol import Segment
 if TYPE_CHECKING:
     from inspect_ai.event import Event as InspectEvent
     from inspect_ai.log import EvalLog, EvalSample
-    from inspect_ai.model import ChatMessage, GenerateConfig, ModelOutput
+    from inspect_ai.model import ChatMessage, GenerateConfig, ModelOutput, StopReason
     from inspect_ai.tool import ToolCallError, ToolInfo
 
 INSTALL = "pip install 'tuiagent[inspect]'"
@@ -51,7 +51,7 @@ TOOL = "python"  # ours: the tool a code block calls, as inspect names tool call
 TOOL_DESCRIPTION = ("Python run in a Jupyter kernel where math, sympy, numpy (as np) and fractions are imported; "
                     "what it prints comes back in an ```output block.")
 # How a turn stopped (TurnEnded.stop) in inspect's words (StopReason); ours.
-STOP_REASONS = {"eos": "stop", "length": "max_tokens"}
+STOP_REASONS: dict[str, StopReason] = {"eos": "stop", "length": "max_tokens"}
 # A run's end (RunFinished.reason) that is one of inspect's sample limits, with the budget behind it.
 LIMITS = {"token_budget": ("token", "max_tokens"), "time_budget": ("time", "max_wall_s"),
           "tool_budget": ("custom", "max_tool_calls")}
@@ -223,11 +223,11 @@ def _turn_output(turn_messages: Sequence[ChatMessage], turn: ev.TurnEnded, model
 
     message = next((m for m in turn_messages if isinstance(m, ChatMessageAssistant)),
                    ChatMessageAssistant(content="", model=model, source="generate"))
-    stop = "tool_calls" if message.tool_calls else STOP_REASONS.get(turn.stop, "unknown")
+    stop: StopReason = "tool_calls" if message.tool_calls else STOP_REASONS.get(turn.stop, "unknown")
     logprobs = None
     if tokens and all(t.logprob is not None for t in tokens):
         logprobs = Logprobs(content=[Logprob(token=t.text, logprob=t.logprob or 0.0) for t in tokens])
-    choice = ChatCompletionChoice(message=message, stop_reason=stop, logprobs=logprobs)  # type: ignore[arg-type]
+    choice = ChatCompletionChoice(message=message, stop_reason=stop, logprobs=logprobs)
     return ModelOutput(model=model, choices=[choice],
                        completion=turn.text,
                        usage=ModelUsage(input_tokens=context_tokens, output_tokens=turn.tokens,
@@ -376,6 +376,7 @@ def sample(run: RunSample) -> EvalSample:
         kind, budget = LIMITS[s.reason]
         value = started.settings.get(budget)
         if isinstance(value, (int, float)):
+            # kind is one of EvalSampleLimitType's values, a Literal inspect_ai.log does not export
             limit = EvalSampleLimit(type=kind, limit=float(value), reason=s.reason)  # type: ignore[arg-type]
     error = None
     if finished is None or s.reason in ("error", "backend_crashed", "kernel_failed"):
@@ -440,8 +441,9 @@ def eval_log(runs: Sequence[RunSample], *, task: str, setting: str, dataset: str
     reduced = [SampleScore(score=mean_score()(scores), sample_id=sid) for sid, scores in epochs.items()]
     metrics = {}
     if reduced:
-        metrics = {name: EvalMetric(name=name, value=float(metric()(reduced)))  # type: ignore[arg-type]
-                   for name, metric in (("accuracy", accuracy), ("stderr", stderr))}
+        # inspect types a metric as a union with its deprecated form, which takes Scores, not SampleScores
+        values = {"accuracy": accuracy()(reduced), "stderr": stderr()(reduced)}  # type: ignore[arg-type]
+        metrics = {name: EvalMetric(name=name, value=v) for name, v in values.items() if isinstance(v, (int, float))}
     n_epochs = max(s.epoch for s in samples)
     reducer = "mean" if n_epochs > 1 else None
     usage = ModelUsage()
