@@ -368,7 +368,8 @@ def sample(run: RunSample) -> EvalSample:
     scores = None
     if s.correct is not None:
         scores = {SCORER: Score(value=CORRECT if s.correct else INCORRECT, answer=s.answer,
-                                explanation=f"answer {s.answer!r}, gold {started.gold!r}: "
+                                explanation=f"{'no answer' if s.answer is None else f'answer {s.answer!r}'}, "
+                                            f"gold {started.gold!r}: "
                                             f"{'right' if s.correct else 'wrong'} (the run ended: {s.reason})",
                                 metadata={"gold": started.gold, "end_reason": s.reason})}
     limit = None
