@@ -167,6 +167,14 @@ def test_a_run_cut_short_is_a_sample_with_an_error(tmp_path):
     assert sum(isinstance(e, ModelEvent) for e in sample.events) == 2
 
 
+def test_a_file_without_a_start_is_refused_by_name(tmp_path):
+    headless = tmp_path / "headless.jsonl"
+    lines = GUARDED.read_text(encoding="utf-8").splitlines()
+    headless.write_text("\n".join([lines[0], *lines[2:]]) + "\n", encoding="utf-8")  # the header, no RunStarted
+    with pytest.raises(UserError, match="headless.jsonl has no start of a run"):
+        export_inspect([headless], tmp_path)
+
+
 def test_without_inspect_ai_the_error_names_the_extra(monkeypatch):
     monkeypatch.setitem(sys.modules, "inspect_ai", None)  # import inspect_ai now raises ImportError
     with pytest.raises(UserError, match=r"pip install 'tuiagent\[inspect\]'"):

@@ -526,6 +526,8 @@ def export_inspect(paths: Sequence[Path], out: Path | None = None) -> tuple[list
     for path in paths:
         loaded = load(Path(path))
         warnings += loaded.warnings
+        if not any(isinstance(e, ev.RunStarted) for e in loaded.events):
+            raise UserError(f"{path} has no start of a run (RunStarted): nothing to export")
         started = _started(loaded.events)
         run_id = started.run_id
         while run_id in ids:  # the same run given twice (or copied): inspect needs distinct ids
