@@ -59,6 +59,8 @@ def test_a_guarded_run_reads_back_with_messages_score_and_metadata(tmp_path):
     assert all(c.function == "python" and c.view.content.startswith("```python\n") for c in calls)
     tools = [m for m in sample.messages if isinstance(m, ChatMessageTool)]
     assert [t.tool_call_id for t in tools] == [c.id for c in calls]
+    assert [t.text for t in tools] == [e.shown for e in events if isinstance(e, ev.ToolResult)]  # as the model read it
+    assert tools[1].metadata["context_text"] == "```output\n338350\n```\n"  # and as it entered the context
     assert "NameError" in tools[0].text and tools[0].error.message == "NameError" and tools[1].error is None
     notes = [m for m in sample.messages if isinstance(m, ChatMessageUser)][1:]
     assert [n.metadata["source"] for n in notes] == [e.source for e in events
@@ -92,7 +94,8 @@ def test_each_model_call_is_given_the_working_context_of_its_turn(tmp_path, traj
     assert len(model_calls) == len(starts) > 2
     for i, call in zip(starts, model_calls, strict=True):
         context = working_context(events[:i])
-        seen = "".join(m.text + "".join(c.view.content for c in getattr(m, "tool_calls", None) or [])
+        seen = "".join(m.metadata["context_text"] if isinstance(m, ChatMessageTool)
+                       else m.text + "".join(c.view.content for c in getattr(m, "tool_calls", None) or [])
                        for m in call.input[2:])
         assert seen == context.text[len(context.segments[0].text):]
     assert model_calls[0].output.choices[0].stop_reason == "tool_calls"

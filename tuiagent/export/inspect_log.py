@@ -5,12 +5,14 @@ A run is one sample. Its messages are the whole run as it entered the model's co
 parts kept and marked (``metadata.pruned_by``: which guard and why; ``metadata.pruned``: the parts
 that left): the system prompt and the problem, each turn's prose as an assistant message whose
 code block is a call of a ``python`` tool (the fenced block the model wrote is the call's view),
-the output block the model got back as the tool's message, and each note the loop or a guard
-appended as a user message (tuiagent writes notes into the assistant's turn; inspect has no such
-shape, and a note is not the model's). Its transcript (inspect's events) has one model call per
-turn whose input is the working context the model was given at that turn, after prunes (joined,
-a tool call by its view, the texts after the opening are that context character for character),
-a tool event per call, and an info event per guard verdict, prune, toggle and notice.
+the output the model read as the tool's message (the viewer draws it under the call; the fenced
+block as it entered the context is its ``metadata.context_text``), and each note the loop or a
+guard appended as a user message (tuiagent writes notes into the assistant's turn; inspect has no
+such shape, and a note is not the model's). Its transcript (inspect's events) has one model call
+per turn whose input is the working context the model was given at that turn, after prunes
+(joined, a tool call by its view and a tool's output by its context text, the texts after the
+opening are that context character for character), a tool event per call, and an info event per
+guard verdict, prune, toggle and notice.
 
 One log per setting: an inspect eval is one task x one model x one configuration, and its viewer
 and ``evals_df`` put one log in one row with its accuracy, so settings sit side by side as rows
@@ -183,9 +185,10 @@ def _messages(segments: Iterable[Segment], run: _Run, marks: Mapping[int, PruneM
                                                 source="generate", metadata=meta | {"call": s.call}))
         elif s.kind == "tool":
             call_no = s.call if s.call is not None else last_call
-            out.append(ChatMessageTool(id=run.id(s), content=s.text, tool_call_id=_call_id(call_no), function=TOOL,
-                                       error=_tool_error(run.results.get(call_no or 0)),
-                                       metadata=meta | {"call": call_no}))
+            result = run.results.get(call_no or 0)
+            out.append(ChatMessageTool(id=run.id(s), content=result.shown if result else s.text,
+                                       tool_call_id=_call_id(call_no), function=TOOL, error=_tool_error(result),
+                                       metadata=meta | {"call": call_no, "context_text": s.text}))
         else:  # a note the loop or a guard appended
             out.append(ChatMessageUser(id=run.id(s), content=s.text, source="input",
                                        metadata=meta | {"source": s.source}))
