@@ -252,7 +252,9 @@ def test_eval_on_the_demo_set_writes_one_log_per_setting(write_script, tmp_path)
             assert [t.result for t in s.events if isinstance(t, ToolEvent)] == ["153"]  # a real kernel ran it
         right = sum(records[(setting, p)]["correct"] for p in ("bakery", "books")) / 2
         assert log.results.scores[0].metrics["accuracy"].value == right
+    Path(records[("none", "books")]["trajectory"]).unlink()  # a run whose trajectory is gone is left out, named
     again = tuiagent("eval", str(out), "--report-only", "-q", "-f", "json", "--inspect-log")
     assert again.returncode == 0, again.stderr
+    assert "left out of the inspect logs: demo/books/none/0" in again.stderr
     assert len(list((out / "inspect").glob("*.eval"))) == 2  # written again, none left over
-    assert samples_df(str(out / "inspect"))["metadata_setting"].value_counts().to_dict() == {"attc": 2, "none": 2}
+    assert samples_df(str(out / "inspect"))["metadata_setting"].value_counts().to_dict() == {"attc": 2, "none": 1}

@@ -37,34 +37,38 @@ def _trajectory(directory: Path, record: dict[str, Any]) -> Path:
 
 
 def write_inspect_logs(directory: Path, log: Callable[[str], None] = print) -> list[Path]:
-    """Write ``<directory>/inspect/*.eval`` from the results directory; returns the files written."""
+    """Write ``<directory>/inspect/*.eval`` from the results directory, one log at a time (its
+    trajectories loaded for it alone); returns the files written."""
     require_inspect()
     store = ResultStore(directory)
     settings = {s["name"]: s for s in (store.manifest() or {}).get("settings", [])}
-    groups: dict[tuple[str, str], list[RunSample]] = {}
-    left_out: list[str] = []
+    groups: dict[tuple[str, str], list[dict[str, Any]]] = {}
     for record in sorted(store.records.values(), key=lambda r: (r["dataset"], r["setting"], r["key"])):
-        path = _trajectory(store.dir, record)
-        try:
-            events = load(path).events
-        except TrajectoryError as e:
-            left_out.append(f"{record['key']}: {e}")
-            continue
-        extra = {k: v for k, v in record.items() if k != "key"}
-        groups.setdefault((record["dataset"], record["setting"]), []).append(
-            RunSample(events, _unit(record), epoch=int(record["seed"]) + 1, metadata=extra, path=path))
+        groups.setdefault((record["dataset"], record["setting"]), []).append(record)
+    out = store.dir / INSPECT_DIR
+    for old in out.glob("*.eval"):
+        old.unlink()
+    eval_set = hashlib.sha256(str(store.dir.resolve()).encode()).hexdigest()[:22]  # the logs of one results directory
+    written: list[Path] = []
+    left_out: list[str] = []
+    for (dataset, setting), records in groups.items():
+        runs = []
+        for record in records:
+            path = _trajectory(store.dir, record)
+            try:
+                events = load(path).events
+            except TrajectoryError as e:
+                left_out.append(f"{record['key']}: {e}")
+                continue
+            extra = {k: v for k, v in record.items() if k != "key"}
+            runs.append(RunSample(events, _unit(record), epoch=int(record["seed"]) + 1, metadata=extra, path=path))
+        if runs:
+            described = {"eval_setting": settings.get(setting, {}), "results_dir": str(store.dir)}
+            result = eval_log(runs, task=dataset, setting=setting, dataset=dataset, metadata=described,
+                              eval_set_id=eval_set)
+            written.append(write(result, out / log_name(result)))
     for line in left_out[:MAX_NAMED]:
         log(f"warning: left out of the inspect logs: {line}")
     if len(left_out) > MAX_NAMED:
         log(f"warning: {len(left_out) - MAX_NAMED} more runs left out of the inspect logs")
-    out = store.dir / INSPECT_DIR
-    for old in out.glob("*.eval"):
-        old.unlink()
-    written = []
-    eval_set = hashlib.sha256(str(store.dir.resolve()).encode()).hexdigest()[:22]  # the logs of one results directory
-    for (dataset, setting), runs in groups.items():
-        described = {"eval_setting": settings.get(setting, {}), "results_dir": str(store.dir)}
-        result = eval_log(runs, task=dataset, setting=setting, dataset=dataset, metadata=described,
-                          eval_set_id=eval_set)
-        written.append(write(result, out / log_name(result)))
     return written
