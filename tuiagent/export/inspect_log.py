@@ -516,18 +516,19 @@ def write(log: EvalLog, path: Path) -> Path:
 
 
 def export_inspect(paths: Sequence[Path], out: Path | None = None) -> tuple[list[Path], list[str]]:
-    """Write saved runs as inspect logs, one per setting (model, mode, guards and their settings, budgets):
-    into the directory ``out`` (default: beside the first run), or the file ``out`` (.eval or .json)
-    when the runs are of one setting. Returns the files written and the loader's warnings."""
+    """Write saved runs as inspect logs, one per setting (model, mode, guards and their settings, budgets,
+    sampling): into the directory ``out`` (default: beside the first run), or the file ``out`` (.eval
+    or .json) when the runs are of one setting. A log's runs are read again when it is written, so
+    many runs are never held in memory together. Returns the files written and the loader's warnings."""
     require_inspect()
     if not paths:
         raise UserError("give a trajectory file to export")
-    groups: dict[str, list[RunSample]] = {}
+    groups: dict[str, list[tuple[Path, str]]] = {}
     labels: dict[str, str] = {}
     warnings: list[str] = []
     ids: set[str] = set()
-    for path in paths:
-        loaded = load(Path(path))
+    for path in map(Path, paths):
+        loaded = load(path)
         warnings += loaded.warnings
         if not any(isinstance(e, ev.RunStarted) for e in loaded.events):
             raise UserError(f"{path} has no start of a run (RunStarted): nothing to export")
@@ -539,7 +540,7 @@ def export_inspect(paths: Sequence[Path], out: Path | None = None) -> tuple[list
         key = repr((started.model_id, started.mode, sorted(_guard_settings(loaded.events).items()),
                     sorted(started.settings.items()), sorted(started.sampling.items())))
         labels.setdefault(key, setting_label(loaded.events))
-        groups.setdefault(key, []).append(RunSample(loaded.events, run_id, path=Path(path)))
+        groups.setdefault(key, []).append((path, run_id))
     file_out = out is not None and out.suffix.lower() in (".eval", ".json")
     if file_out and len(groups) > 1:
         raise UserError(f"the runs are of {len(groups)} settings, which make {len(groups)} logs: "
@@ -547,10 +548,11 @@ def export_inspect(paths: Sequence[Path], out: Path | None = None) -> tuple[list
     directory = out if out is not None and not file_out else Path(paths[0]).parent
     written = []
     used: dict[str, int] = {}
-    for key, runs in groups.items():
+    for key, members in groups.items():
         label = labels[key]
         used[label] = used.get(label, 0) + 1  # two settings with one label (other budgets): keep both apart
         setting = label if used[label] == 1 else f"{label}#{used[label]}"
+        runs = [RunSample(load(path).events, run_id, path=path) for path, run_id in members]
         log = eval_log(runs, task="tuiagent", setting=setting)
         written.append(write(log, out if file_out and out is not None else directory / log_name(log)))
     return written, warnings
