@@ -19,7 +19,8 @@ from tuiagent.core import events as ev
 from tuiagent.core.context import working_context
 from tuiagent.core.trajectory import load
 from tuiagent.errors import UserError
-from tuiagent.export.inspect_log import SCORER, RunSample, eval_log, export_inspect, require_inspect, write
+from tuiagent.export.inspect_log import eval_log, export_inspect, require_inspect, write
+from tuiagent.export.inspect_sample import SCORER, RunSample
 
 inspect_log = pytest.importorskip("inspect_ai.log")
 from inspect_ai.analysis import evals_df, messages_df, samples_df  # noqa: E402

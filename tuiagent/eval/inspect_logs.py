@@ -16,7 +16,8 @@ from typing import Any
 from tuiagent.core.trajectory import TrajectoryError, load
 from tuiagent.eval.harness import safe_name
 from tuiagent.eval.results import ResultStore
-from tuiagent.export.inspect_log import RunSample, eval_log, log_name, require_inspect, write
+from tuiagent.export.inspect_log import eval_log, log_name, require_inspect, write
+from tuiagent.export.inspect_sample import RunSample
 
 INSPECT_DIR = "inspect"
 MAX_NAMED = 3  # ours: runs without a trajectory named one by one; the rest are counted
