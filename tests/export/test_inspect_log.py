@@ -230,17 +230,18 @@ def test_inspect_view_serves_the_logs(tmp_path):
 
 
 def test_eval_on_the_demo_set_writes_one_log_per_setting(write_script, tmp_path):
-    """End to end: the scripted model, a real kernel, two settings; then --report-only writes them again."""
+    """End to end: the scripted model, a real kernel, three settings (one without the tool); then
+    --report-only writes them again."""
     script = write_script(code_turn("150 + 3"), answer_turn("153"))
     out = tmp_path / "eval"
     done = tuiagent("eval", "demo", "-m", "scripted", "--script", str(script), "--limit", "2", "-c", "none",
-                    "-c", "attc", "--out", str(out), "-q", "-f", "json", "--inspect-log")
+                    "-c", "attc", "-c", "cot", "--out", str(out), "-q", "-f", "json", "--inspect-log")
     assert done.returncode == 0, done.stderr
-    assert f"inspect logs: 2 in {out / 'inspect'}" in done.stderr
+    assert f"inspect logs: 3 in {out / 'inspect'}" in done.stderr
     records = {(r["setting"], r["problem_id"]): r
                for r in map(json.loads, (out / "results.jsonl").read_text(encoding="utf-8").splitlines())}
     logs = [read_one(p) for p in sorted((out / "inspect").glob("*.eval"))]
-    assert sorted(log.eval.task_args["setting"] for log in logs) == ["attc", "none"]
+    assert sorted(log.eval.task_args["setting"] for log in logs) == ["attc", "cot", "none"]
     for log in logs:
         setting = log.eval.task_args["setting"]
         assert log.eval.task == "demo" and log.eval.dataset.name == "demo"
@@ -250,12 +251,19 @@ def test_eval_on_the_demo_set_writes_one_log_per_setting(write_script, tmp_path)
             assert s.scores[SCORER].value == ("C" if record["correct"] else "I") and s.epoch == record["seed"] + 1
             assert (s.metadata["setting"], s.metadata["tcn"]) == (setting, record["tcn"])
             assert s.metadata["trajectory"] == record["trajectory"] and s.metadata["question_hash"] == record["question_hash"]
-            assert [t.result for t in s.events if isinstance(t, ToolEvent)] == ["153"]  # a real kernel ran it
+            calls = [e for e in s.events if isinstance(e, ModelEvent)]
+            if setting == "cot":  # no tool: the model calls offer none, and nothing ran
+                assert all(c.tools == [] and c.tool_choice == "none" for c in calls)
+                assert not any(isinstance(e, ToolEvent) for e in s.events) and s.metadata["mode"] == "cot"
+            else:
+                assert calls[0].tools[0].name == "python"
+                assert [t.result for t in s.events if isinstance(t, ToolEvent)] == ["153"]  # a real kernel ran it
         right = sum(records[(setting, p)]["correct"] for p in ("bakery", "books")) / 2
         assert log.results.scores[0].metrics["accuracy"].value == right
     Path(records[("none", "books")]["trajectory"]).unlink()  # a run whose trajectory is gone is left out, named
     again = tuiagent("eval", str(out), "--report-only", "-q", "-f", "json", "--inspect-log")
     assert again.returncode == 0, again.stderr
     assert "left out of the inspect logs: demo/books/none/0" in again.stderr
-    assert len(list((out / "inspect").glob("*.eval"))) == 2  # written again, none left over
-    assert samples_df(str(out / "inspect"))["metadata_setting"].value_counts().to_dict() == {"attc": 2, "none": 1}
+    assert len(list((out / "inspect").glob("*.eval"))) == 3  # written again, none left over
+    assert samples_df(str(out / "inspect"))["metadata_setting"].value_counts().to_dict() == {
+        "attc": 2, "cot": 2, "none": 1}
