@@ -163,12 +163,14 @@ def test_seeds_are_epochs_reduced_to_their_mean_before_the_accuracy(tmp_path):
 def test_a_run_cut_short_is_a_sample_with_an_error(tmp_path):
     lines = GUARDED.read_text(encoding="utf-8").splitlines()
     cut = tmp_path / "cut.jsonl"
-    end = next(i for i, line in enumerate(lines) if '"TurnStarted"' in line and '"turn": 3' in line)
-    cut.write_text("\n".join(lines[:end]) + "\n", encoding="utf-8")
+    start = next(i for i, line in enumerate(lines) if '"TurnStarted"' in line and '"turn": 3' in line)
+    cut.write_text("\n".join(lines[:start + 4]) + "\n", encoding="utf-8")  # killed 3 tokens into turn 3
     [path], _ = export_inspect([cut], tmp_path / "out")
     [sample] = read_one(path).samples
     assert "did not finish" in sample.error.message and sample.scores is None
-    assert sum(isinstance(e, ModelEvent) for e in sample.events) == 2
+    calls = [e for e in sample.events if isinstance(e, ModelEvent)]
+    streamed = "".join(json.loads(line)["text"] for line in lines[start + 1:start + 4])
+    assert len(calls) == 3 and calls[-1].error and calls[-1].output.completion == streamed
 
 
 def test_a_file_without_a_start_is_refused_by_name(tmp_path):

@@ -281,6 +281,17 @@ def _transcript(events: Sequence[ev.Event], run: _Run, opening: list[ChatMessage
             info(f"guard {e.guard}", e, {"enabled": e.enabled, "settings": e.settings, "reason": e.reason})
         elif isinstance(e, ev.Notice):
             info("tuiagent", e, {"level": e.level, "message": e.message})
+    if turn is not None:  # the run stopped during a turn (a kill, a crash): what it had streamed
+        from inspect_ai.model import ModelOutput
+
+        began, seen = turn
+        streamed = [t for t in tokens if t.turn == began.turn]
+        last = streamed[-1] if streamed else began
+        out.append(ModelEvent(model=model, input=seen, tools=tools, tool_choice="auto" if tools else "none",
+                              config=config, output=ModelOutput.from_content(model, "".join(t.text for t in streamed),
+                                                                             stop_reason="unknown"),
+                              error="the run stopped during this turn: its text as far as it streamed",
+                              completed=utc(last.t), working_time=max(last.t - began.t, 0.0), **at(began)))
     return out
 
 
