@@ -469,14 +469,28 @@ def export(
     files: Annotated[list[Path], typer.Argument(help="A trajectory file (.jsonl); two or more: a comparison.")],
     html: Annotated[bool, typer.Option("--html", help="A self-contained HTML page.")] = False,
     md: Annotated[bool, typer.Option("--md", help="Markdown (the default, unless -o ends in .html).")] = False,
+    inspect: Annotated[bool, typer.Option("--inspect", help=(
+        "inspect_ai eval logs (.eval), one per setting, for `inspect view` and inspect's dataframes "
+        "(-o: a directory, default beside the first run, or one .eval/.json file); needs tuiagent[inspect]."))] = False,
     out: Annotated[Path | None, typer.Option("-o", "--out", help="Write here instead of to stdout.")] = None,
     shade: Annotated[bool, typer.Option("--shade", help="HTML: shade each token by its probability.")] = False,
 ) -> None:
-    """Export a saved run, or a comparison of runs, to Markdown or HTML."""
+    """Export a saved run, or a comparison of runs, to Markdown or HTML, or runs to inspect_ai logs."""
     from tuiagent.export import export_runs
 
-    if html and md:
-        raise typer.BadParameter("give --html or --md, not both", param_hint="--html/--md")
+    if sum((html, md, inspect)) > 1:
+        raise typer.BadParameter("give only one of --html, --md and --inspect", param_hint="--html/--md/--inspect")
+    if inspect:
+        from tuiagent.export.inspect_log import export_inspect
+
+        written, warnings = export_inspect(files, out)
+        print_warnings(warnings)
+        for path in written:
+            err.print(Text(for_terminal(f"wrote {path}")))
+        err.print(Text(for_terminal(f"{len(files)} run{'s' if len(files) > 1 else ''} in {len(written)} inspect log"
+                                    f"{'s' if len(written) > 1 else ''}; open them with "
+                                    f"`inspect view --log-dir {written[0].parent}`")))
+        return
     fmt = "html" if html or (not md and out is not None and out.suffix.lower() in (".html", ".htm")) else "md"
     text = export_runs(files, fmt, shade=shade)
     if out is None:

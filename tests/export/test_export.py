@@ -73,7 +73,7 @@ def test_bad_input_is_a_clear_error(tmp_path):
     done = tuiagent("export", str(bogus))
     assert done.returncode != 0 and "not a tuiagent trajectory" in done.stderr and "Traceback" not in done.stderr
     done = tuiagent("export", str(GUARDED), "--html", "--md")
-    assert done.returncode != 0 and "not both" in done.stderr
+    assert done.returncode != 0 and "only one of --html, --md and --inspect" in done.stderr
 
 
 def test_cli_writes_markdown_to_stdout_and_html_to_a_file(tmp_path):

@@ -91,6 +91,9 @@ def eval_command(
     formats: Annotated[list[str] | None, typer.Option("--format", "-f", help=(
         "Report forms (repeat): table, md, csv, json, png. Default: all (png needs matplotlib)."))] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar and no table; files only.")] = False,
+    inspect_log: Annotated[bool, typer.Option("--inspect-log", help=(
+        "Also write inspect_ai eval logs, one per dataset and setting, into <results dir>/inspect/ "
+        "(open them with `inspect view`); needs tuiagent[inspect]."))] = False,
 ) -> None:
     """Evaluate a model on datasets under several guard settings; resumable, with paired comparisons."""
     from rich.console import Console
@@ -107,6 +110,10 @@ def eval_command(
     from tuiagent.runner import RunRequest, resolve_spec
 
     err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+    if inspect_log:  # before any run: an eval that cannot write its logs should not start
+        from tuiagent.export.inspect_log import require_inspect
+
+        require_inspect()
     chosen = set(_split(formats)) or set(FORMATS)
     if chosen - set(FORMATS):
         raise typer.BadParameter(f"unknown format(s) {', '.join(sorted(chosen - set(FORMATS)))}; use {', '.join(FORMATS)}",
@@ -174,6 +181,12 @@ def eval_command(
         err.print(message)
     if written:
         err.print("reports: " + ", ".join(str(p) for p in written))
+    if inspect_log:
+        from tuiagent.eval.inspect_logs import write_inspect_logs
+
+        logs = write_inspect_logs(directory, log=err.print)
+        err.print(f"inspect logs: {len(logs)} in {directory / 'inspect'} (open them with "
+                  f"`inspect view --log-dir {directory / 'inspect'}`)")
     err.print(f"results: {directory / 'results.jsonl'} (trajectories under {directory / 'runs'}; "
               "replay one with `tuiagent replay FILE`)")
     if failed:
