@@ -2,14 +2,15 @@
 its judgements of an eval's runs cached in ``<eval dir>/judgements.jsonl`` (resumable, like the
 runs), and what they cost, for the report.
 
-What is judged now: each executed call of the cue probe's tool runs, with the tool-necessity prompt
-of "Spurious Tool Use" (Appendix A.3), for the probe's "judge calls no call necessary" items. The
-judge sees the question as the run saw it (cue included), as the necessity guard's judge does [ours].
+What is judged: each executed call of the cue probe's tool runs, with the tool-necessity prompt of
+"Spurious Tool Use" (Appendix A.3), for the probe's "judge calls no call necessary" items (the judge
+sees the question as the run saw it, cue included, as the necessity guard's judge does [ours]); and
+the TIM protocol's runs (``eval.tim_protocol.judge_tim``), through the same ``with_judge`` pass.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -78,16 +79,29 @@ async def judge_runs(judge: Judge, records: list[dict[str, Any]], log: Callable[
     return asked
 
 
-async def judge_eval(judge_id: str, models_file: Path | None, directory: Path, records: list[dict[str, Any]],
-                     log: Callable[[str], None]) -> None:
-    """The judging pass after an eval's runs: ``records``' calls not yet in ``directory``'s cache."""
+async def with_judge(judge_id: str, models_file: Path | None, directory: Path,
+                     work: Callable[[Judge], Awaitable[Any]]) -> None:
+    """A judging pass after an eval's runs: ``work`` asks a judge cached in ``directory``'s
+    judgements.jsonl (what the cache holds is not asked again), then the judge model is closed."""
     models = JudgeModels(models_file)
     store = JudgementStore(directory)
     try:
-        await judge_runs(Judge(judge_id, models=models, store=store), records, log)
+        await work(Judge(judge_id, models=models, store=store))
     finally:
         store.close()
         await models.aclose()
+
+
+async def judge_eval(judge_id: str, models_file: Path | None, directory: Path, records: list[dict[str, Any]],
+                     log: Callable[[str], None]) -> None:
+    """The cue probe's judging pass: ``records``' calls not yet in ``directory``'s cache."""
+    await with_judge(judge_id, models_file, directory, lambda judge: judge_runs(judge, records, log))
+
+
+def judged(store: JudgementStore, judge: str, prompt_id: str, inputs: dict[str, str]) -> Any:
+    """The cached value of one judgement (None when it was not asked yet), without asking."""
+    p = prompt(prompt_id)
+    return (store.get(judgement_key(judge, p.id, p.version, inputs)) or {}).get("value")
 
 
 def call_verdicts(records: Iterable[dict[str, Any]], store: JudgementStore, judge: str) -> dict[str, list[Any]]:
@@ -98,8 +112,7 @@ def call_verdicts(records: Iterable[dict[str, Any]], store: JudgementStore, judg
         if calls is None:
             continue
         question, codes = calls
-        keys = [judgement_key(judge, NECESSITY.id, NECESSITY.version, necessity_inputs(question, c)) for c in codes]
-        out[record["key"]] = [(store.get(k) or {}).get("value") for k in keys]
+        out[record["key"]] = [judged(store, judge, NECESSITY.id, necessity_inputs(question, c)) for c in codes]
     return out
 
 
