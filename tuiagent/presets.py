@@ -37,7 +37,9 @@ CONDITION_LABELS = {
     "oracle": "Agent-OracleCalc",
     "max1": "Agent-Max1Turn",
 }
-PROTOCOLS = {"tooltax": ("full", "cot", "noop", "oracle", "max1")}
+PROTOCOLS = {"tooltax": ("full", "cot", "noop", "oracle", "max1"),
+             # [paper] TIM (arXiv 2511.10899): Base (no tool), TaLM, TaLM + Prompting (section 6.1; presets.toml)
+             "tim": ("cot", "full", "tim-prompt")}
 
 RUN_KEYS = {"mode": str, "kernel": str, "max_tool_calls": int, "max_tokens": int, "exec_timeout_s": float,
             "output_chars": int, "max_wall_s": float}

@@ -27,7 +27,7 @@ from tuiagent.backends.base import BackendCrashed, Failover, Sessions
 from tuiagent.core.batch import run_batch
 from tuiagent.errors import ConfigError, UserError
 from tuiagent.eval.datasets import Fields, Problem, load_dataset, select
-from tuiagent.eval.judging import check_judge, cue_probe_runs, judge_eval
+from tuiagent.eval.judging import check_judge, cue_probe_runs, judge_eval, with_judge
 from tuiagent.eval.metrics import run_record
 from tuiagent.eval.results import ResultStore, run_key
 from tuiagent.eval.reuse import GenerationMemo, ReusingBackend
@@ -84,6 +84,7 @@ class EvalConfig:
     reuse_generations: bool = True  # on the local model, generate identical turns once (eval.reuse)
     judge: str | None = None  # the judge model (models.toml id) of --judge (eval.judging)
     shard: tuple[int, int] | None = None  # (I, N): only shard I of N of the problems (eval.shards)
+    protocol: str | None = None  # --protocol (tim: its judge pass after the runs, eval.tim_protocol)
 
 
 @dataclass
@@ -497,8 +498,9 @@ async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
             "pass --temperature for different samples")
     if cfg.judge:
         check_judge(cfg.judge, spec.id, cfg.models_file, log)
-        if not cfg.cues:
-            log(f"note: the judge {cfg.judge} judges the cue probe's calls; without --cue-probe it judges nothing")
+        if not cfg.cues and cfg.protocol != "tim":
+            log(f"note: the judge {cfg.judge} judges the cue probe's calls and the TIM protocol's runs; without "
+                "--cue-probe or --protocol tim it judges nothing")
     if cfg.cues:
         cfg.settings = with_no_tool(cfg.settings, log)
     with ResultStore(cfg.out) as store:
@@ -538,7 +540,7 @@ async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
             "distractor_model": cfg.distractor_model or (spec.id if cfg.distractors else None),
             "run": cfg.run, "sampling": cfg.sampling, "concurrency": runner.concurrency,
             "invalid_variants": invalid, "sessions": previous.get("sessions", []),
-            "judge": cfg.judge or previous.get("judge"),
+            "judge": cfg.judge or previous.get("judge"), "protocol": cfg.protocol or previous.get("protocol"),
             "shard": describe(load_problems(cfg, whole=True), cfg.shard) if cfg.shard else None,
         })
         if on_plan:
@@ -550,6 +552,12 @@ async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
                 tool = {s.name for s in cfg.settings if s.mode == "tool"}
                 await judge_eval(cfg.judge, cfg.models_file, store.dir, cue_probe_runs(store.records.values(), tool),
                                  log)
+            if cfg.judge and (cfg.protocol or previous.get("protocol")) == "tim":
+                from tuiagent.eval.tim_protocol import judge_tim
+
+                names, modes = [s.name for s in cfg.settings], {s.name: s.mode for s in cfg.settings}
+                await with_judge(cfg.judge, cfg.models_file, store.dir,
+                                 lambda judge: judge_tim(judge, list(store.records.values()), names, modes, log))
         except (asyncio.CancelledError, KeyboardInterrupt):
             runner.outcome.cancelled = True
             raise

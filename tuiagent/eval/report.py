@@ -6,12 +6,15 @@ Per dataset (on the questions as written; variants have their own sections):
 - one row per setting: Pass@1 (averaged over seeds) with a bootstrap CI over problems, the paired
   difference against the baseline (bootstrap CI over problems; exact McNemar p over problem x seed
   pairs), and per-run means/totals of the tool and guard numbers;
-- accuracy by tool-call bins (0-3, 4-7, 8-11, 12+);
+- final-answer accuracy by the TIM paper's tool-call bins (0-3, 4-7, 8-11, 12+; the paper bins its
+  reasoning metrics, not accuracy: those are the TIM protocol's, below);
 - the tool-use-tax conditions when present: Gap = Acc(Full) - Acc(CoT), capability overlap =
   share of tool-benefited problems (Full right, Noop wrong) that CoT also solves;
 - distractors: accuracy per distractor type beside the clean accuracy on the same problems;
 - cue probe: tool-call rate with the cue (Y) and without (N), Delta Tool Y-N, per cue, over all items and
   on the items where the tool is not needed (Definition 1; ``eval.cue_probe``);
+- the TIM protocol (``--protocol tim``; ``eval.tim_protocol``): Win Rate, Miss Rate, error types and
+  code complexity in the paper's layout, beside its published figures;
 - the judge (``--judge``): its model and what its judgements cost.
 """
 
@@ -30,6 +33,7 @@ from guards.chain import available, presenter
 from tuiagent.eval.cue_probe import cue_section, cue_table
 from tuiagent.eval.estimators import estimators
 from tuiagent.eval.stats import TOOL_BINS, bin_label, bootstrap_mean, mcnemar_exact, paired_bootstrap, tool_bin
+from tuiagent.eval.tim_protocol import plot_tim, tim_notes, tim_sections, tim_tables
 from tuiagent.eval.variants import DISTRACTOR_PREFIX
 from tuiagent.presets import CONDITION_LABELS
 
@@ -196,9 +200,11 @@ def distractor_section(records: list[dict[str, Any]], settings: list[str]) -> di
 def summarize(records: Iterable[dict[str, Any]], *, settings: list[str] | None = None, baseline: str | None = None,
               conditions: dict[str, str | None] | None = None, model: str | None = None,
               invalid_variants: list[dict[str, Any]] | None = None, modes: dict[str, str] | None = None,
-              verdicts: dict[str, list[Any]] | None = None, judge: dict[str, Any] | None = None) -> dict[str, Any]:
+              verdicts: dict[str, list[Any]] | None = None, judge: dict[str, Any] | None = None,
+              tim: dict[str, Any] | None = None) -> dict[str, Any]:
     """The whole summary as plain data (what summary.json holds). ``modes``: each setting's mode (the
-    cue probe's no-tool setting); ``verdicts`` and ``judge``: the judge's per-call values and its cost."""
+    cue probe's no-tool setting); ``verdicts`` and ``judge``: the judge's per-call values and its cost;
+    ``tim``: the TIM protocol's section per dataset (``eval.tim_protocol.tim_section``)."""
     records = list(records)
     names = list(settings or [])
     for r in records:
@@ -220,6 +226,7 @@ def summarize(records: Iterable[dict[str, Any]], *, settings: list[str] | None =
             "tooltax": tooltax(clean, conditions),
             "distractors": distractor_section(rs, names),
             "cues": cue_section(rs, names, modes or {}, verdicts),
+            "tim": (tim or {}).get(dataset),
         }
     return {"model": model or next((r.get("model") for r in records), None), "baseline": baseline,
             "settings": names, "runs": len(records), "datasets": datasets,
@@ -280,7 +287,8 @@ def _section_tables(summary: dict[str, Any], dataset: str) -> list[tuple[str, li
     d = summary["datasets"][dataset]
     tables = []
     bins = [bin_label(lo, hi) for lo, hi in TOOL_BINS]
-    tables.append((f"{dataset}: accuracy by tool calls (runs in bin)", ["setting", *bins],
+    tables.append((f"{dataset}: final-answer accuracy by tool calls (runs in bin; the TIM paper's bins, ours for accuracy)",
+                   ["setting", *bins],
                    [[s, *(f"{_cell(v[b]['accuracy'])} ({v[b]['runs']})" for b in bins)]
                     for s, v in d["tool_bins"].items()]))
     est_keys = _estimator_keys(d)
@@ -311,6 +319,8 @@ def _section_tables(summary: dict[str, Any], dataset: str) -> list[tuple[str, li
                        "holds: acc Y (tool) <= acc Y (no tool), Definition 1)",
                        header, [[{True: "yes", False: "no"}[c] if isinstance(c, bool) else
                                  c if isinstance(c, str) else _cell(c) for c in row] for row in rows]))
+    if d.get("tim"):
+        tables += tim_tables(d["tim"], dataset)
     return tables
 
 
@@ -341,6 +351,8 @@ def to_markdown(summary: dict[str, Any]) -> str:
         out += [f"## {dataset}", ""]
         for title, header, rows in _main_tables(summary, dataset) + _section_tables(summary, dataset):
             out += [f"### {title}", "", table(header, rows), ""]
+        if summary["datasets"][dataset].get("tim"):
+            out += [f"- {line}" for line in tim_notes(summary["datasets"][dataset]["tim"])] + [""]
     if summary.get("judge"):
         out += ["## Judge", "", judge_line(summary["judge"]), ""]
     if summary["invalid_variants"]:
@@ -446,13 +458,15 @@ def plot(summary: dict[str, Any], directory: Path) -> list[Path] | str:
         ax.set_ylim(0, 1)
         ax.set_xlabel("tool calls in the run")
         ax.set_ylabel("accuracy")
-        ax.set_title(f"{dataset}: accuracy by tool-call bin")
+        ax.set_title(f"{dataset}: final-answer accuracy by tool-call bin (ours)")
         ax.legend(fontsize=7)
         fig.tight_layout()
         path = directory / f"tool-bins-{dataset}.png"
         fig.savefig(path, dpi=110)
         plt.close(fig)
         written.append(path)
+        if d.get("tim"):
+            written += plot_tim(d["tim"], directory, dataset, plt)
     return written
 
 
@@ -490,15 +504,17 @@ def summary_from_store(directory: Path, *, baseline: str | None = None) -> dict[
     store = ResultStore(directory)
     manifest = store.manifest() or {}
     settings = manifest.get("settings", [])
-    verdicts, judge = None, None
+    verdicts, judge, judgements = None, None, None
     if manifest.get("judge"):
         judgements = JudgementStore(directory)
         verdicts = call_verdicts(store.records.values(), judgements, manifest["judge"])
         judge = judge_cost(judgements, manifest["judge"]) | {
             "warning": same_model_warning(manifest["judge"], str(manifest.get("model")))}
+    modes = {s["name"]: str(s.get("run", {}).get("mode", "tool")) for s in settings}
+    tim = tim_sections(list(store.records.values()), [s["name"] for s in settings], modes, judgements,
+                       manifest.get("judge")) if manifest.get("protocol") == "tim" else None
     return summarize(store.records.values(), settings=[s["name"] for s in settings],
                      baseline=baseline or manifest.get("baseline"),
                      conditions={s["name"]: s.get("condition") for s in settings}, model=manifest.get("model"),
-                     invalid_variants=manifest.get("invalid_variants"),
-                     modes={s["name"]: str(s.get("run", {}).get("mode", "tool")) for s in settings},
-                     verdicts=verdicts, judge=judge)
+                     invalid_variants=manifest.get("invalid_variants"), modes=modes,
+                     verdicts=verdicts, judge=judge, tim=tim)
