@@ -159,7 +159,8 @@ async def test_each_metric_on_runs_whose_values_are_known(evaluated):
     assert (variant, setting, final) == ("TaLM", "full", "100.0 [100.0, 100.0] (n=3)")
     assert miss.startswith("66.7 [") and miss.endswith("(n=3)") and won.startswith("75.0 [") and won.endswith("(n=2)")
     assert rendered["TIM"][1][6] == "27.0 / 49.9 / 45.6 / 85.9"  # the paper's GPT-4.1 TaLM row beside ours
-    assert "Judge judge: unparseable replies, Win Rate 0 comparison(s), Miss Rate 2, error types 1" in tim_notes(t)[0]
+    assert ("Judge judge: left out of the figures for an unparseable reply: Win Rate 0 comparison(s), Miss Rate 2 "
+            "run(s), error types 1 run(s)") in tim_notes(t)[0]
 
 
 async def test_asking_again_asks_nothing_and_no_judge_still_reports(evaluated):

@@ -445,9 +445,10 @@ def tim_notes(section: dict[str, Any]) -> list[str]:
         judge = ("Win Rate, Miss Rate and the error types need a judge: run again with --judge MODEL (the runs are "
                  "kept; only the judgements are asked).")
     else:
-        judge = (f"Judge {section['judge']}: unparseable replies, Win Rate {u['win_rate']} comparison(s), Miss "
-                 f"Rate {u['miss_rate']}, error types {u['error_types']} (left out of the figures). A judge much "
-                 "weaker than the paper's GPT-5 makes these figures noisy; read them with their n and intervals.")
+        judge = (f"Judge {section['judge']}: left out of the figures for an unparseable reply: Win Rate "
+                 f"{u['win_rate']} comparison(s), Miss Rate {u['miss_rate']} run(s), error types {u['error_types']} "
+                 "run(s). A judge much weaker than the paper's GPT-5 makes these figures noisy; read them with "
+                 "their n and intervals.")
     rows = section["table"].values()
     right, with_ref = sum(r["right"] for r in rows), sum(r["right_with_reference"] for r in rows)
     reference = (f"Miss Rate needs the dataset's reference solutions: {with_ref} of the {right} right runs have "
