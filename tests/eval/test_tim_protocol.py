@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 from tests.eval.helpers import CalcKernel, Factory, answer_turn, number_in
+from tuiagent.backends.base import ContextOverflow
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core.judge import Judge
 from tuiagent.core.judge_store import JUDGEMENTS, JudgementStore
@@ -178,6 +179,35 @@ async def test_asking_again_asks_nothing_and_no_judge_still_reports(evaluated):
     markdown = to_markdown(summary)
     assert "TIM, Tables 2 and 3 layout" in markdown and "need a judge: run again with --judge MODEL" in markdown
     assert "final-answer accuracy by tool calls (runs in bin; the TIM paper's bins, ours for accuracy)" in markdown
+
+
+class ShortContext(ScriptedBackend):
+    """A judge whose context the comparisons of problem 2 (five cells of TWO in the TaLM run) overflow."""
+
+    async def generate(self, out, prompt, sampling, stop):
+        if "Solution A:" in prompt and TWO in prompt:
+            raise ContextOverflow(self.count_tokens(prompt), 100, self.model_id)
+        async for token in super().generate(out, prompt, sampling, stop):
+            yield token
+
+
+async def test_a_question_too_long_for_the_judge_is_left_out_counted_and_asked_later(evaluated):
+    out, records = evaluated
+    store = JudgementStore(out)
+    replies = JUDGE[:2] + JUDGE[4:]  # all but problem 2's two orders
+    short = Judge("judge", backend=ShortContext([split_tokens(r["text"], -0.1) for r in replies], model_id="judge"),
+                  store=store)
+    said: list[str] = []
+    assert await judge_tim(short, records, SETTINGS, MODES, said.append) == len(JUDGE) - 2
+    assert "judge judge: 2 TIM question(s) did not fit its context and were not asked" in said[-1]
+    t = tim_sections(records, SETTINGS, MODES, store, "judge")["tiny"]
+    assert t["table"]["full"]["win_rate"] == {"value": 1.0, "ci": [1.0, 1.0], "n": 1}  # problem 1 only
+    assert t["not_judged"] == {"win_rate": 1, "miss_rate": 0, "error_types": 0}
+    assert "Not judged (asked in a later pass, or too long for the judge's context" in tim_notes(t)[0]
+
+    later = Judge("judge", backend=scripted_judge(JUDGE[2:4]), store=store)  # a judge with a longer context
+    assert await judge_tim(later, records, SETTINGS, MODES, said.append) == 2
+    assert tim_sections(records, SETTINGS, MODES, store, "judge")["tiny"]["table"]["full"]["win_rate"]["value"] == 0.75
 
 
 @pytest.mark.parametrize("code, lines, cc", [

@@ -23,10 +23,11 @@ from typing import Any
 
 import numpy as np
 
+from tuiagent.backends.base import ContextOverflow
 from tuiagent.core import trajectory
 from tuiagent.core.events import RunStarted
 from tuiagent.core.judge import Judge, pair_winner
-from tuiagent.core.judge_prompts import ERROR_TYPES, UNPARSEABLE, prompt
+from tuiagent.core.judge_prompts import ERROR_TYPES, UNPARSEABLE, JudgePrompt, prompt
 from tuiagent.core.judge_store import JudgementStore
 from tuiagent.core.steps import run_pieces
 from tuiagent.eval.judging import judged
@@ -146,27 +147,38 @@ async def judge_tim(judge: Judge, records: list[dict[str, Any]], settings: list[
         return 0
     before = judge.cost.calls
     sols: dict[str, Solution | None] = {}
+    too_long = 0
 
     def sol(r: dict[str, Any]) -> Solution | None:
         if r["key"] not in sols:
             sols[r["key"]] = solution(r)
         return sols[r["key"]]
 
+    async def ask(p: JudgePrompt, inputs: dict[str, str]) -> None:
+        nonlocal too_long
+        try:
+            await judge.judgement(p, inputs)
+        except ContextOverflow:  # not cached: a judge with a larger context asks it later
+            too_long += 1
+
     for dataset in sorted({r["dataset"] for r in records}):
         todo = plan([r for r in records if r["dataset"] == dataset], base, tools)
         for _, b, t in todo.wins:
             sb, st = sol(b), sol(t)
-            if sb and st:
-                await judge.pairwise(WIN, st.text, sb.text, problem=sb.question)
+            for inputs in win_inputs(sb, st) if sb and st else []:
+                await ask(WIN, inputs)
         for r in todo.misses:
             if s := sol(r):
-                await judge.judgement(MISS, miss_inputs(s, r["reference"]))
+                await ask(MISS, miss_inputs(s, r["reference"]))
         for r in todo.errors:
             if s := sol(r):
-                await judge.judgement(ERRORS, error_inputs(s))
+                await ask(ERRORS, error_inputs(s))
     asked = judge.cost.calls - before
     if asked:
         log(f"judge {judge.model_id}: {asked} TIM judgement(s) asked")
+    if too_long:
+        log(f"judge {judge.model_id}: {too_long} TIM question(s) did not fit its context and were not asked (left "
+            "out of the figures; raise its context_size in models.toml, or use a judge with a longer context)")
     return asked
 
 
@@ -261,27 +273,31 @@ def tim_section(records: list[dict[str, Any]], settings: list[str], modes: dict[
     sols = {r["key"]: solution(r) for r in records if r["setting"] in (base, *tools) and not r.get("variant")}
     miss: dict[str, float | None] = {}
     unparseable = {"win_rate": 0, "miss_rate": 0, "error_types": 0}
+    not_judged = dict(unparseable)  # not asked yet, or too long for the judge's context
     for r in todo.misses:
         s = sols.get(r["key"])
         value = ask(MISS.id, miss_inputs(s, r["reference"])) if s else None
         unparseable["miss_rate"] += value == UNPARSEABLE
+        not_judged["miss_rate"] += value is None
         miss[r["key"]] = miss_rate(value)
     errors: dict[str, dict[str, bool] | None] = {}
     for r in todo.errors:
         s = sols.get(r["key"])
         value = ask(ERRORS.id, error_inputs(s)) if s else None
         unparseable["error_types"] += value == UNPARSEABLE
+        not_judged["error_types"] += value is None
         errors[r["key"]] = value if isinstance(value, dict) else None
     shares: dict[tuple[str, str], float | None] = {}
     for t, b, r in todo.wins:
         sb, st = sols.get(b["key"]), sols.get(r["key"])
         orders = tuple(ask(WIN.id, i) for i in win_inputs(sb, st)) if sb and st else (None, None)
         unparseable["win_rate"] += UNPARSEABLE in orders
+        not_judged["win_rate"] += UNPARSEABLE not in orders and None in orders
         shares[(t, r["key"])] = win_share((orders[0], orders[1]))
 
     section: dict[str, Any] = {
         "judge": judge, "base": base, "tools": tools, "labels": {s: LABELS.get(s, s) for s in [base, *tools]},
-        "unparseable": unparseable, "prm": NO_PRM, "pairing": {}, "table": {}, "bins": {}, "errors": {},
+        "unparseable": unparseable, "not_judged": not_judged, "prm": NO_PRM, "pairing": {}, "table": {}, "bins": {}, "errors": {},
         "complexity": {}, "correlation": {},
     }
     base_runs = list(_clean(records, base).values())
@@ -449,6 +465,11 @@ def tim_notes(section: dict[str, Any]) -> list[str]:
                  f"{u['win_rate']} comparison(s), Miss Rate {u['miss_rate']} run(s), error types {u['error_types']} "
                  "run(s). A judge much weaker than the paper's GPT-5 makes these figures noisy; read them with "
                  "their n and intervals.")
+        n = section["not_judged"]
+        if any(n.values()):
+            judge += (f" Not judged (asked in a later pass, or too long for the judge's context: the eval's log "
+                      f"says): Win Rate {n['win_rate']} comparison(s), Miss Rate {n['miss_rate']} run(s), error "
+                      f"types {n['error_types']} run(s).")
     rows = section["table"].values()
     right, with_ref = sum(r["right"] for r in rows), sum(r["right_with_reference"] for r in rows)
     reference = (f"Miss Rate needs the dataset's reference solutions: {with_ref} of the {right} right runs have "
