@@ -20,7 +20,9 @@ from tuiagent.core.judge_store import JUDGEMENTS, JudgementStore
 from tuiagent.eval.harness import EvalConfig, run_eval
 from tuiagent.eval.report import summary_from_store, to_markdown
 from tuiagent.eval.results import ResultStore
+from tuiagent.eval.stats import bootstrap_mean
 from tuiagent.eval.tim_protocol import (
+    cluster_bootstrap,
     complexity,
     error_inputs,
     judge_tim,
@@ -224,6 +226,17 @@ def test_a_cell_radon_cannot_parse_is_counted_and_left_out():
     got = complexity((BRANCH, "print((1 +"))
     assert got is not None and (got["blocks"], got["unparsed"], got["loc"]) == (1, 1, 3)
     assert complexity(("print((1 +",)) is None and complexity(()) is None
+
+
+def test_the_intervals_resample_problems_not_runs():
+    values = [0.0, 1.0, 1.0, 0.5, 0.25, 1.0, 0.0]
+    one_each = [(str(i), v) for i, v in enumerate(values)]
+    assert cluster_bootstrap(one_each) == pytest.approx(bootstrap_mean(values))  # draw for draw
+    seeds = [("a", 1.0)] * 10 + [("b", 0.0)] * 10  # two problems, ten seeds each
+    mean, low, high = cluster_bootstrap(seeds)
+    assert (mean, low, high) == (0.5, 0.0, 1.0)  # two problems say little, however many seeds
+    _, naive_low, naive_high = bootstrap_mean([v for _, v in seeds])
+    assert 0.2 < naive_low < naive_high < 0.8
 
 
 def test_pearson_against_numpy_and_its_p_value():

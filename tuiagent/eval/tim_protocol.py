@@ -31,7 +31,7 @@ from tuiagent.core.judge_prompts import ERROR_TYPES, UNPARSEABLE, JudgePrompt, p
 from tuiagent.core.judge_store import JudgementStore
 from tuiagent.core.steps import run_pieces
 from tuiagent.eval.judging import judged
-from tuiagent.eval.stats import TOOL_BINS, bin_label, bootstrap_mean, paired_bootstrap, tool_bin
+from tuiagent.eval.stats import TOOL_BINS, bin_label, tool_bin
 
 WIN, MISS, ERRORS = prompt("win_rate"), prompt("miss_rate"), prompt("error_types")
 # [paper] Table 3's variant names for the protocol's three settings; another setting shows by its name.
@@ -243,19 +243,34 @@ def complexity(codes: tuple[str, ...]) -> dict[str, Any] | None:
     return {"blocks": len(lines), "unparsed": unparsed, "loc": sum(lines) / len(lines), "cc": sum(cc) / len(cc)}
 
 
-def _mean(values: list[float]) -> dict[str, Any]:
-    """A mean with its 95% bootstrap interval over the values, and n."""
-    if not values:
-        return {"value": None, "ci": [None, None], "n": 0}
-    mean, lo, hi = bootstrap_mean(values)
-    return {"value": round(mean, 4), "ci": [round(lo, 4), round(hi, 4)], "n": len(values)}
+Points = list[tuple[str, float]]  # (problem id, value): a run's or a pair's number and its problem
 
 
-def _paired(diffs: list[float]) -> dict[str, Any]:
-    if not diffs:
+def cluster_bootstrap(points: Points, *, n_boot: int = 2000, alpha: float = 0.05,
+                      seed: int = 0) -> tuple[float, float, float]:
+    """(mean, low, high): the mean of the values with a percentile bootstrap CI over problems, each drawn
+    problem bringing all its values (its seeds move together). With one value per problem it is
+    ``stats.bootstrap_mean`` draw for draw."""
+    ids = list(dict.fromkeys(p for p, _ in points))
+    where = {p: i for i, p in enumerate(ids)}
+    sums, counts = np.zeros(len(ids)), np.zeros(len(ids))
+    for p, v in points:
+        sums[where[p]] += v
+        counts[where[p]] += 1
+    mean = float(sums.sum() / counts.sum())
+    if len(ids) == 1:
+        return mean, mean, mean
+    draws = np.random.default_rng(seed).integers(0, len(ids), size=(n_boot, len(ids)))
+    low, high = np.quantile(sums[draws].sum(axis=1) / counts[draws].sum(axis=1), [alpha / 2, 1 - alpha / 2])
+    return mean, float(low), float(high)
+
+
+def _mean(points: Points) -> dict[str, Any]:
+    """A mean with its 95% bootstrap interval over problems, and n (values)."""
+    if not points:
         return {"value": None, "ci": [None, None], "n": 0}
-    mean, lo, hi = paired_bootstrap(diffs)
-    return {"value": round(mean, 4), "ci": [round(lo, 4), round(hi, 4)], "n": len(diffs)}
+    mean, lo, hi = cluster_bootstrap(points)
+    return {"value": round(mean, 4), "ci": [round(lo, 4), round(hi, 4)], "n": len(points)}
 
 
 Lookup = Callable[[str, dict[str, str]], Any]
@@ -305,17 +320,18 @@ def tim_section(records: list[dict[str, Any]], settings: list[str], modes: dict[
     for t in tools:
         ps = pairs(records, base, t)
         right = [(b, r) for b, r in ps if _right(b) and _right(r)]
-        judged = [w for _, r in right if (w := shares.get((t, r["key"]))) is not None]
+        judged = [(r["problem_id"], w) for _, r in right if (w := shares.get((t, r["key"]))) is not None]
+        votes = [w for _, w in judged]
         section["pairing"][t] = {
             "pairs": len(ps), "both_right": len(right), "base_only": sum(_right(b) and not _right(r) for b, r in ps),
             "tool_only": sum(_right(r) and not _right(b) for b, r in ps), "neither": sum(not (_right(b) or _right(r))
                                                                                        for b, r in ps),
-            "judged": len(judged), "consistent_tool": judged.count(1.0), "consistent_base": judged.count(0.0),
-            "inconsistent": judged.count(0.5),
+            "judged": len(judged), "consistent_tool": votes.count(1.0), "consistent_base": votes.count(0.0),
+            "inconsistent": votes.count(0.5),
         }
         section["table"][t] = _row([r for _, r in ps], miss, judged)
         if t == tools[0]:  # the Base row's Win Rate is against the plain TaLM, as in Tables 2 and 3
-            section["table"][base]["win_rate"] = _mean([1 - s for s in judged])
+            section["table"][base]["win_rate"] = _mean([(p, 1 - w) for p, w in judged])
         section["bins"][t] = _bins([r for _, r in ps], right, shares, miss, sols, t)
         section["errors"][t] = _error_shift(right, errors)
         section["complexity"][t] = _complexity_row([r for _, r in ps if _right(r)], sols)
@@ -337,11 +353,14 @@ def tim_sections(records: list[dict[str, Any]], settings: list[str], modes: dict
     return out
 
 
-def _row(runs: list[dict[str, Any]], miss: dict[str, float | None], shares: list[float] | None) -> dict[str, Any]:
+def _misses(runs: list[dict[str, Any]], miss: dict[str, float | None]) -> Points:
+    return [(r["problem_id"], v) for r in runs if (v := miss.get(r["key"])) is not None]
+
+
+def _row(runs: list[dict[str, Any]], miss: dict[str, float | None], shares: Points | None) -> dict[str, Any]:
     """Table 2's row of one setting: Final Acc. over its runs, Miss Rate over its right ones, Win Rate."""
-    return {"final_acc": _mean([float(_right(r)) for r in runs]),
-            "miss_rate": _mean([v for r in runs if (v := miss.get(r["key"])) is not None]),
-            "win_rate": _mean(shares) if shares is not None else _mean([]), "prm_acc": None,
+    return {"final_acc": _mean([(r["problem_id"], float(_right(r))) for r in runs]),
+            "miss_rate": _mean(_misses(runs, miss)), "win_rate": _mean(shares or []), "prm_acc": None,
             "right": sum(map(_right, runs)), "right_with_reference": sum(_right(r) and bool(r.get("reference")) for r in runs)}
 
 
@@ -353,10 +372,9 @@ def _bins(runs: list[dict[str, Any]], right: list[tuple[dict[str, Any], dict[str
     for lo, hi in TOOL_BINS:
         label = bin_label(lo, hi)
         inside = [r for r in runs if tool_bin(int(r.get("tcn") or 0)) == label and _right(r)]
-        won = [1 - s for _, r in right if tool_bin(int(r.get("tcn") or 0)) == label
+        won = [(r["problem_id"], 1 - s) for _, r in right if tool_bin(int(r.get("tcn") or 0)) == label
                and (s := shares.get((tool, r["key"]))) is not None]
-        out[label] = {"runs_right": len(inside), "base_win_rate": _mean(won),
-                      "miss_rate": _mean([v for r in inside if (v := miss.get(r["key"])) is not None]),
+        out[label] = {"runs_right": len(inside), "base_win_rate": _mean(won), "miss_rate": _mean(_misses(inside, miss)),
                       **_complexity_row(inside, sols)}
     return out
 
@@ -364,19 +382,19 @@ def _bins(runs: list[dict[str, Any]], right: list[tuple[dict[str, Any], dict[str
 def _error_shift(right: list[tuple[dict[str, Any], dict[str, Any]]],
                  errors: dict[str, dict[str, bool] | None]) -> dict[str, Any]:
     """Figure 4: each error type's rate in Base and TaLM on the pairs both judged, and Δ = TaLM − Base."""
-    both = [(eb, et) for b, t in right if (eb := errors.get(b["key"])) and (et := errors.get(t["key"]))]
+    both = [(b["problem_id"], eb, et) for b, t in right if (eb := errors.get(b["key"])) and (et := errors.get(t["key"]))]
     out: dict[str, Any] = {"pairs": len(both)}
     for kind in (*ERROR_TYPES, "none_of_the_above"):
-        out[kind] = {"base": _mean([float(eb[kind]) for eb, _ in both]),
-                     "tool": _mean([float(et[kind]) for _, et in both]),
-                     "delta": _paired([float(et[kind]) - float(eb[kind]) for eb, et in both])}
+        out[kind] = {"base": _mean([(p, float(eb[kind])) for p, eb, _ in both]),
+                     "tool": _mean([(p, float(et[kind])) for p, _, et in both]),
+                     "delta": _mean([(p, float(et[kind]) - float(eb[kind])) for p, eb, et in both])}
     return out
 
 
 def _complexity_row(runs: list[dict[str, Any]], sols: dict[str, Solution | None]) -> dict[str, Any]:
-    measured = [c for r in runs if (s := sols.get(r["key"])) and (c := complexity(s.codes))]
-    return {"loc": _mean([c["loc"] for c in measured]), "cc": _mean([c["cc"] for c in measured]),
-            "runs_with_code": len(measured), "unparsed_blocks": sum(c["unparsed"] for c in measured)}
+    measured = [(r["problem_id"], c) for r in runs if (s := sols.get(r["key"])) and (c := complexity(s.codes))]
+    return {"loc": _mean([(p, c["loc"]) for p, c in measured]), "cc": _mean([(p, c["cc"]) for p, c in measured]),
+            "runs_with_code": len(measured), "unparsed_blocks": sum(c["unparsed"] for _, c in measured)}
 
 
 def _correlation(runs: list[dict[str, Any]], miss: dict[str, float | None],
@@ -416,7 +434,7 @@ def tim_tables(section: dict[str, Any], dataset: str) -> list[tuple[str, list[st
         rows.append([labels[s], s, _pct(row["final_acc"]), _pct(row["miss_rate"]), _pct(row["win_rate"]), "not computed",
                      *(" / ".join(f"{v:.1f}" for v in paper[m]) if m in paper else "–"
                        for m in ("GPT-4.1", "average of 7"))])
-    tables.append((f"{dataset}: TIM, Tables 2 and 3 layout (%, 95% bootstrap CI; Miss and Win Rate on right answers; "
+    tables.append((f"{dataset}: TIM, Tables 2 and 3 layout (%, 95% bootstrap CI over problems; Miss and Win Rate on right answers; "
                    f"Base's Win Rate is against {section['tools'][0]})",
                    ["Variant", "setting", "Final Acc. (↑)", "Miss Rate (↓)", "Win Rate (↑)", "PRM Acc. (↑)",
                     *paper_cols], rows))
@@ -435,7 +453,7 @@ def tim_tables(section: dict[str, Any], dataset: str) -> list[tuple[str, list[st
                     (("Win Rate (Base over TaLM)", "base_win_rate", _pct), ("Miss Rate", "miss_rate", _pct),
                      ("lines per code block", "loc", _num), ("cyclomatic complexity per block", "cc", _num))]))
     tables.append((f"{dataset}: TIM Figure 4, error types on pairs both right (rate %, Δ = TaLM − Base, paired "
-                   "bootstrap CI)", ["setting", "error type", "Base", "TaLM", "Δ"],
+                   "bootstrap CI over problems)", ["setting", "error type", "Base", "TaLM", "Δ"],
                    [[s, ERROR_NAMES[k], _pct(e[k]["base"]), _pct(e[k]["tool"]), _pct(e[k]["delta"])]
                     for s, e in section["errors"].items() for k in ERROR_NAMES]))
     tables.append((f"{dataset}: TIM Figure 3, code complexity vs. Miss Rate (Pearson r over right TaLM runs, "
