@@ -132,10 +132,10 @@ async def test_each_metric_on_runs_whose_values_are_known(evaluated):
     table = t["table"]
     assert table["full"]["win_rate"]["value"] == 0.75 and table["cot"]["win_rate"]["value"] == 0.25  # vs full
     assert table["tim-prompt"]["win_rate"]["value"] == 0.0
-    assert (table["cot"]["final_acc"]["value"], table["tim-prompt"]["final_acc"]["value"]) == (pytest.approx(2 / 3, abs=1e-4),
-                                                                                               pytest.approx(2 / 3, abs=1e-4))
+    two_thirds = pytest.approx(2 / 3, abs=1e-4)
+    assert table["cot"]["final_acc"]["value"] == two_thirds == table["tim-prompt"]["final_acc"]["value"]
     assert table["cot"]["miss_rate"] == {"value": 0.25, "ci": [0.25, 0.25], "n": 1}  # its other reply unparseable
-    assert table["full"]["miss_rate"]["value"] == pytest.approx(2 / 3, abs=1e-4) and table["full"]["miss_rate"]["n"] == 3
+    assert table["full"]["miss_rate"]["value"] == two_thirds and table["full"]["miss_rate"]["n"] == 3
     assert table["tim-prompt"]["miss_rate"]["value"] == 0.0 and table["tim-prompt"]["prm_acc"] is None
     assert t["unparseable"] == {"win_rate": 0, "miss_rate": 2, "error_types": 1}
 
@@ -214,7 +214,8 @@ async def test_a_question_too_long_for_the_judge_is_left_out_counted_and_asked_l
 
 @pytest.mark.parametrize("code, lines, cc", [
     (BRANCH, 3, 2), (TWO, 2, 1),
-    ("def f(n):\n    # the loop\n    for i in range(n):\n        if i % 2 and i > 3:\n            return i\n    return 0\nprint(f(9))",
+    ("def f(n):\n    # the loop\n    for i in range(n):\n        if i % 2 and i > 3:\n            return i\n"
+     "    return 0\nprint(f(9))",
      7, 4),  # 1 + its decision points (for, if, and), the function's included
 ])
 def test_complexity_of_known_cells(code, lines, cc):

@@ -312,8 +312,8 @@ def tim_section(records: list[dict[str, Any]], settings: list[str], modes: dict[
 
     section: dict[str, Any] = {
         "judge": judge, "base": base, "tools": tools, "labels": {s: LABELS.get(s, s) for s in [base, *tools]},
-        "unparseable": unparseable, "not_judged": not_judged, "prm": NO_PRM, "pairing": {}, "table": {}, "bins": {}, "errors": {},
-        "complexity": {}, "correlation": {},
+        "unparseable": unparseable, "not_judged": not_judged, "prm": NO_PRM,
+        "pairing": {}, "table": {}, "bins": {}, "errors": {}, "complexity": {}, "correlation": {},
     }
     base_runs = list(_clean(records, base).values())
     section["table"][base] = _row(base_runs, miss, None)
@@ -361,7 +361,8 @@ def _row(runs: list[dict[str, Any]], miss: dict[str, float | None], shares: Poin
     """Table 2's row of one setting: Final Acc. over its runs, Miss Rate over its right ones, Win Rate."""
     return {"final_acc": _mean([(r["problem_id"], float(_right(r))) for r in runs]),
             "miss_rate": _mean(_misses(runs, miss)), "win_rate": _mean(shares or []), "prm_acc": None,
-            "right": sum(map(_right, runs)), "right_with_reference": sum(_right(r) and bool(r.get("reference")) for r in runs)}
+            "right": sum(map(_right, runs)),
+            "right_with_reference": sum(_right(r) and bool(r.get("reference")) for r in runs)}
 
 
 def _bins(runs: list[dict[str, Any]], right: list[tuple[dict[str, Any], dict[str, Any]]],
@@ -382,7 +383,8 @@ def _bins(runs: list[dict[str, Any]], right: list[tuple[dict[str, Any], dict[str
 def _error_shift(right: list[tuple[dict[str, Any], dict[str, Any]]],
                  errors: dict[str, dict[str, bool] | None]) -> dict[str, Any]:
     """Figure 4: each error type's rate in Base and TaLM on the pairs both judged, and Δ = TaLM − Base."""
-    both = [(b["problem_id"], eb, et) for b, t in right if (eb := errors.get(b["key"])) and (et := errors.get(t["key"]))]
+    both = [(b["problem_id"], eb, et) for b, t in right
+            if (eb := errors.get(b["key"])) and (et := errors.get(t["key"]))]
     out: dict[str, Any] = {"pairs": len(both)}
     for kind in (*ERROR_TYPES, "none_of_the_above"):
         out[kind] = {"base": _mean([(p, float(eb[kind])) for p, eb, _ in both]),
@@ -431,11 +433,12 @@ def tim_tables(section: dict[str, Any], dataset: str) -> list[tuple[str, list[st
     rows = []
     for s, row in section["table"].items():
         paper = PAPER.get(labels[s], {})
-        rows.append([labels[s], s, _pct(row["final_acc"]), _pct(row["miss_rate"]), _pct(row["win_rate"]), "not computed",
+        rows.append([labels[s], s, _pct(row["final_acc"]), _pct(row["miss_rate"]), _pct(row["win_rate"]),
+                     "not computed",
                      *(" / ".join(f"{v:.1f}" for v in paper[m]) if m in paper else "–"
                        for m in ("GPT-4.1", "average of 7"))])
-    tables.append((f"{dataset}: TIM, Tables 2 and 3 layout (%, 95% bootstrap CI over problems; Miss and Win Rate on right answers; "
-                   f"Base's Win Rate is against {section['tools'][0]})",
+    tables.append((f"{dataset}: TIM, Tables 2 and 3 layout (%, 95% bootstrap CI over problems; Miss and Win Rate "
+                   f"on right answers; Base's Win Rate is against {section['tools'][0]})",
                    ["Variant", "setting", "Final Acc. (↑)", "Miss Rate (↓)", "Win Rate (↑)", "PRM Acc. (↑)",
                     *paper_cols], rows))
     tables.append((f"{dataset}: TIM pairing (Base {base} against each TaLM setting; Win Rate counts both orders)",
@@ -461,7 +464,8 @@ def tim_tables(section: dict[str, Any], dataset: str) -> list[tuple[str, list[st
                    ["setting", "metric", "mean per run", "Pearson r", "95% CI", "p", "n", "paper: r over 7 TaLMs"],
                    [[s, name, _num(section["complexity"][s][k]), *_corr(section["correlation"][s][k]),
                      PAPER_CORRELATION[k]]
-                    for s in section["tools"] for name, k in (("Line of Code", "loc"), ("Cyclomatic Complexity", "cc"))]))
+                    for s in section["tools"]
+                    for name, k in (("Line of Code", "loc"), ("Cyclomatic Complexity", "cc"))]))
     return tables
 
 
@@ -492,8 +496,9 @@ def tim_notes(section: dict[str, Any]) -> list[str]:
     right, with_ref = sum(r["right"] for r in rows), sum(r["right_with_reference"] for r in rows)
     reference = (f"Miss Rate needs the dataset's reference solutions: {with_ref} of the {right} right runs have "
                  "one." if with_ref < right else "")
-    return [judge, *([reference] if reference else []), NO_PRM + ".", "Paper figures: Table 2 and 3, GPT-4.1 and the average of its seven models, on "
-            "PyMath (competition problems) with GPT-5 as judge; they are not the same problems or model."]
+    return [judge, *([reference] if reference else []), NO_PRM + ".",
+            "Paper figures: Tables 2 and 3, GPT-4.1 and the average of its seven models, on PyMath (competition "
+            "problems) with GPT-5 as judge; they are not the same problems or model."]
 
 
 def _bars(means: list[dict[str, Any]]) -> tuple[list[float], list[float], list[float]]:
