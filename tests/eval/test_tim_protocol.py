@@ -4,6 +4,8 @@ end to end with a scripted judge."""
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 import subprocess
 import sys
@@ -28,6 +30,7 @@ from tuiagent.eval.tim_protocol import (
     judge_tim,
     miss_inputs,
     pearson,
+    runs_csv,
     solution,
     tim_notes,
     tim_sections,
@@ -156,6 +159,13 @@ async def test_each_metric_on_runs_whose_values_are_known(evaluated):
     assert code["loc"]["value"] == 2.0 and code["cc"]["value"] == pytest.approx(4 / 3, abs=1e-4)
     corr = t["correlation"]["full"]  # Miss Rate 0.5, 1.0, 0.5 against lines 3, 2, 1 and complexity 2, 1, 1
     assert corr["loc"]["r"] == 0.0 and corr["cc"]["r"] == -0.5 and corr["cc"]["n"] == 3
+
+    rows = {(r["setting"], r["problem_id"]): r for r in csv.DictReader(io.StringIO(runs_csv({"tiny": t})))}
+    assert len(rows) == 9
+    assert {k: rows[("full", "2")][k] for k in ("tool_calls", "bin", "win_share", "miss_rate", "logic", "loc", "cc")} \
+        == {"tool_calls": "5", "bin": "4-7", "win_share": "0.5", "miss_rate": "1.0", "logic": "True", "loc": "2.0",
+            "cc": "1.0"}
+    assert rows[("cot", "2")]["miss_rate"] == "" and rows[("cot", "3")]["logic"] == ""  # unparseable; not paired
 
     rendered = {title.split(": ", 1)[1].split(",")[0]: rows for title, _, rows in tim_tables(t, "tiny")}
     variant, setting, final, miss, won = rendered["TIM"][1][:5]  # in %, as the paper prints them
@@ -301,7 +311,7 @@ def test_the_protocol_end_to_end_with_a_scripted_judge(write_script, dataset, tm
     out = tmp_path / "eval"
     args = ["eval", str(dataset(2)), "-m", "scripted", "--script", str(script), "--models",
             str(judge_models(tmp_path, write_script, 20)), "--protocol", "tim", "--judge", "judge", "--out", str(out),
-            "-q", "-f", "md", "-f", "json"]
+            "-q", "-f", "md", "-f", "json", "-f", "csv", "-f", "png"]
     done = tuiagent(*args)
     assert done.returncode == 0, done.stderr
     # problem 2's three runs wrote the same solution: each of the three prompts is asked one question
@@ -313,6 +323,8 @@ def test_the_protocol_end_to_end_with_a_scripted_judge(write_script, dataset, tm
     assert t["table"]["full"]["miss_rate"]["value"] == 0.5 and t["errors"]["full"]["logic"]["delta"]["value"] == 0.0
     assert "judge judge: 3 judgement(s) (win_rate: 1 judged, 0 unparseable; miss_rate: 1 judged, 0 unparseable; " \
            "error_types: 1 judged, 0 unparseable)" in (out / "summary.md").read_text()
+    assert {p.name for p in (out / "plots").iterdir()} >= {f"tim-fig{n}-tiny.png" for n in (2, 3, 4)}
+    assert len((out / "tim-runs.csv").read_text().splitlines()) == 1 + 6
     again = tuiagent(*args)
     assert again.returncode == 0 and "TIM judgement(s) asked" not in again.stderr  # all cached
     assert len((out / JUDGEMENTS).read_text().splitlines()) == 3

@@ -33,7 +33,7 @@ from guards.chain import available, presenter
 from tuiagent.eval.cue_probe import cue_section, cue_table
 from tuiagent.eval.estimators import estimators
 from tuiagent.eval.stats import TOOL_BINS, bin_label, bootstrap_mean, mcnemar_exact, paired_bootstrap, tool_bin
-from tuiagent.eval.tim_protocol import plot_tim, tim_notes, tim_sections, tim_tables
+from tuiagent.eval.tim_protocol import plot_tim, runs_csv, tim_notes, tim_sections, tim_tables
 from tuiagent.eval.variants import DISTRACTOR_PREFIX
 from tuiagent.presets import CONDITION_LABELS
 
@@ -482,6 +482,10 @@ def write_reports(summary: dict[str, Any], directory: Path, formats: Iterable[st
     if "csv" in formats:
         (directory / "summary.csv").write_text(to_csv(summary), encoding="utf-8")
         written.append(directory / "summary.csv")
+        tim = {name: d["tim"] for name, d in summary["datasets"].items() if d.get("tim")}
+        if tim:
+            (directory / "tim-runs.csv").write_text(runs_csv(tim), encoding="utf-8")
+            written.append(directory / "tim-runs.csv")
     if "json" in formats:
         (directory / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n",
                                                 encoding="utf-8")

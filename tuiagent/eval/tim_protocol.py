@@ -15,6 +15,8 @@ the report (``tim_section``, ``tim_tables``, ``plot_tim``) only reads the cache.
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -336,7 +338,35 @@ def tim_section(records: list[dict[str, Any]], settings: list[str], modes: dict[
         section["errors"][t] = _error_shift(right, errors)
         section["complexity"][t] = _complexity_row([r for _, r in ps if _right(r)], sols)
         section["correlation"][t] = _correlation([r for _, r in ps if _right(r)], miss, sols)
+    section["runs"] = [_run_row(r, miss, errors, shares, sols) for s in [base, *tools]
+                       for r in _clean(records, s).values()]
     return section
+
+
+def _run_row(r: dict[str, Any], miss: dict[str, float | None], errors: dict[str, dict[str, bool] | None],
+             shares: dict[tuple[str, str], float | None], sols: dict[str, Solution | None]) -> dict[str, Any]:
+    """One run's TIM numbers (tim-runs.csv): None where the metric does not apply or was not judged."""
+    s = sols.get(r["key"])
+    code = complexity(s.codes) if s else None
+    said = errors.get(r["key"])
+    return {"dataset": r["dataset"], "problem_id": r["problem_id"], "seed": r["seed"], "setting": r["setting"],
+            "correct": _right(r), "tool_calls": int(r.get("tcn") or 0), "bin": tool_bin(int(r.get("tcn") or 0)),
+            "win_share": shares.get((r["setting"], r["key"])), "miss_rate": miss.get(r["key"]),
+            **{k: None if said is None else said[k] for k in ERROR_NAMES},
+            "code_blocks": code["blocks"] if code else 0, "loc": code["loc"] if code else None,
+            "cc": code["cc"] if code else None}
+
+
+def runs_csv(sections: dict[str, Any]) -> str:
+    """Every run's TIM numbers, one row a run (``win_share``: the TaLM run's share of its comparison)."""
+    rows = [row for section in sections.values() for row in section["runs"]]
+    if not rows:
+        return ""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows({k: "" if v is None else v for k, v in row.items()} for row in rows)
+    return buf.getvalue()
 
 
 def tim_sections(records: list[dict[str, Any]], settings: list[str], modes: dict[str, str],
@@ -510,7 +540,8 @@ def _bars(means: list[dict[str, Any]]) -> tuple[list[float], list[float], list[f
 
 
 def plot_tim(section: dict[str, Any], directory: Path, dataset: str, plt: Any) -> list[Path]:
-    """Figure 2 (Win Rate and Miss Rate by tool-call bin) and Figure 4 (Δ error rates) of one dataset, with
+    """Figure 2 (Win Rate and Miss Rate by tool-call bin), Figure 4 (Δ error rates) and Figure 3 (the
+    complexity correlations and their p, with the paper's 0.05 and 0.10 lines) of one dataset, with
     their 95% intervals."""
     bins = [bin_label(lo, hi) for lo, hi in TOOL_BINS]
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
@@ -547,5 +578,30 @@ def plot_tim(section: dict[str, Any], directory: Path, dataset: str, plt: Any) -
     fig.tight_layout()
     paths.append(directory / f"tim-fig4-{dataset}.png")
     fig.savefig(paths[1], dpi=110)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    tools = section["tools"]
+    for n, (key, name) in enumerate((("loc", "Line of Code"), ("cc", "Cyclomatic Complexity"))):
+        corr = [section["correlation"][s][key] for s in tools]
+        at = [i + 0.35 * n for i in range(len(tools))]
+        r = [math.nan if c["r"] is None else c["r"] for c in corr]
+        low = [0.0 if c["ci"][0] is None else c["r"] - c["ci"][0] for c in corr]
+        high = [0.0 if c["ci"][0] is None else c["ci"][1] - c["r"] for c in corr]
+        axes[0].bar(at, [0 if math.isnan(v) else v for v in r], yerr=[low, high], capsize=3, width=0.35, label=name)
+        axes[1].bar(at, [math.nan if c["p"] is None else c["p"] for c in corr], width=0.35, label=name)
+    for ax, title in ((axes[0], "(a) Pearson r with Miss Rate"), (axes[1], "(b) permutation p")):
+        ax.set_xticks([i + 0.175 for i in range(len(tools))], tools, fontsize=8)
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7)
+    axes[0].axhline(0, color="black", linewidth=0.6)
+    axes[0].set_ylim(-1, 1)
+    axes[1].axhline(0.05, color="red", linewidth=0.8)
+    axes[1].axhline(0.10, color="orange", linewidth=0.8)
+    axes[1].set_ylim(0, 1)
+    fig.suptitle(f"{dataset}: code complexity vs. Miss Rate over right TaLM runs (TIM Figure 3)", fontsize=9)
+    fig.tight_layout()
+    paths.append(directory / f"tim-fig3-{dataset}.png")
+    fig.savefig(paths[2], dpi=110)
     plt.close(fig)
     return paths
