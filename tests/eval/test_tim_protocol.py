@@ -50,8 +50,8 @@ ONE = "print(3 + 3)"  # 1 line, complexity 1
 OTHER = "print(4 + 4)"  # tim-prompt's cell (a solution identical to another run's would be judged once, cached)
 
 
-def cell(code: str) -> str:
-    return f"Let me compute.\n```python\n{code}\n```\n```output\n"
+def cell(code: str, say: str = "Let me compute.") -> str:
+    return f"{say}\n```python\n{code}\n```\n```output\n"
 
 
 def turns(job) -> list[str]:
@@ -62,7 +62,8 @@ def turns(job) -> list[str]:
     if s == "cot":
         return [right if i < 3 else wrong]
     if s == "full":
-        return [*{1: [cell(BRANCH)], 2: [cell(TWO)] * 5, 3: [cell(ONE)]}[i], right]
+        # problem 2: a precursor phrase and no derivation, which the TIM monitor flags
+        return [*{1: [cell(BRANCH)], 2: [cell(TWO, "Let's verify this numerically.")] * 5, 3: [cell(ONE)]}[i], right]
     return [cell(OTHER), right if i != 2 else wrong]
 
 
@@ -159,6 +160,14 @@ async def test_each_metric_on_runs_whose_values_are_known(evaluated):
     assert code["loc"]["value"] == 2.0 and code["cc"]["value"] == pytest.approx(4 / 3, abs=1e-4)
     corr = t["correlation"]["full"]  # Miss Rate 0.5, 1.0, 0.5 against lines 3, 2, 1 and complexity 2, 1, 1
     assert corr["loc"]["r"] == 0.0 and corr["cc"]["r"] == -0.5 and corr["cc"]["n"] == 3
+
+    monitor = t["monitor"]["full"]  # the monitor flags problem 2's TaLM run, not problem 1's
+    assert (monitor["flagged"]["runs"], monitor["flagged"]["miss_rate"]["value"],
+            monitor["flagged"]["base_win_rate"]["value"]) == (1, 1.0, 0.5)
+    assert (monitor["not_flagged"]["runs"], monitor["not_flagged"]["miss_rate"]["value"],
+            monitor["not_flagged"]["base_win_rate"]["value"]) == (1, 0.5, 0.0)
+    assert t["high_risk"]["full"] == []  # Base won no comparison in both orders
+    assert [(h["key"], h["miss_rate"]) for h in t["high_risk"]["tim-prompt"]] == [("tiny/1/tim-prompt/0", 0.0)]
 
     rows = {(r["setting"], r["problem_id"]): r for r in csv.DictReader(io.StringIO(runs_csv({"tiny": t})))}
     assert len(rows) == 9

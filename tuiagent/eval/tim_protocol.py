@@ -49,6 +49,7 @@ PAPER = {
 }
 # [paper] section 5.3: Pearson r with the Miss Rate over the seven TaLMs, none significant at p < 0.05.
 PAPER_CORRELATION = {"loc": "-0.09 to 0.22", "cc": "-0.03 to 0.26"}
+HIGH_RISK = 10  # [paper] section 5.6: "the top-10 samples per model ranked by Miss Rate"
 PERMUTATIONS = 10_000  # [ours] the permutation test's draws (p to about ±0.005 near 0.05)
 NO_PRM = ("PRM accuracy is not computed: the paper scores steps with a process reward model "
           "(Qwen2.5-Math-7B-PRM800K), which tuiagent does not have")
@@ -315,7 +316,8 @@ def tim_section(records: list[dict[str, Any]], settings: list[str], modes: dict[
     section: dict[str, Any] = {
         "judge": judge, "base": base, "tools": tools, "labels": {s: LABELS.get(s, s) for s in [base, *tools]},
         "unparseable": unparseable, "not_judged": not_judged, "prm": NO_PRM,
-        "pairing": {}, "table": {}, "bins": {}, "errors": {}, "complexity": {}, "correlation": {},
+        "pairing": {}, "table": {}, "bins": {}, "errors": {}, "complexity": {}, "correlation": {}, "monitor": {},
+        "high_risk": {},
     }
     base_runs = list(_clean(records, base).values())
     section["table"][base] = _row(base_runs, miss, None)
@@ -338,9 +340,34 @@ def tim_section(records: list[dict[str, Any]], settings: list[str], modes: dict[
         section["errors"][t] = _error_shift(right, errors)
         section["complexity"][t] = _complexity_row([r for _, r in ps if _right(r)], sols)
         section["correlation"][t] = _correlation([r for _, r in ps if _right(r)], miss, sols)
+        section["monitor"][t] = _monitor([r for _, r in right], shares, miss, t)
+        section["high_risk"][t] = _high_risk([r for _, r in right], shares, miss, t)
     section["runs"] = [_run_row(r, miss, errors, shares, sols) for s in [base, *tools]
                        for r in _clean(records, s).values()]
     return section
+
+
+def _monitor(runs: list[dict[str, Any]], shares: dict[tuple[str, str], float | None],
+             miss: dict[str, float | None], tool: str) -> dict[str, Any]:
+    """tuiagent's own myopia monitor (``tim_flag``, [ours]) against the judged metrics, on the TaLM runs
+    of the pairs both right: does a flag go with a higher Miss Rate and more Base wins?"""
+    out = {}
+    for name, flagged in (("flagged", True), ("not_flagged", False)):
+        rs = [r for r in runs if bool(r.get("tim_flag")) is flagged]
+        out[name] = {"runs": len(rs), "miss_rate": _mean(_misses(rs, miss)),
+                     "base_win_rate": _mean([(r["problem_id"], 1 - w) for r in rs
+                                             if (w := shares.get((tool, r["key"]))) is not None])}
+    return out
+
+
+def _high_risk(runs: list[dict[str, Any]], shares: dict[tuple[str, str], float | None],
+               miss: dict[str, float | None], tool: str) -> list[dict[str, Any]]:
+    """Section 5.6's high-risk solutions for a manual audit: right, Base wins the comparison in both
+    orders, the top HIGH_RISK by Miss Rate (the paper also asks for a PRM flag, which tuiagent lacks)."""
+    lost = [r for r in runs if shares.get((tool, r["key"])) == 0.0]
+    lost.sort(key=lambda r: (miss.get(r["key"]) is None, -(miss.get(r["key"]) or 0.0), r["key"]))
+    return [{"key": r["key"], "miss_rate": miss.get(r["key"]), "tool_calls": int(r.get("tcn") or 0),
+             "tim_flag": r.get("tim_flag"), "trajectory": r.get("trajectory")} for r in lost[:HIGH_RISK]]
 
 
 def _run_row(r: dict[str, Any], miss: dict[str, float | None], errors: dict[str, dict[str, bool] | None],
@@ -496,6 +523,18 @@ def tim_tables(section: dict[str, Any], dataset: str) -> list[tuple[str, list[st
                      PAPER_CORRELATION[k]]
                     for s in section["tools"]
                     for name, k in (("Line of Code", "loc"), ("Cyclomatic Complexity", "cc"))]))
+    tables.append((f"{dataset}: tuiagent's TIM monitor (ours, rule-based) against the judged metrics (TaLM runs of "
+                   "pairs both right)", ["setting", "monitor", "runs", "Miss Rate", "Win Rate (Base over TaLM)"],
+                   [[s, name.replace("_", " "), str(m[name]["runs"]), _pct(m[name]["miss_rate"]),
+                     _pct(m[name]["base_win_rate"])]
+                    for s, m in section["monitor"].items() for name in ("flagged", "not_flagged")]))
+    risky = [[s, h["key"], "–" if h["miss_rate"] is None else f"{100 * h['miss_rate']:.1f}", str(h["tool_calls"]),
+              {True: "yes", False: "no"}.get(h["tim_flag"], "–"), str(h["trajectory"] or "–")]
+             for s, hs in section["high_risk"].items() for h in hs]
+    if risky:
+        tables.append((f"{dataset}: high-risk solutions for a manual audit (section 5.6: right, Base wins both orders, "
+                       f"top {HIGH_RISK} by Miss Rate; without the paper's PRM filter; `tuiagent replay FILE`)",
+                       ["setting", "run", "Miss Rate", "tool calls", "monitor flag", "trajectory"], risky))
     return tables
 
 
