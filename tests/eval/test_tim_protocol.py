@@ -20,6 +20,7 @@ from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core.judge import Judge
 from tuiagent.core.judge_store import JUDGEMENTS, JudgementStore
 from tuiagent.eval.harness import EvalConfig, run_eval
+from tuiagent.eval.merge import merge_shards
 from tuiagent.eval.report import summary_from_store, to_markdown
 from tuiagent.eval.results import ResultStore
 from tuiagent.eval.stats import bootstrap_mean
@@ -200,6 +201,29 @@ async def test_asking_again_asks_nothing_and_no_judge_still_reports(evaluated):
     markdown = to_markdown(summary)
     assert "TIM, Tables 2 and 3 layout" in markdown and "need a judge: run again with --judge MODEL" in markdown
     assert "final-answer accuracy by tool calls (runs in bin; the TIM paper's bins, ours for accuracy)" in markdown
+
+
+async def test_sharded_evals_merge_with_their_judgements(tmp_path, dataset):
+    data = dataset(3)
+    settings = resolve_settings([], named=load_presets(), protocol="tim")
+    outs = {}
+    for name, shard in (("whole", None), ("s1", (1, 2)), ("s2", (2, 2))):
+        cfg = EvalConfig(datasets=[str(data)], settings=settings, out=tmp_path / name, model="scripted",
+                         run={"max_tool_calls": 8}, protocol="tim", shard=shard)
+        await run_eval(cfg, backend_factory=Factory(turns), kernels=KERNELS, log=lambda m: None)
+        store = JudgementStore(cfg.out)
+        await judge_tim(Judge("judge", backend=scripted_judge([ANY] * 20), store=store),
+                        list(ResultStore(cfg.out).records.values()), SETTINGS, MODES, log=lambda m: None)
+        store.close()
+        outs[name] = cfg.out
+    assert merge_shards([outs["s1"], outs["s2"]], tmp_path / "merged") == []
+    merged = JudgementStore(tmp_path / "merged").records
+    assert set(merged) == set(JudgementStore(outs["whole"]).records) and len(merged) == 18
+
+    def section(out: Path) -> dict:
+        return tim_sections(list(ResultStore(out).records.values()), SETTINGS, MODES, JudgementStore(out), "judge")
+
+    assert section(tmp_path / "merged")["tiny"]["table"] == section(outs["whole"])["tiny"]["table"]
 
 
 class ShortContext(ScriptedBackend):
