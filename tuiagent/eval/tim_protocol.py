@@ -72,13 +72,13 @@ def solution(record: dict[str, Any]) -> Solution | None:
         return None
     events = trajectory.load(Path(path)).events
     question = next((e.problem for e in events if isinstance(e, RunStarted)), "")
-    parts = []
-    for piece in run_pieces(events):
+    parts, pieces = [], run_pieces(events)
+    for piece in pieces:
         if piece.kind == "turn":
             parts.append(piece.text.rstrip().removesuffix("```output").rstrip())  # the stop's opening fence
         elif piece.kind == "output":
             parts.append(f"```output\n{piece.text.strip()}\n```")
-    codes = tuple(p.text for p in run_pieces(events) if p.kind == "code" and p.executed)
+    codes = tuple(p.text for p in pieces if p.kind == "code" and p.executed)
     return Solution(question, "\n".join(parts).strip(), codes)
 
 
@@ -226,9 +226,10 @@ def pearson(x: list[float], y: list[float], *, permutations: int = PERMUTATIONS,
 
 def complexity(codes: tuple[str, ...]) -> dict[str, Any] | None:
     """Lines of code (non-blank lines per code block, section 5.3's "average number of lines per code
-    block") and cyclomatic complexity per block (radon's total over the cell: its decision points and
-    its functions' and classes'; the per-block mean is ours) of a run's executed cells; blocks radon
-    cannot parse are counted and left out. None without a parsed block."""
+    block") and cyclomatic complexity per block (radon's ``total_complexity`` of the cell: 1 + its
+    decision points, those in its functions and classes included; the per-block mean is ours) of a
+    run's executed cells; blocks radon cannot parse are counted and left out. None without a parsed
+    block."""
     from radon.raw import analyze
     from radon.visitors import ComplexityVisitor
 
@@ -237,7 +238,7 @@ def complexity(codes: tuple[str, ...]) -> dict[str, Any] | None:
         try:
             raw = analyze(code)
             cc.append(ComplexityVisitor.from_code(code).total_complexity)
-        except (SyntaxError, ValueError, TypeError):
+        except (SyntaxError, ValueError, TypeError, RecursionError):
             unparsed += 1
             continue
         lines.append(raw.loc - raw.blank)
