@@ -131,8 +131,10 @@ async def test_each_metric_on_runs_whose_values_are_known(evaluated):
     assert await judge_tim(judge, records, SETTINGS, MODES, log=lambda m: None) == len(JUDGE)
     t = tim_sections(records, SETTINGS, MODES, store, "judge")["tiny"]
 
-    assert t["pairing"]["full"] == {"pairs": 3, "both_right": 2, "base_only": 0, "tool_only": 1, "neither": 0,
-                                    "judged": 2, "consistent_tool": 1, "consistent_base": 0, "inconsistent": 1}
+    pairing = dict(t["pairing"]["full"])
+    assert pairing.pop("miss_delta") == {"value": 0.25, "ci": [0.25, 0.25], "n": 1}  # problem 1: 0.5 - 0.25
+    assert pairing == {"pairs": 3, "both_right": 2, "base_only": 0, "tool_only": 1, "neither": 0,
+                       "judged": 2, "consistent_tool": 1, "consistent_base": 0, "inconsistent": 1}
     assert t["pairing"]["tim-prompt"]["both_right"] == 1 and t["pairing"]["tim-prompt"]["base_only"] == 1
     table = t["table"]
     assert table["full"]["win_rate"]["value"] == 0.75 and table["cot"]["win_rate"]["value"] == 0.25  # vs full

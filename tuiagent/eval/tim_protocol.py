@@ -333,6 +333,9 @@ def tim_section(records: list[dict[str, Any]], settings: list[str], modes: dict[
                                                                                        for b, r in ps),
             "judged": len(judged), "consistent_tool": votes.count(1.0), "consistent_base": votes.count(0.0),
             "inconsistent": votes.count(0.5),
+            # [ours] the Miss Rates paired on the same problems, beside the paper's unpaired averages
+            "miss_delta": _mean([(b["problem_id"], mt - mb) for b, r in right
+                                 if (mb := miss.get(b["key"])) is not None and (mt := miss.get(r["key"])) is not None]),
         }
         section["table"][t] = _row([r for _, r in ps], miss, judged)
         if t == tools[0]:  # the Base row's Win Rate is against the plain TaLM, as in Tables 2 and 3
@@ -501,9 +504,11 @@ def tim_tables(section: dict[str, Any], dataset: str) -> list[tuple[str, list[st
                     *paper_cols], rows))
     tables.append((f"{dataset}: TIM pairing (Base {base} against each TaLM setting; Win Rate counts both orders)",
                    ["setting", "pairs", "both right", "Base only", "TaLM only", "neither", "judged",
-                    "TaLM wins both orders", "Base wins both orders", "orders disagree"],
+                    "TaLM wins both orders", "Base wins both orders", "orders disagree",
+                    "Δ Miss Rate (TaLM − Base), paired"],
                    [[s, *(str(p[k]) for k in ("pairs", "both_right", "base_only", "tool_only", "neither", "judged",
-                                                "consistent_tool", "consistent_base", "inconsistent"))]
+                                                "consistent_tool", "consistent_base", "inconsistent")),
+                     _pct(p["miss_delta"])]
                     for s, p in section["pairing"].items()]))
     bins = [bin_label(lo, hi) for lo, hi in TOOL_BINS]
     tables.append((f"{dataset}: TIM Figure 2, reasoning behavior vs. tool usage (bins of the TaLM run's tool calls; "
