@@ -347,10 +347,14 @@ def test_the_protocol_end_to_end_with_a_scripted_judge(write_script, dataset, tm
     args = ["eval", str(dataset(2)), "-m", "scripted", "--script", str(script), "--models",
             str(judge_models(tmp_path, write_script, 20)), "--protocol", "tim", "--judge", "judge", "--out", str(out),
             "-q", "-f", "md", "-f", "json", "-f", "csv", "-f", "png"]
-    done = tuiagent(*args)
+    first = tuiagent(*[a for a in args if a not in ("--judge", "judge")])  # no judge yet: the runs only
+    assert first.returncode == 0 and "6 run(s) planned, 0 already done" in first.stderr, first.stderr
+    assert "need a judge: run again with --judge MODEL" in (out / "summary.md").read_text()
+    done = tuiagent(*args)  # the same runs, now judged
     assert done.returncode == 0, done.stderr
+    assert "6 run(s) planned, 6 already done: 0 to run" in done.stderr
     # problem 2's three runs wrote the same solution: each of the three prompts is asked one question
-    assert "6 run(s) planned" in done.stderr and "judge judge: 3 TIM judgement(s) asked" in done.stderr
+    assert "judge judge: 3 TIM judgement(s) asked" in done.stderr
     records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     assert judgements(out) == expected_judgements(records) and len(judgements(out)) == 3
     t = json.loads((out / "summary.json").read_text())["datasets"]["tiny"]["tim"]

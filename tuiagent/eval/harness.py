@@ -555,7 +555,9 @@ async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
             if cfg.judge and (cfg.protocol or previous.get("protocol")) == "tim":
                 from tuiagent.eval.tim_protocol import judge_tim
 
-                names, modes = [s.name for s in cfg.settings], {s.name: s.mode for s in cfg.settings}
+                # every setting the directory reports, earlier sessions' included (as the report reads them)
+                names = list(described)
+                modes = {n: str(d.get("run", {}).get("mode", "tool")) for n, d in described.items()}
                 await with_judge(cfg.judge, cfg.models_file, store.dir,
                                  lambda judge: judge_tim(judge, list(store.records.values()), names, modes, log))
         except (asyncio.CancelledError, KeyboardInterrupt):
