@@ -136,6 +136,7 @@ async def test_each_metric_on_runs_whose_values_are_known(evaluated):
     assert pairing == {"pairs": 3, "both_right": 2, "base_only": 0, "tool_only": 1, "neither": 0,
                        "judged": 2, "consistent_tool": 1, "consistent_base": 0, "inconsistent": 1}
     assert t["pairing"]["tim-prompt"]["both_right"] == 1 and t["pairing"]["tim-prompt"]["base_only"] == 1
+    assert t["tool_use"]["full"]["value"] == 1.0 and t["tool_use"]["tim-prompt"]["n"] == 3  # every TaLM run calls
     table = t["table"]
     assert table["full"]["win_rate"]["value"] == 0.75 and table["cot"]["win_rate"]["value"] == 0.25  # vs full
     assert table["tim-prompt"]["win_rate"]["value"] == 0.0

@@ -49,6 +49,9 @@ PAPER = {
 }
 # [paper] section 5.3: Pearson r with the Miss Rate over the seven TaLMs, none significant at p < 0.05.
 PAPER_CORRELATION = {"loc": "-0.09 to 0.22", "cc": "-0.03 to 0.26"}
+# [paper] section 5.5 (Figure 5): share of problems on which each TaLM invoked the Code Interpreter, in %.
+PAPER_TOOL_USE = {"GPT-4.1": 25.9, "GPT-4.1-mini": 16.4, "Gemini-2.0-Flash": 14.3, "GPT-5": 73.7,
+                  "Claude-Opus-4": 99.8}
 HIGH_RISK = 10  # [paper] section 5.6: "the top-10 samples per model ranked by Miss Rate"
 PERMUTATIONS = 10_000  # [ours] the permutation test's draws (p to about ±0.005 near 0.05)
 NO_PRM = ("PRM accuracy is not computed: the paper scores steps with a process reward model "
@@ -317,7 +320,7 @@ def tim_section(records: list[dict[str, Any]], settings: list[str], modes: dict[
     section: dict[str, Any] = {
         "judge": judge, "base": base, "tools": tools, "labels": {s: LABELS.get(s, s) for s in [base, *tools]},
         "unparseable": unparseable, "not_judged": not_judged, "prm": NO_PRM,
-        "pairing": {}, "table": {}, "bins": {}, "errors": {}, "complexity": {}, "correlation": {}, "monitor": {},
+        "pairing": {}, "table": {}, "bins": {}, "errors": {}, "complexity": {}, "correlation": {}, "monitor": {}, "tool_use": {},
         "high_risk": {},
     }
     base_runs = list(_clean(records, base).values())
@@ -338,6 +341,7 @@ def tim_section(records: list[dict[str, Any]], settings: list[str], modes: dict[
                                  if (mb := miss.get(b["key"])) is not None and (mt := miss.get(r["key"])) is not None]),
         }
         section["table"][t] = _row([r for _, r in ps], miss, judged)
+        section["tool_use"][t] = _mean([(r["problem_id"], float(int(r.get("tcn") or 0) > 0)) for _, r in ps])
         if t == tools[0]:  # the Base row's Win Rate is against the plain TaLM, as in Tables 2 and 3
             section["table"][base]["win_rate"] = _mean([(p, 1 - w) for p, w in judged])
         section["bins"][t] = _bins([r for _, r in ps], right, shares, miss, sols, t)
@@ -529,6 +533,10 @@ def tim_tables(section: dict[str, Any], dataset: str) -> list[tuple[str, list[st
                      PAPER_CORRELATION[k]]
                     for s in section["tools"]
                     for name, k in (("Line of Code", "loc"), ("Cyclomatic Complexity", "cc"))]))
+    tables.append((f"{dataset}: TIM Figure 5, Code Interpreter invocation rate (share of runs with an executed call, %)",
+                   ["setting", "invocation rate", *(f"paper {m}" for m in PAPER_TOOL_USE)],
+                   [[s, _pct(m), *(f"{v:.1f}" for v in PAPER_TOOL_USE.values())]
+                    for s, m in section["tool_use"].items()]))
     tables.append((f"{dataset}: tuiagent's TIM monitor (ours, rule-based) against the judged metrics (TaLM runs of "
                    "pairs both right)", ["setting", "monitor", "runs", "Miss Rate", "Win Rate (Base over TaLM)"],
                    [[s, name.replace("_", " "), str(m[name]["runs"]), _pct(m[name]["miss_rate"]),
