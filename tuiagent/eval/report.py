@@ -414,6 +414,8 @@ def print_terminal(summary: dict[str, Any], console: Any = None) -> None:
             for r in rows:
                 t.add_row(*r)
             console.print(t)
+        for line in tim_notes(summary["datasets"][dataset]["tim"]) if summary["datasets"][dataset].get("tim") else []:
+            console.print(line)
     if summary.get("judge"):
         console.print(judge_line(summary["judge"]))
     if summary["invalid_variants"]:
