@@ -42,7 +42,9 @@ PROTOCOLS = {"tooltax": ("full", "cot", "noop", "oracle", "max1"),
              # PruneTIR declares with its defaults (run_budget: retry_limit x (turn_limit + 1) + 1 = 9 calls),
              # so every row has the same calls to spend; the full method; each component off [paper].
              "prunetir-ablation": ("none:max_tool_calls=9", "prunetir", "prunetir:prunetir.stp=false",
-                                   "prunetir:prunetir.stpr=false", "prunetir:prunetir.rtts=false")}
+                                   "prunetir:prunetir.stpr=false", "prunetir:prunetir.rtts=false"),
+             # [paper] TIM (arXiv 2511.10899): Base (no tool), TaLM, TaLM + Prompting (section 6.1; presets.toml)
+             "tim": ("cot", "full", "tim-prompt")}
 
 RUN_KEYS = {"mode": str, "kernel": str, "max_tool_calls": int, "max_tokens": int, "exec_timeout_s": float,
             "output_chars": int, "max_wall_s": float}

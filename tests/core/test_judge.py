@@ -139,6 +139,43 @@ def test_a_judge_needs_a_backend_or_models():
         Judge("judge")
 
 
+def steps(gold: list[int], missing: list[int]) -> str:
+    return json.dumps({"gold_steps": [{"step": n, "summary": "s"} for n in gold],
+                       "missing_steps": [{"step": n, "summary": "s"} for n in missing]})
+
+
+@pytest.mark.parametrize("text, value", [
+    (steps([1, 2, 3, 4], [2]), {"gold_steps": 4, "missing_steps": 1}),
+    (steps([1, 2], []), {"gold_steps": 2, "missing_steps": 0}),
+    (steps([], []), UNPARSEABLE),  # no gold step: no rate
+    (steps([1, 2], [3]), UNPARSEABLE),  # a missing step that is not a gold step
+    (steps([1, 1], [1]), UNPARSEABLE),  # a gold step twice
+    ('{"gold_steps": [{"step": "1"}], "missing_steps": []}', UNPARSEABLE),  # a step number as a string
+    ('{"gold_steps": [{"step": 1}]}', UNPARSEABLE),
+])
+def test_miss_rate_is_parsed_strictly(text, value):
+    assert prompt("miss_rate").parse(JudgeReply(text)) == value
+
+
+def errors(**said: str) -> str:
+    keys = ("logic", "assumption", "creativity", "algebra_arithmetic", "none_of_the_above")
+    return json.dumps({k: {"exists": said.get(k, "no"), "explanation": ""} for k in keys})
+
+
+@pytest.mark.parametrize("text, value", [
+    (errors(logic="yes"), {"logic": True, "assumption": False, "creativity": False, "algebra_arithmetic": False,
+                           "none_of_the_above": False}),
+    (errors(none_of_the_above="yes"), {"logic": False, "assumption": False, "creativity": False,
+                                       "algebra_arithmetic": False, "none_of_the_above": True}),
+    (errors(), UNPARSEABLE),  # no error and not "none of the above": the reply contradicts itself
+    (errors(logic="yes", none_of_the_above="yes"), UNPARSEABLE),
+    (errors(logic="maybe"), UNPARSEABLE),
+    ('{"logic": {"exists": "yes"}}', UNPARSEABLE),
+])
+def test_error_types_are_parsed_strictly(text, value):
+    assert prompt("error_types").parse(JudgeReply(text)) == value
+
+
 def test_prompts_render_only_their_inputs():
     with pytest.raises(ValueError, match="missing"):
         CORRECT.render(question="q")
@@ -153,6 +190,7 @@ def _flat(text: str) -> str:
 
 @pytest.mark.parametrize("prompt_id, paper, cut", [
     ("necessity", "002_", None), ("correctness", "002_", None), ("win_rate", "000_", "\n\nProblem:"),
+    ("miss_rate", "000_", "\n\nProblem:"), ("error_types", "000_", "\n\nProblem:"),
 ])
 def test_the_papers_prompts_are_verbatim(prompt_id, paper, cut):
     files = sorted(PAPERS.glob(f"{paper}*.txt"))

@@ -83,6 +83,45 @@ def parse_win_rate(reply: JudgeReply) -> Any:
     return best if best in ("A", "B") else UNPARSEABLE
 
 
+def parse_miss_rate(reply: JudgeReply) -> Any:
+    """{"gold_steps", "missing_steps"} (counts) from the JSON's two lists of {"step": int, ...}: at least
+    one gold step, and every missing step one of the gold steps (else the reply contradicts itself)."""
+    data = json_object(reply.text)
+    if data is None:
+        return UNPARSEABLE
+    gold, missing = data.get("gold_steps"), data.get("missing_steps")
+    if not isinstance(gold, list) or not isinstance(missing, list) or not gold:
+        return UNPARSEABLE
+    steps = [s.get("step") if isinstance(s, dict) else None for s in gold]
+    absent = [s.get("step") if isinstance(s, dict) else None for s in missing]
+    if not all(isinstance(n, int) and not isinstance(n, bool) for n in steps + absent):
+        return UNPARSEABLE
+    if len(set(steps)) != len(steps) or len(set(absent)) != len(absent) or not set(absent) <= set(steps):
+        return UNPARSEABLE
+    return {"gold_steps": len(steps), "missing_steps": len(absent)}
+
+
+ERROR_TYPES = ("logic", "assumption", "creativity", "algebra_arithmetic")
+
+
+def parse_error_types(reply: JudgeReply) -> Any:
+    """{type: bool} for the four error types and "none_of_the_above", from each one's "exists" ("yes" or
+    "no"); "none_of_the_above" must be "yes" exactly when the four are "no", as the prompt asks."""
+    data = json_object(reply.text)
+    if data is None:
+        return UNPARSEABLE
+    said: dict[str, bool] = {}
+    for key in (*ERROR_TYPES, "none_of_the_above"):
+        entry = data.get(key)
+        exists = entry.get("exists") if isinstance(entry, dict) else None
+        if exists not in ("yes", "no"):
+            return UNPARSEABLE
+        said[key] = exists == "yes"
+    if said["none_of_the_above"] == any(said[k] for k in ERROR_TYPES):
+        return UNPARSEABLE
+    return said
+
+
 # [paper] "Spurious Tool Use" (arXiv 2609.16268), Appendix A.3, "Answer correctness judge", verbatim.
 CORRECTNESS_PROMPT = (
     "You are an evaluator. Determine whether the Model Response’s final answer matches the Ground Truth. "
@@ -194,6 +233,59 @@ ATTC_TOOL_WRONG_PROMPT = (
     "any extra text. The cases that need to be analyzed are as follows:\n\n    "
 )
 
+# [paper] "From Proof to Program" (TIM), Appendix A.3, "Miss Rate Evaluation Prompt", verbatim (as printed,
+# "Instructions" without a colon); where the problem, the solution and the gold solution go is ours.
+MISS_RATE_PROMPT = (
+    "You are an expert mathematician. You will be given a mathematical problem, a solution to that problem, and a "
+    "gold solution to use as a reference. Your task is to identify which logical steps from the gold solution are "
+    "absent in the given solution. Instructions 1. Parse the gold solution into an ordered list of atomic logical "
+    "steps (Step 1, Step 2, …). A step is the smallest self-contained claim or transformation needed to progress "
+    "the proof. 2. For each gold step, decide whether the same reasoning (possibly re-worded) appears in the given "
+    "solution. Mark a step as present if the solution makes the identical deduction or provides an equivalent "
+    "justification. 3. Collect all steps that are absent from the given solution. Output format (strict JSON):\n"
+    "{{\n"
+    '  "gold_steps": [\n'
+    '    {{ "step": <integer>,\n'
+    '        "summary": "<one-line summary of gold step>"\n'
+    "    }}\n"
+    "  ],\n"
+    '  "missing_steps": [\n'
+    '    {{ "step": <integer>,\n'
+    '        "summary": "<one-line summary of gold step\n'
+    '        that is absent>"\n'
+    "    }}\n"
+    "  ]\n"
+    "}}"
+    "\n\nProblem:\n{problem}\n\nSolution:\n{solution}\n\nGold solution:\n{gold}"  # [ours] where the inputs go
+)
+
+# [paper] "From Proof to Program" (TIM), Appendix A.4, "Reasoning Error Detection Prompt", verbatim. Section 5.4
+# says the judge rates each type "on a 1–5 scale, or output None"; the printed prompt asks yes/no, which is
+# what tuiagent asks and counts. Where the problem and the solution go is ours.
+ERROR_TYPES_PROMPT = (
+    "You are an expert mathematician grading a solution to a competition-style problem. Identify whether the "
+    "solution exhibits each of the following error types: 1. Logic: Logical fallacies or unjustified leaps that "
+    "disrupt reasoning. 2. Assumption: Unproven or incorrect assumptions that undermine subsequent steps. "
+    "3. Creativity: Fundamentally incorrect strategy indicating failure to identify the correct approach. "
+    "4. Algebra/Arithmetic: Critical algebraic or arithmetic miscalculations. 5. None of the above: No errors from "
+    "the above categories are present. Evaluation Guidelines • For each category, set \"exists\" to \"yes\" if "
+    "that error occurs; otherwise \"no\". • Provide a brief explanation for each category; if an error is "
+    "detected, indicate where it occurs. • Mark None of the above as \"yes\" only if all other categories are "
+    "\"no\". Output format (strict JSON):\n"
+    "{{\n"
+    '  "logic": {{"exists": "yes|no",\n                "explanation": "your explanation here"\n            }},\n'
+    '  "assumption": {{"exists": "yes|no",\n                "explanation": "your explanation here"\n'
+    "                }},\n"
+    '  "creativity": {{"exists": "yes|no",\n                "explanation": "your explanation here"\n'
+    "                }},\n"
+    '  "algebra_arithmetic": {{"exists": "yes|no",\n                "explanation": "your explanation here"\n'
+    "                        }},\n"
+    '  "none_of_the_above": {{"exists": "yes|no",\n                "explanation": "your explanation here"\n'
+    "                        }}\n"
+    "}}"
+    "\n\nProblem:\n{problem}\n\nSolution:\n{solution}"  # [ours] where the inputs go
+)
+
 PROMPTS: dict[str, JudgePrompt] = {p.id: p for p in (
     JudgePrompt("necessity", 1, NECESSITY_PROMPT, "[paper] Spurious Tool Use, Appendix A.3, tool necessity judge",
                 parse_necessity, 128, ("question", "tool_type", "tool_content")),
@@ -214,6 +306,13 @@ PROMPTS: dict[str, JudgePrompt] = {p.id: p for p in (
     JudgePrompt("attc_tool_wrong", 1, _literal(ATTC_TOOL_WRONG_PROMPT) + "{case}",
                 "[reference code] 00Dreamer00/ATTC case_analysis/false_tool_in_true_cases.py: a wrong tool output "
                 "in right runs", boxed_choice(0, 1), 256, ("case",)),
+    # max_tokens [ours]: a one-line summary per gold step; five explanations
+    JudgePrompt("miss_rate", 1, MISS_RATE_PROMPT,
+                "[paper] From Proof to Program (TIM), Appendix A.3, Miss Rate (input layout ours)",
+                parse_miss_rate, 1024, ("problem", "solution", "gold")),
+    JudgePrompt("error_types", 1, ERROR_TYPES_PROMPT,
+                "[paper] From Proof to Program (TIM), Appendix A.4, reasoning error detection (input layout ours)",
+                parse_error_types, 768, ("problem", "solution")),
 )}
 
 

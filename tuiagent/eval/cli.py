@@ -43,7 +43,8 @@ def eval_command(
     configs: Annotated[Path | None, typer.Option("--configs", help="A TOML file of more presets ([presets.NAME] tables); without -c, all of them run.")] = None,
     protocol: Annotated[str | None, typer.Option("--protocol", help=(
         "Add a paper protocol's settings: tooltax = full, cot, noop, oracle, max1 (Gap and capability overlap); "
-        "prunetir-ablation = none (9 calls), prunetir and each of its components off."))] = None,
+        "prunetir-ablation = none (9 calls), prunetir and each of its components off; "
+        "tim = cot, full, tim-prompt (TIM's Win Rate, Miss Rate, error types, code complexity; judged with --judge)."))] = None,
     baseline: Annotated[str | None, typer.Option("--baseline", help="The setting differences are taken against (default: the first).")] = None,
     seeds: Annotated[int, typer.Option(min=1, help="Samples per problem and setting (Pass@1 averaged); use with --temperature.")] = 1,
     temperature: Annotated[float | None, typer.Option(min=0, help="Sampling temperature for every run.")] = None,
@@ -65,8 +66,8 @@ def eval_command(
     cue: Annotated[list[str] | None, typer.Option("--cue", help="These cues instead (repeat): cell, usr_bin, code (code-semantic), web_index, reference, answer (search-semantic).")] = None,
     judge: Annotated[str | None, typer.Option("--judge", help=(
         "The judge model (a models.toml id: a local model, a server, vLLM): with --cue-probe it judges each "
-        "executed call's necessity (Spurious Tool Use, Appendix A.3); judgements are cached in the results "
-        "directory. Never the model under test unless named (then a warning)."))] = None,
+        "executed call's necessity (Spurious Tool Use, Appendix A.3), with --protocol tim the TIM metrics (Appendix "
+        "A.2-A.4); judgements are cached in the results directory. Never the model under test unless named (then a warning)."))] = None,
     attc_audit: Annotated[bool, typer.Option("--attc-audit", help=(
         "With --judge: the judge reads each run whole, as ATTC's reference code does, for its reasoning-tool "
         "conflict (Figure 2), in wrong runs a right tool output ignored (Figure 3), in right runs a wrong tool "
@@ -163,7 +164,7 @@ def eval_command(
             distractor_model=distractor_model, cues=cues, concurrency=concurrency, run=run, sandbox=check_sandbox(sandbox),
             sampling={"temperature": temperature} if temperature is not None else {},
             retry_errors=retry_errors, baseline=baseline, reuse_generations=reuse_generations, judge=judge,
-            attc_audit=attc_audit, shard=shards,
+            attc_audit=attc_audit, shard=shards, protocol=protocol,
         )
         outcome = _run_with_progress(cfg, err, quiet)
         failed = outcome.failed

@@ -28,7 +28,7 @@ from tuiagent.core.batch import run_batch
 from tuiagent.errors import ConfigError, UserError
 from tuiagent.eval.attc_audit import audit_eval
 from tuiagent.eval.datasets import Fields, Problem, load_dataset, select
-from tuiagent.eval.judging import check_judge, cue_probe_runs, judge_eval, necessity_items
+from tuiagent.eval.judging import check_judge, cue_probe_runs, judge_eval, necessity_items, with_judge
 from tuiagent.eval.metrics import run_record
 from tuiagent.eval.results import ResultStore, run_key
 from tuiagent.eval.reuse import GenerationMemo, ReusingBackend
@@ -86,6 +86,7 @@ class EvalConfig:
     judge: str | None = None  # the judge model (models.toml id) of --judge (eval.judging)
     attc_audit: bool = False  # --attc-audit: the judge audits whole runs as ATTC's reference does (eval.attc_audit)
     shard: tuple[int, int] | None = None  # (I, N): only shard I of N of the problems (eval.shards)
+    protocol: str | None = None  # --protocol (tim: its judge pass after the runs, eval.tim_protocol)
 
 
 @dataclass
@@ -501,9 +502,9 @@ async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
         raise UserError("--attc-audit needs a judge: pass --judge MODEL (a models.toml id)")
     if cfg.judge:
         check_judge(cfg.judge, spec.id, cfg.models_file, log)
-        if not cfg.cues and not cfg.attc_audit:
-            log(f"note: the judge {cfg.judge} judges the cue probe's calls and, with --attc-audit, whole runs; "
-                "without either it judges nothing")
+        if not cfg.cues and not cfg.attc_audit and cfg.protocol != "tim":
+            log(f"note: the judge {cfg.judge} judges the cue probe's calls, the TIM protocol's runs and, with "
+                "--attc-audit, whole runs; without --cue-probe, --protocol tim or --attc-audit it judges nothing")
     if cfg.cues:
         cfg.settings = with_no_tool(cfg.settings, log)
     with ResultStore(cfg.out) as store:
@@ -543,7 +544,7 @@ async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
             "distractor_model": cfg.distractor_model or (spec.id if cfg.distractors else None),
             "run": cfg.run, "sampling": cfg.sampling, "concurrency": runner.concurrency,
             "invalid_variants": invalid, "sessions": previous.get("sessions", []),
-            "judge": cfg.judge or previous.get("judge"),
+            "judge": cfg.judge or previous.get("judge"), "protocol": cfg.protocol or previous.get("protocol"),
             "attc_audit": cfg.judge if cfg.attc_audit else previous.get("attc_audit"),
             "shard": describe(load_problems(cfg, whole=True), cfg.shard) if cfg.shard else None,
         })
@@ -559,6 +560,14 @@ async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
                                  log, "call(s)")
             if cfg.judge and cfg.attc_audit:
                 await audit_eval(cfg.judge, cfg.models_file, store.dir, store.records.values(), log)
+            if cfg.judge and (cfg.protocol or previous.get("protocol")) == "tim":
+                from tuiagent.eval.tim_protocol import judge_tim
+
+                # every setting the directory reports, earlier sessions' included (as the report reads them)
+                names = list(described)
+                modes = {n: str(d.get("run", {}).get("mode", "tool")) for n, d in described.items()}
+                await with_judge(cfg.judge, cfg.models_file, store.dir,
+                                 lambda judge: judge_tim(judge, list(store.records.values()), names, modes, log))
         except (asyncio.CancelledError, KeyboardInterrupt):
             runner.outcome.cancelled = True
             raise

@@ -6,12 +6,13 @@ A pass asks a list of questions (a registered prompt and its inputs) and caches 
 asked: each executed call of the cue probe's tool runs, with the tool-necessity prompt of "Spurious
 Tool Use" (Appendix A.3), for the probe's "judge calls no call necessary" items (the judge sees the
 question as the run saw it, cue included, as the necessity guard's judge does [ours]); and, with
-``--attc-audit``, ATTC's audits of whole runs (``eval.attc_audit``).
+``--attc-audit``, ATTC's audits of whole runs (``eval.attc_audit``); and the TIM protocol's runs
+(``eval.tim_protocol.judge_tim``). Each pass goes through ``with_judge``.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -88,16 +89,23 @@ async def judge_items(judge: Judge, items: Iterable[Item], log: Callable[[str], 
     return asked
 
 
-async def judge_eval(judge_id: str, models_file: Path | None, directory: Path, items: Iterable[Item],
-                     log: Callable[[str], None], what: str = "question(s)") -> None:
-    """A judging pass after an eval's runs: the questions of ``items`` not yet in ``directory``'s cache."""
+async def with_judge(judge_id: str, models_file: Path | None, directory: Path,
+                     work: Callable[[Judge], Awaitable[Any]]) -> None:
+    """A judging pass after an eval's runs: ``work`` asks a judge cached in ``directory``'s
+    judgements.jsonl (what the cache holds is not asked again), then the judge model is closed."""
     models = JudgeModels(models_file)
     store = JudgementStore(directory)
     try:
-        await judge_items(Judge(judge_id, models=models, store=store), items, log, what)
+        await work(Judge(judge_id, models=models, store=store))
     finally:
         store.close()
         await models.aclose()
+
+
+async def judge_eval(judge_id: str, models_file: Path | None, directory: Path, items: Iterable[Item],
+                     log: Callable[[str], None], what: str = "question(s)") -> None:
+    """A judging pass after an eval's runs: the questions of ``items`` not yet in ``directory``'s cache."""
+    await with_judge(judge_id, models_file, directory, lambda judge: judge_items(judge, items, log, what))
 
 
 def judged(store: JudgementStore, judge: str, question: JudgePrompt, inputs: dict[str, str]) -> Any:

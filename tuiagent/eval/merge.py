@@ -4,8 +4,9 @@ The shards (``eval --shard I/N``, ``eval.shards``) must be of one eval: the same
 settings (by fingerprint), seeds, budgets and sampling, cut from the same problem list into the
 same N; they must be disjoint (no shard twice, no run twice) and complete (every shard there).
 What differs is refused with the key and the directories; problems of a shard with no run yet
-are listed, and the report is still written. The merged directory holds a ``results.jsonl`` and
-an ``eval.json`` like an unsharded eval's, so ``--report-only MERGED`` reads it again.
+are listed, and the report is still written. The merged directory holds a ``results.jsonl``, an
+``eval.json`` and the shards' judgements (``judgements.jsonl``: the cue probe's and the TIM
+protocol's) like an unsharded eval's, so ``--report-only MERGED`` reads it again.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tuiagent.core.judge_store import JUDGEMENTS, JudgementStore
 from tuiagent.eval.results import RESULTS, ResultsError, ResultStore
 
 # manifest keys every shard of one eval has equal (eval.harness.run_eval writes them)
@@ -95,6 +97,10 @@ def merge_shards(dirs: list[Path], out: Path) -> list[str]:
     out.mkdir(parents=True, exist_ok=True)
     lines = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records.values())
     (out / RESULTS).write_text(lines, encoding="utf-8")
+    judged = {k: r for d in dirs for k, r in JudgementStore(d).latest.items()}  # each shard's judge cache
+    if judged:
+        (out / JUDGEMENTS).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in judged.values()),
+                                      encoding="utf-8")
     merged = {**manifests[0], "shard": None, "merged_from": [str(d) for d in dirs],
               "sessions": [s for m in manifests for s in m.get("sessions", [])],
               "invalid_variants": [v for m in manifests for v in m.get("invalid_variants", [])]}

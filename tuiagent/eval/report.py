@@ -6,7 +6,8 @@ Per dataset (on the questions as written; variants have their own sections):
 - one row per setting: Pass@1 (averaged over seeds) with a bootstrap CI over problems, the paired
   difference against the baseline (bootstrap CI over problems; exact McNemar p over problem x seed
   pairs), and per-run means/totals of the tool and guard numbers;
-- accuracy by tool-call bins (0-3, 4-7, 8-11, 12+);
+- final-answer accuracy by the TIM paper's tool-call bins (0-3, 4-7, 8-11, 12+; the paper bins its
+  reasoning metrics, not accuracy: those are the TIM protocol's, below);
 - the tool-use-tax conditions when present: Gap = Acc(Full) - Acc(CoT), capability overlap =
   share of tool-benefited problems (Full right, Noop wrong) that CoT also solves;
 - distractors: accuracy per distractor type beside the clean accuracy on the same problems;
@@ -14,6 +15,8 @@ Per dataset (on the questions as written; variants have their own sections):
   on the items where the tool is not needed (Definition 1; ``eval.cue_probe``);
 - PruneTIR's analyses: erroneous calls in correct vs incorrect runs, the stuck curve, the ablation
   (``eval.prunetir_analysis``); ATTC's judged audits (``--attc-audit``, ``eval.attc_audit``);
+- the TIM protocol (``--protocol tim``; ``eval.tim_protocol``): Win Rate, Miss Rate, error types and
+  code complexity in the paper's layout, beside its published figures;
 - the judge (``--judge``): its model and what its judgements cost.
 """
 
@@ -34,6 +37,7 @@ from tuiagent.eval.cue_probe import cue_section, cue_table
 from tuiagent.eval.estimators import estimators
 from tuiagent.eval.prunetir_analysis import plot_stuck, prunetir_section, prunetir_tables
 from tuiagent.eval.stats import TOOL_BINS, bin_label, bootstrap_mean, mcnemar_exact, paired_bootstrap, tool_bin
+from tuiagent.eval.tim_protocol import plot_tim, runs_csv, tim_notes, tim_sections, tim_tables
 from tuiagent.eval.variants import DISTRACTOR_PREFIX
 from tuiagent.presets import CONDITION_LABELS
 
@@ -202,11 +206,12 @@ def summarize(records: Iterable[dict[str, Any]], *, settings: list[str] | None =
               invalid_variants: list[dict[str, Any]] | None = None, modes: dict[str, str] | None = None,
               verdicts: dict[str, list[Any]] | None = None, judge: dict[str, Any] | None = None,
               specs: dict[str, dict[str, Any]] | None = None, audits: dict[str, dict[str, Any]] | None = None,
-              audit_judge: dict[str, Any] | None = None) -> dict[str, Any]:
+              audit_judge: dict[str, Any] | None = None, tim: dict[str, Any] | None = None) -> dict[str, Any]:
     """The whole summary as plain data (what summary.json holds). ``modes``: each setting's mode (the
     cue probe's no-tool setting); ``verdicts`` and ``judge``: the judge's per-call values and its cost;
     ``specs``: each setting as the manifest describes it (PruneTIR's ablation rows); ``audits`` and
-    ``audit_judge``: ATTC's audit classes per run key, and its judge with what it cost."""
+    ``audit_judge``: ATTC's audit classes per run key, and its judge with what it cost; ``tim``: the
+    TIM protocol's section per dataset (``eval.tim_protocol.tim_section``)."""
     records = list(records)
     names = list(settings or [])
     for r in records:
@@ -230,6 +235,7 @@ def summarize(records: Iterable[dict[str, Any]], *, settings: list[str] | None =
             "cues": cue_section(rs, names, modes or {}, verdicts),
             "prunetir": prunetir_section(clean, specs or {}, setting_row),
             "attc_audit": attc_section(clean, audits) if audits is not None else None,
+            "tim": (tim or {}).get(dataset),
         }
     return {"model": model or next((r.get("model") for r in records), None), "baseline": baseline,
             "settings": names, "runs": len(records), "datasets": datasets,
@@ -290,7 +296,8 @@ def _section_tables(summary: dict[str, Any], dataset: str) -> list[tuple[str, li
     d = summary["datasets"][dataset]
     tables = []
     bins = [bin_label(lo, hi) for lo, hi in TOOL_BINS]
-    tables.append((f"{dataset}: accuracy by tool calls (runs in bin)", ["setting", *bins],
+    tables.append((f"{dataset}: final-answer accuracy by tool calls (runs in bin; the TIM paper's bins, ours for accuracy)",
+                   ["setting", *bins],
                    [[s, *(f"{_cell(v[b]['accuracy'])} ({v[b]['runs']})" for b in bins)]
                     for s, v in d["tool_bins"].items()]))
     est_keys = _estimator_keys(d)
@@ -325,6 +332,8 @@ def _section_tables(summary: dict[str, Any], dataset: str) -> list[tuple[str, li
         tables += prunetir_tables(d["prunetir"], dataset, _cell)
     if d.get("attc_audit"):
         tables += attc_tables(d["attc_audit"], dataset, (summary.get("audit_judge") or {}).get("judge"), _cell)
+    if d.get("tim"):
+        tables += tim_tables(d["tim"], dataset)
     return tables
 
 
@@ -355,6 +364,8 @@ def to_markdown(summary: dict[str, Any]) -> str:
         out += [f"## {dataset}", ""]
         for title, header, rows in _main_tables(summary, dataset) + _section_tables(summary, dataset):
             out += [f"### {title}", "", table(header, rows), ""]
+        if summary["datasets"][dataset].get("tim"):
+            out += [f"- {line}" for line in tim_notes(summary["datasets"][dataset]["tim"])] + [""]
     if judges(summary):
         out += ["## Judge", "", *(judge_line(j) for j in judges(summary)), ""]
     if summary["invalid_variants"]:
@@ -422,6 +433,8 @@ def print_terminal(summary: dict[str, Any], console: Any = None) -> None:
             for r in rows:
                 t.add_row(*r)
             console.print(t)
+        for line in tim_notes(summary["datasets"][dataset]["tim"]) if summary["datasets"][dataset].get("tim") else []:
+            console.print(line)
     for j in judges(summary):
         console.print(judge_line(j))
     if summary["invalid_variants"]:
@@ -466,7 +479,7 @@ def plot(summary: dict[str, Any], directory: Path) -> list[Path] | str:
         ax.set_ylim(0, 1)
         ax.set_xlabel("tool calls in the run")
         ax.set_ylabel("accuracy")
-        ax.set_title(f"{dataset}: accuracy by tool-call bin")
+        ax.set_title(f"{dataset}: final-answer accuracy by tool-call bin (ours)")
         ax.legend(fontsize=7)
         fig.tight_layout()
         path = directory / f"tool-bins-{dataset}.png"
@@ -476,6 +489,8 @@ def plot(summary: dict[str, Any], directory: Path) -> list[Path] | str:
         stuck = plot_stuck(d["prunetir"], dataset, directory, plt) if d.get("prunetir") else None
         written += [stuck] if stuck else []
         written += [plot_attc(d["attc_audit"], dataset, directory, plt)] if d.get("attc_audit") else []
+        if d.get("tim"):
+            written += plot_tim(d["tim"], directory, dataset, plt)
     return written
 
 
@@ -491,6 +506,10 @@ def write_reports(summary: dict[str, Any], directory: Path, formats: Iterable[st
     if "csv" in formats:
         (directory / "summary.csv").write_text(to_csv(summary), encoding="utf-8")
         written.append(directory / "summary.csv")
+        tim = {name: d["tim"] for name, d in summary["datasets"].items() if d.get("tim")}
+        if tim:
+            (directory / "tim-runs.csv").write_text(runs_csv(tim), encoding="utf-8")
+            written.append(directory / "tim-runs.csv")
     if "json" in formats:
         (directory / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n",
                                                 encoding="utf-8")
@@ -514,7 +533,7 @@ def summary_from_store(directory: Path, *, baseline: str | None = None) -> dict[
     store = ResultStore(directory)
     manifest = store.manifest() or {}
     settings = manifest.get("settings", [])
-    verdicts, judge = None, None
+    verdicts, judge, judgements = None, None, None
     if manifest.get("judge"):
         judgements = JudgementStore(directory)
         verdicts = call_verdicts(store.records.values(), judgements, manifest["judge"])
@@ -524,10 +543,13 @@ def summary_from_store(directory: Path, *, baseline: str | None = None) -> dict[
         judgements = JudgementStore(directory)
         audits = audit_values(store.records.values(), judgements, manifest["attc_audit"])
         audit_judge = judge_summary(judgements, manifest["attc_audit"], str(manifest.get("model")))
+    modes = {s["name"]: str(s.get("run", {}).get("mode", "tool")) for s in settings}
+    tim = tim_sections(list(store.records.values()), [s["name"] for s in settings], modes, judgements,
+                       manifest.get("judge")) if manifest.get("protocol") == "tim" else None
     return summarize(store.records.values(), settings=[s["name"] for s in settings],
                      baseline=baseline or manifest.get("baseline"),
                      conditions={s["name"]: s.get("condition") for s in settings}, model=manifest.get("model"),
                      invalid_variants=manifest.get("invalid_variants"),
-                     modes={s["name"]: str(s.get("run", {}).get("mode", "tool")) for s in settings},
+                     modes=modes,
                      verdicts=verdicts, judge=judge, specs={s["name"]: s for s in settings}, audits=audits,
-                     audit_judge=audit_judge)
+                     audit_judge=audit_judge, tim=tim)

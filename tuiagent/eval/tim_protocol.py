@@ -1,0 +1,660 @@
+"""``tuiagent eval --protocol tim``: the reasoning metrics of "From Proof to Program" (TIM, arXiv
+2511.10899) on the no-tool (Base) and tool (TaLM) runs of each problem, and the section 6.1 prompt
+mitigation as a third setting (``presets.PROTOCOLS["tim"]``).
+
+The paper's metrics, each on correct final answers only (section 3.2.1) and by its tool-call bins
+(section 5.2): Win Rate (a pairwise judge, Appendix A.2, asked in both orders), Miss Rate
+(|missing steps| / |gold steps| against the reference solution, Appendix A.3), the error types
+(Appendix A.4) with their shift Δ = TaLM − Base (Figure 4), and the code complexity of the tool
+runs (lines per code block, cyclomatic complexity by radon) with its Pearson correlation with the
+Miss Rate (section 5.3). PRM accuracy needs the paper's process reward model, which tuiagent does
+not have: it is reported as not computed. The judge asks after the runs (``judge_tim``), cached;
+the report (``tim_section``, ``tim_tables``, ``plot_tim``) only reads the cache. docs/evaluating.md
+("The TIM protocol").
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from tuiagent.backends.base import ContextOverflow
+from tuiagent.core import trajectory
+from tuiagent.core.events import RunStarted
+from tuiagent.core.judge import Judge, pair_winner
+from tuiagent.core.judge_prompts import ERROR_TYPES, UNPARSEABLE, JudgePrompt, prompt
+from tuiagent.core.judge_store import JudgementStore
+from tuiagent.core.steps import run_pieces
+from tuiagent.eval.judging import judged
+from tuiagent.eval.stats import TOOL_BINS, bin_label, tool_bin
+
+WIN, MISS, ERRORS = prompt("win_rate"), prompt("miss_rate"), prompt("error_types")
+# [paper] Table 3's variant names for the protocol's three settings; another setting shows by its name.
+LABELS = {"cot": "Base", "full": "TaLM", "tim-prompt": "TaLM + Prompting"}
+ERROR_NAMES = {"logic": "Logic", "assumption": "Assumption", "creativity": "Creativity",
+               "algebra_arithmetic": "Algebra/Arithmetic", "none_of_the_above": "None of the above"}
+# [paper] Table 2 (GPT-4.1 and the average of its seven models) and Table 3 (GPT-4.1 + Prompting), in %:
+# Final Acc., Miss Rate, Win Rate, PRM Acc.; the judge was GPT-5, the PRM Qwen2.5-Math-7B-PRM800K.
+PAPER = {
+    "Base": {"GPT-4.1": (24.6, 48.1, 54.4, 88.6), "average of 7": (37.6, 45.9, 52.4, 76.7)},
+    "TaLM": {"GPT-4.1": (27.0, 49.9, 45.6, 85.9), "average of 7": (43.3, 48.8, 47.6, 71.1)},
+    "TaLM + Prompting": {"GPT-4.1": (25.1, 49.4, 52.7, 82.9)},
+}
+# [paper] section 5.3: Pearson r with the Miss Rate over the seven TaLMs, none significant at p < 0.05.
+PAPER_CORRELATION = {"loc": "-0.09 to 0.22", "cc": "-0.03 to 0.26"}
+# [paper] section 5.5 (Figure 5): share of problems on which each TaLM invoked the Code Interpreter, in %.
+PAPER_TOOL_USE = {"GPT-4.1": 25.9, "GPT-4.1-mini": 16.4, "Gemini-2.0-Flash": 14.3, "GPT-5": 73.7,
+                  "Claude-Opus-4": 99.8}
+HIGH_RISK = 10  # [paper] section 5.6: "the top-10 samples per model ranked by Miss Rate"
+PERMUTATIONS = 10_000  # [ours] the permutation test's draws (p to about ±0.005 near 0.05)
+NO_PRM = ("PRM accuracy is not computed: the paper scores steps with a process reward model "
+          "(Qwen2.5-Math-7B-PRM800K), which tuiagent does not have")
+
+
+@dataclass(frozen=True)
+class Solution:
+    """A run as the judge reads it: the question, the solution text (the model's turns with their code
+    and each executed output in an ```output block), and the executed code cells."""
+
+    question: str
+    text: str
+    codes: tuple[str, ...]
+
+
+def solution(record: dict[str, Any]) -> Solution | None:
+    """The run's solution from its trajectory; None without one."""
+    path = record.get("trajectory")
+    if not path or not Path(path).exists():
+        return None
+    events = trajectory.load(Path(path)).events
+    question = next((e.problem for e in events if isinstance(e, RunStarted)), "")
+    parts, pieces = [], run_pieces(events)
+    for piece in pieces:
+        if piece.kind == "turn":
+            parts.append(piece.text.rstrip().removesuffix("```output").rstrip())  # the stop's opening fence
+        elif piece.kind == "output":
+            parts.append(f"```output\n{piece.text.strip()}\n```")
+    codes = tuple(p.text for p in pieces if p.kind == "code" and p.executed)
+    return Solution(question, "\n".join(parts).strip(), codes)
+
+
+# -- which runs go together ------------------------------------------------------------------------
+
+
+def roles(settings: list[str], modes: dict[str, str]) -> tuple[str | None, list[str]]:
+    """(the Base setting: the first no-tool one, the TaLM settings: every tool one), in the eval's order."""
+    base = next((s for s in settings if modes.get(s) == "cot"), None)
+    return base, [s for s in settings if modes.get(s, "tool") == "tool"]
+
+
+def _unit(r: dict[str, Any]) -> tuple[str, str, int]:
+    return r["dataset"], r["problem_id"], r["seed"]
+
+
+def _clean(records: list[dict[str, Any]], setting: str) -> dict[tuple[str, str, int], dict[str, Any]]:
+    return {_unit(r): r for r in records if r["setting"] == setting and not r.get("variant")}
+
+
+def pairs(records: list[dict[str, Any]], base: str, tool: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """(Base run, TaLM run) of each problem and seed both settings ran, in a stable order."""
+    b, t = _clean(records, base), _clean(records, tool)
+    return [(b[k], t[k]) for k in sorted(set(b) & set(t))]
+
+
+def _right(r: dict[str, Any]) -> bool:
+    return r.get("correct") is True
+
+
+# -- the judge's inputs, asked (judge_tim) and read back (tim_section) from the same functions -------
+
+
+def win_inputs(base: Solution, tool: Solution) -> list[dict[str, str]]:
+    """The two orders of a Win Rate comparison: the TaLM solution as A, then as B (``Judge.pairwise``)."""
+    return [{"problem": base.question, "a": tool.text, "b": base.text},
+            {"problem": base.question, "a": base.text, "b": tool.text}]
+
+
+def miss_inputs(run: Solution, reference: str) -> dict[str, str]:
+    return {"problem": run.question, "solution": run.text, "gold": reference}
+
+
+def error_inputs(run: Solution) -> dict[str, str]:
+    return {"problem": run.question, "solution": run.text}
+
+
+@dataclass
+class Plan:
+    """Every judgement one dataset's TIM metrics need, in the order they are asked."""
+
+    wins: list[tuple[str, dict[str, Any], dict[str, Any]]]  # (tool setting, Base run, TaLM run), both right
+    misses: list[dict[str, Any]]  # right runs with a reference solution
+    errors: list[dict[str, Any]]  # the runs of the pairs, each once
+
+
+def plan(records: list[dict[str, Any]], base: str, tools: list[str]) -> Plan:
+    wins = [(t, b, r) for t in tools for b, r in pairs(records, base, t) if _right(b) and _right(r)]
+    misses = [r for s in [base, *tools] for r in _clean(records, s).values() if _right(r) and r.get("reference")]
+    errors = list({r["key"]: r for _, b, t in wins for r in (b, t)}.values())
+    return Plan(wins, sorted(misses, key=lambda r: r["key"]), errors)
+
+
+async def judge_tim(judge: Judge, records: list[dict[str, Any]], settings: list[str], modes: dict[str, str],
+                    log: Callable[[str], None]) -> int:
+    """Ask ``judge`` every judgement of the TIM metrics not yet in its cache; how many were asked."""
+    base, tools = roles(settings, modes)
+    if base is None or not tools:
+        return 0
+    before = judge.cost.calls
+    sols: dict[str, Solution | None] = {}
+    too_long = 0
+
+    def sol(r: dict[str, Any]) -> Solution | None:
+        if r["key"] not in sols:
+            sols[r["key"]] = solution(r)
+        return sols[r["key"]]
+
+    async def ask(p: JudgePrompt, inputs: dict[str, str]) -> None:
+        nonlocal too_long
+        try:
+            await judge.judgement(p, inputs)
+        except ContextOverflow:  # not cached: a judge with a larger context asks it later
+            too_long += 1
+
+    for dataset in sorted({r["dataset"] for r in records}):
+        todo = plan([r for r in records if r["dataset"] == dataset], base, tools)
+        for _, b, t in todo.wins:
+            sb, st = sol(b), sol(t)
+            for inputs in win_inputs(sb, st) if sb and st else []:
+                await ask(WIN, inputs)
+        for r in todo.misses:
+            if s := sol(r):
+                await ask(MISS, miss_inputs(s, r["reference"]))
+        for r in todo.errors:
+            if s := sol(r):
+                await ask(ERRORS, error_inputs(s))
+    asked = judge.cost.calls - before
+    if asked:
+        log(f"judge {judge.model_id}: {asked} TIM judgement(s) asked")
+    if too_long:
+        log(f"judge {judge.model_id}: {too_long} TIM question(s) did not fit its context and were not asked (left "
+            "out of the figures; raise its context_size in models.toml, or use a judge with a longer context)")
+    return asked
+
+
+# -- metrics ---------------------------------------------------------------------------------------
+
+
+def win_share(orders: tuple[Any, Any]) -> float | None:
+    """The TaLM run's share of one comparison (straight order: TaLM as A): 1 when both orders prefer it,
+    0 when both prefer Base, 0.5 when each prefers the same position (position bias); None when an
+    order is unparseable or not asked."""
+    if None in orders:
+        return None
+    return {"first": 1.0, "second": 0.0, "inconsistent": 0.5}.get(pair_winner(orders))
+
+
+def miss_rate(value: Any) -> float | None:
+    """|missing steps| / |gold steps| of a parsed Miss Rate reply (section 3.2.3)."""
+    return value["missing_steps"] / value["gold_steps"] if isinstance(value, dict) else None
+
+
+def pearson(x: list[float], y: list[float], *, permutations: int = PERMUTATIONS, seed: int = 0) -> dict[str, Any]:
+    """Pearson r (section 5.3 uses Pearson), a Fisher-z 95% interval (n > 3) and a two-sided
+    permutation p (``permutations`` shuffles of y; [ours], in place of the t-test, without scipy)."""
+    n = len(x)
+    out: dict[str, Any] = {"n": n, "r": None, "ci": [None, None], "p": None}
+    a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
+    if n < 3 or a.std() == 0 or b.std() == 0:
+        return out
+    a, b = a - a.mean(), b - b.mean()
+    r = float(a @ b / math.sqrt((a @ a) * (b @ b)))
+    rng = np.random.default_rng(seed)
+    as_far = 0
+    for start in range(0, permutations, 1000):  # in chunks: 1000 x n at a time
+        shuffled = rng.permuted(np.tile(b, (min(1000, permutations - start), 1)), axis=1)
+        as_far += int(np.sum(np.abs(shuffled @ a) / math.sqrt((a @ a) * (b @ b)) >= abs(r) - 1e-12))
+    out.update(r=round(r, 4), p=round((as_far + 1) / (permutations + 1), 4))
+    if n > 3 and abs(r) < 1:
+        z, half = math.atanh(r), 1.96 / math.sqrt(n - 3)
+        out["ci"] = [round(math.tanh(z - half), 4), round(math.tanh(z + half), 4)]
+    return out
+
+
+def complexity(codes: tuple[str, ...]) -> dict[str, Any] | None:
+    """Lines of code (non-blank lines per code block, section 5.3's "average number of lines per code
+    block") and cyclomatic complexity per block (radon's ``total_complexity`` of the cell: 1 + its
+    decision points, those in its functions and classes included; the per-block mean is ours) of a
+    run's executed cells; blocks radon cannot parse are counted and left out. None without a parsed
+    block."""
+    from radon.raw import analyze
+    from radon.visitors import ComplexityVisitor
+
+    lines, cc, unparsed = [], [], 0
+    for code in codes:
+        try:
+            raw = analyze(code)
+            cc.append(ComplexityVisitor.from_code(code).total_complexity)
+        except (SyntaxError, ValueError, TypeError, RecursionError):
+            unparsed += 1
+            continue
+        lines.append(raw.loc - raw.blank)
+    if not lines:
+        return None
+    return {"blocks": len(lines), "unparsed": unparsed, "loc": sum(lines) / len(lines), "cc": sum(cc) / len(cc)}
+
+
+Points = list[tuple[str, float]]  # (problem id, value): a run's or a pair's number and its problem
+
+
+def cluster_bootstrap(points: Points, *, n_boot: int = 2000, alpha: float = 0.05,
+                      seed: int = 0) -> tuple[float, float, float]:
+    """(mean, low, high): the mean of the values with a percentile bootstrap CI over problems, each drawn
+    problem bringing all its values (its seeds move together). With one value per problem it is
+    ``stats.bootstrap_mean`` draw for draw."""
+    ids = list(dict.fromkeys(p for p, _ in points))
+    where = {p: i for i, p in enumerate(ids)}
+    sums, counts = np.zeros(len(ids)), np.zeros(len(ids))
+    for p, v in points:
+        sums[where[p]] += v
+        counts[where[p]] += 1
+    mean = float(sums.sum() / counts.sum())
+    if len(ids) == 1:
+        return mean, mean, mean
+    draws = np.random.default_rng(seed).integers(0, len(ids), size=(n_boot, len(ids)))
+    low, high = np.quantile(sums[draws].sum(axis=1) / counts[draws].sum(axis=1), [alpha / 2, 1 - alpha / 2])
+    return mean, float(low), float(high)
+
+
+def _mean(points: Points) -> dict[str, Any]:
+    """A mean with its 95% bootstrap interval over problems, and n (values)."""
+    if not points:
+        return {"value": None, "ci": [None, None], "n": 0}
+    mean, lo, hi = cluster_bootstrap(points)
+    return {"value": round(mean, 4), "ci": [round(lo, 4), round(hi, 4)], "n": len(points)}
+
+
+Lookup = Callable[[str, dict[str, str]], Any]
+
+
+def tim_section(records: list[dict[str, Any]], settings: list[str], modes: dict[str, str],
+                lookup: Lookup | None, judge: str | None = None) -> dict[str, Any] | None:
+    """One dataset's TIM protocol (plain data for summary.json); None without a Base and a TaLM setting.
+    ``lookup(prompt id, inputs)``: the judge's cached value (None: not asked); None without --judge."""
+    base, tools = roles(settings, modes)
+    if base is None or not tools:
+        return None
+    ask: Lookup = lookup or (lambda _pid, _inputs: None)
+    todo = plan(records, base, tools)
+    sols = {r["key"]: solution(r) for r in records if r["setting"] in (base, *tools) and not r.get("variant")}
+    miss: dict[str, float | None] = {}
+    unparseable = {"win_rate": 0, "miss_rate": 0, "error_types": 0}
+    not_judged = dict(unparseable)  # not asked yet, or too long for the judge's context
+    for r in todo.misses:
+        s = sols.get(r["key"])
+        value = ask(MISS.id, miss_inputs(s, r["reference"])) if s else None
+        unparseable["miss_rate"] += value == UNPARSEABLE
+        not_judged["miss_rate"] += value is None
+        miss[r["key"]] = miss_rate(value)
+    errors: dict[str, dict[str, bool] | None] = {}
+    for r in todo.errors:
+        s = sols.get(r["key"])
+        value = ask(ERRORS.id, error_inputs(s)) if s else None
+        unparseable["error_types"] += value == UNPARSEABLE
+        not_judged["error_types"] += value is None
+        errors[r["key"]] = value if isinstance(value, dict) else None
+    shares: dict[tuple[str, str], float | None] = {}
+    for t, b, r in todo.wins:
+        sb, st = sols.get(b["key"]), sols.get(r["key"])
+        orders = tuple(ask(WIN.id, i) for i in win_inputs(sb, st)) if sb and st else (None, None)
+        unparseable["win_rate"] += UNPARSEABLE in orders
+        not_judged["win_rate"] += UNPARSEABLE not in orders and None in orders
+        shares[(t, r["key"])] = win_share((orders[0], orders[1]))
+
+    section: dict[str, Any] = {
+        "judge": judge, "base": base, "tools": tools, "labels": {s: LABELS.get(s, s) for s in [base, *tools]},
+        "unparseable": unparseable, "not_judged": not_judged, "prm": NO_PRM,
+        "pairing": {}, "table": {}, "bins": {}, "errors": {}, "complexity": {}, "correlation": {}, "monitor": {}, "tool_use": {},
+        "high_risk": {},
+    }
+    base_runs = list(_clean(records, base).values())
+    section["table"][base] = _row(base_runs, miss, None)
+    for t in tools:
+        ps = pairs(records, base, t)
+        right = [(b, r) for b, r in ps if _right(b) and _right(r)]
+        judged = [(r["problem_id"], w) for _, r in right if (w := shares.get((t, r["key"]))) is not None]
+        votes = [w for _, w in judged]
+        section["pairing"][t] = {
+            "pairs": len(ps), "both_right": len(right), "base_only": sum(_right(b) and not _right(r) for b, r in ps),
+            "tool_only": sum(_right(r) and not _right(b) for b, r in ps), "neither": sum(not (_right(b) or _right(r))
+                                                                                       for b, r in ps),
+            "judged": len(judged), "consistent_tool": votes.count(1.0), "consistent_base": votes.count(0.0),
+            "inconsistent": votes.count(0.5),
+            # [ours] the Miss Rates paired on the same problems, beside the paper's unpaired averages
+            "miss_delta": _mean([(b["problem_id"], mt - mb) for b, r in right
+                                 if (mb := miss.get(b["key"])) is not None and (mt := miss.get(r["key"])) is not None]),
+        }
+        section["table"][t] = _row([r for _, r in ps], miss, judged)
+        section["tool_use"][t] = _mean([(r["problem_id"], float(int(r.get("tcn") or 0) > 0)) for _, r in ps])
+        if t == tools[0]:  # the Base row's Win Rate is against the plain TaLM, as in Tables 2 and 3
+            section["table"][base]["win_rate"] = _mean([(p, 1 - w) for p, w in judged])
+        section["bins"][t] = _bins([r for _, r in ps], right, shares, miss, sols, t)
+        section["errors"][t] = _error_shift(right, errors)
+        section["complexity"][t] = _complexity_row([r for _, r in ps if _right(r)], sols)
+        section["correlation"][t] = _correlation([r for _, r in ps if _right(r)], miss, sols)
+        section["monitor"][t] = _monitor([r for _, r in right], shares, miss, t)
+        section["high_risk"][t] = _high_risk([r for _, r in right], shares, miss, t)
+    section["runs"] = [_run_row(r, miss, errors, shares, sols) for s in [base, *tools]
+                       for r in _clean(records, s).values()]
+    return section
+
+
+def _monitor(runs: list[dict[str, Any]], shares: dict[tuple[str, str], float | None],
+             miss: dict[str, float | None], tool: str) -> dict[str, Any]:
+    """tuiagent's own myopia monitor (``tim_flag``, [ours]) against the judged metrics, on the TaLM runs
+    of the pairs both right: does a flag go with a higher Miss Rate and more Base wins?"""
+    out = {}
+    for name, flagged in (("flagged", True), ("not_flagged", False)):
+        rs = [r for r in runs if bool(r.get("tim_flag")) is flagged]
+        out[name] = {"runs": len(rs), "miss_rate": _mean(_misses(rs, miss)),
+                     "base_win_rate": _mean([(r["problem_id"], 1 - w) for r in rs
+                                             if (w := shares.get((tool, r["key"]))) is not None])}
+    return out
+
+
+def _high_risk(runs: list[dict[str, Any]], shares: dict[tuple[str, str], float | None],
+               miss: dict[str, float | None], tool: str) -> list[dict[str, Any]]:
+    """Section 5.6's high-risk solutions for a manual audit: right, Base wins the comparison in both
+    orders, the top HIGH_RISK by Miss Rate (the paper also asks for a PRM flag, which tuiagent lacks)."""
+    lost = [r for r in runs if shares.get((tool, r["key"])) == 0.0]
+    lost.sort(key=lambda r: (miss.get(r["key"]) is None, -(miss.get(r["key"]) or 0.0), r["key"]))
+    return [{"key": r["key"], "miss_rate": miss.get(r["key"]), "tool_calls": int(r.get("tcn") or 0),
+             "tim_flag": r.get("tim_flag"), "trajectory": r.get("trajectory")} for r in lost[:HIGH_RISK]]
+
+
+def _run_row(r: dict[str, Any], miss: dict[str, float | None], errors: dict[str, dict[str, bool] | None],
+             shares: dict[tuple[str, str], float | None], sols: dict[str, Solution | None]) -> dict[str, Any]:
+    """One run's TIM numbers (tim-runs.csv): None where the metric does not apply or was not judged."""
+    s = sols.get(r["key"])
+    code = complexity(s.codes) if s else None
+    said = errors.get(r["key"])
+    return {"dataset": r["dataset"], "problem_id": r["problem_id"], "seed": r["seed"], "setting": r["setting"],
+            "correct": _right(r), "tool_calls": int(r.get("tcn") or 0), "bin": tool_bin(int(r.get("tcn") or 0)),
+            "win_share": shares.get((r["setting"], r["key"])), "miss_rate": miss.get(r["key"]),
+            **{k: None if said is None else said[k] for k in ERROR_NAMES},
+            "code_blocks": code["blocks"] if code else 0, "loc": code["loc"] if code else None,
+            "cc": code["cc"] if code else None}
+
+
+def runs_csv(sections: dict[str, Any]) -> str:
+    """Every run's TIM numbers, one row a run (``win_share``: the TaLM run's share of its comparison)."""
+    rows = [row for section in sections.values() for row in section["runs"]]
+    if not rows:
+        return ""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(rows[0]))
+    writer.writeheader()
+    writer.writerows({k: "" if v is None else v for k, v in row.items()} for row in rows)
+    return buf.getvalue()
+
+
+def tim_sections(records: list[dict[str, Any]], settings: list[str], modes: dict[str, str],
+                 store: JudgementStore | None, judge: str | None) -> dict[str, Any]:
+    """``tim_section`` of each dataset, reading ``judge``'s judgements from ``store`` (None: no judge)."""
+    lookup: Lookup | None = None
+    if store is not None and judge is not None:
+        lookup = lambda pid, inputs: judged(store, judge, prompt(pid), inputs)  # noqa: E731
+    out = {}
+    for dataset in sorted({r["dataset"] for r in records}):
+        section = tim_section([r for r in records if r["dataset"] == dataset], settings, modes, lookup, judge)
+        if section is not None:
+            out[dataset] = section
+    return out
+
+
+def _misses(runs: list[dict[str, Any]], miss: dict[str, float | None]) -> Points:
+    return [(r["problem_id"], v) for r in runs if (v := miss.get(r["key"])) is not None]
+
+
+def _row(runs: list[dict[str, Any]], miss: dict[str, float | None], shares: Points | None) -> dict[str, Any]:
+    """Table 2's row of one setting: Final Acc. over its runs, Miss Rate over its right ones, Win Rate."""
+    return {"final_acc": _mean([(r["problem_id"], float(_right(r))) for r in runs]),
+            "miss_rate": _mean(_misses(runs, miss)), "win_rate": _mean(shares or []), "prm_acc": None,
+            "right": sum(map(_right, runs)),
+            "right_with_reference": sum(_right(r) and bool(r.get("reference")) for r in runs)}
+
+
+def _bins(runs: list[dict[str, Any]], right: list[tuple[dict[str, Any], dict[str, Any]]],
+          shares: dict[tuple[str, str], float | None], miss: dict[str, float | None],
+          sols: dict[str, Solution | None], tool: str) -> dict[str, Any]:
+    """Figure 2 by the TaLM run's executed tool calls: Base's Win Rate over it, its Miss Rate, its code."""
+    out = {}
+    for lo, hi in TOOL_BINS:
+        label = bin_label(lo, hi)
+        inside = [r for r in runs if tool_bin(int(r.get("tcn") or 0)) == label and _right(r)]
+        won = [(r["problem_id"], 1 - s) for _, r in right if tool_bin(int(r.get("tcn") or 0)) == label
+               and (s := shares.get((tool, r["key"]))) is not None]
+        out[label] = {"runs_right": len(inside), "base_win_rate": _mean(won), "miss_rate": _mean(_misses(inside, miss)),
+                      **_complexity_row(inside, sols)}
+    return out
+
+
+def _error_shift(right: list[tuple[dict[str, Any], dict[str, Any]]],
+                 errors: dict[str, dict[str, bool] | None]) -> dict[str, Any]:
+    """Figure 4: each error type's rate in Base and TaLM on the pairs both judged, and Δ = TaLM − Base."""
+    both = [(b["problem_id"], eb, et) for b, t in right
+            if (eb := errors.get(b["key"])) and (et := errors.get(t["key"]))]
+    out: dict[str, Any] = {"pairs": len(both)}
+    for kind in (*ERROR_TYPES, "none_of_the_above"):
+        out[kind] = {"base": _mean([(p, float(eb[kind])) for p, eb, _ in both]),
+                     "tool": _mean([(p, float(et[kind])) for p, _, et in both]),
+                     "delta": _mean([(p, float(et[kind]) - float(eb[kind])) for p, eb, et in both])}
+    return out
+
+
+def _complexity_row(runs: list[dict[str, Any]], sols: dict[str, Solution | None]) -> dict[str, Any]:
+    measured = [(r["problem_id"], c) for r in runs if (s := sols.get(r["key"])) and (c := complexity(s.codes))]
+    return {"loc": _mean([(p, c["loc"]) for p, c in measured]), "cc": _mean([(p, c["cc"]) for p, c in measured]),
+            "runs_with_code": len(measured), "unparsed_blocks": sum(c["unparsed"] for _, c in measured)}
+
+
+def _correlation(runs: list[dict[str, Any]], miss: dict[str, float | None],
+                 sols: dict[str, Solution | None]) -> dict[str, Any]:
+    """Figure 3: Pearson r of lines of code and of cyclomatic complexity with the Miss Rate, over right runs."""
+    points = [(c, m) for r in runs if (m := miss.get(r["key"])) is not None
+              and (s := sols.get(r["key"])) and (c := complexity(s.codes))]
+    return {k: pearson([c[k] for c, _ in points], [m for _, m in points]) for k in ("loc", "cc")}
+
+
+# -- the report's tables, notes and plots ----------------------------------------------------------
+
+
+def _pct(m: dict[str, Any]) -> str:
+    """A rate in % as the paper prints it, with its interval and n."""
+    if m["value"] is None:
+        return f"– (n={m['n']})"
+    lo, hi = m["ci"]
+    return f"{100 * m['value']:.1f} [{100 * lo:.1f}, {100 * hi:.1f}] (n={m['n']})"
+
+
+def _num(m: dict[str, Any]) -> str:
+    if m["value"] is None:
+        return f"– (n={m['n']})"
+    lo, hi = m["ci"]
+    return f"{m['value']:.2f} [{lo:.2f}, {hi:.2f}] (n={m['n']})"
+
+
+def tim_tables(section: dict[str, Any], dataset: str) -> list[tuple[str, list[str], list[list[str]]]]:
+    """(title, header, rows) of the protocol in the paper's layout and names."""
+    labels, base = section["labels"], section["base"]
+    tables = []
+    paper_cols = [f"paper {m}: Final Acc. / Miss / Win / PRM" for m in ("GPT-4.1", "average of 7")]
+    rows = []
+    for s, row in section["table"].items():
+        paper = PAPER.get(labels[s], {})
+        rows.append([labels[s], s, _pct(row["final_acc"]), _pct(row["miss_rate"]), _pct(row["win_rate"]),
+                     "not computed",
+                     *(" / ".join(f"{v:.1f}" for v in paper[m]) if m in paper else "–"
+                       for m in ("GPT-4.1", "average of 7"))])
+    tables.append((f"{dataset}: TIM, Tables 2 and 3 layout (%, 95% bootstrap CI over problems; Miss and Win Rate "
+                   f"on right answers; Base's Win Rate is against {section['tools'][0]})",
+                   ["Variant", "setting", "Final Acc. (↑)", "Miss Rate (↓)", "Win Rate (↑)", "PRM Acc. (↑)",
+                    *paper_cols], rows))
+    tables.append((f"{dataset}: TIM pairing (Base {base} against each TaLM setting; Win Rate counts both orders)",
+                   ["setting", "pairs", "both right", "Base only", "TaLM only", "neither", "judged",
+                    "TaLM wins both orders", "Base wins both orders", "orders disagree",
+                    "Δ Miss Rate (TaLM − Base), paired"],
+                   [[s, *(str(p[k]) for k in ("pairs", "both_right", "base_only", "tool_only", "neither", "judged",
+                                                "consistent_tool", "consistent_base", "inconsistent")),
+                     _pct(p["miss_delta"])]
+                    for s, p in section["pairing"].items()]))
+    bins = [bin_label(lo, hi) for lo, hi in TOOL_BINS]
+    tables.append((f"{dataset}: TIM Figure 2, reasoning behavior vs. tool usage (bins of the TaLM run's tool calls; "
+                   "right answers; the paper's figure prints no values in this copy)",
+                   ["setting", "metric", *bins],
+                   [[s, name, *(fmt(section["bins"][s][b][key]) for b in bins)]
+                    for s in section["tools"] for name, key, fmt in
+                    (("Win Rate (Base over TaLM)", "base_win_rate", _pct), ("Miss Rate", "miss_rate", _pct),
+                     ("lines per code block", "loc", _num), ("cyclomatic complexity per block", "cc", _num))]))
+    tables.append((f"{dataset}: TIM Figure 4, error types on pairs both right (rate %, Δ = TaLM − Base, paired "
+                   "bootstrap CI over problems)", ["setting", "error type", "Base", "TaLM", "Δ"],
+                   [[s, ERROR_NAMES[k], _pct(e[k]["base"]), _pct(e[k]["tool"]), _pct(e[k]["delta"])]
+                    for s, e in section["errors"].items() for k in ERROR_NAMES]))
+    tables.append((f"{dataset}: TIM Figure 3, code complexity vs. Miss Rate (Pearson r over right TaLM runs, "
+                   "Fisher-z 95% CI, permutation p)",
+                   ["setting", "metric", "mean per run", "Pearson r", "95% CI", "p", "n", "paper: r over 7 TaLMs"],
+                   [[s, name, _num(section["complexity"][s][k]), *_corr(section["correlation"][s][k]),
+                     PAPER_CORRELATION[k]]
+                    for s in section["tools"]
+                    for name, k in (("Line of Code", "loc"), ("Cyclomatic Complexity", "cc"))]))
+    tables.append((f"{dataset}: TIM Figure 5, Code Interpreter invocation rate (share of runs with an executed call, %)",
+                   ["setting", "invocation rate", *(f"paper {m}" for m in PAPER_TOOL_USE)],
+                   [[s, _pct(m), *(f"{v:.1f}" for v in PAPER_TOOL_USE.values())]
+                    for s, m in section["tool_use"].items()]))
+    tables.append((f"{dataset}: tuiagent's TIM monitor (ours, rule-based) against the judged metrics (TaLM runs of "
+                   "pairs both right)", ["setting", "monitor", "runs", "Miss Rate", "Win Rate (Base over TaLM)"],
+                   [[s, name.replace("_", " "), str(m[name]["runs"]), _pct(m[name]["miss_rate"]),
+                     _pct(m[name]["base_win_rate"])]
+                    for s, m in section["monitor"].items() for name in ("flagged", "not_flagged")]))
+    risky = [[s, h["key"], "–" if h["miss_rate"] is None else f"{100 * h['miss_rate']:.1f}", str(h["tool_calls"]),
+              {True: "yes", False: "no"}.get(h["tim_flag"], "–"), str(h["trajectory"] or "–")]
+             for s, hs in section["high_risk"].items() for h in hs]
+    if risky:
+        tables.append((f"{dataset}: high-risk solutions for a manual audit (section 5.6: right, Base wins both orders, "
+                       f"top {HIGH_RISK} by Miss Rate; without the paper's PRM filter; `tuiagent replay FILE`)",
+                       ["setting", "run", "Miss Rate", "tool calls", "monitor flag", "trajectory"], risky))
+    return tables
+
+
+def _corr(c: dict[str, Any]) -> list[str]:
+    if c["r"] is None:
+        return ["–", "–", "–", str(c["n"])]
+    ci = "–" if c["ci"][0] is None else f"{c['ci'][0]:.2f} … {c['ci'][1]:.2f}"
+    return [f"{c['r']:.2f}", ci, f"{c['p']:.3f}", str(c["n"])]
+
+
+def tim_notes(section: dict[str, Any]) -> list[str]:
+    """What the tables rest on, in sentences: the judge (or that one is needed), unparseable replies, PRM."""
+    u = section["unparseable"]
+    if section["judge"] is None:
+        judge = ("Win Rate, Miss Rate and the error types need a judge: run again with --judge MODEL (the runs are "
+                 "kept; only the judgements are asked).")
+    else:
+        judge = (f"Judge {section['judge']}: left out of the figures for an unparseable reply: Win Rate "
+                 f"{u['win_rate']} comparison(s), Miss Rate {u['miss_rate']} run(s), error types {u['error_types']} "
+                 "run(s). A judge much weaker than the paper's GPT-5 makes these figures noisy; read them with "
+                 "their n and intervals.")
+        n = section["not_judged"]
+        if any(n.values()):
+            judge += (f" Not judged (asked in a later pass, or too long for the judge's context: the eval's log "
+                      f"says): Win Rate {n['win_rate']} comparison(s), Miss Rate {n['miss_rate']} run(s), error "
+                      f"types {n['error_types']} run(s).")
+    rows = section["table"].values()
+    right, with_ref = sum(r["right"] for r in rows), sum(r["right_with_reference"] for r in rows)
+    reference = (f"Miss Rate needs the dataset's reference solutions: {with_ref} of the {right} right runs have "
+                 "one." if with_ref < right else "")
+    return [judge, *([reference] if reference else []), NO_PRM + ".",
+            "Paper figures: Tables 2 and 3, GPT-4.1 and the average of its seven models, on PyMath (competition "
+            "problems) with GPT-5 as judge; they are not the same problems or model."]
+
+
+def _bars(means: list[dict[str, Any]]) -> tuple[list[float], list[float], list[float]]:
+    """Values in % and their interval's distances below and above (NaN and 0 where there is no value)."""
+    values = [math.nan if m["value"] is None else 100 * m["value"] for m in means]
+    low = [0.0 if m["value"] is None else 100 * (m["value"] - m["ci"][0]) for m in means]
+    high = [0.0 if m["value"] is None else 100 * (m["ci"][1] - m["value"]) for m in means]
+    return values, low, high
+
+
+def plot_tim(section: dict[str, Any], directory: Path, dataset: str, plt: Any) -> list[Path]:
+    """Figure 2 (Win Rate and Miss Rate by tool-call bin), Figure 4 (Δ error rates) and Figure 3 (the
+    complexity correlations and their p, with the paper's 0.05 and 0.10 lines) of one dataset, with
+    their 95% intervals."""
+    bins = [bin_label(lo, hi) for lo, hi in TOOL_BINS]
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    for ax, key, title in ((axes[0], "base_win_rate", "(a) Win Rate, Base over TaLM"), (axes[1], "miss_rate",
+                                                                                      "(b) Miss Rate")):
+        for n, s in enumerate(section["tools"]):
+            values, low, high = _bars([section["bins"][s][b][key] for b in bins])
+            ax.errorbar([i + 0.06 * n for i in range(len(bins))], values, yerr=[low, high], marker="o", capsize=3,
+                        label=s)
+        ax.set_xticks(range(len(bins)), bins)
+        ax.set_ylim(0, 100)
+        ax.set_xlabel("tool calls in the TaLM run")
+        ax.set_title(title)
+        ax.legend(fontsize=7)
+    fig.suptitle(f"{dataset}: reasoning behavior vs. tool usage (TIM Figure 2; PRM not computed)", fontsize=9)
+    fig.tight_layout()
+    paths = [directory / f"tim-fig2-{dataset}.png"]
+    fig.savefig(paths[0], dpi=110)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(6.5, 3.4))
+    kinds = list(ERROR_NAMES)
+    width = 0.8 / max(len(section["tools"]), 1)
+    for n, s in enumerate(section["tools"]):
+        deltas, low, high = _bars([section["errors"][s][k]["delta"] for k in kinds])
+        ax.bar([i + n * width for i in range(len(kinds))], [0 if math.isnan(d) else d for d in deltas],
+               yerr=[low, high], capsize=3, width=width, label=s)
+    ax.axhline(0, color="black", linewidth=0.6)
+    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(kinds))], [ERROR_NAMES[k] for k in kinds], rotation=20,
+                  ha="right", fontsize=8)
+    ax.set_ylabel("Δ = TaLM − Base (points)")
+    ax.set_title(f"{dataset}: change in reasoning error rates after tool use (TIM Figure 4)", fontsize=9)
+    ax.legend(fontsize=7)
+    fig.tight_layout()
+    paths.append(directory / f"tim-fig4-{dataset}.png")
+    fig.savefig(paths[1], dpi=110)
+    plt.close(fig)
+
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
+    tools = section["tools"]
+    for n, (key, name) in enumerate((("loc", "Line of Code"), ("cc", "Cyclomatic Complexity"))):
+        corr = [section["correlation"][s][key] for s in tools]
+        at = [i + 0.35 * n for i in range(len(tools))]
+        r = [math.nan if c["r"] is None else c["r"] for c in corr]
+        low = [0.0 if c["ci"][0] is None else c["r"] - c["ci"][0] for c in corr]
+        high = [0.0 if c["ci"][0] is None else c["ci"][1] - c["r"] for c in corr]
+        axes[0].bar(at, [0 if math.isnan(v) else v for v in r], yerr=[low, high], capsize=3, width=0.35, label=name)
+        axes[1].bar(at, [math.nan if c["p"] is None else c["p"] for c in corr], width=0.35, label=name)
+    for ax, title in ((axes[0], "(a) Pearson r with Miss Rate"), (axes[1], "(b) permutation p")):
+        ax.set_xticks([i + 0.175 for i in range(len(tools))], tools, fontsize=8)
+        ax.set_title(title, fontsize=9)
+        ax.legend(fontsize=7)
+    axes[0].axhline(0, color="black", linewidth=0.6)
+    axes[0].set_ylim(-1, 1)
+    axes[1].axhline(0.05, color="red", linewidth=0.8)
+    axes[1].axhline(0.10, color="orange", linewidth=0.8)
+    axes[1].set_ylim(0, 1)
+    fig.suptitle(f"{dataset}: code complexity vs. Miss Rate over right TaLM runs (TIM Figure 3)", fontsize=9)
+    fig.tight_layout()
+    paths.append(directory / f"tim-fig3-{dataset}.png")
+    fig.savefig(paths[2], dpi=110)
+    plt.close(fig)
+    return paths
