@@ -130,6 +130,21 @@ WIN_RATE_PROMPT = (
     "\n\nProblem:\n{problem}\n\nSolution A:\n{a}\n\nSolution B:\n{b}"  # [ours] where the inputs go
 )
 
+def parse_yes_no(reply: JudgeReply) -> Any:
+    """True for "yes", False for "no" (case and a trailing full stop aside); nothing else parses."""
+    word = reply.text.strip().rstrip(".!").strip().lower()
+    return {"yes": True, "no": False}.get(word, UNPARSEABLE)
+
+
+# [ours] The tool-use-tax paper (arXiv 2605.00136) requires a distractor to leave the answer unchanged
+# but its copy here prints no check (Appendix F's workflow is missing): the judge is asked this.
+ANSWER_UNCHANGED_PROMPT = (
+    "Two versions of a math word problem follow. The second was written from the first by adding a "
+    "sentence that must not change the answer. The correct answer to the first is {answer}.\n\n"
+    "Problem 1:\n{original}\n\nProblem 2:\n{variant}\n\n"
+    "Is the correct answer to Problem 2 still {answer}? Reply with one word: yes or no."
+)
+
 PROMPTS: dict[str, JudgePrompt] = {p.id: p for p in (
     JudgePrompt("necessity", 1, NECESSITY_PROMPT, "[paper] Spurious Tool Use, Appendix A.3, tool necessity judge",
                 parse_necessity, 128, ("question", "tool_type", "tool_content")),
@@ -140,6 +155,9 @@ PROMPTS: dict[str, JudgePrompt] = {p.id: p for p in (
     JudgePrompt("win_rate", 1, WIN_RATE_PROMPT,
                 "[paper] From Proof to Program (TIM), Appendix A.2, Win Rate (input layout ours)",
                 parse_win_rate, 1024, ("problem", "a", "b"), pair=("a", "b")),
+    JudgePrompt("answer_unchanged", 1, ANSWER_UNCHANGED_PROMPT,
+                "[ours] a distractor variant keeps its answer (tool-use tax, arXiv 2605.00136)",
+                parse_yes_no, 3, ("original", "variant", "answer")),
 )}
 
 

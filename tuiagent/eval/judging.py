@@ -3,8 +3,10 @@ its judgements of an eval's runs cached in ``<eval dir>/judgements.jsonl`` (resu
 runs), and what they cost, for the report.
 
 What is judged now: each executed call of the cue probe's tool runs, with the tool-necessity prompt
-of "Spurious Tool Use" (Appendix A.3), for the probe's "judge calls no call necessary" items. The
-judge sees the question as the run saw it (cue included), as the necessity guard's judge does [ours].
+of "Spurious Tool Use" (Appendix A.3), for the probe's "judge calls no call necessary" items (the
+judge sees the question as the run saw it, cue included, as the necessity guard's judge does [ours]);
+and, before any run, whether each semantic-distractor variant keeps its answer (``answer_unchanged``,
+our prompt): a variant the judge says changes it is left out, as one that lost a number is.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from tuiagent.core.judge_store import JudgementStore, judgement_key
 from tuiagent.core.steps import run_pieces
 
 NECESSITY = prompt("necessity")
+ANSWER_UNCHANGED = prompt("answer_unchanged")
 
 
 def same_model_warning(judge: str, model: str) -> str | None:
@@ -123,3 +126,26 @@ def judge_cost(store: JudgementStore, judge: str) -> dict[str, Any]:
             "prompt_tokens": sum(r["prompt_tokens"] for r in mine),
             "generated_tokens": sum(r["generated_tokens"] for r in mine),
             "seconds": round(sum(r["seconds"] for r in mine), 2)}
+
+
+async def check_answers_unchanged(judge: Judge, variants: list[Any], log: Callable[[str], None]
+                                  ) -> tuple[list[Any], list[dict[str, Any]], dict[str, Any]]:
+    """The distractor variants (``Problem``s with a ``clean_question``) whose answer the judge says is
+    unchanged; those it says change it, as invalid entries; and the tally for the report. A reply
+    that does not parse keeps the variant and is counted (the check says nothing about it)."""
+    kept, dropped = [], []
+    unparseable = 0
+    for v in variants:
+        value = await judge.single(ANSWER_UNCHANGED, original=str(v.meta["clean_question"]), variant=v.question,
+                                   answer=v.gold)
+        if value is False:
+            dropped.append({"dataset": v.dataset, "id": v.id, "kind": str(v.meta.get("distractor", v.variant)),
+                            "why": f"the judge {judge.model_id} says the answer changes", "cache": v.meta.get("cache")})
+            continue
+        unparseable += value == UNPARSEABLE
+        kept.append(v)
+    if variants:
+        log(f"judge {judge.model_id}: {len(dropped)} of {len(variants)} distractor variant(s) change the answer "
+            f"(left out); {unparseable} repl(ies) unparseable (kept)")
+    return kept, dropped, {"judge": judge.model_id, "judged": len(variants), "changed": len(dropped),
+                           "unparseable": unparseable}

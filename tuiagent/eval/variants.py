@@ -148,7 +148,8 @@ async def distractor_variants(problems: list[Problem], kinds: list[str], *, mode
                 on_progress(n, len(todo))
             if entry.get("valid"):
                 variants.append(with_variant(problem, DISTRACTOR_PREFIX + kind, entry["variant"],
-                                             distractor=kind, generated_by=entry["model"], cache=str(path)))
+                                             distractor=kind, generated_by=entry["model"], cache=str(path),
+                                             clean_question=problem.question))
             else:
                 invalid.append({"dataset": problem.dataset, "id": problem.id, "kind": kind,
                                 "why": entry.get("invalid_reason", ""), "cache": str(path)})
