@@ -42,7 +42,8 @@ def eval_command(
         "'attc+prunetir:attc.threshold=0.9' or 'full:max_tool_calls=8'. Default: none."))] = None,
     configs: Annotated[Path | None, typer.Option("--configs", help="A TOML file of more presets ([presets.NAME] tables); without -c, all of them run.")] = None,
     protocol: Annotated[str | None, typer.Option("--protocol", help=(
-        "Add a paper protocol's settings: tooltax = full, cot, noop, oracle, max1 (Gap and capability overlap)."))] = None,
+        "Add a paper protocol's settings: tooltax = the seven conditions cot, fcstyle, noop, full, oracle, evidence, "
+        "max1 (Gap, Δsty/Δfrc/Δcmp, attribution, A-F, overlap, G-STEP's Cls.; on the distractors with --distractors)."))] = None,
     baseline: Annotated[str | None, typer.Option("--baseline", help="The setting differences are taken against (default: the first).")] = None,
     seeds: Annotated[int, typer.Option(min=1, help="Samples per problem and setting (Pass@1 averaged); use with --temperature.")] = 1,
     temperature: Annotated[float | None, typer.Option(min=0, help="Sampling temperature for every run.")] = None,
@@ -64,7 +65,8 @@ def eval_command(
     cue: Annotated[list[str] | None, typer.Option("--cue", help="These cues instead (repeat): cell, usr_bin, code (code-semantic), web_index, reference, answer (search-semantic).")] = None,
     judge: Annotated[str | None, typer.Option("--judge", help=(
         "The judge model (a models.toml id: a local model, a server, vLLM): with --cue-probe it judges each "
-        "executed call's necessity (Spurious Tool Use, Appendix A.3); judgements are cached in the results "
+        "executed call's necessity (Spurious Tool Use, Appendix A.3), with --distractors whether each variant "
+        "keeps its answer (a variant it says does not is left out); judgements are cached in the results "
         "directory. Never the model under test unless named (then a warning)."))] = None,
     concurrency: Annotated[int, typer.Option(min=1, help="Runs in flight (a local llama.cpp model decodes them in one batch; vLLM / OpenAI-compatible servers).")] = 1,
     sandbox: SandboxOpt = "auto",
