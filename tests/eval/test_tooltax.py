@@ -6,10 +6,12 @@ from __future__ import annotations
 import pytest
 
 from tuiagent.eval.tooltax import (
+    Judged,
     attribution,
     by_key,
     evidence_f1,
     gap_closure,
+    gold_steps,
     overlap,
     symptoms,
     taxonomy,
@@ -223,7 +225,9 @@ async def test_an_eval_with_distractors_a_judge_and_the_seven_conditions(tmp_pat
 
     problems = [Problem("tiny", str(i), f"What is {i} plus {i}?", str(2 * i)) for i in (1, 2)]
     writer_factory, _ = writer(problems)
-    models = models_file(tmp_path, ["yes", "no", "yes", "maybe"])  # p1 thematic, p1 parallel, p2 ...
+    # validity: p1 thematic, p1 parallel, p2 thematic, p2 parallel (the scripted judge starts its replies
+    # again in the taxonomy's pass after the runs: its "yes" to the gold steps of "2 + 2 = 4" is no count)
+    models = models_file(tmp_path, ["yes", "no", "yes", "maybe"])
     cfg = EvalConfig(datasets=[str(dataset(2))], settings=resolve_settings([], protocol="tooltax"),
                      out=tmp_path / "out", model="scripted", models_file=models, distractors=KINDS, judge="judge")
     logs: list[str] = []
@@ -247,5 +251,46 @@ async def test_an_eval_with_distractors_a_judge_and_the_seven_conditions(tmp_pat
     assert pooled["deltas"]["gap"]["value"] == round(-1 / 3, 4)
     assert pooled["deltas"]["context"]["value"] == round(1 / 3, 4)  # the clean question rescues it
     assert pooled["attribution"]["frc"]["count"] == 1  # right in FCStyle (no tool), wrong in Noop
+    assert summary["judge"]["prompts"] == {"answer_unchanged": {"judged": 4, "unparseable": 1},
+                                           "gold_steps": {"judged": 1, "unparseable": 1}}
+    full = pooled["taxonomy"]["Agent-Full"]
+    assert full["failed"] == 1 and full["dominant"]["D"]["count"] == 1  # its output was the gold, 4
     markdown = to_markdown(summary)
     assert "Table 2 layout" in markdown and "judge: 4 judged, 1 change it" in markdown
+
+
+def test_the_judge_counts_gold_steps_without_annotations_and_judges_type_f_plans():
+    run = pieces(("turn", "3 and 4"), ("code", "print(3 * 4)"), ("output", "12"))
+    unannotated = "Tom has 3 + 4 = 7 fruits."
+    assert symptoms(run, gold="7", question=QUESTION, clean_question=CLEAN, reference=unannotated)["gold_steps"] is None
+    judged = Judged(steps=lambda reference: 2 if reference == unannotated else None, plan=lambda inputs: True)
+    s = symptoms(run, gold="7", question=QUESTION, clean_question=CLEAN, reference=unannotated, judged=judged)
+    assert (s["gold_steps"], s["dominant"]) == (2, "A")  # one computation, two steps by the judge
+    assert gold_steps("48/2 = <<48/2=24>>24", judged) == 1  # the annotations win
+    record = rec("full", "1", False, question=QUESTION, clean_question=CLEAN, reference="3+4=<<3+4=7>>7")
+    asked = []
+
+    def plan(inputs):
+        asked.append(inputs)
+        return False
+
+    tx = taxonomy(by_key([record]), lambda r: run, Judged(plan=plan), judge_plans=True)
+    assert tx["dominant"]["F"]["count"] == 1 and tx["f_plans"] == {"coherent_wrong": 0, "not": 1, "unparseable": 0,
+                                                                  "not_judged": 0}
+    assert asked[0]["question"] == QUESTION and "```output\n12\n```" in asked[0]["solution"]
+
+
+def test_the_ours_judge_prompts_parse_strictly():
+    from tuiagent.core.judge_prompts import UNPARSEABLE, prompt
+    from tuiagent.protocol import JudgeReply
+
+    def parse(prompt_id: str, text: str):
+        return prompt(prompt_id).parse(JudgeReply(text, (), "j"))
+
+    assert [parse("answer_unchanged", t) for t in ("yes", " No.", "Yes, it is", "")] == [True, False, UNPARSEABLE,
+                                                                                         UNPARSEABLE]
+    assert [parse("gold_steps", t) for t in ("3", "12.", "three", "0", "2 steps")] == [3, 12, UNPARSEABLE, UNPARSEABLE,
+                                                                                        UNPARSEABLE]
+    rendered = prompt("answer_unchanged").render(original="What is 1 plus 1?", variant="V", answer="2")
+    assert "The correct answer to the first is 2." in rendered and rendered.endswith("yes or no.")
+    assert prompt("plan_mismatch").source.startswith("[ours]")

@@ -27,7 +27,14 @@ from tuiagent.backends.base import BackendCrashed, Failover, Sessions
 from tuiagent.core.batch import run_batch
 from tuiagent.errors import ConfigError, UserError
 from tuiagent.eval.datasets import Fields, Problem, load_dataset, select
-from tuiagent.eval.judging import check_answers_unchanged, check_judge, cue_probe_runs, judge_eval
+from tuiagent.eval.judging import (
+    check_answers_unchanged,
+    check_judge,
+    cue_probe_runs,
+    judge_eval,
+    judge_runs,
+    judge_taxonomy,
+)
 from tuiagent.eval.metrics import run_record
 from tuiagent.eval.results import ResultStore, run_key
 from tuiagent.eval.reuse import GenerationMemo, ReusingBackend
@@ -458,15 +465,9 @@ async def judge_variants(cfg: EvalConfig, variants: list[Problem], log: Callable
                          ) -> tuple[list[Problem], list[dict[str, Any]], dict[str, Any]]:
     """The distractor variants the judge ``cfg.judge`` says keep their answer (eval.judging), its
     judgements cached with the eval's."""
-    from tuiagent.core.judge import Judge, JudgeModels
-    from tuiagent.core.judge_store import JudgementStore
-
-    models, store = JudgeModels(cfg.models_file), JudgementStore(cfg.out)
-    try:
-        return await check_answers_unchanged(Judge(cfg.judge or "", models=models, store=store), variants, log)
-    finally:
-        store.close()
-        await models.aclose()
+    result: tuple[list[Problem], list[dict[str, Any]], dict[str, Any]] = await judge_eval(
+        cfg.judge or "", cfg.models_file, cfg.out, lambda judge: check_answers_unchanged(judge, variants, log))
+    return result
 
 
 async def build_problems(cfg: EvalConfig, spec: Any, *, log: Callable[[str], None] = print,
@@ -579,8 +580,13 @@ async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
                 await runner.run(jobs)
             if cfg.judge and cfg.cues:
                 tool = {s.name for s in cfg.settings if s.mode == "tool"}
-                await judge_eval(cfg.judge, cfg.models_file, store.dir, cue_probe_runs(store.records.values(), tool),
-                                 log)
+                calls = cue_probe_runs(store.records.values(), tool)
+                await judge_eval(cfg.judge, cfg.models_file, store.dir, lambda judge: judge_runs(judge, calls, log))
+            if cfg.judge:
+                names = [s.name for s in cfg.settings]
+                conditions = {s.name: s.condition for s in cfg.settings}
+                await judge_eval(cfg.judge, cfg.models_file, store.dir, lambda judge: judge_taxonomy(
+                    judge, list(store.records.values()), names, conditions, log))
         except (asyncio.CancelledError, KeyboardInterrupt):
             runner.outcome.cancelled = True
             raise

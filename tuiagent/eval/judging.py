@@ -6,12 +6,15 @@ What is judged now: each executed call of the cue probe's tool runs, with the to
 of "Spurious Tool Use" (Appendix A.3), for the probe's "judge calls no call necessary" items (the
 judge sees the question as the run saw it, cue included, as the necessity guard's judge does [ours]);
 and, before any run, whether each semantic-distractor variant keeps its answer (``answer_unchanged``,
-our prompt): a variant the judge says changes it is left out, as one that lost a number is.
+our prompt): a variant the judge says changes it is left out, as one that lost a number is; and
+after the runs, with the tool-use-tax conditions, the A-F taxonomy's judged parts (our prompts):
+the gold steps of a reference without GSM8K's annotations (Type A) and whether a Type F run's plan
+is coherent but wrong.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
@@ -19,12 +22,25 @@ from guards.necessity import TOOL_TYPE
 from tuiagent.core import trajectory
 from tuiagent.core.events import RunStarted
 from tuiagent.core.judge import Judge, JudgeModels
-from tuiagent.core.judge_prompts import UNPARSEABLE, prompt
+from tuiagent.core.judge_prompts import UNPARSEABLE, JudgePrompt, prompt
 from tuiagent.core.judge_store import JudgementStore, judgement_key
 from tuiagent.core.steps import run_pieces
+from tuiagent.eval.tooltax import (
+    CHAIN,
+    TOOL_CONDITIONS,
+    Judged,
+    condition_settings,
+    gold_steps,
+    load_pieces,
+    plan_inputs,
+    scopes,
+    symptoms,
+)
 
 NECESSITY = prompt("necessity")
 ANSWER_UNCHANGED = prompt("answer_unchanged")
+GOLD_STEPS = prompt("gold_steps")
+PLAN_MISMATCH = prompt("plan_mismatch")
 
 
 def same_model_warning(judge: str, model: str) -> str | None:
@@ -81,16 +97,61 @@ async def judge_runs(judge: Judge, records: list[dict[str, Any]], log: Callable[
     return asked
 
 
-async def judge_eval(judge_id: str, models_file: Path | None, directory: Path, records: list[dict[str, Any]],
-                     log: Callable[[str], None]) -> None:
-    """The judging pass after an eval's runs: ``records``' calls not yet in ``directory``'s cache."""
+async def judge_eval(judge_id: str, models_file: Path | None, directory: Path,
+                     work: Callable[[Judge], Awaitable[Any]]) -> Any:
+    """One judging pass of an eval: ``work`` asks ``judge_id``, its judgements cached in ``directory``
+    (what is there already is not asked again)."""
     models = JudgeModels(models_file)
     store = JudgementStore(directory)
     try:
-        await judge_runs(Judge(judge_id, models=models, store=store), records, log)
+        return await work(Judge(judge_id, models=models, store=store))
     finally:
         store.close()
         await models.aclose()
+
+
+def taxonomy_judged(store: JudgementStore, judge: str) -> Judged:
+    """The judge's cached answers for the A-F taxonomy (eval.tooltax), looked up by their inputs."""
+    def value(p: JudgePrompt, inputs: dict[str, str]) -> Any:
+        return (store.get(judgement_key(judge, p.id, p.version, inputs)) or {}).get("value")
+
+    return Judged(steps=lambda reference: value(GOLD_STEPS, {"reference": reference}),
+                  plan=lambda inputs: value(PLAN_MISMATCH, inputs))
+
+
+async def judge_taxonomy(judge: Judge, records: list[dict[str, Any]], names: list[str],
+                         conditions: dict[str, str | None], log: Callable[[str], None]) -> int:
+    """With the whole degradation chain among the settings (``--protocol tooltax``), the taxonomy's
+    judged parts, per dataset on the tool-use-tax section's main scope (the pooled
+    distractor variants, or the clean questions): the gold steps of each failed tool run's reference
+    that has no GSM8K annotations, then the plan of each wrong Agent-Full run that is Type F by
+    elimination. How many questions were asked (not cached)."""
+    which = condition_settings(names, conditions)
+    if not all(c in which for c in CHAIN) or judge.store is None:  # only an eval of the whole chain
+        return 0
+    tool = {which[c] for c in TOOL_CONDITIONS if c in which}
+    before = judge.cost.calls
+    for dataset in sorted({r["dataset"] for r in records}):
+        mine = [r for r in records if r["dataset"] == dataset]
+        keep = next(iter(scopes(mine)[1].values()))
+        failed = [r for r in mine if keep(r) and r["setting"] in tool and r.get("correct") is not True]
+        for reference in sorted({str(r.get("reference") or "") for r in failed}):
+            if reference.strip() and gold_steps(reference) is None:
+                await judge.single(GOLD_STEPS, reference=reference)
+        judged = taxonomy_judged(judge.store, judge.model_id)
+        for r in failed:
+            pieces = load_pieces(r) if r["setting"] == which["full"] else None
+            if pieces is None:
+                continue
+            s = symptoms(pieces, gold=str(r.get("gold", "")), question=str(r.get("question") or ""),
+                         clean_question=str(r.get("clean_question") or ""), reference=str(r.get("reference") or ""),
+                         judged=judged)
+            if s["dominant"] == "F":
+                await judge.single(PLAN_MISMATCH, **plan_inputs(r, pieces))
+    asked = judge.cost.calls - before
+    if asked:
+        log(f"judge {judge.model_id}: {asked} question(s) for the A-F taxonomy")
+    return asked
 
 
 def call_verdicts(records: Iterable[dict[str, Any]], store: JudgementStore, judge: str) -> dict[str, list[Any]]:

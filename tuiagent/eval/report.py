@@ -30,7 +30,7 @@ from guards.chain import available, presenter
 from tuiagent.eval.cue_probe import cue_section, cue_table
 from tuiagent.eval.estimators import estimators
 from tuiagent.eval.stats import TOOL_BINS, bin_label, bootstrap_mean, mcnemar_exact, paired_bootstrap, tool_bin
-from tuiagent.eval.tooltax import tooltax
+from tuiagent.eval.tooltax import NOT_JUDGED, Judged, tooltax
 from tuiagent.eval.tooltax_tables import tooltax_tables
 from tuiagent.eval.variants import DISTRACTOR_PREFIX
 
@@ -173,11 +173,11 @@ def summarize(records: Iterable[dict[str, Any]], *, settings: list[str] | None =
               invalid_variants: list[dict[str, Any]] | None = None, modes: dict[str, str] | None = None,
               verdicts: dict[str, list[Any]] | None = None, judge: dict[str, Any] | None = None,
               guards: dict[str, list[str]] | None = None,
-              distractor_validity: dict[str, Any] | None = None) -> dict[str, Any]:
+              distractor_validity: dict[str, Any] | None = None, judged: Judged = NOT_JUDGED) -> dict[str, Any]:
     """The whole summary as plain data (what summary.json holds). ``modes``: each setting's mode (the
     cue probe's no-tool setting); ``verdicts`` and ``judge``: the judge's per-call values and its cost;
     ``guards``: each setting's guards (G-STEP's gap closure); ``distractor_validity``: the judge's
-    answer-unchanged tally of the distractor variants."""
+    answer-unchanged tally of the distractor variants; ``judged``: its answers for the A-F taxonomy."""
     records = list(records)
     names = list(settings or [])
     for r in records:
@@ -196,7 +196,7 @@ def summarize(records: Iterable[dict[str, Any]], *, settings: list[str] | None =
         datasets[dataset] = {
             "settings": {s: setting_row(v, None if s == baseline else base) for s, v in clean.items()},
             "tool_bins": {s: tool_bins(v) for s, v in clean.items()},
-            "tooltax": tooltax(rs, names, conditions, guards),
+            "tooltax": tooltax(rs, names, conditions, guards, judged=judged),
             "distractors": distractor_section(rs, names),
             "cues": cue_section(rs, names, modes or {}, verdicts),
         }
@@ -457,16 +457,17 @@ def write_reports(summary: dict[str, Any], directory: Path, formats: Iterable[st
 def summary_from_store(directory: Path, *, baseline: str | None = None) -> dict[str, Any]:
     """The summary of the results in an eval directory, with the settings order and conditions of its manifest."""
     from tuiagent.core.judge_store import JudgementStore
-    from tuiagent.eval.judging import call_verdicts, judge_cost, same_model_warning
+    from tuiagent.eval.judging import call_verdicts, judge_cost, same_model_warning, taxonomy_judged
     from tuiagent.eval.results import ResultStore
 
     store = ResultStore(directory)
     manifest = store.manifest() or {}
     settings = manifest.get("settings", [])
-    verdicts, judge = None, None
+    verdicts, judge, judged = None, None, NOT_JUDGED
     if manifest.get("judge"):
         judgements = JudgementStore(directory)
         verdicts = call_verdicts(store.records.values(), judgements, manifest["judge"])
+        judged = taxonomy_judged(judgements, manifest["judge"])
         judge = judge_cost(judgements, manifest["judge"]) | {
             "warning": same_model_warning(manifest["judge"], str(manifest.get("model")))}
     return summarize(store.records.values(), settings=[s["name"] for s in settings],
@@ -474,6 +475,6 @@ def summary_from_store(directory: Path, *, baseline: str | None = None) -> dict[
                      conditions={s["name"]: s.get("condition") for s in settings}, model=manifest.get("model"),
                      invalid_variants=manifest.get("invalid_variants"),
                      guards={s["name"]: list(s.get("guards") or []) for s in settings},
-                     distractor_validity=manifest.get("distractor_validity"),
+                     distractor_validity=manifest.get("distractor_validity"), judged=judged,
                      modes={s["name"]: str(s.get("run", {}).get("mode", "tool")) for s in settings},
                      verdicts=verdicts, judge=judge)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import math
 import re
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -220,11 +221,36 @@ def gap_closure(setting: dict[Key, dict[str, Any]], full: dict[Key, dict[str, An
 _ARITHMETIC = re.compile(r"[-+*/%]|\*\*")
 
 
-def gold_steps(reference: str) -> int | None:
+@dataclass(frozen=True)
+class Judged:
+    """What the judge (``--judge``) said about the taxonomy's judged parts, looked up by their inputs
+    (eval.judging asks, the report looks up): the gold steps of a reference without GSM8K's
+    annotations, and whether a Type F run's plan is coherent but wrong. None: not judged."""
+
+    steps: Callable[[str], Any] = field(default=lambda reference: None)
+    plan: Callable[[dict[str, str]], Any] = field(default=lambda inputs: None)
+
+
+NOT_JUDGED = Judged()
+
+
+def gold_steps(reference: str, judged: Judged = NOT_JUDGED) -> int | None:
     """The gold computation's steps: GSM8K's calculator annotations (``<<48/2=24>>``) in the worked
-    answer [ours]; None when the reference has none (Type A is then not determined)."""
+    answer [ours], else the judge's count; None without either (Type A is then not determined)."""
     n = reference.count("<<")
-    return n or None
+    if n or not reference.strip():
+        return n or None
+    value = judged.steps(reference)
+    return value if isinstance(value, int) else None
+
+
+def plan_inputs(record: dict[str, Any], pieces: Sequence[RunPiece]) -> dict[str, str]:
+    """The plan-mismatch judge's inputs: the question the run was given, the reference, the run as
+    the model wrote it (its turns, the code inside them, and the outputs it got back)."""
+    solution = "\n".join(p.text if p.kind == "turn" else f"```output\n{p.text.rstrip()}\n```"
+                         for p in pieces if p.kind in ("turn", "output"))
+    return {"question": str(record.get("question") or ""), "reference": str(record.get("reference") or ""),
+            "solution": solution}
 
 
 def tool_steps(code: str) -> int:
@@ -264,7 +290,7 @@ def holds_gold(text: str, gold: str) -> bool:
 
 
 def symptoms(pieces: Sequence[RunPiece], *, gold: str, question: str, clean_question: str = "",
-             reference: str = "") -> dict[str, Any]:
+             reference: str = "", judged: Judged = NOT_JUDGED) -> dict[str, Any]:
     """The A-F symptoms of one failed tool trajectory (section 2.4) and the dominant one. B, D, E are read
     off the trajectory exactly; C from Evidence-F1 (``evidence_f1``), A from the gold steps
     (``gold_steps``) against the successful cells' computations; F by elimination: a wrong answer with
@@ -279,7 +305,7 @@ def symptoms(pieces: Sequence[RunPiece], *, gold: str, question: str, clean_ques
     good = [(c, o) for c, o, err in outputs if not err and o.strip()]
     used = "\n".join(p.text for p in pieces if p.kind in ("turn", "code"))
     f1 = evidence_f1(used, question, clean_question or question, reference)
-    steps = gold_steps(reference)
+    steps = gold_steps(reference, judged)
     flags = {
         "B": any(err for _, _, err in outputs),
         "E": not good,
@@ -302,14 +328,17 @@ def load_pieces(record: dict[str, Any]) -> tuple[RunPiece, ...] | None:
 
 
 def taxonomy(runs: dict[Key, dict[str, Any]],
-             load: Callable[[dict[str, Any]], Sequence[RunPiece] | None] = load_pieces) -> dict[str, Any]:
+             load: Callable[[dict[str, Any]], Sequence[RunPiece] | None] = load_pieces,
+             judged: Judged = NOT_JUDGED, judge_plans: bool = False) -> dict[str, Any]:
     """The A-F symptoms of a tool condition's failed runs: each type's share (a run may show several),
-    the dominant type's counts and each run's dominant type. Each record gives the question the run
-    was given, a variant's clean question and the reference solution."""
+    the dominant type's counts and each run's dominant type; with ``judge_plans``, what the judge
+    said of the Type F runs' plans. Each record gives the question the run was given, a variant's
+    clean question and the reference solution."""
     per_run: dict[Key, str] = {}
     flags = {t: 0 for t in TAXONOMY}
     f1s: list[float] = []
     missing = 0
+    plans = {"coherent_wrong": 0, "not": 0, "unparseable": 0, "not_judged": 0}
     for key, r in sorted(runs.items()):
         if _ok(r):
             continue
@@ -318,8 +347,12 @@ def taxonomy(runs: dict[Key, dict[str, Any]],
             missing += 1
             continue
         s = symptoms(pieces, gold=str(r.get("gold", "")), question=str(r.get("question") or ""),
-                     clean_question=str(r.get("clean_question") or ""), reference=str(r.get("reference") or ""))
+                     clean_question=str(r.get("clean_question") or ""), reference=str(r.get("reference") or ""),
+                     judged=judged)
         per_run[key] = s["dominant"]
+        if judge_plans and s["dominant"] == "F":
+            value = judged.plan(plan_inputs(r, pieces))
+            plans[{True: "coherent_wrong", False: "not", None: "not_judged"}.get(value, "unparseable")] += 1
         for t, on in s["flags"].items():
             flags[t] += on
         if s["evidence_f1"] is not None:
@@ -327,7 +360,7 @@ def taxonomy(runs: dict[Key, dict[str, Any]],
     n = len(per_run)
     return {"failed": n, "no_trajectory": missing, "any": {t: share(k, n) for t, k in flags.items()},
             "dominant": {t: share(sum(v == t for v in per_run.values()), n) for t in TAXONOMY},
-            "evidence_f1": _r(sum(f1s) / len(f1s)) if f1s else None,
+            "evidence_f1": _r(sum(f1s) / len(f1s)) if f1s else None, "f_plans": plans if judge_plans else None,
             "runs": {"|".join(map(str, k)): v for k, v in per_run.items()}}
 
 
@@ -362,8 +395,10 @@ def gstep_settings(names: list[str], guards: dict[str, list[str]]) -> list[str]:
 
 def tooltax(records: list[dict[str, Any]], names: list[str], conditions: dict[str, str | None],
             guards: dict[str, list[str]] | None = None,
-            load: Callable[[dict[str, Any]], Sequence[RunPiece] | None] = load_pieces) -> dict[str, Any] | None:
-    """The tool-use-tax section of one dataset (its records), or None without Agent-Full and NoTool-CoT."""
+            load: Callable[[dict[str, Any]], Sequence[RunPiece] | None] = load_pieces,
+            judged: Judged = NOT_JUDGED) -> dict[str, Any] | None:
+    """The tool-use-tax section of one dataset (its records), or None without Agent-Full and NoTool-CoT;
+    ``judged``: the judge's answers for the taxonomy (eval.judging.taxonomy_judged)."""
     which = condition_settings(names, conditions)
     if "full" not in which or "cot" not in which:
         return None
@@ -387,7 +422,7 @@ def tooltax(records: list[dict[str, Any]], names: list[str], conditions: dict[st
         closures = [v["cls"] for v in section["gstep"].values() if v["cls"] is not None]
         section["best_cls"] = max(closures) if closures else None
         if scope in ("pooled", "clean"):  # the taxonomy reads trajectories: once, on the main scope
-            section["taxonomy"] = {CONDITION_LABELS[c]: taxonomy(runs[c], load)
+            section["taxonomy"] = {CONDITION_LABELS[c]: taxonomy(runs[c], load, judged, judge_plans=c == "full")
                                    for c in TOOL_CONDITIONS if c in runs}
             full_tax = section["taxonomy"].get(CONDITION_LABELS["full"])
             if full_tax and section["attribution"]:

@@ -92,8 +92,14 @@ def tooltax_tables(t: dict[str, Any], dataset: str, validity: dict[str, Any] | N
                          "–" if tx["evidence_f1"] is None else f"{tx['evidence_f1']:.2f}"])
         tables.append((f"{dataset}: A–F failure taxonomy of each tool condition's failed runs, {scopes[0]}: % dominant "
                        "(% showing it at all); B, D, E read off the trajectory, C = Evidence-F1 < 0.5, A = fewer "
-                       "computations than GSM8K's gold steps, F by elimination",
-                       ["condition", "failed", *(f"{k} {TAXONOMY[k]}" for k in TAXONOMY), "mean Evid-F1"], rows))
+                       "computations than the gold steps (GSM8K's annotations, else the judge's count), F by "
+                       "elimination", ["condition", "failed", *(f"{k} {TAXONOMY[k]}" for k in TAXONOMY),
+                                       "mean Evid-F1"], rows))
+        plans = (main["taxonomy"].get(CONDITION_LABELS["full"]) or {}).get("f_plans")
+        if plans and sum(plans.values()) > plans["not_judged"]:
+            tables.append((f"{dataset}: the judge on the Type F (planning mismatch) Agent-Full runs: a coherent but "
+                           "wrong plan?", ["yes", "no", "unparseable", "not judged"],
+                           [[str(plans[k]) for k in ("coherent_wrong", "not", "unparseable", "not_judged")]]))
 
     rows = []
     for s in scopes:
