@@ -294,3 +294,15 @@ def test_the_ours_judge_prompts_parse_strictly():
     rendered = prompt("answer_unchanged").render(original="What is 1 plus 1?", variant="V", answer="2")
     assert "The correct answer to the first is 2." in rendered and rendered.endswith("yes or no.")
     assert prompt("plan_mismatch").source.startswith("[ours]")
+
+
+def test_a_variant_left_out_after_it_ran_is_not_reported():
+    from tuiagent.eval.report import summarize
+
+    records = [{**rec(c, "1", ok, v), "dataset": "d", "key": f"{c}{v}"} for c in ("full", "cot")
+               for v, ok in (("distractor:parallel", c == "cot"), ("distractor:hedged", True))]
+    kept = summarize(records, conditions={"full": "full", "cot": "cot"})["datasets"]["d"]["tooltax"]
+    assert kept["scopes"]["pooled"]["deltas"]["gap"]["value"] == -0.5
+    left = summarize(records, conditions={"full": "full", "cot": "cot"},
+                     invalid_variants=[{"dataset": "d", "id": "1", "kind": "parallel", "why": "judge"}])
+    assert left["datasets"]["d"]["tooltax"]["scopes"]["pooled"]["deltas"]["gap"]["value"] == 0.0

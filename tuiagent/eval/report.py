@@ -178,7 +178,9 @@ def summarize(records: Iterable[dict[str, Any]], *, settings: list[str] | None =
     cue probe's no-tool setting); ``verdicts`` and ``judge``: the judge's per-call values and its cost;
     ``guards``: each setting's guards (G-STEP's gap closure); ``distractor_validity``: the judge's
     answer-unchanged tally of the distractor variants; ``judged``: its answers for the A-F taxonomy."""
-    records = list(records)
+    left_out = {(v["dataset"], str(v["id"]), DISTRACTOR_PREFIX + v["kind"]) for v in invalid_variants or []}
+    # a variant left out after it ran (a judge added on resuming) is not reported
+    records = [r for r in records if (r["dataset"], str(r["problem_id"]), r.get("variant")) not in left_out]
     names = list(settings or [])
     for r in records:
         if r["setting"] not in names:
