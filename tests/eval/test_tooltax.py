@@ -306,3 +306,21 @@ def test_a_variant_left_out_after_it_ran_is_not_reported():
     left = summarize(records, conditions={"full": "full", "cot": "cot"},
                      invalid_variants=[{"dataset": "d", "id": "1", "kind": "parallel", "why": "judge"}])
     assert left["datasets"]["d"]["tooltax"]["scopes"]["pooled"]["deltas"]["gap"]["value"] == 0.0
+
+
+def test_each_condition_gets_its_mean_evidence_f1():
+    records = [rec("full", "1", True, key="f1"), rec("full", "2", False, key="f2"), rec("cot", "1", True, key="c1")]
+    for r in records:
+        r.update(question=QUESTION, clean_question=CLEAN)
+    texts = {"f1": "3 + 4", "f2": "17 + 3", "c1": "no numbers at all"}
+    loads: list[str] = []
+
+    def load(record):
+        loads.append(record["key"])
+        return pieces(("turn", texts[record["key"]]))
+
+    t = tooltax(records, ["full", "cot"], {"full": "full", "cot": "cot"}, load=load)
+    f1 = t["scopes"]["clean"]["evidence_f1"]
+    assert f1["Agent-Full"] == {"mean": 0.75, "runs": 2}  # 1.0 and 0.5
+    assert f1["NoTool-CoT"] == {"mean": 0.0, "runs": 1}
+    assert sorted(loads) == ["c1", "f1", "f2"]  # each trajectory read once (the taxonomy's too)

@@ -280,6 +280,27 @@ def evidence_f1(used_text: str, question: str, clean_question: str, reference: s
     return 2 * precision * recall / (precision + recall)
 
 
+def used_text(pieces: Sequence[RunPiece]) -> str:
+    """What the model wrote in a run (its turns and code), where the evidence it used shows."""
+    return "\n".join(p.text for p in pieces if p.kind in ("turn", "code"))
+
+
+def mean_evidence_f1(runs: dict[Key, dict[str, Any]],
+                     load: Callable[[dict[str, Any]], Sequence[RunPiece] | None]) -> dict[str, Any]:
+    """A condition's mean Evidence-F1 over its runs (Table 2 reports it beside accuracy), and how many
+    runs it is over (those with a trajectory and a question with numbers)."""
+    values = []
+    for r in runs.values():
+        pieces = load(r)
+        question = str(r.get("question") or "")
+        f1 = None if pieces is None else evidence_f1(used_text(pieces), question,
+                                                     str(r.get("clean_question") or question),
+                                                     str(r.get("reference") or ""))
+        if f1 is not None:
+            values.append(f1)
+    return {"mean": _r(sum(values) / len(values)) if values else None, "runs": len(values)}
+
+
 def holds_gold(text: str, gold: str) -> bool:
     """Whether a tool output shows the gold answer (one of its numbers equals it)."""
     try:
@@ -303,8 +324,7 @@ def symptoms(pieces: Sequence[RunPiece], *, gold: str, question: str, clean_ques
         elif p.kind == "output":
             outputs.append((code_of[-1] if code_of else "", p.text, p.error))
     good = [(c, o) for c, o, err in outputs if not err and o.strip()]
-    used = "\n".join(p.text for p in pieces if p.kind in ("turn", "code"))
-    f1 = evidence_f1(used, question, clean_question or question, reference)
+    f1 = evidence_f1(used_text(pieces), question, clean_question or question, reference)
     steps = gold_steps(reference, judged)
     flags = {
         "B": any(err for _, _, err in outputs),
@@ -402,6 +422,7 @@ def tooltax(records: list[dict[str, Any]], names: list[str], conditions: dict[st
     which = condition_settings(names, conditions)
     if "full" not in which or "cot" not in which:
         return None
+    load = memo(load)
     gsteps = gstep_settings(names, guards or {})
     kind, chosen = scopes(records)
     out: dict[str, Any] = {"scope": kind, "settings": {CONDITION_LABELS[c]: s for c, s in which.items()},
@@ -421,7 +442,8 @@ def tooltax(records: list[dict[str, Any]], names: list[str], conditions: dict[st
                 section["gstep"][g] = gap_closure(grecs, runs["full"], runs["cot"])
         closures = [v["cls"] for v in section["gstep"].values() if v["cls"] is not None]
         section["best_cls"] = max(closures) if closures else None
-        if scope in ("pooled", "clean"):  # the taxonomy reads trajectories: once, on the main scope
+        if scope in ("pooled", "clean"):  # what reads trajectories: once, on the main scope
+            section["evidence_f1"] = {CONDITION_LABELS[c]: mean_evidence_f1(v, load) for c, v in runs.items()}
             section["taxonomy"] = {CONDITION_LABELS[c]: taxonomy(runs[c], load, judged, judge_plans=c == "full")
                                    for c in TOOL_CONDITIONS if c in runs}
             full_tax = section["taxonomy"].get(CONDITION_LABELS["full"])
@@ -430,3 +452,17 @@ def tooltax(records: list[dict[str, Any]], names: list[str], conditions: dict[st
         out["scopes"][scope] = section
     return out
 
+
+
+def memo(load: Callable[[dict[str, Any]], Sequence[RunPiece] | None]
+         ) -> Callable[[dict[str, Any]], Sequence[RunPiece] | None]:
+    """``load`` reading each run's trajectory once."""
+    seen: dict[str, Sequence[RunPiece] | None] = {}
+
+    def cached(record: dict[str, Any]) -> Sequence[RunPiece] | None:
+        key = str(record.get("key") or record.get("trajectory") or id(record))
+        if key not in seen:
+            seen[key] = load(record)
+        return seen[key]
+
+    return cached

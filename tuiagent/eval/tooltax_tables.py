@@ -45,7 +45,8 @@ def tooltax_tables(t: dict[str, Any], dataset: str, validity: dict[str, Any] | N
     scopes = list(t["scopes"])
     where = scope_title(t)
     tables: list[Table] = []
-    header = ["condition", "setting", *scopes, "paper (GSM8K)"]
+    f1s = t["scopes"][scopes[0]].get("evidence_f1", {})
+    header = ["condition", "setting", *scopes, f"Evid-F1 ({scopes[0]})", "paper (GSM8K)"]
     rows = []
     for c, label in CONDITION_LABELS.items():
         setting = t["settings"].get(label)
@@ -53,9 +54,10 @@ def tooltax_tables(t: dict[str, Any], dataset: str, validity: dict[str, Any] | N
         for s in scopes:
             a = t["scopes"][s]["accuracy"].get(label)
             cells.append(f"{with_ci(a['accuracy'], a['ci'])} (n={a['units']})" if a else "–")
-        rows.append([label, setting or "not run", *cells, paper(f"acc_{c}")])
+        f1 = (f1s.get(label) or {}).get("mean")
+        rows.append([label, setting or "not run", *cells, "–" if f1 is None else f"{f1:.2f}", paper(f"acc_{c}")])
     tables.append((f"{dataset}: Table 2 layout: accuracy (%) of the seven conditions {where}; 95% bootstrap CI "
-                   "over problems", header, rows))
+                   "over problems; Evidence-F1 over the question's quantities, mean over runs", header, rows))
 
     rows = [[name, *(_delta(t["scopes"][s]["deltas"].get(key)) for s in scopes),
              paper("gap" if key == "gap" else f"delta_{key}", " pp")] for key, name in DELTAS]
