@@ -1,6 +1,7 @@
-"""`tuiagent eval --protocol tooltax --distractors` end to end on the real SmolLM2-135M (it writes the
-distractor variant and runs the seven conditions in real kernels), with a scripted judge checking
-that the variant keeps its answer."""
+"""`tuiagent eval --protocol tooltax --distractors` end to end on the real SmolLM2-135M, with a scripted
+judge: SmolLM2 writes the hedged variant (too small a model to keep the question: it is left out, or
+judged), the parallel-entity variant is a hand-written one already in the cache (so the section is
+on distractors whatever SmolLM2 writes), and the seven conditions run in real kernels."""
 
 from __future__ import annotations
 
@@ -13,6 +14,7 @@ import pytest
 
 from tests.backends.conftest import smollm2_path  # noqa: F401 - a fixture
 from tests.eval.test_cue_probe import models_file
+from tuiagent.eval.variants import cache_file
 
 pytestmark = pytest.mark.slow
 
@@ -25,10 +27,15 @@ QUESTION = {"question": "Natalia sold clips to 48 of her friends in April, and t
 def test_the_protocol_with_distractors_on_smollm2(tmp_path: Path, smollm2_path):  # noqa: F811 - the fixture
     data = tmp_path / "gsm1.jsonl"
     data.write_text(json.dumps(QUESTION) + "\n", encoding="utf-8")
-    models = models_file(tmp_path, ["yes"])
+    models = models_file(tmp_path, ["yes", "yes"])
+    cached = cache_file("smollm2-135m", QUESTION["question"], "parallel")
+    cached.parent.mkdir(parents=True, exist_ok=True)
+    cached.write_text(json.dumps({"model": "smollm2-135m", "kind": "parallel", "question": QUESTION["question"],
+                                  "variant": QUESTION["question"].replace(" How many", " Her brother sold 30 clips "
+                                                                          "in June. How many")}), encoding="utf-8")
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "tuiagent", "eval", str(data), "--model", "smollm2-135m", "--models", str(models),
-           "--limit", "1", "--protocol", "tooltax", "--distractors", "--distractor-type", "parallel",
+           "--limit", "1", "--protocol", "tooltax", "--distractors", "--distractor-type", "parallel", "--distractor-type", "hedged",
            "--judge", "judge", "--max-tokens", "60", "--max-tool-calls", "2", "--out", str(out),
            "-f", "md", "-f", "json", "-q"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
@@ -37,14 +44,17 @@ def test_the_protocol_with_distractors_on_smollm2(tmp_path: Path, smollm2_path):
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     t = summary["datasets"]["gsm1"]["tooltax"]
     assert t["missing"] == [] and len(t["settings"]) == 7
-    assert summary["distractor_validity"]["judge"] == "judge"
-    if summary["invalid_variants"]:  # the model lost a number of the question: the clean questions only
-        assert t["scope"] == "clean"
-    else:
-        assert t["scope"] == "distractors" and list(t["scopes"]) == ["pooled", "PED"]
-        assert summary["distractor_validity"] == {"judge": "judge", "judged": 1, "changed": 0, "unparseable": 0}
-    main = next(iter(t["scopes"].values()))
-    assert all(a["units"] == 1 for a in main["accuracy"].values())
+    validity = summary["distractor_validity"]
+    assert validity["judge"] == "judge" and validity["changed"] == 0
+    assert t["scope"] == "distractors" and list(t["scopes"])[:2] == ["pooled", "PED"]
+    assert [v["kind"] for v in summary["invalid_variants"]] in ([], ["hedged"])
+    kept = 2 - len(summary["invalid_variants"])  # the variants run: the judge was asked about each
+    assert validity["judged"] == kept and len(t["scopes"]) == 1 + kept
+    main = t["scopes"]["pooled"]
+    assert all(a["units"] == kept for a in main["accuracy"].values())
+    evidence = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
+    assert {r["question"] for r in evidence if r["setting"] == "evidence" and r["variant"]} == {  # the clean one
+        QUESTION["question"]}
     gap = main["deltas"]["gap"]["value"]
     acc = {k: v["accuracy"] for k, v in main["accuracy"].items()}
     assert gap == round(acc["Agent-Full"] - acc["NoTool-CoT"], 4)

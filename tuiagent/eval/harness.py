@@ -475,7 +475,7 @@ async def build_problems(cfg: EvalConfig, spec: Any, *, log: Callable[[str], Non
                          on_progress: Callable[[int, int], None] | None = None
                          ) -> tuple[list[Problem], list[dict[str, Any]], dict[str, Any] | None]:
     """The clean problems plus their cue and distractor variants, the invalid distractors apart (those
-    that lost a number, and with ``cfg.judge`` those whose answer it says changes), and the judge's
+    that lost a number or a sentence, and with ``cfg.judge`` those whose answer it says changes), and the judge's
     tally of that check (None without distractors; ``judge`` None when nothing checked the answers)."""
     problems = load_problems(cfg)
     variants: list[Problem] = []
@@ -495,7 +495,7 @@ async def build_problems(cfg: EvalConfig, spec: Any, *, log: Callable[[str], Non
                                                   backend_factory=factory, close_backend=close_distractor_backend,
                                                   on_progress=on_progress, log=log)
         if invalid:
-            log(f"{len(invalid)} distractor variant(s) lost a number of the question and are left out "
+            log(f"{len(invalid)} distractor variant(s) lost a number or a sentence of the question and are left out "
                 "(listed in the report)")
         validity = {"judge": None, "judged": 0, "changed": 0, "unparseable": 0}
         if cfg.judge:

@@ -136,7 +136,7 @@ def tooltax_tables(t: dict[str, Any], dataset: str, validity: dict[str, Any] | N
 
 
 def validity_rows(v: dict[str, Any]) -> list[list[str]]:
-    rows = [["every number of the question kept", "checked (variants that lost one are left out)"]]
+    rows = [["every number and sentence of the question kept", "checked (variants that lost one are left out)"]]
     if v.get("judge"):
         rows.append(["answer unchanged (judge)", f"{v['judge']}: {v['judged']} judged, {v['changed']} change it (left "
                      f"out), {v['unparseable']} unparseable (kept)"])
