@@ -39,8 +39,10 @@ def tooltax_turns(job):
 async def test_the_seven_tool_use_tax_conditions(tmp_path, dataset):
     cfg = EvalConfig(datasets=[str(dataset(4))], settings=resolve_settings([], protocol="tooltax"),
                      out=tmp_path / "out", model="scripted")
-    outcome = await run_eval(cfg, backend_factory=Factory(tooltax_turns), kernels=KERNELS, log=lambda m: None)
+    logs: list[str] = []
+    outcome = await run_eval(cfg, backend_factory=Factory(tooltax_turns), kernels=KERNELS, log=logs.append)
     assert outcome.ran == 28
+    assert any("without --distractors its section is computed on the questions as written" in m for m in logs)
     records = ResultStore(cfg.out).records
 
     def events(key):

@@ -39,6 +39,7 @@ from tuiagent.eval.metrics import run_record
 from tuiagent.eval.results import ResultStore, run_key
 from tuiagent.eval.reuse import GenerationMemo, ReusingBackend
 from tuiagent.eval.shards import describe, shard_name, shard_of
+from tuiagent.eval.tooltax import CHAIN
 from tuiagent.eval.variants import cue_variants, distractor_variants
 from tuiagent.presets import Preset
 
@@ -533,6 +534,9 @@ async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
                 "their answer; without --cue-probe or --distractors it judges nothing")
     if cfg.cues:
         cfg.settings = with_no_tool(cfg.settings, log)
+    if not cfg.distractors and set(CHAIN) <= {s.condition for s in cfg.settings}:
+        log("note: the tool-use tax is defined on semantic-distractor variants; without --distractors its "
+            "section is computed on the questions as written (and says so)")
     with ResultStore(cfg.out) as store:
         runner = EvalRunner(spec, store, cfg, backend_factory=backend_factory, kernels=kernels, pooled=pooled,
                             log=log, on_record=on_record)

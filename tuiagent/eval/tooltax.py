@@ -135,8 +135,8 @@ def delta(a: dict[Key, dict[str, Any]], b: dict[Key, dict[str, Any]],
 
 def decomposition(runs: dict[str, dict[Key, dict[str, Any]]]) -> dict[str, Any]:
     """Gap = Acc(Full) - Acc(CoT); Δsty = FCStyle - CoT, Δfrc = NoopTool - FCStyle, Δcmp = Full - NoopTool
-    (on the units all four have, so they sum to the Gap there); Δoracle = OracleCalc - Full,
-    Δcontext = OracleEvid - Full (section 2.3)."""
+    (on the units all four have, so they sum to ``chain_gap``, the Gap there); Δoracle = OracleCalc -
+    Full, Δcontext = OracleEvid - Full (section 2.3)."""
     out: dict[str, Any] = {}
     if "full" in runs and "cot" in runs:
         out["gap"] = delta(runs["full"], runs["cot"])
