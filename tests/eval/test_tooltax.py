@@ -194,8 +194,10 @@ def test_the_tables_use_the_papers_names_and_show_its_figures():
     titles = " ".join(title for title, _, _ in tables)
     for name in ("Table 2", "Table 3", "Table 4", "Table 6", "distractor validity", "semantic-distractor"):
         assert name in titles
-    table3 = next(rows for title, _, rows in tables if "Table 3" in title)
-    assert table3[1][0].startswith("Δsty") and "Qwen3-4B -33.36 pp" in table3[0][-1]
+    header3, table3 = next((h, rows) for title, h, rows in tables if "Table 3" in title)
+    assert header3[2].startswith("Δsty") and header3[-1] == "largest cost"
+    assert table3[0][0] == "pooled" and table3[0][-1] == "Δfrc"  # -2/7 beats Δsty -1/7; Δcmp is a gain
+    assert table3[-3][:2] == ["paper: Qwen3-4B", "-33.36"] and table3[-3][5] == "+37.12"
     table4 = next((h, rows) for title, h, rows in tables if "Table 4" in title)
     assert table4[0][-1] == "Proto." and table4[1][-3][0] == "paper: Qwen3-4B" and table4[1][-3][-1] == "79.4"
     validity = next(rows for title, _, rows in tables if "validity" in title)

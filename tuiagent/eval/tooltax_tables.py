@@ -59,11 +59,17 @@ def tooltax_tables(t: dict[str, Any], dataset: str, validity: dict[str, Any] | N
     tables.append((f"{dataset}: Table 2 layout: accuracy (%) of the seven conditions {where}; 95% bootstrap CI "
                    "over problems; Evidence-F1 over the question's quantities, mean over runs", header, rows))
 
-    rows = [[name, *(_delta(t["scopes"][s]["deltas"].get(key)) for s in scopes),
-             paper("gap" if key == "gap" else f"delta_{key}", " pp")] for key, name in DELTAS]
+    rows = []
+    for s in scopes:
+        d = t["scopes"][s]["deltas"]
+        rows.append([s, *(_delta(d.get(key)) for key, _ in DELTAS), largest_cost(d)])
+    for model in PAPER_GSM8K["gap"]:
+        rows.append([f"paper: {model}", *(_paper_delta("gap" if key == "gap" else f"delta_{key}", model)
+                                          for key, _ in DELTAS), ""])
     tables.append((f"{dataset}: Table 3 layout: Δ decomposition of the CoT-to-Tool gap (pp) {where}; paired "
                    "bootstrap 95% CI; Δsty, Δfrc, Δcmp on the problems all four chain conditions have (they sum "
-                   "to the Gap there)", ["Δ", *scopes, "paper (GSM8K)"], rows))
+                   "to the Gap there); the largest cost is the most negative of the three (the paper's bold)",
+                   ["scope", *(name for _, name in DELTAS), "largest cost"], rows))
 
     rows = []
     for s in scopes:
@@ -149,6 +155,19 @@ def _delta(d: dict[str, Any] | None) -> str:
     if not d or d["value"] is None:
         return "–"
     return f"{with_ci(d['value'], d['ci'])} (n={d['units']})"
+
+
+def largest_cost(deltas: dict[str, Any]) -> str:
+    """The most negative of Δsty, Δfrc, Δcmp ("–" when none is negative or they are missing)."""
+    values = {name.split(" ")[0]: deltas[key]["value"] for key, name in DELTAS[1:4]
+              if deltas.get(key) and deltas[key]["value"] is not None}
+    worst = min(values, key=lambda k: values[k], default=None)
+    return worst if worst is not None and values[worst] < 0 else "–"
+
+
+def _paper_delta(key: str, model: str) -> str:
+    value = PAPER_GSM8K.get(key, {}).get(model)
+    return "–" if value is None else f"{value:+.2f}"
 
 
 def _paper_share(key: str, model: str) -> str:
