@@ -218,7 +218,7 @@ def gap_closure(setting: dict[Key, dict[str, Any]], full: dict[Key, dict[str, An
 
 # -- the A-F taxonomy ------------------------------------------------------------------------------
 
-_ARITHMETIC = re.compile(r"[-+*/%]|\*\*")
+_ARITHMETIC = re.compile(r"[-+*/%]")
 
 
 @dataclass(frozen=True)

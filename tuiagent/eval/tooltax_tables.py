@@ -28,10 +28,10 @@ def with_ci(value: float | None, ci: list[float | None] | None) -> str:
     return f"{pct(value)} [{pct(ci[0])}, {pct(ci[1])}]"
 
 
-def paper(key: str, unit: str = "") -> str:
+def paper(key: str) -> str:
     """The paper's figures for ``key``, model by model."""
     figures = PAPER_GSM8K.get(key, {})
-    return "; ".join(f"{m} {v:.2f}{unit}" for m, v in figures.items()) or "–"
+    return "; ".join(f"{m} {v:.2f}" for m, v in figures.items()) or "–"
 
 
 def scope_title(t: dict[str, Any]) -> str:
