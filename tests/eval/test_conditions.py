@@ -71,6 +71,7 @@ async def test_the_seven_tool_use_tax_conditions(tmp_path, dataset):
                    "Agent-OracleCalc": 0.75, "Agent-OracleEvidence": 0.75, "Agent-Max1Turn": 1.0}
     d = clean["deltas"]
     assert (d["gap"]["value"], d["sty"]["value"], d["frc"]["value"], d["cmp"]["value"]) == (0.25, -0.25, 0.0, 0.5)
+    assert d["turns"]["value"] == -0.25  # Full 0.75 against Max1Turn 1.0
     # tool-benefited (Full right, Noop wrong): problems 1 and 2; CoT solves 1 of them
     assert (clean["overlap"]["of"], clean["overlap"]["count"], clean["overlap"]["share"]) == (2, 1, 0.5)
     # the one wrong Full run (problem 4) is wrong under CoT already

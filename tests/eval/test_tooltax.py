@@ -61,7 +61,7 @@ def test_the_decomposition_sums_to_the_gap_and_each_delta_is_its_difference():
     d = {k: v["value"] for k, v in section["deltas"].items()}
     assert d["gap"] == round(-2 / 7, 4)
     assert (d["sty"], d["frc"], d["cmp"]) == (round(-1 / 7, 4), round(-2 / 7, 4), round(1 / 7, 4))
-    assert d["oracle"] == round(4 / 7, 4) and d["context"] == round(1 / 7, 4)
+    assert d["oracle"] == round(4 / 7, 4) and d["context"] == round(1 / 7, 4) and "turns" not in d
     lo, hi = section["deltas"]["gap"]["ci"]
     assert lo <= d["gap"] <= hi and lo < hi
 
@@ -118,6 +118,12 @@ def test_gstep_settings_get_their_closure_in_the_section():
     t = tooltax(records, ["full", "cot", "gate", "attc"], {"full": "full", "cot": "cot"},
                 guards={"gate": ["gstep"], "attc": ["attc"]})
     assert list(t["scopes"]["clean"]["gstep"]) == ["gate"] and t["scopes"]["clean"]["best_cls"] == 0.5
+    records += [rec("critic", str(i), i < 4) for i in range(5)]  # 4/5: the whole gap
+    t = tooltax(records, ["full", "cot", "gate", "critic"], {"full": "full", "cot": "cot"},
+                guards={"gate": ["gstep"], "critic": ["gstep"]})
+    assert t["scopes"]["clean"]["best_cls"] == 1.0
+    table7 = next(rows for title, _, rows in tooltax_tables(t, "d") if "Table 7" in title)
+    assert table7[2] == ["clean", "the better (the paper's Cls.)", "", "", "", "", "", "100.0"]
 
 
 QUESTION = "Tom has 3 apples and 4 pears. His friend has 17 apples. How many fruits does Tom have?"

@@ -136,7 +136,8 @@ def delta(a: dict[Key, dict[str, Any]], b: dict[Key, dict[str, Any]],
 def decomposition(runs: dict[str, dict[Key, dict[str, Any]]]) -> dict[str, Any]:
     """Gap = Acc(Full) - Acc(CoT); Δsty = FCStyle - CoT, Δfrc = NoopTool - FCStyle, Δcmp = Full - NoopTool
     (on the units all four have, so they sum to ``chain_gap``, the Gap there); Δoracle = OracleCalc -
-    Full, Δcontext = OracleEvid - Full (section 2.3)."""
+    Full, Δcontext = OracleEvid - Full (section 2.3); and ours, Full - Max1Turn: what the turns after
+    the first add (the paper's Max1Turn probe names no Δ)."""
     out: dict[str, Any] = {}
     if "full" in runs and "cot" in runs:
         out["gap"] = delta(runs["full"], runs["cot"])
@@ -149,6 +150,8 @@ def decomposition(runs: dict[str, dict[Key, dict[str, Any]]]) -> dict[str, Any]:
     for name, cond in (("oracle", "oracle"), ("context", "evidence")):
         if cond in runs and "full" in runs:
             out[name] = delta(runs[cond], runs["full"])
+    if "max1" in runs and "full" in runs:  # [ours] what the turns after the first FC turn add (section 2.2)
+        out["turns"] = delta(runs["full"], runs["max1"])
     return out
 
 

@@ -13,7 +13,7 @@ Table = tuple[str, list[str], list[list[str]]]
 SOURCES = (("genuine", "Gen."), ("sty", "Δsty−"), ("frc", "Δfrc−"), ("cmp", "Δcmp−"))
 DELTAS = (("gap", "Gap = Full − CoT"), ("sty", "Δsty = FCStyle − CoT"), ("frc", "Δfrc = NoopTool − FCStyle"),
           ("cmp", "Δcmp = Full − NoopTool"), ("oracle", "Δoracle = OracleCalc − Full"),
-          ("context", "Δcontext = OracleEvid − Full"))
+          ("context", "Δcontext = OracleEvid − Full"), ("turns", "Full − Max1Turn (ours)"))
 
 
 def pct(value: float | None) -> str:
@@ -127,6 +127,9 @@ def tooltax_tables(t: dict[str, Any], dataset: str, validity: dict[str, Any] | N
                          "–" if g["full"] is None else pct(g["full"] - g["cot"]), pct(g["accuracy"]),
                          with_ci(d.get("value"), d.get("ci")), with_ci(g["cls"], g["cls_ci"])])
     if rows:
+        for s in scopes:
+            if len(t["scopes"][s]["gstep"]) > 1 and t["scopes"][s]["best_cls"] is not None:
+                rows.append([s, "the better (the paper's Cls.)", "", "", "", "", "", pct(t["scopes"][s]["best_cls"])])
         rows.append(["paper: Qwen3-4B", "Gate / +CRITIC", "50.64", "82.64", "-32.00", "69.12 / 74.88", "+24.24",
                      "75.75"])
         rows.append(["paper: Qwen3-32B", "better of the two", "", "", "", "", "", "23.21"])
