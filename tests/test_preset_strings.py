@@ -33,7 +33,8 @@ def test_conditions():
     ("attcc", "'attcc' is not a guard"),
     ("attc:threshold=0.9", "unknown setting 'threshold'"),
     ("attc:max_tool_calls=x", "must be a number"),
-    ("attc:mode=python", "mode must be tool or cot"),
+    ("attc:mode=python", "mode must be one of tool, cot, fcstyle"),
+    ("evidence:evidence=gold", "evidence can only be oracle"),
     ("attc:oops", "is not KEY=VALUE"),
     ("attc:gstep.tau=0.5", "sets gstep, which it does not turn on"),
     ("none:attc.threshold=0.9", "sets attc, which it does not turn on"),
@@ -70,9 +71,12 @@ condition = "oracle"
         load_preset_file(bad)
 
 
-def test_protocol_adds_the_five_conditions_once():
+def test_protocol_adds_the_seven_conditions_once():
     settings = resolve_settings(["attc", "cot"], protocol="tooltax")
-    assert [s.name for s in settings] == ["attc", "cot", "full", "noop", "oracle", "max1"]
+    assert [s.name for s in settings] == ["attc", "cot", "full", "fcstyle", "noop", "oracle", "evidence", "max1"]
+    by_name = {s.name: s for s in settings}
+    assert (by_name["fcstyle"].mode, by_name["evidence"].evidence, by_name["full"].evidence) == (
+        "fcstyle", "oracle", "as written")
     assert [s.name for s in resolve_settings([])] == ["none"]
 
 

@@ -22,22 +22,27 @@ from typing import Any
 from tuiagent import paths
 from tuiagent.errors import ConfigError, UserError
 
-# The tool-use-tax conditions (arXiv 2605.00136), as changes to a run.
+# The seven tool-use-tax conditions (arXiv 2605.00136, section 2.2), as changes to a run, in the
+# paper's order; what each one is here: docs/evaluating.md#the-tool-use-tax-protocol.
 CONDITIONS: dict[str, dict[str, Any]] = {
-    "full": {},
     "cot": {"mode": "cot"},
+    "fcstyle": {"mode": "fcstyle"},  # the tool prompt, no tool access
     "noop": {"kernel": "noop"},
+    "full": {},
     "oracle": {"kernel": "oracle"},
+    "evidence": {"evidence": "oracle"},  # the question without its distractor
     "max1": {"max_tool_calls": 1},
 }
 CONDITION_LABELS = {
-    "full": "Agent-Full",
     "cot": "NoTool-CoT",
+    "fcstyle": "NoTool-FCStyle",
     "noop": "Agent-NoopTool",
+    "full": "Agent-Full",
     "oracle": "Agent-OracleCalc",
+    "evidence": "Agent-OracleEvidence",
     "max1": "Agent-Max1Turn",
 }
-PROTOCOLS = {"tooltax": ("full", "cot", "noop", "oracle", "max1"),
+PROTOCOLS = {"tooltax": ("full", "cot", "fcstyle", "noop", "oracle", "evidence", "max1"),
              # [ours] PruneTIR's ablation rows (report: eval/prunetir_analysis.py): the base with the budget
              # PruneTIR declares with its defaults (run_budget: retry_limit x (turn_limit + 1) + 1 = 9 calls),
              # so every row has the same calls to spend; the full method; each component off [paper].
@@ -45,8 +50,9 @@ PROTOCOLS = {"tooltax": ("full", "cot", "noop", "oracle", "max1"),
                                    "prunetir:prunetir.stpr=false", "prunetir:prunetir.rtts=false"),
              # [paper] TIM (arXiv 2511.10899): Base (no tool), TaLM, TaLM + Prompting (section 6.1; presets.toml)
              "tim": ("cot", "full", "tim-prompt")}
+MODES = ("tool", "cot", "fcstyle")
 
-RUN_KEYS = {"mode": str, "kernel": str, "max_tool_calls": int, "max_tokens": int, "exec_timeout_s": float,
+RUN_KEYS = {"mode": str, "kernel": str, "evidence": str, "max_tool_calls": int, "max_tokens": int, "exec_timeout_s": float,
             "output_chars": int, "max_wall_s": float}
 SAMPLING_KEYS = {"temperature": float, "top_p": float, "top_k": int, "repeat_penalty": float}
 
@@ -74,6 +80,11 @@ class Preset:
     def kernel(self) -> str:
         return str(self.run.get("kernel", "jupyter"))
 
+    @property
+    def evidence(self) -> str:
+        """"oracle": a distractor variant is run on its clean question (Agent-OracleEvidence)."""
+        return str(self.run.get("evidence", "as written"))
+
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, "guards": list(self.guards), "guard_settings": self.guard_settings,
                 "run": self.run, "sampling": self.sampling, "condition": self.condition}
@@ -89,8 +100,10 @@ class Preset:
 def _convert(key: str, value: Any, kind: type, origin: str) -> Any:
     if kind is str:
         value = str(value)
-        if key == "mode" and value not in ("tool", "cot"):
-            raise ConfigError(f"mode must be tool or cot, not {value!r}", key=origin)
+        if key == "mode" and value not in MODES:
+            raise ConfigError(f"mode must be one of {', '.join(MODES)}, not {value!r}", key=origin)
+        if key == "evidence" and value != "oracle":
+            raise ConfigError(f"evidence can only be oracle, not {value!r}", key=origin)
         return value
     try:
         number = kind(value)
@@ -158,7 +171,7 @@ def parse_config(text: str, named: dict[str, Preset] | None = None) -> Preset:
                               fix=f"use one of: {choices} (join with +)")
     if len(conditions) > 1:
         raise ConfigError(f"--config {text!r} names more than one condition ({', '.join(conditions)})",
-                          fix="give one of full, cot, noop, oracle, max1 per config")
+                          fix=f"give one of {', '.join(CONDITIONS)} per config")
     if colon:
         for item in tail.split(","):
             key, eq, value = item.partition("=")

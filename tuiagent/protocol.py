@@ -132,7 +132,7 @@ class RunSettings:
     is on needs to act (``guards.base.GuardBase.run_budget``, see :func:`with_guard_needs`) [ours].
     """
 
-    mode: str = "tool"  # "tool" or "cot" (chain of thought: same loop, no tool)
+    mode: str = "tool"  # "tool", "cot" (chain of thought: same loop, no tool) or "fcstyle" (the tool prompt, no tool)
     max_tool_calls: int = 4  # [ref]
     exec_timeout_s: float = 5.0  # [ref]
     output_chars: int = 400  # [ref] first 200 + last 200 characters of the tool output

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any
 
@@ -255,6 +255,9 @@ def sandbox_notices(kernel: object | None) -> list[Notice]:
     return [Notice(level="info", message=f"{SANDBOX_NOTICE}{describe_sandbox(asked)}{network}")]
 
 
+RUN_FIELDS = frozenset(f.name for f in fields(RunSettings))
+
+
 def fork_request(point: ForkPoint, *, guards: tuple[str, ...] | None = None,
                  guard_settings: dict[str, dict[str, Any]] | None = None, settings: dict[str, Any] | None = None,
                  sampling: dict[str, Any] | None = None, **request: object) -> RunRequest:
@@ -273,7 +276,9 @@ def fork_request(point: ForkPoint, *, guards: tuple[str, ...] | None = None,
         "problem": started.problem,
         "gold": started.gold,
         "model": started.model_id,
-        "settings": RunSettings(**{**run, **(settings or {}), "mode": started.mode}),
+        # a preset's run keys that are no budget (its kernel, a condition's evidence) do not carry to a fork
+        "settings": RunSettings(**{**run, **{k: v for k, v in (settings or {}).items() if k in RUN_FIELDS},
+                                   "mode": started.mode}),
         "sampling_overrides": {**started.sampling, **(sampling or {})},
         "guards": tuple(guards),
         "guard_settings": dict(guard_settings or {}),

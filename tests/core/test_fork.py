@@ -123,6 +123,9 @@ def test_the_fork_keeps_the_parents_guards_unless_told_otherwise():
     replaced = fork_request(point, guards=(), settings={"max_tool_calls": 2}, sampling={"seed": 5})
     assert replaced.guards == () and replaced.guard_settings == {}
     assert replaced.settings.max_tool_calls == 2 and replaced.sampling_overrides == {"temperature": 0.0, "seed": 5}
+    # a condition preset's run keys that are no run setting (its kernel, OracleEvidence's evidence) stay behind
+    condition = fork_request(point, settings={"kernel": "noop", "evidence": "oracle", "max_tool_calls": 1})
+    assert condition.settings.max_tool_calls == 1 and condition.kernel == "jupyter"
 
 
 def tuiagent(*args: str, cwd: Path) -> subprocess.CompletedProcess:

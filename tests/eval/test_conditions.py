@@ -6,6 +6,7 @@ from pathlib import Path
 
 from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, number_in
 from tuiagent.core import events as ev
+from tuiagent.core import prompts
 from tuiagent.core.trajectory import load
 from tuiagent.eval.harness import EvalConfig, run_eval
 from tuiagent.eval.report import summary_from_store
@@ -14,48 +15,64 @@ from tuiagent.presets import resolve_settings
 
 KERNELS = {"jupyter": lambda gold=None: CalcKernel()}
 
-# problem i -> right under (Full, Noop, CoT)
-OUTCOMES = {1: (True, False, True), 2: (True, False, False), 3: (True, True, True), 4: (False, False, False)}
+# problem i -> right under (Full, Noop, CoT, FCStyle)
+OUTCOMES = {1: (True, False, True, True), 2: (True, False, False, False), 3: (True, True, True, False),
+            4: (False, False, False, False)}
 
 
 def tooltax_turns(job):
     i = number_in(job.problem.question)
-    full, noop, cot = OUTCOMES[i]
+    full, noop, cot, fcstyle = OUTCOMES[i]
     right, wrong = str(2 * i), str(2 * i + 1)
     condition = job.setting.condition
     if condition == "cot":
         return [answer_turn(right if cot else wrong)]
+    if condition == "fcstyle":  # writes code in the tool format and its own output: nothing runs it
+        return [code_turn(f"{i} + {i}") + f"{right}\n```\n" + answer_turn(right if fcstyle else wrong)]
     if condition == "noop":
         return [code_turn(f"{i} + {i}"), answer_turn(right if noop else wrong)]
     if condition == "max1":  # wants two calls, gets one
         return [code_turn(f"{i} + {i}"), code_turn(f"{i} * 2"), answer_turn(right)]
-    return [code_turn(f"{i} + {i}"), answer_turn(right if full else wrong)]  # full, oracle
+    return [code_turn(f"{i} + {i}"), answer_turn(right if full else wrong)]  # full, oracle, evidence
 
 
-async def test_tool_use_tax_conditions_gap_and_overlap(tmp_path, dataset):
+async def test_the_seven_tool_use_tax_conditions(tmp_path, dataset):
     cfg = EvalConfig(datasets=[str(dataset(4))], settings=resolve_settings([], protocol="tooltax"),
                      out=tmp_path / "out", model="scripted")
-    outcome = await run_eval(cfg, backend_factory=Factory(tooltax_turns), kernels=KERNELS, log=lambda m: None)
-    assert outcome.ran == 20
+    logs: list[str] = []
+    outcome = await run_eval(cfg, backend_factory=Factory(tooltax_turns), kernels=KERNELS, log=logs.append)
+    assert outcome.ran == 28
+    assert any("without --distractors its section is computed on the questions as written" in m for m in logs)
     records = ResultStore(cfg.out).records
 
+    def events(key):
+        return load(Path(records[key]["trajectory"])).events
+
     def tool_outputs(key):
-        return [e.shown for e in load(Path(records[key]["trajectory"])).events if isinstance(e, ev.ToolResult)]
+        return [e.shown for e in events(key) if isinstance(e, ev.ToolResult)]
 
     assert tool_outputs("tiny/2/noop/0") == ["Done."]  # the no-op stub, nothing executed
     assert tool_outputs("tiny/3/oracle/0") == ["6"]  # the gold answer
     assert tool_outputs("tiny/3/full/0") == ["6"]  # really computed (by the test kernel)
-    assert records["tiny/1/cot/0"]["tcn"] == 0 and load(Path(records["tiny/1/cot/0"]["trajectory"])).events[0].mode == "cot"
-    max1 = load(Path(records["tiny/1/max1/0"]["trajectory"])).events
+    assert records["tiny/1/cot/0"]["tcn"] == 0 and events("tiny/1/cot/0")[0].mode == "cot"
+    fcstyle = events("tiny/1/fcstyle/0")
+    assert fcstyle[0].mode == "fcstyle" and prompts.TOOL_SYSTEM.splitlines()[0] in fcstyle[0].prompt
+    assert prompts.COT_SYSTEM not in fcstyle[0].prompt and tool_outputs("tiny/1/fcstyle/0") == []
+    assert records["tiny/1/fcstyle/0"]["tcn"] == 0 and records["tiny/1/fcstyle/0"]["answer"] == "2"
+    max1 = events("tiny/1/max1/0")
     assert records["tiny/1/max1/0"]["tcn"] == 1 and [e.executed for e in max1 if isinstance(e, ev.ToolResult)] == [True, False]
+    assert events("tiny/1/evidence/0")[0].problem == "What is 1 plus 1?"  # no distractor: as written
 
     tax = summary_from_store(cfg.out)["datasets"]["tiny"]["tooltax"]
-    assert tax["conditions"]["Agent-Full"] == {"setting": "full", "accuracy": 0.75}
-    assert tax["conditions"]["NoTool-CoT"]["accuracy"] == 0.5
-    assert tax["conditions"]["Agent-NoopTool"]["accuracy"] == 0.25
-    assert tax["conditions"]["Agent-Max1Turn"]["accuracy"] == 1.0
-    assert tax["gap"] == 0.25
+    assert tax["scope"] == "clean" and tax["missing"] == [] and list(tax["scopes"]) == ["clean"]
+    clean = tax["scopes"]["clean"]
+    acc = {k: v["accuracy"] for k, v in clean["accuracy"].items()}
+    assert acc == {"NoTool-CoT": 0.5, "NoTool-FCStyle": 0.25, "Agent-NoopTool": 0.25, "Agent-Full": 0.75,
+                   "Agent-OracleCalc": 0.75, "Agent-OracleEvidence": 0.75, "Agent-Max1Turn": 1.0}
+    d = clean["deltas"]
+    assert (d["gap"]["value"], d["sty"]["value"], d["frc"]["value"], d["cmp"]["value"]) == (0.25, -0.25, 0.0, 0.5)
+    assert d["turns"]["value"] == -0.25  # Full 0.75 against Max1Turn 1.0
     # tool-benefited (Full right, Noop wrong): problems 1 and 2; CoT solves 1 of them
-    assert (tax["tool_benefited"], tax["tool_benefited_cot_solves"], tax["capability_overlap"]) == (2, 1, 0.5)
-
-
+    assert (clean["overlap"]["of"], clean["overlap"]["count"], clean["overlap"]["share"]) == (2, 1, 0.5)
+    # the one wrong Full run (problem 4) is wrong under CoT already
+    assert clean["attribution"]["n_w"] == 1 and clean["attribution"]["genuine"]["count"] == 1

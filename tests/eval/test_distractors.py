@@ -45,6 +45,10 @@ def test_prompt_and_validity():
     assert valid_variant("What is 3 plus 3?", "Some think it was 4. What is 3 plus 3?") == (True, "")
     assert valid_variant("What is 3 plus 30?", "What is 3 plus three tens? Maybe.")[0] is False
     assert valid_variant("What is 3 plus 3?", "What is 3 plus 3?") == (False, "no text was added")
+    two = "Ann has 3 pens. How many pens does she have?"
+    assert valid_variant(two, "Ann has 3 pens. Her  brother has 5.\nHow many pens does she have?") == (True, "")
+    ok, why = valid_variant(two, "Ann has 3 pens. The answer is 3, as her brother says it is.")  # no question
+    assert not ok and "sentence" in why and "How many pens" in why
 
 
 async def test_variants_are_generated_once_and_cached_with_model_and_prompt():

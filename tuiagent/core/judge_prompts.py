@@ -286,6 +286,45 @@ ERROR_TYPES_PROMPT = (
     "\n\nProblem:\n{problem}\n\nSolution:\n{solution}"  # [ours] where the inputs go
 )
 
+
+def parse_yes_no(reply: JudgeReply) -> Any:
+    """True for "yes", False for "no" (case and a trailing full stop aside); nothing else parses."""
+    word = reply.text.strip().rstrip(".!").strip().lower()
+    return {"yes": True, "no": False}.get(word, UNPARSEABLE)
+
+
+# [ours] The tool-use-tax paper (arXiv 2605.00136) requires a distractor to leave the answer unchanged
+# but its copy here prints no check (Appendix F's workflow is missing): the judge is asked this.
+ANSWER_UNCHANGED_PROMPT = (
+    "Two versions of a math word problem follow. The second was written from the first by adding a "
+    "sentence that must not change the answer. The correct answer to the first is {answer}.\n\n"
+    "Problem 1:\n{original}\n\nProblem 2:\n{variant}\n\n"
+    "Is the correct answer to Problem 2 still {answer}? Reply with one word: yes or no."
+)
+
+def parse_count(reply: JudgeReply) -> Any:
+    """A whole number 1..99 and nothing else (a trailing full stop aside)."""
+    text = reply.text.strip().rstrip(".").strip()
+    return int(text) if text.isdigit() and 0 < int(text) < 100 else UNPARSEABLE
+
+
+# [ours] Type A of the tool-use tax (section 2.4) needs the gold computation's steps; where the
+# reference has no GSM8K calculator annotations the judge counts them.
+GOLD_STEPS_PROMPT = (
+    "Here is the worked solution of a math word problem. How many separate arithmetic calculations "
+    "does it perform to reach the answer?\n\nSolution:\n{reference}\n\nReply with one number."
+)
+
+# [ours] Type F of the tool-use tax (section 2.4): "the model follows a coherent but incorrect
+# computation plan despite adequate evidence and functioning tools"; the paper prints no prompt.
+PLAN_MISMATCH_PROMPT = (
+    "A model solved the math word problem below and its final answer is wrong, although its tool calls "
+    "worked. Compare its solution with the reference. Did it follow a coherent computation plan that is "
+    "the wrong plan for this problem (for example a different operation, a step left out, or an answer to "
+    "another question)?\n\nProblem:\n{question}\n\nReference solution:\n{reference}\n\n"
+    "Model's solution:\n{solution}\n\nReply with one word: yes or no."
+)
+
 PROMPTS: dict[str, JudgePrompt] = {p.id: p for p in (
     JudgePrompt("necessity", 1, NECESSITY_PROMPT, "[paper] Spurious Tool Use, Appendix A.3, tool necessity judge",
                 parse_necessity, 128, ("question", "tool_type", "tool_content")),
@@ -313,6 +352,14 @@ PROMPTS: dict[str, JudgePrompt] = {p.id: p for p in (
     JudgePrompt("error_types", 1, ERROR_TYPES_PROMPT,
                 "[paper] From Proof to Program (TIM), Appendix A.4, reasoning error detection (input layout ours)",
                 parse_error_types, 768, ("problem", "solution")),
+    JudgePrompt("answer_unchanged", 1, ANSWER_UNCHANGED_PROMPT,
+                "[ours] a distractor variant keeps its answer (tool-use tax, arXiv 2605.00136)",
+                parse_yes_no, 3, ("original", "variant", "answer")),
+    JudgePrompt("gold_steps", 1, GOLD_STEPS_PROMPT, "[ours] the gold steps of Type A (tool-use tax, section 2.4)",
+                parse_count, 4, ("reference",)),
+    JudgePrompt("plan_mismatch", 1, PLAN_MISMATCH_PROMPT,
+                "[ours] Type F, planning mismatch (tool-use tax, arXiv 2605.00136, section 2.4)",
+                parse_yes_no, 3, ("question", "reference", "solution")),
 )}
 
 

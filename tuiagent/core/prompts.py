@@ -31,7 +31,9 @@ TOOLS_BACK_NOTE = "The Python tool is available again, so code I write from here
 
 
 def messages(problem: str, *, mode: str) -> list[dict[str, str]]:
-    system = TOOL_SYSTEM if mode == "tool" else COT_SYSTEM
+    """The chat a run starts from. "fcstyle" (NoTool-FCStyle, arXiv 2605.00136) is the tool prompt
+    with no tool behind it: the loop runs no code and does not stop at an output fence."""
+    system = TOOL_SYSTEM if mode in ("tool", "fcstyle") else COT_SYSTEM
     return [{"role": "system", "content": system}, {"role": "user", "content": problem.strip()}]
 
 

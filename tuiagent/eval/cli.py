@@ -42,7 +42,8 @@ def eval_command(
         "'attc+prunetir:attc.threshold=0.9' or 'full:max_tool_calls=8'. Default: none."))] = None,
     configs: Annotated[Path | None, typer.Option("--configs", help="A TOML file of more presets ([presets.NAME] tables); without -c, all of them run.")] = None,
     protocol: Annotated[str | None, typer.Option("--protocol", help=(
-        "Add a paper protocol's settings: tooltax = full, cot, noop, oracle, max1 (Gap and capability overlap); "
+        "Add a paper protocol's settings: tooltax = the seven conditions cot, fcstyle, noop, full, oracle, evidence, "
+        "max1 (Gap, Δsty/Δfrc/Δcmp, attribution, A-F, overlap, G-STEP's Cls.; on the distractors with --distractors); "
         "prunetir-ablation = none (9 calls), prunetir and each of its components off; "
         "tim = cot, full, tim-prompt (TIM's Win Rate, Miss Rate, error types, code complexity; judged with --judge)."))] = None,
     baseline: Annotated[str | None, typer.Option("--baseline", help="The setting differences are taken against (default: the first).")] = None,
@@ -67,7 +68,8 @@ def eval_command(
     judge: Annotated[str | None, typer.Option("--judge", help=(
         "The judge model (a models.toml id: a local model, a server, vLLM): with --cue-probe it judges each "
         "executed call's necessity (Spurious Tool Use, Appendix A.3), with --protocol tim the TIM metrics (Appendix "
-        "A.2-A.4); judgements are cached in the results directory. Never the model under test unless named (then a warning)."))] = None,
+        "A.2-A.4), with --distractors whether each variant keeps its answer (a variant it says does not is left "
+        "out); judgements are cached in the results directory. Never the model under test unless named (then a warning)."))] = None,
     attc_audit: Annotated[bool, typer.Option("--attc-audit", help=(
         "With --judge: the judge reads each run whole, as ATTC's reference code does, for its reasoning-tool "
         "conflict (Figure 2), in wrong runs a right tool output ignored (Figure 3), in right runs a wrong tool "

@@ -28,11 +28,20 @@ from tuiagent.core.batch import run_batch
 from tuiagent.errors import ConfigError, UserError
 from tuiagent.eval.attc_audit import audit_eval
 from tuiagent.eval.datasets import Fields, Problem, load_dataset, select
-from tuiagent.eval.judging import check_judge, cue_probe_runs, judge_eval, necessity_items, with_judge
+from tuiagent.eval.judging import (
+    check_answers_unchanged,
+    check_judge,
+    cue_probe_runs,
+    judge_eval,
+    judge_taxonomy,
+    necessity_items,
+    with_judge,
+)
 from tuiagent.eval.metrics import run_record
 from tuiagent.eval.results import ResultStore, run_key
 from tuiagent.eval.reuse import GenerationMemo, ReusingBackend
 from tuiagent.eval.shards import describe, shard_name, shard_of
+from tuiagent.eval.tooltax import CHAIN
 from tuiagent.eval.variants import cue_variants, distractor_variants
 from tuiagent.presets import Preset
 
@@ -151,6 +160,12 @@ def with_no_tool(settings: list[Preset], log: Callable[[str], None]) -> list[Pre
     return [*settings, *resolve_settings(["cot"])]
 
 
+def evidence_question(problem: Problem, setting: Preset) -> str:
+    """The question a run is given: as written, or under Agent-OracleEvidence a distractor variant's
+    clean question (its evidence without the distractor, arXiv 2605.00136 section 2.2; our reading)."""
+    return str(problem.meta.get("clean_question", problem.question)) if setting.evidence == "oracle" else problem.question
+
+
 def plan(problems: list[Problem], settings: list[Preset], seeds: int) -> list[Job]:
     """Problem-major order: an interrupted eval has whole problems (every setting) done."""
     return [Job(p, s, seed) for p in problems for seed in range(seeds) for s in settings]
@@ -216,7 +231,7 @@ class EvalRunner:
         run = {**self.cfg.run, **{k: v for k, v in job.setting.run.items() if k in self._run_fields}}
         sampling = {**self.cfg.sampling, **job.setting.sampling, "seed": job.seed}
         return RunRequest(
-            problem=job.problem.question, model=self.spec.id, models_file=self.cfg.models_file,
+            problem=evidence_question(job.problem, job.setting), model=self.spec.id, models_file=self.cfg.models_file,
             script=self.cfg.script, gold=job.problem.gold,
             settings=RunSettings(**run, explicit=tuple(k for k in run if k in BUDGETS)),
             sampling_overrides=sampling, out=self.trajectory(job), guards=job.setting.guards,
@@ -364,6 +379,7 @@ class EvalRunner:
             "variant": job.problem.variant, "setting": job.setting.name,
             "setting_fp": job.setting.fingerprint(self.base_run()), "seed": job.seed, "model": self.spec.id,
             "gold": job.problem.gold, "reference": job.problem.reference, "question_hash": job.problem.question_hash(),
+            "question": request.problem, "clean_question": job.problem.meta.get("clean_question"),
             **run_record(events), "engine": getattr(backend, "engine", self.spec.backend),
             "determinism": getattr(served, "determinism", None), "server": getattr(served, "base_url", None),
             "server_retries": len(retried), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
@@ -450,13 +466,26 @@ class EvalRunner:
         return outcome
 
 
+async def judge_variants(cfg: EvalConfig, variants: list[Problem], log: Callable[[str], None]
+                         ) -> tuple[list[Problem], list[dict[str, Any]], dict[str, Any]]:
+    """The distractor variants the judge ``cfg.judge`` says keep their answer (eval.judging), its
+    judgements cached with the eval's."""
+    result: tuple[list[Problem], list[dict[str, Any]], dict[str, Any]] = await with_judge(
+        cfg.judge or "", cfg.models_file, cfg.out, lambda judge: check_answers_unchanged(judge, variants, log))
+    return result
+
+
 async def build_problems(cfg: EvalConfig, spec: Any, *, log: Callable[[str], None] = print,
                          distractor_backend: Callable[[], Any] | None = None, close_distractor_backend: bool = True,
-                         on_progress: Callable[[int, int], None] | None = None) -> tuple[list[Problem], list[dict[str, Any]]]:
-    """The clean problems plus their cue and distractor variants (invalid distractors listed apart)."""
+                         on_progress: Callable[[int, int], None] | None = None
+                         ) -> tuple[list[Problem], list[dict[str, Any]], dict[str, Any] | None]:
+    """The clean problems plus their cue and distractor variants, the invalid distractors apart (those
+    that lost a number or a sentence, and with ``cfg.judge`` those whose answer it says changes), and the judge's
+    tally of that check (None without distractors; ``judge`` None when nothing checked the answers)."""
     problems = load_problems(cfg)
     variants: list[Problem] = []
     invalid: list[dict[str, Any]] = []
+    validity: dict[str, Any] | None = None
     if cfg.cues:
         variants += cue_variants(problems, cfg.cues)
     if cfg.distractors:
@@ -470,15 +499,19 @@ async def build_problems(cfg: EvalConfig, spec: Any, *, log: Callable[[str], Non
         made, invalid = await distractor_variants(problems, cfg.distractors, model_id=dspec.id,
                                                   backend_factory=factory, close_backend=close_distractor_backend,
                                                   on_progress=on_progress, log=log)
-        variants += made
         if invalid:
-            log(f"{len(invalid)} distractor variant(s) lost a number of the question and are left out "
+            log(f"{len(invalid)} distractor variant(s) lost a number or a sentence of the question and are left out "
                 "(listed in the report)")
+        validity = {"judge": None, "judged": 0, "changed": 0, "unparseable": 0}
+        if cfg.judge:
+            made, changed, validity = await judge_variants(cfg, made, log)
+            invalid += changed
+        variants += made
     # variants next to their problem, so problem-major order keeps a problem's runs together
     order = {(p.dataset, p.id): i for i, p in enumerate(problems)}
     everything = problems + variants
     everything.sort(key=lambda p: (order[(p.dataset, p.id)], p.variant))
-    return everything, invalid
+    return everything, invalid, validity
 
 
 async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
@@ -502,11 +535,15 @@ async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
         raise UserError("--attc-audit needs a judge: pass --judge MODEL (a models.toml id)")
     if cfg.judge:
         check_judge(cfg.judge, spec.id, cfg.models_file, log)
-        if not cfg.cues and not cfg.attc_audit and cfg.protocol != "tim":
-            log(f"note: the judge {cfg.judge} judges the cue probe's calls, the TIM protocol's runs and, with "
-                "--attc-audit, whole runs; without --cue-probe, --protocol tim or --attc-audit it judges nothing")
+        if not cfg.cues and not cfg.attc_audit and not cfg.distractors and cfg.protocol not in ("tim", "tooltax"):
+            log(f"note: the judge {cfg.judge} judges the cue probe's calls, whether distractor variants keep their "
+                "answer, the TIM protocol's runs, the tool-use tax's A-F taxonomy and, with --attc-audit, whole runs; "
+                "without one of those it judges nothing")
     if cfg.cues:
         cfg.settings = with_no_tool(cfg.settings, log)
+    if not cfg.distractors and set(CHAIN) <= {s.condition for s in cfg.settings}:
+        log("note: the tool-use tax is defined on semantic-distractor variants; without --distractors its "
+            "section is computed on the questions as written (and says so)")
     with ResultStore(cfg.out) as store:
         runner = EvalRunner(spec, store, cfg, backend_factory=backend_factory, kernels=kernels, pooled=pooled,
                             log=log, on_record=on_record)
@@ -519,7 +556,7 @@ async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
             runner._open_shared()
             distractor_backend = lambda: runner.shared_backend  # noqa: E731
         try:
-            problems, invalid = await build_problems(cfg, spec, log=log, distractor_backend=distractor_backend,
+            problems, invalid, validity = await build_problems(cfg, spec, log=log, distractor_backend=distractor_backend,
                                                      close_distractor_backend=not reuse,
                                                      on_progress=on_variant_progress)
         except BaseException:
@@ -543,7 +580,7 @@ async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
             "offset": cfg.offset, "cues": cfg.cues, "distractors": cfg.distractors,
             "distractor_model": cfg.distractor_model or (spec.id if cfg.distractors else None),
             "run": cfg.run, "sampling": cfg.sampling, "concurrency": runner.concurrency,
-            "invalid_variants": invalid, "sessions": previous.get("sessions", []),
+            "invalid_variants": invalid, "distractor_validity": validity, "sessions": previous.get("sessions", []),
             "judge": cfg.judge or previous.get("judge"), "protocol": cfg.protocol or previous.get("protocol"),
             "attc_audit": cfg.judge if cfg.attc_audit else previous.get("attc_audit"),
             "shard": describe(load_problems(cfg, whole=True), cfg.shard) if cfg.shard else None,
@@ -568,6 +605,11 @@ async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
                 modes = {n: str(d.get("run", {}).get("mode", "tool")) for n, d in described.items()}
                 await with_judge(cfg.judge, cfg.models_file, store.dir,
                                  lambda judge: judge_tim(judge, list(store.records.values()), names, modes, log))
+            if cfg.judge:
+                names = [s.name for s in cfg.settings]
+                conditions = {s.name: s.condition for s in cfg.settings}
+                await with_judge(cfg.judge, cfg.models_file, store.dir, lambda judge: judge_taxonomy(
+                    judge, list(store.records.values()), names, conditions, log))
         except (asyncio.CancelledError, KeyboardInterrupt):
             runner.outcome.cancelled = True
             raise

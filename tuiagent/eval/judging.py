@@ -7,7 +7,11 @@ asked: each executed call of the cue probe's tool runs, with the tool-necessity 
 Tool Use" (Appendix A.3), for the probe's "judge calls no call necessary" items (the judge sees the
 question as the run saw it, cue included, as the necessity guard's judge does [ours]); and, with
 ``--attc-audit``, ATTC's audits of whole runs (``eval.attc_audit``); and the TIM protocol's runs
-(``eval.tim_protocol.judge_tim``). Each pass goes through ``with_judge``.
+(``eval.tim_protocol.judge_tim``); before any run, whether each semantic-distractor variant keeps
+its answer (``answer_unchanged``, our prompt): a variant the judge says changes it is left out, as
+one that lost a number is; and after the runs, with the tool-use-tax conditions, the A-F taxonomy's
+judged parts (our prompts): the gold steps of a reference without GSM8K's annotations (Type A) and
+whether a Type F run's plan is coherent but wrong. Each pass goes through ``with_judge``.
 """
 
 from __future__ import annotations
@@ -23,8 +27,22 @@ from tuiagent.core.judge import Judge, JudgeModels
 from tuiagent.core.judge_prompts import UNPARSEABLE, JudgePrompt, prompt
 from tuiagent.core.judge_store import JudgementStore, judgement_key
 from tuiagent.core.steps import run_pieces
+from tuiagent.eval.tooltax import (
+    CHAIN,
+    TOOL_CONDITIONS,
+    Judged,
+    condition_settings,
+    gold_steps,
+    load_pieces,
+    plan_inputs,
+    scopes,
+    symptoms,
+)
 
 NECESSITY = prompt("necessity")
+ANSWER_UNCHANGED = prompt("answer_unchanged")
+GOLD_STEPS = prompt("gold_steps")
+PLAN_MISMATCH = prompt("plan_mismatch")
 
 
 def same_model_warning(judge: str, model: str) -> str | None:
@@ -90,13 +108,14 @@ async def judge_items(judge: Judge, items: Iterable[Item], log: Callable[[str], 
 
 
 async def with_judge(judge_id: str, models_file: Path | None, directory: Path,
-                     work: Callable[[Judge], Awaitable[Any]]) -> None:
+                     work: Callable[[Judge], Awaitable[Any]]) -> Any:
     """A judging pass after an eval's runs: ``work`` asks a judge cached in ``directory``'s
-    judgements.jsonl (what the cache holds is not asked again), then the judge model is closed."""
+    judgements.jsonl (what the cache holds is not asked again), then the judge model is closed; what
+    ``work`` returns."""
     models = JudgeModels(models_file)
     store = JudgementStore(directory)
     try:
-        await work(Judge(judge_id, models=models, store=store))
+        return await work(Judge(judge_id, models=models, store=store))
     finally:
         store.close()
         await models.aclose()
@@ -111,6 +130,47 @@ async def judge_eval(judge_id: str, models_file: Path | None, directory: Path, i
 def judged(store: JudgementStore, judge: str, question: JudgePrompt, inputs: dict[str, str]) -> Any:
     """The judge's cached value for one question; None when it was not judged."""
     return (store.get(judgement_key(judge, question.id, question.version, inputs)) or {}).get("value")
+
+
+def taxonomy_judged(store: JudgementStore, judge: str) -> Judged:
+    """The judge's cached answers for the A-F taxonomy (eval.tooltax), looked up by their inputs."""
+    return Judged(steps=lambda reference: judged(store, judge, GOLD_STEPS, {"reference": reference}),
+                  plan=lambda inputs: judged(store, judge, PLAN_MISMATCH, inputs))
+
+
+async def judge_taxonomy(judge: Judge, records: list[dict[str, Any]], names: list[str],
+                         conditions: dict[str, str | None], log: Callable[[str], None]) -> int:
+    """With the whole degradation chain among the settings (``--protocol tooltax``), the taxonomy's
+    judged parts, per dataset on the tool-use-tax section's main scope (the pooled
+    distractor variants, or the clean questions): the gold steps of each failed tool run's reference
+    that has no GSM8K annotations, then the plan of each wrong Agent-Full run that is Type F by
+    elimination. How many questions were asked (not cached)."""
+    which = condition_settings(names, conditions)
+    if not all(c in which for c in CHAIN) or judge.store is None:  # only an eval of the whole chain
+        return 0
+    tool = {which[c] for c in TOOL_CONDITIONS if c in which}
+    before = judge.cost.calls
+    for dataset in sorted({r["dataset"] for r in records}):
+        mine = [r for r in records if r["dataset"] == dataset]
+        keep = next(iter(scopes(mine)[1].values()))
+        failed = [r for r in mine if keep(r) and r["setting"] in tool and r.get("correct") is not True]
+        for reference in sorted({str(r.get("reference") or "") for r in failed}):
+            if reference.strip() and gold_steps(reference) is None:
+                await judge.single(GOLD_STEPS, reference=reference)
+        judged = taxonomy_judged(judge.store, judge.model_id)
+        for r in failed:
+            pieces = load_pieces(r) if r["setting"] == which["full"] else None
+            if pieces is None:
+                continue
+            s = symptoms(pieces, gold=str(r.get("gold", "")), question=str(r.get("question") or ""),
+                         clean_question=str(r.get("clean_question") or ""), reference=str(r.get("reference") or ""),
+                         judged=judged)
+            if s["dominant"] == "F":
+                await judge.single(PLAN_MISMATCH, **plan_inputs(r, pieces))
+    asked = judge.cost.calls - before
+    if asked:
+        log(f"judge {judge.model_id}: {asked} question(s) for the A-F taxonomy")
+    return asked
 
 
 def call_verdicts(records: Iterable[dict[str, Any]], store: JudgementStore, judge: str) -> dict[str, list[Any]]:
@@ -150,3 +210,26 @@ def judge_cost(store: JudgementStore, judge: str) -> dict[str, Any]:
 def judge_summary(store: JudgementStore, judge: str, model: str) -> dict[str, Any]:
     """What the report says of a judge: its cost, with the warning when it is the model under test."""
     return judge_cost(store, judge) | {"warning": same_model_warning(judge, model)}
+
+
+async def check_answers_unchanged(judge: Judge, variants: list[Any], log: Callable[[str], None]
+                                  ) -> tuple[list[Any], list[dict[str, Any]], dict[str, Any]]:
+    """The distractor variants (``Problem``s with a ``clean_question``) whose answer the judge says is
+    unchanged; those it says change it, as invalid entries; and the tally for the report. A reply
+    that does not parse keeps the variant and is counted (the check says nothing about it)."""
+    kept, dropped = [], []
+    unparseable = 0
+    for v in variants:
+        value = await judge.single(ANSWER_UNCHANGED, original=str(v.meta["clean_question"]), variant=v.question,
+                                   answer=v.gold)
+        if value is False:
+            dropped.append({"dataset": v.dataset, "id": v.id, "kind": str(v.meta.get("distractor", v.variant)),
+                            "why": f"the judge {judge.model_id} says the answer changes", "cache": v.meta.get("cache")})
+            continue
+        unparseable += value == UNPARSEABLE
+        kept.append(v)
+    if variants:
+        log(f"judge {judge.model_id}: {len(dropped)} of {len(variants)} distractor variant(s) change the answer "
+            f"(left out); {unparseable} repl(ies) unparseable (kept)")
+    return kept, dropped, {"judge": judge.model_id, "judged": len(variants), "changed": len(dropped),
+                           "unparseable": unparseable}

@@ -103,6 +103,16 @@ def merge_shards(dirs: list[Path], out: Path) -> list[str]:
                                       encoding="utf-8")
     merged = {**manifests[0], "shard": None, "merged_from": [str(d) for d in dirs],
               "sessions": [s for m in manifests for s in m.get("sessions", [])],
-              "invalid_variants": [v for m in manifests for v in m.get("invalid_variants", [])]}
+              "invalid_variants": [v for m in manifests for v in m.get("invalid_variants", [])],
+              "distractor_validity": merged_validity([m.get("distractor_validity") for m in manifests])}
     target.write_manifest(merged)
     return incomplete
+
+
+def merged_validity(tallies: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """The shards' answer-unchanged tallies of their distractor variants, summed (eval.judging)."""
+    present = [t for t in tallies if t]
+    if not present:
+        return None
+    return {"judge": present[0].get("judge"),
+            **{k: sum(int(t.get(k) or 0) for t in present) for k in ("judged", "changed", "unparseable")}}

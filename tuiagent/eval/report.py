@@ -8,8 +8,8 @@ Per dataset (on the questions as written; variants have their own sections):
   pairs), and per-run means/totals of the tool and guard numbers;
 - final-answer accuracy by the TIM paper's tool-call bins (0-3, 4-7, 8-11, 12+; the paper bins its
   reasoning metrics, not accuracy: those are the TIM protocol's, below);
-- the tool-use-tax conditions when present: Gap = Acc(Full) - Acc(CoT), capability overlap =
-  share of tool-benefited problems (Full right, Noop wrong) that CoT also solves;
+- the tool-use-tax protocol when its conditions are present (``eval.tooltax``, in the paper's
+  layout by ``eval.tooltax_tables``): on the distractor variants when there are any, else clean;
 - distractors: accuracy per distractor type beside the clean accuracy on the same problems;
 - cue probe: tool-call rate with the cue (Y) and without (N), Delta Tool Y-N, per cue, over all items and
   on the items where the tool is not needed (Definition 1; ``eval.cue_probe``);
@@ -38,8 +38,9 @@ from tuiagent.eval.estimators import estimators
 from tuiagent.eval.prunetir_analysis import plot_stuck, prunetir_section, prunetir_tables
 from tuiagent.eval.stats import TOOL_BINS, bin_label, bootstrap_mean, mcnemar_exact, paired_bootstrap, tool_bin
 from tuiagent.eval.tim_protocol import plot_tim, runs_csv, tim_notes, tim_sections, tim_tables
+from tuiagent.eval.tooltax import NOT_JUDGED, Judged, tooltax
+from tuiagent.eval.tooltax_tables import tooltax_tables
 from tuiagent.eval.variants import DISTRACTOR_PREFIX
-from tuiagent.presets import CONDITION_LABELS
 
 MEANS = ("tcn", "erroneous", "wtn", "generated_tokens", "wall_s")
 LOOP_TOTALS = (("resampled", "resampled"), ("suspended", "suspended"), ("reused_turns", "reused turns"))
@@ -153,32 +154,6 @@ def tool_bins(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def _condition_setting(conditions: dict[str, str | None], names: list[str], wanted: str) -> str | None:
-    named = [n for n in names if n == wanted]
-    return named[0] if named else next((n for n in names if conditions.get(n) == wanted), None)
-
-
-def tooltax(clean: dict[str, list[dict[str, Any]]], conditions: dict[str, str | None]) -> dict[str, Any] | None:
-    names = list(clean)
-    which = {c: _condition_setting(conditions, names, c) for c in CONDITION_LABELS}
-    full, cot, noop = which["full"], which["cot"], which["noop"]
-    if full is None or cot is None:
-        return None
-    acc = {CONDITION_LABELS[c]: {"setting": s, "accuracy": _round(accuracy(clean[s]))}
-           for c, s in which.items() if s is not None}
-    full_acc, cot_acc = accuracy(clean[full]), accuracy(clean[cot])
-    out: dict[str, Any] = {"conditions": acc, "gap": _diff(full_acc, cot_acc)}
-    if noop is not None:
-        idx = {c: {(_unit(r), r["seed"]): _ok(r) for r in clean[s]} for c, s in (("full", full), ("noop", noop),
-                                                                                  ("cot", cot))}
-        common = set(idx["full"]) & set(idx["noop"]) & set(idx["cot"])
-        benefited = [k for k in common if idx["full"][k] and not idx["noop"][k]]
-        also_cot = [k for k in benefited if idx["cot"][k]]
-        out.update({"tool_benefited": len(benefited), "tool_benefited_cot_solves": len(also_cot),
-                    "capability_overlap": _round(len(also_cot) / len(benefited)) if benefited else None})
-    return out
-
-
 def distractor_section(records: list[dict[str, Any]], settings: list[str]) -> dict[str, Any] | None:
     variants = sorted({r["variant"] for r in records if str(r.get("variant", "")).startswith(DISTRACTOR_PREFIX)})
     if not variants:
@@ -206,13 +181,19 @@ def summarize(records: Iterable[dict[str, Any]], *, settings: list[str] | None =
               invalid_variants: list[dict[str, Any]] | None = None, modes: dict[str, str] | None = None,
               verdicts: dict[str, list[Any]] | None = None, judge: dict[str, Any] | None = None,
               specs: dict[str, dict[str, Any]] | None = None, audits: dict[str, dict[str, Any]] | None = None,
-              audit_judge: dict[str, Any] | None = None, tim: dict[str, Any] | None = None) -> dict[str, Any]:
+              audit_judge: dict[str, Any] | None = None, tim: dict[str, Any] | None = None,
+              guards: dict[str, list[str]] | None = None,
+              distractor_validity: dict[str, Any] | None = None, judged: Judged = NOT_JUDGED) -> dict[str, Any]:
     """The whole summary as plain data (what summary.json holds). ``modes``: each setting's mode (the
     cue probe's no-tool setting); ``verdicts`` and ``judge``: the judge's per-call values and its cost;
     ``specs``: each setting as the manifest describes it (PruneTIR's ablation rows); ``audits`` and
     ``audit_judge``: ATTC's audit classes per run key, and its judge with what it cost; ``tim``: the
-    TIM protocol's section per dataset (``eval.tim_protocol.tim_section``)."""
-    records = list(records)
+    TIM protocol's section per dataset (``eval.tim_protocol.tim_section``); ``guards``: each setting's
+    guards (G-STEP's gap closure); ``distractor_validity``: the judge's answer-unchanged tally of the
+    distractor variants; ``judged``: its answers for the A-F taxonomy."""
+    left_out = {(v["dataset"], str(v["id"]), DISTRACTOR_PREFIX + v["kind"]) for v in invalid_variants or []}
+    # a variant left out after it ran (a judge added on resuming) is not reported
+    records = [r for r in records if (r["dataset"], str(r["problem_id"]), r.get("variant")) not in left_out]
     names = list(settings or [])
     for r in records:
         if r["setting"] not in names:
@@ -230,7 +211,7 @@ def summarize(records: Iterable[dict[str, Any]], *, settings: list[str] | None =
         datasets[dataset] = {
             "settings": {s: setting_row(v, None if s == baseline else base) for s, v in clean.items()},
             "tool_bins": {s: tool_bins(v) for s, v in clean.items()},
-            "tooltax": tooltax(clean, conditions),
+            "tooltax": tooltax(rs, names, conditions, guards, judged=judged),
             "distractors": distractor_section(rs, names),
             "cues": cue_section(rs, names, modes or {}, verdicts),
             "prunetir": prunetir_section(clean, specs or {}, setting_row),
@@ -239,7 +220,8 @@ def summarize(records: Iterable[dict[str, Any]], *, settings: list[str] | None =
         }
     return {"model": model or next((r.get("model") for r in records), None), "baseline": baseline,
             "settings": names, "runs": len(records), "datasets": datasets,
-            "invalid_variants": invalid_variants or [], "judge": judge, "audit_judge": audit_judge}
+            "invalid_variants": invalid_variants or [], "distractor_validity": distractor_validity, "judge": judge,
+            "audit_judge": audit_judge}
 
 
 # -- forms ------------------------------------------------------------------------------------------
@@ -308,13 +290,7 @@ def _section_tables(summary: dict[str, Any], dataset: str) -> list[tuple[str, li
                               for k in est_keys)]
                         for s, row in d["settings"].items() for e in [row.get("estimators", {})]]))
     if d["tooltax"]:
-        t = d["tooltax"]
-        rows = [[label, c["setting"], _cell(c["accuracy"])] for label, c in t["conditions"].items()]
-        rows.append(["Gap = Acc(Full) - Acc(CoT)", "", _cell(t["gap"])])
-        if "capability_overlap" in t:
-            rows.append([f"capability overlap ({t['tool_benefited_cot_solves']}/{t['tool_benefited']} "
-                         "tool-benefited solved by CoT)", "", _cell(t["capability_overlap"])])
-        tables.append((f"{dataset}: tool-use-tax conditions", ["condition", "setting", "accuracy"], rows))
+        tables += tooltax_tables(d["tooltax"], dataset, summary.get("distractor_validity") if d["distractors"] else None)
     if d["distractors"]:
         kinds = sorted({k for row in d["distractors"].values() for k in row if k != "clean"})
         tables.append((f"{dataset}: semantic distractors (accuracy; Δ vs clean on the same problems)",
@@ -527,16 +503,17 @@ def summary_from_store(directory: Path, *, baseline: str | None = None) -> dict[
     """The summary of the results in an eval directory, with the settings order and conditions of its manifest."""
     from tuiagent.core.judge_store import JudgementStore
     from tuiagent.eval.attc_audit import audit_values
-    from tuiagent.eval.judging import call_verdicts, judge_summary
+    from tuiagent.eval.judging import call_verdicts, judge_summary, taxonomy_judged
     from tuiagent.eval.results import ResultStore
 
     store = ResultStore(directory)
     manifest = store.manifest() or {}
     settings = manifest.get("settings", [])
-    verdicts, judge, judgements = None, None, None
+    verdicts, judge, judgements, judged = None, None, None, NOT_JUDGED
     if manifest.get("judge"):
         judgements = JudgementStore(directory)
         verdicts = call_verdicts(store.records.values(), judgements, manifest["judge"])
+        judged = taxonomy_judged(judgements, manifest["judge"])
         judge = judge_summary(judgements, manifest["judge"], str(manifest.get("model")))
     audits, audit_judge = None, None
     if manifest.get("attc_audit"):
@@ -550,6 +527,7 @@ def summary_from_store(directory: Path, *, baseline: str | None = None) -> dict[
                      baseline=baseline or manifest.get("baseline"),
                      conditions={s["name"]: s.get("condition") for s in settings}, model=manifest.get("model"),
                      invalid_variants=manifest.get("invalid_variants"),
-                     modes=modes,
+                     modes=modes, guards={s["name"]: list(s.get("guards") or []) for s in settings},
+                     distractor_validity=manifest.get("distractor_validity"), judged=judged,
                      verdicts=verdicts, judge=judge, specs={s["name"]: s for s in settings}, audits=audits,
                      audit_judge=audit_judge, tim=tim)

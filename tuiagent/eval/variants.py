@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -83,13 +84,26 @@ def _clean(text: str) -> str:
     return text.strip().strip('"').strip()
 
 
+_SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
+
+
+def _flat(text: str) -> str:
+    return " ".join(text.split())
+
+
 def valid_variant(original: str, variant: str) -> tuple[bool, str]:
-    """A rewrite keeps the question's numbers and adds text; (ok, why not)."""
+    """A rewrite keeps the question's numbers and every one of its sentences as written (what the
+    prompt asks) and adds text; (ok, why not). Whether the answer is unchanged is the judge's
+    question (eval.judging.check_answers_unchanged)."""
     if not variant or len(variant) <= len(original.strip()):
         return False, "no text was added"
     missing = [n for n in dict.fromkeys(numbers_in(original)) if n not in numbers_in(variant)]
     if missing:
         return False, f"numbers of the question missing: {', '.join(missing[:5])}"
+    flat = _flat(variant)
+    lost = [s for s in _SENTENCE_END.split(original.strip()) if s.strip() and _flat(s) not in flat]
+    if lost:
+        return False, f"a sentence of the question was changed or left out: {lost[0][:80]!r}"
     return True, ""
 
 
@@ -97,7 +111,7 @@ def cache_dir(model_id: str) -> Path:
     return paths.cache_dir() / "eval" / "distractors" / model_id
 
 
-def _cache_file(model_id: str, question: str, kind: str) -> Path:
+def cache_file(model_id: str, question: str, kind: str) -> Path:
     digest = hashlib.sha1(f"{PROMPT_VERSION}\n{kind}\n{question}".encode()).hexdigest()[:16]
     return cache_dir(model_id) / f"{kind}-{digest}.json"
 
@@ -125,7 +139,7 @@ async def distractor_variants(problems: list[Problem], kinds: list[str], *, mode
     after unless ``close_backend`` is false, e.g. when it is the eval's own).
     Returns (variants, invalid cache entries)."""
     todo = [(p, k) for p in problems for k in kinds]
-    missing = [(p, k) for p, k in todo if not _cache_file(model_id, p.question, k).exists()]
+    missing = [(p, k) for p, k in todo if not cache_file(model_id, p.question, k).exists()]
     backend = None
     if missing:
         log(f"generating {len(missing)} distractor variant(s) with {model_id} "
@@ -135,7 +149,7 @@ async def distractor_variants(problems: list[Problem], kinds: list[str], *, mode
     invalid: list[dict[str, Any]] = []
     try:
         for n, (problem, kind) in enumerate(todo, start=1):
-            path = _cache_file(model_id, problem.question, kind)
+            path = cache_file(model_id, problem.question, kind)
             if path.exists():
                 entry = json.loads(path.read_text(encoding="utf-8"))
             else:
@@ -146,12 +160,14 @@ async def distractor_variants(problems: list[Problem], kinds: list[str], *, mode
                 tmp.replace(path)
             if on_progress:
                 on_progress(n, len(todo))
-            if entry.get("valid"):
+            ok, why = valid_variant(problem.question, str(entry.get("variant") or ""))  # today's checks
+            if ok:
                 variants.append(with_variant(problem, DISTRACTOR_PREFIX + kind, entry["variant"],
-                                             distractor=kind, generated_by=entry["model"], cache=str(path)))
+                                             distractor=kind, generated_by=entry["model"], cache=str(path),
+                                             clean_question=problem.question))
             else:
                 invalid.append({"dataset": problem.dataset, "id": problem.id, "kind": kind,
-                                "why": entry.get("invalid_reason", ""), "cache": str(path)})
+                                "why": why, "cache": str(path)})
     finally:
         if backend is not None and close_backend:
             await backend.aclose()
