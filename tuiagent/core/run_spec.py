@@ -186,6 +186,8 @@ class Grammar:
         items = [*setting_words(spec.guard_settings),
                  *(f"{k}={v}" for k, v in spec.run.items() if own.get(k, object()) != v),
                  *(f"{k}={v}" for k, v in spec.sampling.items())]
+        if cond and not own and not items:
+            cond = None  # a condition that changes nothing (full) reads as `none`, which parses back to it
         head = "+".join(spec.guards or ()) or cond or "none"
         return head + (":" + ",".join(items) if items else "")
 
