@@ -17,6 +17,7 @@ from tuiagent.core import events as ev
 from tuiagent.core.context import working_context
 from tuiagent.core.fork import ForkError, fork_point, guards_at
 from tuiagent.core.loop import Agent
+from tuiagent.core.run_spec import RunSpec
 from tuiagent.core.trajectory import Recorder, load
 from tuiagent.protocol import RunSettings
 from tuiagent.runner import fork_request
@@ -120,7 +121,7 @@ def test_the_fork_keeps_the_parents_guards_unless_told_otherwise():
     assert (inherited.guards, inherited.guard_settings, inherited.model, inherited.gold) == (
         ("tim",), {"tim": {"window": 3}}, "m", "3")
     assert inherited.settings.max_tool_calls == 9 and inherited.sampling_overrides == {"temperature": 0.0}
-    replaced = fork_request(point, guards=(), settings={"max_tool_calls": 2}, sampling={"seed": 5})
+    replaced = fork_request(point, RunSpec(guards=(), run={"max_tool_calls": 2}, sampling={"seed": 5}))
     assert replaced.guards == () and replaced.guard_settings == {}
     assert replaced.settings.max_tool_calls == 2 and replaced.sampling_overrides == {"temperature": 0.0, "seed": 5}
 
