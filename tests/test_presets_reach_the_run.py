@@ -102,3 +102,21 @@ def test_fork_preset(write_script, tmp_path):
     assert_the_preset_reached(events, guards=False)  # the parent's steps replay its guards first
     own = [e for e in events if e["type"] == "GuardToggled" and e.get("reason") == "on at start"]
     assert [(e["guard"], e["enabled"]) for e in own][-1:] == [("tim", True)] and own[-1]["settings"]["flag_at"] == 3
+
+
+def test_budget_options_restate_no_default():
+    """solve's, fork's and eval's budget and sampling options default to None (not given), and their
+    help reads the defaults from RunSettings: a changed default shows in --help and a preset's value
+    is never overridden by a restated one."""
+    import inspect
+
+    from tuiagent.cli import fork, solve
+    from tuiagent.core.run_spec import DEFAULTS
+    from tuiagent.eval.cli import eval_command
+
+    options = ("max_tool_calls", "max_tokens", "max_time", "timeout", "output_chars", "temperature", "seed")
+    for command in (solve, fork, eval_command):
+        params = inspect.signature(command).parameters
+        assert all(params[name].default is None for name in options if name in params), command.__name__
+    help_text = tuiagent("solve", "--help").stdout
+    assert f"(default {DEFAULTS.max_tool_calls})" in help_text and f"(default {DEFAULTS.max_tokens};" in help_text

@@ -39,6 +39,8 @@ ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Model id fr
 ModelsFileOpt = Annotated[
     Path | None, typer.Option("--models", help="A models.toml that overrides the shipped and user ones.")
 ]
+SET_HELP = ("A setting, KEY=VALUE (repeat): a guard's (attc.threshold=0.95), a budget (max_tool_calls=6), "
+            "sampling (temperature=0.7), mode or kernel; docs/runs.md.")
 ScriptOpt = Annotated[
     Path | None, typer.Option("--script", help="Turns to replay with `--model scripted` (JSON lines).")
 ]
@@ -214,10 +216,6 @@ def fork(
         raise typer.Exit(1)
 
 
-SET_HELP = ("A setting, KEY=VALUE (repeat): a guard's (attc.threshold=0.95), a budget (max_tool_calls=6), "
-            "sampling (temperature=0.7), mode or kernel; docs/runs.md.")
-
-
 def preset_named(name: str, model: str | None = None, models_file: Path | None = None) -> Preset:
     """Preset ``name`` for ``model`` (its calibration may define its own ``recommended``), or a
     setting string (``attc+prunetir:max_tool_calls=6``)."""
@@ -300,9 +298,7 @@ def list_presets(model: ModelOpt = None, models: ModelsFileOpt = None) -> None:
 
     console = Console(highlight=False, soft_wrap=True)
     for name, p in load_presets(model=model, models_file=models).items():
-        what = " ".join([*(p.guards or ("no guards",)),
-                         *setting_words(p.guard_settings),
-                         *(f"{k}={v}" for k, v in {**p.run, **p.sampling}.items())])
+        what = " ".join([*(p.guards or ("no guards",)), *setting_words(p.spec)])
         console.print(Text(name, style="bold") + Text(f"  {what}"))
         if p.description:
             console.print(Text(f"  {p.description}", style="dim"))

@@ -152,6 +152,8 @@ def find_preset(name: str, *, model: str | None = None, models_file: Path | None
     try:
         return parse_config(name, presets)
     except UserError:
+        if any(c in name for c in ":=+, "):  # a setting string: its own mistake says more
+            raise
         raise ConfigError(f"no preset {name!r}; known: {', '.join(sorted(presets))}, none, all or a guard's name",
                           key="--preset", fix="`tuiagent presets` lists them") from None
 

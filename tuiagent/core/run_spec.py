@@ -183,15 +183,17 @@ class Grammar:
         ``none``), then every setting it gives."""
         cond = spec.condition if not spec.guards and spec.condition in self.conditions else None
         own = self.conditions[cond] if cond else {}
-        items = [*setting_words(spec.guard_settings),
-                 *(f"{k}={v}" for k, v in spec.run.items() if own.get(k, object()) != v),
-                 *(f"{k}={v}" for k, v in spec.sampling.items())]
+        items = setting_words(spec, besides=own)
         if cond and not own and not items:
             cond = None  # a condition that changes nothing (full) reads as `none`, which parses back to it
         head = "+".join(spec.guards or ()) or cond or "none"
         return head + (":" + ",".join(items) if items else "")
 
 
-def setting_words(settings: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """Guard settings as ``guard.key=value`` words (what the grammar and ``--set`` read)."""
-    return [f"{guard}.{key}={value}" for guard, values in settings.items() for key, value in values.items()]
+def setting_words(spec: RunSpec, besides: Mapping[str, Any] | None = None) -> list[str]:
+    """Every setting ``spec`` gives, as KEY=VALUE words (what the grammar and ``--set`` read): guard
+    settings, then run and sampling ones, but not those equal to ``besides`` (a condition's own)."""
+    besides = besides or {}
+    return [*(f"{guard}.{key}={value}" for guard, values in spec.guard_settings.items() for key, value in values.items()),
+            *(f"{k}={v}" for k, v in spec.run.items() if k not in besides or besides[k] != v),
+            *(f"{k}={v}" for k, v in spec.sampling.items())]

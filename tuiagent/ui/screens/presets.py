@@ -18,6 +18,5 @@ class PresetsScreen(ChooserScreen):
     def choices(self) -> list[tuple[Content, Preset]]:
         return [(Content.assemble(
             (f"{p.name:<14}", "bold"), (" ".join(p.guards) or "no guards", ""),
-            (f"  {' '.join([*setting_words(p.guard_settings), *(f'{k}={v}' for k, v in {**p.run, **p.sampling}.items())])}",
-             "$text-muted"),
+            (f"  {' '.join(setting_words(p.spec))}", "$text-muted"),
             (f"  {p.description[:60]}" if p.description else "", "$text-muted")), p) for p in self.presets]
