@@ -69,12 +69,14 @@ def test_solve_options_given_win_and_options_not_given_keep_the_presets(write_sc
     write_budgeted_preset()
     script = write_script("\\boxed{3}")
     done = tuiagent("solve", "1+2", "-m", "scripted", "--script", str(script), "--out", str(tmp_path / "run.jsonl"),
-                    "--preset", "budgeted", "--max-tool-calls", "2", "--set", "top_k=5", "--temperature", "0.6")
+                    "--preset", "budgeted", "--max-tool-calls", "2", "--set", "top_k=5", "--temperature", "0.6",
+                    "--set", "turn_max_tokens=64")
     assert done.returncode == 0, done.stderr
     started = read(tmp_path / "run.jsonl")[0]
     assert (started["settings"]["max_tool_calls"], started["settings"]["max_tokens"]) == (2, RUN["max_tokens"])
     assert (started["sampling"]["top_k"], started["sampling"]["temperature"], started["sampling"]["top_p"]) == (
         5, 0.6, SAMPLING["top_p"])
+    assert (started["sampling"]["max_tokens"], started["settings"]["max_tokens"]) == (64, RUN["max_tokens"])
 
 
 def test_eval_config(write_script, tmp_path):

@@ -40,7 +40,7 @@ ModelsFileOpt = Annotated[
     Path | None, typer.Option("--models", help="A models.toml that overrides the shipped and user ones.")
 ]
 SET_HELP = ("A setting, KEY=VALUE (repeat): a guard's (attc.threshold=0.95), a budget (max_tool_calls=6), "
-            "sampling (temperature=0.7), mode or kernel; docs/runs.md.")
+            "sampling (temperature=0.7, turn_max_tokens=512), mode or kernel; docs/runs.md.")
 ScriptOpt = Annotated[
     Path | None, typer.Option("--script", help="Turns to replay with `--model scripted` (JSON lines).")
 ]
@@ -81,8 +81,8 @@ def solve(
     no_tool: Annotated[bool, typer.Option("--no-tool", help="Chain-of-thought mode: same loop, no kernel.")] = False,
     max_tool_calls: Annotated[int | None, typer.Option(min=0, help=f"Tool-call budget (default {DEFAULTS.max_tool_calls}).")] = None,
     max_tokens: Annotated[int | None, typer.Option(min=1, help=(
-        f"Generated-token budget for the whole run (default {DEFAULTS.max_tokens}; one turn is bounded by the "
-        "model's sampling max_tokens)."))] = None,
+        f"Generated-token budget for the whole run (default {DEFAULTS.max_tokens}; one turn's limit is the "
+        "model's sampling max_tokens, or --set turn_max_tokens=N)."))] = None,
     max_time: Annotated[float | None, typer.Option(min=1, help=f"Wall-time budget in seconds (default {DEFAULTS.max_wall_s:g}).")] = None,
     timeout: Annotated[float | None, typer.Option(min=0.1, help=f"Per-call execution timeout in seconds (default {DEFAULTS.exec_timeout_s:g}).")] = None,
     output_chars: Annotated[int | None, typer.Option(min=0, help=(

@@ -199,6 +199,7 @@ def load_preset_file(path: Path | str) -> dict[str, Preset]:
             spec = spec.merged(RunSpec(run=dict(CONDITIONS[condition]), condition=condition))
         for section, keys in (("run", RUN_KEYS), ("sampling", SAMPLING_KEYS)):
             for key, value in dict(table.get(section, {})).items():
+                key = "turn_max_tokens" if (section, key) == ("sampling", "max_tokens") else key
                 if key not in keys:
                     raise ConfigError(f"unknown {section} setting {key!r}", file=str(path), key=f"{where}.{section}",
                                       fix=f"use {', '.join(keys)}")

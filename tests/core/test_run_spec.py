@@ -64,6 +64,14 @@ def test_every_older_form_still_reads(text, guards, guard_settings, run, samplin
         guards, guard_settings, run, sampling, condition)
 
 
+def test_the_run_budget_and_one_turns_limit_have_their_own_names():
+    spec = WORDS.parse("attc:max_tokens=2000,turn_max_tokens=256")
+    assert spec.run == {"max_tokens": 2000} and spec.sampling == {"max_tokens": 256}  # Sampling's own field
+    assert WORDS.text(spec) == "attc:max_tokens=2000,turn_max_tokens=256"
+    with pytest.raises(ConfigError, match="turn_max_tokens must be 1 or more"):
+        WORDS.parse("attc:turn_max_tokens=0")
+
+
 def test_a_preset_name_alone_is_that_preset_and_set_items_are_settings_alone():
     assert WORDS.parse("strict") is STRICT
     sets = WORDS.assignments(["attc.threshold=0.95", "max_tool_calls=6", "temperature=0.2", "mode=cot"])
@@ -90,7 +98,7 @@ def test_mistakes_say_what_is_wrong(text, message):
 
 
 VALUE = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789._/-", min_size=1, max_size=8)
-NUMBER = {int: st.integers(0, 10_000), float: st.floats(0, 1e6, allow_nan=False, allow_infinity=False),
+NUMBER = {int: st.integers(1, 10_000), float: st.floats(0, 1e6, allow_nan=False, allow_infinity=False),
           str: st.sampled_from(["tool", "cot"])}
 
 

@@ -31,7 +31,13 @@ DEFAULT_KERNEL = "jupyter"  # [ours] the tool kernel, by its "tuiagent.kernels" 
 # The keys a spec's ``run`` may hold (RunSettings' mode and budgets, and the kernel) and its ``sampling``.
 RUN_KEYS: dict[str, type] = {"mode": str, "kernel": str, "max_tool_calls": int, "max_tokens": int,
                              "exec_timeout_s": float, "output_chars": int, "max_wall_s": float}
-SAMPLING_KEYS: dict[str, type] = {"temperature": float, "top_p": float, "top_k": int, "repeat_penalty": float}
+SAMPLING_KEYS: dict[str, type] = {"temperature": float, "top_p": float, "top_k": int, "repeat_penalty": float,
+                                   "turn_max_tokens": int}
+# Two limits were both called max_tokens: ``max_tokens`` is the run's budget (RunSettings), one
+# turn's is ``turn_max_tokens``, held as Sampling's field; a TOML ``[sampling]`` table's
+# ``max_tokens`` (models.toml's spelling) is one turn's too.
+SAMPLING_FIELDS = {"turn_max_tokens": "max_tokens"}
+_SAMPLING_WORDS = {field: key for key, field in SAMPLING_FIELDS.items()}
 
 
 @dataclass(frozen=True)
@@ -87,8 +93,9 @@ def convert(key: str, value: Any, where: str) -> Any:
         number = kind(value)
     except (TypeError, ValueError):
         raise ConfigError(f"{key} must be a number, not {value!r}", key=where) from None
-    if number < 0:
-        raise ConfigError(f"{key} must be 0 or more, not {value!r}", key=where)
+    least = 1 if key == "turn_max_tokens" else 0
+    if number < least:
+        raise ConfigError(f"{key} must be {least} or more, not {value!r}", key=where)
     return number
 
 
@@ -102,7 +109,7 @@ def assign(key: str, value: Any, where: str) -> RunSpec:
     if key in RUN_KEYS:
         return RunSpec(run={key: convert(key, value, where)})
     if key in SAMPLING_KEYS:
-        return RunSpec(sampling={key: convert(key, value, where)})
+        return RunSpec(sampling={SAMPLING_FIELDS.get(key, key): convert(key, value, where)})
     known = ", ".join([*RUN_KEYS, *SAMPLING_KEYS])
     raise ConfigError(f"unknown setting {key!r}", key=where,
                       fix=f"use GUARD.KEY=VALUE for a guard setting, or one of: {known}")
@@ -196,4 +203,4 @@ def setting_words(spec: RunSpec, besides: Mapping[str, Any] | None = None) -> li
     besides = besides or {}
     return [*(f"{guard}.{key}={value}" for guard, values in spec.guard_settings.items() for key, value in values.items()),
             *(f"{k}={v}" for k, v in spec.run.items() if k not in besides or besides[k] != v),
-            *(f"{k}={v}" for k, v in spec.sampling.items())]
+            *(f"{_SAMPLING_WORDS.get(k, k)}={v}" for k, v in spec.sampling.items())]
