@@ -36,6 +36,21 @@ async def test_tuiagent_preset_runs_its_budgets_and_sampling(ui, tmp_path):
         assert app.errors == []
 
 
+async def test_a_preset_chosen_in_the_app_runs_its_budgets_and_sampling_from_the_next_run(ui, tmp_path):
+    write_budgeted_preset()
+    app = scripted(app_config(model="scripted", preset="none", problem="count", out=tmp_path / "runs"))
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause(0.2)
+        app.screen.apply_preset(app.presets()["budgeted"])  # what `p` and a number in the guard panel do
+        await ui.solve(pilot, app)
+        assert_the_preset_reached(recorded(app.screen.query_one("#trajectory").events))
+        app.screen.apply_preset(app.preset_choices()[0])  # `none`: the budgets go back to their defaults
+        await ui.solve(pilot, app)
+        started = next(e for e in app.screen.query_one("#trajectory").events if isinstance(e, ev.RunStarted))
+        assert started.settings["max_tool_calls"] != RUN["max_tool_calls"] and started.settings["explicit"] == []
+        assert app.errors == []
+
+
 async def test_a_compare_column_runs_a_presets_budgets_and_sampling(ui, tmp_path):
     write_budgeted_preset()
     app = scripted(app_config(model="scripted", preset="none", problem="count", screen="compare",
