@@ -31,6 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from tests.backends.conftest import _resolve  # noqa: E402
 from tests.backends.llama_server import LlamaServer, pool_entry  # noqa: E402
+from tuiagent.core.run_spec import RunSpec  # noqa: E402
 from tuiagent.eval.harness import EvalConfig, run_eval  # noqa: E402
 from tuiagent.presets import resolve_settings  # noqa: E402
 
@@ -47,7 +48,7 @@ async def one_side(model: Path, servers: int, threads: int, args: argparse.Names
         models.write_text(pool_entry("bench-pool", started))
         cfg = EvalConfig(datasets=["demo"], settings=resolve_settings(["none"]), out=tmp / "out",
                          model="bench-pool", models_file=models, limit=args.problems,
-                         concurrency=args.concurrency, run=dict(RUN))
+                         concurrency=args.concurrency, base=RunSpec(run=dict(RUN)))
         outcome = await run_eval(cfg, log=lambda m: None)
     records = [json.loads(line) for line in (tmp / "out" / "results.jsonl").read_text().splitlines()]
     by_server: dict[str, int] = {}

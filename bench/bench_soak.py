@@ -39,6 +39,7 @@ import psutil
 from kernels.sandbox import describe
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
+from tuiagent.core.run_spec import RunSpec
 from tuiagent.core.trajectory import load
 from tuiagent.eval.harness import EvalConfig, run_eval
 from tuiagent.presets import resolve_settings
@@ -175,7 +176,7 @@ async def soak(tmp: Path, *, minutes: float | None = None, max_runs: int | None 
                                  and (max_runs is None or sampler.runs + batch <= max_runs)):
             out = tmp / f"batch-{len(rests):04d}"
             cfg = EvalConfig(datasets=[str(data)], settings=resolve_settings(["none"]), out=out, model="scripted",
-                             concurrency=concurrency, run={"exec_timeout_s": EXEC_TIMEOUT_S})
+                             concurrency=concurrency, base=RunSpec(run={"exec_timeout_s": EXEC_TIMEOUT_S}))
             outcome = await run_eval(cfg, backend_factory=backend, log=log.append, on_record=counted)
             if outcome.failed:
                 problems.append(f"batch {len(rests)}: {outcome.failed} run(s) failed")

@@ -77,14 +77,15 @@ def pct(values: list[float], q: float) -> float:
 async def measure(keys: int, rate: float, interval: float, turns: int, words: int, shade: bool = False) -> dict:
     from textual import events
 
-    from tuiagent.protocol import RunSettings
+    from tuiagent.core.run_spec import RunSpec
     from tuiagent.ui import AppConfig, make_app
     from tuiagent.ui.widgets.guard_list import GuardList
     from tuiagent.ui.widgets.status_line import StatusLine
 
     turns_tokens = script(turns, words, unsure=shade)
-    config = AppConfig(model="scripted", problem="How much is it?", guards=("attc", "necessity", "prunetir", "tim"),
-                       settings=RunSettings(max_tokens=100_000, max_tool_calls=turns + 1, max_wall_s=3600))
+    config = AppConfig(model="scripted", problem="How much is it?", run_spec=RunSpec(
+        guards=("attc", "necessity", "prunetir", "tim"),
+        run={"max_tokens": 100_000, "max_tool_calls": turns + 1, "max_wall_s": 3600}))
     app = make_app(config, backend_factory=lambda: paced_backend(turns_tokens, rate))
 
     pending: dict[int, float] = {}

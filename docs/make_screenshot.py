@@ -48,9 +48,10 @@ def script_turns():
 
 async def shoot(out: Path, size: tuple[int, int]) -> None:
     from tuiagent.backends.scripted import ScriptedBackend
+    from tuiagent.core.run_spec import RunSpec
     from tuiagent.ui import AppConfig, make_app
 
-    config = AppConfig(model="scripted", problem=PROBLEM, gold=GOLD, guards=GUARDS)
+    config = AppConfig(model="scripted", problem=PROBLEM, gold=GOLD, run_spec=RunSpec(guards=GUARDS))
     app = make_app(config, backend_factory=lambda: ScriptedBackend(script_turns(), delay_s=0.002))
     async with app.run_test(size=size) as pilot:
         await until(pilot, lambda: app.screen.is_mounted and app.screen.focused is not None, "the screen")

@@ -166,11 +166,13 @@ def test_doctor_says_all_good(installed, tmp_path, data_dirs):
 APP_RUN = textwrap.dedent("""
     import asyncio, json, sys
     from pathlib import Path
+    from tuiagent.core.run_spec import RunSpec
     from tuiagent.ui import AppConfig, make_app
     from tuiagent.ui.widgets.status_line import StatusLine
 
     async def main():
-        app = make_app(AppConfig(model="scripted", script=Path(sys.argv[1]), problem="What is 6 times 7?", guards=(),
+        app = make_app(AppConfig(model="scripted", script=Path(sys.argv[1]), problem="What is 6 times 7?",
+                                 run_spec=RunSpec(guards=()),
                                  out=Path(sys.argv[2])))
         async with app.run_test(size=(120, 40)) as pilot:
             for _ in range(3000):  # until the model is ready, then until the run has ended

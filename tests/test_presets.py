@@ -63,6 +63,15 @@ def solve(*args: str) -> subprocess.CompletedProcess:
                           timeout=120, env=os.environ.copy())
 
 
+def test_a_sampling_tables_max_tokens_is_one_turns(tmp_path):
+    from tuiagent.presets import load_preset_file
+
+    path = tmp_path / "p.toml"
+    path.write_text("[presets.short]\nguards = []\nsampling = { max_tokens = 128 }\nrun = { max_tokens = 900 }\n")
+    short = load_preset_file(path)["short"]
+    assert short.sampling == {"max_tokens": 128} and short.run == {"max_tokens": 900}
+
+
 def test_solve_runs_a_preset_and_the_command_line_wins(write_script, tmp_path):
     write_user_presets(STRICT)
     script = write_script("\\boxed{3}")

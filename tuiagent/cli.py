@@ -15,6 +15,7 @@ from rich.console import Console
 from rich.text import Text
 
 from kernels.base import KernelFailed
+from tuiagent.core.run_spec import DEFAULTS, RunSpec
 from tuiagent.errors import UserError
 from tuiagent.options import NetworkOpt, SandboxOpt, check_sandbox
 from tuiagent.presets import DEFAULT_PRESET
@@ -23,7 +24,7 @@ from tuiagent.safetext import for_terminal
 
 if TYPE_CHECKING:
     from tuiagent.core.events import Event
-    from tuiagent.protocol import RunSettings
+    from tuiagent.presets import Preset
 
 app = typer.Typer(
     help="A local language model solves math problems by writing Python that a real Jupyter kernel runs.",
@@ -38,6 +39,8 @@ ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Model id fr
 ModelsFileOpt = Annotated[
     Path | None, typer.Option("--models", help="A models.toml that overrides the shipped and user ones.")
 ]
+SET_HELP = ("A setting, KEY=VALUE (repeat): a guard's (attc.threshold=0.95), a budget (max_tool_calls=6), "
+            "sampling (temperature=0.7, turn_max_tokens=512), mode or kernel; docs/runs.md.")
 ScriptOpt = Annotated[
     Path | None, typer.Option("--script", help="Turns to replay with `--model scripted` (JSON lines).")
 ]
@@ -52,90 +55,72 @@ def main_callback(
     sandbox: SandboxOpt = "auto",
     allow_network: NetworkOpt = False,
     confirm: Annotated[bool, typer.Option("--confirm", help="Start with 'ask before running code' on (ctrl+k in the app).")] = False,
-    preset: Annotated[str | None, typer.Option("--preset", "-p", help="Start with a preset's guards and settings (`tuiagent presets`; default: recommended).")] = None,
+    preset: Annotated[str | None, typer.Option("--preset", "-p", help=(
+        "Start under a preset or setting string (`tuiagent presets`): its guards, their settings, budgets, "
+        "sampling, mode and kernel, as `solve --preset` runs them (default: recommended)."))] = None,
 ) -> None:
     """Without a command, open the interactive app on the default model."""
     if ctx.invoked_subcommand is None:
         from tuiagent.app import run_app
 
-        preset_named(preset or DEFAULT_PRESET, model, models)  # a usage error before the app opens
+        try:  # a usage error before the app opens
+            preset_named(preset or DEFAULT_PRESET, model, models).spec.settings()
+        except ValueError as e:
+            raise typer.BadParameter(str(e), param_hint="--preset") from None
         run_app(model=model, models_file=models, script=script, sandbox=check_sandbox(sandbox), confirm=confirm,
                 preset=preset or DEFAULT_PRESET, network=allow_network)
 
 
 @app.command()
 def solve(
-    ctx: typer.Context,
     problem: Annotated[str, typer.Argument(help="The problem text, or - to read it from standard input.")],
     model: ModelOpt = None,
     models: ModelsFileOpt = None,
     script: ScriptOpt = None,
     gold: Annotated[str | None, typer.Option(help="The right answer; the result is checked with math-verify.")] = None,
     no_tool: Annotated[bool, typer.Option("--no-tool", help="Chain-of-thought mode: same loop, no kernel.")] = False,
-    max_tool_calls: Annotated[int, typer.Option(min=0, help="Tool-call budget.")] = 4,
-    max_tokens: Annotated[int, typer.Option(min=1, help="Generated-token budget for the whole run.")] = 3072,
-    max_time: Annotated[float, typer.Option(min=1, help="Wall-time budget in seconds.")] = 600.0,
-    timeout: Annotated[float, typer.Option(min=0.1, help="Per-call execution timeout in seconds.")] = 5.0,
-    output_chars: Annotated[int, typer.Option(min=0, help="Tool output shown to the model: head+tail characters.")] = 400,
+    max_tool_calls: Annotated[int | None, typer.Option(min=0, help=f"Tool-call budget (default {DEFAULTS.max_tool_calls}).")] = None,
+    max_tokens: Annotated[int | None, typer.Option(min=1, help=(
+        f"Generated-token budget for the whole run (default {DEFAULTS.max_tokens}; one turn's limit is the "
+        "model's sampling max_tokens, or --set turn_max_tokens=N)."))] = None,
+    max_time: Annotated[float | None, typer.Option(min=1, help=f"Wall-time budget in seconds (default {DEFAULTS.max_wall_s:g}).")] = None,
+    timeout: Annotated[float | None, typer.Option(min=0.1, help=f"Per-call execution timeout in seconds (default {DEFAULTS.exec_timeout_s:g}).")] = None,
+    output_chars: Annotated[int | None, typer.Option(min=0, help=(
+        f"Tool output shown to the model: head+tail characters (default {DEFAULTS.output_chars})."))] = None,
     temperature: Annotated[float | None, typer.Option(min=0, help="Override the model's sampling temperature.")] = None,
     seed: Annotated[int | None, typer.Option(help="Sampling seed.")] = None,
     out: Annotated[Path | None, typer.Option(help="Trajectory file, or a directory for it (default: user data dir).")] = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object per event instead of a transcript.")] = False,
     preset: Annotated[str | None, typer.Option("--preset", "-p", help=(
-        "A preset (`tuiagent presets`): its guards, their settings, budgets and sampling; -g, --set and "
-        "budget options given here add to it or win over it. Default: recommended, unless -g or --set is given."))] = None,
+        "A preset or setting string (`tuiagent presets`, docs/runs.md): its guards, their settings, budgets, "
+        "sampling, mode and kernel; -g, --set and the options given here add to it or win over it. Default: "
+        "recommended, unless -g or --set is given."))] = None,
     guard: Annotated[list[str] | None, typer.Option("--guard", "-g", help="Turn a guard on (repeat; `all` for every one).")] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="A guard setting, e.g. attc.threshold=0.95 (repeat).")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help=SET_HELP)] = None,
     sandbox: SandboxOpt = "auto",
     allow_network: NetworkOpt = False,
     confirm: Annotated[bool, typer.Option("--confirm", help="Ask on the terminal before each code block runs.")] = False,
 ) -> None:
     """Solve one problem and stream a readable transcript (or JSON events)."""
-    from dataclasses import replace
-
     from tuiagent.core.events import FAILURE_REASONS, RunFinished, RunStarted
-    from tuiagent.protocol import BUDGETS, RunSettings
     from tuiagent.runner import RunRequest, run_problem, trajectory_path
     from tuiagent.transcript import JsonPrinter, TranscriptPrinter
 
     text = sys.stdin.read() if problem == "-" else problem
     if not text.strip():
         raise UserError("the problem is empty: pass the problem text, or - and the text on standard input")
-    overrides = {k: v for k, v in {"temperature": temperature, "seed": seed}.items() if v is not None}
-    guards, guard_settings, kernel = tuple(guard or ()), parse_sets(set_ or []), "jupyter"
+    given = given_spec(guard, set_, run={"mode": "cot" if no_tool else None, "max_tool_calls": max_tool_calls,
+                                          "max_tokens": max_tokens, "max_wall_s": max_time,
+                                          "exec_timeout_s": timeout, "output_chars": output_chars},
+                       sampling={"temperature": temperature, "seed": seed})
+    if preset is None and not guard and not set_:
+        preset = DEFAULT_PRESET
+    spec = preset_named(preset, model, models).spec.merged(given) if preset is not None else given
     try:
-        settings = RunSettings(
-            mode="cot" if no_tool else "tool",
-            max_tool_calls=max_tool_calls,
-            max_tokens=max_tokens,
-            max_wall_s=max_time,
-            exec_timeout_s=timeout,
-            output_chars=output_chars,
-        )
-        settings = replace(settings, explicit=tuple(  # budgets given here: guards do not raise them
-            k for k, option in _RUN_OPTIONS.items() if k in BUDGETS and _on_command_line(ctx, option)))
-        if preset is None and not guard and not set_:
-            preset = DEFAULT_PRESET
-        if preset is not None:
-            settings, guards, guard_settings, kernel, overrides = apply_preset(
-                ctx, preset, settings, guards, guard_settings, overrides)
+        request = RunRequest.of(spec, text, model=model, models_file=models, script=script, gold=gold, out=out,
+                                sandbox=check_sandbox(sandbox), network=allow_network)
     except ValueError as e:  # a budget no run can keep (RunSettings says which)
         raise typer.BadParameter(str(e)) from None
-    request = RunRequest(
-        problem=text,
-        model=model,
-        models_file=models,
-        script=script,
-        gold=gold,
-        settings=settings,
-        sampling_overrides=overrides,
-        out=out,
-        guards=guards,
-        guard_settings=guard_settings,
-        kernel=kernel,
-        sandbox=check_sandbox(sandbox),
-        network=allow_network,
-    )
     approve = terminal_approver() if confirm else None
     printer = JsonPrinter(sys.stdout) if json_out else TranscriptPrinter()
     started: list[RunStarted] = []
@@ -185,7 +170,7 @@ def fork(
     preset: Annotated[str | None, typer.Option("--preset", "-p", help="Run the fork under a preset's guards, settings, budgets and sampling.")] = None,
     guard: Annotated[list[str] | None, typer.Option("--guard", "-g", help="Turn a guard on (repeat; `all` for every one). With -g, --preset or --no-guards the parent's guards are dropped.")] = None,
     no_guards: Annotated[bool, typer.Option("--no-guards", help="Run the fork with no guard.")] = False,
-    set_: Annotated[list[str] | None, typer.Option("--set", help="A guard setting, e.g. attc.threshold=0.95 (repeat).")] = None,
+    set_: Annotated[list[str] | None, typer.Option("--set", help=SET_HELP)] = None,
     max_tool_calls: Annotated[int | None, typer.Option(min=0, help="Tool-call budget (default: the parent's).")] = None,
     max_tokens: Annotated[int | None, typer.Option(min=1, help="Generated-token budget (default: the parent's).")] = None,
     temperature: Annotated[float | None, typer.Option(min=0, help="Sampling temperature (default: the parent's).")] = None,
@@ -208,23 +193,18 @@ def fork(
     loaded = load(run)
     print_warnings(loaded.warnings)
     point = fork_point(loaded.events, step, run)
-    guards: tuple[str, ...] | None = None
-    guard_settings = parse_sets(set_ or [])
-    settings = {k: v for k, v in {"max_tool_calls": max_tool_calls, "max_tokens": max_tokens}.items() if v is not None}
-    sampling = {k: v for k, v in {"temperature": temperature, "seed": seed}.items() if v is not None}
+    given = given_spec(guard, set_, run={"max_tool_calls": max_tool_calls, "max_tokens": max_tokens},
+                       sampling={"temperature": temperature, "seed": seed})
+    if no_guards:
+        given = RunSpec(guards=()).merged(given)
     if preset is not None:
-        p = preset_named(preset, model or point.started.model_id, models)
-        guards = p.guards
-        guard_settings = {g: {**p.guard_settings.get(g, {}), **guard_settings.get(g, {})}
-                          for g in {*p.guard_settings, *guard_settings}}
-        settings = {**{k: v for k, v in p.run.items() if k != "kernel"}, **settings}
-        sampling = {**p.sampling, **sampling}
-    if guard or no_guards:
-        guards = tuple(dict.fromkeys((guards or ()) + tuple(guard or ())))
-    request = fork_request(point, guards=guards, guard_settings=guard_settings, settings=settings,
-                           sampling=sampling, models_file=models, script=script, out=out,
-                           sandbox=check_sandbox(sandbox), network=allow_network,
-                           **({"model": model} if model else {}))
+        given = preset_named(preset, model or point.started.model_id, models).spec.merged(given)
+    try:
+        request = fork_request(point, given, models_file=models, script=script, out=out,
+                               sandbox=check_sandbox(sandbox), network=allow_network,
+                               **({"model": model} if model else {}))
+    except ValueError as e:  # a budget no run can keep
+        raise typer.BadParameter(str(e)) from None
     printer = JsonPrinter(sys.stdout) if json_out else TranscriptPrinter()
     try:
         finished = asyncio.run(run_problem(request, printer, fork=point))
@@ -236,8 +216,9 @@ def fork(
         raise typer.Exit(1)
 
 
-def preset_named(name: str, model: str | None = None, models_file: Path | None = None) -> Any:
-    """Preset ``name`` for ``model`` (its calibration may define its own ``recommended``)."""
+def preset_named(name: str, model: str | None = None, models_file: Path | None = None) -> Preset:
+    """Preset ``name`` for ``model`` (its calibration may define its own ``recommended``), or a
+    setting string (``attc+prunetir:max_tool_calls=6``)."""
     from tuiagent.config import load_models
     from tuiagent.presets import find_preset
 
@@ -248,32 +229,16 @@ def preset_named(name: str, model: str | None = None, models_file: Path | None =
         raise typer.BadParameter(getattr(e, "problem", str(e)), param_hint="--preset") from None
 
 
-# solve's options that a preset's run settings fill in when they are not given on the command line
-_RUN_OPTIONS = {"max_tool_calls": "max_tool_calls", "max_tokens": "max_tokens", "max_wall_s": "max_time",
-                "exec_timeout_s": "timeout", "output_chars": "output_chars", "mode": "no_tool"}
+def given_spec(guard: list[str] | None, sets: list[str] | None, *, run: dict[str, Any],
+               sampling: dict[str, Any]) -> RunSpec:
+    """What the command line gave, and nothing else: ``-g``, ``--set`` and the options not left at
+    None (an option beats a ``--set`` of the same key); defaults stay unsaid, so a preset's values hold."""
+    from tuiagent.presets import grammar
 
-
-def apply_preset(ctx: typer.Context, name: str, settings: RunSettings, guards: tuple[str, ...],
-                 guard_settings: dict[str, dict[str, Any]], sampling: dict[str, Any],
-                 ) -> tuple[RunSettings, tuple[str, ...], dict[str, dict[str, Any]], str, dict[str, Any]]:
-    """``solve``'s request with preset ``name`` under it: what the command line gave wins."""
-    from dataclasses import replace
-
-    from tuiagent.protocol import BUDGETS
-
-    p = preset_named(name, ctx.params.get("model"), ctx.params.get("models"))
-    given = {k for k in _RUN_OPTIONS.values() if _on_command_line(ctx, k)}
-    run = {k: v for k, v in p.run.items() if k in _RUN_OPTIONS and _RUN_OPTIONS[k] not in given}
-    merged = {g: dict(v) for g, v in p.guard_settings.items()}
-    for g, values in guard_settings.items():
-        merged.setdefault(g, {}).update(values)
-    explicit = tuple(dict.fromkeys([*settings.explicit, *(k for k in run if k in BUDGETS)]))
-    return (replace(settings, **run, explicit=explicit), tuple(dict.fromkeys(p.guards + guards)), merged,
-            str(p.run.get("kernel", "jupyter")), {**p.sampling, **sampling})
-
-
-def _on_command_line(ctx: typer.Context, option: str) -> bool:
-    return getattr(ctx.get_parameter_source(option), "name", "") == "COMMANDLINE"
+    options = RunSpec(guards=tuple(guard) if guard else None,
+                      run={k: v for k, v in run.items() if v is not None},
+                      sampling={k: v for k, v in sampling.items() if v is not None})
+    return grammar().assignments(sets or [], "--set").merged(options)
 
 
 def terminal_approver() -> Callable[[str], Awaitable[bool]]:
@@ -308,18 +273,6 @@ def terminal_approver() -> Callable[[str], Awaitable[bool]]:
     return approve
 
 
-def parse_sets(items: list[str]) -> dict[str, dict[str, str]]:
-    """``guard.key=value`` strings -> {guard: {key: value}}; values are checked by the guard's settings."""
-    out: dict[str, dict[str, str]] = {}
-    for item in items:
-        name, eq, value = item.partition("=")
-        guard_name, dot, key = name.strip().partition(".")
-        if not (eq and dot and guard_name and key):
-            raise typer.BadParameter(f"{item!r} is not GUARD.KEY=VALUE (e.g. attc.threshold=0.95)", param_hint="--set")
-        out.setdefault(guard_name, {})[key] = value.strip()
-    return out
-
-
 @app.command("guards")
 def list_guards() -> None:
     """List the installed guards and their settings (defaults tagged [paper], [ref] or ours)."""
@@ -338,16 +291,14 @@ def list_guards() -> None:
 
 
 @app.command("presets")
-def list_presets() -> None:
-    """List the presets (named guard settings) and the files they come from; add yours to the user file."""
-    from tuiagent.core.compare import setting_words
+def list_presets(model: ModelOpt = None, models: ModelsFileOpt = None) -> None:
+    """List the presets (named run settings) for a model and the files they come from; add yours to the user file."""
+    from tuiagent.core.run_spec import setting_words
     from tuiagent.presets import load_presets, user_presets_file
 
     console = Console(highlight=False, soft_wrap=True)
-    for name, p in load_presets().items():
-        what = " ".join([*(p.guards or ("no guards",)),
-                         *setting_words(p.guard_settings),
-                         *(f"{k}={v}" for k, v in {**p.run, **p.sampling}.items())])
+    for name, p in load_presets(model=model, models_file=models).items():
+        what = " ".join([*(p.guards or ("no guards",)), *setting_words(p.spec)])
         console.print(Text(name, style="bold") + Text(f"  {what}"))
         if p.description:
             console.print(Text(f"  {p.description}", style="dim"))

@@ -1,12 +1,13 @@
-"""Presets: named guard settings (which guards, their settings, and the run budgets and sampling
-they need), defined once and used by ``solve --preset``, ``eval -c``, compare columns and the app.
+"""Presets: named run specifications (tuiagent.core.run_spec: which guards, their settings, the
+run budgets, sampling, mode and kernel), defined once and used by ``solve --preset``, ``tuiagent
+--preset``, ``fork --preset``, ``eval -c``, compare columns and the app.
 
 They come from the shipped ``tuiagent/presets.toml``, the user's ``<config dir>/presets.toml`` and,
 for an eval, ``--configs FILE``, later ones winning; a model's calibration may define its own
-``recommended``. ``parse_config`` reads the one-string form ``PARTS[:KEY=VALUE,...]`` (guard
-names, ``all``, ``none``, a tool-use-tax condition or a preset name, then guard, run or sampling
-settings). A preset may only set guards it turns on. The file format and the grammar with
-examples: docs/runs.md ("Presets").
+``recommended``. ``parse_config`` reads the one setting grammar (``PARTS[:KEY=VALUE,...]``, see
+tuiagent.core.run_spec) with these presets and the tool-use-tax conditions as its vocabulary. A
+preset may only set guards it turns on. The file format and the grammar with examples:
+docs/runs.md ("Presets").
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from tuiagent import paths
+from tuiagent.core.run_spec import RUN_KEYS, SAMPLING_KEYS, Grammar, RunSpec, assign, check_guards_on
 from tuiagent.errors import ConfigError, UserError
 
 # The seven tool-use-tax conditions (arXiv 2605.00136, section 2.2), as changes to a run, in the
@@ -50,44 +52,51 @@ PROTOCOLS = {"tooltax": ("full", "cot", "fcstyle", "noop", "oracle", "evidence",
                                    "prunetir:prunetir.stpr=false", "prunetir:prunetir.rtts=false"),
              # [paper] TIM (arXiv 2511.10899): Base (no tool), TaLM, TaLM + Prompting (section 6.1; presets.toml)
              "tim": ("cot", "full", "tim-prompt")}
-MODES = ("tool", "cot", "fcstyle")
-
-RUN_KEYS = {"mode": str, "kernel": str, "evidence": str, "max_tool_calls": int, "max_tokens": int, "exec_timeout_s": float,
-            "output_chars": int, "max_wall_s": float}
-SAMPLING_KEYS = {"temperature": float, "top_p": float, "top_k": int, "repeat_penalty": float}
 
 
 @dataclass(frozen=True)
 class Preset:
-    """Named settings for a run (in an eval: one setting every problem is run under). ``run``
-    overrides RunSettings fields (``mode`` and the budgets) and may name the ``kernel``;
-    ``sampling`` overrides the model's sampling."""
+    """A named RunSpec (in an eval: one setting every problem is run under)."""
 
     name: str
-    guards: tuple[str, ...] = ()
-    guard_settings: dict[str, dict[str, Any]] = field(default_factory=dict, hash=False)
-    run: dict[str, Any] = field(default_factory=dict, hash=False)
-    sampling: dict[str, Any] = field(default_factory=dict, hash=False)
-    condition: str | None = None  # a tool-use-tax condition this setting is, when it is one
+    spec: RunSpec = field(default_factory=RunSpec)
     description: str = field(default="", compare=False)
     origin: str = field(default="", compare=False)  # the file that defined it ("" for a parsed string)
 
     @property
+    def guards(self) -> tuple[str, ...]:
+        return self.spec.guards or ()
+
+    @property
+    def guard_settings(self) -> dict[str, dict[str, Any]]:
+        return self.spec.guard_settings
+
+    @property
+    def run(self) -> dict[str, Any]:
+        return self.spec.run
+
+    @property
+    def sampling(self) -> dict[str, Any]:
+        return self.spec.sampling
+
+    @property
+    def condition(self) -> str | None:
+        return self.spec.condition
+
+    @property
     def mode(self) -> str:
-        return str(self.run.get("mode", "tool"))
+        return self.spec.mode
 
     @property
     def kernel(self) -> str:
-        return str(self.run.get("kernel", "jupyter"))
+        return self.spec.kernel
 
     @property
     def evidence(self) -> str:
-        """"oracle": a distractor variant is run on its clean question (Agent-OracleEvidence)."""
-        return str(self.run.get("evidence", "as written"))
+        return self.spec.evidence
 
     def describe(self) -> dict[str, Any]:
-        return {"name": self.name, "guards": list(self.guards), "guard_settings": self.guard_settings,
-                "run": self.run, "sampling": self.sampling, "condition": self.condition}
+        return {"name": self.name, **self.spec.describe()}
 
     def fingerprint(self, base: dict[str, Any] | None = None) -> str:
         """A short hash of what the setting does (with the eval-wide ``base`` run settings)."""
@@ -97,93 +106,23 @@ class Preset:
         return hashlib.sha1(blob.encode()).hexdigest()[:12]
 
 
-def _convert(key: str, value: Any, kind: type, origin: str) -> Any:
-    if kind is str:
-        value = str(value)
-        if key == "mode" and value not in MODES:
-            raise ConfigError(f"mode must be one of {', '.join(MODES)}, not {value!r}", key=origin)
-        if key == "evidence" and value != "oracle":
-            raise ConfigError(f"evidence can only be oracle, not {value!r}", key=origin)
-        return value
-    try:
-        number = kind(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{key} must be a number, not {value!r}", key=origin) from None
-    if number < 0:
-        raise ConfigError(f"{key} must be 0 or more, not {value!r}", key=origin)
-    return number
-
-
-def _assign(setting: dict[str, Any], key: str, value: Any, origin: str) -> None:
-    if "." in key:
-        guard, _, name = key.partition(".")
-        setting["guard_settings"].setdefault(guard, {})[name] = value
-    elif key in RUN_KEYS:
-        setting["run"][key] = _convert(key, value, RUN_KEYS[key], origin)
-    elif key in SAMPLING_KEYS:
-        setting["sampling"][key] = _convert(key, value, SAMPLING_KEYS[key], origin)
-    else:
-        known = ", ".join([*RUN_KEYS, *SAMPLING_KEYS])
-        raise ConfigError(f"unknown setting {key!r}", key=origin,
-                          fix=f"use GUARD.KEY=VALUE for a guard setting, or one of: {known}")
-
-
 def _guard_names() -> list[str]:
     from guards.chain import available
 
     return available()
 
 
-def _check_settings_are_for_guards_on(guards: list[str], guard_settings: dict[str, Any], where: str) -> None:
-    """A setting for a guard the config does not turn on would be silently ignored: refuse it."""
-    off = sorted(g for g in guard_settings if g not in guards and "all" not in guards)
-    if off:
-        raise ConfigError(f"{where} sets {', '.join(off)}, which it does not turn on",
-                          fix=f"add {'+'.join(off)} to its guards, or drop the setting")
+def grammar(named: dict[str, Preset] | None = None) -> Grammar:
+    """The setting grammar (tuiagent.core.run_spec) with the installed guards, the conditions and ``named``."""
+    return Grammar(_guard_names(), CONDITIONS, {name: p.spec for name, p in (named or {}).items()})
 
 
 def parse_config(text: str, named: dict[str, Preset] | None = None) -> Preset:
-    """One ``--config`` string (see the module docstring) -> an Preset named ``text``."""
+    """One setting string (``-c``, a compare column, ``--preset``) -> a Preset named ``text``."""
     named = named or {}
-    text = text.strip()
-    if not text:
-        raise ConfigError("an empty --config", fix="e.g. --config none, --config attc+prunetir")
-    if text in named:
-        return named[text]
-    head, colon, tail = text.partition(":")
-    parts = [p.strip() for p in head.split("+") if p.strip()]
-    guards_known = _guard_names()
-    setting: dict[str, Any] = {"guards": [], "guard_settings": {}, "run": {}, "sampling": {}}
-    conditions = []
-    for part in parts:
-        if part == "none":
-            continue
-        if part == "all":
-            setting["guards"].append("all")
-        elif part in CONDITIONS:
-            conditions.append(part)
-            setting["run"].update(CONDITIONS[part])
-        elif part in guards_known:
-            setting["guards"].append(part)
-        else:
-            choices = ", ".join(["none", "all", *guards_known, *CONDITIONS, *named])
-            raise ConfigError(f"--config {text!r}: {part!r} is not a guard, a condition or a named config",
-                              fix=f"use one of: {choices} (join with +)")
-    if len(conditions) > 1:
-        raise ConfigError(f"--config {text!r} names more than one condition ({', '.join(conditions)})",
-                          fix=f"give one of {', '.join(CONDITIONS)} per config")
-    if colon:
-        for item in tail.split(","):
-            key, eq, value = item.partition("=")
-            if not (eq and key.strip()):
-                raise ConfigError(f"--config {text!r}: {item!r} is not KEY=VALUE",
-                                  fix="e.g. attc+prunetir:attc.threshold=0.9,max_tool_calls=6")
-            _assign(setting, key.strip(), value.strip(), f"--config {text}")
-    _check_settings_are_for_guards_on(setting["guards"], setting["guard_settings"], f"--config {text!r}")
-    condition = conditions[0] if conditions else ("full" if text in ("none", "full") else None)
-    return Preset(name=text, guards=tuple(dict.fromkeys(setting["guards"])),
-                       guard_settings=setting["guard_settings"], run=setting["run"], sampling=setting["sampling"],
-                       condition=condition if not setting["guards"] else None)
+    if text.strip() in named:
+        return named[text.strip()]
+    return Preset(name=text.strip(), spec=grammar(named).parse(text))
 
 
 # [ours] What `solve` and the app start with when no preset or guard is asked for. Measured on the
@@ -230,6 +169,8 @@ def find_preset(name: str, *, model: str | None = None, models_file: Path | None
     try:
         return parse_config(name, presets)
     except UserError:
+        if any(c in name for c in ":=+, "):  # a setting string: its own mistake says more
+            raise
         raise ConfigError(f"no preset {name!r}; known: {', '.join(sorted(presets))}, none, all or a guard's name",
                           key="--preset", fix="`tuiagent presets` lists them") from None
 
@@ -266,32 +207,26 @@ def load_preset_file(path: Path | str) -> dict[str, Preset]:
                 raise ConfigError(f"{g!r} is not an installed guard", file=str(path), key=f"{where}.guards",
                                   fix=f"use all or one of {', '.join(guards_known)}")
         guards = [g for g in guards if g != "none"]
-        setting: dict[str, Any] = {"guards": guards, "guard_settings": {}, "run": {}, "sampling": {}}
+        spec = RunSpec(guards=tuple(guards))
         condition = table.get("condition")
         if condition is not None:
             if condition not in CONDITIONS:
                 raise ConfigError(f"{condition!r} is not a condition", file=str(path), key=f"{where}.condition",
                                   fix=f"use one of {', '.join(CONDITIONS)}")
-            setting["run"].update(CONDITIONS[condition])
-        for key, value in dict(table.get("run", {})).items():
-            if key not in RUN_KEYS:
-                raise ConfigError(f"unknown run setting {key!r}", file=str(path), key=f"{where}.run",
-                                  fix=f"use {', '.join(RUN_KEYS)}")
-            _assign(setting, key, value, f"{path}: {where}.run")
-        for key, value in dict(table.get("sampling", {})).items():
-            if key not in SAMPLING_KEYS:
-                raise ConfigError(f"unknown sampling setting {key!r}", file=str(path), key=f"{where}.sampling",
-                                  fix=f"use {', '.join(SAMPLING_KEYS)}")
-            _assign(setting, key, value, f"{path}: {where}.sampling")
+            spec = spec.merged(RunSpec(run=dict(CONDITIONS[condition]), condition=condition))
+        for section, keys in (("run", RUN_KEYS), ("sampling", SAMPLING_KEYS)):
+            for key, value in dict(table.get(section, {})).items():
+                key = "turn_max_tokens" if (section, key) == ("sampling", "max_tokens") else key
+                if key not in keys:
+                    raise ConfigError(f"unknown {section} setting {key!r}", file=str(path), key=f"{where}.{section}",
+                                      fix=f"use {', '.join(keys)}")
+                spec = spec.merged(assign(key, value, f"{path}: {where}.{section}"))
         for guard, values in dict(table.get("guard_settings", {})).items():
             if not isinstance(values, dict):
                 raise ConfigError("must be a table of settings", file=str(path), key=f"{where}.guard_settings.{guard}")
-            setting["guard_settings"][guard] = dict(values)
-        _check_settings_are_for_guards_on(guards, setting["guard_settings"], f"{path}: {where}")
-        out[name] = Preset(name=name, guards=tuple(guards), guard_settings=setting["guard_settings"],
-                           run=setting["run"], sampling=setting["sampling"],
-                           condition=condition if condition and not guards else None,
-                           description=str(table.get("description", "")), origin=str(path))
+            spec = spec.merged(RunSpec(guard_settings={guard: dict(values)}))
+        check_guards_on(spec, f"{path}: {where}")
+        out[name] = Preset(name=name, spec=spec, description=str(table.get("description", "")), origin=str(path))
     return out
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +22,7 @@ from tuiagent.core.events import Event, Notice, RunFinished
 from tuiagent.core.fork import ForkPoint, guards_at
 from tuiagent.core.judge import JudgeModels
 from tuiagent.core.loop import Agent
+from tuiagent.core.run_spec import DEFAULT_KERNEL, NOT_SETTINGS, RunSpec
 from tuiagent.core.trajectory import Recorder, new_run_id
 from tuiagent.errors import ConfigError, UserError
 from tuiagent.protocol import BUDGETS, RunSettings
@@ -41,9 +42,17 @@ class RunRequest:
     out: Path | None = None
     guards: tuple[str, ...] = ()
     guard_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
-    kernel: str = "jupyter"  # the tool kernel, by its "tuiagent.kernels" entry-point name (noop, oracle ...)
+    kernel: str = DEFAULT_KERNEL  # the tool kernel, by its "tuiagent.kernels" entry-point name (noop, oracle ...)
     sandbox: str = "auto"  # what kernel cells may do: auto, policy, netns, off (kernels.sandbox)
     network: bool = False  # cells may use the network (the sandbox refuses it otherwise)
+
+    @classmethod
+    def of(cls, spec: RunSpec, problem: str, **fields: Any) -> RunRequest:
+        """The request that runs ``spec``: its settings over RunSettings' defaults, its sampling over
+        the model's. Raises ValueError for a budget no run can keep."""
+        return cls(problem=problem, settings=spec.settings(), sampling_overrides=dict(spec.sampling),
+                   guards=spec.guards or (), guard_settings={g: dict(v) for g, v in spec.guard_settings.items()},
+                   kernel=spec.kernel, **fields)
 
 
 def resolve_spec(request: RunRequest) -> ModelSpec:
@@ -255,32 +264,22 @@ def sandbox_notices(kernel: object | None) -> list[Notice]:
     return [Notice(level="info", message=f"{SANDBOX_NOTICE}{describe_sandbox(asked)}{network}")]
 
 
-RUN_FIELDS = frozenset(f.name for f in fields(RunSettings))
-
-
-def fork_request(point: ForkPoint, *, guards: tuple[str, ...] | None = None,
-                 guard_settings: dict[str, dict[str, Any]] | None = None, settings: dict[str, Any] | None = None,
-                 sampling: dict[str, Any] | None = None, **request: object) -> RunRequest:
-    """The request for a fork of ``point``: the parent's problem, gold, model, budgets, sampling and
-    guards (as on at the fork point), each replaced by what is given here. ``guards`` given (even
-    empty) replaces the parent's guards and their settings; ``guard_settings`` then go with them."""
+def fork_request(point: ForkPoint, spec: RunSpec | None = None, **request: Any) -> RunRequest:
+    """The request for a fork of ``point``: the parent's problem, gold, model, mode, budgets, sampling
+    and guards (as on at the fork point), with ``spec`` laid over them. Guards given in ``spec``
+    (even none) replace the parent's guards and their settings; otherwise its guard settings go
+    over the parent's. The kernel and mode are the parent's: the fork re-runs its cells."""
     started = point.started
+    spec = spec or RunSpec()
+    guards, inherited = guards_at(point) if spec.guards is None else ((), {})
     # The parent's budgets as it ran (raised ones included), held fixed so that the fork differs by
-    # its guards alone: recorded as set by the user, so no guard raises them again.
-    run: dict[str, Any] = {k: started.settings[k] for k in BUDGETS if k in started.settings}
-    run["explicit"] = tuple(BUDGETS)
-    if guards is None:
-        guards, inherited = guards_at(point)
-        guard_settings = {g: {**inherited.get(g, {}), **(guard_settings or {}).get(g, {})} for g in guards}
-    fields = {
-        "problem": started.problem,
-        "gold": started.gold,
-        "model": started.model_id,
-        # a preset's run keys that are no budget (its kernel, a condition's evidence) do not carry to a fork
-        "settings": RunSettings(**{**run, **{k: v for k, v in (settings or {}).items() if k in RUN_FIELDS},
-                                   "mode": started.mode}),
-        "sampling_overrides": {**started.sampling, **(sampling or {})},
-        "guards": tuple(guards),
-        "guard_settings": dict(guard_settings or {}),
-    }
-    return RunRequest(**{**fields, **request})  # type: ignore[arg-type]
+    # what ``spec`` changes alone: given, so no guard raises them again.
+    parent = RunSpec(guards=guards, guard_settings=inherited,
+                     run={k: started.settings[k] for k in BUDGETS if k in started.settings},
+                     sampling=dict(started.sampling))
+    merged = parent.merged(spec)
+    # a preset's kernel and a condition's evidence do not carry to a fork: it re-runs the parent's cells
+    merged = replace(merged, run={**{k: v for k, v in merged.run.items() if k not in NOT_SETTINGS},
+                                  "mode": started.mode})
+    fields = {"gold": started.gold, "model": started.model_id, **request}
+    return RunRequest.of(merged, started.problem, **fields)

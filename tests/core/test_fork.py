@@ -17,6 +17,7 @@ from tuiagent.core import events as ev
 from tuiagent.core.context import working_context
 from tuiagent.core.fork import ForkError, fork_point, guards_at
 from tuiagent.core.loop import Agent
+from tuiagent.core.run_spec import RunSpec
 from tuiagent.core.trajectory import Recorder, load
 from tuiagent.protocol import RunSettings
 from tuiagent.runner import fork_request
@@ -120,11 +121,11 @@ def test_the_fork_keeps_the_parents_guards_unless_told_otherwise():
     assert (inherited.guards, inherited.guard_settings, inherited.model, inherited.gold) == (
         ("tim",), {"tim": {"window": 3}}, "m", "3")
     assert inherited.settings.max_tool_calls == 9 and inherited.sampling_overrides == {"temperature": 0.0}
-    replaced = fork_request(point, guards=(), settings={"max_tool_calls": 2}, sampling={"seed": 5})
+    replaced = fork_request(point, RunSpec(guards=(), run={"max_tool_calls": 2}, sampling={"seed": 5}))
     assert replaced.guards == () and replaced.guard_settings == {}
     assert replaced.settings.max_tool_calls == 2 and replaced.sampling_overrides == {"temperature": 0.0, "seed": 5}
     # a condition preset's run keys that are no run setting (its kernel, OracleEvidence's evidence) stay behind
-    condition = fork_request(point, settings={"kernel": "noop", "evidence": "oracle", "max_tool_calls": 1})
+    condition = fork_request(point, RunSpec(run={"kernel": "noop", "evidence": "oracle", "max_tool_calls": 1}))
     assert condition.settings.max_tool_calls == 1 and condition.kernel == "jupyter"
 
 

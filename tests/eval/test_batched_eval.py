@@ -27,11 +27,12 @@ import asyncio, sys
 sys.path.insert(0, {root!r})
 from pathlib import Path
 from tests.eval.helpers import CalcKernel
+from tuiagent.core.run_spec import RunSpec
 from tuiagent.presets import resolve_settings
 from tuiagent.eval.harness import EvalConfig, run_eval
 
 cfg = EvalConfig(datasets=[{data!r}], settings=resolve_settings(["none"]), out=Path({out!r}), model="smollm2-135m",
-                 concurrency={concurrency}, run={{"max_tokens": 120, "max_tool_calls": 2}})
+                 concurrency={concurrency}, base=RunSpec(run={{"max_tokens": 120, "max_tool_calls": 2}}))
 asyncio.run(run_eval(cfg, kernels={{"jupyter": lambda gold=None: CalcKernel()}},
                      on_record=lambda r: print("done", r["key"], flush=True), log=lambda m: print(m, flush=True)))
 """

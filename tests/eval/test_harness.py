@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, number_in
+from tuiagent.core.run_spec import RunSpec
 from tuiagent.core.trajectory import load
 from tuiagent.errors import UserError
 from tuiagent.eval.harness import EvalConfig, EvalRunner, load_problems, plan, run_eval
@@ -251,7 +252,7 @@ async def test_results_of_another_model_or_a_changed_setting_are_refused(tmp_pat
     data = dataset(1)
     await run_eval(config(tmp_path, data, "attc:attc.threshold=0.9"), backend_factory=Factory(solve_right),
                    kernels=KERNELS, log=lambda m: None)
-    changed = config(tmp_path, data, "attc:attc.threshold=0.9", run={"max_tool_calls": 2})
+    changed = config(tmp_path, data, "attc:attc.threshold=0.9", base=RunSpec(run={"max_tool_calls": 2}))
     with pytest.raises(ResultsError, match="defined differently"):
         await run_eval(changed, backend_factory=Factory(solve_right), kernels=KERNELS, log=lambda m: None)
     store = ResultStore(tmp_path / "out")

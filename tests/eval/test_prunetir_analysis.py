@@ -10,6 +10,7 @@ import pytest
 from guards.prunetir import PruneTIR, PruneTIRSettings
 from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, number_in
 from tuiagent.core import events as ev
+from tuiagent.core.run_spec import RunSpec
 from tuiagent.eval.harness import EvalConfig, run_eval
 from tuiagent.eval.prunetir_analysis import (
     ablation_label,
@@ -162,7 +163,7 @@ def err_then_fix(job):
 
 async def test_an_eval_records_traces_and_reports_the_stuck_curve_and_its_plot(tmp_path, dataset):
     cfg = EvalConfig(datasets=[str(dataset(2))], settings=resolve_settings(["none"]), out=tmp_path / "out",
-                     model="scripted", run={"max_tool_calls": 9})
+                     model="scripted", base=RunSpec(run={"max_tool_calls": 9}))
     await run_eval(cfg, backend_factory=Factory(err_then_fix), kernels={"jupyter": lambda gold=None: CalcKernel()},
                    log=lambda m: None)
     summary = summary_from_store(cfg.out)

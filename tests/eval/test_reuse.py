@@ -14,6 +14,7 @@ import pytest
 
 from tests.backends.conftest import smollm2_path  # noqa: F401 - a fixture
 from tests.eval.helpers import CalcKernel
+from tuiagent.core.run_spec import RunSpec
 from tuiagent.eval.reuse import GENERATIONS, GenerationMemo, ReusingBackend
 from tuiagent.protocol import Sampling
 
@@ -132,7 +133,7 @@ async def test_an_eval_of_a_watching_setting_reuses_every_turn_of_none(tmp_path,
 
     async def evaluate(out: Path, reuse: bool, concurrency: int = 1) -> dict:
         cfg = EvalConfig(datasets=[str(data)], settings=resolve_settings(["none", "tim"]), out=out,
-                         model="smollm2-135m", run={"max_tokens": 120, "max_tool_calls": 2},
+                         model="smollm2-135m", base=RunSpec(run={"max_tokens": 120, "max_tool_calls": 2}),
                          reuse_generations=reuse, concurrency=concurrency)
         await run_eval(cfg, kernels={"jupyter": lambda gold=None: CalcKernel()}, log=lambda m: None)
         return ResultStore(out).records

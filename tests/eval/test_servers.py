@@ -11,6 +11,7 @@ import pytest
 
 from tests.backends.llama_server import LlamaServer, ServerFailed, pool_entry
 from tuiagent.core.events import Notice
+from tuiagent.core.run_spec import RunSpec
 from tuiagent.core.trajectory import load
 from tuiagent.eval.harness import EvalConfig, run_eval
 from tuiagent.eval.merge import merge_shards
@@ -57,7 +58,7 @@ def _models(tmp_path: Path, servers: list[LlamaServer]) -> Path:
 
 def _config(tmp_path: Path, models: Path, out: str, shard=None) -> EvalConfig:
     return EvalConfig(datasets=["demo"], settings=resolve_settings(["none"]), out=tmp_path / out, model="smol-pool",
-                      models_file=models, limit=PROBLEMS, concurrency=2, run=dict(RUN), shard=shard)
+                      models_file=models, limit=PROBLEMS, concurrency=2, base=RunSpec(run=dict(RUN)), shard=shard)
 
 
 async def test_a_server_killed_mid_eval_and_the_eval_completes_on_the_other(tmp_path, servers):

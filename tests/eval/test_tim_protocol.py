@@ -19,6 +19,7 @@ from tuiagent.backends.base import ContextOverflow
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core.judge import Judge
 from tuiagent.core.judge_store import JUDGEMENTS, JudgementStore
+from tuiagent.core.run_spec import RunSpec
 from tuiagent.eval.harness import EvalConfig, run_eval
 from tuiagent.eval.merge import merge_shards
 from tuiagent.eval.report import summary_from_store, to_markdown
@@ -117,7 +118,7 @@ def scripted_judge(replies: list[dict]) -> ScriptedBackend:
 async def evaluated(tmp_path, dataset):
     settings = resolve_settings([], named=load_presets(), protocol="tim")
     cfg = EvalConfig(datasets=[str(dataset(3))], settings=settings, out=tmp_path / "out", model="scripted",
-                     run={"max_tool_calls": 8}, protocol="tim")
+                     base=RunSpec(run={"max_tool_calls": 8}), protocol="tim")
     outcome = await run_eval(cfg, backend_factory=Factory(turns), kernels=KERNELS, log=lambda m: None)
     assert outcome.ran == 9 and outcome.failed == 0
     return cfg.out, list(ResultStore(cfg.out).records.values())
@@ -212,7 +213,7 @@ async def test_sharded_evals_merge_with_their_judgements(tmp_path, dataset):
     outs = {}
     for name, shard in (("whole", None), ("s1", (1, 2)), ("s2", (2, 2))):
         cfg = EvalConfig(datasets=[str(data)], settings=settings, out=tmp_path / name, model="scripted",
-                         run={"max_tool_calls": 8}, protocol="tim", shard=shard)
+                         base=RunSpec(run={"max_tool_calls": 8}), protocol="tim", shard=shard)
         await run_eval(cfg, backend_factory=Factory(turns), kernels=KERNELS, log=lambda m: None)
         store = JudgementStore(cfg.out)
         await judge_tim(Judge("judge", backend=scripted_judge([ANY] * 20), store=store),

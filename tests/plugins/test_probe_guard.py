@@ -17,6 +17,7 @@ import pytest
 from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
+from tuiagent.core.run_spec import RunSpec
 
 PROBE_DIR = Path(__file__).resolve().parent / "probe"
 LONG = "x" * 45  # longer than the probe's default max_chars (40)
@@ -112,7 +113,7 @@ async def test_the_app_shows_it_in_the_panel_on_the_code_block_and_in_replay(pro
             assert time.monotonic() < deadline, f"timed out waiting for {what}"
             await pilot.pause(0.02)
 
-    app = make_app(AppConfig(model="scripted", guards=("probe",), problem="What is 1 + 1?"),
+    app = make_app(AppConfig(model="scripted", run_spec=RunSpec(guards=("probe",)), problem="What is 1 + 1?"),
                    backend_factory=lambda: ScriptedBackend([split_tokens(t, -0.05) for t in turns()]))
     async with app.run_test(size=(120, 40)) as pilot:
         from tuiagent.ui.guard_state import states_from_chain

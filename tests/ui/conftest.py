@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tuiagent.backends.scripted import ScriptedBackend, load_script
+from tuiagent.core.run_spec import RunSpec
 from tuiagent.ui import AppConfig, make_app
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -24,8 +25,9 @@ def scripted_app(turns_file: Path | list, *, delay_s: float = 0.001, size: tuple
         path.write_text("".join(json.dumps(t) + "\n" for t in turns_file), encoding="utf-8")
         turns_file = path
     turns = load_script(Path(turns_file))
-    settings = config.pop("guard_settings", {"gstep": {"weights": str(GATE)}})
-    cfg = AppConfig(model="scripted", guard_settings=settings, **config)
+    spec = RunSpec(guards=config.pop("guards", ("all",)),
+                   guard_settings=config.pop("guard_settings", {"gstep": {"weights": str(GATE)}}))
+    cfg = AppConfig(model="scripted", run_spec=spec, **config)
     return make_app(cfg, backend_factory=lambda: ScriptedBackend([list(t) for t in turns], delay_s=delay_s))
 
 

@@ -16,8 +16,8 @@ from textual.widgets import Button, Footer
 from tuiagent.backends import crash
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
+from tuiagent.core.run_spec import RunSpec
 from tuiagent.core.trajectory import load
-from tuiagent.protocol import RunSettings
 from tuiagent.ui import AppConfig, make_app
 from tuiagent.ui.screens.model_crashed import ModelCrashedScreen
 from tuiagent.ui.widgets.compare_summary import CompareSummary
@@ -57,7 +57,7 @@ def local_model(tmp_path, monkeypatch):
     monkeypatch.setattr("tuiagent.ui.session.open_model", lambda spec, request: opened.append(next(made)) or opened[-1])
 
     def app(**config):
-        return make_app(AppConfig(models_file=toml, problem="What is 2+2?", guards=(), out=tmp_path / "runs", **config))
+        return make_app(AppConfig(models_file=toml, problem="What is 2+2?", run_spec=RunSpec(guards=()), out=tmp_path / "runs", **config))
 
     return app, opened
 
@@ -167,9 +167,9 @@ async def test_the_real_model_killed_mid_run_is_reloaded(ui, tmp_path, monkeypat
     monkeypatch.setenv("TUIAGENT_CACHE_DIR", str(tmp_path / "cache"))  # the dead worker's log is kept there
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     runs = tmp_path / "runs"
-    settings = RunSettings(max_tokens=160, max_tool_calls=1)
+    settings = RunSpec(guards=(), run={"max_tokens": 160, "max_tool_calls": 1})
     app = make_app(AppConfig(model=smollm2, problem="Count from 1 to 50, one number a line, then add them up.",
-                             guards=(), settings=settings, out=runs))
+                             run_spec=settings, out=runs))
     started: dict[int, psutil.Process] = {}  # every process the app starts: model workers, kernels
 
     def watch(done: bool) -> bool:

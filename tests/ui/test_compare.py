@@ -5,10 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
-import pytest
-
 from tuiagent.core import events as ev
-from tuiagent.core.compare import align, first_divergence, parse_column, pruned_parts, run_columns, step_cells, summary
+from tuiagent.core.compare import align, first_divergence, pruned_parts, run_columns, step_cells, summary
 from tuiagent.core.trajectory import load
 from tuiagent.ui import AppConfig, make_app
 from tuiagent.ui.widgets.compare_grid import CompareGrid
@@ -20,8 +18,6 @@ COUNTER = [
      "logprob": -0.05},
     {"text": "So \\boxed{1}.", "logprob": -0.01},
 ]
-
-KNOWN = ["attc", "gstep", "necessity", "prunetir", "tim"]
 
 
 async def test_live_compare_runs_each_column_with_its_own_kernel(ui, tmp_path):
@@ -62,7 +58,7 @@ async def test_a_column_runs_with_its_own_settings_only(ui, tmp_path):
             any(isinstance(e, ev.RunFinished) for e in evs) for evs in screen.events), 60, "both columns")
         thresholds = [next(e.settings["threshold"] for e in evs if isinstance(e, ev.GuardToggled) and e.guard == "attc")
                       for evs in screen.events]
-        assert thresholds == [0.97, 0.9] and screen.labels == ["attc", "attc attc.threshold=0.9"]
+        assert thresholds == [0.97, 0.9] and screen.labels == ["attc", "attc:attc.threshold=0.9"]
 
 
 async def test_compare_columns_can_run_concurrently(ui, tmp_path):
@@ -137,22 +133,6 @@ def test_the_first_divergence_is_the_first_step_the_runs_did_differently(ui):
     assert first_divergence(align([step_cells(events[0])] * 2)) is None
 
 
-def test_parse_column():
-    assert parse_column("none", KNOWN).guards == ()
-    assert parse_column("all", KNOWN).guards == tuple(KNOWN)
-    spec = parse_column("attc, prunetir attc.threshold=0.9", KNOWN)
-    assert spec.guards == ("attc", "prunetir") and spec.settings == {"attc": {"threshold": "0.9"}}
-    assert spec.label == "attc+prunetir attc.threshold=0.9"  # every setting in force is in the label
-    with pytest.raises(ValueError, match="no guard or preset named 'bogus'"):
-        parse_column("bogus", KNOWN)
-    with pytest.raises(ValueError, match="gstep, which this column does not turn on"):
-        parse_column("attc gstep.tau=0.5", KNOWN)
-    preset = parse_column("strict prunetir", KNOWN, {"strict": (("attc",), {"attc": {"threshold": 0.99}})})
-    assert preset.guards == ("attc", "prunetir") and preset.label == "attc+prunetir attc.threshold=0.99"
-    with pytest.raises(ValueError, match="GUARD.KEY=VALUE"):
-        parse_column("threshold=1", KNOWN)
-
-
 async def test_run_columns_in_turn_or_together():
     order: list[str] = []
 
@@ -203,7 +183,7 @@ async def test_rerun_as_runs_the_problem_again_under_a_preset_beside_the_current
                           and all(any(isinstance(e, ev.RunFinished) for e in evs) for evs in app.screen.events),
                           60, "both columns")
         screen = app.screen
-        assert screen.labels == ["attc attc.threshold=0.9", "necessity+tim"]
+        assert screen.labels == ["attc:attc.threshold=0.9", "necessity+tim"]
         assert screen.query_one("#compare-problem").text == "count"
         started = [next(e for e in evs if isinstance(e, ev.RunStarted)) for evs in screen.events]
         assert all(s.problem == "count" and s.gold == "1" for s in started)

@@ -9,7 +9,7 @@ import pytest
 
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
-from tuiagent.protocol import RunSettings
+from tuiagent.core.run_spec import RunSpec
 from tuiagent.ui import AppConfig, make_app
 
 MODELS = 'default = "local"\n[models.local]\nbackend = "llama_cpp"\n[models.local.source]\nkind = "path"\npath = "{}"\n'
@@ -88,7 +88,7 @@ async def test_columns_run_together_on_the_real_batched_engine(ui, tmp_path):
     toml.write_text(MODELS.format(path).replace('backend = "llama_cpp"\n', 'backend = "llama_cpp"\ncontext_size = 2048\n'),
                     encoding="utf-8")
     app = make_app(AppConfig(models_file=toml, problem="What is 17 * 23?", screen="compare", columns=("none", "tim"),
-                             settings=RunSettings(max_tokens=60, max_tool_calls=1),
+                             run_spec=RunSpec(run={"max_tokens": 60, "max_tool_calls": 1}),
                              out=tmp_path / "runs"))
     async with app.run_test(size=(150, 40)) as pilot:
         screen = app.screen

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from tuiagent.core.run_spec import RunSpec
 from tuiagent.core.trajectory import load
 from tuiagent.ui import AppConfig, make_app
 from tuiagent.ui.widgets.status_line import StatusLine
@@ -19,7 +20,7 @@ GATE = {"gstep": {"weights": str(DATA / "gate.npz")}}
 
 
 def solve_app():
-    return make_app(AppConfig(model="scripted", guard_settings=GATE, sandbox="off"))  # "off": no probe, no race
+    return make_app(AppConfig(model="scripted", run_spec=RunSpec(guards=("all",), guard_settings=GATE), sandbox="off"))  # "off": no probe, no race
 
 
 async def fed(pilot, name: str = "guarded.jsonl", theme: str | None = None) -> None:

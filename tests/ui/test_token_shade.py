@@ -7,6 +7,7 @@ import math
 
 from textual.content import Content
 
+from tuiagent.core.run_spec import RunSpec
 from tuiagent.export.confidence import TokenSpans, band
 from tuiagent.ui.token_shade import BANDS, shade
 from tuiagent.ui.widgets.code_block import CodeBlockView
@@ -52,7 +53,7 @@ async def test_live_shading_and_hover(ui):
     from tuiagent.backends.scripted import ScriptedBackend
     from tuiagent.ui import AppConfig, make_app
 
-    app = make_app(AppConfig(model="scripted", problem="6*7?", guards=()),
+    app = make_app(AppConfig(model="scripted", problem="6*7?", run_spec=RunSpec(guards=())),
                    backend_factory=lambda: ScriptedBackend(turns(), delay_s=0.001))
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("f8")

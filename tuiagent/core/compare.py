@@ -8,8 +8,8 @@ All of it is folded from events (nothing stored twice):
 - :func:`step_cells`: one compact record per step (turn) for side-by-side columns;
 - :func:`align`: the steps of several runs as rows, aligned by turn number;
 - :func:`summary`: answer, right or wrong, tool calls, context tokens, time;
-- :func:`parse_column`: "attc prunetir attc.threshold=0.9" -> guards and settings of a column;
-- :func:`run_columns`: run the columns of a live comparison one after another or concurrently.
+- :func:`run_columns`: run the columns of a live comparison one after another or concurrently
+  (a column's setting is a string of the one grammar, tuiagent.core.run_spec).
 
 No UI code here: the Textual app renders these records.
 """
@@ -17,7 +17,7 @@ No UI code here: the Textual app renders these records.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -238,67 +238,6 @@ def summary(events: Sequence[ev.Event]) -> RunSummary:
 
 
 # -- live comparison ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class ColumnSpec:
-    """The guard setting of one column: guards on at the start and settings overrides."""
-
-    label: str
-    guards: tuple[str, ...]
-    settings: dict[str, dict[str, str]] = field(default_factory=dict)
-
-
-def parse_column(text: str, known: Sequence[str],
-                 presets: Mapping[str, tuple[tuple[str, ...], Mapping[str, Mapping[str, Any]]]] | None = None) -> ColumnSpec:
-    """"none", "all", preset names, guard names and guard.key=value settings, separated by spaces,
-    commas or '+'. ``presets`` maps a preset's name to its (guards, guard settings).
-
-    The label names every guard and setting in force. Raises ValueError naming the mistake: an
-    unknown guard or preset, a malformed setting, or a setting for a guard the column does not
-    turn on."""
-    presets = presets or {}
-    words = [w for w in text.replace(",", " ").replace("+", " ").split() if w]
-    guards: list[str] = []
-    settings: dict[str, dict[str, Any]] = {}
-    for w in words:
-        if "=" in w:
-            name, _, value = w.partition("=")
-            guard, dot, key = name.partition(".")
-            if not (dot and guard and key):
-                raise ValueError(f"{w!r} is not GUARD.KEY=VALUE (e.g. attc.threshold=0.95)")
-            if guard not in known:
-                raise ValueError(f"no guard named {guard!r}; installed: {', '.join(known)}")
-            settings.setdefault(guard, {})[key] = value
-        elif w.lower() == "none":
-            continue
-        elif w.lower() == "all":
-            guards.extend(known)
-        elif w in known:
-            guards.append(w)
-        elif w in presets:
-            preset_guards, preset_settings = presets[w]
-            guards.extend(known if "all" in preset_guards else preset_guards)
-            for guard, values in preset_settings.items():
-                settings.setdefault(guard, {}).update(values)
-        else:
-            choices = ", ".join([*known, *presets])
-            raise ValueError(f"no guard or preset named {w!r}; use none, all or one of: {choices}")
-    names = tuple(dict.fromkeys(guards))
-    off = sorted(set(settings) - set(names))
-    if off:
-        raise ValueError(f"a setting for {', '.join(off)}, which this column does not turn on")
-    return ColumnSpec(column_text(names, settings), names, settings)
-
-
-def setting_words(settings: Mapping[str, Mapping[str, Any]]) -> list[str]:
-    """Guard settings as ``guard.key=value`` words (what parse_column and ``--set`` read)."""
-    return [f"{guard}.{key}={value}" for guard, values in settings.items() for key, value in values.items()]
-
-
-def column_text(guards: Sequence[str], settings: Mapping[str, Mapping[str, Any]]) -> str:
-    """A column as parse_column reads it, naming every guard and setting in force."""
-    return " ".join(["+".join(guards) or "none", *setting_words(settings)])
 
 
 async def run_columns(starts: Sequence[Callable[[], Awaitable[Any]]], *, concurrent: bool = False) -> list[Any]:

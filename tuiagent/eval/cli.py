@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from tuiagent.core.run_spec import DEFAULTS
 from tuiagent.options import SandboxOpt, check_sandbox
 
 if TYPE_CHECKING:
@@ -76,10 +77,10 @@ def eval_command(
         "output; with --report-only it audits the runs already there."))] = False,
     concurrency: Annotated[int, typer.Option(min=1, help="Runs in flight (a local llama.cpp model decodes them in one batch; vLLM / OpenAI-compatible servers).")] = 1,
     sandbox: SandboxOpt = "auto",
-    max_tool_calls: Annotated[int | None, typer.Option(min=0, help="Tool-call budget (default 4, [ref]).")] = None,
-    max_tokens: Annotated[int | None, typer.Option(min=1, help="Generated-token budget per run (default 3072).")] = None,
-    max_time: Annotated[float | None, typer.Option(min=1, help="Wall-time budget per run in seconds (default 600).")] = None,
-    timeout: Annotated[float | None, typer.Option(min=0.1, help="Per-call execution timeout in seconds (default 5).")] = None,
+    max_tool_calls: Annotated[int | None, typer.Option(min=0, help=f"Tool-call budget (default {DEFAULTS.max_tool_calls}, [ref]).")] = None,
+    max_tokens: Annotated[int | None, typer.Option(min=1, help=f"Generated-token budget per run (default {DEFAULTS.max_tokens}).")] = None,
+    max_time: Annotated[float | None, typer.Option(min=1, help=f"Wall-time budget per run in seconds (default {DEFAULTS.max_wall_s:g}).")] = None,
+    timeout: Annotated[float | None, typer.Option(min=0.1, help=f"Per-call execution timeout in seconds (default {DEFAULTS.exec_timeout_s:g}).")] = None,
     out: Annotated[Path | None, typer.Option("--out", "-o", help=(
         "Results directory (default: <data dir>/evals/<name>); the same directory resumes."))] = None,
     name: Annotated[str | None, typer.Option(help="Name of the results directory under <data dir>/evals.")] = None,
@@ -102,6 +103,7 @@ def eval_command(
     from rich.console import Console
 
     from tuiagent import presets as cf
+    from tuiagent.core.run_spec import RunSpec
     from tuiagent.errors import UserError
     from tuiagent.eval import report as rp
     from tuiagent.eval.datasets import Fields
@@ -163,8 +165,8 @@ def eval_command(
             datasets=list(datasets), settings=settings, out=directory, model=spec.id, models_file=models,
             script=script, seeds=seeds, limit=limit, offset=offset, ids=set(_split(problem_id)) or None,
             fields=Fields(question_field, answer_field, id_field), distractors=types,
-            distractor_model=distractor_model, cues=cues, concurrency=concurrency, run=run, sandbox=check_sandbox(sandbox),
-            sampling={"temperature": temperature} if temperature is not None else {},
+            distractor_model=distractor_model, cues=cues, concurrency=concurrency, sandbox=check_sandbox(sandbox),
+            base=RunSpec(run=run, sampling={"temperature": temperature} if temperature is not None else {}),
             retry_errors=retry_errors, baseline=baseline, reuse_generations=reuse_generations, judge=judge,
             attc_audit=attc_audit, shard=shards, protocol=protocol,
         )

@@ -25,7 +25,8 @@ from kernels.base import Kernel, KernelFailed
 from tuiagent import paths
 from tuiagent.backends.base import BackendCrashed, Failover, Sessions
 from tuiagent.core.batch import run_batch
-from tuiagent.errors import ConfigError, UserError
+from tuiagent.core.run_spec import RunSpec
+from tuiagent.errors import UserError
 from tuiagent.eval.attc_audit import audit_eval
 from tuiagent.eval.datasets import Fields, Problem, load_dataset, select
 from tuiagent.eval.judging import (
@@ -68,8 +69,8 @@ class Job:
 
 @dataclass
 class EvalConfig:
-    """What one ``tuiagent eval`` does. ``run`` holds eval-wide RunSettings overrides (budgets),
-    ``sampling`` eval-wide sampling overrides; a setting's own values win over both."""
+    """What one ``tuiagent eval`` does. ``base``: the eval-wide budgets and sampling (the options
+    given); each setting's spec is laid over it, so a setting's own values win."""
 
     datasets: list[str]
     settings: list[Preset]
@@ -86,8 +87,7 @@ class EvalConfig:
     distractor_model: str | None = None
     cues: list[str] = field(default_factory=list)
     concurrency: int = 1
-    run: dict[str, Any] = field(default_factory=dict)
-    sampling: dict[str, Any] = field(default_factory=dict)
+    base: RunSpec = field(default_factory=RunSpec)
     retry_errors: bool = False
     baseline: str | None = None
     sandbox: str = "auto"  # what kernel cells may do (kernels.sandbox)
@@ -200,8 +200,6 @@ class EvalRunner:
                  pooled: tuple[str, ...] = ("jupyter",),
                  log: Callable[[str], None] = print,
                  on_record: Callable[[dict[str, Any]], None] | None = None):
-        from tuiagent.protocol import RunSettings
-
         self.spec, self.store, self.cfg = spec, store, cfg
         self.backend_factory = backend_factory
         self.kernels = dict(kernels or {})
@@ -209,10 +207,6 @@ class EvalRunner:
         self.log = log
         self.on_record = on_record or (lambda r: None)
         self.concurrency = max(1, int(cfg.concurrency))
-        self._run_fields = {f.name for f in dataclasses.fields(RunSettings)}
-        unknown = set(cfg.run) - self._run_fields
-        if unknown:
-            raise ConfigError(f"unknown run setting(s): {', '.join(sorted(unknown))}")
         self.shared_backend: Any = None
         self.memo: GenerationMemo | None = None  # identical generations, reused across runs (eval.reuse)
         self.engine: str | None = None  # the shared backend's fingerprint (LlamaCppBackend.engine)
@@ -222,21 +216,16 @@ class EvalRunner:
     # -- requests -------------------------------------------------------------------------------
 
     def base_run(self) -> dict[str, Any]:
-        return {"run": dict(self.cfg.run), "sampling": dict(self.cfg.sampling)}
+        """The eval-wide spec as the settings' fingerprints hash it (unchanged since before RunSpec)."""
+        return {"run": dict(self.cfg.base.run), "sampling": dict(self.cfg.base.sampling)}
 
     def request(self, job: Job) -> Any:
-        from tuiagent.protocol import BUDGETS, RunSettings
+        """The job's run: its setting's spec over the eval-wide one, sampled with the job's seed."""
         from tuiagent.runner import RunRequest
 
-        run = {**self.cfg.run, **{k: v for k, v in job.setting.run.items() if k in self._run_fields}}
-        sampling = {**self.cfg.sampling, **job.setting.sampling, "seed": job.seed}
-        return RunRequest(
-            problem=evidence_question(job.problem, job.setting), model=self.spec.id, models_file=self.cfg.models_file,
-            script=self.cfg.script, gold=job.problem.gold,
-            settings=RunSettings(**run, explicit=tuple(k for k in run if k in BUDGETS)),
-            sampling_overrides=sampling, out=self.trajectory(job), guards=job.setting.guards,
-            guard_settings=job.setting.guard_settings, kernel=job.setting.kernel,
-        )
+        spec = self.cfg.base.merged(job.setting.spec).merged(RunSpec(sampling={"seed": job.seed}))
+        return RunRequest.of(spec, evidence_question(job.problem, job.setting), model=self.spec.id, models_file=self.cfg.models_file,
+                             script=self.cfg.script, gold=job.problem.gold, out=self.trajectory(job))
 
     def trajectory(self, job: Job) -> Path:
         p = job.problem
@@ -527,7 +516,7 @@ async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
     from tuiagent.runner import RunRequest, resolve_spec
 
     spec = resolve_spec(RunRequest(problem="", model=cfg.model, models_file=cfg.models_file))
-    if cfg.seeds > 1 and float({**spec_sampling(spec), **cfg.sampling}.get("temperature", 0.0)) == 0.0 \
+    if cfg.seeds > 1 and float({**spec_sampling(spec), **cfg.base.sampling}.get("temperature", 0.0)) == 0.0 \
             and not any(s.sampling.get("temperature") for s in cfg.settings):
         log(f"note: {cfg.seeds} seeds with greedy sampling (temperature 0) give identical runs; "
             "pass --temperature for different samples")
@@ -579,7 +568,7 @@ async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
             "limit": cfg.limit,
             "offset": cfg.offset, "cues": cfg.cues, "distractors": cfg.distractors,
             "distractor_model": cfg.distractor_model or (spec.id if cfg.distractors else None),
-            "run": cfg.run, "sampling": cfg.sampling, "concurrency": runner.concurrency,
+            "run": cfg.base.run, "sampling": cfg.base.sampling, "concurrency": runner.concurrency,
             "invalid_variants": invalid, "distractor_validity": validity, "sessions": previous.get("sessions", []),
             "judge": cfg.judge or previous.get("judge"), "protocol": cfg.protocol or previous.get("protocol"),
             "attc_audit": cfg.judge if cfg.attc_audit else previous.get("attc_audit"),

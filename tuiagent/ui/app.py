@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import signal
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -25,9 +25,9 @@ from textual.worker import Worker, WorkerState
 
 from tuiagent.backends.base import Backend
 from tuiagent.core import events as ev
+from tuiagent.core.run_spec import RunSpec
 from tuiagent.errors import UserError
 from tuiagent.presets import Preset
-from tuiagent.protocol import RunSettings
 from tuiagent.ui.errors import describe_error
 from tuiagent.ui.run_screen import FieldsScreen, LiveRunScreen, RunScreen
 from tuiagent.ui.screens.compare import CompareScreen
@@ -52,9 +52,8 @@ class AppConfig:
     script: Path | None = None
     problem: str = ""
     gold: str | None = None
-    guards: tuple[str, ...] = ("all",)
-    guard_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
-    settings: RunSettings = field(default_factory=RunSettings)
+    # The guards on at the start and their settings, and the budgets, sampling, mode and kernel of every run.
+    run_spec: RunSpec = field(default_factory=lambda: RunSpec(guards=("all",)))
     out: Path | None = None
     screen: str = "solve"
     replay: Path | None = None
@@ -269,7 +268,6 @@ class TuiAgentApp(App[object]):
         it on the solve screen."""
         from tuiagent.core.fork import fork_point, guards_at
         from tuiagent.core.trajectory import load
-        from tuiagent.presets import load_presets
         from tuiagent.ui.screens.edit_value import EditValueScreen
         from tuiagent.ui.screens.presets import PresetsScreen
 
@@ -285,13 +283,13 @@ class TuiAgentApp(App[object]):
                     raise UserError(f"{value!r} is not a step number")
                 at = int(value)
                 guards, settings = guards_at(fork_point(load(parent).events, at, parent))
-                named = list(load_presets().values())
+                named = self.preset_choices()
             except UserError as e:
                 self.report(e, title="fork")
                 return
-            recorded = Preset(self.AS_RECORDED, guards=guards, guard_settings=settings,
+            recorded = Preset(self.AS_RECORDED, RunSpec(guards=guards, guard_settings=settings),
                               description="the parent's settings: repeats its next step exactly")
-            choices = [recorded, Preset("none"), Preset("all", guards=("all",)), *named]
+            choices = [recorded, *named]
             self.push_screen(PresetsScreen(choices, f"fork after step {at}: run it under (enter)"),
                              lambda preset: with_settings(at, preset))
 
@@ -299,6 +297,24 @@ class TuiAgentApp(App[object]):
             self.push_screen(EditValueScreen("fork after step (0: before the first turn)", 0), with_step)
         else:
             with_step(str(step))
+
+    def presets(self) -> dict[str, Preset]:
+        """The presets for the model in use (its calibration's ``recommended``, the user's), read
+        afresh each time, so after a model switch they are the new model's."""
+        from tuiagent.presets import load_presets
+
+        model = self.session.spec.id if self.session.spec is not None else self.config.model
+        return load_presets(model=model, models_file=self.config.models_file)
+
+    def preset_choices(self) -> list[Preset]:
+        """None, all and every preset for the model in use, as the preset dialogs list them."""
+        return [Preset("none", RunSpec(guards=())), Preset("all", RunSpec(guards=("all",))), *self.presets().values()]
+
+    def use_run_settings(self, spec: RunSpec) -> None:
+        """The budgets, sampling, mode and kernel of ``spec`` for the next runs (a preset chosen in the
+        app: those it does not give go back to their defaults); the guard choices are the panel's."""
+        self.config = _with(self.config, run_spec=replace(spec, guards=(), guard_settings={}))
+        self.session.config = self.config
 
     @work(exclusive=True, group="fork", exit_on_error=False, name="fork")
     async def run_fork(self, parent: Path, step: int, preset: Preset | None) -> None:
@@ -425,8 +441,6 @@ class TuiAgentApp(App[object]):
 
 
 def _with(config: AppConfig, **changes: Any) -> AppConfig:
-    from dataclasses import replace
-
     return replace(config, **changes)
 
 

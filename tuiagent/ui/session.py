@@ -21,6 +21,7 @@ from typing import Any, cast
 from guards.chain import GuardChain, available
 from tuiagent.backends.base import Backend, BatchedBackend
 from tuiagent.config.spec import ModelSpec
+from tuiagent.core.run_spec import RunSpec
 from tuiagent.errors import UserError
 from tuiagent.runner import RunRequest, guard_chain, open_model, resolve_spec
 
@@ -38,8 +39,9 @@ class ModelSession:
         self.state = "idle"  # idle, loading, ready, failed, crashed (its process died; reload to go on)
         self.error = ""
         self._ready: asyncio.Event | None = None
-        self.enabled: set[str] = set(available()) if "all" in config.guards else set(config.guards)
-        self.overrides: dict[str, dict[str, Any]] = {k: dict(v) for k, v in config.guard_settings.items()}
+        guards = config.run_spec.guards or ()
+        self.enabled: set[str] = set(available()) if "all" in guards else set(guards)
+        self.overrides: dict[str, dict[str, Any]] = {k: dict(v) for k, v in config.run_spec.guard_settings.items()}
 
     # -- the model ------------------------------------------------------------------------------
 
@@ -126,12 +128,15 @@ class ModelSession:
 
     # -- requests and guards --------------------------------------------------------------------
 
-    def request(self, problem: str, gold: str | None = None, **changes: Any) -> RunRequest:
+    def request(self, problem: str, gold: str | None = None, column: RunSpec | None = None) -> RunRequest:
+        """A run of the app's config (its budgets, sampling, mode and kernel) under the guard choices
+        made so far; or under a compare ``column``'s spec laid over that config instead of the choices."""
         c = self.config
-        req = RunRequest(problem=problem, model=c.model, models_file=c.models_file, script=c.script,
-                         gold=gold or None, settings=c.settings, out=c.out, sandbox=c.sandbox, network=c.network,
-                         guards=tuple(sorted(self.enabled)), guard_settings={k: dict(v) for k, v in self.overrides.items()})
-        return replace(req, **changes) if changes else req
+        base = replace(c.run_spec, guards=(), guard_settings={})
+        chosen = column if column is not None else RunSpec(guards=tuple(sorted(self.enabled)),
+                                                           guard_settings=self.overrides)
+        return RunRequest.of(base.merged(chosen), problem, model=c.model, models_file=c.models_file,
+                             script=c.script, gold=gold or None, out=c.out, sandbox=c.sandbox, network=c.network)
 
     def chain(self, request: RunRequest | None = None) -> GuardChain:
         """A chain with every installed guard configured (so any can be switched on mid-run)."""

@@ -18,16 +18,11 @@ from textual.widgets import Button, Footer, Input, Static
 from guards.chain import available
 from tuiagent.backends.base import BatchedBackend
 from tuiagent.core import events as ev
-from tuiagent.core.compare import (
-    ColumnSpec,
-    parse_column,
-    run_columns,
-    step_cells,
-    summary,
-)
+from tuiagent.core.compare import run_columns, step_cells, summary
+from tuiagent.core.run_spec import RunSpec
 from tuiagent.core.trajectory import TrajectoryError, load
 from tuiagent.errors import UserError
-from tuiagent.presets import load_presets
+from tuiagent.presets import grammar
 from tuiagent.runner import run_problem
 from tuiagent.ui.errors import describe_error
 from tuiagent.ui.widgets.compare_grid import CompareGrid
@@ -158,10 +153,12 @@ class CompareScreen(Screen[None]):
 
     # -- live comparison ------------------------------------------------------------------------
 
-    def column_specs(self) -> list[ColumnSpec]:
-        known = available()
-        presets = {name: (p.guards, p.guard_settings) for name, p in load_presets().items()}
-        return [parse_column(box.value, known, presets) for box in self.query(".column-spec").results(Input)]
+    def column_specs(self) -> list[tuple[str, RunSpec]]:
+        """Each column's setting string (the one grammar, with the presets of the model in use) as
+        (its label, naming everything it sets; its spec)."""
+        words = grammar(self.app.presets())
+        specs = [words.parse(box.value or "none") for box in self.query(".column-spec").results(Input)]
+        return [(words.text(spec), spec) for spec in specs]
 
     def action_run(self) -> None:
         if self.has_class("-files"):
@@ -184,7 +181,7 @@ class CompareScreen(Screen[None]):
             return
         gold = self.query_one("#compare-gold", Input).value.strip() or None
         self.events = [[] for _ in specs]
-        self.labels = [s.label for s in specs]
+        self.labels = [label for label, _ in specs]
         self.errors = [""] * len(specs)
         self._set_running(True)
         self.compare(problem, gold, specs)
@@ -209,7 +206,7 @@ class CompareScreen(Screen[None]):
             self.notify(f"at most {MAX_COLUMNS} columns", severity="warning")
             return
         taken = {box.value.strip() for box in self.query(".column-spec").results(Input)}
-        fresh = next((c for c in ("none", "all", *load_presets(), *available()) if c not in taken), "attc")
+        fresh = next((c for c in ("none", "all", *self.app.presets(), *available()) if c not in taken), "attc")
         self.query_one("#compare-columns").mount(self._column_input(fresh))
         self.call_after_refresh(self._refresh)  # the summary row follows the columns
 
@@ -232,11 +229,11 @@ class CompareScreen(Screen[None]):
         self.query_one("#compare-stop", Button).disabled = not running
 
     @work(exclusive=True, group="run", exit_on_error=False, name="compare")
-    async def compare(self, problem: str, gold: str | None, specs: list[ColumnSpec]) -> None:
+    async def compare(self, problem: str, gold: str | None, specs: list[tuple[str, RunSpec]]) -> None:
         try:
             batched = await self._columns_backend(len(specs))
             concurrent = self.app.config.concurrent_columns or batched is not None
-            starts = [partial(self._column, i, spec, problem, gold, batched) for i, spec in enumerate(specs)]
+            starts = [partial(self._column, i, spec, problem, gold, batched) for i, (_, spec) in enumerate(specs)]
             results = await run_columns(starts, concurrent=concurrent)
             for i, r in enumerate(results):
                 if isinstance(r, BaseException):
@@ -264,13 +261,13 @@ class CompareScreen(Screen[None]):
             self.app.report(e, title="the batched engine did not load; the columns run one after another")
             return None
 
-    async def _column(self, i: int, spec: ColumnSpec, problem: str, gold: str | None,
+    async def _column(self, i: int, spec: RunSpec, problem: str, gold: str | None,
                       batched: BatchedBackend | None = None) -> ev.RunFinished:
         session = self.app.session
         backend, owned = (batched.session(), True) if batched is not None else await session.backend_for_run()
-        # A column runs with its own settings only: nothing typed on the solve screen carries over.
-        request = session.request(problem, gold, guards=spec.guards,
-                                  guard_settings={g: dict(v) for g, v in spec.settings.items()})
+        # A column runs with its own guards and settings over the app's config: nothing chosen on the
+        # solve screen's guard panel carries over.
+        request = session.request(problem, gold, column=spec)
         try:
             return await run_problem(request, partial(self._on_event, i), backend=backend, spec=session.spec,
                                      guards=session.chain(request))

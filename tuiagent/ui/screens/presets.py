@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from textual.content import Content
 
-from tuiagent.core.compare import setting_words
+from tuiagent.core.run_spec import setting_words
 from tuiagent.presets import Preset
 from tuiagent.ui.screens.chooser import ChooserScreen
 
@@ -18,5 +18,5 @@ class PresetsScreen(ChooserScreen):
     def choices(self) -> list[tuple[Content, Preset]]:
         return [(Content.assemble(
             (f"{p.name:<14}", "bold"), (" ".join(p.guards) or "no guards", ""),
-            (f"  {' '.join(setting_words(p.guard_settings))}", "$text-muted"),
+            (f"  {' '.join(setting_words(p.spec))}", "$text-muted"),
             (f"  {p.description[:60]}" if p.description else "", "$text-muted")), p) for p in self.presets]

@@ -20,11 +20,11 @@ from textual.widgets import Button, Footer, Input, Label
 from guards.base import SettingsError
 from guards.chain import Change, GuardChain, guard_class
 from tuiagent.core import events as ev
-from tuiagent.core.compare import column_text
 from tuiagent.core.fork import ForkPoint
+from tuiagent.core.run_spec import RunSpec
 from tuiagent.core.trajectory import TrajectoryError, load
 from tuiagent.errors import UserError
-from tuiagent.presets import Preset
+from tuiagent.presets import Preset, grammar
 from tuiagent.runner import RunRequest, run_problem, trajectory_path
 from tuiagent.ui.guard_state import states_from_chain, validate
 from tuiagent.ui.screens.confirm_code import ConfirmCodeScreen
@@ -312,12 +312,9 @@ class SolveScreen(Screen[None]):
         try:
             point = fork_point(load(parent).events, step, parent)
             base = self.app.session.request(point.started.problem, point.started.gold)
-            changes: dict[str, Any] = {} if preset is None else {
-                "guards": preset.guards, "guard_settings": {g: dict(v) for g, v in preset.guard_settings.items()},
-                "settings": preset.run, "sampling": preset.sampling}
-            request = fork_request(point, models_file=base.models_file, script=base.script, sandbox=base.sandbox,
-                                   out=base.out, **changes)
-        except UserError as e:
+            request = fork_request(point, None if preset is None else preset.spec, models_file=base.models_file,
+                                   script=base.script, sandbox=base.sandbox, network=base.network, out=base.out)
+        except (UserError, ValueError) as e:  # ValueError: a preset's budget no run can keep
             self.app.report(e, title="fork")
             return
         self.query_one(ProblemInput).text = point.started.problem
@@ -408,19 +405,16 @@ class SolveScreen(Screen[None]):
         on = [name for name, s in states.items() if s.enabled]
         changed = {name: {k: v for k, v in states[name].settings.items()
                           if asdict(guard_class(name).Settings()).get(k) != v} for name in on}
-        return column_text(on, changed)
+        return grammar().text(RunSpec(guards=tuple(on), guard_settings=changed))
 
     def presets(self) -> list[Preset] | None:
-        """None, all and every preset (shipped and the user's), in the order they are numbered from 0;
+        """None, all and every preset for the model in use, in the order they are numbered from 0;
         None (after a notice) when a presets file is bad."""
-        from tuiagent.presets import load_presets
-
         try:
-            named = list(load_presets().values())
+            return self.app.preset_choices()
         except UserError as e:
             self.app.report(e, title="presets")
             return None
-        return [Preset("none"), Preset("all", guards=("all",)), *named]
 
     def choose_preset(self, then: Callable[[Preset | None], None]) -> None:
         """Offer every preset (:meth:`presets`); ``then`` gets the choice."""
@@ -496,7 +490,8 @@ class SolveScreen(Screen[None]):
                     self.on_guard_panel_changed(GuardPanel.Changed(name, setting=(key, wanted[key])))
             if state.enabled != (name in on):
                 self.on_guard_panel_changed(GuardPanel.Changed(name, enabled=name in on))
-        self.notify(f"guards: preset {preset.name}", timeout=3)
+        self.app.use_run_settings(preset.spec)
+        self.notify(f"preset {preset.name}: its guards now, its budgets and sampling from the next run", timeout=3)
 
     def on_guard_panel_changed(self, message: GuardPanel.Changed) -> None:
         panel = self.query_one(GuardPanel)
