@@ -104,3 +104,19 @@ async def test_the_app_can_start_with_raw_math(ui):
     async with app.run_test(size=(120, 30)) as pilot:
         await ui.solve(pilot, app)
         assert shown(app) == SOURCE
+
+
+async def test_help_and_footer_name_the_raw_math_key(ui):
+    from textual.widgets import Footer, Static
+
+    from tuiagent.ui.screens.help import HelpScreen
+
+    app = math_app()
+    async with app.run_test(size=(200, 40)) as pilot:
+        await ui.wait_for(pilot, lambda: app.screen.is_mounted, 10, "the screen")
+        footer = app.screen.query_one(Footer)
+        await ui.wait_for(pilot, lambda: any(k.key == "f10" for k in footer.query("FooterKey")), 5, "f10 in the footer")
+        await pilot.press("f1")
+        await ui.wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), 5, "the help screen")
+        rows = "\n".join(str(w.render()) for w in app.screen.query(Static))
+        assert any(line.startswith("f10") and line.rstrip().endswith("Raw math") for line in rows.splitlines())
