@@ -41,7 +41,7 @@ class TranscriptPrinter:
 
     def __call__(self, event: ev.Event) -> None:
         c = self.console
-        if not isinstance(event, ev.TokenDelta):  # the turn is over (ended, or cut short): what it held back
+        if isinstance(event, (ev.TurnEnded, ev.TurnStarted, ev.RunFinished)):  # the turn is over: what it held back
             self._write(self._turn.end())
         match event:
             case ev.RunStarted():
