@@ -151,3 +151,36 @@ def test_a_stream_holds_a_formula_until_it_closes() -> None:
 def test_a_raw_stream_passes_the_text_through() -> None:
     stream = MathStream(render=False)
     assert stream.feed("\\(3 \\times ") + stream.feed("17\\)\n") + stream.end() == "\\(3 \\times 17\\)\n"
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(_PARTS, max_size=30), st.data())
+def test_token_confidence_lines_up_with_the_rendered_text(parts: list[str], data: st.DataObject) -> None:
+    """Tokens over the source, mapped onto the rendering (TokenSpans.through): text shown as written
+    keeps its tokens' characters; each rendered formula is one token, as sure as its least sure one."""
+    import math
+
+    from tuiagent.export.confidence import TokenSpans
+
+    text = "".join(parts)
+    cuts = sorted(set(data.draw(st.lists(st.integers(1, max(len(text) - 1, 1)), max_size=15))))
+    bounds = [b for b in [0, *cuts, len(text)] if b <= len(text)]
+    source = TokenSpans()
+    for a, b in zip(bounds, bounds[1:]):
+        if b > a:
+            source.append(text[a:b], math.log(data.draw(st.floats(0.01, 1.0))))
+    cut = pieces(text)
+    shown = "".join(p.text for p in cut)
+    mapped = source.through(cut)
+    assert mapped.starts == sorted(mapped.starts) and all(s < e for s, e in zip(mapped.starts, mapped.ends))
+    assert all(e <= s for e, s in zip(mapped.ends, mapped.starts[1:]))  # no two overlap
+    at = 0
+    for p in cut:
+        inside = [(s, e, q) for s, e, q in zip(mapped.starts, mapped.ends, mapped.probs)
+                  if at <= s and e <= at + len(p.text)]
+        if p.math:
+            low = min(q for s, e, q in zip(source.starts, source.ends, source.probs) if s < p.end and e > p.start)
+            assert inside == [(at, at + len(p.text), low)]
+        else:
+            assert "".join(shown[s:e] for s, e, _ in inside) == text[p.start : p.end]
+        at += len(p.text)
