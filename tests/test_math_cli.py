@@ -26,7 +26,7 @@ def tuiagent(*args: str) -> subprocess.CompletedProcess:
 
 def solved(write_script, tmp_path: Path, *flags: str) -> tuple[subprocess.CompletedProcess, Path]:
     script = write_script(TURN)
-    out = tuiagent("solve", "How many apples?", "-m", "scripted", "--script", str(script), "--no-tool",
+    out = tuiagent("solve", "How many apples if $n = 3 \\times 17$?", "-m", "scripted", "--script", str(script), "--no-tool",
                    "--out", str(tmp_path / "runs"), *flags)
     assert out.returncode == 0, out.stderr
     return out, next((tmp_path / "runs").glob("*.jsonl"))
@@ -35,7 +35,7 @@ def solved(write_script, tmp_path: Path, *flags: str) -> tuple[subprocess.Comple
 def test_solve_transcript_renders_math_and_the_trajectory_keeps_it_verbatim(write_script, tmp_path):
     out, path = solved(write_script, tmp_path)
     assert SHOWN in out.stdout and "\\times" not in out.stdout
-    assert "answer: 51" in out.stdout
+    assert "problem: How many apples if n = 3 × 17?" in out.stdout and "answer: 51" in out.stdout
     events = load(path).events
     assert next(e.text for e in events if isinstance(e, ev.TurnEnded)) == TURN
     assert "".join(e.text for e in events if isinstance(e, ev.TokenDelta)) == TURN
@@ -66,7 +66,7 @@ def test_transcript_streamed_token_by_token_reads_as_the_whole_turn():
 def test_exports_render_math_unless_asked_not_to(write_script, tmp_path):
     _, path = solved(write_script, tmp_path)
     md = export_runs([path], "md")
-    assert SHOWN in md and "\\times" not in md
+    assert SHOWN in md and "\\times" not in md and "| problem | How many apples if n = 3 × 17? |" in md
     assert TURN in export_runs([path], "md", math=False)
     page = export_runs([path], "html", shade=True)
     assert "3 × 17" in page and 'title="LaTeX: \\(3 \\times 17\\)"' in page  # the source on hover

@@ -12,7 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tuiagent.core import events as ev
-from tuiagent.mathtext import MathStream, render_latex
+from tuiagent.mathtext import MathStream, render_latex, render_math
 from tuiagent.protocol import budget_words
 from tuiagent.safetext import for_terminal
 
@@ -45,7 +45,7 @@ class TranscriptPrinter:
             self._write(self._turn.end())
         match event:
             case ev.RunStarted():
-                c.print(_text(f"problem: {event.problem}", style="bold"))
+                c.print(_text(f"problem: {render_math(event.problem) if self.math else event.problem}", style="bold"))
                 c.print(_text(f"model: {event.model_id} ({event.backend}), mode: {event.mode}", style="dim"))
                 c.print(Text(f"budgets: {budget_words(event.settings)}", style="dim"))
             case ev.TurnStarted():

@@ -11,6 +11,7 @@ from tuiagent.core.trajectory import load
 from tuiagent.ui.token_shade import BANDS
 from tuiagent.ui.widgets.compare_grid import CompareGrid
 from tuiagent.ui.widgets.final_answer import FinalAnswer
+from tuiagent.ui.widgets.note_line import NoteLine
 from tuiagent.ui.widgets.turn_text import TurnText
 
 # One turn, token by token: the formula's "17" is unsure (p 0.2, band 0), so is "apples" after it (p 0.5).
@@ -19,6 +20,7 @@ TOKENS = [("There are ", -0.01), ("\\(3 ", -0.01), ("\\times ", -0.01), ("17", m
           ("So \\boxed{\\frac{51}{2}}.", -0.01)]
 SOURCE = "".join(t for t, _ in TOKENS)
 SHOWN = "There are 3 × 17 red apples, and ½ of them are ripe. So ⟦⁵¹⁄₂⟧."
+PROBLEM = "How many are ripe if $n = 3 \\times 17$ and a bag costs $5?"
 
 
 def math_app(**config):
@@ -27,7 +29,7 @@ def math_app(**config):
     from tuiagent.ui import AppConfig, make_app
 
     turn = [Token(t, lp) for t, lp in TOKENS]
-    return make_app(AppConfig(model="scripted", problem="How many?", guards=(), **config),
+    return make_app(AppConfig(model="scripted", problem=PROBLEM, guards=(), **config),
                     backend_factory=lambda: ScriptedBackend([list(turn)], delay_s=0.001))
 
 
@@ -35,16 +37,22 @@ def shown(app) -> str:
     return app.screen.query(TurnText).first().render().plain
 
 
+def problem(app) -> str:
+    return next(w for w in app.screen.query(NoteLine) if w.kind == "problem").render().plain
+
+
 async def test_live_math_reads_rendered_and_f10_shows_it_raw(ui):
     app = math_app()
     async with app.run_test(size=(120, 30)) as pilot:
         await ui.solve(pilot, app)
         assert shown(app) == SHOWN
+        assert problem(app) == "problem How many are ripe if n = 3 × 17 and a bag costs $5?"
         answer = ui.text(app.screen.query_one(FinalAnswer))
         assert "⁵¹⁄₂" in answer and "\\frac" not in answer
         await pilot.press("f10")
         await ui.wait_for(pilot, lambda: shown(app) == SOURCE, 5, "the raw LaTeX")
         assert "\\frac{51}{2}" in ui.text(app.screen.query_one(FinalAnswer))
+        assert problem(app) == f"problem {PROBLEM}"
         await pilot.press("f10")
         await ui.wait_for(pilot, lambda: shown(app) == SHOWN, 5, "the rendered math again")
         # the trajectory keeps what the model wrote, verbatim

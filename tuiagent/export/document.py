@@ -10,7 +10,7 @@ from tuiagent.core import events as ev
 from tuiagent.core.compare import RunSummary, StepCell, step_cells, summary
 from tuiagent.core.trajectory import load
 from tuiagent.export.confidence import TokenSpans, turn_tokens
-from tuiagent.mathtext import render_latex
+from tuiagent.mathtext import render_latex, render_math
 
 
 @dataclass(frozen=True)
@@ -68,10 +68,10 @@ def answer_line(run: Run, *, math: bool = False) -> str:
 
 
 def facts(run: Run, *, math: bool = False) -> list[tuple[str, str]]:
-    """The summary rows every export shows, in order (``math``: the answer's LaTeX rendered)."""
+    """The summary rows every export shows, in order (``math``: the problem's and the answer's LaTeX rendered)."""
     s = run.summary
     return [
-        ("problem", s.problem.strip()),
+        ("problem", render_math(s.problem.strip()) if math else s.problem.strip()),
         ("model", s.model or "?"),
         ("guards", s.guards),
         ("answer", answer_line(run, math=math)),

@@ -68,6 +68,7 @@ class TrajectoryView(VerticalScroll, can_focus=True):
         self.pruned_items: dict[int, list[Widget]] = {}
         self.attempts: list[GuardCard] = []  # cards about answer attempts (marked final or not)
         self.final: FinalAnswer | None = None
+        self.problem: NoteLine | None = None
         self._dirty: set[TurnText] = set()
         self._current: Widget | None = None
         self.show_pruned = False
@@ -93,6 +94,8 @@ class TrajectoryView(VerticalScroll, can_focus=True):
             text.set_math(on)
         for card in self.attempts:
             card.set_math(on)
+        if self.problem is not None:
+            self.problem.set_math(on)
         if self.final is not None:
             self.final.set_math(on)
 
@@ -166,7 +169,9 @@ class TrajectoryView(VerticalScroll, can_focus=True):
     def _on_RunStarted(self, e: ev.RunStarted) -> Widget:
         self.gold, self.mode = e.gold, e.mode
         extra = f"   (gold: {e.gold})" if e.gold else ""
-        return self._add(NoteLine(0, "problem", "problem", e.problem.strip() + extra))
+        self.problem = NoteLine(0, "problem", "problem", e.problem.strip() + extra)
+        self.problem.set_math(self.math)
+        return self._add(self.problem)
 
     def _on_TurnStarted(self, e: ev.TurnStarted) -> Widget:
         self.flush()
