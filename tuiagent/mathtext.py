@@ -302,6 +302,16 @@ def render_math(text: str) -> str:
     return "".join(p.text for p in pieces(text))
 
 
+def rendered_spans(parts: list[Piece]) -> list[tuple[int, int, Piece]]:
+    """Where each rendered formula of ``parts`` sits in the rendered text: (start, end, its piece)."""
+    out, at = [], 0
+    for p in parts:
+        if p.math:
+            out.append((at, at + len(p.text), p))
+        at += len(p.text)
+    return out
+
+
 def shown_between(parts: list[Piece], start: int, end: int) -> str:
     """What source[start:end] shows as, for bounds that fall on no math piece's inside."""
     out = []

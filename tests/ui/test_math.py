@@ -73,6 +73,13 @@ async def test_token_confidence_lines_up_with_rendered_math(ui):
         values = {content.plain[s.start:s.end]: s.style.meta["p"] for s in content.spans
                   if not isinstance(s.style, str) and "p" in s.style.meta}
         assert values == {"3 × 17": 0.2, "apples": 0.5}
+        marked = [content.plain[s.start:s.end] for s in content.spans
+                  if not isinstance(s.style, str) and s.style.meta.get("formula")]
+        assert marked == ["3 × 17", "½", "⟦⁵¹⁄₂⟧"]
+        text = app.screen.query(TurnText).first()
+        await pilot.hover(text, offset=(content.plain.index("×") + 1, 0))  # padding: 1 cell
+        await ui.wait_for(pilot, lambda: text.tooltip == "least sure token of this formula: p = 0.2000", 5,
+                          f"the formula's p on hover: {text.tooltip}")
         await pilot.press("f10")  # raw: the token itself, as before
         await ui.wait_for(pilot, lambda: shown(app) == SOURCE, 5, "the raw LaTeX")
         content = app.screen.query(TurnText).first().render()

@@ -14,7 +14,7 @@ from pygments.styles import get_style_by_name
 from tuiagent.core.compare import align, first_divergence
 from tuiagent.export.confidence import BAND_LIMITS, TokenSpans, band, legend
 from tuiagent.export.document import Run, Step, answer_line, facts, pruned_words, status_words
-from tuiagent.mathtext import pieces, render_latex
+from tuiagent.mathtext import pieces, render_latex, rendered_spans
 
 # Background of each confidence band, least sure first (BAND_LIMITS): red, orange, pale yellow (ours).
 BAND_COLOURS = ("#f4a3a3", "#f7c98b", "#fbeab8")
@@ -102,11 +102,7 @@ def _prose(text: str, tokens: TokenSpans, shade: bool, math: bool) -> str:
         return _spans(text, [_token_styles(text, tokens)] if shade else [])
     parts = pieces(text)
     shown = "".join(p.text for p in parts)
-    at, formulas = 0, []
-    for p in parts:
-        if p.math:
-            formulas.append((at, at + len(p.text), "", f"LaTeX: {text[p.start : p.end]}"))
-        at += len(p.text)
+    formulas = [(a, b, "", f"LaTeX: {text[p.start : p.end]}") for a, b, p in rendered_spans(parts)]
     return _spans(shown, ([_token_styles(shown, tokens.through(parts))] if shade else []) + [formulas])
 
 

@@ -39,7 +39,16 @@ def shade(content: Content, tokens: TokenSpans, offset: int = 0) -> Content:
     return Content(content.plain, [*content.spans, *spans]) if spans else content
 
 
+def formulas(content: Content, starts_ends: list[tuple[int, int]]) -> Content:
+    """``content`` with each rendered formula (its start and end) marked, so its hover says the p it
+    is shaded by is its least sure token's."""
+    return Content(content.plain, [*content.spans, *(Span(a, b, Style.from_meta({"formula": True}))
+                                                     for a, b in starts_ends)])
+
+
 def hovered(event: MouseEvent, otherwise: str) -> str:
     """What the pointer over a shaded text reads: the probability of the token under it, else ``otherwise``."""
     p = event.style.meta.get("p")
-    return otherwise if p is None else f"token p = {p:.4f}"
+    if p is None:
+        return otherwise
+    return f"least sure token of this formula: p = {p:.4f}" if event.style.meta.get("formula") else f"token p = {p:.4f}"

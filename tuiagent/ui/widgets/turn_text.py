@@ -12,9 +12,9 @@ from textual.highlight import highlight
 from textual.widget import Widget
 
 from tuiagent.export.confidence import BAND_LIMITS, TokenSpans
-from tuiagent.mathtext import Piece, pieces
+from tuiagent.mathtext import Piece, pieces, rendered_spans
 from tuiagent.safetext import for_terminal
-from tuiagent.ui.token_shade import hovered, shade
+from tuiagent.ui.token_shade import formulas, hovered, shade
 
 # While a turn streams, its height grows by this many lines at a time, so the trajectory is laid out
 # again every few lines instead of at every line (a layout repaints the whole pane: measured 30-50 ms
@@ -146,6 +146,8 @@ class TurnText(Widget):
                 start = len(self._text) - len(self._text.lstrip("\n"))
                 tokens = self.tokens.window(start, start + len(self._text.strip("\n")))
                 self._content = shade(self._content, tokens.through(parts) if parts is not None else tokens)
+                if parts is not None:
+                    self._content = formulas(self._content, [(a, b) for a, b, _ in rendered_spans(parts)])
         return self._content
 
     def on_mouse_move(self, event: events.MouseMove) -> None:
