@@ -184,3 +184,14 @@ def test_token_confidence_lines_up_with_the_rendered_text(parts: list[str], data
         else:
             assert "".join(shown[s:e] for s, e, _ in inside) == text[p.start : p.end]
         at += len(p.text)
+
+
+@pytest.mark.parametrize("unit", ["a \\( b ", "x \\boxed{ ", "\\boxed{\\boxed{ ", "\\[ z "])
+def test_a_paragraph_of_openers_that_never_close_reads_in_linear_time(unit: str) -> None:
+    """20,000 of them take milliseconds; read quadratically they took minutes (3,000 \\boxed{ took 4.4 s)."""
+    import time
+
+    text = unit * 20_000
+    start = time.perf_counter()
+    assert render_math(text) == text
+    assert time.perf_counter() - start < 10  # linear: ~0.02 s here; quadratic: minutes

@@ -215,35 +215,57 @@ def _dollar_end(par: str, start: int) -> int | None:
     return close + 1
 
 
-def _brace_end(par: str, open_at: int) -> int | None:
-    """Past the ``}`` that closes the ``{`` at ``open_at`` (escaped braces skipped), or None."""
-    depth, i = 0, open_at
-    while i < len(par):
-        c = par[i]
+def _brace_pairs(text: str) -> dict[int, int]:
+    """Each ``{`` of ``text`` that closes -> its ``}`` (escaped braces skipped), in one pass."""
+    pairs: dict[int, int] = {}
+    stack: list[int] = []
+    i = 0
+    while i < len(text):
+        c = text[i]
         if c == "\\":
             i += 2
             continue
-        depth += (c == "{") - (c == "}")
-        if depth == 0:
-            return i + 1
+        if c == "{":
+            stack.append(i)
+        elif c == "}" and stack:
+            pairs[stack.pop()] = i
         i += 1
-    return None
+    return pairs
 
 
-def _span(par: str, m: re.Match[str]) -> tuple[int, str | None] | None:
-    """(end, shown) of the math span that ``m`` opens (shown None: it cannot be read), or None when
-    it does not close."""
-    opener = m.group(1)
-    if opener == "$":
-        end = _dollar_end(par, m.start())
-        return None if end is None else (end, _convert(par[m.start() + 1 : end - 1]))
-    if opener.startswith("\\boxed"):
-        end = _brace_end(par, m.end() - 1)
-        return None if end is None else (end, _convert(par[m.start() : end]))
-    close = par.find(_CLOSE[opener], m.end())
-    if close < 0 or not par[m.end() : close].strip():
-        return None
-    return close + len(_CLOSE[opener]), _convert(par[m.end() : close])
+class _Scan:
+    """What one pass over a text's math openers has learnt of its closers, so a paragraph of
+    openers that never close is read in linear time."""
+
+    def __init__(self, text: str):
+        self.text = text
+        self.unclosed: set[str] = set()  # openers with no closer after the last one tried
+        self._braces: dict[int, int] | None = None
+
+    def brace_end(self, open_at: int) -> int | None:
+        """Past the ``}`` that closes the ``{`` at ``open_at``, or None."""
+        if self._braces is None:
+            self._braces = _brace_pairs(self.text)
+        end = self._braces.get(open_at)
+        return None if end is None else end + 1
+
+    def span(self, m: re.Match[str]) -> tuple[int, str | None] | None:
+        """(end, shown) of the math span that ``m`` opens (shown None: it cannot be read), or None
+        when it does not close."""
+        par, opener = self.text, m.group(1)
+        if opener == "$":
+            end = _dollar_end(par, m.start())
+            return None if end is None else (end, _convert(par[m.start() + 1 : end - 1]))
+        if opener.startswith("\\boxed"):
+            end = self.brace_end(m.end() - 1)
+            return None if end is None else (end, _convert(par[m.start() : end]))
+        close = par.find(_CLOSE[opener], m.end()) if opener not in self.unclosed else -1
+        if close < 0:
+            self.unclosed.add(opener)  # no later one closes either
+            return None
+        if not par[m.end() : close].strip():
+            return None
+        return close + len(_CLOSE[opener]), _convert(par[m.end() : close])
 
 
 @lru_cache(maxsize=4096)
@@ -251,11 +273,11 @@ def _paragraph(par: str) -> tuple[Piece, ...]:
     """The pieces of one paragraph of prose, offsets from its start (cached: a streaming turn asks
     again for every paragraph but its last)."""
     out: list[Piece] = []
-    pos = 0
+    pos, scan = 0, _Scan(par)
     for m in _OPEN.finditer(par):
         if m.start() < pos:
             continue
-        found = _span(par, m)
+        found = scan.span(m)
         if found is None:
             continue
         end, shown = found
@@ -364,10 +386,11 @@ class MathStream:
         """A span opened in the current paragraph, outside code, that has not closed by ``cut``
         (a ``$`` span closes on its line, so a whole line settles it)."""
         lo = max(max((m.end() for m in _PARAGRAPH.finditer(self._text, 0, cut)), default=0), self._shown)
+        scan = _Scan(self._text)
         for p in parts:
             if p.math or p.code or p.end <= lo or p.start >= cut:
                 continue
             for m in _OPEN.finditer(self._text, max(p.start, lo), min(p.end, cut)):
-                if m.group(1) != "$" and _span(self._text, m) is None:
+                if m.group(1) != "$" and scan.span(m) is None:
                     return True
         return False
