@@ -15,15 +15,15 @@ BANDS: tuple[tuple[float, str], ...] = tuple(zip(BAND_LIMITS, ("on $error 55%", 
                                                  strict=True))
 
 
-def shade(content: Content, tokens: TokenSpans, offset: int = 0) -> Content:
-    """``content`` with its tokens shaded by band; ``offset``: where content's text starts in the
-    tokens' text (a stripped prefix). Every shaded token carries its probability as style meta (read
-    on hover); neighbouring tokens in one band share one shading span."""
+def shade(content: Content, tokens: TokenSpans) -> Content:
+    """``content`` with its tokens (offsets into its text) shaded by band. Every shaded token carries
+    its probability as style meta (read on hover); neighbouring tokens in one band share one shading
+    span."""
     spans: list[Span] = []
     size = len(content.plain)
     run_band, run_start, run_end = None, 0, 0
     for start, end, p in zip(tokens.starts, tokens.ends, tokens.probs, strict=True):
-        start, end = max(start - offset, 0), min(end - offset, size)
+        start, end = max(start, 0), min(end, size)
         if end <= start:
             continue
         b = None if p is None else band(p)
