@@ -24,6 +24,8 @@ from tuiagent.mathtext import BOX, MathStream, pieces, render_latex, render_math
     (r"\(\sqrt{2}\), \(\sqrt[3]{x+1}\), \(90^\circ\)", "√2, ∛(x+1), 90°"),
     (r"\(a \equiv b \pmod{7}\), \(\binom{5}{2} = 10\)", "a ≡ b (mod 7), C(5, 2) = 10"),
     (r"\(\left(\frac{3}{4}\right)^2 \ne 1\)", "(¾)² ≠ 1"),
+    (r"\( x = \frac{-b \pm \sqrt{b^2 - 4ac}}{2a} \)", "x = (-b ± √(b² - 4ac))/2a"),
+    (r"\[ \text{Speed} = \frac{\text{Distance}}{\text{Time}} \]", "Speed = Distance/Time"),
     ("\\[\\begin{aligned} a &= b \\\\ c &= d \\end{aligned}\\]", "a = b\nc = d"),
 ])
 def test_delimiters_render(source: str, shown: str) -> None:

@@ -146,9 +146,20 @@ def _contexts() -> tuple[Any, Any]:
 
 
 _PARSE_DB, _TEXT_DB = _contexts()
+
+
+class _ToText(LatexNodes2Text):  # type: ignore[misc]  # pylatexenc has no type information
+    """pylatexenc's converter, keeping the space written after a symbol macro before another macro
+    (``\\pm \\sqrt{2}`` reads ``± √2``, not ``±√2``); doubled spaces are folded afterwards."""
+
+    def node_to_text(self, node: Any, prev_node_hint: Any = None, textcol: int = 0) -> str:
+        text: str = super().node_to_text(node, prev_node_hint, textcol)
+        bare = isinstance(node, LatexMacroNode) and not (node.nodeargd and node.nodeargd.argnlist)
+        return text + " " if bare and node.macro_post_space and text else text
+
+
 # Spaces between two constructs (x^2 \ne 1) kept as written: pylatexenc drops them by default.
-_TO_TEXT = LatexNodes2Text(latex_context=_TEXT_DB, math_mode="text",
-                           strict_latex_spaces={"between-latex-constructs": True})
+_TO_TEXT = _ToText(latex_context=_TEXT_DB, math_mode="text", strict_latex_spaces={"between-latex-constructs": True})
 
 
 def _known(nodes: Any) -> bool:
