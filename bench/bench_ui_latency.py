@@ -12,7 +12,9 @@ with nothing streaming, as a baseline.
 ``--shade``: token confidence on (f8), with one token in seven unsure (p 0.37) so the shading has
 bands to draw. ``--math``: the model writes math-heavy prose (inline and display LaTeX in every
 sentence) and the keys take turns, five at a time, with math rendered and shown raw (f10), so both
-sides of the ratio are measured in one run under the same load. Writes
+sides of the ratio are measured in one run under the same load; each side is also given without
+the keys that a full garbage collection (CPython's generation 2, timed with gc.callbacks) delayed,
+since those pauses (tens of ms) land on either side by chance and decide the p95. Writes
 bench/results/ui_latency.json (ui_latency_shade.json with --shade, ui_latency_math.json with --math).
 """
 
@@ -20,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import os
 import platform
@@ -119,6 +122,15 @@ async def measure(keys: int, rate: float, interval: float, turns: int, words: in
             self.call_after_refresh(lambda: done.put_nowait((effect - sent, time.perf_counter() - sent)))
 
     GuardList.watch_highlighted = watched
+    collections: list[tuple[float, float]] = []  # CPython's full (generation 2) collections: (start, end)
+
+    def full_gc(phase: str, info: dict) -> None:
+        if info["generation"] == 2:
+            if phase == "start":
+                collections.append((time.perf_counter(), float("inf")))
+            elif collections:
+                collections[-1] = (collections[-1][0], time.perf_counter())
+
     try:
         async with app.run_test(size=(120, 40)) as pilot:
             app.shade_tokens = shade
@@ -129,6 +141,7 @@ async def measure(keys: int, rate: float, interval: float, turns: int, words: in
             await pilot.pause(0.1)
 
             rendered: list[bool] = []  # per key measured while streaming: math rendered (else raw)
+            spans: list[tuple[float, float]] = []  # per key measured while streaming: (sent, shown)
 
             async def press_many(n: int, while_streaming: bool) -> tuple[list[float], list[float]]:
                 applied, shown = [], []
@@ -144,7 +157,7 @@ async def measure(keys: int, rate: float, interval: float, turns: int, words: in
                     key = "down" if guard_list.highlighted in (None, 0) or (i % 8) < 4 else "up"
                     target = (guard_list.highlighted or 0) + (1 if key == "down" else -1)
                     pending.clear()
-                    pending[target] = time.perf_counter()
+                    pending[target] = sent = time.perf_counter()
                     event = events.Key(key, None)
                     event.set_sender(app)
                     app._driver.send_message(event)
@@ -156,6 +169,7 @@ async def measure(keys: int, rate: float, interval: float, turns: int, words: in
                     shown.append(s * 1000)
                     if while_streaming:
                         rendered.append(not app.raw_math)
+                        spans.append((sent, sent + s))
                     await asyncio.sleep(interval)
                 return applied, shown
 
@@ -168,7 +182,11 @@ async def measure(keys: int, rate: float, interval: float, turns: int, words: in
             guard_list.focus()  # starting a run focuses the trajectory; the keys go to the guard panel
             await asyncio.sleep(0.05)
             t0, tok0 = time.perf_counter(), status.tokens
-            applied, shown = await press_many(keys, True)
+            gc.callbacks.append(full_gc)
+            try:
+                applied, shown = await press_many(keys, True)
+            finally:
+                gc.callbacks.remove(full_gc)
             t1, tok1 = time.perf_counter(), status.tokens
             while app.screen.running:
                 await asyncio.sleep(0.05)
@@ -176,12 +194,17 @@ async def measure(keys: int, rate: float, interval: float, turns: int, words: in
     finally:
         GuardList.watch_highlighted = original
     streamed_rate = (tok1 - tok0) / (t1 - t0) if t1 > t0 else 0.0
-    sides = {}
+    paused = [any(a < end and b > sent for a, b in collections) for sent, end in spans]  # a full GC ran meanwhile
+    gc_ms = [(b - a) * 1000 for a, b in collections]
+    sides: dict = {"full_gc_while_streaming": {"count": len(gc_ms), "max_ms": round(max(gc_ms, default=0), 1),
+                                               "keys_it_delayed": sum(paused)}}
     if math:
-        on = [ms for ms, r in zip(shown, rendered, strict=True) if r]
-        off = [ms for ms, r in zip(shown, rendered, strict=True) if not r]
-        sides = {"math_rendered_key_to_effect_ms": summary(on), "math_raw_key_to_effect_ms": summary(off),
-                 "p95_rendered_over_raw": round(pct(on, 95) / pct(off, 95), 3) if on and off else None}
+        for name, keep in (("", lambda hit: True), ("_without_full_gc", lambda hit: not hit)):
+            on = [ms for ms, r, hit in zip(shown, rendered, paused, strict=True) if r and keep(hit)]
+            off = [ms for ms, r, hit in zip(shown, rendered, paused, strict=True) if not r and keep(hit)]
+            sides.update({f"math_rendered_key_to_effect_ms{name}": summary(on),
+                          f"math_raw_key_to_effect_ms{name}": summary(off),
+                          f"p95_rendered_over_raw{name}": round(pct(on, 95) / pct(off, 95), 3) if on and off else None})
     return {
         "token_shading": shade,
         "math_heavy_prose": math,
