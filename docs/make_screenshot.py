@@ -33,10 +33,10 @@ TURNS = [
     "```python\nmuffins = 48\ncookies = 3 * muffins\nrevenue = muffins * 3 + cookie * 1.25\nprint(revenue)\n```\n```output\n",
     "I mistyped the variable name: it is `cookies`.\n"
     "```python\nmuffins = 48\ncookies = 3 * muffins\nrevenue = muffins * 3 + cookies * 1.25\nprint(revenue)\n```\n```output\n",
-    "Muffins bring 48 * 3 = 144 dollars and cookies 144 * 1.25 = 180 dollars, "
-    "so the bakery took in \\boxed{324} dollars.",
+    "Muffins bring \\(48 \\times 3 = 144\\) dollars and cookies \\(144 \\times 1.25 = 180\\) dollars, "
+    "so the bakery took in \\boxed{324} dollars.",  # the app shows the LaTeX as 48 × 3 = 144 (docs/app.md)
 ]
-UNSURE = {"revenue.": -0.9, "mistyped": -1.2, "`cookies`.": -0.4, "180": -0.35, "so": -0.5}
+UNSURE = {"revenue.": -0.9, "mistyped": -1.2, "`cookies`.": -0.4, "180\\)": -0.35, "so": -0.5}
 _PIECES = re.compile(r"\s*\S+|\s+")
 
 

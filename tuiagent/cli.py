@@ -17,7 +17,7 @@ from rich.text import Text
 from kernels.base import KernelFailed
 from tuiagent.core.run_spec import DEFAULTS, RunSpec
 from tuiagent.errors import UserError
-from tuiagent.options import NetworkOpt, SandboxOpt, check_sandbox
+from tuiagent.options import NetworkOpt, RawMathOpt, SandboxOpt, check_sandbox
 from tuiagent.presets import DEFAULT_PRESET
 from tuiagent.runs_cli import print_warnings, runs_app
 from tuiagent.safetext import for_terminal
@@ -58,6 +58,7 @@ def main_callback(
     preset: Annotated[str | None, typer.Option("--preset", "-p", help=(
         "Start under a preset or setting string (`tuiagent presets`): its guards, their settings, budgets, "
         "sampling, mode and kernel, as `solve --preset` runs them (default: recommended)."))] = None,
+    raw_math: RawMathOpt = False,
 ) -> None:
     """Without a command, open the interactive app on the default model."""
     if ctx.invoked_subcommand is None:
@@ -68,7 +69,7 @@ def main_callback(
         except ValueError as e:
             raise typer.BadParameter(str(e), param_hint="--preset") from None
         run_app(model=model, models_file=models, script=script, sandbox=check_sandbox(sandbox), confirm=confirm,
-                preset=preset or DEFAULT_PRESET, network=allow_network)
+                preset=preset or DEFAULT_PRESET, network=allow_network, raw_math=raw_math)
 
 
 @app.command()
@@ -100,6 +101,7 @@ def solve(
     sandbox: SandboxOpt = "auto",
     allow_network: NetworkOpt = False,
     confirm: Annotated[bool, typer.Option("--confirm", help="Ask on the terminal before each code block runs.")] = False,
+    raw_math: RawMathOpt = False,
 ) -> None:
     """Solve one problem and stream a readable transcript (or JSON events)."""
     from tuiagent.core.events import FAILURE_REASONS, RunFinished, RunStarted
@@ -122,7 +124,7 @@ def solve(
     except ValueError as e:  # a budget no run can keep (RunSettings says which)
         raise typer.BadParameter(str(e)) from None
     approve = terminal_approver() if confirm else None
-    printer = JsonPrinter(sys.stdout) if json_out else TranscriptPrinter()
+    printer = JsonPrinter(sys.stdout) if json_out else TranscriptPrinter(math=not raw_math)
     started: list[RunStarted] = []
 
     def on_event(event: Event) -> None:
@@ -179,6 +181,7 @@ def fork(
     json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object per event instead of a transcript.")] = False,
     sandbox: SandboxOpt = "auto",
     allow_network: NetworkOpt = False,
+    raw_math: RawMathOpt = False,
 ) -> None:
     """Fork a saved run at a step: same working context, model and kernel state rebuilt, other guards or sampling.
 
@@ -205,7 +208,7 @@ def fork(
                                **({"model": model} if model else {}))
     except ValueError as e:  # a budget no run can keep
         raise typer.BadParameter(str(e)) from None
-    printer = JsonPrinter(sys.stdout) if json_out else TranscriptPrinter()
+    printer = JsonPrinter(sys.stdout) if json_out else TranscriptPrinter(math=not raw_math)
     try:
         finished = asyncio.run(run_problem(request, printer, fork=point))
     except (KeyboardInterrupt, asyncio.CancelledError):
@@ -401,6 +404,7 @@ def doctor(
 def replay(
     file: Annotated[Path, typer.Argument(help="A trajectory file (.jsonl).")],
     print_: Annotated[bool, typer.Option("--print", help="Print a readable transcript instead of opening the app.")] = False,
+    raw_math: RawMathOpt = False,
 ) -> None:
     """Replay a saved run."""
     from tuiagent.runs_cli import print_transcript
@@ -410,9 +414,9 @@ def replay(
         from tuiagent.core.trajectory import load
 
         load(file)  # a usage error before the app opens
-        run_app(screen="replay", replay=file)
+        run_app(screen="replay", replay=file, raw_math=raw_math)
         return
-    print_transcript(file)
+    print_transcript(file, math=not raw_math)
 
 
 @app.command()
@@ -425,6 +429,7 @@ def export(
         "(-o: a directory, default beside the first run, or one .eval/.json file); needs tuiagent[inspect]."))] = False,
     out: Annotated[Path | None, typer.Option("-o", "--out", help="Write here instead of to stdout.")] = None,
     shade: Annotated[bool, typer.Option("--shade", help="HTML: shade each token by its probability.")] = False,
+    raw_math: RawMathOpt = False,
 ) -> None:
     """Export a saved run, or a comparison of runs, to Markdown or HTML, or runs to inspect_ai logs."""
     from tuiagent.export import export_runs
@@ -443,7 +448,7 @@ def export(
                                     f"`inspect view --log-dir {written[0].parent}`")))
         return
     fmt = "html" if html or (not md and out is not None and out.suffix.lower() in (".html", ".htm")) else "md"
-    text = export_runs(files, fmt, shade=shade)
+    text = export_runs(files, fmt, shade=shade, math=not raw_math)
     if out is None:
         sys.stdout.write(text)
         return
@@ -455,10 +460,12 @@ def export(
 def compare(
     files: Annotated[list[Path], typer.Argument(help="Two to four trajectory files (.jsonl).")],
     print_: Annotated[bool, typer.Option("--print", help="Print the summary rows instead of opening the app.")] = False,
+    raw_math: RawMathOpt = False,
 ) -> None:
     """Compare saved runs side by side, steps aligned, with a summary row."""
     from tuiagent.core.compare import summary
     from tuiagent.core.trajectory import load
+    from tuiagent.mathtext import render_latex
 
     if not 2 <= len(files) <= 4:
         raise typer.BadParameter("give two to four trajectory files", param_hint="FILES")
@@ -466,14 +473,15 @@ def compare(
     if not print_:  # the app shows the warnings itself
         from tuiagent.app import run_app
 
-        run_app(screen="compare", compare=tuple(files))
+        run_app(screen="compare", compare=tuple(files), raw_math=raw_math)
         return
     console = Console(highlight=False, soft_wrap=True)
     for path, loaded in zip(files, runs):
         print_warnings(loaded.warnings)
         s = summary(loaded.events)
         right = {True: "right", False: "wrong", None: "-"}[s.correct]
-        console.print(for_terminal(f"{path.name}: guards {s.guards} · answer {s.answer} ({right}) · {s.tool_calls} tool "
+        answer = s.answer if raw_math or s.answer is None else render_latex(s.answer)
+        console.print(for_terminal(f"{path.name}: guards {s.guards} · answer {answer} ({right}) · {s.tool_calls} tool "
                                    f"calls · {s.context_tokens} context tokens · {s.wall_s:.1f} s · {s.reason}"),
                       markup=False)
 

@@ -1,4 +1,4 @@
-"""Command-line options shared by `tuiagent`, `tuiagent solve` and `tuiagent eval`."""
+"""Command-line options shared by `tuiagent`, `tuiagent solve`, the commands that show a run and `tuiagent eval`."""
 
 from __future__ import annotations
 
@@ -19,6 +19,12 @@ SandboxOpt = Annotated[str, typer.Option(
 NetworkOpt = Annotated[bool, typer.Option(
     "--allow-network",
     help="Let code in the kernel use the network (off by default at every sandbox level but off).",
+)]
+
+
+RawMathOpt = Annotated[bool, typer.Option(
+    "--raw-math",
+    help="Show the model's LaTeX as it wrote it (by default \\(3 \\times 17\\) reads 3 × 17; see docs/app.md).",
 )]
 
 

@@ -13,6 +13,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tuiagent import paths
+from tuiagent.options import RawMathOpt
 from tuiagent.runs import RunInfo, recent_runs
 from tuiagent.safetext import for_terminal
 
@@ -29,14 +30,15 @@ def print_warnings(warnings: list[str]) -> None:
         err.print(Text("warning: ", style="bold yellow") + Text(for_terminal(warning)))
 
 
-def print_transcript(file: Path) -> None:
-    """The readable transcript of a saved run (`tuiagent replay --print`); exit 1 when it has no end."""
+def print_transcript(file: Path, *, math: bool = True) -> None:
+    """The readable transcript of a saved run (`tuiagent replay --print`; ``math``: its math rendered);
+    exit 1 when it has no end."""
     from tuiagent.core.trajectory import load
     from tuiagent.transcript import TranscriptPrinter
 
     loaded = load(file)
     print_warnings(loaded.warnings)
-    printer = TranscriptPrinter()
+    printer = TranscriptPrinter(math=math)
     for event in loaded.events:
         printer(event)
     if not loaded.events or loaded.events[-1].type != "RunFinished":
@@ -137,11 +139,12 @@ def resolve(run: str, directory: Path | None = None) -> Path:
 def show(
     run: Annotated[str, typer.Argument(help="A run id, a unique prefix of one, or a trajectory file.")],
     json_: JsonOpt = False,
+    raw_math: RawMathOpt = False,
 ) -> None:
     """Print one saved run: the readable transcript (`replay --print`), or its events with --json."""
     file = resolve(run)
     if not json_:
-        print_transcript(file)
+        print_transcript(file, math=not raw_math)
         return
     from tuiagent.core import events as ev
     from tuiagent.core.trajectory import load

@@ -1,6 +1,7 @@
 """A readable transcript of a run, for the terminal: streamed live by `solve`, re-read by `replay --print`.
 
-Everything shown goes through ``tuiagent.safetext.for_terminal``; the trajectory keeps it verbatim."""
+Everything shown goes through ``tuiagent.safetext.for_terminal``, and the model's math is rendered
+(``tuiagent.mathtext``; ``math=False``: as written); the trajectory keeps it verbatim."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from rich.console import Console
 from rich.text import Text
 
 from tuiagent.core import events as ev
+from tuiagent.mathtext import MathStream, render_latex, render_math
 from tuiagent.protocol import budget_words
 from tuiagent.safetext import for_terminal
 
@@ -23,17 +25,27 @@ def _text(text: str, style: str = "") -> Text:
 
 
 class TranscriptPrinter:
-    """Prints events as they come: reasoning and code as generated, outputs, answer and summary."""
+    """Prints events as they come: reasoning and code as generated (a line at a time while its math
+    renders), outputs, answer and summary."""
 
-    def __init__(self, console: Console | None = None):
+    def __init__(self, console: Console | None = None, *, math: bool = True):
         self.console = console or Console(highlight=False, soft_wrap=True)
+        self.math = math
+        self._turn = MathStream(render=math)
         self._guards_on = 0
+
+    def _write(self, text: str) -> None:
+        if text:
+            self.console.file.write(for_terminal(text))
+            self.console.file.flush()
 
     def __call__(self, event: ev.Event) -> None:
         c = self.console
+        if isinstance(event, (ev.TurnEnded, ev.TurnStarted, ev.RunFinished)):  # the turn is over: what it held back
+            self._write(self._turn.end())
         match event:
             case ev.RunStarted():
-                c.print(_text(f"problem: {event.problem}", style="bold"))
+                c.print(_text(f"problem: {render_math(event.problem) if self.math else event.problem}", style="bold"))
                 c.print(_text(f"model: {event.model_id} ({event.backend}), mode: {event.mode}", style="dim"))
                 c.print(Text(f"budgets: {budget_words(event.settings)}", style="dim"))
             case ev.TurnStarted():
@@ -41,8 +53,7 @@ class TranscriptPrinter:
                     c.print(_text("guards: none", style="dim"))
                 c.print(_text(f"\n── turn {event.turn} · {event.context_tokens} context tokens", style="dim"))
             case ev.TokenDelta():
-                c.file.write(for_terminal(event.text))
-                c.file.flush()
+                self._write(self._turn.feed(event.text))
             case ev.TurnEnded() if event.text and not event.text.endswith("\n"):
                 c.file.write("\n")
             case ev.ToolResult():
@@ -75,7 +86,8 @@ class TranscriptPrinter:
     def _summary(self, event: ev.RunFinished) -> None:
         verdict = {True: ("right", "bold green"), False: ("wrong", "bold red"), None: ("", "")}[event.correct]
         line = _text("\nanswer: ", style="bold")
-        line.append(for_terminal(event.answer) if event.answer is not None else "(none)", style="bold")
+        answer = None if event.answer is None else render_latex(event.answer) if self.math else event.answer
+        line.append(for_terminal(answer) if answer is not None else "(none)", style="bold")
         if verdict[0]:
             line.append(f"  [{verdict[0]}]", style=verdict[1])
         self.console.print(line)

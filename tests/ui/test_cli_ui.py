@@ -18,7 +18,9 @@ def test_replay_opens_the_replay_screen(monkeypatch):
     monkeypatch.setattr("tuiagent.app.run_app", lambda **kw: opened.update(kw))
     result = CliRunner().invoke(cli, ["replay", str(DATA / "guarded.jsonl")])
     assert result.exit_code == 0, result.output
-    assert opened == {"screen": "replay", "replay": DATA / "guarded.jsonl"}
+    assert opened == {"screen": "replay", "replay": DATA / "guarded.jsonl", "raw_math": False}
+    result = CliRunner().invoke(cli, ["replay", str(DATA / "guarded.jsonl"), "--raw-math"])
+    assert result.exit_code == 0 and opened["raw_math"] is True  # the app starts showing the LaTeX as written
 
 
 def test_compare_opens_the_compare_screen(monkeypatch):
@@ -27,7 +29,7 @@ def test_compare_opens_the_compare_screen(monkeypatch):
     files = [str(DATA / "guarded.jsonl"), str(DATA / "plain.jsonl")]
     result = CliRunner().invoke(cli, ["compare", *files])
     assert result.exit_code == 0, result.output
-    assert opened == {"screen": "compare", "compare": tuple(Path(f) for f in files)}
+    assert opened == {"screen": "compare", "compare": tuple(Path(f) for f in files), "raw_math": False}
 
 
 def test_compare_print():

@@ -11,9 +11,9 @@ from tuiagent.errors import UserError
 FORMATS = ("md", "html")
 
 
-def export_runs(paths: Sequence[Path], fmt: str, *, shade: bool = False) -> str:
+def export_runs(paths: Sequence[Path], fmt: str, *, shade: bool = False, math: bool = True) -> str:
     """The text of the export: one run, or a comparison of two or more (``shade``: token confidence
-    as background shades, HTML only)."""
+    as background shades, HTML only; ``math``: the model's LaTeX rendered, ``tuiagent.mathtext``)."""
     from tuiagent.export.document import load_run
 
     if fmt not in FORMATS:
@@ -24,10 +24,11 @@ def export_runs(paths: Sequence[Path], fmt: str, *, shade: bool = False) -> str:
     if fmt == "md":
         from tuiagent.export.markdown import comparison_md, run_md
 
-        return run_md(runs[0]) if len(runs) == 1 else comparison_md(runs)
+        return run_md(runs[0], math=math) if len(runs) == 1 else comparison_md(runs, math=math)
     from tuiagent.export.html import comparison_html, run_html
 
-    return run_html(runs[0], shade=shade) if len(runs) == 1 else comparison_html(runs, shade=shade)
+    return (run_html(runs[0], shade=shade, math=math) if len(runs) == 1
+            else comparison_html(runs, shade=shade, math=math))
 
 
 def default_output(paths: Sequence[Path], fmt: str) -> Path:

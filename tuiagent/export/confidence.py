@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from tuiagent.core import events as ev
+from tuiagent.mathtext import Piece
 
 # Upper bounds of p for the bands, least sure first (ours, see the docstring).
 BAND_LIMITS: tuple[float, ...] = (0.3, 0.6, 0.9)
@@ -59,6 +60,27 @@ class TokenSpans:
             out.starts.append(max(self.starts[i], start) - start)
             out.ends.append(min(self.ends[i], end) - start)
             out.probs.append(self.probs[i])
+        return out
+
+    def through(self, pieces: list[Piece]) -> TokenSpans:
+        """The tokens over the rendered text of ``pieces`` (``tuiagent.mathtext``; the tokens are
+        over their source): text shown as written keeps its tokens, shifted; a rendered math span
+        becomes one token, as sure as the least sure token it came from."""
+        out = TokenSpans()
+        shift = 0  # rendered offset minus source offset, at the current piece
+        for piece in pieces:
+            inside = self.window(piece.start, piece.end)
+            if piece.math:
+                known = [p for p in inside.probs if p is not None]
+                if inside.starts:
+                    out.starts.append(piece.start + shift)
+                    out.ends.append(piece.start + shift + len(piece.text))
+                    out.probs.append(min(known) if known else None)
+            else:
+                out.starts += [s + piece.start + shift for s in inside.starts]
+                out.ends += [e + piece.start + shift for e in inside.ends]
+                out.probs += inside.probs
+            shift += len(piece.text) - (piece.end - piece.start)
         return out
 
     def lowest(self, text: str) -> tuple[str, float] | None:

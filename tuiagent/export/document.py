@@ -10,6 +10,7 @@ from tuiagent.core import events as ev
 from tuiagent.core.compare import RunSummary, StepCell, step_cells, summary
 from tuiagent.core.trajectory import load
 from tuiagent.export.confidence import TokenSpans, turn_tokens
+from tuiagent.mathtext import render_latex, render_math
 
 
 @dataclass(frozen=True)
@@ -57,23 +58,23 @@ def load_run(path: Path) -> Run:
                list(loaded.warnings), bool(events) and isinstance(events[-1], ev.RunFinished))
 
 
-def answer_line(run: Run) -> str:
-    """``42 · right (gold 42)``, ``no answer``, ``7 · wrong (gold 42)``."""
+def answer_line(run: Run, *, math: bool = False) -> str:
+    """``42 · right (gold 42)``, ``no answer``, ``7 · wrong (gold 42)`` (``math``: the answer's LaTeX rendered)."""
     s = run.summary
-    answer = s.answer if s.answer is not None else "no answer"
+    answer = "no answer" if s.answer is None else render_latex(s.answer) if math else s.answer
     if s.correct is None:
         return answer + (f" · gold {run.gold}" if run.gold else "")
     return f"{answer} · {'right' if s.correct else 'wrong'} (gold {run.gold})"
 
 
-def facts(run: Run) -> list[tuple[str, str]]:
-    """The summary rows every export shows, in order."""
+def facts(run: Run, *, math: bool = False) -> list[tuple[str, str]]:
+    """The summary rows every export shows, in order (``math``: the problem's and the answer's LaTeX rendered)."""
     s = run.summary
     return [
-        ("problem", s.problem.strip()),
+        ("problem", render_math(s.problem.strip()) if math else s.problem.strip()),
         ("model", s.model or "?"),
         ("guards", s.guards),
-        ("answer", answer_line(run)),
+        ("answer", answer_line(run, math=math)),
         ("ended", s.reason if run.complete else f"{s.reason} (incomplete: the file has no end)"),
         ("tool calls", f"{s.tool_calls}" + (f" ({s.erroneous_calls} erroneous)" if s.erroneous_calls else "")),
         ("tokens", f"{s.generated_tokens} generated · {s.context_tokens} in the context at the end"),

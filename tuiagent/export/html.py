@@ -1,7 +1,7 @@
 """A run, or a comparison, as one self-contained HTML page (inline CSS, no script, no link out):
-code highlighted with pygments, guard notes beside the step they are about, pruned steps drawn
-struck through and kept, and (``shade``) every token shaded by its probability, the exact value in
-its tooltip."""
+code highlighted with pygments, the model's math rendered (``math``; its LaTeX in the tooltip), guard
+notes beside the step they are about, pruned steps drawn struck through and kept, and (``shade``)
+every token shaded by its probability, the exact value in its tooltip."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pygments.styles import get_style_by_name
 from tuiagent.core.compare import align, first_divergence
 from tuiagent.export.confidence import BAND_LIMITS, TokenSpans, band, legend
 from tuiagent.export.document import Run, Step, answer_line, facts, pruned_words, status_words
+from tuiagent.mathtext import pieces, render_latex, rendered_spans
 
 # Background of each confidence band, least sure first (BAND_LIMITS): red, orange, pale yellow (ours).
 BAND_COLOURS = ("#f4a3a3", "#f7c98b", "#fbeab8")
@@ -95,7 +96,17 @@ def _code_styles(code: str) -> list[tuple[int, int, str, str]]:
     return out
 
 
-def _step(step: Step, heading: str, shade: bool) -> str:
+def _prose(text: str, tokens: TokenSpans, shade: bool, math: bool) -> str:
+    """The prose as HTML: its math rendered (each formula's LaTeX in its tooltip), its tokens shaded."""
+    if not math:
+        return _spans(text, [_token_styles(text, tokens)] if shade else [])
+    parts = pieces(text)
+    shown = "".join(p.text for p in parts)
+    formulas = [(a, b, "", f"LaTeX: {text[p.start : p.end]}") for a, b, p in rendered_spans(parts)]
+    return _spans(shown, ([_token_styles(shown, tokens.through(parts))] if shade else []) + [formulas])
+
+
+def _step(step: Step, heading: str, shade: bool, math: bool) -> str:
     c = step.cell
     parts = [f"<{heading}>Step {c.turn}{' · ✂ pruned' if c.pruned else ''}</{heading}>"]
     if c.pruned:
@@ -103,8 +114,7 @@ def _step(step: Step, heading: str, shade: bool) -> str:
     prose_gone = " gone" if c.pruned and "model" in c.pruned.parts else ""  # struck through: left the context
     code_gone = " gone" if c.pruned and c.pruned.whole else ""
     if c.prose:
-        shades = [_token_styles(c.prose, step.prose_tokens)] if shade else []
-        parts.append(f'<div class="prose{prose_gone}">{_spans(c.prose, shades)}</div>')
+        parts.append(f'<div class="prose{prose_gone}">{_prose(c.prose, step.prose_tokens, shade, math)}</div>')
     if c.code is not None:
         layers = [_code_styles(c.code)] + ([_token_styles(c.code, step.code_tokens)] if shade else [])
         parts.append(f'<pre class="code{code_gone}">{_spans(c.code, layers)}</pre>')
@@ -115,12 +125,13 @@ def _step(step: Step, heading: str, shade: bool) -> str:
     for v in c.verdicts:
         parts.append(f'<div class="verdict"><b>{escape(v.guard)}</b> · {escape(v.action)}: {escape(v.text)}</div>')
     if c.answer is not None:
-        parts.append(f'<div class="answer">answer attempt: {escape(c.answer)}{" (final)" if c.answer_final else ""}</div>')
+        answer = render_latex(c.answer) if math else c.answer
+        parts.append(f'<div class="answer">answer attempt: {escape(answer)}{" (final)" if c.answer_final else ""}</div>')
     return f'<section class="step{" pruned" if c.pruned else ""}">{"".join(parts)}</section>'
 
 
-def _facts(run: Run) -> str:
-    rows = "".join(f"<tr><td>{escape(k)}</td><td>{escape(v)}</td></tr>" for k, v in facts(run))
+def _facts(run: Run, math: bool) -> str:
+    rows = "".join(f"<tr><td>{escape(k)}</td><td>{escape(v)}</td></tr>" for k, v in facts(run, math=math))
     return f'<table class="facts">{rows}</table>'
 
 
@@ -145,20 +156,21 @@ def _mark(run: Run) -> str:
     return f' <span class="{"right" if s.correct else "wrong"}">{"✓ right" if s.correct else "✗ wrong"}</span>'
 
 
-def run_html(run: Run, *, shade: bool = False) -> str:
-    title = f"tuiagent run · {answer_line(run)}"
-    body = [f"<h1>tuiagent run · {escape(run.summary.answer or 'no answer')}{_mark(run)}</h1>", _facts(run),
-            _legend(shade)]
-    body += [_step(step, "h2", shade) for step in run.steps]
+def run_html(run: Run, *, shade: bool = False, math: bool = True) -> str:
+    title = f"tuiagent run · {answer_line(run, math=math)}"
+    answer = run.summary.answer
+    shown = "no answer" if not answer else render_latex(answer) if math else answer
+    body = [f"<h1>tuiagent run · {escape(shown)}{_mark(run)}</h1>", _facts(run, math), _legend(shade)]
+    body += [_step(step, "h2", shade, math) for step in run.steps]
     if run.warnings:
         body.append(f"<p>lines skipped in the file: {escape('; '.join(run.warnings))}</p>")
     return _page(title, "\n".join(body))
 
 
-def comparison_html(runs: Sequence[Run], *, shade: bool = False) -> str:
+def comparison_html(runs: Sequence[Run], *, shade: bool = False, math: bool = True) -> str:
     names = [f"{i + 1}. {r.path.stem}" for i, r in enumerate(runs)]
     head = "".join(f"<th>{escape(n)}{_mark(r)}</th>" for n, r in zip(names, runs, strict=True))
-    table = [dict(facts(r)) for r in runs]
+    table = [dict(facts(r, math=math)) for r in runs]
     rows = [f"<tr><td>{escape(k)}</td>" + "".join(f"<td>{escape(t[k])}</td>" for t in table) + "</tr>"
             for k, _ in facts(runs[0])]
     by_turn = [{s.cell.turn: s for s in r.steps} for r in runs]
@@ -166,7 +178,7 @@ def comparison_html(runs: Sequence[Run], *, shade: bool = False) -> str:
     diverge = first_divergence(aligned)
     steps = []
     for i, row in enumerate(aligned):
-        cells = "".join("<td>" + (_step(by_turn[k][c.turn], "h3", shade) if c is not None else "") + "</td>"
+        cells = "".join("<td>" + (_step(by_turn[k][c.turn], "h3", shade, math) if c is not None else "") + "</td>"
                         for k, c in enumerate(row))
         steps.append(f'<tr{" class=diverge" if i == diverge else ""}>{cells}</tr>')
     note = "" if diverge is None else '<p>The red line marks the first step where the runs differ.</p>'

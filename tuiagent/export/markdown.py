@@ -1,5 +1,6 @@
-"""A run, or a comparison, as Markdown: the summary as a table, then each step (prose, the code
-fenced, its output, each guard's note, a pruned step marked and kept)."""
+"""A run, or a comparison, as Markdown: the summary as a table, then each step (prose, its math
+rendered unless ``math=False``; the code fenced, its output, each guard's note, a pruned step marked
+and kept)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from collections.abc import Sequence
 
 from tuiagent.core.compare import align, first_divergence
 from tuiagent.export.document import Run, answer_line, facts, pruned_words, status_words
+from tuiagent.mathtext import render_latex, render_math
 
 
 def _fence(text: str, lang: str) -> str:
@@ -21,7 +23,7 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|").replace("\n", " ")
 
 
-def _steps(run: Run, level: str) -> list[str]:
+def _steps(run: Run, level: str, math: bool) -> list[str]:
     out = []
     for step in run.steps:
         c = step.cell
@@ -29,7 +31,7 @@ def _steps(run: Run, level: str) -> list[str]:
         if c.pruned:
             out.append(f"> {pruned_words(c)}")
         if c.prose:
-            out.append(c.prose)
+            out.append(render_math(c.prose) if math else c.prose)
         if c.code is not None:
             out.append(_fence(c.code, "python"))
             out.append(f"*{status_words(c)}*")
@@ -38,24 +40,25 @@ def _steps(run: Run, level: str) -> list[str]:
         for v in c.verdicts:
             out.append(f"> **{v.guard}** · {v.action}: {v.text}")
         if c.answer is not None:
-            out.append(f"**answer attempt:** {c.answer}" + (" (final)" if c.answer_final else ""))
+            answer = render_latex(c.answer) if math else c.answer
+            out.append(f"**answer attempt:** {answer}" + (" (final)" if c.answer_final else ""))
     return out
 
 
-def run_md(run: Run) -> str:
-    lines = [f"# tuiagent run · {answer_line(run)}", "", "| | |", "|---|---|"]
-    lines += [f"| {k} | {_cell(v)} |" for k, v in facts(run)]
-    body = _steps(run, "##")
+def run_md(run: Run, *, math: bool = True) -> str:
+    lines = [f"# tuiagent run · {answer_line(run, math=math)}", "", "| | |", "|---|---|"]
+    lines += [f"| {k} | {_cell(v)} |" for k, v in facts(run, math=math)]
+    body = _steps(run, "##", math)
     if run.warnings:
         body.append("> lines skipped in the file: " + "; ".join(run.warnings))
     return "\n\n".join(["\n".join(lines), *body]) + "\n"
 
 
-def comparison_md(runs: Sequence[Run]) -> str:
+def comparison_md(runs: Sequence[Run], *, math: bool = True) -> str:
     names = [f"{i + 1}. {r.path.stem}" for i, r in enumerate(runs)]
     head = ["# tuiagent comparison", "", "| | " + " | ".join(names) + " |", "|---|" + "---|" * len(runs)]
     keys = [k for k, _ in facts(runs[0])]
-    table = [dict(facts(r)) for r in runs]
+    table = [dict(facts(r, math=math)) for r in runs]
     head += [f"| {k} | " + " | ".join(_cell(t[k]) for t in table) + " |" for k in keys]
     rows = align([[s.cell for s in r.steps] for r in runs])
     diverge = first_divergence(rows)
@@ -64,5 +67,5 @@ def comparison_md(runs: Sequence[Run]) -> str:
     body = []
     for name, run in zip(names, runs, strict=True):
         body.append(f"## {name}")
-        body += _steps(run, "###")
+        body += _steps(run, "###", math)
     return "\n\n".join(["\n".join(head), *body]) + "\n"

@@ -64,6 +64,7 @@ class AppConfig:
     sandbox: str = "auto"  # what kernel cells may do (kernels.sandbox)
     network: bool = False  # cells may use the network (--allow-network)
     confirm: bool = False  # ask before each code block runs (toggled with ctrl+k)
+    raw_math: bool = False  # the model's LaTeX shown as written (toggled with f10)
 
 
 SCREENS = Binding.Group("solve/replay/compare", compact=True)
@@ -90,10 +91,13 @@ class TuiAgentApp(App[object]):
         Binding("f9", "export", "Export…", priority=True, tooltip="the run or comparison shown, to Markdown or HTML"),
         Binding("f8", "toggle_shade", "Token confidence", priority=True,
                 tooltip="shade text and code by each token's probability; hover a token for its value"),
+        Binding("f10", "toggle_raw_math", "Raw math", priority=True,
+                tooltip="show the model's LaTeX as it wrote it, or again as readable math"),
     ]
 
     model_state: reactive[tuple[str, str, str]] = reactive(("", "idle", ""))
     shade_tokens: reactive[bool] = reactive(False)  # token confidence drawn (f8), on every screen
+    raw_math: reactive[bool] = reactive(False)  # the model's LaTeX shown as written (f10), on every screen
 
     def __init__(self, config: AppConfig | None = None, *, backend: Backend | None = None,
                  backend_factory: Callable[[], Backend] | None = None):
@@ -102,6 +106,7 @@ class TuiAgentApp(App[object]):
         self.session = ModelSession(self.config, backend=backend, backend_factory=backend_factory)
         self.errors: list[str] = []  # every error notice shown, for tests and the help screen
         self.pending: dict[str, Any] = {}  # files for a screen to open when it is shown
+        self.set_reactive(TuiAgentApp.raw_math, self.config.raw_math)
 
     # -- start and stop -------------------------------------------------------------------------
 
@@ -401,7 +406,7 @@ class TuiAgentApp(App[object]):
         fmt, shade = choice
         out = default_output(paths, fmt)
         try:
-            out.write_text(export_runs(paths, fmt, shade=shade), encoding="utf-8")
+            out.write_text(export_runs(paths, fmt, shade=shade, math=not self.raw_math), encoding="utf-8")
         except (UserError, OSError) as e:
             self.report(e, title="export")
             return
@@ -416,6 +421,11 @@ class TuiAgentApp(App[object]):
                         "names its least sure token", title="token confidence: on", timeout=5, markup=False)
         else:
             self.notify("token confidence: off", timeout=2)
+
+    def action_toggle_raw_math(self) -> None:
+        self.raw_math = not self.raw_math
+        self.notify("math: the LaTeX as the model wrote it" if self.raw_math else "math: rendered for reading",
+                    timeout=2, markup=False)
 
     def action_toggle_dark(self) -> None:
         self.theme = "textual-light" if self.current_theme.dark else "textual-dark"

@@ -15,15 +15,15 @@ BANDS: tuple[tuple[float, str], ...] = tuple(zip(BAND_LIMITS, ("on $error 55%", 
                                                  strict=True))
 
 
-def shade(content: Content, tokens: TokenSpans, offset: int = 0) -> Content:
-    """``content`` with its tokens shaded by band; ``offset``: where content's text starts in the
-    tokens' text (a stripped prefix). Every shaded token carries its probability as style meta (read
-    on hover); neighbouring tokens in one band share one shading span."""
+def shade(content: Content, tokens: TokenSpans) -> Content:
+    """``content`` with its tokens (offsets into its text) shaded by band. Every shaded token carries
+    its probability as style meta (read on hover); neighbouring tokens in one band share one shading
+    span."""
     spans: list[Span] = []
     size = len(content.plain)
     run_band, run_start, run_end = None, 0, 0
     for start, end, p in zip(tokens.starts, tokens.ends, tokens.probs, strict=True):
-        start, end = max(start - offset, 0), min(end - offset, size)
+        start, end = max(start, 0), min(end, size)
         if end <= start:
             continue
         b = None if p is None else band(p)
@@ -39,7 +39,16 @@ def shade(content: Content, tokens: TokenSpans, offset: int = 0) -> Content:
     return Content(content.plain, [*content.spans, *spans]) if spans else content
 
 
+def formulas(content: Content, starts_ends: list[tuple[int, int]]) -> Content:
+    """``content`` with each rendered formula (its start and end) marked, so its hover says the p it
+    is shaded by is its least sure token's."""
+    return Content(content.plain, [*content.spans, *(Span(a, b, Style.from_meta({"formula": True}))
+                                                     for a, b in starts_ends)])
+
+
 def hovered(event: MouseEvent, otherwise: str) -> str:
     """What the pointer over a shaded text reads: the probability of the token under it, else ``otherwise``."""
     p = event.style.meta.get("p")
-    return otherwise if p is None else f"token p = {p:.4f}"
+    if p is None:
+        return otherwise
+    return f"least sure token of this formula: p = {p:.4f}" if event.style.meta.get("formula") else f"token p = {p:.4f}"

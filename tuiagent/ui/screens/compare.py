@@ -97,6 +97,7 @@ class CompareScreen(Screen[None]):
 
     def on_mount(self) -> None:
         self.watch(self.app, "model_state", self._model_state)
+        self.watch(self.app, "raw_math", lambda _: self._refresh(), init=False)
         self.set_interval(0.2, self._refresh_if_dirty)
         if self.app.config.compare:
             self.open_files(list(self.app.config.compare))
@@ -295,6 +296,7 @@ class CompareScreen(Screen[None]):
             self.query_one(CompareSummary).show(labels, [None] * len(labels))
             self.query_one(CompareGrid).show([[] for _ in labels])
             return
-        self.query_one(CompareGrid).show([step_cells(evs) for evs in self.events])
+        math = not self.app.raw_math
+        self.query_one(CompareGrid).show([step_cells(evs) for evs in self.events], math=math)
         self.query_one(CompareSummary).show(self.labels, [summary(evs) if evs else None for evs in self.events],
-                                            self.errors)
+                                            self.errors, math=math)

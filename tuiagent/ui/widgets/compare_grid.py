@@ -10,6 +10,7 @@ from textual.content import Content
 from textual.widgets import Static
 
 from tuiagent.core.compare import StepCell, align, first_divergence
+from tuiagent.mathtext import render_latex, render_math
 
 _STATUS = {
     "ok": ("✓", "$text-success"),
@@ -20,7 +21,7 @@ _STATUS = {
 }
 
 
-def cell_content(cell: StepCell | None, *, prose_lines: int = 3, diverges: bool = False) -> Content:
+def cell_content(cell: StepCell | None, *, prose_lines: int = 3, diverges: bool = False, math: bool = True) -> Content:
     if cell is None:
         return Content.styled("·" + ("  ≠ no such step here" if diverges else ""), "$text-muted")
     lines: list[Content] = []
@@ -33,7 +34,7 @@ def cell_content(cell: StepCell | None, *, prose_lines: int = 3, diverges: bool 
         head.append((f"  ✂ {cell.pruned.label}", "bold $text-warning"))
     lines.append(Content.assemble(*head))
     if cell.prose:
-        prose = cell.prose.splitlines()
+        prose = (render_math(cell.prose) if math else cell.prose).splitlines()
         text = "\n".join(prose[-prose_lines:])
         lines.append(Content.styled(("…" if len(prose) > prose_lines else "") + text,
                                     "$text-muted" if cell.pruned is not None else ""))
@@ -50,7 +51,7 @@ def cell_content(cell: StepCell | None, *, prose_lines: int = 3, diverges: bool 
     for v in cell.verdicts:
         lines.append(Content.assemble((f"{v.guard} ", "bold $text-accent"), (v.text, "$text-muted")))
     if cell.answer is not None:
-        lines.append(Content.assemble(("answer ", "$text-muted"), (cell.answer, "bold"),
+        lines.append(Content.assemble(("answer ", "$text-muted"), (render_latex(cell.answer) if math else cell.answer, "bold"),
                                       ("" if cell.answer_final else " (attempt)", "$text-muted")))
     return Content("\n").join(lines)
 
@@ -70,13 +71,14 @@ class CompareGrid(VerticalScroll, can_focus=True):
         self.columns = 2
         self.rows: list[tuple[StepCell | None, ...]] = []
         self.divergence: int | None = None  # the first row where the columns differ
-        self._drawn: dict[int, tuple[StepCell | None, bool]] = {}  # what the cell widget at each index shows
+        self._drawn: dict[int, tuple[StepCell | None, bool, bool]] = {}  # what the cell widget at each index shows
 
     def compose(self) -> ComposeResult:
         yield Grid(id="compare-cells")
 
-    def show(self, runs: Sequence[Sequence[StepCell]]) -> None:
-        """Redraw for these runs' steps (cells are reused, so a live update only repaints what changed)."""
+    def show(self, runs: Sequence[Sequence[StepCell]], *, math: bool = True) -> None:
+        """Redraw for these runs' steps (cells are reused, so a live update only repaints what
+        changed); ``math``: the model's math rendered."""
         grid = self.query_one(Grid)
         n = max(1, len(runs))
         if n != self.columns:
@@ -93,15 +95,15 @@ class CompareGrid(VerticalScroll, can_focus=True):
         new = []
         for i, cell in enumerate(cells):
             diverges = i // n == self.divergence
-            content = cell_content(cell, diverges=diverges)
+            drawn = (cell, diverges, math)
             if i < len(existing):
                 w = existing[i]
-                if self._drawn.get(i) != (cell, diverges):
-                    w.update(content)
+                if self._drawn.get(i) != drawn:
+                    w.update(cell_content(cell, diverges=diverges, math=math))
             else:
-                w = Static(content)
+                w = Static(cell_content(cell, diverges=diverges, math=math))
                 new.append(w)
-            self._drawn[i] = (cell, diverges)
+            self._drawn[i] = drawn
             w.set_class(diverges, "-diverges")
             w.set_class(cell is not None and cell.pruned is not None, "-pruned")
             w.set_class(cell is None, "-gap")

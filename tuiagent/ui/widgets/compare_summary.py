@@ -9,9 +9,10 @@ from textual.content import Content
 from textual.widgets import Static
 
 from tuiagent.core.compare import RunSummary
+from tuiagent.mathtext import render_latex
 
 
-def summary_content(label: str, s: RunSummary | None, error: str = "") -> Content:
+def summary_content(label: str, s: RunSummary | None, error: str = "", *, math: bool = True) -> Content:
     title = Content.styled(label, "bold $text-accent")
     if error:
         return Content("\n").join([title, Content.styled(error, "$text-error")])
@@ -23,7 +24,7 @@ def summary_content(label: str, s: RunSummary | None, error: str = "") -> Conten
         verdict = ("✗ wrong", "bold $text-error")
     else:
         verdict = ("", "")
-    answer = Content.assemble(("answer ", "$text-muted"), (s.answer if s.answer is not None else "—", "bold"), " ", verdict)
+    answer = Content.assemble(("answer ", "$text-muted"), (("—" if s.answer is None else render_latex(s.answer) if math else s.answer), "bold"), " ", verdict)
     numbers = Content.styled(
         f"{s.tool_calls} calls ({s.erroneous_calls} err) · {s.context_tokens} ctx tok · {s.wall_s:.1f} s · {s.reason}",
         "$text-muted")
@@ -36,9 +37,10 @@ class CompareSummary(Horizontal):
     CompareSummary > Static { width: 1fr; height: auto; padding: 0 1; }
     """
 
-    def show(self, labels: Sequence[str], summaries: Sequence[RunSummary | None], errors: Sequence[str] = ()) -> None:
+    def show(self, labels: Sequence[str], summaries: Sequence[RunSummary | None], errors: Sequence[str] = (), *,
+             math: bool = True) -> None:
         errors = list(errors) + [""] * (len(labels) - len(errors))
-        cells = [summary_content(label, s, err) for label, s, err in zip(labels, summaries, errors)]
+        cells = [summary_content(label, s, err, math=math) for label, s, err in zip(labels, summaries, errors)]
         existing = [w for w in self.children if isinstance(w, Static)]  # all of them: only cells are mounted
         for w in existing[len(cells):]:
             w.remove()

@@ -1,4 +1,5 @@
-"""The final answer, standing out; right or wrong when a gold answer was given. ``y`` copies it."""
+"""The final answer, standing out (its LaTeX rendered while :attr:`FinalAnswer.math` is on); right or
+wrong when a gold answer was given. ``y`` copies it as written."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ from textual.content import Content
 from textual.widget import Widget
 
 from tuiagent.core import events as ev
+from tuiagent.mathtext import render_latex
 from tuiagent.safetext import for_terminal
 
 _REASONS = {
@@ -43,6 +45,12 @@ class FinalAnswer(Widget):
         self.set_class(f.correct is False, "-wrong")
         self.set_class(f.answer is None, "-none")
         self.border_title = "final answer"
+        self.math = True
+
+    def set_math(self, on: bool) -> None:
+        if on != self.math:
+            self.math = on
+            self.refresh(layout=True)
 
     def render(self) -> Content:
         f = self.finished
@@ -55,7 +63,7 @@ class FinalAnswer(Widget):
                 verdict = ("  ✓ right", "bold $text-success")
             elif f.correct is False:
                 verdict = (f"  ✗ wrong (gold {self.gold})" if self.gold else "  ✗ wrong", "bold $text-error")
-            head = Content.assemble(("ANSWER  ", "bold $text-muted"), (for_terminal(f.answer), "bold reverse"), verdict)
+            head = Content.assemble(("ANSWER  ", "bold $text-muted"), (for_terminal(render_latex(f.answer) if self.math else f.answer), "bold reverse"), verdict)
         tail = Content.styled(
             f"{_REASONS.get(f.reason, f.reason)} · {f.tool_calls} tool call{'s' * (f.tool_calls != 1)} ({f.erroneous_calls} erroneous) · "
             f"{f.generated_tokens} tokens · {f.context_tokens} context tokens · {f.wall_s:.1f} s", "$text-muted")

@@ -1,11 +1,13 @@
 """One line (or a few) in the trajectory: text a guard added to the model's turn, a guard's verdict,
-a guard switched during the run, a notice from the loop, the problem header."""
+a guard switched during the run, a notice from the loop, the problem header (its math rendered
+while :attr:`NoteLine.math` is on)."""
 
 from __future__ import annotations
 
 from textual.content import Content
 from textual.widget import Widget
 
+from tuiagent.mathtext import render_math
 from tuiagent.safetext import for_terminal
 
 _KIND_STYLE = {
@@ -36,10 +38,17 @@ class NoteLine(Widget):
         super().__init__(classes=classes)
         self.turn, self.kind = turn, kind
         self.label, self.text = label, for_terminal(text)
+        self.math = True
         self.add_class(f"-{kind}")
+
+    def set_math(self, on: bool) -> None:
+        if on != self.math:
+            self.math = on
+            self.refresh(layout=True)
 
     def render(self) -> Content:
         style = _KIND_STYLE.get(self.kind, "")
         if self.kind == "problem":
-            return Content.assemble(("problem ", "bold $text-secondary"), Content(self.text))
+            return Content.assemble(("problem ", "bold $text-secondary"),
+                                    Content(render_math(self.text) if self.math else self.text))
         return Content.assemble((f"{self.label} ", f"bold {style}"), (self.text.rstrip(), style))

@@ -68,22 +68,36 @@ class TrajectoryView(VerticalScroll, can_focus=True):
         self.pruned_items: dict[int, list[Widget]] = {}
         self.attempts: list[GuardCard] = []  # cards about answer attempts (marked final or not)
         self.final: FinalAnswer | None = None
+        self.problem: NoteLine | None = None
         self._dirty: set[TurnText] = set()
         self._current: Widget | None = None
         self.show_pruned = False
         self.follow = True
 
     shaded = False  # token confidence drawn (the app's ``shade_tokens``, followed by every trajectory)
+    math = True  # math rendered (the app's ``raw_math`` off)
 
     def on_mount(self) -> None:
         self._timer = self.set_interval(self.flush_s, self.flush, pause=True)
         self.watch(self.app, "shade_tokens", self.set_shaded)
+        self.watch(self.app, "raw_math", lambda raw: self.set_math(not raw))
 
     def set_shaded(self, on: bool) -> None:
         self.shaded = on
         widgets: list[TurnText | CodeBlockView] = [*self.texts.values(), *self.code.values()]
         for widget in widgets:
             widget.set_shaded(on)
+
+    def set_math(self, on: bool) -> None:
+        self.math = on
+        for text in self.texts.values():
+            text.set_math(on)
+        for card in self.attempts:
+            card.set_math(on)
+        if self.problem is not None:
+            self.problem.set_math(on)
+        if self.final is not None:
+            self.final.set_math(on)
 
     def _maybe_anchor(self) -> None:
         """Follow the newest event, once there is more than fits (anchoring a short trajectory
@@ -155,7 +169,9 @@ class TrajectoryView(VerticalScroll, can_focus=True):
     def _on_RunStarted(self, e: ev.RunStarted) -> Widget:
         self.gold, self.mode = e.gold, e.mode
         extra = f"   (gold: {e.gold})" if e.gold else ""
-        return self._add(NoteLine(0, "problem", "problem", e.problem.strip() + extra))
+        self.problem = NoteLine(0, "problem", "problem", e.problem.strip() + extra)
+        self.problem.set_math(self.math)
+        return self._add(self.problem)
 
     def _on_TurnStarted(self, e: ev.TurnStarted) -> Widget:
         self.flush()
@@ -164,6 +180,7 @@ class TrajectoryView(VerticalScroll, can_focus=True):
         self._add(header)
         text = self.texts[e.turn] = TurnText(e.turn)
         text.set_shaded(self.shaded)
+        text.set_math(self.math)
         self._add(text)
         return header
 
@@ -219,6 +236,7 @@ class TrajectoryView(VerticalScroll, can_focus=True):
             text = self.texts.get(turn)
             card = GuardCard(turn, e.guard, shown, answer=final_answer(text.text) if text and shown.attempt else None)
             if shown.attempt:
+                card.set_math(self.math)
                 self.attempts.append(card)
             return self._add(card, turn)
         banner: Banner | NoteLine
@@ -269,6 +287,7 @@ class TrajectoryView(VerticalScroll, can_focus=True):
     def _on_RunFinished(self, e: ev.RunFinished) -> Widget:
         self.flush()
         self.final = FinalAnswer(e, self.gold)
+        self.final.set_math(self.math)
         return self._add(self.final, 10**9)
 
     # -- pruned branches ------------------------------------------------------------------------

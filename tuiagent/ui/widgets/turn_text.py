@@ -1,4 +1,5 @@
-"""The text of one model turn as it streams: prose as written, ```python blocks highlighted."""
+"""The text of one model turn as it streams: prose with its math rendered (``tuiagent.mathtext``; the
+raw LaTeX while :attr:`TurnText.math` is off), ```python blocks highlighted."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ from textual.highlight import highlight
 from textual.widget import Widget
 
 from tuiagent.export.confidence import BAND_LIMITS, TokenSpans
+from tuiagent.mathtext import Piece, pieces, rendered_spans
 from tuiagent.safetext import for_terminal
-from tuiagent.ui.token_shade import hovered, shade
+from tuiagent.ui.token_shade import formulas, hovered, shade
 
 # While a turn streams, its height grows by this many lines at a time, so the trajectory is laid out
 # again every few lines instead of at every line (a layout repaints the whole pane: measured 30-50 ms
@@ -42,7 +44,8 @@ def render_turn(text: str) -> Content:
 
 class TurnText(Widget):
     """Appends are buffered; :meth:`flush` (called by the trajectory's throttle) renders them. Each
-    token's probability is kept (:attr:`tokens`) and drawn as a shade while :attr:`shaded` is on."""
+    token's probability is kept (:attr:`tokens`) and drawn as a shade while :attr:`shaded` is on;
+    math is rendered while :attr:`math` is on (a rendered formula shaded as its least sure token)."""
 
     DEFAULT_CSS = """
     TurnText { height: auto; padding: 0 1; }
@@ -57,6 +60,8 @@ class TurnText(Widget):
         self._content: Content | None = None
         self.tokens = TokenSpans()
         self.shaded = False
+        self.math = True
+        self._shown: tuple[str, list[Piece] | None] | None = None  # the text as shown, and its pieces
         self._pending_stream = False  # tokens are arriving: the height grows in steps (STREAM_SLACK_LINES)
         self._reserved = 0  # lines held while streaming
         self.set_class(not text, "-empty", update=False)  # styled when mounted (a long replay makes thousands)
@@ -76,6 +81,19 @@ class TurnText(Widget):
             self._content = None
             self.refresh()
 
+    def set_math(self, on: bool) -> None:
+        if on != self.math:
+            self.math = on
+            self._changed()
+
+    def shown(self) -> tuple[str, list[Piece] | None]:
+        """The text as shown (newlines at either end stripped) and, with math on, its pieces."""
+        if self._shown is None:
+            text = self._text.strip("\n")
+            parts = pieces(text) if self.math else None
+            self._shown = ("".join(p.text for p in parts), parts) if parts is not None else (text, None)
+        return self._shown
+
     def flush(self) -> bool:
         if not self._pending:
             return False
@@ -94,6 +112,7 @@ class TurnText(Widget):
 
     def _changed(self) -> None:
         self._content = None
+        self._shown = None
         empty = not self._text.strip()
         if empty != self.has_class("-empty"):
             self.set_class(empty, "-empty", update=self.is_mounted)
@@ -102,7 +121,7 @@ class TurnText(Widget):
         width, height = self.content_size
         # styles don't wrap. textual annotates get_height's rules as its RulesMap; it takes a widget's styles
         # (so its docstring says, and textual's own widgets pass theirs)
-        lines = Content(self._text.strip("\n")).get_height(self.styles, width) if width else 0  # type: ignore[arg-type]
+        lines = Content(self.shown()[0]).get_height(self.styles, width) if width else 0  # type: ignore[arg-type]
         if width and lines <= height and (lines == height or self._reserved):
             self.refresh()  # fits: repaint this widget only, no layout of the trajectory
         else:
@@ -121,10 +140,14 @@ class TurnText(Widget):
 
     def render(self) -> Content:
         if self._content is None:
-            text = self._text.strip("\n")
+            text, parts = self.shown()
             self._content = render_turn(text)
             if self.shaded:
-                self._content = shade(self._content, self.tokens, offset=len(self._text) - len(self._text.lstrip("\n")))
+                start = len(self._text) - len(self._text.lstrip("\n"))
+                tokens = self.tokens.window(start, start + len(self._text.strip("\n")))
+                self._content = shade(self._content, tokens.through(parts) if parts is not None else tokens)
+                if parts is not None:
+                    self._content = formulas(self._content, [(a, b) for a, b, _ in rendered_spans(parts)])
         return self._content
 
     def on_mouse_move(self, event: events.MouseMove) -> None:
