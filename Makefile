@@ -32,6 +32,7 @@ bench: $(VENV)/.stamp-test
 lint: $(VENV)/.stamp-test
 	$(BIN)/lint-imports
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check .
 	$(BIN)/python -m mypy
 
 $(BIN)/python:

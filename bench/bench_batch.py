@@ -39,8 +39,10 @@ from tuiagent.backends.llama_model import LlamaModel
 from tuiagent.protocol import Sampling
 
 RESULTS = Path(__file__).parent / "results" / "batch.json"
-SYSTEM = ("You are a careful math assistant. Solve the problem by writing Python code in ```python blocks; "
-          "the code runs in a Jupyter kernel and you see its output. Put the final answer in \\boxed{}. ") * 3
+SYSTEM = (
+    "You are a careful math assistant. Solve the problem by writing Python code in ```python blocks; "
+    "the code runs in a Jupyter kernel and you see its output. Put the final answer in \\boxed{}. "
+) * 3
 
 
 def question(i: int) -> str:
@@ -48,8 +50,7 @@ def question(i: int) -> str:
 
 
 def first_prompt(i: int) -> str:
-    return (f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n{question(i)}<|im_end|>\n"
-            "<|im_start|>assistant\n")
+    return f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n{question(i)}<|im_end|>\n<|im_start|>assistant\n"
 
 
 def second_prompt(i: int, answer: str) -> str:
@@ -61,10 +62,20 @@ def serial(model: LlamaModel, problems: range, sampling: Sampling) -> dict[str, 
     started = time.perf_counter()
     for i in problems:
         pieces: list[str] = []
-        out = model.generate(model.vocab.tokenize(first_prompt(i), add_bos=True), sampling, [], threading.Event(),
-                             lambda ts: pieces.extend(t.text for t in ts))  # noqa: B023 - called inside this iteration
-        second = model.generate(model.vocab.tokenize(second_prompt(i, "".join(pieces)), add_bos=True), sampling, [],
-                                threading.Event(), lambda ts: None)
+        out = model.generate(
+            model.vocab.tokenize(first_prompt(i), add_bos=True),
+            sampling,
+            [],
+            threading.Event(),
+            lambda ts: pieces.extend(t.text for t in ts),  # noqa: B023 - called inside this iteration
+        )
+        second = model.generate(
+            model.vocab.tokenize(second_prompt(i, "".join(pieces)), add_bos=True),
+            sampling,
+            [],
+            threading.Event(),
+            lambda ts: None,
+        )
         tokens += len(out.token_ids) + len(second.token_ids)
     return measured(tokens, len(problems), time.perf_counter() - started)
 
@@ -78,15 +89,35 @@ def batched(engine: BatchEngine, problems: range, in_flight: int, sampling: Samp
 
         def second(result: Any) -> None:
             counts["tokens"] += len(result.token_ids)
-            engine.submit(Request(i, engine.vocab.tokenize(second_prompt(i, "".join(pieces)), add_bos=True),
-                                  sampling, [], threading.Event(), lambda ts: None, ended, session=i))
+            engine.submit(
+                Request(
+                    i,
+                    engine.vocab.tokenize(second_prompt(i, "".join(pieces)), add_bos=True),
+                    sampling,
+                    [],
+                    threading.Event(),
+                    lambda ts: None,
+                    ended,
+                    session=i,
+                )
+            )
 
         def ended(result: Any) -> None:
             engine.end_session(i)  # the run is over, as the eval's session closes
             finished(result)
 
-        engine.submit(Request(i, engine.vocab.tokenize(first_prompt(i), add_bos=True), sampling, [],
-                              threading.Event(), lambda ts: pieces.extend(t.text for t in ts), second, session=i))
+        engine.submit(
+            Request(
+                i,
+                engine.vocab.tokenize(first_prompt(i), add_bos=True),
+                sampling,
+                [],
+                threading.Event(),
+                lambda ts: pieces.extend(t.text for t in ts),
+                second,
+                session=i,
+            )
+        )
 
     def finished(result: Any) -> None:
         counts["tokens"] += len(result.token_ids)
@@ -107,8 +138,12 @@ def batched(engine: BatchEngine, problems: range, in_flight: int, sampling: Samp
 
 
 def measured(tokens: int, problems: int, seconds: float) -> dict[str, Any]:
-    return {"tokens": tokens, "seconds": round(seconds, 2), "tokens_per_s": round(tokens / seconds, 2),
-            "problems_per_min": round(60 * problems / seconds, 2)}
+    return {
+        "tokens": tokens,
+        "seconds": round(seconds, 2),
+        "tokens_per_s": round(tokens / seconds, 2),
+        "problems_per_min": round(60 * problems / seconds, 2),
+    }
 
 
 def latency(engine: BatchEngine, tokens: int, busy: int) -> dict[str, Any]:
@@ -119,8 +154,17 @@ def latency(engine: BatchEngine, tokens: int, busy: int) -> dict[str, Any]:
     def one(background: list[threading.Event]) -> float:
         stamps: list[float] = []
         done: list[Any] = []
-        engine.submit(Request(99, engine.vocab.tokenize(first_prompt(99), add_bos=True), sampling, [],
-                              threading.Event(), lambda ts: stamps.append(time.perf_counter()), done.append))
+        engine.submit(
+            Request(
+                99,
+                engine.vocab.tokenize(first_prompt(99), add_bos=True),
+                sampling,
+                [],
+                threading.Event(),
+                lambda ts: stamps.append(time.perf_counter()),
+                done.append,
+            )
+        )
         while not done:
             engine.step()
         for cancel in background:
@@ -132,14 +176,25 @@ def latency(engine: BatchEngine, tokens: int, busy: int) -> dict[str, Any]:
     alone = one([])
     cancels = [threading.Event() for _ in range(busy)]
     for k, cancel in enumerate(cancels):
-        engine.submit(Request(k, engine.vocab.tokenize(first_prompt(k), add_bos=True),
-                              Sampling(temperature=0.0, max_tokens=100000), [], cancel, lambda ts: None,
-                              lambda r: None))
+        engine.submit(
+            Request(
+                k,
+                engine.vocab.tokenize(first_prompt(k), add_bos=True),
+                Sampling(temperature=0.0, max_tokens=100000),
+                [],
+                cancel,
+                lambda ts: None,
+                lambda r: None,
+            )
+        )
     while sum(s.run is not None and s.run.pending is not None for s in engine.sequences) < busy:
         engine.step()  # the background ones are generating before the interactive one arrives
     shared = one(cancels)
-    return {"alone_s_per_token": round(alone, 4), f"beside_{busy}_s_per_token": round(shared, 4),
-            "slowdown": round(shared / alone, 2)}
+    return {
+        "alone_s_per_token": round(alone, 4),
+        f"beside_{busy}_s_per_token": round(shared, 4),
+        "slowdown": round(shared / alone, 2),
+    }
 
 
 def padded(engine: BatchEngine, b: int) -> int:
@@ -173,9 +228,14 @@ def step_costs(engines: dict[str, BatchEngine], rounds: int) -> dict[str, Any]:
     out: dict[str, Any] = {}
     for name in engines:
         one = statistics.median(times[(name, 1)])
-        out[name] = {str(b): {"ms_per_step": round(1000 * statistics.median(times[(name, b)]), 1),
-                              "tokens_per_s": round(b / statistics.median(times[(name, b)]), 2),
-                              "vs_one": round(b * one / statistics.median(times[(name, b)]), 2)} for b in widths}
+        out[name] = {
+            str(b): {
+                "ms_per_step": round(1000 * statistics.median(times[(name, b)]), 1),
+                "tokens_per_s": round(b / statistics.median(times[(name, b)]), 2),
+                "vs_one": round(b * one / statistics.median(times[(name, b)]), 2),
+            }
+            for b in widths
+        }
     return out
 
 
@@ -198,9 +258,14 @@ def main() -> None:
     levels = [int(x) for x in args.levels.split(",") if x]
     plain_levels = [int(x) for x in args.plain_levels.split(",") if x]
     common = {"n_ctx": 2048, "n_threads": args.threads, "n_batch": 512, "seed": 0, "min_p": 0.0, "prompt_chunk": None}
-    results: dict[str, Any] = {"model": args.model, "problems": args.problems, "tokens_per_turn": args.tokens,
-                               "threads": args.threads, "cpu": platform.processor() or platform.machine(),
-                               "load_avg_at_start": os.getloadavg()}
+    results: dict[str, Any] = {
+        "model": args.model,
+        "problems": args.problems,
+        "tokens_per_turn": args.tokens,
+        "threads": args.threads,
+        "cpu": platform.processor() or platform.machine(),
+        "load_avg_at_start": os.getloadavg(),
+    }
     serial_model = LlamaModel(path, **common)
     results["openmp"] = {k: os.environ.get(k) for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")}  # set on loading
     repacked = BatchEngine(path, **common, n_seq=max(levels + plain_levels), repack=True)
@@ -211,8 +276,11 @@ def main() -> None:
     print("decode step", json.dumps(results["decode_step"]), flush=True)
 
     per_round = max(1, args.problems // args.rounds)
-    configs = [("serial", 1, None)] + [("batched", n, engines[n]) for n in levels] + \
-              [("batched_plain", n, plain) for n in plain_levels]
+    configs = (
+        [("serial", 1, None)]
+        + [("batched", n, engines[n]) for n in levels]
+        + [("batched_plain", n, plain) for n in plain_levels]
+    )
     totals = {(name, n): [0, 0.0] for name, n, _ in configs}
     for k in range(args.rounds):
         chosen = range(k * per_round, (k + 1) * per_round)  # new problems each round: no run is cached

@@ -62,9 +62,11 @@ NO_AMX = "-DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF -DGGML_AMX_BF16=OFF"
 NO_LLAVA = "-DLLAVA_BUILD=OFF"
 
 SYSTEM = "You are a careful mathematician. Solve the problem step by step and put the final answer in \\boxed{}."
-QUESTION = ("A train leaves a station at 9:00 at 72 km/h. A second train leaves the same station at 9:45 on the "
-            "same track at 96 km/h in the same direction. When does the second train catch up with the first, "
-            "and how far from the station are they then? Explain each step, then check it with Python.")
+QUESTION = (
+    "A train leaves a station at 9:00 at 72 km/h. A second train leaves the same station at 9:45 on the "
+    "same track at 96 km/h in the same direction. When does the second train catch up with the first, "
+    "and how far from the station are they then? Explain each step, then check it with Python."
+)
 
 
 def build_args(name: str) -> str:
@@ -108,10 +110,23 @@ def wheel_for(name: str, args: str, *, build: bool, sdist: str) -> Path | None:
         return found[-1] if found else None
     key_dir.mkdir(parents=True, exist_ok=True)
     (key_dir / "cmake_args.txt").write_text(args + "\n")
-    env = {**os.environ, "CMAKE_ARGS": args, "FORCE_CMAKE": "1",
-           "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 1)}
-    cmd = ["nice", "-n", "19", sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-cache-dir",
-           "--no-binary", PACKAGE, "--wheel-dir", str(key_dir), sdist or f"{PACKAGE}=={VERSION}"]
+    env = {**os.environ, "CMAKE_ARGS": args, "FORCE_CMAKE": "1", "CMAKE_BUILD_PARALLEL_LEVEL": str(os.cpu_count() or 1)}
+    cmd = [
+        "nice",
+        "-n",
+        "19",
+        sys.executable,
+        "-m",
+        "pip",
+        "wheel",
+        "--no-deps",
+        "--no-cache-dir",
+        "--no-binary",
+        PACKAGE,
+        "--wheel-dir",
+        str(key_dir),
+        sdist or f"{PACKAGE}=={VERSION}",
+    ]
     print(f"[{name}] building (several minutes): CMAKE_ARGS={args}\n  $ {shlex.join(cmd)}", flush=True)
     t0 = time.monotonic()
     with open(key_dir / "build.log", "w") as log:
@@ -121,8 +136,18 @@ def wheel_for(name: str, args: str, *, build: bool, sdist: str) -> Path | None:
 
 
 def install_site(wheel: Path, site: Path) -> None:
-    cmd = [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-cache-dir", "--target", str(site),
-           str(wheel)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--no-deps",
+        "--no-cache-dir",
+        "--target",
+        str(site),
+        str(wheel),
+    ]
     print("  $", shlex.join(cmd), flush=True)
     subprocess.run(cmd, check=True)
 
@@ -140,13 +165,16 @@ def worker(model: str, threads: int, tokens: int) -> None:
 
     t0 = time.perf_counter()
     llm = llama_cpp.Llama(model_path=model, n_ctx=2048, n_threads=threads, verbose=False)
-    prompt = (f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n{QUESTION}<|im_end|>\n"
-              "<|im_start|>assistant\n")
+    prompt = f"<|im_start|>system\n{SYSTEM}<|im_end|>\n<|im_start|>user\n{QUESTION}<|im_end|>\n<|im_start|>assistant\n"
     n_vocab = llm.n_vocab()
     ids = llm.tokenize(prompt.encode(), add_bos=False, special=True)
-    hello = {"llama_cpp": llama_cpp.__file__, "version": llama_cpp.__version__, "load_s": time.perf_counter() - t0,
-             "prompt_tokens": len(ids),
-             "system_info": llama_cpp.llama_print_system_info().decode(errors="replace").strip()}
+    hello = {
+        "llama_cpp": llama_cpp.__file__,
+        "version": llama_cpp.__version__,
+        "load_s": time.perf_counter() - t0,
+        "prompt_tokens": len(ids),
+        "system_info": llama_cpp.llama_print_system_info().decode(errors="replace").strip(),
+    }
     print(json.dumps(hello), file=out, flush=True)
     for _line in sys.stdin:
         llm.reset()  # the next eval drops every cell from position 0 on: an empty KV cache
@@ -164,14 +192,22 @@ def worker(model: str, threads: int, tokens: int) -> None:
         llama_cpp.llama_synchronize(llm.ctx)  # (else the last one would count toward the next prompt)
         t2 = time.perf_counter()
         perf = llama_cpp.llama_perf_context(llm.ctx)
-        print(json.dumps({
-            "prompt_s": t1 - t0, "decode_s": t2 - t1,
-            "prompt_tps": len(ids) / (t1 - t0), "decode_tps": tokens / (t2 - t1),
-            "llama_prompt_tps": perf.n_p_eval / (perf.t_p_eval_ms / 1e3) if perf.t_p_eval_ms else None,
-            "llama_decode_tps": perf.n_eval / (perf.t_eval_ms / 1e3) if perf.t_eval_ms else None,
-            "tokens_sha": hashlib.sha256(json.dumps(gen).encode()).hexdigest()[:12],
-            "text_head": llm.detokenize(gen[:24]).decode(errors="replace"),
-        }), file=out, flush=True)
+        print(
+            json.dumps(
+                {
+                    "prompt_s": t1 - t0,
+                    "decode_s": t2 - t1,
+                    "prompt_tps": len(ids) / (t1 - t0),
+                    "decode_tps": tokens / (t2 - t1),
+                    "llama_prompt_tps": perf.n_p_eval / (perf.t_p_eval_ms / 1e3) if perf.t_p_eval_ms else None,
+                    "llama_decode_tps": perf.n_eval / (perf.t_eval_ms / 1e3) if perf.t_eval_ms else None,
+                    "tokens_sha": hashlib.sha256(json.dumps(gen).encode()).hexdigest()[:12],
+                    "text_head": llm.detokenize(gen[:24]).decode(errors="replace"),
+                }
+            ),
+            file=out,
+            flush=True,
+        )
 
 
 class Worker:
@@ -181,8 +217,17 @@ class Worker:
 
         env = {**os.environ, "PYTHONPATH": path}
         openmp_defaults(env)
-        cmd = [sys.executable, __file__, "--worker", "--model", args.model, "--threads", str(args.threads),
-               "--tokens", str(args.tokens)]
+        cmd = [
+            sys.executable,
+            __file__,
+            "--worker",
+            "--model",
+            args.model,
+            "--threads",
+            str(args.threads),
+            "--tokens",
+            str(args.tokens),
+        ]
         self.name = name
         self.proc = subprocess.Popen(cmd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
         self.hello = self._read()
@@ -216,8 +261,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--builds", default="ours,native-no-amx,avx2-portable")
     parser.add_argument("--build", action="store_true", help="build (and install) the builds not found")
-    parser.add_argument("--site", action="append", default=[], metavar="NAME=DIR",
-                        help="where a build is installed (default /tmp/lcp-NAME)")
+    parser.add_argument(
+        "--site",
+        action="append",
+        default=[],
+        metavar="NAME=DIR",
+        help="where a build is installed (default /tmp/lcp-NAME)",
+    )
     parser.add_argument("--sdist", default="", help="the llama-cpp-python sdist to build from (default: from PyPI)")
     parser.add_argument("--model", default="")
     parser.add_argument("--reps", type=int, default=3)
@@ -231,9 +281,16 @@ def main() -> None:
     args.model = args.model or default_model()
     sites = dict(s.split("=", 1) for s in args.site)
     results: dict[str, Any] = {
-        "model": args.model, "tokens": args.tokens, "reps": args.reps, "threads": args.threads,
-        "n_ctx": 2048, "cpu": cpu_name(), "cpu_flags_x86": cpu_flags_summary(), "gcc_march_native": gcc_native(),
-        "load_avg_at_start": os.getloadavg(), "builds": {},
+        "model": args.model,
+        "tokens": args.tokens,
+        "reps": args.reps,
+        "threads": args.threads,
+        "n_ctx": 2048,
+        "cpu": cpu_name(),
+        "cpu_flags_x86": cpu_flags_summary(),
+        "gcc_march_native": gcc_native(),
+        "load_avg_at_start": os.getloadavg(),
+        "builds": {},
     }
     workers: list[Worker] = []
     for name in [b for b in args.builds.split(",") if b]:
@@ -246,10 +303,18 @@ def main() -> None:
                 continue
             install_site(wheel, site)
         w = Worker(name, site, args)
-        print(f"[{name}] {w.hello['prompt_tokens']} prompt tokens; loaded in {w.hello['load_s']:.1f} s\n"
-              f"  {w.hello['system_info']}", flush=True)
-        results["builds"][name] = {"cmake_args": cmake_args, "site": str(site), "wheel": str(wheel) if wheel else None,
-                                   **w.hello, "runs": []}
+        print(
+            f"[{name}] {w.hello['prompt_tokens']} prompt tokens; loaded in {w.hello['load_s']:.1f} s\n"
+            f"  {w.hello['system_info']}",
+            flush=True,
+        )
+        results["builds"][name] = {
+            "cmake_args": cmake_args,
+            "site": str(site),
+            "wheel": str(wheel) if wheel else None,
+            **w.hello,
+            "runs": [],
+        }
         workers.append(w)
     for w in workers:  # warm-up: page cache, first-touch of the weights, thread start
         results["builds"][w.name]["warmup"] = w.measure()
@@ -257,8 +322,11 @@ def main() -> None:
         for w in workers:
             r = w.measure()
             results["builds"][w.name]["runs"].append(r)
-            print(f"rep {rep + 1} {w.name:14s} prompt {r['prompt_tps']:7.1f} tok/s  decode {r['decode_tps']:6.2f} tok/s"
-                  f"  load {os.getloadavg()[0]:.2f}", flush=True)
+            print(
+                f"rep {rep + 1} {w.name:14s} prompt {r['prompt_tps']:7.1f} tok/s  decode {r['decode_tps']:6.2f} tok/s"
+                f"  load {os.getloadavg()[0]:.2f}",
+                flush=True,
+            )
     for w in workers:
         w.close()
     results["load_avg_at_end"] = os.getloadavg()
@@ -277,15 +345,19 @@ def summarize(results: dict[str, Any]) -> None:
             b[f"median_{key}"] = round(statistics.median(vals), 2) if vals else None
         b["same_tokens_every_rep"] = len({r["tokens_sha"] for r in b["runs"] + [b["warmup"]]}) == 1
     base = builds.get("ours")
-    print(f"\n{'build':14s} {'prompt tok/s':>12s} {'decode tok/s':>12s} {'prompt/ours':>11s} {'decode/ours':>11s}"
-          "  tokens")
+    print(
+        f"\n{'build':14s} {'prompt tok/s':>12s} {'decode tok/s':>12s} {'prompt/ours':>11s} {'decode/ours':>11s}  tokens"
+    )
     for name, b in builds.items():
         for key in ("prompt_tps", "decode_tps"):
-            b[f"{key.split('_')[0]}_vs_ours"] = (round(b[f"median_{key}"] / base[f"median_{key}"], 3)
-                                                 if base and base[f"median_{key}"] else None)
-        print(f"{name:14s} {b['median_prompt_tps']:12.1f} {b['median_decode_tps']:12.2f} "
-              f"{b['prompt_vs_ours'] or float('nan'):11.3f} {b['decode_vs_ours'] or float('nan'):11.3f}  "
-              f"{b['runs'][0]['tokens_sha'] if b['runs'] else '-'}")
+            b[f"{key.split('_')[0]}_vs_ours"] = (
+                round(b[f"median_{key}"] / base[f"median_{key}"], 3) if base and base[f"median_{key}"] else None
+            )
+        print(
+            f"{name:14s} {b['median_prompt_tps']:12.1f} {b['median_decode_tps']:12.2f} "
+            f"{b['prompt_vs_ours'] or float('nan'):11.3f} {b['decode_vs_ours'] or float('nan'):11.3f}  "
+            f"{b['runs'][0]['tokens_sha'] if b['runs'] else '-'}"
+        )
 
 
 def cpu_name() -> str:
@@ -307,12 +379,16 @@ def cpu_flags_summary() -> list[str]:
 def gcc_native() -> str:
     """What ``-march=native`` means to this machine's gcc: the arch it picks, and whether AMX is on."""
     try:
-        out = subprocess.run(["gcc", "-march=native", "-Q", "--help=target"], capture_output=True, text=True,
-                             check=False).stdout
+        out = subprocess.run(
+            ["gcc", "-march=native", "-Q", "--help=target"], capture_output=True, text=True, check=False
+        ).stdout
     except OSError:
         return "gcc not found"
-    keep = [" ".join(line.split()) for line in out.splitlines()
-            if line.strip().startswith(("-march=", "-mtune=", "-mamx", "-mavx512f ", "-mavx512bf16", "-mavxvnni "))]
+    keep = [
+        " ".join(line.split())
+        for line in out.splitlines()
+        if line.strip().startswith(("-march=", "-mtune=", "-mamx", "-mavx512f ", "-mavx512bf16", "-mavxvnni "))
+    ]
     return "; ".join(keep)
 
 

@@ -73,8 +73,23 @@ def main() -> None:
     scratch = Path(os.environ.get("TMPDIR", "/tmp")) / f"tuiagent-determinism-{os.getpid()}"
     env = {**os.environ, "PYTHONPATH": str(args.tree.resolve())}
     started = time.time()
-    proc = subprocess.run([sys.executable, "-c", CHILD, args.model, args.data, str(args.offset), str(args.limit),
-                           args.settings, str(scratch)], env=env, cwd=args.tree, capture_output=True, text=True)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            CHILD,
+            args.model,
+            args.data,
+            str(args.offset),
+            str(args.limit),
+            args.settings,
+            str(scratch),
+        ],
+        env=env,
+        cwd=args.tree,
+        capture_output=True,
+        text=True,
+    )
     if proc.returncode:
         sys.exit(proc.stderr[-3000:])
     rows = [json.loads(line) for line in proc.stdout.splitlines() if line.startswith("{")]
@@ -85,8 +100,11 @@ def main() -> None:
         report[setting] = {
             "runs": len(mine),
             "differ_from_none": sum(r["turns"] != base[r["problem"]]["turns"] for r in mine),
-            "first_token_differs": sum(bool(r["turns"] and base[r["problem"]]["turns"])
-                                       and r["turns"][0][:1] != base[r["problem"]]["turns"][0][:1] for r in mine),
+            "first_token_differs": sum(
+                bool(r["turns"] and base[r["problem"]]["turns"])
+                and r["turns"][0][:1] != base[r["problem"]]["turns"][0][:1]
+                for r in mine
+            ),
             "correct": sum(bool(r["correct"]) for r in mine),
             "mean_wall_s": round(statistics.mean(r["wall_s"] for r in mine), 2),
             "mean_prompt_evaluated": round(statistics.mean(r["prompt_evaluated"] for r in mine), 1),
@@ -94,11 +112,25 @@ def main() -> None:
     print(f"\n{args.model}, problems {args.offset}..{args.offset + args.limit - 1}, tree {args.tree}")
     print(f"  {'setting':<10} {'runs':>5} {'differ':>7} {'right':>6} {'wall s':>7} {'prompt eval':>12}")
     for setting, s in report.items():
-        print(f"  {setting:<10} {s['runs']:>5} {s['differ_from_none']:>7} {s['correct']:>6} {s['mean_wall_s']:>7}"
-              f" {s['mean_prompt_evaluated']:>12}")
-    args.out.write_text(json.dumps({"model": args.model, "tree": str(args.tree), "offset": args.offset,
-                                    "limit": args.limit, "minutes": round((time.time() - started) / 60, 1),
-                                    "report": report, "rows": rows}, indent=1) + "\n")
+        print(
+            f"  {setting:<10} {s['runs']:>5} {s['differ_from_none']:>7} {s['correct']:>6} {s['mean_wall_s']:>7}"
+            f" {s['mean_prompt_evaluated']:>12}"
+        )
+    args.out.write_text(
+        json.dumps(
+            {
+                "model": args.model,
+                "tree": str(args.tree),
+                "offset": args.offset,
+                "limit": args.limit,
+                "minutes": round((time.time() - started) / 60, 1),
+                "report": report,
+                "rows": rows,
+            },
+            indent=1,
+        )
+        + "\n"
+    )
     print(f"wrote {args.out}")
 
 

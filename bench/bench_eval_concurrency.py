@@ -36,8 +36,10 @@ from tuiagent.presets import resolve_settings
 
 RESULTS = Path(__file__).parent / "results" / "eval_concurrency.json"
 
-REASONING = ("We need the total of the two numbers. Adding them step by step, keeping track of each value, "
-             "and then checking the sum with the tool.")
+REASONING = (
+    "We need the total of the two numbers. Adding them step by step, keeping track of each value, "
+    "and then checking the sum with the tool."
+)
 
 
 class SimulatedServer:
@@ -114,19 +116,24 @@ async def one_level(concurrency: int, problems: int, server: SimulatedServer, *,
     data = tmp / f"bench-{concurrency}-{'jupyter' if jupyter else 'stub'}.jsonl"
     write_dataset(data, problems)
     out = tmp / f"out-{concurrency}-{'jupyter' if jupyter else 'stub'}"
-    cfg = EvalConfig(datasets=[str(data)], settings=resolve_settings(["none"]), out=out, model="scripted",
-                     concurrency=concurrency)
+    cfg = EvalConfig(
+        datasets=[str(data)], settings=resolve_settings(["none"]), out=out, model="scripted", concurrency=concurrency
+    )
     server.peak = server.tokens = 0
     kernels = None if jupyter else {"jupyter": lambda gold=None: StubKernel()}
     started = time.perf_counter()
-    outcome = await run_eval(cfg, backend_factory=lambda job: ServerBackend(turns_for(job), server),
-                             kernels=kernels, log=lambda m: None)
+    outcome = await run_eval(
+        cfg, backend_factory=lambda job: ServerBackend(turns_for(job), server), kernels=kernels, log=lambda m: None
+    )
     wall = time.perf_counter() - started  # includes warming the kernel pool
     records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     assert outcome.ran == problems and all(r["correct"] for r in records), "every simulated run should be right"
     return {
-        "concurrency": concurrency, "problems": problems, "wall_s": round(wall, 3),
-        "problems_per_min": round(60 * problems / wall, 1), "peak_streams": server.peak,
+        "concurrency": concurrency,
+        "problems": problems,
+        "wall_s": round(wall, 3),
+        "problems_per_min": round(60 * problems / wall, 1),
+        "peak_streams": server.peak,
         "tokens_per_problem": round(server.tokens / problems, 1),
         "mean_run_wall_s": round(sum(r["wall_s"] for r in records) / len(records), 3),
     }
@@ -138,11 +145,19 @@ async def main(args: argparse.Namespace) -> dict:
     jupyter_levels = [int(x) for x in args.jupyter_levels.split(",") if x]
     result: dict = {
         "benchmark": "eval throughput vs concurrency (simulated shared server)",
-        "server": {"capacity_streams": args.capacity, "token_ms": args.token_ms, "ttft_ms": args.ttft_ms,
-                   "model": "per-token time = token_ms * max(1, active_streams / capacity)"},
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "loadavg_start": [round(x, 2) for x in os.getloadavg()]},
-        "stub_kernel": [], "jupyter_pool": [],
+        "server": {
+            "capacity_streams": args.capacity,
+            "token_ms": args.token_ms,
+            "ttft_ms": args.ttft_ms,
+            "model": "per-token time = token_ms * max(1, active_streams / capacity)",
+        },
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+        },
+        "stub_kernel": [],
+        "jupyter_pool": [],
     }
     with tempfile.TemporaryDirectory() as tmp_name:
         tmp = Path(tmp_name)
@@ -152,8 +167,11 @@ async def main(args: argparse.Namespace) -> dict:
             n = max(args.min_problems, args.per_stream * c)
             row = await one_level(c, n, server, jupyter=False, tmp=tmp)
             result["stub_kernel"].append(row)
-            print(f"stub kernel  c={c:>2}: {row['problems']:>3} problems in {row['wall_s']:6.2f} s = "
-                  f"{row['problems_per_min']:7.1f} problems/min (peak {row['peak_streams']} streams)", flush=True)
+            print(
+                f"stub kernel  c={c:>2}: {row['problems']:>3} problems in {row['wall_s']:6.2f} s = "
+                f"{row['problems_per_min']:7.1f} problems/min (peak {row['peak_streams']} streams)",
+                flush=True,
+            )
         base = result["stub_kernel"][0]["problems_per_min"]
         for row in result["stub_kernel"]:
             row["speedup"] = round(row["problems_per_min"] / base, 2)
@@ -170,9 +188,12 @@ async def main(args: argparse.Namespace) -> dict:
                 row["overhead_per_problem_s"] = round(per_run - per_run_stub, 3)
                 row["throughput_vs_stub"] = round(row["problems_per_min"] / ref["problems_per_min"], 2)
             result["jupyter_pool"].append(row)
-            print(f"jupyter pool c={c:>2}: {row['problems']:>3} problems in {row['wall_s']:6.2f} s = "
-                  f"{row['problems_per_min']:7.1f} problems/min (overhead/problem "
-                  f"{row.get('overhead_per_problem_s', 'n/a')} s)", flush=True)
+            print(
+                f"jupyter pool c={c:>2}: {row['problems']:>3} problems in {row['wall_s']:6.2f} s = "
+                f"{row['problems_per_min']:7.1f} problems/min (overhead/problem "
+                f"{row.get('overhead_per_problem_s', 'n/a')} s)",
+                flush=True,
+            )
     result["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     return result
 

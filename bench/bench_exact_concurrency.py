@@ -59,9 +59,25 @@ def first_difference(a: dict, b: dict) -> str | None:
 
 
 def run_level(model: str, limit: int, concurrency: int, out: Path) -> dict:
-    command = [sys.executable, "-m", "tuiagent", "eval", "demo", "--model", model, "--limit", str(limit),
-               "-c", "none", "--no-reuse-generations", "--concurrency", str(concurrency), "--out", str(out),
-               "--quiet"]
+    command = [
+        sys.executable,
+        "-m",
+        "tuiagent",
+        "eval",
+        "demo",
+        "--model",
+        model,
+        "--limit",
+        str(limit),
+        "-c",
+        "none",
+        "--no-reuse-generations",
+        "--concurrency",
+        str(concurrency),
+        "--out",
+        str(out),
+        "--quiet",
+    ]
     t0 = time.perf_counter()
     done = subprocess.run(command, capture_output=True, text=True)
     wall = time.perf_counter() - t0
@@ -70,10 +86,16 @@ def run_level(model: str, limit: int, concurrency: int, out: Path) -> dict:
     runs = {str(p.relative_to(out / "runs")): generations(p) for p in sorted((out / "runs").rglob("*.jsonl"))}
     records = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines() if line.strip()]
     tokens = sum(sum(len(t) for t in r["turns"]) for r in runs.values())
-    return {"concurrency": concurrency, "wall_s": round(wall, 1), "runs": runs,
-            "engines": sorted({r.get("engine", "?") for r in records}),
-            "correct": sum(bool(r.get("correct")) for r in records), "tokens": tokens,
-            "problems_per_min": round(60 * len(runs) / wall, 2), "tokens_per_s": round(tokens / wall, 1)}
+    return {
+        "concurrency": concurrency,
+        "wall_s": round(wall, 1),
+        "runs": runs,
+        "engines": sorted({r.get("engine", "?") for r in records}),
+        "correct": sum(bool(r.get("correct")) for r in records),
+        "tokens": tokens,
+        "problems_per_min": round(60 * len(runs) / wall, 2),
+        "tokens_per_s": round(tokens / wall, 1),
+    }
 
 
 def main() -> None:
@@ -90,18 +112,35 @@ def main() -> None:
     base = results[0]
     report = []
     for level in results:
-        differ = {key: why for key, run in level["runs"].items()
-                  if (why := first_difference(base["runs"][key], run) if key in base["runs"] else "missing")}
-        report.append({k: v for k, v in level.items() if k != "runs"}
-                      | {"differ_from_first_level": len(differ), "differences": differ})
-        print(f"concurrency {level['concurrency']}: {len(level['runs'])} runs, {len(differ)} differ from "
-              f"concurrency {base['concurrency']}; {level['wall_s']} s, {level['tokens_per_s']} tok/s, "
-              f"engine {', '.join(level['engines'])}", flush=True)
-    result = {"benchmark": "end-to-end exactness across concurrency (tuiagent eval demo, -c none, no reuse)",
-              "model": args.model, "limit": args.limit, "levels": levels, "date": time.strftime("%Y-%m-%d"),
-              "machine": {"cpus": os.cpu_count(), "cpu": platform.processor() or platform.machine(),
-                          "loadavg_start": load_start, "loadavg_end": os.getloadavg()},
-              "report": report}
+        differ = {
+            key: why
+            for key, run in level["runs"].items()
+            if (why := first_difference(base["runs"][key], run) if key in base["runs"] else "missing")
+        }
+        report.append(
+            {k: v for k, v in level.items() if k != "runs"}
+            | {"differ_from_first_level": len(differ), "differences": differ}
+        )
+        print(
+            f"concurrency {level['concurrency']}: {len(level['runs'])} runs, {len(differ)} differ from "
+            f"concurrency {base['concurrency']}; {level['wall_s']} s, {level['tokens_per_s']} tok/s, "
+            f"engine {', '.join(level['engines'])}",
+            flush=True,
+        )
+    result = {
+        "benchmark": "end-to-end exactness across concurrency (tuiagent eval demo, -c none, no reuse)",
+        "model": args.model,
+        "limit": args.limit,
+        "levels": levels,
+        "date": time.strftime("%Y-%m-%d"),
+        "machine": {
+            "cpus": os.cpu_count(),
+            "cpu": platform.processor() or platform.machine(),
+            "loadavg_start": load_start,
+            "loadavg_end": os.getloadavg(),
+        },
+        "report": report,
+    }
     args.out.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     print(f"wrote {args.out}")
 

@@ -34,17 +34,20 @@ HOOKS = ("on_start", "on_code", "on_tool_result", "on_answer", "on_finish")
 def timed(method, samples: list[float]):
     """Wrap a sync or async hook so each call's own time is recorded."""
     if asyncio.iscoroutinefunction(method):
+
         async def wrapper(*args):
             start = time.perf_counter()
             result = await method(*args)
             samples.append(time.perf_counter() - start)
             return result
     else:
+
         def wrapper(*args):
             start = time.perf_counter()
             result = method(*args)
             samples.append(time.perf_counter() - start)
             return result
+
     return wrapper
 
 
@@ -91,8 +94,10 @@ def main(repeats: int) -> dict:
             "us_p50": round(statistics.median(samples) * 1e6, 1),
             "us_p95": round(samples[int(0.95 * (len(samples) - 1))] * 1e6, 1),
         }
-        print(f"{name:10s} {len(samples):5d} decisions  p50 {out['per_guard'][name]['us_p50']:8.1f} us  "
-              f"p95 {out['per_guard'][name]['us_p95']:8.1f} us")
+        print(
+            f"{name:10s} {len(samples):5d} decisions  p50 {out['per_guard'][name]['us_p50']:8.1f} us  "
+            f"p95 {out['per_guard'][name]['us_p95']:8.1f} us"
+        )
     wall = real_run_wall_s()
     out["guard_ms_per_run"] = round(total_per_run * 1e3, 3)
     out["real_run_wall_s_median"] = wall

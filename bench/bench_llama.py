@@ -97,8 +97,14 @@ def base_run_in_thread(llm, tokens: list[int], n: int) -> dict:
 def speed(backend: LlamaCppBackend, model: str, threads: int, n_tokens: int, reps: int, main_thread: bool) -> dict:
     from llama_cpp import Llama
 
-    base = Llama(model_path=model, n_ctx=backend.n_ctx, n_threads=threads, n_threads_batch=threads,
-                 logits_all=False, verbose=False)
+    base = Llama(
+        model_path=model,
+        n_ctx=backend.n_ctx,
+        n_threads=threads,
+        n_threads_batch=threads,
+        logits_all=False,
+        verbose=False,
+    )
     prompt = render_chatml([{"role": "user", "content": SPEED_PROMPT}])
     tokens = backend.tokenize(prompt, add_bos=True)
     # Our run decides the token count (it stops at end of sequence); the baseline then makes as many.
@@ -155,14 +161,16 @@ def tir(backend: LlamaCppBackend, turns: int, turn_tokens: int) -> dict:
             stream = backend.stream(context, Sampling(max_tokens=turn_tokens), [OUTPUT_FENCE])
             pieces = [t.text async for t in stream]
             text = "".join(pieces)
-            rows.append({
-                "turn": turn,
-                "context_tokens": s.prompt_tokens_total - tot,
-                "evaluated": s.prompt_tokens_evaluated - ev,
-                "generated": len(backend.last_token_ids),
-                "stop": stream.stop_reason,
-                "seconds": round(time.perf_counter() - t0, 2),
-            })
+            rows.append(
+                {
+                    "turn": turn,
+                    "context_tokens": s.prompt_tokens_total - tot,
+                    "evaluated": s.prompt_tokens_evaluated - ev,
+                    "generated": len(backend.last_token_ids),
+                    "stop": stream.stop_reason,
+                    "seconds": round(time.perf_counter() - t0, 2),
+                }
+            )
             # The stop string is not yielded: the tool output block opens with it.
             context += text + ("" if text.endswith("\n") else "\n") + TOOL_OUTPUT
         final = backend.count_tokens(context) + (1 if backend.vocab.add_bos else 0)
@@ -189,8 +197,11 @@ def main() -> None:
     ap.add_argument("--n-ctx", type=int, default=4096)
     ap.add_argument("--turns", type=int, default=4)
     ap.add_argument("--turn-tokens", type=int, default=200)
-    ap.add_argument("--main-thread-baseline", action="store_true",
-                    help="also time Llama.generate on the main thread (slow when the CPUs are shared)")
+    ap.add_argument(
+        "--main-thread-baseline",
+        action="store_true",
+        help="also time Llama.generate on the main thread (slow when the CPUs are shared)",
+    )
     ap.add_argument("--out", default=str(Path(__file__).resolve().parent / "results" / "llama.json"))
     args = ap.parse_args()
 
@@ -205,27 +216,40 @@ def main() -> None:
     if os.environ.get("OMP_WAIT_POLICY"):
         name += f" OMP_WAIT_POLICY={os.environ['OMP_WAIT_POLICY']}"
     omp = os.environ.get("OMP_WAIT_POLICY", "unset")
-    print(f"\n{Path(args.model).name}  ({args.threads} threads, n_ctx {args.n_ctx}, OMP_WAIT_POLICY {omp}, "
-          f"load avg at end {load[0]:.1f})")
-    print(f"(1) greedy generation, {sp['prompt_tokens']}-token prompt, {sp['generated_tokens']} tokens, "
-          f"median of {sp['reps']} alternating runs")
+    print(
+        f"\n{Path(args.model).name}  ({args.threads} threads, n_ctx {args.n_ctx}, OMP_WAIT_POLICY {omp}, "
+        f"load avg at end {load[0]:.1f})"
+    )
+    print(
+        f"(1) greedy generation, {sp['prompt_tokens']}-token prompt, {sp['generated_tokens']} tokens, "
+        f"median of {sp['reps']} alternating runs"
+    )
     print(f"    {'':28} {'decode tok/s':>13} {'end-to-end tok/s':>17}")
-    for who, label in (("llama_cpp", "Llama.generate, no logprobs"), ("ours", "LlamaCppBackend + logprobs"),
-                       ("llama_cpp_main_thread", "  same, from the main thread")):
+    for who, label in (
+        ("llama_cpp", "Llama.generate, no logprobs"),
+        ("ours", "LlamaCppBackend + logprobs"),
+        ("llama_cpp_main_thread", "  same, from the main thread"),
+    ):
         if who not in sp["decode_tps"]:
             continue
         print(f"    {label:28} {sp['decode_tps'][who]:13.2f} {sp['end_to_end_tps'][who]:17.2f}")
-    print(f"    ratio ours/llama_cpp: decode {sp['ratio_decode']:.3f}, end-to-end {sp['ratio_end_to_end']:.3f}"
-          f"   (target >= 0.95)"
-          f"\n    logprob share of generation time {100 * sp['logprob_share_of_generation']:.2f}%")
+    print(
+        f"    ratio ours/llama_cpp: decode {sp['ratio_decode']:.3f}, end-to-end {sp['ratio_end_to_end']:.3f}"
+        f"   (target >= 0.95)"
+        f"\n    logprob share of generation time {100 * sp['logprob_share_of_generation']:.2f}%"
+    )
     print(f"(2) TIR run, {args.turns} turns (stop at {OUTPUT_FENCE!r} or {args.turn_tokens} tokens)")
     print(f"    {'turn':>4} {'context':>8} {'evaluated':>9} {'generated':>9} {'stop':>6} {'s':>6}")
     for r in pr["turns"]:
-        print(f"    {r['turn']:4} {r['context_tokens']:8} {r['evaluated']:9} {r['generated']:9} {r['stop']:>6} "
-              f"{r['seconds']:6.1f}")
-    print(f"    prompt tokens evaluated / final context: {pr['prompt_tokens_evaluated']} / "
-          f"{pr['final_context_tokens']} = {pr['ratio']:.3f}   (target < 1.2; without reuse "
-          f"{pr['ratio_without_reuse']:.2f})")
+        print(
+            f"    {r['turn']:4} {r['context_tokens']:8} {r['evaluated']:9} {r['generated']:9} {r['stop']:>6} "
+            f"{r['seconds']:6.1f}"
+        )
+    print(
+        f"    prompt tokens evaluated / final context: {pr['prompt_tokens_evaluated']} / "
+        f"{pr['final_context_tokens']} = {pr['ratio']:.3f}   (target < 1.2; without reuse "
+        f"{pr['ratio_without_reuse']:.2f})"
+    )
 
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)

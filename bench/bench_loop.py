@@ -64,7 +64,9 @@ async def main(turns: int, repeats: int) -> dict:
         per_step = statistics.median(times) / turns * 1000
         key = "with_recorder" if record else "no_recorder"
         results[key] = {"ms_per_step_p50": round(per_step, 3), "events": n_events, "tokens": n_tokens}
-        print(f"{key:14s} {per_step:7.3f} ms/step  ({turns} steps, {n_tokens} tokens, {n_events} events, median of {repeats})")
+        print(
+            f"{key:14s} {per_step:7.3f} ms/step  ({turns} steps, {n_tokens} tokens, {n_events} events, median of {repeats})"
+        )
     results["target_ms_per_step"] = 2.0
     return results
 

@@ -52,12 +52,14 @@ print(1000 * (time.perf_counter() - started) / steps)
 
 
 def settings(spins: list[int]) -> dict[str, dict[str, str]]:
-    return {"passive": {"OMP_WAIT_POLICY": "passive"},
-            **{f"spin {n}": {"GOMP_SPINCOUNT": str(n)} for n in spins},
-            # an empty value is not a valid policy, so libgomp keeps its default, and the product,
-            # which sets its own only when neither variable is there, leaves it alone
-            "libgomp default": {"OMP_WAIT_POLICY": ""},
-            "active": {"OMP_WAIT_POLICY": "active"}}
+    return {
+        "passive": {"OMP_WAIT_POLICY": "passive"},
+        **{f"spin {n}": {"GOMP_SPINCOUNT": str(n)} for n in spins},
+        # an empty value is not a valid policy, so libgomp keeps its default, and the product,
+        # which sets its own only when neither variable is there, leaves it alone
+        "libgomp default": {"OMP_WAIT_POLICY": ""},
+        "active": {"OMP_WAIT_POLICY": "active"},
+    }
 
 
 @contextmanager
@@ -73,8 +75,13 @@ def busy_cores(count: int) -> Iterator[None]:
 
 def step_ms(path: str, width: int, steps: int, variables: dict[str, str]) -> float:
     env = {k: v for k, v in os.environ.items() if k not in OMP_VARIABLES} | variables
-    out = subprocess.run([sys.executable, "-c", STEP_LOOP, path, str(width), str(steps)],
-                         capture_output=True, text=True, env=env, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-c", STEP_LOOP, path, str(width), str(steps)],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+    )
     if out.returncode != 0:
         raise RuntimeError(out.stderr[-2000:])
     return float(out.stdout.strip().splitlines()[-1])
@@ -94,8 +101,13 @@ def main() -> None:
     configs = settings([int(n) for n in args.spin.split(",") if n])
     models = {m: str(resolve_model_file(load_models().get(m))) for m in args.models.split(",") if m}
     times: dict[tuple[str, int, int, str], list[float]] = {}
-    results: dict[str, Any] = {"threads": 2, "cpu_count": os.cpu_count(), "steps": args.steps,
-                               "load_avg_at_start": os.getloadavg(), "ms_per_step": {}}
+    results: dict[str, Any] = {
+        "threads": 2,
+        "cpu_count": os.cpu_count(),
+        "steps": args.steps,
+        "load_avg_at_start": os.getloadavg(),
+        "ms_per_step": {},
+    }
     for _ in range(args.rounds):
         for hogs in (0, 1):
             with busy_cores(hogs):

@@ -67,8 +67,14 @@ class Recorded:
 def load_recorded(path: Path) -> Recorded:
     lines = [json.loads(line) for line in Path(path).read_text(encoding="utf-8").splitlines() if line.strip()]
     head = lines[0]
-    rec = Recorded(Path(path).stem, head["problem"], head.get("gold"), head.get("about", ""),
-                   head.get("expect", {}), timeout_s=head.get("timeout_s", 5.0))
+    rec = Recorded(
+        Path(path).stem,
+        head["problem"],
+        head.get("gold"),
+        head.get("about", ""),
+        head.get("expect", {}),
+        timeout_s=head.get("timeout_s", 5.0),
+    )
     for entry in lines[1:]:
         if "turn" in entry:
             k = entry.get("branch", 0)
@@ -114,8 +120,12 @@ class ReplayKernel:
     async def execute(self, code: str, timeout: float) -> CellResult:
         self.calls.append(code)
         r = self.results[code]  # a block without a recorded result is a broken file: fail loudly
-        return CellResult(outputs=tuple(Output(k, t) for k, t in r["outputs"]), error=r["error"],
-                          timed_out=r["timed_out"], error_name=r.get("error_name"))
+        return CellResult(
+            outputs=tuple(Output(k, t) for k, t in r["outputs"]),
+            error=r["error"],
+            timed_out=r["timed_out"],
+            error_name=r.get("error_name"),
+        )
 
 
 async def replay(rec: Recorded, *, guarded: bool, settings: dict | None = None) -> tuple[list[ev.Event], Agent]:
@@ -146,8 +156,15 @@ async def record(path: Path) -> None:
     async with JupyterKernel() as kernel:
         for code in codes_in_order(rec):
             r = await kernel.execute(code, rec.timeout_s)
-            kept.append({"code": code, "outputs": [[o.kind, o.text] for o in r.outputs] + [["stderr", n] for n in r.notes],
-                         "error": r.error, "timed_out": r.timed_out, "error_name": r.error_name})
+            kept.append(
+                {
+                    "code": code,
+                    "outputs": [[o.kind, o.text] for o in r.outputs] + [["stderr", n] for n in r.notes],
+                    "error": r.error,
+                    "timed_out": r.timed_out,
+                    "error_name": r.error_name,
+                }
+            )
     path.write_text("".join(json.dumps(entry) + "\n" for entry in kept), encoding="utf-8")
 
 
@@ -169,8 +186,10 @@ def tokenizer():
         gguf = next(iter(sorted(models_cache_dir().glob("qwen2.5-coder-1.5b*.gguf"))), None)
         if gguf is not None:
             llm = llama_cpp.Llama(str(gguf), vocab_only=True, verbose=False)
-            return (f"{gguf.name} vocabulary (tiktoken cl100k_base not cached offline)",
-                    lambda text: len(llm.tokenize(text.encode(), add_bos=False, special=True)))
+            return (
+                f"{gguf.name} vocabulary (tiktoken cl100k_base not cached offline)",
+                lambda text: len(llm.tokenize(text.encode(), add_bos=False, special=True)),
+            )
     except Exception:
         pass
     return "word pieces (no tokenizer available)", ScriptedBackend([]).count_tokens
@@ -192,8 +211,11 @@ class _Timed:
 
 def _stats(samples: list[float]) -> dict:
     samples = sorted(samples)
-    return {"n": len(samples), "us_p50": round(statistics.median(samples) * 1e6, 1),
-            "us_p95": round(samples[int(0.95 * (len(samples) - 1))] * 1e6, 1)}
+    return {
+        "n": len(samples),
+        "us_p50": round(statistics.median(samples) * 1e6, 1),
+        "us_p95": round(samples[int(0.95 * (len(samples) - 1))] * 1e6, 1),
+    }
 
 
 async def guard_cost(recs: list[Recorded], repeats: int) -> dict:
@@ -211,8 +233,10 @@ async def guard_cost(recs: list[Recorded], repeats: int) -> dict:
             agent = Agent(BranchingBackend(rec.branches), ReplayKernel(rec.results), settings=SETTINGS, guards=chain)
             async for _ in agent.stream(rec.problem, gold=rec.gold):
                 pass
-    return {"all": _stats([x for v in samples.values() for x in v]),
-            "by_action": {k: _stats(v) for k, v in sorted(samples.items())}}
+    return {
+        "all": _stats([x for v in samples.values() for x in v]),
+        "by_action": {k: _stats(v) for k, v in sorted(samples.items())},
+    }
 
 
 def _change(before: float, after: float) -> float | None:
@@ -229,12 +253,23 @@ async def main(repeats: int) -> dict:
             events, _ = await replay(rec, guarded=guarded)
             m = run_metrics(events, count)
             fin = events[-1]
-            row[arm] = {"wtn": m["wtn"], "wtn_chars": m["wtn_chars"], "tcn": m["tcn"], "erroneous": m["erroneous"],
-                        "stp": m["stp"], "stpr": m["stpr"], "rtts": m["rtts"], "reason": fin.reason,
-                        "answer": fin.answer, "correct": fin.correct}
+            row[arm] = {
+                "wtn": m["wtn"],
+                "wtn_chars": m["wtn_chars"],
+                "tcn": m["tcn"],
+                "erroneous": m["erroneous"],
+                "stp": m["stp"],
+                "stpr": m["stpr"],
+                "rtts": m["rtts"],
+                "reason": fin.reason,
+                "answer": fin.answer,
+                "correct": fin.correct,
+            }
         runs.append(row)
-    mean = {arm: {k: round(statistics.mean(r[arm][k] for r in runs), 2) for k in ("wtn", "wtn_chars", "tcn", "erroneous")}
-            for arm in ("off", "prunetir")}
+    mean = {
+        arm: {k: round(statistics.mean(r[arm][k] for r in runs), 2) for k in ("wtn", "wtn_chars", "tcn", "erroneous")}
+        for arm in ("off", "prunetir")
+    }
     summary = {
         "trajectories": len(runs),
         "mean": mean,
@@ -244,12 +279,20 @@ async def main(repeats: int) -> dict:
     }
     return {
         "what": "recorded scripted trajectories with real-kernel outputs (tests/data/erroneous), replayed "
-                "with and without PruneTIR; not fresh model samples, not comparable to the paper's AIME numbers",
-        "paper": {"model": "Qwen3-8B", "benchmark": "AIME24", "wtn_change_pct": -17.4, "tcn": [7.7, 4.2],
-                  "tcn_change_pct": -45.5},
+        "with and without PruneTIR; not fresh model samples, not comparable to the paper's AIME numbers",
+        "paper": {
+            "model": "Qwen3-8B",
+            "benchmark": "AIME24",
+            "wtn_change_pct": -17.4,
+            "tcn": [7.7, 4.2],
+            "tcn_change_pct": -45.5,
+        },
         "tokenizer": name,
-        "run_settings": {"max_tool_calls": SETTINGS.max_tool_calls, "exec_timeout_s": SETTINGS.exec_timeout_s,
-                         "output_chars": SETTINGS.output_chars},
+        "run_settings": {
+            "max_tool_calls": SETTINGS.max_tool_calls,
+            "exec_timeout_s": SETTINGS.exec_timeout_s,
+            "output_chars": SETTINGS.output_chars,
+        },
         "guard_settings": {"resample_seed": 7, "others": "defaults"},
         "summary": summary,
         "guard_cost_per_decision": await guard_cost(recs, repeats),

@@ -46,12 +46,15 @@ VARIANTS = {"q6k-as-q8_0": "Q8_0", "q6k-as-q4_k": "Q4_K"}
 # group the engines take turns step by step, so a busy spell of the shared machine hits them alike.
 GROUPS = {  # group: (environment, {setting: (variant, repacked weights)})
     "default matmul": ({}, {"shipped": ("shipped", True), **{name: (name, True) for name in VARIANTS}}),
-    "tiled forced": ({"GGML_CPU_TILED_MM": "1", "GGML_CPU_TILED_MM_FORCE": "1"},
-                     {"shipped, plain, tiled forced": ("shipped", False),
-                      "shipped, repacked, tiled forced": ("shipped", True)}),
+    "tiled forced": (
+        {"GGML_CPU_TILED_MM": "1", "GGML_CPU_TILED_MM_FORCE": "1"},
+        {"shipped, plain, tiled forced": ("shipped", False), "shipped, repacked, tiled forced": ("shipped", True)},
+    ),
 }
-PROMPTS = [f"A shop sells {i + 2} boxes of {i + 5} pens and gives away {i} pens. How many pens are left? "
-           "Reason step by step." for i in range(8)]
+PROMPTS = [
+    f"A shop sells {i + 2} boxes of {i + 5} pens and gives away {i} pens. How many pens are left? Reason step by step."
+    for i in range(8)
+]
 
 
 def shipped_path(model: str) -> Path:
@@ -85,10 +88,12 @@ def build(source: Path, name: str, target: str) -> Path:
     out.parent.mkdir(parents=True, exist_ok=True)
     types = tensor_types(source)
     wanted = {t: (target if kind == "Q6_K" else kind) for t, kind in types.items() if kind not in ("F32", "F16")}
-    keep = [(f"^{t.replace('.', chr(92) + '.')}$".encode(), GGMLQuantizationType[kind].value)
-            for t, kind in wanted.items()]
+    keep = [
+        (f"^{t.replace('.', chr(92) + '.')}$".encode(), GGMLQuantizationType[kind].value) for t, kind in wanted.items()
+    ]
     overrides = (llama_cpp.llama_model_tensor_override * (len(keep) + 1))(
-        *[llama_cpp.llama_model_tensor_override(p, k) for p, k in keep], llama_cpp.llama_model_tensor_override(None, 0))
+        *[llama_cpp.llama_model_tensor_override(p, k) for p, k in keep], llama_cpp.llama_model_tensor_override(None, 0)
+    )
     params = llama_cpp.llama_model_quantize_default_params()
     params.nthread = os.cpu_count() or 1
     params.ftype = llama_cpp.LLAMA_FTYPE_MOSTLY_Q4_K_M
@@ -119,8 +124,20 @@ def child(engines: dict[str, tuple[str, bool]], rounds: int) -> None:
 
     from tuiagent.backends.llama_batch import BatchEngine
 
-    loaded = {name: BatchEngine(path, n_ctx=512, n_threads=os.cpu_count() or 1, n_batch=512, seed=0, min_p=0.0,
-                                prompt_chunk=None, n_seq=8, repack=repack) for name, (path, repack) in engines.items()}
+    loaded = {
+        name: BatchEngine(
+            path,
+            n_ctx=512,
+            n_threads=os.cpu_count() or 1,
+            n_batch=512,
+            seed=0,
+            min_p=0.0,
+            prompt_chunk=None,
+            n_seq=8,
+            repack=repack,
+        )
+        for name, (path, repack) in engines.items()
+    }
     print(json.dumps(step_costs(loaded, rounds=rounds)), flush=True)
     for engine in loaded.values():
         engine.close()
@@ -154,7 +171,7 @@ def quality(paths: dict[str, Path], positions: int) -> dict[str, Any]:
         for tokens, start in texts:
             llm.reset()
             llm.eval(tokens)
-            got.append(log_softmax(np.asarray(llm.scores[start - 1:len(tokens) - 1], dtype=np.float64)))
+            got.append(log_softmax(np.asarray(llm.scores[start - 1 : len(tokens) - 1], dtype=np.float64)))
         llm.close()
         return got
 
@@ -165,9 +182,11 @@ def quality(paths: dict[str, Path], positions: int) -> dict[str, Any]:
         kl = [float((np.exp(b) * (b - o)).sum(axis=-1).mean()) for b, o in zip(base, other)]
         n = [len(b) for b in base]
         agree = sum(int((b.argmax(-1) == o.argmax(-1)).sum()) for b, o in zip(base, other))
-        out[name] = {"mean_kl": round(sum(k * m for k, m in zip(kl, n)) / sum(n), 5),
-                     "greedy_agreement": round(agree / sum(n), 4),
-                     "file_mb": round(paths[name].stat().st_size / 2**20, 1)}
+        out[name] = {
+            "mean_kl": round(sum(k * m for k, m in zip(kl, n)) / sum(n), 5),
+            "greedy_agreement": round(agree / sum(n), 4),
+            "file_mb": round(paths[name].stat().st_size / 2**20, 1),
+        }
     out["shipped_file_mb"] = round(paths["shipped"].stat().st_size / 2**20, 1)
     return out
 
@@ -194,19 +213,29 @@ def main() -> None:
         for group, (env, settings) in GROUPS.items():
             clean = {key: v for key, v in os.environ.items() if not key.startswith("GGML_CPU_TILED_MM")}
             engines = {name: (str(paths[variant]), repack) for name, (variant, repack) in settings.items()}
-            done = subprocess.run([sys.executable, __file__, "--child", json.dumps(engines)],
-                                  env={**clean, **env}, capture_output=True, text=True, check=True)
+            done = subprocess.run(
+                [sys.executable, __file__, "--child", json.dumps(engines)],
+                env={**clean, **env},
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             got = json.loads(done.stdout.strip().splitlines()[-1])
             runs[-1].update({name: {b: c["ms_per_step"] for b, c in widths.items()} for name, widths in got.items()})
             print(f"round {k + 1}, {group}: {json.dumps({n: runs[-1][n] for n in got})}", flush=True)
     names = list(runs[0])
     steps = {name: {b: statistics.median(r[name][b] for r in runs) for b in runs[0][name]} for name in names}
     # a ratio within one process (the default-matmul group) is what the noise cannot move much
-    ratio = {name: {b: round(statistics.median(r["shipped"][b] / r[name][b] for r in runs), 2) for b in ("1", "4", "8")}
-             for name in names}
+    ratio = {
+        name: {b: round(statistics.median(r["shipped"][b] / r[name][b] for r in runs), 2) for b in ("1", "4", "8")}
+        for name in names
+    }
     summary: dict[str, Any] = {
-        "model": args.model, "date": time.strftime("%Y-%m-%d"), "rounds": args.rounds,
-        "shipped_tensor_types": types, "load_avg": {"start": load_start, "after_steps": os.getloadavg()},
+        "model": args.model,
+        "date": time.strftime("%Y-%m-%d"),
+        "rounds": args.rounds,
+        "shipped_tensor_types": types,
+        "load_avg": {"start": load_start, "after_steps": os.getloadavg()},
         "ms_per_step": steps,
         "step_throughput_vs_shipped": ratio,  # median over rounds of shipped ms / setting ms, same width
         "quality": quality(paths, args.positions),

@@ -42,24 +42,37 @@ RUN = {"max_tool_calls": 2, "max_tokens": 300}  # per run: bounds a round on a l
 async def one_side(model: Path, servers: int, threads: int, args: argparse.Namespace, tmp: Path) -> dict:
     """One eval on ``servers`` fresh servers of ``threads`` threads each."""
     with contextlib.ExitStack() as stack:
-        started = [stack.enter_context(LlamaServer(model, tmp / f"server{i}.log", threads=threads))
-                   for i in range(servers)]
+        started = [
+            stack.enter_context(LlamaServer(model, tmp / f"server{i}.log", threads=threads)) for i in range(servers)
+        ]
         models = tmp / "models.toml"
         models.write_text(pool_entry("bench-pool", started))
-        cfg = EvalConfig(datasets=["demo"], settings=resolve_settings(["none"]), out=tmp / "out",
-                         model="bench-pool", models_file=models, limit=args.problems,
-                         concurrency=args.concurrency, base=RunSpec(run=dict(RUN)))
+        cfg = EvalConfig(
+            datasets=["demo"],
+            settings=resolve_settings(["none"]),
+            out=tmp / "out",
+            model="bench-pool",
+            models_file=models,
+            limit=args.problems,
+            concurrency=args.concurrency,
+            base=RunSpec(run=dict(RUN)),
+        )
         outcome = await run_eval(cfg, log=lambda m: None)
     records = [json.loads(line) for line in (tmp / "out" / "results.jsonl").read_text().splitlines()]
     by_server: dict[str, int] = {}
     for r in records:
         by_server[r["server"]] = by_server.get(r["server"], 0) + 1
     return {
-        "servers": servers, "threads_each": threads, "runs": outcome.ran, "failed": outcome.failed,
-        "wall_s": round(outcome.wall_s, 2), "runs_per_min": round(outcome.throughput_per_min, 3),
+        "servers": servers,
+        "threads_each": threads,
+        "runs": outcome.ran,
+        "failed": outcome.failed,
+        "wall_s": round(outcome.wall_s, 2),
+        "runs_per_min": round(outcome.throughput_per_min, 3),
         "generated_tokens": sum(r["generated_tokens"] for r in records),
         "tokens_per_s": round(sum(r["generated_tokens"] for r in records) / outcome.wall_s, 2),
-        "right": sum(bool(r["correct"]) for r in records), "runs_per_server": sorted(by_server.values()),
+        "right": sum(bool(r["correct"]) for r in records),
+        "runs_per_server": sorted(by_server.values()),
         "reasons": sorted(r["reason"] for r in records),
         "answers": {r["problem_id"]: r["answer"] for r in records},
     }
@@ -70,10 +83,17 @@ async def main(args: argparse.Namespace) -> dict:
     if path is None:
         raise SystemExit(f"cannot find {args.model}: {why}")
     result: dict = {
-        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"), "model": args.model, "problems": args.problems,
-        "concurrency": args.concurrency, "run": RUN, "threads_total": args.threads,
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "loadavg_start": [round(x, 2) for x in os.getloadavg()]},
+        "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "model": args.model,
+        "problems": args.problems,
+        "concurrency": args.concurrency,
+        "run": RUN,
+        "threads_total": args.threads,
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+        },
         "rounds": [],
     }
     for n in range(args.rounds):
@@ -81,16 +101,22 @@ async def main(args: argparse.Namespace) -> dict:
         for name, servers, threads in (("A", 1, args.threads), ("B", args.threads, 1)):
             with tempfile.TemporaryDirectory() as tmp:
                 sides[name] = await one_side(path, servers, threads, args, Path(tmp))
-            print(f"round {n + 1} {name}: {sides[name]['servers']} server(s) x {sides[name]['threads_each']} "
-                  f"thread(s): {sides[name]['runs_per_min']} runs/min, {sides[name]['wall_s']} s, "
-                  f"{sides[name]['tokens_per_s']} tok/s, load {os.getloadavg()[0]:.1f}", flush=True)
+            print(
+                f"round {n + 1} {name}: {sides[name]['servers']} server(s) x {sides[name]['threads_each']} "
+                f"thread(s): {sides[name]['runs_per_min']} runs/min, {sides[name]['wall_s']} s, "
+                f"{sides[name]['tokens_per_s']} tok/s, load {os.getloadavg()[0]:.1f}",
+                flush=True,
+            )
         ratio = sides["B"]["runs_per_min"] / sides["A"]["runs_per_min"]
         same = sides["A"]["answers"] == sides["B"]["answers"]
         result["rounds"].append({**sides, "ratio_B_over_A": round(ratio, 3), "same_answers": same})
         print(f"round {n + 1}: B/A = {ratio:.3f} (same answers: {same})", flush=True)
     ratios = sorted(r["ratio_B_over_A"] for r in result["rounds"])
-    result["ratio_median"] = ratios[len(ratios) // 2] if len(ratios) % 2 else round(
-        (ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2, 3)
+    result["ratio_median"] = (
+        ratios[len(ratios) // 2]
+        if len(ratios) % 2
+        else round((ratios[len(ratios) // 2 - 1] + ratios[len(ratios) // 2]) / 2, 3)
+    )
     result["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     return result
 

@@ -112,9 +112,14 @@ class Sampler:
 
     def sample(self) -> dict:
         children = [p for p in self.me.children(recursive=True) if p not in self.earlier]
-        return {"t": round(time.monotonic() - self.t0, 2), "runs": self.runs,
-                "rss_mb": round(self.me.memory_info().rss / 2**20, 1), "fds": self.me.num_fds(),
-                "children": len(children), "kernels": sum(map(is_kernel, children))}
+        return {
+            "t": round(time.monotonic() - self.t0, 2),
+            "runs": self.runs,
+            "rss_mb": round(self.me.memory_info().rss / 2**20, 1),
+            "fds": self.me.num_fds(),
+            "children": len(children),
+            "kernels": sum(map(is_kernel, children)),
+        }
 
     async def settled(self, first: dict | None, within_s: float = 10.0) -> dict:
         """A sample once what a closed batch lets go of is gone: no child left and no more descriptors
@@ -142,18 +147,36 @@ def rss_summary(samples: list[dict], warm_t: float) -> dict:
     quarter = (end - warm_t) / 4
     first = statistics.mean(s["rss_mb"] for s in samples if warm_t <= s["t"] <= warm_t + quarter)
     last = statistics.mean(s["rss_mb"] for s in samples if s["t"] >= end - quarter)
-    return {"start": samples[0]["rss_mb"], "after_first_batch": next(s["rss_mb"] for s in samples if s["t"] >= warm_t),
-            "peak": max(s["rss_mb"] for s in samples),
-            "first_quarter_mean": round(first, 1), "last_quarter_mean": round(last, 1),
-            "growth_mb": round(last - first, 1), "growth_pct": round(100 * (last - first) / first, 1)}
+    return {
+        "start": samples[0]["rss_mb"],
+        "after_first_batch": next(s["rss_mb"] for s in samples if s["t"] >= warm_t),
+        "peak": max(s["rss_mb"] for s in samples),
+        "first_quarter_mean": round(first, 1),
+        "last_quarter_mean": round(last, 1),
+        "growth_mb": round(last - first, 1),
+        "growth_pct": round(100 * (last - first) / first, 1),
+    }
 
 
-async def soak(tmp: Path, *, minutes: float | None = None, max_runs: int | None = None, concurrency: int = 4,
-               batch: int = 16, token_s: float = 0.002, sample_s: float = 1.0) -> dict:
+async def soak(
+    tmp: Path,
+    *,
+    minutes: float | None = None,
+    max_runs: int | None = None,
+    concurrency: int = 4,
+    batch: int = 16,
+    token_s: float = 0.002,
+    sample_s: float = 1.0,
+) -> dict:
     """Run batches (at least two) under ``tmp`` until ``minutes`` or ``max_runs``; the figures and checks."""
     data = tmp / "problems.jsonl"
-    data.write_text("".join(json.dumps({"question": f"What is {i} plus {i}?", "answer": f"#### {2 * i}"}) + "\n"
-                            for i in range(1, batch + 1)), encoding="utf-8")
+    data.write_text(
+        "".join(
+            json.dumps({"question": f"What is {i} plus {i}?", "answer": f"#### {2 * i}"}) + "\n"
+            for i in range(1, batch + 1)
+        ),
+        encoding="utf-8",
+    )
     kernel_tmp = tmp / "tmp"  # the kernels' directories go here, so leftovers are ours to count
     kernel_tmp.mkdir()
     saved_tempdir, tempfile.tempdir = tempfile.tempdir, str(kernel_tmp)
@@ -165,18 +188,26 @@ async def soak(tmp: Path, *, minutes: float | None = None, max_runs: int | None 
     log: list[str] = []
 
     def backend(job) -> ScriptedBackend:
-        return ScriptedBackend([split_tokens(t, -0.01) for t in turns(number_in(job.problem.question))],
-                               delay_s=token_s)
+        return ScriptedBackend(
+            [split_tokens(t, -0.01) for t in turns(number_in(job.problem.question))], delay_s=token_s
+        )
 
     def counted(record: dict) -> None:
         sampler.runs += 1
 
     try:
-        while len(rests) < 2 or ((deadline is None or time.monotonic() < deadline)
-                                 and (max_runs is None or sampler.runs + batch <= max_runs)):
+        while len(rests) < 2 or (
+            (deadline is None or time.monotonic() < deadline) and (max_runs is None or sampler.runs + batch <= max_runs)
+        ):
             out = tmp / f"batch-{len(rests):04d}"
-            cfg = EvalConfig(datasets=[str(data)], settings=resolve_settings(["none"]), out=out, model="scripted",
-                             concurrency=concurrency, base=RunSpec(run={"exec_timeout_s": EXEC_TIMEOUT_S}))
+            cfg = EvalConfig(
+                datasets=[str(data)],
+                settings=resolve_settings(["none"]),
+                out=out,
+                model="scripted",
+                concurrency=concurrency,
+                base=RunSpec(run={"exec_timeout_s": EXEC_TIMEOUT_S}),
+            )
             outcome = await run_eval(cfg, backend_factory=backend, log=log.append, on_record=counted)
             if outcome.failed:
                 problems.append(f"batch {len(rests)}: {outcome.failed} run(s) failed")
@@ -196,30 +227,56 @@ async def soak(tmp: Path, *, minutes: float | None = None, max_runs: int | None 
     samples = sorted(sampler.samples + rests, key=lambda s: s["t"])
     wall_min = samples[-1]["t"] / 60
     return {
-        "runs": sampler.runs, "batches": len(rests), "minutes": round(wall_min, 2),
+        "runs": sampler.runs,
+        "batches": len(rests),
+        "minutes": round(wall_min, 2),
         "runs_per_min": round(sampler.runs / wall_min, 1),
         "rss_mb": rss_summary(samples, rests[0]["t"]),
         "peak": {k: max(s[k] for s in samples) for k in ("fds", "children", "kernels")},
-        "leaks": {"processes": max(r["children"] for r in rests), "kernels": max(r["kernels"] for r in rests),
-                  "fds": max(rests[-1]["fds"] - rests[0]["fds"], 0),  # fewer than after the first batch is no leak
-                  "kernel_dirs": max(r["kernel_dirs"] for r in rests)},
-        "problems": problems, "log": log, "rests": rests, "samples": sampler.samples,
+        "leaks": {
+            "processes": max(r["children"] for r in rests),
+            "kernels": max(r["kernels"] for r in rests),
+            "fds": max(rests[-1]["fds"] - rests[0]["fds"], 0),  # fewer than after the first batch is no leak
+            "kernel_dirs": max(r["kernel_dirs"] for r in rests),
+        },
+        "problems": problems,
+        "log": log,
+        "rests": rests,
+        "samples": sampler.samples,
     }
 
 
 async def main(args: argparse.Namespace) -> dict:
     result: dict = {
         "benchmark": "soak: eval-harness runs with real Jupyter kernels, back to back and concurrently",
-        "settings": {"minutes": args.minutes, "concurrency": args.concurrency, "batch": args.batch,
-                     "token_ms": args.token_ms, "sample_s": args.sample_s, "exec_timeout_s": EXEC_TIMEOUT_S,
-                     "shapes": ORDER, "sandbox": describe("auto")},
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                    "loadavg_start": [round(x, 2) for x in os.getloadavg()]},
+        "settings": {
+            "minutes": args.minutes,
+            "concurrency": args.concurrency,
+            "batch": args.batch,
+            "token_ms": args.token_ms,
+            "sample_s": args.sample_s,
+            "exec_timeout_s": EXEC_TIMEOUT_S,
+            "shapes": ORDER,
+            "sandbox": describe("auto"),
+        },
+        "machine": {
+            "cpus": os.cpu_count(),
+            "python": platform.python_version(),
+            "loadavg_start": [round(x, 2) for x in os.getloadavg()],
+        },
     }
     with tempfile.TemporaryDirectory() as tmp:
         os.environ["TUIAGENT_DATA_DIR"] = str(Path(tmp) / "data")
-        result.update(await soak(Path(tmp), minutes=args.minutes, concurrency=args.concurrency, batch=args.batch,
-                                 token_s=args.token_ms / 1000, sample_s=args.sample_s))
+        result.update(
+            await soak(
+                Path(tmp),
+                minutes=args.minutes,
+                concurrency=args.concurrency,
+                batch=args.batch,
+                token_s=args.token_ms / 1000,
+                sample_s=args.sample_s,
+            )
+        )
     result["machine"]["loadavg_end"] = [round(x, 2) for x in os.getloadavg()]
     result["passed"] = not result["problems"] and not any(result["leaks"].values())
     return result
@@ -238,9 +295,11 @@ if __name__ == "__main__":
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(data, indent=2) + "\n", encoding="utf-8")
     r, leaks = data, data["leaks"]
-    print(f"{r['runs']} runs in {r['minutes']} min ({r['runs_per_min']}/min, concurrency {args.concurrency}); "
-          f"RSS peak {r['rss_mb']['peak']} MB, growth first->last quarter {r['rss_mb']['growth_mb']} MB "
-          f"({r['rss_mb']['growth_pct']}%); leaked: {leaks}; problems: {len(r['problems'])}")
+    print(
+        f"{r['runs']} runs in {r['minutes']} min ({r['runs_per_min']}/min, concurrency {args.concurrency}); "
+        f"RSS peak {r['rss_mb']['peak']} MB, growth first->last quarter {r['rss_mb']['growth_mb']} MB "
+        f"({r['rss_mb']['growth_pct']}%); leaked: {leaks}; problems: {len(r['problems'])}"
+    )
     for problem in r["problems"][:10]:
         print("  " + problem)
     print(f"wrote {args.out}")

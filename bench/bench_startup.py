@@ -48,8 +48,9 @@ asyncio.run(backend.aclose())
 def measure(tree: Path, model: str) -> dict:
     env = {**os.environ, "PYTHONPATH": str(tree)}
     t0 = time.time()
-    out = subprocess.run([sys.executable, "-c", CHILD, model], env=env, cwd=tree, capture_output=True, text=True,
-                         check=True).stdout.split()
+    out = subprocess.run(
+        [sys.executable, "-c", CHILD, model], env=env, cwd=tree, capture_output=True, text=True, check=True
+    ).stdout.split()
     ready, first, where = float(out[0]), float(out[1]), out[2]
     assert where.startswith(str(tree)), f"imported tuiagent from {where}, not {tree}"
     return {"ready_s": ready - t0, "first_token_s": first - t0}
@@ -69,8 +70,10 @@ def main() -> None:
     for i in range(args.reps):
         for name in list(trees) if i % 2 == 0 else list(trees)[::-1]:
             runs[name].append(measure(trees[name], args.model))
-    summary = {name: {k: statistics.median(r[k] for r in rs) for k in ("ready_s", "first_token_s")}
-               for name, rs in runs.items()}
+    summary = {
+        name: {k: statistics.median(r[k] for r in rs) for k in ("ready_s", "first_token_s")}
+        for name, rs in runs.items()
+    }
     print(f"\nstart-up, {args.model}, median of {args.reps} (wall seconds from process spawn)")
     print(f"  {'tree':<8} {'ready':>8} {'first token':>12}")
     for name, s in summary.items():
@@ -78,8 +81,13 @@ def main() -> None:
     if "before" in summary:
         for k in ("ready_s", "first_token_s"):
             print(f"  after/before {k}: {summary['after'][k] / summary['before'][k]:.3f}")
-    result = {"model": args.model, "reps": args.reps, "summary": summary, "runs": runs,
-              "machine": {"cpus": os.cpu_count(), "platform": platform.platform()}}
+    result = {
+        "model": args.model,
+        "reps": args.reps,
+        "summary": summary,
+        "runs": runs,
+        "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
+    }
     out = ROOT / "bench" / "results" / "startup.json"
     out.write_text(json.dumps(result, indent=1) + "\n")
     print(f"wrote {out}")

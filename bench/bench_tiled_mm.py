@@ -34,10 +34,14 @@ from typing import Any
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 RESULTS = Path(__file__).parent / "results" / "tiled_mm.json"
-SETTINGS = {"off": {"GGML_CPU_TILED_MM": "0"}, "on at 8+ columns": {"GGML_CPU_TILED_MM": "1"},
-            "forced at every width": {"GGML_CPU_TILED_MM": "1", "GGML_CPU_TILED_MM_FORCE": "1"}}
-PROMPTS = [f"A shop sells {i + 2} boxes of {i + 5} pens and gives away {i} pens. How many pens are left?"
-           for i in range(8)]
+SETTINGS = {
+    "off": {"GGML_CPU_TILED_MM": "0"},
+    "on at 8+ columns": {"GGML_CPU_TILED_MM": "1"},
+    "forced at every width": {"GGML_CPU_TILED_MM": "1", "GGML_CPU_TILED_MM_FORCE": "1"},
+}
+PROMPTS = [
+    f"A shop sells {i + 2} boxes of {i + 5} pens and gives away {i} pens. How many pens are left?" for i in range(8)
+]
 N_SEQ = 8
 
 
@@ -46,8 +50,10 @@ def exactness(engine: Any, tokens: int) -> dict[str, Any]:
     from tuiagent.protocol import Sampling
 
     sampling = Sampling(temperature=0.0, max_tokens=tokens)
-    prompts = [engine.vocab.tokenize(f"<|im_start|>user\n{p}<|im_end|>\n<|im_start|>assistant\n", add_bos=True)
-               for p in PROMPTS]
+    prompts = [
+        engine.vocab.tokenize(f"<|im_start|>user\n{p}<|im_end|>\n<|im_start|>assistant\n", add_bos=True)
+        for p in PROMPTS
+    ]
 
     full_steps: list[float] = []  # seconds of the engine's steps in which all of a run's sequences generate
 
@@ -55,8 +61,17 @@ def exactness(engine: Any, tokens: int) -> dict[str, Any]:
         out: dict[int, tuple[list[int], list[float]]] = {}
         for i in ids:
             got: list[Any] = []
-            engine.submit(Request(i, prompts[i], sampling, [], threading.Event(), got.extend,
-                                  lambda r, i=i, got=got: out.__setitem__(i, (r.token_ids, [t.logprob for t in got]))))
+            engine.submit(
+                Request(
+                    i,
+                    prompts[i],
+                    sampling,
+                    [],
+                    threading.Event(),
+                    got.extend,
+                    lambda r, i=i, got=got: out.__setitem__(i, (r.token_ids, [t.logprob for t in got])),
+                )
+            )
         while not engine.idle:
             generating = sum(s.run is not None and s.run.pending is not None for s in engine.sequences)
             started = time.perf_counter()
@@ -73,8 +88,12 @@ def exactness(engine: Any, tokens: int) -> dict[str, Any]:
     differ = [i for i in range(N_SEQ) if together[i] != alone[i]]
     delta = max((abs(a - b) for i in range(N_SEQ) for a, b in zip(alone[i][1], together[i][1])), default=0.0)
     tokens_differ = sum(together[i][0] != alone[i][0] for i in range(N_SEQ))
-    return {"sequences_differ": len(differ), "tokens_differ": tokens_differ, "max_abs_logprob_delta": delta,
-            "engine_step_ms_8_in_flight": round(1000 * statistics.median(full_steps), 1)}
+    return {
+        "sequences_differ": len(differ),
+        "tokens_differ": tokens_differ,
+        "max_abs_logprob_delta": delta,
+        "engine_step_ms_8_in_flight": round(1000 * statistics.median(full_steps), 1),
+    }
 
 
 def prompt_speed(engine: Any, chunks: int = 6) -> float:
@@ -97,9 +116,19 @@ def child(model: str, tokens: int) -> None:
     from tuiagent.config.sources import resolve_model_file
 
     path = str(resolve_model_file(load_models().get(model)))
-    common = {"n_ctx": 512, "n_threads": os.cpu_count() or 1, "n_batch": 512, "seed": 0, "min_p": 0.0,
-              "prompt_chunk": None, "n_seq": N_SEQ}
-    engines = {"plain": BatchEngine(path, **common, repack=False), "repacked_padded": BatchEngine(path, **common, repack=True)}
+    common = {
+        "n_ctx": 512,
+        "n_threads": os.cpu_count() or 1,
+        "n_batch": 512,
+        "seed": 0,
+        "min_p": 0.0,
+        "prompt_chunk": None,
+        "n_seq": N_SEQ,
+    }
+    engines = {
+        "plain": BatchEngine(path, **common, repack=False),
+        "repacked_padded": BatchEngine(path, **common, repack=True),
+    }
     out: dict[str, Any] = {"decode_step": step_costs(engines, rounds=1)}
     for name, engine in engines.items():
         out[name] = {"exactness": exactness(engine, tokens), "prompt_tokens_per_s": prompt_speed(engine)}
@@ -122,22 +151,34 @@ def main() -> None:
     for k in range(args.rounds):
         for name, env in SETTINGS.items():
             clean = {key: v for key, v in os.environ.items() if not key.startswith("GGML_CPU_TILED_MM")}
-            done = subprocess.run([sys.executable, __file__, "--child", "--model", args.model, "--tokens", str(args.tokens)],
-                                  env={**clean, **env}, capture_output=True, text=True, check=True)
+            done = subprocess.run(
+                [sys.executable, __file__, "--child", "--model", args.model, "--tokens", str(args.tokens)],
+                env={**clean, **env},
+                capture_output=True,
+                text=True,
+                check=True,
+            )
             runs[name].append(json.loads(done.stdout.strip().splitlines()[-1]))
             print(f"round {k + 1}, {name}: {runs[name][-1]}", flush=True)
-    summary: dict[str, Any] = {"model": args.model, "rounds": args.rounds, "load_avg_at_end": os.getloadavg(),
-                               "settings": {}}
+    summary: dict[str, Any] = {
+        "model": args.model,
+        "rounds": args.rounds,
+        "load_avg_at_end": os.getloadavg(),
+        "settings": {},
+    }
     for name, results in runs.items():
         row: dict[str, Any] = {"env": SETTINGS[name]}
         for weights in ("plain", "repacked_padded"):
             row[weights] = {
                 "exactness": results[-1][weights]["exactness"],
-                "engine_step_ms_8_in_flight": statistics.median(r[weights]["exactness"]["engine_step_ms_8_in_flight"]
-                                                                for r in results),
+                "engine_step_ms_8_in_flight": statistics.median(
+                    r[weights]["exactness"]["engine_step_ms_8_in_flight"] for r in results
+                ),
                 "prompt_tokens_per_s": statistics.median(r[weights]["prompt_tokens_per_s"] for r in results),
-                "ms_per_step": {b: statistics.median(r["decode_step"][weights][b]["ms_per_step"] for r in results)
-                                for b in results[0]["decode_step"][weights]},
+                "ms_per_step": {
+                    b: statistics.median(r["decode_step"][weights][b]["ms_per_step"] for r in results)
+                    for b in results[0]["decode_step"][weights]
+                },
             }
         summary["settings"][name] = row
         print(name, json.dumps(row))

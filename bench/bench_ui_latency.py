@@ -34,13 +34,17 @@ from pathlib import Path
 
 RESULTS = Path(__file__).parent / "results" / "ui_latency.json"
 
-PROSE = ("Let us work through the problem carefully, one step at a time, checking each intermediate "
-         "value against the numbers given before moving on to the next part of the computation. ")
+PROSE = (
+    "Let us work through the problem carefully, one step at a time, checking each intermediate "
+    "value against the numbers given before moving on to the next part of the computation. "
+)
 # Prose as math models write it (ours: the shapes of the examples and of GSM8K/MATH answers).
-MATH_PROSE = ("The initial number of marbles is \\(3 \\times 17\\), so after giving away 9 and getting \\(4 \\times 6\\) "
-              "more there are \\((3 \\times 17 - 9) + 4 \\times 6\\) marbles, that is \\[ 51 - 9 + 24 = 66 \\] and half "
-              "of them, \\(\\frac{66}{2} = 33\\), are red; with $x^2 + 2x = 63$ we get $x = 7$ and "
-              "\\(\\sqrt{49} = 7\\). ")
+MATH_PROSE = (
+    "The initial number of marbles is \\(3 \\times 17\\), so after giving away 9 and getting \\(4 \\times 6\\) "
+    "more there are \\((3 \\times 17 - 9) + 4 \\times 6\\) marbles, that is \\[ 51 - 9 + 24 = 66 \\] and half "
+    "of them, \\(\\frac{66}{2} = 33\\), are red; with $x^2 + 2x = 63$ we get $x = 7$ and "
+    "\\(\\sqrt{49} = 7\\). "
+)
 
 
 def script(turns: int, words: int, unsure: bool = False, math: bool = False) -> list:
@@ -92,12 +96,17 @@ MATH_TURN_KEYS = 5
 
 
 def summary(ms: list[float]) -> dict:
-    return {"keys": len(ms), "p50": round(pct(ms, 50), 2), "p95": round(pct(ms, 95), 2),
-            "max": round(max(ms), 2) if ms else None}
+    return {
+        "keys": len(ms),
+        "p50": round(pct(ms, 50), 2),
+        "p95": round(pct(ms, 95), 2),
+        "max": round(max(ms), 2) if ms else None,
+    }
 
 
-async def measure(keys: int, rate: float, interval: float, turns: int, words: int, shade: bool = False,
-                  math: bool = False) -> dict:
+async def measure(
+    keys: int, rate: float, interval: float, turns: int, words: int, shade: bool = False, math: bool = False
+) -> dict:
     from textual import events
 
     from tuiagent.core.run_spec import RunSpec
@@ -106,9 +115,14 @@ async def measure(keys: int, rate: float, interval: float, turns: int, words: in
     from tuiagent.ui.widgets.status_line import StatusLine
 
     turns_tokens = script(turns, words, unsure=shade, math=math)
-    config = AppConfig(model="scripted", problem="How much is it?", run_spec=RunSpec(
-        guards=("attc", "necessity", "prunetir", "tim"),
-        run={"max_tokens": 100_000, "max_tool_calls": turns + 1, "max_wall_s": 3600}))
+    config = AppConfig(
+        model="scripted",
+        problem="How much is it?",
+        run_spec=RunSpec(
+            guards=("attc", "necessity", "prunetir", "tim"),
+            run={"max_tokens": 100_000, "max_tool_calls": turns + 1, "max_wall_s": 3600},
+        ),
+    )
     app = make_app(config, backend_factory=lambda: paced_backend(turns_tokens, rate))
 
     pending: dict[int, float] = {}
@@ -197,15 +211,24 @@ async def measure(keys: int, rate: float, interval: float, turns: int, words: in
     streamed_rate = (tok1 - tok0) / (t1 - t0) if t1 > t0 else 0.0
     paused = [any(a < end and b > sent for a, b in collections) for sent, end in spans]  # a full GC ran meanwhile
     gc_ms = [(b - a) * 1000 for a, b in collections]
-    sides: dict = {"full_gc_while_streaming": {"count": len(gc_ms), "max_ms": round(max(gc_ms, default=0), 1),
-                                               "keys_it_delayed": sum(paused)}}
+    sides: dict = {
+        "full_gc_while_streaming": {
+            "count": len(gc_ms),
+            "max_ms": round(max(gc_ms, default=0), 1),
+            "keys_it_delayed": sum(paused),
+        }
+    }
     if math:
         for name, keep in (("", lambda hit: True), ("_without_full_gc", lambda hit: not hit)):
             on = [ms for ms, r, hit in zip(shown, rendered, paused, strict=True) if r and keep(hit)]
             off = [ms for ms, r, hit in zip(shown, rendered, paused, strict=True) if not r and keep(hit)]
-            sides.update({f"math_rendered_key_to_effect_ms{name}": summary(on),
-                          f"math_raw_key_to_effect_ms{name}": summary(off),
-                          f"p95_rendered_over_raw{name}": round(pct(on, 95) / pct(off, 95), 3) if on and off else None})
+            sides.update(
+                {
+                    f"math_rendered_key_to_effect_ms{name}": summary(on),
+                    f"math_raw_key_to_effect_ms{name}": summary(off),
+                    f"p95_rendered_over_raw{name}": round(pct(on, 95) / pct(off, 95), 3) if on and off else None,
+                }
+            )
     return {
         "token_shading": shade,
         "math_heavy_prose": math,
@@ -213,8 +236,12 @@ async def measure(keys: int, rate: float, interval: float, turns: int, words: in
         "keys_measured_while_streaming": len(shown),
         "tokens_per_s_while_measuring": round(streamed_rate, 1),
         "target_tokens_per_s": rate,
-        "key_to_effect_ms": {"p50": round(pct(shown, 50), 2), "p95": round(pct(shown, 95), 2),
-                             "max": round(max(shown), 2), "mean": round(statistics.fmean(shown), 2)},
+        "key_to_effect_ms": {
+            "p50": round(pct(shown, 50), 2),
+            "p95": round(pct(shown, 95), 2),
+            "max": round(max(shown), 2),
+            "mean": round(statistics.fmean(shown), 2),
+        },
         "key_to_state_change_ms": {"p50": round(pct(applied, 50), 2), "p95": round(pct(applied, 95), 2)},
         "idle_key_to_effect_ms": {"p50": round(pct(idle_shown, 50), 2), "p95": round(pct(idle_shown, 95), 2)},
         "run_reason": finished.reason if finished else None,
@@ -237,12 +264,14 @@ def main() -> None:
     out = args.out or RESULTS.with_name(name)
     os.environ.setdefault("TUIAGENT_DATA_DIR", tempfile.mkdtemp(prefix="tuiagent-bench-"))
     result = asyncio.run(measure(args.keys, args.rate, args.interval, args.turns, args.words, args.shade, args.math))
-    result.update({
-        "what": "key press (guard panel up/down) to the first screen refresh showing it, while tokens stream",
-        "driver": "Textual headless driver (run_test), app size 120x40, token flush every 50 ms",
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end",
-        "python": sys.version.split()[0],
-    })
+    result.update(
+        {
+            "what": "key press (guard panel up/down) to the first screen refresh showing it, while tokens stream",
+            "driver": "Textual headless driver (run_test), app size 120x40, token flush every 50 ms",
+            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end",
+            "python": sys.version.split()[0],
+        }
+    )
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(result, indent=2) + "\n", encoding="utf-8")
     print(json.dumps(result, indent=2))

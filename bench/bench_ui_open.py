@@ -45,21 +45,37 @@ def big_trajectory(path: Path, events: int) -> dict:
         text = prose + f"\n```python\n{code}\n```\n```output\n"
         pieces = [prose[i : i + 3] for i in range(0, len(prose), 3)][:TOKENS_PER_TURN]
         turn_events = [ev.TurnStarted(t=t, turn=turn, context_tokens=200 + turn * 40)]
-        turn_events += [ev.TokenDelta(t=t, turn=turn, text=p, logprob=-0.02 if i % 9 else -1.2) for i, p in enumerate(pieces)]
-        turn_events += [ev.TurnEnded(t=t, turn=turn, text=text, stop="stop", tokens=len(pieces) + 20),
-                        ev.CodeBlock(t=t, turn=turn, call=turn, code=code)]
+        turn_events += [
+            ev.TokenDelta(t=t, turn=turn, text=p, logprob=-0.02 if i % 9 else -1.2) for i, p in enumerate(pieces)
+        ]
+        turn_events += [
+            ev.TurnEnded(t=t, turn=turn, text=text, stop="stop", tokens=len(pieces) + 20),
+            ev.CodeBlock(t=t, turn=turn, call=turn, code=code),
+        ]
         verdict = dict(attc, turn=turn, t=t)
-        turn_events += [ev.ToolResult(t=t, call=turn, shown=str(turn * 7), error=False, timed_out=False,
-                                      duration_s=0.01, outputs=[]),
-                        ev.ContextAppended(t=t, text=str(turn * 7), source="kernel", kind="tool", call=turn)]
+        turn_events += [
+            ev.ToolResult(
+                t=t, call=turn, shown=str(turn * 7), error=False, timed_out=False, duration_s=0.01, outputs=[]
+            ),
+            ev.ContextAppended(t=t, text=str(turn * 7), source="kernel", kind="tool", call=turn),
+        ]
         for e in turn_events:
             kinds["TokenDelta" if isinstance(e, ev.TokenDelta) else "other"] += 1
         out += [json.dumps(ev.to_dict(e)) for e in turn_events] + [json.dumps(verdict)]
         kinds["other"] += 1
         count += len(turn_events) + 1
         t += 1.0
-    finished = ev.RunFinished(t=t, reason="answer", answer="1", correct=None, tool_calls=turn, erroneous_calls=0,
-                              generated_tokens=turn * TOKENS_PER_TURN, context_tokens=200 + turn * 40, wall_s=t - started["t"])
+    finished = ev.RunFinished(
+        t=t,
+        reason="answer",
+        answer="1",
+        correct=None,
+        tool_calls=turn,
+        erroneous_calls=0,
+        generated_tokens=turn * TOKENS_PER_TURN,
+        context_tokens=200 + turn * 40,
+        wall_s=t - started["t"],
+    )
     out.append(json.dumps(ev.to_dict(finished)))
     path.write_text("\n".join(out) + "\n", encoding="utf-8")
     return {"events": count + 1, "turns": turn, "token_events": kinds["TokenDelta"], "other_events": kinds["other"] + 1}
@@ -137,10 +153,16 @@ def main() -> None:
         return {"median": round(statistics.median(values) * 1000, 1), "max": round(max(values) * 1000, 1)}
 
     result = {
-        "replay": {"trajectory": shape, "first_paint_ms": ms([r[0] for r in replay]),
-                   "next_event_to_screen_ms": ms([r[1] for r in replay])},
-        "runs_browser": {"saved_runs": browser[0][2], "first_paint_ms": ms([b[0] for b in browser]),
-                         "sort_to_screen_ms": ms([b[1] for b in browser])},
+        "replay": {
+            "trajectory": shape,
+            "first_paint_ms": ms([r[0] for r in replay]),
+            "next_event_to_screen_ms": ms([r[1] for r in replay]),
+        },
+        "runs_browser": {
+            "saved_runs": browser[0][2],
+            "first_paint_ms": ms([b[0] for b in browser]),
+            "sort_to_screen_ms": ms([b[1] for b in browser]),
+        },
         "repeat": args.repeat,
         "driver": "Textual headless driver (run_test): replay at 120x40 (from app start), browser at 160x50 (from ctrl+o)",
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end",

@@ -22,8 +22,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-PROBLEM = ("A bakery sells muffins for $3 each and cookies for $1.25 each. On Monday it sold 48 muffins "
-           "and three times as many cookies. How much money did it take in?")
+PROBLEM = (
+    "A bakery sells muffins for $3 each and cookies for $1.25 each. On Monday it sold 48 muffins "
+    "and three times as many cookies. How much money did it take in?"
+)
 GOLD = "324"
 GUARDS = ("prunetir", "necessity", "attc", "tim")
 

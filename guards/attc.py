@@ -39,7 +39,7 @@ REF_SENTENCES = {
     "trust": "I should believe the code execution result above and now I will give the answer based on it.",
     "rethink": "I should consider optimizing the code or reflect on whether to change my reasoning path.",
     "timeout": "Code execution timed out. Perhaps I should consider optimizing the code or reflect on "
-               "whether to change my reasoning path.",
+    "whether to change my reasoning path.",
 }
 # [ours] tuiagent's earlier wording, the same meanings (setting wording = "ours").
 OUR_SENTENCES = {
@@ -88,8 +88,11 @@ def block_confidence(text: str, tokens: Sequence[TokenLP]) -> tuple[float | None
     block = last_closed_block(text)
     if block is None:
         return None, None, 0
-    lps = [lp for start, end, lp in sampled_tokens(tokens)
-           if lp is not None and end > block.start and start < block.end and end > start]
+    lps = [
+        lp
+        for start, end, lp in sampled_tokens(tokens)
+        if lp is not None and end > block.start and start < block.end and end > start
+    ]
     if not lps:
         return None, None, 0
     mean = sum(lps) / len(lps)
@@ -125,21 +128,30 @@ class ATTC(GuardBase):
         decision: str = d.get("decision", "")
         call: int | None = d.get("call")
         line = (
-            Span("ATTC ", "bold"), Gauge(conf, tau, lo=cls.SCALE[0], hi=cls.SCALE[1]),
+            Span("ATTC ", "bold"),
+            Gauge(conf, tau, lo=cls.SCALE[0], hi=cls.SCALE[1]),
             Span(f" {'n/a' if conf is None else f'{conf:.3f}'}", "bold"),
-            Span(f"  τ {tau:.3f}" if tau is not None else "", "muted"), Span("  → ", "muted"),
+            Span(f"  τ {tau:.3f}" if tau is not None else "", "muted"),
+            Span("  → ", "muted"),
             Span(decision or "n/a", cls._STYLE.get(decision, "muted")),
         )
-        return Display("code", lines=(line,), call=call,
-                       tooltip="ATTC confidence = exp(mean log-prob of the block's tokens), scale 0.80–1.00")
+        return Display(
+            "code",
+            lines=(line,),
+            call=call,
+            tooltip="ATTC confidence = exp(mean log-prob of the block's tokens), scale 0.80–1.00",
+        )
 
     @classmethod
     def metrics(cls, run: RunRecord) -> dict[str, int]:
-        said: list[Decision | None] = [verdict_data(v, ATTCData).get("decision")
-                                       for v in run.of(cls.name) if v.hook == "on_tool_result"]
+        said: list[Decision | None] = [
+            verdict_data(v, ATTCData).get("decision") for v in run.of(cls.name) if v.hook == "on_tool_result"
+        ]
         decisions = [str(d) for d in said]
-        return {f"attc_{key}": decisions.count(d) for key, d in
-                (("trust", "trust"), ("rethink", "rethink"), ("timeout", "timeout"), ("na", "n/a"))}
+        return {
+            f"attc_{key}": decisions.count(d)
+            for key, d in (("trust", "trust"), ("rethink", "rethink"), ("timeout", "timeout"), ("na", "n/a"))
+        }
 
     @dataclass(frozen=True)
     class Settings:
@@ -148,12 +160,16 @@ class ATTC(GuardBase):
             "confidence threshold tau: conf = exp(mean logprob of the code block) >= tau -> trust, "
             "else rethink; set per model in models.toml ([models.<id>.guards.attc]) since logprob "
             "scales differ between models, quantisations and temperatures",
-            check=lambda v: 0.0 < v <= 1.0, allowed="a probability in (0, 1]", tag="ref")
+            check=lambda v: 0.0 < v <= 1.0,
+            allowed="a probability in (0, 1]",
+            tag="ref",
+        )
         wording: Wording = setting(
             "ref",
             "the trust / rethink / timeout sentences: ref = the authors' reference code, verbatim "
             "(math_eval_confident.py); ours = tuiagent's earlier wording of the same meanings",
-            tag="ref")
+            tag="ref",
+        )
 
     def __init__(self, settings: "ATTC.Settings"):
         self.settings = settings
@@ -164,10 +180,16 @@ class ATTC(GuardBase):
         tau = self.settings.threshold
         timed_out = call.timed_out  # the kernel's status [ref]: the reference reads its executor's report
         conf, mean, n = block_confidence(view.turn_text, view.turn_tokens)
-        data = ATTCData(confidence=conf, threshold=tau, mean_logprob=mean, tokens=n, call=call.call,
-                        timed_out=timed_out, decision="n/a")
-        measured = ("confidence n/a" if conf is None
-                    else f"confidence {conf:.4f} {'>=' if conf >= tau else '<'} {tau:g}")
+        data = ATTCData(
+            confidence=conf,
+            threshold=tau,
+            mean_logprob=mean,
+            tokens=n,
+            call=call.call,
+            timed_out=timed_out,
+            decision="n/a",
+        )
+        measured = "confidence n/a" if conf is None else f"confidence {conf:.4f} {'>=' if conf >= tau else '<'} {tau:g}"
         decision: Decision
         if timed_out:  # [ref] before the confidence, whatever it is
             decision, reason = "timeout", f"the call timed out ({measured})"

@@ -134,12 +134,19 @@ def suspension_banner(v: VerdictRecord, label: str = "") -> Display:
     (``tuiagent.protocol.tools_return_turn``); ``label`` names the rule ("RTTS: ")."""
     back = tools_return_turn(v.turn, v.data)
     if back is None:
-        return Display("banner", title=f"⚠ {label}the tool is suspended from here on", sticky=True,
-                       text=f"{v.reason}. Code blocks are no longer run; the model continues by hand.")
+        return Display(
+            "banner",
+            title=f"⚠ {label}the tool is suspended from here on",
+            sticky=True,
+            text=f"{v.reason}. Code blocks are no longer run; the model continues by hand.",
+        )
     span = back - v.turn - 1
-    return Display("banner", title=f"⚠ {label}the tool is suspended for {span} turn{'s' * (span != 1)}, "
-                   f"back at turn {back}", sticky=True,
-                   text=f"{v.reason}. Code blocks are not run until then; the model continues by hand.")
+    return Display(
+        "banner",
+        title=f"⚠ {label}the tool is suspended for {span} turn{'s' * (span != 1)}, back at turn {back}",
+        sticky=True,
+        text=f"{v.reason}. Code blocks are not run until then; the model continues by hand.",
+    )
 
 
 class SettingsError(ValueError):
@@ -196,7 +203,8 @@ def parse_settings(cls: type, values: dict[str, Any], *, guard: str) -> Any:
     return dataclasses.replace(cls(), **clean)
 
 
-def setting(default: Any, doc: str, *, check: Callable[[Any], bool] | None = None, allowed: str = "",
-            tag: str = "default") -> Any:
+def setting(
+    default: Any, doc: str, *, check: Callable[[Any], bool] | None = None, allowed: str = "", tag: str = "default"
+) -> Any:
     """A documented guard setting. ``tag`` says where the default comes from: "paper", "ref" or ours ("default")."""
     return field(default=default, metadata={"doc": doc, "check": check, "allowed": allowed, "tag": tag})

@@ -71,8 +71,9 @@ class GuardChain:
 
     def __init__(self, configs: dict[str, dict[str, Any]], enabled: set[str]):
         self.classes = {name: guard_class(name) for name in sorted(set(configs) | enabled)}
-        self.settings = {name: parse_settings(cls.Settings, configs.get(name, {}), guard=name)
-                         for name, cls in self.classes.items()}
+        self.settings = {
+            name: parse_settings(cls.Settings, configs.get(name, {}), guard=name) for name, cls in self.classes.items()
+        }
         self.instances: dict[str, Guard] = {}
         self.enabled: set[str] = set()
         self.disabled_reason: dict[str, str] = {}
@@ -98,8 +99,9 @@ class GuardChain:
             name = change.guard
             if change.settings:
                 current = asdict(self.settings[name])
-                self.settings[name] = parse_settings(self.classes[name].Settings, {**current, **change.settings},
-                                                     guard=name)
+                self.settings[name] = parse_settings(
+                    self.classes[name].Settings, {**current, **change.settings}, guard=name
+                )
                 if name in self.instances:
                     self.instances[name].settings = self.settings[name]
             enabled = name in self.enabled if change.enabled is None else change.enabled
@@ -182,4 +184,3 @@ class GuardChain:
                 break  # the context was cut back: later guards would speak about text that is gone
         toggles, self._toggles = self._toggles, []
         return verdicts, toggles
-

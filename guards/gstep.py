@@ -77,8 +77,14 @@ class Gate:
     feature's sd over the training rows, 0 where it was constant (None: a file from before the
     range check, which cannot be checked: its ``scale`` is 1 for a constant feature)."""
 
-    def __init__(self, mean: np.ndarray, scale: np.ndarray, layers: list[tuple[np.ndarray, np.ndarray]],
-                 meta: dict[str, Any] | None = None, train_sd: np.ndarray | None = None):
+    def __init__(
+        self,
+        mean: np.ndarray,
+        scale: np.ndarray,
+        layers: list[tuple[np.ndarray, np.ndarray]],
+        meta: dict[str, Any] | None = None,
+        train_sd: np.ndarray | None = None,
+    ):
         self.mean = np.asarray(mean, dtype=np.float64)
         self.scale = np.asarray(scale, dtype=np.float64)
         self.layers = [(np.asarray(w, dtype=np.float64), np.asarray(b, dtype=np.float64)) for w, b in layers]
@@ -95,8 +101,11 @@ class Gate:
             raise GateError(f"the gate's output layer has {width} units, not 1")
         if not (np.all(np.isfinite(self.mean)) and np.all(np.isfinite(self.scale)) and np.all(self.scale != 0)):
             raise GateError("the gate's scaler has non-finite or zero values")
-        if self.train_sd is not None and (self.train_sd.shape != self.mean.shape
-                                          or not np.all(np.isfinite(self.train_sd)) or np.any(self.train_sd < 0)):
+        if self.train_sd is not None and (
+            self.train_sd.shape != self.mean.shape
+            or not np.all(np.isfinite(self.train_sd))
+            or np.any(self.train_sd < 0)
+        ):
             raise GateError("the gate's train_sd does not fit its scaler, or is negative or non-finite")
         budget = self.meta.get("max_tool_calls", V1_BUDGET)
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
@@ -130,8 +139,7 @@ class Gate:
     @classmethod
     def from_sklearn(cls, scaler: Any, mlp: Any) -> Gate:
         """From a fitted StandardScaler and binary MLPClassifier (class 1 = continue)."""
-        return cls(scaler.mean_, scaler.scale_, list(zip(mlp.coefs_, mlp.intercepts_)),
-                   train_sd=np.sqrt(scaler.var_))
+        return cls(scaler.mean_, scaler.scale_, list(zip(mlp.coefs_, mlp.intercepts_)), train_sd=np.sqrt(scaler.var_))
 
     def p_continue(self, x: np.ndarray) -> np.ndarray:
         """P(continue) for each row of ``x`` (a 1-d vector gives a 0-d array)."""
@@ -161,6 +169,7 @@ class Gate:
 def range_words(out: dict[str, OutOfRange]) -> str:
     """The out-of-range inputs in a line: ``budget_remaining 8 (trained 3.29 ± 0.69)``, and for a
     feature constant in training ``error_count 1 (always 0 in training)``."""
+
     def one(name: str, r: OutOfRange) -> str:
         trained = f"always {r['mean']:g} in training" if r["sd"] == 0 else f"trained {r['mean']:g} ± {r['sd']:g}"
         return f"{name} {r['value']:g} ({trained})"
@@ -174,7 +183,7 @@ def range_words(out: dict[str, OutOfRange]) -> str:
 def _result_text(output: str, limit: int = 200) -> str:
     text = output.strip()
     if len(text) > limit:
-        text = text[: limit // 2] + " ... " + text[-limit // 2:]
+        text = text[: limit // 2] + " ... " + text[-limit // 2 :]
     return text if text else "(nothing printed)"
 
 
@@ -190,22 +199,28 @@ def previous_result(view: RunView) -> str:
     return "No code has been run yet."
 
 
-CRITIC = ("First I will explain in words what could be wrong with that computation, and only then write "
-          "the corrected, complete ```python block.")
+CRITIC = (
+    "First I will explain in words what could be wrong with that computation, and only then write "
+    "the corrected, complete ```python block."
+)
 
 
 def continue_prompt(view: RunView, critic: bool) -> str:
-    text = (f"Wait, before I give the final answer, let me verify. {previous_result(view)} Did I take the "
-            "right numbers from the problem, and did I actually compute every step? If something is missing "
-            "or wrong, I will write a corrected, complete ```python block (not the same block as before) "
-            "that computes the whole answer.")
+    text = (
+        f"Wait, before I give the final answer, let me verify. {previous_result(view)} Did I take the "
+        "right numbers from the problem, and did I actually compute every step? If something is missing "
+        "or wrong, I will write a corrected, complete ```python block (not the same block as before) "
+        "that computes the whole answer."
+    )
     return text + (" " + CRITIC if critic else "") + "\n"
 
 
 def replan_prompt(view: RunView, critic: bool) -> str:
-    text = (f"Wait, my code keeps giving the same output, so that result may be stale. {previous_result(view)} "
-            "Let me read the problem again, re-derive the plan step by step, and write a revised ```python "
-            "block that follows the new plan.")
+    text = (
+        f"Wait, my code keeps giving the same output, so that result may be stale. {previous_result(view)} "
+        "Let me read the problem again, re-derive the plan step by step, and write a revised ```python "
+        "block that follows the new plan."
+    )
     return text + (" " + CRITIC if critic else "") + "\n"
 
 
@@ -213,14 +228,18 @@ def force_prompt(critic: bool) -> str:
     """After a continue the model answered again without running anything: the paper's continue
     requires "at least one additional tool call" (the words here are ours: the paper's prompt
     figures are not in our copy of it)."""
-    text = ("Wait, I have not run any code since I decided to verify. Before the final answer I will write a "
-            "```python block that checks it, and answer only after its output.")
+    text = (
+        "Wait, I have not run any code since I decided to verify. Before the final answer I will write a "
+        "```python block that checks it, and answer only after its output."
+    )
     return text + (" " + CRITIC if critic else "") + "\n"
 
 
 def duplicate_prompt(output: str, call: int, critic: bool) -> str:
-    text = (f"Not run: this block repeats call {call}, which returned: {_result_text(output)}. Running it again "
-            "cannot change anything. Write a different, corrected block instead.")
+    text = (
+        f"Not run: this block repeats call {call}, which returned: {_result_text(output)}. Running it again "
+        "cannot change anything. Write a different, corrected block instead."
+    )
     if critic:
         text += " First say in words what was wrong, then write the new block."
     return text
@@ -266,8 +285,14 @@ class GStep(GuardBase):
     order = 40
     main_settings = ("tau", "max_extra_turns", "critic")
     summary = (("gate_continues", "gate cont"),)
-    _STYLE = {"commit": "bold ok", "continue": "bold warn", "replan": "bold warn", "force": "bold warn",
-              "duplicate": "bold warn", "safety stop": "bold accent"}
+    _STYLE = {
+        "commit": "bold ok",
+        "continue": "bold warn",
+        "replan": "bold warn",
+        "force": "bold warn",
+        "duplicate": "bold warn",
+        "safety stop": "bold accent",
+    }
 
     @classmethod
     def note(cls, v: VerdictRecord) -> str:
@@ -293,23 +318,36 @@ class GStep(GuardBase):
         if v.hook != "on_answer":
             return super().display(v)
         if gate_off(v):
-            return Display("card", title="G-STEP", lines=((Span(GATE_OFF, "muted"),),), attempt=True,
-                           tooltip="weights = off: the gate is not consulted and never continues")
+            return Display(
+                "card",
+                title="G-STEP",
+                lines=((Span(GATE_OFF, "muted"),),),
+                attempt=True,
+                tooltip="weights = off: the gate is not consulted and never continues",
+            )
         p: float | None = d.get("p_continue")
         tau: float | None = d.get("tau")
         decision: str = d.get("decision", v.action)
         far: dict[str, OutOfRange] | None = d.get("out_of_range")
         gate = (
-            Span("p(continue) ", "muted"), Gauge(p, tau, lo=0.001, hi=1.0, log=True, above="warn", below="ok"),
+            Span("p(continue) ", "muted"),
+            Gauge(p, tau, lo=0.001, hi=1.0, log=True, above="warn", below="ok"),
             Span(f" {'n/a' if p is None else f'{p:.3f}'}", "bold"),
-            Span(f"  τ {tau:g}" if tau is not None else "", "muted"), Span("  → ", "muted"),
+            Span(f"  τ {tau:g}" if tau is not None else "", "muted"),
+            Span("  → ", "muted"),
             Span(decision, cls._STYLE.get(decision, "bold")),
         )
         lines: tuple[tuple[Span | Gauge, ...], ...] = (gate, (Span(f"reason: {reason or v.reason}", "muted"),))
         if far:
             lines += ((Span(f"⚠ outside the gate's training range: {range_words(far)}", "warn"),),)
-        return Display("card", title="G-STEP", lines=lines, attempt=True, flagged=bool(far),
-                       tooltip="p(continue) on a log scale from 0.001 to 1; the marker is tau")
+        return Display(
+            "card",
+            title="G-STEP",
+            lines=lines,
+            attempt=True,
+            flagged=bool(far),
+            tooltip="p(continue) on a log scale from 0.001 to 1; the marker is tau",
+        )
 
     @classmethod
     def metrics(cls, run: RunRecord) -> dict[str, Any]:
@@ -325,24 +363,52 @@ class GStep(GuardBase):
 
     @dataclass
     class Settings:
-        tau: float = setting(0.05, "continue when P(continue) >= tau", check=lambda v: 0.0 <= v <= 1.0,
-                             allowed="0 <= tau <= 1", tag="paper")
-        max_extra_turns: int = setting(3, "commit once this many continues were given in the run",
-                                       check=lambda v: v >= 0, allowed="an integer >= 0", tag="paper")
-        critic: bool = setting(False, "the +critic variant: prompts ask for the reasoning in words first, "
-                                      "then the corrected block (a paper variant, off = plain gate)", tag="paper")
-        force_call: bool = setting(True, "a continue requires one more tool call: an answer given again with no new "
-                                         "executed call gets one prompt that asks for a tool call (off: it "
-                                         "commits at once as no progress, the earlier behaviour)", tag="paper")
-        range_sds: float = setting(4.0, "warn when a numeric input lies more than this many training sds from the "
-                                        "gate's training mean (or differs from a value constant in training): by "
-                                        "Chebyshev at most 1/16 of any distribution lies that far out",
-                                   check=lambda v: v > 0, allowed="a number > 0", tag="default")
-        weights: str = setting("auto", "the gate file: 'auto' = the gate shipped for the default model "
-                                       f"({DEFAULT_GATE_MODEL}), 'off' = no gate (never continue; what a "
-                                       "calibration writes when no tau helps), or a path to an .npz from "
-                                       "tuiagent.training.gstep",
-                               check=_weights_check, allowed="auto, off or a file path", tag="default")
+        tau: float = setting(
+            0.05,
+            "continue when P(continue) >= tau",
+            check=lambda v: 0.0 <= v <= 1.0,
+            allowed="0 <= tau <= 1",
+            tag="paper",
+        )
+        max_extra_turns: int = setting(
+            3,
+            "commit once this many continues were given in the run",
+            check=lambda v: v >= 0,
+            allowed="an integer >= 0",
+            tag="paper",
+        )
+        critic: bool = setting(
+            False,
+            "the +critic variant: prompts ask for the reasoning in words first, "
+            "then the corrected block (a paper variant, off = plain gate)",
+            tag="paper",
+        )
+        force_call: bool = setting(
+            True,
+            "a continue requires one more tool call: an answer given again with no new "
+            "executed call gets one prompt that asks for a tool call (off: it "
+            "commits at once as no progress, the earlier behaviour)",
+            tag="paper",
+        )
+        range_sds: float = setting(
+            4.0,
+            "warn when a numeric input lies more than this many training sds from the "
+            "gate's training mean (or differs from a value constant in training): by "
+            "Chebyshev at most 1/16 of any distribution lies that far out",
+            check=lambda v: v > 0,
+            allowed="a number > 0",
+            tag="default",
+        )
+        weights: str = setting(
+            "auto",
+            "the gate file: 'auto' = the gate shipped for the default model "
+            f"({DEFAULT_GATE_MODEL}), 'off' = no gate (never continue; what a "
+            "calibration writes when no tau helps), or a path to an .npz from "
+            "tuiagent.training.gstep",
+            check=_weights_check,
+            allowed="auto, off or a file path",
+            tag="default",
+        )
 
     def __init__(self, settings: Settings | None = None):
         self.settings = settings if settings is not None else self.Settings()
@@ -377,8 +443,9 @@ class GStep(GuardBase):
         self._load()  # the settings may have changed mid-run
         s = self.settings
         if self.gate is None:
-            return Verdict(COMMIT, reason=GATE_OFF,
-                           data=GStepData(p_continue=None, decision="gate off", reason=GATE_OFF))
+            return Verdict(
+                COMMIT, reason=GATE_OFF, data=GStepData(p_continue=None, decision="gate off", reason=GATE_OFF)
+            )
         inp = gate_input_from_view(view, self.gate.budget)
         numeric = numeric_features(inp)
         x = features(inp)
@@ -402,14 +469,19 @@ class GStep(GuardBase):
         elif view.tools_suspended:
             safety = "tools are suspended (PruneTIR): G-STEP never forces a tool call then"
         elif self._at_continue is not None and state == self._at_continue:
-            if s.force_call and not self._forced and executed == self._executed_at_continue \
-                    and view.tool_calls_left > 0:
+            if (
+                s.force_call
+                and not self._forced
+                and executed == self._executed_at_continue
+                and view.tool_calls_left > 0
+            ):
                 self._forced = True
                 reason = "no tool call since the continue: one more tool-conditioned step is required"
                 data.update({"decision": "force", "reason": reason})
                 return Verdict(CONTINUE, reason=reason, text=force_prompt(s.critic), data=data)
-            safety = ("no progress since the last continue (same number and last value of successful outputs)"
-                      + ("; the forcing prompt was given" if self._forced else ""))
+            safety = "no progress since the last continue (same number and last value of successful outputs)" + (
+                "; the forcing prompt was given" if self._forced else ""
+            )
         elif (check := self._agreeing_check(answer, view)) is not None:
             reason = f"an independent check (call {check}) agrees with the earlier answer"
             data.update({"decision": "commit", "reason": reason})
@@ -443,21 +515,35 @@ class GStep(GuardBase):
         for c in view.calls:
             if c.executed and normalise_code(c.code) == norm:
                 reason = f"repeats call {c.call}"
-                return Verdict(SKIP, reason=reason, text=duplicate_prompt(c.output, c.call, self.settings.critic),
-                               data=GStepData(decision="duplicate", reason=reason, repeats_call=c.call,
-                                              previous_output=c.output[:200], p_continue=self._last_p,
-                                              tau=self.settings.tau, extra_turns=self.extra_turns))
+                return Verdict(
+                    SKIP,
+                    reason=reason,
+                    text=duplicate_prompt(c.output, c.call, self.settings.critic),
+                    data=GStepData(
+                        decision="duplicate",
+                        reason=reason,
+                        repeats_call=c.call,
+                        previous_output=c.output[:200],
+                        p_continue=self._last_p,
+                        tau=self.settings.tau,
+                        extra_turns=self.extra_turns,
+                    ),
+                )
         return None
 
     def _agreeing_check(self, answer: str | None, view: RunView) -> int | None:
         """After a continue: the call that independently confirmed the answer sent back, or None.
         Confirmed [ours]: the model gives the same answer again, and a successful call made since
         the continue, with code unlike every earlier call's, printed that answer's value last."""
-        if self._at_continue is None or answer is None or self._continued is None \
-                or not _same_answer(answer, self._continued):
+        if (
+            self._at_continue is None
+            or answer is None
+            or self._continued is None
+            or not _same_answer(answer, self._continued)
+        ):
             return None
         ok = [c for c in view.calls if c.executed and not (c.error or c.timed_out)]
-        new = ok[self._at_continue[0]:]
+        new = ok[self._at_continue[0] :]
         if not new or not _same_answer(answer, new[-1].output, last_number=True):
             return None
         earlier = {normalise_code(c.code) for c in view.calls if c.executed and c.call != new[-1].call}

@@ -52,8 +52,11 @@ NUMERIC_NAMES = [
     "all_outputs_same",
     "expression_complexity",
 ]
-FEATURE_NAMES = (NUMERIC_NAMES + [f"final_hash_{i}" for i in range(N_FINAL_BINS)]
-                 + [f"output_hash_{i}" for i in range(N_OUTPUT_BINS)])
+FEATURE_NAMES = (
+    NUMERIC_NAMES
+    + [f"final_hash_{i}" for i in range(N_FINAL_BINS)]
+    + [f"output_hash_{i}" for i in range(N_OUTPUT_BINS)]
+)
 
 # One line per numeric feature: its exact definition (shown by docs and tests).
 DEFINITIONS = {
@@ -61,29 +64,29 @@ DEFINITIONS = {
     "successful_calls": "number of executed calls without error",
     "error_count": "number of executed calls with an exception or a timeout",
     "budget_remaining": "tool calls left in the gate's frame: B - executed calls, floored at 0, B = the tool budget "
-                        "the gate was trained at (not the run's; blocks not run -- the budget note, a guard's skip, "
-                        "a declined block -- use none of it, as in the loop)",
+    "the gate was trained at (not the run's; blocks not run -- the budget note, a guard's skip, "
+    "a declined block -- use none of it, as in the loop)",
     "last_two_output_diff": "log1p(|a-b|), a and b the values of the last two successful outputs that have a "
-                            "number; 0 with fewer than two",
+    "number; 0 with fewer than two",
     "output_stagnation": "1 if the last two successful outputs are equal (normalised); else 0",
     "output_is_numeric": "1 if the last successful output has a number; else 0",
     "last_output_magnitude": "log10(1+|v|), v the value of the last successful output; 0 if none",
     "pred_matches_last_success": "1 if the pred value equals the value of the last successful output "
-                                 "(non-numeric pred: equals that output, normalised); else 0",
+    "(non-numeric pred: equals that output, normalised); else 0",
     "pred_matches_any_tool_output": "1 if the pred value equals any number in any successful output "
-                                    "(non-numeric pred: is contained in one); else 0",
+    "(non-numeric pred: is contained in one); else 0",
     "last_success_in_reasoning": "1 if the value of the last successful output equals a number in the reasoning",
     "reasoning_lastnum_vs_last_success_diff": "log1p(|r-v|), r the last number in the reasoning, v the value of "
-                                              "the last successful output; 0 if either is missing",
+    "the last successful output; 0 if either is missing",
     "pred_in_reasoning": "1 if the pred value equals a number in the reasoning (non-numeric pred: contained in "
-                         "the reasoning, normalised); else 0",
+    "the reasoning, normalised); else 0",
     "tool_output_in_reasoning_frac": "share of successful outputs with a number whose value equals a number in "
-                                     "the reasoning; 0 when none has a number",
+    "the reasoning; 0 when none has a number",
     "reasoning_length": "number of whitespace-separated words in the reasoning",
     "reasoning_step_count": "case-insensitive matches of 'step N', then, next, finally, first, second, third "
-                            "(whole words) in the reasoning, plus its ';' characters",
+    "(whole words) in the reasoning, plus its ';' characters",
     "reasoning_has_uncertainty": "1 if the reasoning has maybe, might, possibly, not sure, guess, probably, "
-                                 "approximately or around (whole words, any case); else 0",
+    "approximately or around (whole words, any case); else 0",
     "n_numbers_in_reasoning": "number of numbers in the reasoning",
     "n_chunks_seen": "0 (a retrieval feature in the paper; no meaning with a code tool)",
     "n_pred_evidence_ids": "0 (retrieval feature)",
@@ -91,7 +94,7 @@ DEFINITIONS = {
     "n_distinct_outputs": "number of distinct successful outputs (normalised)",
     "all_outputs_same": "1 if there are at least two successful outputs and all are equal (normalised); else 0",
     "expression_complexity": "in the normalised code of the last executed call: arithmetic operators "
-                             "(** // + - * / %) plus function calls (name followed by '('); 0 without calls",
+    "(** // + - * / %) plus function calls (name followed by '('); 0 without calls",
 }
 
 NUMBER = re.compile(r"(?<![A-Za-z_\d.])-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:[eE][-+]?\d+)?")
@@ -156,8 +159,13 @@ def gate_input_from_view(view: RunView, trained_budget: int) -> GateInput:
     """Online: the loop's view at ``on_answer``: the calls and the whole trajectory (the answering
     turn included), the budget counted in the frame of ``trained_budget``."""
     calls = tuple((c.code, c.output, bool(c.error or c.timed_out)) for c in view.calls if c.executed)
-    return GateInput(turn_index=int(view.turn), calls=calls, reasoning=reasoning_text(turns_of(view.trajectory)),
-                     final_text=view.turn_text, budget=budget_remaining(trained_budget, len(calls)))
+    return GateInput(
+        turn_index=int(view.turn),
+        calls=calls,
+        reasoning=reasoning_text(turns_of(view.trajectory)),
+        final_text=view.turn_text,
+        budget=budget_remaining(trained_budget, len(calls)),
+    )
 
 
 # -- helpers ---------------------------------------------------------------------------------------
@@ -216,8 +224,15 @@ def _frac(m: re.Match[str]) -> str:
 def normalise_code(code: str) -> str:
     """Python tokens without comments, joined by single spaces; on a tokenize error, the stripped,
     non-empty lines with runs of whitespace collapsed, joined by newlines."""
-    skip = {tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT,
-            tokenize.ENCODING, tokenize.ENDMARKER}
+    skip = {
+        tokenize.COMMENT,
+        tokenize.NL,
+        tokenize.NEWLINE,
+        tokenize.INDENT,
+        tokenize.DEDENT,
+        tokenize.ENCODING,
+        tokenize.ENDMARKER,
+    }
     try:
         parts = [t.string for t in tokenize.generate_tokens(io.StringIO(code).readline) if t.type not in skip]
         return " ".join(parts)
@@ -279,11 +294,13 @@ def numeric_features(inp: GateInput) -> dict[str, float]:
         "pred_matches_last_success": matches_last,
         "pred_matches_any_tool_output": matches_any,
         "last_success_in_reasoning": float(last_v is not None and in_reasoning(last_v)),
-        "reasoning_lastnum_vs_last_success_diff": (math.log1p(abs(r_nums[-1] - last_v))
-                                                   if r_nums and last_v is not None else 0.0),
+        "reasoning_lastnum_vs_last_success_diff": (
+            math.log1p(abs(r_nums[-1] - last_v)) if r_nums and last_v is not None else 0.0
+        ),
         "pred_in_reasoning": in_r,
-        "tool_output_in_reasoning_frac": (sum(in_reasoning(v) for v in with_number) / len(with_number)
-                                          if with_number else 0.0),
+        "tool_output_in_reasoning_frac": (
+            sum(in_reasoning(v) for v in with_number) / len(with_number) if with_number else 0.0
+        ),
         "reasoning_length": float(len(reasoning.split())),
         "reasoning_step_count": float(len(_STEP_WORDS.findall(reasoning)) + reasoning.count(";")),
         "reasoning_has_uncertainty": float(bool(_UNCERTAIN.search(reasoning))),
@@ -305,10 +322,12 @@ def last_success_output(inp: GateInput) -> str:
 def features(inp: GateInput) -> np.ndarray:
     """The 120-dim vector: 24 numeric, 64 bins over the final text, 32 over the last successful output."""
     numeric = numeric_features(inp)
-    vec = np.concatenate([
-        np.array([numeric[n] for n in NUMERIC_NAMES], dtype=np.float64),
-        hashed(inp.final_text, N_FINAL_BINS),
-        hashed(last_success_output(inp), N_OUTPUT_BINS),
-    ])
+    vec = np.concatenate(
+        [
+            np.array([numeric[n] for n in NUMERIC_NAMES], dtype=np.float64),
+            hashed(inp.final_text, N_FINAL_BINS),
+            hashed(last_success_output(inp), N_OUTPUT_BINS),
+        ]
+    )
     assert vec.shape == (N_FEATURES,)
     return vec

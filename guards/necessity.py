@@ -31,8 +31,10 @@ from tuiagent.protocol import (
     VerdictRecord,
 )
 
-SKIP_TEXT = ("This code was not run: the step is simple enough to do without the tool. Continue by "
-             "reasoning directly, step by step, and give the final answer in \\boxed{}.")
+SKIP_TEXT = (
+    "This code was not run: the step is simple enough to do without the tool. Continue by "
+    "reasoning directly, step by step, and give the final answer in \\boxed{}."
+)
 
 # [paper] Appendix A.3, "Tool necessity judge", verbatim (the paper prints it as one paragraph).
 PAPER_PROMPT = (
@@ -85,7 +87,9 @@ class NecessityData(TypedDict, total=False):
     skipped: bool
 
 
-def arithmetic_judge(code: str, limits: Necessity.Settings | None = None, question: str = "") -> tuple[bool, float, str]:
+def arithmetic_judge(
+    code: str, limits: Necessity.Settings | None = None, question: str = ""
+) -> tuple[bool, float, str]:
     """(necessary, P(unnecessary), reason) from the arithmetic-difficulty heuristic (see
     guards.necessity_arithmetic). ``limits``: the guard's settings (its defaults when None);
     ``question``: the problem, whose stated numbers a block may recompute without needing the tool."""
@@ -157,10 +161,16 @@ class Necessity(GuardBase):
         judge: str = d.get("judge", "?")
         model: str = d.get("judge_model", "")
         who = f"{judge}: {model}" if judge == "model" and model else judge
-        return Display("code-status", lines=((
-            Span("  · ", "muted"), Span("necessary", "muted") if necessary else Span("⚑ unnecessary", "bold warn"),
-            Span(f"{'' if p is None else f' P(unnecessary) {p:.2f}'} ({who})", "muted"),
-        ),))
+        return Display(
+            "code-status",
+            lines=(
+                (
+                    Span("  · ", "muted"),
+                    Span("necessary", "muted") if necessary else Span("⚑ unnecessary", "bold warn"),
+                    Span(f"{'' if p is None else f' P(unnecessary) {p:.2f}'} ({who})", "muted"),
+                ),
+            ),
+        )
 
     @classmethod
     def metrics(cls, run: RunRecord) -> dict[str, int]:
@@ -170,8 +180,11 @@ class Necessity(GuardBase):
         necessary: list[bool | None] = [d.get("necessary") for d in said]
         skipped: list[bool | None] = [d.get("skipped") for d in said]
         return {
-            "unnecessary_calls": sum(not arithmetic_judge(p.text, question=run.problem)[0]
-                                     for p in run.pieces if p.kind == "code" and p.executed),
+            "unnecessary_calls": sum(
+                not arithmetic_judge(p.text, question=run.problem)[0]
+                for p in run.pieces
+                if p.kind == "code" and p.executed
+            ),
             "necessity_flags": sum(n is False for n in necessary),
             "necessity_skipped": sum(bool(s) for s in skipped),
         }
@@ -179,47 +192,86 @@ class Necessity(GuardBase):
     @dataclass(frozen=True)
     class Settings:
         judge: Literal["arithmetic", "model", "rule"] = setting(
-            "arithmetic", "who decides: 'model' asks a model the paper's judge question; 'arithmetic' is our "
-                          "fast heuristic of arithmetic difficulty (no model call, the prefix cache is kept), not "
-                          "the paper's judgement; 'rule' is the earlier name of 'arithmetic' (kept for earlier "
-                          "configurations and forks of earlier runs); our default: arithmetic (on the default "
-                          "model the model judge called every block necessary, docs/guards.md)", tag="default")
+            "arithmetic",
+            "who decides: 'model' asks a model the paper's judge question; 'arithmetic' is our "
+            "fast heuristic of arithmetic difficulty (no model call, the prefix cache is kept), not "
+            "the paper's judgement; 'rule' is the earlier name of 'arithmetic' (kept for earlier "
+            "configurations and forks of earlier runs); our default: arithmetic (on the default "
+            "model the model judge called every block necessary, docs/guards.md)",
+            tag="default",
+        )
         mode: Literal["flag", "enforce"] = setting(
-            "flag", "'flag' annotates only; 'enforce' does not run an unnecessary call and tells the model "
-                    "to reason directly; our default: flag (the paper uses its judge as a training reward, "
-                    "not to stop calls)", tag="default")
+            "flag",
+            "'flag' annotates only; 'enforce' does not run an unnecessary call and tells the model "
+            "to reason directly; our default: flag (the paper uses its judge as a training reward, "
+            "not to stop calls)",
+            tag="default",
+        )
         threshold: float = setting(
-            0.5, "enforce skips a call when P(unnecessary) >= threshold", check=lambda v: 0.0 <= v <= 1.0,
-            allowed="a probability in [0, 1]", tag="default")
+            0.5,
+            "enforce skips a call when P(unnecessary) >= threshold",
+            check=lambda v: 0.0 <= v <= 1.0,
+            allowed="a probability in [0, 1]",
+            tag="default",
+        )
         judge_model: str = setting(
-            "", "model judge: the models.toml id of the model that judges (a local llama.cpp model or an "
-                "OpenAI-compatible server entry); empty: the model under test, whose prefix cache a judge "
-                "call costs (the paper's judge, GPT-5 Nano, is a model of its own); our default: empty",
-            tag="default")
+            "",
+            "model judge: the models.toml id of the model that judges (a local llama.cpp model or an "
+            "OpenAI-compatible server entry); empty: the model under test, whose prefix cache a judge "
+            "call costs (the paper's judge, GPT-5 Nano, is a model of its own); our default: empty",
+            tag="default",
+        )
         judge_prompt: Literal["paper", "ours"] = setting(
-            "paper", "model judge: 'paper', the paper's tool-necessity judge prompt verbatim (Appendix A.3: "
-                     "the question, the tool, the tool input; a JSON reply); 'ours', our earlier one-word "
-                     "NECESSARY/UNNECESSARY question, read from its first token", tag="paper")
+            "paper",
+            "model judge: 'paper', the paper's tool-necessity judge prompt verbatim (Appendix A.3: "
+            "the question, the tool, the tool input; a JSON reply); 'ours', our earlier one-word "
+            "NECESSARY/UNNECESSARY question, read from its first token",
+            tag="paper",
+        )
         judge_max_tokens: int = setting(
-            128, "model judge, paper prompt: the most tokens of its JSON reply (the verdict and a 1-2 "
-                 "sentence reason); a reply cut before its verdict falls back to the arithmetic heuristic",
-            check=lambda v: v >= 8, allowed="an integer >= 8", tag="default")
+            128,
+            "model judge, paper prompt: the most tokens of its JSON reply (the verdict and a 1-2 "
+            "sentence reason); a reply cut before its verdict falls back to the arithmetic heuristic",
+            check=lambda v: v >= 8,
+            allowed="an integer >= 8",
+            tag="default",
+        )
         max_operations: int = setting(
-            10, "arithmetic heuristic: a block of more arithmetic operations is a long chain of steps: needed",
-            check=lambda v: v >= 1, allowed="an integer >= 1", tag="default")
+            10,
+            "arithmetic heuristic: a block of more arithmetic operations is a long chain of steps: needed",
+            check=lambda v: v >= 1,
+            allowed="an integer >= 1",
+            tag="default",
+        )
         max_terms: int = setting(
-            5, "arithmetic heuristic: a sum of more terms is needed", check=lambda v: v >= 2,
-            allowed="an integer >= 2", tag="default")
+            5,
+            "arithmetic heuristic: a sum of more terms is needed",
+            check=lambda v: v >= 2,
+            allowed="an integer >= 2",
+            tag="default",
+        )
         max_digits: int = setting(
-            6, "arithmetic heuristic: a sum or difference with a number of more significant digits is needed",
-            check=lambda v: v >= 1, allowed="an integer >= 1", tag="default")
+            6,
+            "arithmetic heuristic: a sum or difference with a number of more significant digits is needed",
+            check=lambda v: v >= 1,
+            allowed="an integer >= 1",
+            tag="default",
+        )
         max_digit_products: int = setting(
-            6, "arithmetic heuristic: a multiplication or division whose operands' significant digits "
-               "multiply to more than this (3 x 3 = 9) is long, so needed", check=lambda v: v >= 1,
-            allowed="an integer >= 1", tag="default")
+            6,
+            "arithmetic heuristic: a multiplication or division whose operands' significant digits "
+            "multiply to more than this (3 x 3 = 9) is long, so needed",
+            check=lambda v: v >= 1,
+            allowed="an integer >= 1",
+            tag="default",
+        )
         max_result_digits: int = setting(
-            4, "arithmetic heuristic: a power, root or factorial whose exact result has more significant "
-               "digits is needed", check=lambda v: v >= 1, allowed="an integer >= 1", tag="default")
+            4,
+            "arithmetic heuristic: a power, root or factorial whose exact result has more significant digits is needed",
+            check=lambda v: v >= 1,
+            allowed="an integer >= 1",
+            tag="default",
+        )
 
     def __init__(self, settings: "Necessity.Settings"):
         self.settings = settings
@@ -246,8 +298,10 @@ class Necessity(GuardBase):
         """The model judge's question for ``code`` and the most tokens of its reply."""
         if self.settings.judge_prompt == "ours":
             return OUR_PROMPT.format(problem=view.problem.strip(), code=code.strip()), OUR_MAX_TOKENS
-        return (PAPER_PROMPT.format(question=view.problem.strip(), tool_type=TOOL_TYPE, tool_content=code.strip()),
-                self.settings.judge_max_tokens)
+        return (
+            PAPER_PROMPT.format(question=view.problem.strip(), tool_type=TOOL_TYPE, tool_content=code.strip()),
+            self.settings.judge_max_tokens,
+        )
 
     async def _ask_model(self, code: str, view: RunView) -> NecessityData:
         """The model judge's verdict data, or the arithmetic heuristic's with ``fallback`` saying why."""
@@ -271,20 +325,36 @@ class Necessity(GuardBase):
 
     def _read(self, reply: JudgeReply) -> NecessityData | None:
         """The verdict data of a readable reply to the configured prompt."""
-        data: NecessityData = {"judge": "model", "judge_model": reply.model, "prompt": self.settings.judge_prompt,
-                               "reply": reply.text}
+        data: NecessityData = {
+            "judge": "model",
+            "judge_model": reply.model,
+            "prompt": self.settings.judge_prompt,
+            "reply": reply.text,
+        }
         if self.settings.judge_prompt == "ours":
             p = read_reply(reply.text, reply.logprob)
             if p is None:
                 return None
             necessary = not reply.text.strip().lstrip("*\"'`").upper().startswith("UN")
-            data.update({"necessary": necessary, "p_unnecessary": p, "logprob": reply.logprob,
-                         "reason": f"model replied {reply.text.strip()!r}"})
+            data.update(
+                {
+                    "necessary": necessary,
+                    "p_unnecessary": p,
+                    "logprob": reply.logprob,
+                    "reason": f"model replied {reply.text.strip()!r}",
+                }
+            )
             return data
         read = read_paper_reply(reply)
         if read is None:
             return None
         necessary, p, lp, said = read
-        data.update({"necessary": necessary, "p_unnecessary": p, "logprob": lp,
-                     "reason": said or f"model replied {reply.text.strip()!r}"})
+        data.update(
+            {
+                "necessary": necessary,
+                "p_unnecessary": p,
+                "logprob": lp,
+                "reason": said or f"model replied {reply.text.strip()!r}",
+            }
+        )
         return data

@@ -112,8 +112,9 @@ class _Judge:
             for target in node.targets:
                 self.bind(target, value)
         elif isinstance(node, ast.AugAssign) and isinstance(node.target, ast.Name):
-            self.bound[node.target.id] = self.binop(node.op, ast.BinOp(node.target, node.op, node.value,
-                                                                     lineno=node.lineno))
+            self.bound[node.target.id] = self.binop(
+                node.op, ast.BinOp(node.target, node.op, node.value, lineno=node.lineno)
+            )
         elif isinstance(node, ast.Import) and all(a.name in _KNOWN_MODULES for a in node.names):
             self.bound.update({a.asname or a.name: _MODULE for a in node.names})  # no work: the kernel has them
         else:
@@ -149,7 +150,7 @@ class _Judge:
                 return not operand
             return -operand if isinstance(node.op, ast.USub) and isinstance(operand, Fraction) else operand
         if isinstance(node, (ast.Compare, ast.BoolOp)):
-            for child in ([node.left, *node.comparators] if isinstance(node, ast.Compare) else node.values):
+            for child in [node.left, *node.comparators] if isinstance(node, ast.Compare) else node.values:
                 self.value(child)
             return True
         if isinstance(node, (ast.Tuple, ast.List)):
@@ -163,7 +164,9 @@ class _Judge:
             return self.call(node)
         if isinstance(node, ast.Attribute) and ast.unparse(node) in _IRRATIONAL:
             raise _Needed(f"{ast.unparse(node)} has endless decimals")
-        raise _Unjudged(f"line {node.lineno}: uses {ast.unparse(node) if isinstance(node, ast.Attribute) else type(node).__name__}")
+        raise _Unjudged(
+            f"line {node.lineno}: uses {ast.unparse(node) if isinstance(node, ast.Attribute) else type(node).__name__}"
+        )
 
     # -- arithmetic -------------------------------------------------------------------------------
 
@@ -201,7 +204,11 @@ class _Judge:
                 raise _Unjudged(f"line {node.lineno}: divides by zero")
             q = a / b if isinstance(op, ast.Div) else Fraction(a // b)
             long = digits(b) * digits(q) > lim.max_digit_products
-            why = f"{where} is a long division ({digits(b):g}-digit divisor, {digits(q):g}-digit quotient)" if long else ""
+            why = (
+                f"{where} is a long division ({digits(b):g}-digit divisor, {digits(q):g}-digit quotient)"
+                if long
+                else ""
+            )
             return self.hard(q if not isinstance(op, ast.Mod) else a % b, why, where)
         if isinstance(op, ast.Pow):
             return self.power(a, b, where)
@@ -218,8 +225,13 @@ class _Judge:
     def add(self, values: list[Fraction]) -> Fraction:
         lim = self.limits
         long = [v for v in values if digits(v) > lim.max_digits]
-        why = (f"a sum of {len(values)} terms (> {lim.max_terms})" if len(values) > lim.max_terms else
-               f"adds {_show(long[0])} ({digits(long[0]):g} digits > {lim.max_digits})" if long else "")
+        why = (
+            f"a sum of {len(values)} terms (> {lim.max_terms})"
+            if len(values) > lim.max_terms
+            else f"adds {_show(long[0])} ({digits(long[0]):g} digits > {lim.max_digits})"
+            if long
+            else ""
+        )
         result = self.hard(sum(values, Fraction(0)), why, f"the sum of {len(values)} terms")
         self.step(len(values) - 1)
         return result
@@ -229,8 +241,9 @@ class _Judge:
             raise _Needed(f"{where}: a large or fractional power")
         result = Fraction(base ** int(exponent))
         long = exponent not in (0, 1) and digits(result) > self.limits.max_result_digits
-        return self.hard(result, f"{where} = {_show(result)} is a large power ({digits(result):g} digits)" if long
-                         else "", where)
+        return self.hard(
+            result, f"{where} = {_show(result)} is a large power ({digits(result):g} digits)" if long else "", where
+        )
 
     def call(self, node: ast.Call) -> Any:
         name = ast.unparse(node.func)
@@ -260,21 +273,29 @@ class _Judge:
             if root is None:
                 raise _Needed(f"{name}({_show(one)}) is not a small exact root")
             long = digits(root) > self.limits.max_result_digits
-            return self.hard(root, f"{name}({_show(one)}) is not a small exact root" if long else "",
-                             f"{name}({_show(one)})")
+            return self.hard(
+                root, f"{name}({_show(one)}) is not a small exact root" if long else "", f"{name}({_show(one)})"
+            )
         if name == "math.factorial" and one is not None and one.denominator == 1 and 0 <= one <= 20:
             result = Fraction(math.factorial(int(one)))
             long = digits(result) > self.limits.max_result_digits
-            return self.hard(result, f"{name}({_show(one)}) = {_show(result)} is a large product" if long else "",
-                             f"{name}({_show(one)})")
+            return self.hard(
+                result,
+                f"{name}({_show(one)}) = {_show(result)} is a large product" if long else "",
+                f"{name}({_show(one)})",
+            )
         raise _Unjudged(f"line {node.lineno}: calls {name}")
 
 
 _OPS = {ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**"}
 # Calls a person does without effort on one number (rounding, sign, type).
 _ROUNDING: dict[str, Callable[[Fraction], Fraction]] = {
-    "float": lambda x: x, "abs": abs, "int": lambda x: Fraction(int(x)), "math.trunc": lambda x: Fraction(int(x)),
-    "math.floor": lambda x: Fraction(math.floor(x)), "math.ceil": lambda x: Fraction(math.ceil(x)),
+    "float": lambda x: x,
+    "abs": abs,
+    "int": lambda x: Fraction(int(x)),
+    "math.trunc": lambda x: Fraction(int(x)),
+    "math.floor": lambda x: Fraction(math.floor(x)),
+    "math.ceil": lambda x: Fraction(math.ceil(x)),
 }
 
 
@@ -307,6 +328,12 @@ def judge(code: str, limits: Limits, question: str = "") -> tuple[bool, float, s
     except _Unjudged as e:
         return True, 0.0, f"not judged (counted as necessary): {e}"
     if j.recomputed:
-        return False, 1.0, (f"trivial: only recomputes numbers the question states ({', '.join(j.recomputed)}); "
-                            "the rest is small arithmetic")
+        return (
+            False,
+            1.0,
+            (
+                f"trivial: only recomputes numbers the question states ({', '.join(j.recomputed)}); "
+                "the rest is small arithmetic"
+            ),
+        )
     return False, 1.0, TRIVIAL

@@ -121,8 +121,7 @@ def shares_statement(statement: str, code: str) -> bool:
 
 def intent_measures(e0_code: str, e0_output: str, success_code: str) -> tuple[bool, float]:
     """(shares e0's failing statement, token-Jaccard with e0's code): the numbers behind the test."""
-    return (shares_statement(failing_statement(e0_code, e0_output), success_code),
-            code_jaccard(e0_code, success_code))
+    return (shares_statement(failing_statement(e0_code, e0_output), success_code), code_jaccard(e0_code, success_code))
 
 
 def intent_shifted(e0_code: str, e0_output: str, success_code: str, *, jaccard_min: float = 0.5) -> bool:
@@ -172,7 +171,9 @@ class PruneTIRData(TypedDict, total=False):
     retry_limit: int
     stpr: bool
     rtts: bool
-    suspend_turns: int | None  # RTTS: turns without the tool (the loop brings it back after them); None: the rest of the run
+    suspend_turns: (
+        int | None
+    )  # RTTS: turns without the tool (the loop brings it back after them); None: the rest of the run
     truncate_to: int
     sampling: Resampling
 
@@ -188,26 +189,49 @@ class _Episode:
 @dataclass
 class PruneTIRSettings:
     turn_limit: int = setting(
-        3, "resolution turns after e0 before the episode counts as stuck (STPR fires at the "
-        "turn_limit-th failed one)", check=lambda v: v >= 1, allowed=">= 1", tag="default")
+        3,
+        "resolution turns after e0 before the episode counts as stuck (STPR fires at the turn_limit-th failed one)",
+        check=lambda v: v >= 1,
+        allowed=">= 1",
+        tag="default",
+    )
     retry_limit: int = setting(
-        2, "STPRs in a row (no successful call between them) at which RTTS suspends the tool; "
-        "that STPR still truncates and resamples", check=lambda v: v >= 1, allowed=">= 1", tag="default")
+        2,
+        "STPRs in a row (no successful call between them) at which RTTS suspends the tool; "
+        "that STPR still truncates and resamples",
+        check=lambda v: v >= 1,
+        allowed=">= 1",
+        tag="default",
+    )
     resample_temperature: float = setting(
-        0.7, "temperature of the resampled turn (the paper asks for > 0 and a new seed)",
-        check=lambda v: 0 < v <= 2, allowed="0 < t <= 2", tag="default")
+        0.7,
+        "temperature of the resampled turn (the paper asks for > 0 and a new seed)",
+        check=lambda v: 0 < v <= 2,
+        allowed="0 < t <= 2",
+        tag="default",
+    )
     resample_seed: int | None = setting(
-        None, "seed of the generator that draws each resample's new seed (none: fresh per run)", tag="default")
+        None, "seed of the generator that draws each resample's new seed (none: fresh per run)", tag="default"
+    )
     intent_jaccard: float = setting(
-        0.5, "intent shift: token-Jaccard with e0's code below this (and e0's failing statement gone)",
-        check=lambda v: 0 <= v <= 1, allowed="0..1", tag="default")
+        0.5,
+        "intent shift: token-Jaccard with e0's code below this (and e0's failing statement gone)",
+        check=lambda v: 0 <= v <= 1,
+        allowed="0..1",
+        tag="default",
+    )
     stp: bool = setting(True, "Success-Triggered Pruning (off for ablations)", tag="paper")
     stpr: bool = setting(True, "Stuck-Triggered Pruning and Resampling (off for ablations)", tag="paper")
     rtts: bool = setting(True, "Retry-Triggered Tool Suspension (off for ablations)", tag="paper")
     suspend_turns: int | None = setting(
-        3, "RTTS suspends the tool for this many turns, then it comes back (the paper says 'temporarily' "
+        3,
+        "RTTS suspends the tool for this many turns, then it comes back (the paper says 'temporarily' "
         "and gives no length; 3 = the turns turn_limit gives an error to be fixed); none: for the rest of "
-        "the run", check=lambda v: v >= 1, allowed=">= 1, or none", tag="default")
+        "the run",
+        check=lambda v: v >= 1,
+        allowed=">= 1, or none",
+        tag="default",
+    )
 
 
 class PruneTIR(GuardBase):
@@ -283,8 +307,11 @@ class PruneTIR(GuardBase):
                 return None
             self.episodes += 1
             self.episode = _Episode(self.episodes, call.call, call.turn, [call.call])
-            return Verdict(FLAG, reason=f"error episode {self.episodes} opened by call {call.call}",
-                           data=self._counts(self.episode, 0, call))
+            return Verdict(
+                FLAG,
+                reason=f"error episode {self.episodes} opened by call {call.call}",
+                data=self._counts(self.episode, 0, call),
+            )
         attempts = call.turn - ep.e0_turn
         if not erroneous:
             self.episode = None
@@ -292,8 +319,11 @@ class PruneTIR(GuardBase):
             return self._resolved(ep, e0, call, view, attempts)
         ep.errors.append(call.call)
         if attempts < self.settings.turn_limit:
-            return Verdict(FLAG, reason=f"resolution attempt {attempts}/{self.settings.turn_limit} failed",
-                           data=self._counts(ep, attempts, call))
+            return Verdict(
+                FLAG,
+                reason=f"resolution attempt {attempts}/{self.settings.turn_limit} failed",
+                data=self._counts(ep, attempts, call),
+            )
         self.episode = None
         self.stuck_in_a_row += 1
         return self._stuck(ep, call, view, attempts)
@@ -302,16 +332,26 @@ class PruneTIR(GuardBase):
 
     def _resolved(self, ep: _Episode, e0: Call, success: Call, view: RunView, attempts: int) -> Verdict:
         s = self.settings
-        base = PruneTIRData(episode=ep.number, attempts=attempts, e0_call=ep.e0, success_call=success.call,
-                            erroneous_calls=list(ep.errors))
+        base = PruneTIRData(
+            episode=ep.number,
+            attempts=attempts,
+            e0_call=ep.e0,
+            success_call=success.call,
+            erroneous_calls=list(ep.errors),
+        )
         shifted = bool(self.intent_test(e0.code, e0.output, success.code))
         shares, jaccard = intent_measures(e0.code, e0.output, success.code)
-        base.update({"intent_shift": shifted, "jaccard": round(jaccard, 4), "shares_failing_statement": shares,
-                     "failing_statement": failing_statement(e0.code, e0.output)})
+        base.update(
+            {
+                "intent_shift": shifted,
+                "jaccard": round(jaccard, 4),
+                "shares_failing_statement": shares,
+                "failing_statement": failing_statement(e0.code, e0.output),
+            }
+        )
         if not s.stp or e0.segment is None or success.segment is None:
             why = "STP off" if not s.stp else "e0 is no longer in the context"
-            return Verdict(FLAG, reason=f"episode {ep.number} resolved after {attempts} attempt(s) ({why})",
-                           data=base)
+            return Verdict(FLAG, reason=f"episode {ep.number} resolved after {attempts} attempt(s) ({why})", data=base)
         segs = view.segments
         start = _turn_start(e0, segs)
         keep = list(range(start))
@@ -329,12 +369,22 @@ class PruneTIR(GuardBase):
         pruned = [c.call for c in view.calls if c.segment is not None and start <= c.segment < success.segment]
         if switch is not None:
             base["new_strategy_call"] = switch.call
-        base.update({"pruned_calls": pruned, "kept_segments": keep, "removed_segments": removed,
-                     "kept_new_strategy": new_strategy is not None,
-                     "wtn_saved_chars": sum(len(segs[i].text) for i in removed)})
-        return Verdict(PRUNE, reason=f"STP: episode {ep.number} resolved after {attempts} attempt(s); "
-                       f"{len(pruned)} erroneous call(s) pruned" + (" (intent shift kept)" if shifted else ""),
-                       keep=tuple(keep), data=base)
+        base.update(
+            {
+                "pruned_calls": pruned,
+                "kept_segments": keep,
+                "removed_segments": removed,
+                "kept_new_strategy": new_strategy is not None,
+                "wtn_saved_chars": sum(len(segs[i].text) for i in removed),
+            }
+        )
+        return Verdict(
+            PRUNE,
+            reason=f"STP: episode {ep.number} resolved after {attempts} attempt(s); "
+            f"{len(pruned)} erroneous call(s) pruned" + (" (intent shift kept)" if shifted else ""),
+            keep=tuple(keep),
+            data=base,
+        )
 
     def _switch(self, ep: _Episode, e0: Call, success: Call, view: RunView) -> Call:
         """Where the model switched to the strategy that succeeded (the intent shifted): the
@@ -343,8 +393,12 @@ class PruneTIR(GuardBase):
         the switch came with it."""
         for call_id in ep.errors[1:]:
             c = _find(view.calls, call_id)
-            if (c is not None and c.segment is not None and self.intent_test(e0.code, e0.output, c.code)
-                    and not self.intent_test(c.code, c.output, success.code)):
+            if (
+                c is not None
+                and c.segment is not None
+                and self.intent_test(e0.code, e0.output, c.code)
+                and not self.intent_test(c.code, c.output, success.code)
+            ):
                 return c
         return success
 
@@ -354,8 +408,13 @@ class PruneTIR(GuardBase):
         s = self.settings
         n = self.stuck_in_a_row
         rtts = s.rtts and n >= s.retry_limit
-        data: PruneTIRData = {**self._counts(ep, attempts, call), "stuck_in_a_row": n,
-                              "retry_limit": s.retry_limit, "stpr": False, "rtts": rtts}
+        data: PruneTIRData = {
+            **self._counts(ep, attempts, call),
+            "stuck_in_a_row": n,
+            "retry_limit": s.retry_limit,
+            "stpr": False,
+            "rtts": rtts,
+        }
         e0 = _find(view.calls, ep.e0)
         start = _turn_start(e0, view.segments) if e0 is not None and e0.segment is not None else None
         where = f"episode {ep.number} stuck after {attempts} attempt(s)"
@@ -367,15 +426,26 @@ class PruneTIR(GuardBase):
                 note, suspended = RTTS_NOTE_REST, "tool suspended for the rest of the run"
         if s.stpr and start is not None:
             segs = view.segments
-            data.update({"stpr": True, "truncate_to": start,
-                         "pruned_calls": [c.call for c in view.calls if c.segment is not None and c.segment >= start],
-                         "wtn_saved_chars": sum(len(seg.text) for seg in segs[start:]),
-                         "sampling": Resampling(temperature=s.resample_temperature, seed=self._new_seed())})
+            data.update(
+                {
+                    "stpr": True,
+                    "truncate_to": start,
+                    "pruned_calls": [c.call for c in view.calls if c.segment is not None and c.segment >= start],
+                    "wtn_saved_chars": sum(len(seg.text) for seg in segs[start:]),
+                    "sampling": Resampling(temperature=s.resample_temperature, seed=self._new_seed()),
+                }
+            )
             if rtts:
-                return Verdict(SUSPEND, reason=f"STPR #{n} in a row + RTTS: {where}; {suspended}",
-                               text=note, truncate_to=start, data=data)
-            return Verdict(RESAMPLE, reason=f"STPR #{n} in a row: {where}; resampling e0's turn",
-                           truncate_to=start, data=data)
+                return Verdict(
+                    SUSPEND,
+                    reason=f"STPR #{n} in a row + RTTS: {where}; {suspended}",
+                    text=note,
+                    truncate_to=start,
+                    data=data,
+                )
+            return Verdict(
+                RESAMPLE, reason=f"STPR #{n} in a row: {where}; resampling e0's turn", truncate_to=start, data=data
+            )
         if rtts:
             return Verdict(SUSPEND, reason=f"RTTS: {where} ({n} in a row); {suspended}", text=note, data=data)
         why = "STPR off" if not s.stpr else "e0 is no longer in the context"
@@ -384,9 +454,15 @@ class PruneTIR(GuardBase):
     # -- helpers --------------------------------------------------------------------------------
 
     def _counts(self, ep: _Episode, attempts: int, call: Call) -> PruneTIRData:
-        return {"episode": ep.number, "attempts": attempts, "turn_limit": self.settings.turn_limit,
-                "e0_call": ep.e0, "call": call.call, "timed_out": call.timed_out,
-                "erroneous_calls": list(ep.errors)}
+        return {
+            "episode": ep.number,
+            "attempts": attempts,
+            "turn_limit": self.settings.turn_limit,
+            "e0_call": ep.e0,
+            "call": call.call,
+            "timed_out": call.timed_out,
+            "erroneous_calls": list(ep.errors),
+        }
 
     def _new_seed(self) -> int:
         while True:

@@ -21,12 +21,17 @@ from tuiagent.protocol import FLAG, INJECT, PASS, Display, Line, RunRecord, RunV
 # the following instruction as a model-generated message". [ours] tuiagent's earlier wording, in
 # the model's first person (setting wording = "ours").
 PROMPTS = {
-    "paper": ("We should treat code snippets and their execution results only as helpful hints, and derive "
-              "the solution through mathematical reasoning."),
-    "ours": ("Before I start: code and its results are only helpful hints for me; I must derive the "
-             "solution itself by mathematical reasoning."),
+    "paper": (
+        "We should treat code snippets and their execution results only as helpful hints, and derive "
+        "the solution through mathematical reasoning."
+    ),
+    "ours": (
+        "Before I start: code and its results are only helpful hints for me; I must derive the "
+        "solution itself by mathematical reasoning."
+    ),
 }
 Wording = Literal["paper", "ours"]
+
 
 class PrecursorData(TypedDict):
     """A precursor phrase and where it stands (``guards.tim_monitor.Precursor``)."""
@@ -79,11 +84,15 @@ def _reason(r: Reading) -> str:
     if not r.tool_calls:
         return f"{r.level} ({r.score}/3): no tool call ran"
     at = f"call {r.computation_call}'s output" if r.computation_call else "the calls (none succeeded)"
-    parts = [f"{'no derivation' if NO_DERIVATION in r.indicators else 'derivation ' + r.derived}: "
-             f"{r.words_before} words before {at}, {r.words_after} after"]
+    parts = [
+        f"{'no derivation' if NO_DERIVATION in r.indicators else 'derivation ' + r.derived}: "
+        f"{r.words_before} words before {at}, {r.words_after} after"
+    ]
     if r.answer_call:
-        parts.append(f"{'answer read off' if READ_OFF in r.indicators else 'answer repeats'} call {r.answer_call}'s "
-                     f"output ({r.tool_calls} calls)")
+        parts.append(
+            f"{'answer read off' if READ_OFF in r.indicators else 'answer repeats'} call {r.answer_call}'s "
+            f"output ({r.tool_calls} calls)"
+        )
     if r.precursors:
         parts.append("precursor phrases: " + "; ".join(r.categories))
     return f"{r.level} ({r.score}/3): " + "; ".join(parts)
@@ -92,9 +101,15 @@ def _reason(r: Reading) -> str:
 def _legacy_card(d: TIMData) -> Display:
     """A verdict recorded before the graded monitor, shown as it was then."""
     if not d.get("flagged"):
-        return Display("card", title="TIM", lines=((Span("TIM ", "bold"), Span("✓ no sign of tool-induced myopia", "ok")),))
+        return Display(
+            "card", title="TIM", lines=((Span("TIM ", "bold"), Span("✓ no sign of tool-induced myopia", "ok")),)
+        )
     lines: list[Line] = [
-        (Span("TIM ", "bold"), Span("⚑ tool-induced myopia flagged", "bold warn"), Span(" (a hint, not proof)", "muted"))
+        (
+            Span("TIM ", "bold"),
+            Span("⚑ tool-induced myopia flagged", "bold warn"),
+            Span(" (a hint, not proof)", "muted"),
+        )
     ]
     if d.get("answer_from_tool"):
         words: int | None = d.get("words_after_output")
@@ -135,8 +150,10 @@ class TIM(GuardBase):
         score: int = d.get("score", 0)
         flagged: bool = d.get("flagged", False)
         indicators: list[str] = d.get("indicators") or []
-        grade = Span(f" · {level} signal, {score} of 3 indicators (a hint, not proof)" if score else
-                     " · 0 of 3 indicators", "muted")
+        grade = Span(
+            f" · {level} signal, {score} of 3 indicators (a hint, not proof)" if score else " · 0 of 3 indicators",
+            "muted",
+        )
         if flagged:
             head: Line = (Span("TIM ", "bold"), Span("⚑ tool-induced myopia flagged", "bold warn"), grade)
         elif score:
@@ -153,17 +170,30 @@ class TIM(GuardBase):
         before: int = d.get("words_before", 0)
         after: int = d.get("words_after", 0)
         where: str = d.get("derived", "")
-        lines.append((Span("derivation: ", "muted"),
-                      Span(f"{before} words before {at}, {after} after", "warn" if NO_DERIVATION in indicators else ""),
-                      Span(f" ({'none' if where == 'none' else where + ' the computation'})", "muted")))
+        lines.append(
+            (
+                Span("derivation: ", "muted"),
+                Span(f"{before} words before {at}, {after} after", "warn" if NO_DERIVATION in indicators else ""),
+                Span(f" ({'none' if where == 'none' else where + ' the computation'})", "muted"),
+            )
+        )
         answer_call: int | None = d.get("answer_call")
-        lines.append((Span("answer: ", "muted"),
-                      Span(f"repeats call {answer_call}'s output", "warn" if READ_OFF in indicators else "")
-                      if answer_call else Span("does not repeat a tool output")))
+        lines.append(
+            (
+                Span("answer: ", "muted"),
+                Span(f"repeats call {answer_call}'s output", "warn" if READ_OFF in indicators else "")
+                if answer_call
+                else Span("does not repeat a tool output"),
+            )
+        )
         precursors: list[PrecursorData] = d.get("precursors") or []
         if precursors:
-            lines.append((Span("phrases: ", "muted"),
-                          *_quoted([p["phrase"] for p in precursors], [_where(p) for p in precursors])))
+            lines.append(
+                (
+                    Span("phrases: ", "muted"),
+                    *_quoted([p["phrase"] for p in precursors], [_where(p) for p in precursors]),
+                )
+            )
         return Display("card", title="TIM", lines=tuple(lines), flagged=flagged)
 
     @classmethod
@@ -173,31 +203,65 @@ class TIM(GuardBase):
         r = read(run, cls.Settings())
         said = next((v for v in run.of(cls.name) if v.hook == "on_finish"), None)
         guard_flag: bool | None = None if said is None else verdict_data(said, TIMData).get("flagged")
-        return {"tool_ignored": gold_output_ignored(run), "tim_flag": r.flagged, "tim_score": r.score, "tim_level": r.level,
-                "tim_categories": r.categories, "tim_guard_flag": None if said is None else bool(guard_flag)}
+        return {
+            "tool_ignored": gold_output_ignored(run),
+            "tim_flag": r.flagged,
+            "tim_score": r.score,
+            "tim_level": r.level,
+            "tim_categories": r.categories,
+            "tim_guard_flag": None if said is None else bool(guard_flag),
+        }
 
     @dataclass(frozen=True)
     class Settings:
-        prompt: bool = setting(False, "insert the mitigation sentence at the start of the assistant's turn, right "
-                                      "after the problem, as the paper does; our default: off (the paper measured "
-                                      "it trading accuracy for reasoning quality)", tag="default")
-        wording: Wording = setting("paper", "the mitigation sentence: paper = section 6.1 verbatim; ours = "
-                                            "tuiagent's earlier first-person wording", tag="paper")
-        monitor: bool = setting(True, "grade a finished run for tool-induced myopia from its prose: indicators "
-                                      "with evidence, not proof", tag="default")
-        flag_at: int = setting(2, f"indicators (of 3: {NO_DERIVATION}, {READ_OFF}, {PHRASES}) that flag a run; "
-                                  "the paper's phrases are indicators, not proof", check=lambda v: 1 <= v <= 3,
-                               allowed="an integer from 1 to 3", tag="default")
-        min_calls: int = setting(2, "executed tool calls needed before an answer that repeats a tool output "
-                                    "counts as read off the tool", check=lambda v: v >= 1,
-                                 allowed="an integer >= 1", tag="default")
-        min_words_before: int = setting(15, "derivation words (of sentences that state a calculation or "
-                                            "relation) before the computation the answer rests on that make a "
-                                            "derivation before it", check=lambda v: v >= 0,
-                                        allowed="an integer >= 0", tag="default")
-        min_words_after: int = setting(15, "derivation words between that computation's output and the answer "
-                                           "that make a derivation after it", check=lambda v: v >= 0,
-                                       allowed="an integer >= 0", tag="default")
+        prompt: bool = setting(
+            False,
+            "insert the mitigation sentence at the start of the assistant's turn, right "
+            "after the problem, as the paper does; our default: off (the paper measured "
+            "it trading accuracy for reasoning quality)",
+            tag="default",
+        )
+        wording: Wording = setting(
+            "paper",
+            "the mitigation sentence: paper = section 6.1 verbatim; ours = tuiagent's earlier first-person wording",
+            tag="paper",
+        )
+        monitor: bool = setting(
+            True,
+            "grade a finished run for tool-induced myopia from its prose: indicators with evidence, not proof",
+            tag="default",
+        )
+        flag_at: int = setting(
+            2,
+            f"indicators (of 3: {NO_DERIVATION}, {READ_OFF}, {PHRASES}) that flag a run; "
+            "the paper's phrases are indicators, not proof",
+            check=lambda v: 1 <= v <= 3,
+            allowed="an integer from 1 to 3",
+            tag="default",
+        )
+        min_calls: int = setting(
+            2,
+            "executed tool calls needed before an answer that repeats a tool output counts as read off the tool",
+            check=lambda v: v >= 1,
+            allowed="an integer >= 1",
+            tag="default",
+        )
+        min_words_before: int = setting(
+            15,
+            "derivation words (of sentences that state a calculation or "
+            "relation) before the computation the answer rests on that make a "
+            "derivation before it",
+            check=lambda v: v >= 0,
+            allowed="an integer >= 0",
+            tag="default",
+        )
+        min_words_after: int = setting(
+            15,
+            "derivation words between that computation's output and the answer that make a derivation after it",
+            check=lambda v: v >= 0,
+            allowed="an integer >= 0",
+            tag="default",
+        )
 
     def __init__(self, settings: "TIM.Settings"):
         self.settings = settings
@@ -205,24 +269,45 @@ class TIM(GuardBase):
     def on_start(self, view: RunView) -> Verdict | None:
         if not self.settings.prompt or view.mode != "tool":
             return None
-        return Verdict(INJECT, reason="prompt mitigation", text=PROMPTS[self.settings.wording],
-                       data=TIMData(prompt=True, wording=self.settings.wording))
+        return Verdict(
+            INJECT,
+            reason="prompt mitigation",
+            text=PROMPTS[self.settings.wording],
+            data=TIMData(prompt=True, wording=self.settings.wording),
+        )
 
     def on_finish(self, view: RunView) -> Verdict | None:
         """The monitor on the whole trajectory (pruned text included), as the eval's metric reads it."""
         if not self.settings.monitor:
             return None
         r = read(RunRecord(tuple(view.trajectory), (), view.answer, None, None), self.settings)
-        data = TIMData(flagged=r.flagged, score=r.score, level=r.level, indicators=list(r.indicators),
-                       precursors=[PrecursorData(category=p.category, phrase=p.phrase, turn=p.turn,
-                                                 after_call=p.after_call) for p in r.precursors],
-                       categories=r.categories, phrases=r.phrases, tool_calls=r.tool_calls,
-                       computation_call=r.computation_call, answer_call=r.answer_call,
-                       words_before=r.words_before, words_after=r.words_after, derived=r.derived)
+        data = TIMData(
+            flagged=r.flagged,
+            score=r.score,
+            level=r.level,
+            indicators=list(r.indicators),
+            precursors=[
+                PrecursorData(category=p.category, phrase=p.phrase, turn=p.turn, after_call=p.after_call)
+                for p in r.precursors
+            ],
+            categories=r.categories,
+            phrases=r.phrases,
+            tool_calls=r.tool_calls,
+            computation_call=r.computation_call,
+            answer_call=r.answer_call,
+            words_before=r.words_before,
+            words_after=r.words_after,
+            derived=r.derived,
+        )
         return Verdict(FLAG if r.flagged else PASS, reason=_reason(r), data=data)
 
 
 def read(run: RunRecord, s: TIM.Settings) -> Reading:
     """The monitor with a settings' thresholds."""
-    return monitor(run, min_calls=s.min_calls, min_words_before=s.min_words_before,
-                   min_words_after=s.min_words_after, flag_at=s.flag_at)
+    return monitor(
+        run,
+        min_calls=s.min_calls,
+        min_words_before=s.min_words_before,
+        min_words_after=s.min_words_after,
+        flag_at=s.flag_at,
+    )

@@ -74,7 +74,8 @@ MATH = re.compile(
     r"|Rightarrow)(?![A-Za-z])"
     r"|(?:\d|\b[A-Za-z]\b|[)\]}])\s*[-+*/×·÷^−]\s*(?:\d|\b[A-Za-z]\b|[(\[\\])"
     r"|\b(?:plus|minus|times|divided\s+by|multiplied\s+by|equals?|squared|cubed)\b",
-    re.IGNORECASE)
+    re.IGNORECASE,
+)
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")
 _NUMBER = re.compile(r"-?(?:\d{1,3}(?:,\d{3})+|\d+)(?:\.\d+)?(?:/\d+)?|-?\.\d+")
 _WORD = re.compile(r"[A-Za-z0-9]+")
@@ -100,8 +101,7 @@ def precursor_phrases(text: str) -> list[tuple[str, str]]:
 def derivation_words(text: str) -> int:
     """Words of the prose sentences in ``text`` that state a calculation or a relation, sentences
     with a precursor phrase left out."""
-    return sum(len(_WORD.findall(s)) for s in _SENTENCE.split(text)
-               if MATH.search(s) and not precursor_phrases(s))
+    return sum(len(_WORD.findall(s)) for s in _SENTENCE.split(text) if MATH.search(s) and not precursor_phrases(s))
 
 
 def _number(text: str) -> Fraction | None:
@@ -182,8 +182,7 @@ def derivation_at(words_before: int, words_after: int, min_words_before: int, mi
     return "both" if before and after else "before" if before else "after" if after else "none"
 
 
-def monitor(run: RunRecord, *, min_calls: int, min_words_before: int, min_words_after: int,
-            flag_at: int) -> Reading:
+def monitor(run: RunRecord, *, min_calls: int, min_words_before: int, min_words_after: int, flag_at: int) -> Reading:
     """The monitor on the whole trajectory (``run.pieces``: every generated turn, text that
     PruneTIR pruned from the working context included), for the guard at the end of a run and for
     the eval's metric on any run, guard on or off."""
@@ -213,11 +212,24 @@ def monitor(run: RunRecord, *, min_calls: int, min_words_before: int, min_words_
     repeats = bool(ok) and run.answer is not None and answer_matches_output(run.answer, pieces[anchor].text)
     where = derivation_at(words_before, words_after, min_words_before, min_words_after)
     no_derivation = bool(outputs) and where == "none"
-    present = {NO_DERIVATION: no_derivation, READ_OFF: repeats and no_derivation and len(outputs) >= min_calls,
-               PHRASES: bool(outputs) and bool(precursors)}
+    present = {
+        NO_DERIVATION: no_derivation,
+        READ_OFF: repeats and no_derivation and len(outputs) >= min_calls,
+        PHRASES: bool(outputs) and bool(precursors),
+    }
     indicators = tuple(name for name, on in present.items() if on)
-    return Reading(len(indicators), len(indicators) >= flag_at, indicators, tuple(precursors), len(outputs),
-                   computation_call, computation_call if repeats else None, words_before, words_after, where)
+    return Reading(
+        len(indicators),
+        len(indicators) >= flag_at,
+        indicators,
+        tuple(precursors),
+        len(outputs),
+        computation_call,
+        computation_call if repeats else None,
+        words_before,
+        words_after,
+        where,
+    )
 
 
 def gold_output_ignored(run: RunRecord) -> bool:

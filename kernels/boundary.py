@@ -108,8 +108,14 @@ def _read_roots(hidden: list[str]) -> list[str]:
     directories of the packages it imports at start-up, each both as named and resolved (a symlinked
     checkout is reached by either); never the root or a directory holding a hidden one (a sys.path
     entry of ``~`` must not open the home)."""
-    candidates = [sys.prefix, sys.base_prefix, sys.exec_prefix, os.path.dirname(sys.executable), *sys.path,
-                  *package_dirs()]
+    candidates = [
+        sys.prefix,
+        sys.base_prefix,
+        sys.exec_prefix,
+        os.path.dirname(sys.executable),
+        *sys.path,
+        *package_dirs(),
+    ]
     roots = {q for p in candidates if p and os.path.isdir(p) for q in (os.path.abspath(p), os.path.realpath(p))}
     return sorted(r for r in roots if r != "/" and not any(_under(h, [r]) for h in [*hidden, *_PRIVATE_TMP]))
 
@@ -123,7 +129,7 @@ def _binds_back(roots: list[str], hidden: list[str]) -> list[str]:
         if not hides(root, hidden):
             continue
         source = os.path.realpath(root)
-        if any(_under(root, [b]) and source == os.path.realpath(b) + root[len(b):] for b in bound):
+        if any(_under(root, [b]) and source == os.path.realpath(b) + root[len(b) :] for b in bound):
             continue  # already visible through its parent's bind
         argv += ["--ro-bind", source, root]
         bound.append(root)
@@ -152,13 +158,28 @@ def prefix(paths: BoundaryPaths, network: bool = False) -> list[str]:
     argv += ["--size", str(TMP_SIZE_BYTES), "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
     # Python and the project may live under a hidden home or /tmp: bring those back, read-only.
     argv += _binds_back(reads, hidden)
-    argv += ["--bind", str(paths.workdir), str(paths.workdir), "--bind", str(paths.box), str(paths.box),
-             "--ro-bind", str(paths.connection_file), str(paths.connection_file), "--chdir", str(paths.workdir),
-             # ipykernel exits when its parent is not this PID, and inside the PID namespace it never
-             # is; --die-with-parent does that job.
-             "--unsetenv", "JPY_PARENT_PID"]
+    argv += [
+        "--bind",
+        str(paths.workdir),
+        str(paths.workdir),
+        "--bind",
+        str(paths.box),
+        str(paths.box),
+        "--ro-bind",
+        str(paths.connection_file),
+        str(paths.connection_file),
+        "--chdir",
+        str(paths.workdir),
+        # ipykernel exits when its parent is not this PID, and inside the PID namespace it never
+        # is; --die-with-parent does that job.
+        "--unsetenv",
+        "JPY_PARENT_PID",
+    ]
     config = {
-        "read": [*_SYSTEM, *reads], "write": [str(paths.workdir), str(paths.box), "/tmp"],
-        "devices": list(_DEVICES), "world_readable": ["/etc"], "network": network,
+        "read": [*_SYSTEM, *reads],
+        "write": [str(paths.workdir), str(paths.box), "/tmp"],
+        "devices": list(_DEVICES),
+        "world_readable": ["/etc"],
+        "network": network,
     }
     return [*argv, "--", sys.executable, "-m", "kernels.confine", json.dumps(config), "--"]

@@ -34,19 +34,87 @@ _CREATE_RULESET_VERSION = 1
 _FS_BY_ABI = {1: (1 << 13) - 1, 2: (1 << 14) - 1, 3: (1 << 15) - 1, 5: (1 << 16) - 1}
 _FILE_ONLY = FS_EXECUTE | FS_WRITE_FILE | FS_READ_FILE | FS_TRUNCATE | FS_IOCTL_DEV
 READ = FS_EXECUTE | FS_READ_FILE | FS_READ_DIR
-WRITE = READ | FS_WRITE_FILE | FS_REMOVE_DIR | FS_REMOVE_FILE | FS_MAKE_DIR | FS_MAKE_REG | FS_MAKE_SOCK \
-    | FS_MAKE_SYM | FS_REFER | FS_TRUNCATE
+WRITE = (
+    READ
+    | FS_WRITE_FILE
+    | FS_REMOVE_DIR
+    | FS_REMOVE_FILE
+    | FS_MAKE_DIR
+    | FS_MAKE_REG
+    | FS_MAKE_SOCK
+    | FS_MAKE_SYM
+    | FS_REFER
+    | FS_TRUNCATE
+)
 DEVICE = FS_READ_FILE | FS_WRITE_FILE | FS_TRUNCATE
 
 # Syscall numbers per machine (arch/x86/entry/syscalls/syscall_64.tbl; the generic table for aarch64).
 _SYSCALLS: dict[str, dict[str, Any]] = {
     "x86_64": {
-        "landlock_create_ruleset": 444, "landlock_add_rule": 445, "landlock_restrict_self": 446,
-        "seccomp": 317, "clone": 56, "clone3": 435,
-        "denied": (57, 58, 101, 310, 311, 165, 166, 155, 161, 308, 272, 246, 320, 175, 313, 176, 321, 298,
-                   250, 248, 249, 323, 425, 426, 427, 163, 167, 168, 169, 103, 164, 227, 305, 159, 304,
-                   303, 133, 259, 312, 438, 179, 212, 153, 135, 300, 428, 429, 430, 431, 432, 433, 442,
-                   172, 173, 154, 134),
+        "landlock_create_ruleset": 444,
+        "landlock_add_rule": 445,
+        "landlock_restrict_self": 446,
+        "seccomp": 317,
+        "clone": 56,
+        "clone3": 435,
+        "denied": (
+            57,
+            58,
+            101,
+            310,
+            311,
+            165,
+            166,
+            155,
+            161,
+            308,
+            272,
+            246,
+            320,
+            175,
+            313,
+            176,
+            321,
+            298,
+            250,
+            248,
+            249,
+            323,
+            425,
+            426,
+            427,
+            163,
+            167,
+            168,
+            169,
+            103,
+            164,
+            227,
+            305,
+            159,
+            304,
+            303,
+            133,
+            259,
+            312,
+            438,
+            179,
+            212,
+            153,
+            135,
+            300,
+            428,
+            429,
+            430,
+            431,
+            432,
+            433,
+            442,
+            172,
+            173,
+            154,
+            134,
+        ),
         # fork vfork ptrace process_vm_readv/writev mount umount2 pivot_root chroot setns unshare
         # kexec_load kexec_file_load init_module finit_module delete_module bpf perf_event_open keyctl
         # add_key request_key userfaultfd io_uring_* acct swapon swapoff reboot syslog settimeofday
@@ -132,8 +200,9 @@ def _world_readable_rules(top: str) -> list[tuple[str, int]]:
     return rules
 
 
-def apply_landlock(read: list[str], write: list[str], devices: list[str], world_readable: list[str],
-                   network: bool) -> int:
+def apply_landlock(
+    read: list[str], write: list[str], devices: list[str], world_readable: list[str], network: bool
+) -> int:
     """Restrict this process to the given paths; returns the ABI used. ConfineError if Landlock is missing."""
     abi = landlock_abi()
     if abi < 1:
@@ -143,7 +212,9 @@ def apply_landlock(read: list[str], write: list[str], devices: list[str], world_
     scoped = (SCOPE_ABSTRACT_UNIX_SOCKET | SCOPE_SIGNAL) if abi >= 6 else 0
     attr = struct.pack("QQQ", fs, net, scoped)
     size = 24 if abi >= 6 else 16 if abi >= 4 else 8
-    ruleset = _syscall("landlock_create_ruleset", ctypes.c_char_p(attr[:size]), ctypes.c_size_t(size), ctypes.c_uint32(0))
+    ruleset = _syscall(
+        "landlock_create_ruleset", ctypes.c_char_p(attr[:size]), ctypes.c_size_t(size), ctypes.c_uint32(0)
+    )
     try:
         rules = [(p, READ) for p in read] + [(p, WRITE) for p in write] + [(p, DEVICE) for p in devices]
         for top in world_readable:
@@ -157,8 +228,13 @@ def apply_landlock(read: list[str], write: list[str], devices: list[str], world_
                 if not stat.S_ISDIR(os.fstat(fd).st_mode):
                     rights &= _FILE_ONLY
                 beneath = struct.pack("=Qi", rights & fs, fd)
-                _syscall("landlock_add_rule", ctypes.c_int(ruleset), ctypes.c_int(_RULE_PATH_BENEATH),
-                         ctypes.c_char_p(beneath), ctypes.c_uint32(0))
+                _syscall(
+                    "landlock_add_rule",
+                    ctypes.c_int(ruleset),
+                    ctypes.c_int(_RULE_PATH_BENEATH),
+                    ctypes.c_char_p(beneath),
+                    ctypes.c_uint32(0),
+                )
             finally:
                 os.close(fd)
         _no_new_privs()

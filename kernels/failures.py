@@ -23,8 +23,15 @@ _POLL_S = 0.1
 
 _MISSING = re.compile(r"No module named '([^']+)'")
 # The distributions that bring the modules a kernel imports at start-up.
-_DISTRIBUTIONS = {"ipykernel": "ipykernel", "ipykernel_launcher": "ipykernel", "jupyter_client": "jupyter-client",
-                  "zmq": "pyzmq", "IPython": "ipython", "traitlets": "traitlets", "tornado": "tornado"}
+_DISTRIBUTIONS = {
+    "ipykernel": "ipykernel",
+    "ipykernel_launcher": "ipykernel",
+    "jupyter_client": "jupyter-client",
+    "zmq": "pyzmq",
+    "IPython": "ipython",
+    "traitlets": "traitlets",
+    "tornado": "tornado",
+}
 
 
 class StderrTail:
@@ -94,22 +101,31 @@ def failed(what: str, stderr: str, level: str) -> KernelFailed:
 def diagnose(stderr: str, level: str) -> tuple[str, str]:
     """The likely cause of a failed start, and its fix, from what the kernel printed."""
     python = sys.executable
-    fallback = ("run with --sandbox auto, which falls back to the strongest level that works here, or "
-                "--sandbox netns; `tuiagent doctor` says why the OS boundary cannot be had")
+    fallback = (
+        "run with --sandbox auto, which falls back to the strongest level that works here, or "
+        "--sandbox netns; `tuiagent doctor` says why the OS boundary cannot be had"
+    )
     lines = stderr.splitlines()
     if bwrap := next((line for line in lines if line.startswith("bwrap:")), None):
-        return (f"bubblewrap could not build the sandbox ({bwrap}); inside a container this is usually the "
-                "fresh /proc of a PID namespace or a profile that refuses user namespaces", fallback)
+        return (
+            f"bubblewrap could not build the sandbox ({bwrap}); inside a container this is usually the "
+            "fresh /proc of a PID namespace or a profile that refuses user namespaces",
+            fallback,
+        )
     if confine := next((line for line in lines if line.startswith("tuiagent sandbox:")), None):
         return f"Landlock or seccomp could not be applied ({confine})", fallback
     if missing := _MISSING.search(stderr):
         return _missing_module(missing.group(1), level)
     if lines:
-        return (f"the kernel's Python failed while starting ({lines[-1]})",
-                f"reinstall the kernel packages ({python} -m pip install --force-reinstall ipykernel jupyter-client "
-                "pyzmq) if it names one of them; otherwise the lines above say what")
-    return ("it printed nothing: a machine too busy to start Python in time, or a start-up that hangs",
-            "try again; `tuiagent doctor` times a kernel start")
+        return (
+            f"the kernel's Python failed while starting ({lines[-1]})",
+            f"reinstall the kernel packages ({python} -m pip install --force-reinstall ipykernel jupyter-client "
+            "pyzmq) if it names one of them; otherwise the lines above say what",
+        )
+    return (
+        "it printed nothing: a machine too busy to start Python in time, or a start-up that hangs",
+        "try again; `tuiagent doctor` times a kernel start",
+    )
 
 
 def _missing_module(module: str, level: str) -> tuple[str, str]:
@@ -117,14 +133,21 @@ def _missing_module(module: str, level: str) -> tuple[str, str]:
     found = boundary.package_dirs((top,))
     if not found:
         distribution = "tuiagent" if top in boundary.PROJECT_PACKAGES else _DISTRIBUTIONS.get(top, top)
-        fix = ("install the project again (`make run`, or pip install -e . in the checkout)" if top in boundary.PROJECT_PACKAGES
-               else f"{sys.executable} -m pip install {distribution}")
+        fix = (
+            "install the project again (`make run`, or pip install -e . in the checkout)"
+            if top in boundary.PROJECT_PACKAGES
+            else f"{sys.executable} -m pip install {distribution}"
+        )
         return f"{module} is not installed for {sys.executable}", fix
     where = found[0]
     hidden = boundary.hidden_dirs()
     if level == "strict" and boundary.hides(where, hidden):
-        return (f"the sandbox hides {where}, where {top} is installed",
-                "run with --sandbox netns until this is fixed, and report it with the output of `tuiagent doctor`")
-    return (f"{top} is installed in {where}, but the kernel's Python does not look there (PYTHONPATH, "
-            "PYTHONNOUSERSITE or a .pth file that the app's environment has and the kernel's does not)",
-            "install it into the environment of the interpreter that runs tuiagent")
+        return (
+            f"the sandbox hides {where}, where {top} is installed",
+            "run with --sandbox netns until this is fixed, and report it with the output of `tuiagent doctor`",
+        )
+    return (
+        f"{top} is installed in {where}, but the kernel's Python does not look there (PYTHONPATH, "
+        "PYTHONNOUSERSITE or a .pth file that the app's environment has and the kernel's does not)",
+        "install it into the environment of the interpreter that runs tuiagent",
+    )

@@ -138,12 +138,16 @@ class JupyterKernel:
                 policy = policy_code(self._workdir, (box,), self.network) if self.level != "off" else ""
                 self._startup_code = self._limits_code + policy
                 paths = BoundaryPaths(self._workdir, box, self._runtime_dir / "kernel.json")
-                self._km = new_kernel_manager(self._runtime_dir, launch_prefix(self.level, paths, self.network),
-                                              "message" if self.level == "strict" else "signal")
+                self._km = new_kernel_manager(
+                    self._runtime_dir,
+                    launch_prefix(self.level, paths, self.network),
+                    "message" if self.level == "strict" else "signal",
+                )
                 self._stderr = StderrTail()
                 try:
-                    await self._km.start_kernel(**launch_kwargs(self._workdir, self._runtime_dir, self.level,
-                                                                self._stderr.fd))
+                    await self._km.start_kernel(
+                        **launch_kwargs(self._workdir, self._runtime_dir, self.level, self._stderr.fd)
+                    )
                 except OSError as e:  # the launcher itself (bwrap, the interpreter) could not be run
                     raise self._failed(f"its process could not be started ({e})") from None
                 await self._connect()
@@ -272,9 +276,7 @@ class JupyterKernel:
                 return content
         return {}
 
-    async def _next_msg(
-        self, get: Callable[..., Awaitable[dict[str, Any]]], deadline: float
-    ) -> dict[str, Any] | None:
+    async def _next_msg(self, get: Callable[..., Awaitable[dict[str, Any]]], deadline: float) -> dict[str, Any] | None:
         """The next message from ``get``; None at ``deadline``; _KernelGone if the kernel exits or is shut down."""
         while not self._closed:
             remaining = deadline - time.monotonic()
@@ -311,9 +313,12 @@ class JupyterKernel:
             await self._reply(client, msg_id)
             if collector.error_name is not None:
                 text = "\n".join(o.text for o in collector.outputs())
-                raise KernelFailed("its start-up cell failed", text, "the pre-imports or the resource limits "
-                                   "failed in this environment (the lines above say which)",
-                                   "install what the lines above name missing into this environment")
+                raise KernelFailed(
+                    "its start-up cell failed",
+                    text,
+                    "the pre-imports or the resource limits failed in this environment (the lines above say which)",
+                    "install what the lines above name missing into this environment",
+                )
             process = leftovers.kernel_process(getattr(self._manager().provisioner, "pid", -1))
             state = leftovers.read(process) if process is not None else None
             self._baseline = (process, state) if process is not None and state is not None else None
@@ -335,8 +340,10 @@ class JupyterKernel:
         used = workdirs.disk_use(self._workdir, self._disk_limit)
         if used <= self._disk_limit:
             return None
-        note = (f"The files the code wrote in its directory take more than {self._disk_limit >> 20} MB, "
-                "the limit of a run's directory")
+        note = (
+            f"The files the code wrote in its directory take more than {self._disk_limit >> 20} MB, "
+            "the limit of a run's directory"
+        )
         if self._given_workdir is not None:
             return note + "; the kernel was restarted and the files kept."
         workdirs.empty(self._workdir)

@@ -58,7 +58,9 @@ def runtime_box(runtime_dir: Path) -> Path:
     return box
 
 
-def new_kernel_manager(runtime_dir: Path, prefix: tuple[str, ...] = (), interrupt_mode: str = "signal") -> AsyncKernelManager:
+def new_kernel_manager(
+    runtime_dir: Path, prefix: tuple[str, ...] = (), interrupt_mode: str = "signal"
+) -> AsyncKernelManager:
     """A manager whose connection file and IPC sockets live in ``runtime_dir``, launching behind ``prefix``.
 
     Keep ``runtime_dir`` owner-only (mkdtemp makes it 0700): the connection file holds the
@@ -76,8 +78,9 @@ def new_kernel_manager(runtime_dir: Path, prefix: tuple[str, ...] = (), interrup
     )
 
 
-def launch_kwargs(workdir: Path, runtime_dir: Path, sandbox: str = "off",
-                  stderr: int = subprocess.DEVNULL) -> dict[str, object]:
+def launch_kwargs(
+    workdir: Path, runtime_dir: Path, sandbox: str = "off", stderr: int = subprocess.DEVNULL
+) -> dict[str, object]:
     """Popen arguments for ``start_kernel``: the sandbox's environment, and the process's own
     stdout discarded and stderr sent to ``stderr`` (a pipe of ``kernels.failures.StderrTail``), so
     neither can scribble over a terminal UI (cell output travels over IOPub, file-descriptor writes

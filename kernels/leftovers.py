@@ -34,8 +34,14 @@ def kernel_process(launched_pid: int) -> psutil.Process | None:
     try:
         launched = psutil.Process(launched_pid)
         # the innermost: bwrap's own command line names the kernel's too
-        return next((p for p in reversed([launched, *launched.children(recursive=True)])
-                     if p.cmdline()[1:3] == ["-m", "ipykernel_launcher"]), None)
+        return next(
+            (
+                p
+                for p in reversed([launched, *launched.children(recursive=True)])
+                if p.cmdline()[1:3] == ["-m", "ipykernel_launcher"]
+            ),
+            None,
+        )
     except (psutil.Error, ValueError):  # gone, or no PID at all
         return None
 
@@ -76,5 +82,7 @@ async def left_behind(process: psutil.Process, baseline: State) -> str | None:
         found.append(f"the handling of {_signals(now.ignored ^ baseline.ignored)} changed")
     if not found:
         return None
-    return (f"The code left {' and '.join(found)} in the kernel after the cell ended; Python cannot undo "
-            "that safely, so the kernel was restarted.")
+    return (
+        f"The code left {' and '.join(found)} in the kernel after the cell ended; Python cannot undo "
+        "that safely, so the kernel was restarted."
+    )

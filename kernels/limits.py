@@ -20,15 +20,19 @@ if TYPE_CHECKING:
 
     def get_ipython() -> Any: ...
 
+
 PRE_IMPORTS = (
-    "import math, itertools, fractions, numpy, sympy\n"
-    "import numpy as np, sympy as sp\n"
-    "from fractions import Fraction\n"
+    "import math, itertools, fractions, numpy, sympy\nimport numpy as np, sympy as sp\nfrom fractions import Fraction\n"
 )
 
 
-def apply_limits(extra_data_bytes: int | None, cpu_seconds: int | None, extra_tasks: int | None,
-                 open_files: int | None = None, file_bytes: int | None = None) -> None:
+def apply_limits(
+    extra_data_bytes: int | None,
+    cpu_seconds: int | None,
+    extra_tasks: int | None,
+    open_files: int | None = None,
+    file_bytes: int | None = None,
+) -> None:
     """Lower this process's rlimits; its source is shipped into the kernel, so it must stay self-contained.
 
     RLIMIT_DATA rather than RLIMIT_AS: a kernel with numpy and sympy loaded

@@ -33,8 +33,16 @@ LEVELS = ("auto", "strict", "netns", "policy", "off")
 # configuration) stays out. Locale and library paths keep the interpreter working as it does
 # for the user; the thread counts keep numeric libraries polite on shared cores.
 _PASSTHROUGH = (
-    "PATH", "LANG", "LANGUAGE", "TZ", "PYTHONPATH", "LD_LIBRARY_PATH", "SYSTEMROOT",
-    "OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS",
+    "PATH",
+    "LANG",
+    "LANGUAGE",
+    "TZ",
+    "PYTHONPATH",
+    "LD_LIBRARY_PATH",
+    "SYSTEMROOT",
+    "OMP_NUM_THREADS",
+    "OPENBLAS_NUM_THREADS",
+    "MKL_NUM_THREADS",
 )
 
 
@@ -57,8 +65,10 @@ def resolve(level: str) -> str:
         if why is None:
             return "strict"
         if level == "strict":
-            raise SandboxUnavailable(f"sandbox 'strict' needs the OS boundary, and here there is {why}; "
-                                     "use sandbox 'auto' to run with the strongest level this machine has")
+            raise SandboxUnavailable(
+                f"sandbox 'strict' needs the OS boundary, and here there is {why}; "
+                "use sandbox 'auto' to run with the strongest level this machine has"
+            )
     if level in ("auto", "netns"):
         if _unshare_argv() is not None:
             return "netns"
@@ -75,8 +85,12 @@ def describe(level: str) -> str:
     """The level in force with what it is made of, for doctor and the app's status line; under
     ``auto`` without the OS boundary, why it is missing."""
     shown = resolve(level)
-    parts = {"strict": f"{boundary.describe()} + policy", "netns": "policy + network namespace",
-             "policy": "audit-hook policy only, no OS boundary", "off": "resource limits only"}
+    parts = {
+        "strict": f"{boundary.describe()} + policy",
+        "netns": "policy + network namespace",
+        "policy": "audit-hook policy only, no OS boundary",
+        "off": "resource limits only",
+    }
     why = f"; strict is not available: {strict_unavailable()}" if level == "auto" and shown != "strict" else ""
     return f"{shown} ({parts[shown]}){why}"
 
@@ -101,8 +115,14 @@ def strict_unavailable() -> str | None:
         connection.write_text("{}")
         argv = [*boundary.prefix(boundary.BoundaryPaths(workdir, box, connection)), sys.executable, "-c", _PROBE_CODE]
         try:
-            done = subprocess.run(argv, env=kernel_env("strict", workdir, box), cwd=workdir, capture_output=True,
-                                  text=True, timeout=_PROBE_TIMEOUT_S)
+            done = subprocess.run(
+                argv,
+                env=kernel_env("strict", workdir, box),
+                cwd=workdir,
+                capture_output=True,
+                text=True,
+                timeout=_PROBE_TIMEOUT_S,
+            )
         except (OSError, subprocess.TimeoutExpired) as e:
             return f"a kernel's start inside it did not run ({e})"
     if done.returncode == 0:
@@ -239,20 +259,56 @@ def install_policy(workdir: str, write_roots: tuple[str, ...], network: bool = F
     write_flags = os.O_WRONLY | os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_APPEND
     # event -> (path argument, dir_fd argument or None) pairs that the event changes
     changes = {
-        "os.remove": ((0, 1),), "os.rmdir": ((0, 1),), "os.mkdir": ((0, 2),),
-        "os.rename": ((0, 2), (1, 3)), "os.link": ((0, 2), (1, 3)), "os.symlink": ((1, 2),),
-        "os.chmod": ((0, 2),), "os.chown": ((0, 3),), "os.utime": ((0, 3),), "os.truncate": ((0, None),),
-        "os.mkfifo": ((0, 2),), "os.mknod": ((0, 3),), "os.setxattr": ((0, None),),
-        "os.removexattr": ((0, None),), "shutil.rmtree": ((0, 1),), "sqlite3.connect": ((0, None),),
+        "os.remove": ((0, 1),),
+        "os.rmdir": ((0, 1),),
+        "os.mkdir": ((0, 2),),
+        "os.rename": ((0, 2), (1, 3)),
+        "os.link": ((0, 2), (1, 3)),
+        "os.symlink": ((1, 2),),
+        "os.chmod": ((0, 2),),
+        "os.chown": ((0, 3),),
+        "os.utime": ((0, 3),),
+        "os.truncate": ((0, None),),
+        "os.mkfifo": ((0, 2),),
+        "os.mknod": ((0, 3),),
+        "os.setxattr": ((0, None),),
+        "os.removexattr": ((0, None),),
+        "shutil.rmtree": ((0, 1),),
+        "sqlite3.connect": ((0, None),),
         "dbm.open": ((0, None),),
     }
     lists = {"os.listdir", "os.scandir"}
-    processes = {"os.fork", "os.forkpty", "os.system", "os.exec", "os.posix_spawn", "os.spawn",
-                 "subprocess.Popen", "os.startfile"}
-    networking = {"socket.connect", "socket.bind", "socket.sendto", "socket.sendmsg", "socket.getaddrinfo",
-               "socket.gethostbyname", "socket.gethostbyname_ex", "socket.gethostbyaddr", "socket.getnameinfo"}
-    native = {"ctypes.dlopen", "ctypes.dlsym", "ctypes.dlsym/handle", "ctypes.call_function",
-              "ctypes.string_at", "ctypes.wstring_at", "ctypes.cdata", "ctypes.cdata/buffer"}
+    processes = {
+        "os.fork",
+        "os.forkpty",
+        "os.system",
+        "os.exec",
+        "os.posix_spawn",
+        "os.spawn",
+        "subprocess.Popen",
+        "os.startfile",
+    }
+    networking = {
+        "socket.connect",
+        "socket.bind",
+        "socket.sendto",
+        "socket.sendmsg",
+        "socket.getaddrinfo",
+        "socket.gethostbyname",
+        "socket.gethostbyname_ex",
+        "socket.gethostbyaddr",
+        "socket.getnameinfo",
+    }
+    native = {
+        "ctypes.dlopen",
+        "ctypes.dlsym",
+        "ctypes.dlsym/handle",
+        "ctypes.call_function",
+        "ctypes.string_at",
+        "ctypes.wstring_at",
+        "ctypes.cdata",
+        "ctypes.cdata/buffer",
+    }
     own_pid, own_group = os.getpid(), os.getpgid(0)
 
     def hook(event: str, args: "tuple[Any, ...]") -> None:
@@ -291,4 +347,7 @@ def install_policy(workdir: str, write_roots: tuple[str, ...], network: bool = F
 def policy_code(workdir: Path, write_roots: tuple[Path, ...], network: bool = False) -> str:
     """The start-up cell part that installs the policy, leaving no names behind."""
     roots = tuple(str(p) for p in write_roots)
-    return inspect.getsource(install_policy) + f"install_policy({str(workdir)!r}, {roots!r}, {network!r})\ndel install_policy\n"
+    return (
+        inspect.getsource(install_policy)
+        + f"install_policy({str(workdir)!r}, {roots!r}, {network!r})\ndel install_policy\n"
+    )

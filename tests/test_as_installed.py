@@ -26,8 +26,10 @@ import pytest
 from kernels import sandbox
 
 REPO = Path(__file__).resolve().parents[1]
-SCRIPT = [{"text": "Let me compute.\n```python\nprint(6 * 7)\n```", "logprob": -0.01},
-          {"text": "So the answer is \\boxed{42}.", "logprob": -0.01}]
+SCRIPT = [
+    {"text": "Let me compute.\n```python\nprint(6 * 7)\n```", "logprob": -0.01},
+    {"text": "So the answer is \\boxed{42}.", "logprob": -0.01},
+]
 MODELS = 'default = "scripted"\n[models.scripted]\nbackend = "scripted"\n[models.scripted.source]\nkind = "script"\npath = ""\n'
 # A kernel that cannot start: an ipykernel_launcher that fails the way a broken install does.
 BROKEN_LAUNCHER = "import sys\nsys.stderr.write('broken-launcher: cannot go on\\n')\nimport not_a_real_module_xyz\n"
@@ -48,7 +50,9 @@ class Installed:
         """The venv's Python on ``code``; -P: no working directory on sys.path, as for a console script."""
         return self.command(str(self.venv / "bin" / "python"), "-P", "-c", code, *args, env=env)
 
-    def command(self, *argv: str, env: dict[str, str] | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
+    def command(
+        self, *argv: str, env: dict[str, str] | None = None, timeout: float = 240
+    ) -> subprocess.CompletedProcess:
         full = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST", "PYTHON"))}
         full.update(HOME=str(self.home), **(env or {}))
         return subprocess.run(argv, cwd=self.clone, env=full, capture_output=True, text=True, timeout=timeout)
@@ -56,8 +60,9 @@ class Installed:
 
 def _copy_checkout(target: Path) -> None:
     """The checkout's files as a fresh clone has them (tracked and new files; no venv, no caches)."""
-    listed = subprocess.run(["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard", "-z"],
-                            capture_output=True, text=True)
+    listed = subprocess.run(
+        ["git", "-C", str(REPO), "ls-files", "-co", "--exclude-standard", "-z"], capture_output=True, text=True
+    )
     if listed.returncode == 0:
         for name in filter(None, listed.stdout.split("\0")):
             source = REPO / name
@@ -78,11 +83,32 @@ def _install(clone: Path, named: Path) -> Path:
     """
     venv = clone / ".venv"
     subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
-    inner = Path(subprocess.run([str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
-                                capture_output=True, text=True, check=True).stdout.strip())
+    inner = Path(
+        subprocess.run(
+            [str(venv / "bin" / "python"), "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout.strip()
+    )
     (inner / "_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
-    subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "--quiet", "--no-deps", "--no-index",
-                    "--no-build-isolation", "-e", str(named)], check=True, capture_output=True, timeout=300)
+    subprocess.run(
+        [
+            str(venv / "bin" / "python"),
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-index",
+            "--no-build-isolation",
+            "-e",
+            str(named),
+        ],
+        check=True,
+        capture_output=True,
+        timeout=300,
+    )
     return venv
 
 
@@ -143,8 +169,18 @@ def test_the_project_is_imported_from_the_copy_and_not_from_a_path(installed):
 
 
 def test_solve_runs_the_code_in_the_kernel_at_the_default_level(installed, script, data_dirs, tmp_path):
-    done = installed.run("solve", "What is 6 times 7?", "-m", "scripted", "--script", str(script), "--json",
-                         "--out", str(tmp_path / "runs"), env=data_dirs)
+    done = installed.run(
+        "solve",
+        "What is 6 times 7?",
+        "-m",
+        "scripted",
+        "--script",
+        str(script),
+        "--json",
+        "--out",
+        str(tmp_path / "runs"),
+        env=data_dirs,
+    )
     assert done.returncode == 0, done.stderr[-3000:] + done.stdout[-3000:]
     events = events_of(done.stdout)
     notice = next(e["message"] for e in events if e["type"] == "Notice")
@@ -160,7 +196,10 @@ def test_doctor_says_all_good(installed, tmp_path, data_dirs):
     done = installed.run("doctor", "--models", str(models), env=data_dirs)
     assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-2000:]
     assert "ok    kernel start" in done.stdout and f"auto is {LEVEL} (" in done.stdout
-    assert f"the project from {installed.clone.resolve()}" in done.stdout or f"the project from {installed.clone}" in done.stdout
+    assert (
+        f"the project from {installed.clone.resolve()}" in done.stdout
+        or f"the project from {installed.clone}" in done.stdout
+    )
 
 
 APP_RUN = textwrap.dedent("""
@@ -209,11 +248,24 @@ def test_the_app_solves_a_problem_with_the_kernel(installed, script, data_dirs, 
 
 def test_a_kernel_that_cannot_start_says_why_everywhere(installed, script, data_dirs, broken_kernel, tmp_path):
     env = {**data_dirs, **broken_kernel}
-    said = ("the kernel could not start", "broken-launcher: cannot go on", "likely cause: not_a_real_module_xyz",
-            "fix: ")
+    said = (
+        "the kernel could not start",
+        "broken-launcher: cannot go on",
+        "likely cause: not_a_real_module_xyz",
+        "fix: ",
+    )
 
-    solve = installed.run("solve", "What is 6 times 7?", "-m", "scripted", "--script", str(script),
-                          "--out", str(tmp_path / "solve"), env=env)
+    solve = installed.run(
+        "solve",
+        "What is 6 times 7?",
+        "-m",
+        "scripted",
+        "--script",
+        str(script),
+        "--out",
+        str(tmp_path / "solve"),
+        env=env,
+    )
     assert solve.returncode == 1, solve.stdout + solve.stderr
     for words in said:
         assert words in solve.stdout, (words, solve.stdout)
@@ -224,14 +276,29 @@ def test_a_kernel_that_cannot_start_says_why_everywhere(installed, script, data_
 
     problems = tmp_path / "problems.jsonl"
     problems.write_text(json.dumps({"id": "p1", "question": "What is 6 times 7?", "answer": "42"}) + "\n")
-    evaluated = installed.run("eval", str(problems), "-m", "scripted", "--script", str(script), "-c", "none",
-                              "--out", str(tmp_path / "eval"), "--quiet", env=env)
+    evaluated = installed.run(
+        "eval",
+        str(problems),
+        "-m",
+        "scripted",
+        "--script",
+        str(script),
+        "-c",
+        "none",
+        "--out",
+        str(tmp_path / "eval"),
+        "--quiet",
+        env=env,
+    )
     assert evaluated.returncode != 0, evaluated.stderr
     for words in said:
         assert words in evaluated.stderr, (words, evaluated.stderr)
     assert not ours_crashed(evaluated)
     assert "retried" in evaluated.stderr
-    assert not (tmp_path / "eval" / "results.jsonl").exists() or '"p1"' not in (tmp_path / "eval" / "results.jsonl").read_text()
+    assert (
+        not (tmp_path / "eval" / "results.jsonl").exists()
+        or '"p1"' not in (tmp_path / "eval" / "results.jsonl").read_text()
+    )
 
     models = tmp_path / "models.toml"
     models.write_text(MODELS, encoding="utf-8")

@@ -14,16 +14,37 @@ from tuiagent.protocol import RunSettings
 def test_the_wall_time_budget_holds_while_a_cell_runs(write_script, tmp_path):
     script = write_script("Loop.\n```python\nwhile True: pass\n```\n```output", "\\boxed{1}")
     started = time.monotonic()
-    out = tuiagent("solve", "p", "-m", "scripted", "--script", str(script), "--max-time", "3", "--timeout", "20",
-                   "--json", "--out", str(tmp_path))
+    out = tuiagent(
+        "solve",
+        "p",
+        "-m",
+        "scripted",
+        "--script",
+        str(script),
+        "--max-time",
+        "3",
+        "--timeout",
+        "20",
+        "--json",
+        "--out",
+        str(tmp_path),
+    )
     took = time.monotonic() - started
     assert out.returncode == 0, out.stderr
     assert took < 15, f"took {took:.1f} s"  # 3 s of budget, an interrupt, a process start
-    assert '"timed out' in out.stdout or "timed_out\": true" in out.stdout
+    assert '"timed out' in out.stdout or 'timed_out": true' in out.stdout
 
 
-@pytest.mark.parametrize(("option", "value"), [("--timeout", "inf"), ("--max-time", "inf"), ("--timeout", "nan"),
-                                               ("--max-time", "1e300"), ("--max-tool-calls", "-1")])
+@pytest.mark.parametrize(
+    ("option", "value"),
+    [
+        ("--timeout", "inf"),
+        ("--max-time", "inf"),
+        ("--timeout", "nan"),
+        ("--max-time", "1e300"),
+        ("--max-tool-calls", "-1"),
+    ],
+)
 def test_absurd_budgets_are_refused_clearly(option, value):
     out = tuiagent("solve", "p", "-m", "scripted", option, value)
     assert out.returncode == 2 and "Traceback" not in out.stderr

@@ -25,8 +25,19 @@ def test_help_everywhere():
 
 def test_scripted_solve_json_then_replay(write_script, tmp_path):
     script = write_script("Six sevens.\n```python\nprint(6 * 7)\n```\n```output", "So \\boxed{42}.")
-    out = tuiagent("solve", "What is 6 times 7?", "-m", "scripted", "--script", str(script), "--gold", "42",
-                   "--json", "--out", str(tmp_path / "runs"))
+    out = tuiagent(
+        "solve",
+        "What is 6 times 7?",
+        "-m",
+        "scripted",
+        "--script",
+        str(script),
+        "--gold",
+        "42",
+        "--json",
+        "--out",
+        str(tmp_path / "runs"),
+    )
     assert out.returncode == 0, out.stderr
     events = [json.loads(line) for line in out.stdout.splitlines()]
     last = events[-1]
@@ -41,8 +52,18 @@ def test_scripted_solve_json_then_replay(write_script, tmp_path):
 
 def test_problem_from_stdin(write_script, tmp_path):
     script = write_script("\\boxed{3}")
-    out = tuiagent("solve", "-", "-m", "scripted", "--script", str(script), "--no-tool", "--out", str(tmp_path),
-                   input="What is 1 + 2?\n")
+    out = tuiagent(
+        "solve",
+        "-",
+        "-m",
+        "scripted",
+        "--script",
+        str(script),
+        "--no-tool",
+        "--out",
+        str(tmp_path),
+        input="What is 1 + 2?\n",
+    )
     assert out.returncode == 0 and "answer: 3" in out.stdout
 
 
@@ -62,7 +83,11 @@ def test_config_mistakes_exit_2_without_traceback(tmp_path, toml, expected):
 
 
 def test_unknown_model_and_missing_files(tmp_path):
-    for args in (["-m", "nope"], ["--models", str(tmp_path / "missing.toml")], ["-m", "scripted", "--script", str(tmp_path / "no.jsonl")]):
+    for args in (
+        ["-m", "nope"],
+        ["--models", str(tmp_path / "missing.toml")],
+        ["-m", "scripted", "--script", str(tmp_path / "no.jsonl")],
+    ):
         out = tuiagent("solve", "1+1", *args)
         assert out.returncode == 2, (args, out.stderr)
         assert "fix" in out.stderr and "Traceback" not in out.stderr
@@ -94,8 +119,10 @@ def test_replay_and_compare_warn_about_a_damaged_trajectory(tmp_path):
 
 
 def test_importing_tuiagent_loads_no_backend():
-    code = "import tuiagent, tuiagent.cli, tuiagent.runner, tuiagent.core.loop, sys; " \
-           "bad = {'llama_cpp', 'vllm', 'torch', 'textual'} & set(sys.modules); assert not bad, bad"
+    code = (
+        "import tuiagent, tuiagent.cli, tuiagent.runner, tuiagent.core.loop, sys; "
+        "bad = {'llama_cpp', 'vllm', 'torch', 'textual'} & set(sys.modules); assert not bad, bad"
+    )
     assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
 
 
@@ -105,8 +132,16 @@ def test_import_contracts():
     assert out.returncode == 0, out.stdout + out.stderr
 
 
-@pytest.mark.parametrize("args", [["--set", "bad"], ["--guard", "nope"], ["--guard", "attc", "--set", "attc.threshold=2"],
-                                  ["--set", "gstep.tau=0.5"], ["--guard", "attc", "--set", "gstep.tau=0.5"]])
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["--set", "bad"],
+        ["--guard", "nope"],
+        ["--guard", "attc", "--set", "attc.threshold=2"],
+        ["--set", "gstep.tau=0.5"],
+        ["--guard", "attc", "--set", "gstep.tau=0.5"],
+    ],
+)
 def test_guard_option_mistakes_exit_2(write_script, tmp_path, args):
     script = write_script("\\boxed{3}")
     out = tuiagent("solve", "1+2", "-m", "scripted", "--script", str(script), "--out", str(tmp_path), *args)
@@ -116,15 +151,28 @@ def test_guard_option_mistakes_exit_2(write_script, tmp_path, args):
 
 def test_guard_that_cannot_start_is_reported_and_the_run_goes_on(write_script, tmp_path):
     script = write_script("\\boxed{3}")
-    out = tuiagent("solve", "1+2", "-m", "scripted", "--script", str(script), "--out", str(tmp_path),
-                   "--guard", "gstep", "--set", f"gstep.weights={tmp_path / 'missing.npz'}")
+    out = tuiagent(
+        "solve",
+        "1+2",
+        "-m",
+        "scripted",
+        "--script",
+        str(script),
+        "--out",
+        str(tmp_path),
+        "--guard",
+        "gstep",
+        "--set",
+        f"gstep.weights={tmp_path / 'missing.npz'}",
+    )
     assert out.returncode == 0 and "[gstep] off" in out.stdout and "answer: 3" in out.stdout
 
 
 def test_a_setting_for_a_guard_that_is_off_is_an_error_not_silence(write_script, tmp_path):
     script = write_script("\\boxed{3}")
-    out = tuiagent("solve", "1+2", "-m", "scripted", "--script", str(script), "--out", str(tmp_path),
-                   "--set", "gstep.tau=0.5")
+    out = tuiagent(
+        "solve", "1+2", "-m", "scripted", "--script", str(script), "--out", str(tmp_path), "--set", "gstep.tau=0.5"
+    )
     assert out.returncode == 2 and "'gstep', which is not on" in out.stderr and "--guard gstep" in out.stderr
 
 

@@ -62,10 +62,23 @@ def test_solve_whose_model_process_dies_exits_1_with_the_reason(tmp_path, smollm
     out, err = tmp_path / "stdout.txt", tmp_path / "stderr.txt"
     with out.open("w") as stdout, err.open("w") as stderr:
         proc = subprocess.Popen(
-            [sys.executable, "-m", "tuiagent", "solve", "-m", smollm2, "--out", str(runs), "--max-tokens", "400",
-             "Count from 1 to 100, one number a line, then add them up."],
-            stdout=stdout, stderr=stderr,  # the dead worker's log is kept in the cache dir: keep it in tmp_path
-            env={**os.environ, "NO_COLOR": "1", "TUIAGENT_CACHE_DIR": str(tmp_path / "cache")})
+            [
+                sys.executable,
+                "-m",
+                "tuiagent",
+                "solve",
+                "-m",
+                smollm2,
+                "--out",
+                str(runs),
+                "--max-tokens",
+                "400",
+                "Count from 1 to 100, one number a line, then add them up.",
+            ],
+            stdout=stdout,
+            stderr=stderr,  # the dead worker's log is kept in the cache dir: keep it in tmp_path
+            env={**os.environ, "NO_COLOR": "1", "TUIAGENT_CACHE_DIR": str(tmp_path / "cache")},
+        )
     try:
         parent = psutil.Process(proc.pid)
 

@@ -48,9 +48,28 @@ class Solve:
         models.write_text(SLOW_MODELS, encoding="utf-8")
         self.runs = tmp_path / "runs"
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "tuiagent", "solve", "x", "--models", str(models), "-m", "scripted-slow",
-             "--script", str(script), "--json", "--timeout", "120", "--out", str(self.runs)],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+            [
+                sys.executable,
+                "-m",
+                "tuiagent",
+                "solve",
+                "x",
+                "--models",
+                str(models),
+                "-m",
+                "scripted-slow",
+                "--script",
+                str(script),
+                "--json",
+                "--timeout",
+                "120",
+                "--out",
+                str(self.runs),
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         self._lines: queue.Queue[str] = queue.Queue()
         threading.Thread(target=self._read, daemon=True).start()
         self.seen: list[ev.Event] = []
@@ -119,12 +138,16 @@ def is_running(process: psutil.Process) -> bool:
         return False
 
 
-@pytest.mark.parametrize("turns, ready, sig, said", [
-    ([LONG_TURN], tokens(1, 10), signal.SIGINT, "interrupted"),
-    ([SLEEPING_CELL], cell_started, signal.SIGINT, "interrupted"),
-    ([SLEEPING_CELL], cell_started, signal.SIGTERM, "terminated"),
-    ([LONG_TURN], tokens(1, 10), signal.SIGHUP, "terminated"),
-], ids=["ctrl-c generating", "ctrl-c in a 60 s cell", "sigterm in a 60 s cell", "terminal closed generating"])
+@pytest.mark.parametrize(
+    "turns, ready, sig, said",
+    [
+        ([LONG_TURN], tokens(1, 10), signal.SIGINT, "interrupted"),
+        ([SLEEPING_CELL], cell_started, signal.SIGINT, "interrupted"),
+        ([SLEEPING_CELL], cell_started, signal.SIGTERM, "terminated"),
+        ([LONG_TURN], tokens(1, 10), signal.SIGHUP, "terminated"),
+    ],
+    ids=["ctrl-c generating", "ctrl-c in a 60 s cell", "sigterm in a 60 s cell", "terminal closed generating"],
+)
 def test_ctrl_c_stops_the_run_and_the_kernel_and_saves(start_solve, turns, ready, sig, said):
     solve = start_solve(*turns)
     seen = solve.read_until(ready)
@@ -141,14 +164,17 @@ def test_ctrl_c_stops_the_run_and_the_kernel_and_saves(start_solve, turns, ready
     assert f"{said}: the run so far is in {solve.trajectory()}" in stderr
     loaded = load(solve.trajectory())
     events = loaded.events
-    assert loaded.warnings == [] and events[:len(seen)] == seen
+    assert loaded.warnings == [] and events[: len(seen)] == seen
     assert isinstance(events[-1], ev.RunFinished) and events[-1].reason == "cancelled"
     assert not any(isinstance(e, ev.ToolResult) for e in events)  # generation or the cell was cut short
     assert running_after(children, 0) == []  # already shut down by the app, not left to the parent poller
 
 
-@pytest.mark.parametrize("turns, ready", [([QUICK_CELL, LONG_TURN], tokens(2, 10)), ([SLEEPING_CELL], cell_started)],
-                         ids=["generating", "in a 60 s cell"])
+@pytest.mark.parametrize(
+    "turns, ready",
+    [([QUICK_CELL, LONG_TURN], tokens(2, 10)), ([SLEEPING_CELL], cell_started)],
+    ids=["generating", "in a 60 s cell"],
+)
 def test_kill_9_keeps_what_was_written_and_the_kernel_exits(start_solve, turns, ready):
     solve = start_solve(*turns)
     seen = solve.read_until(ready)
@@ -158,7 +184,7 @@ def test_kill_9_keeps_what_was_written_and_the_kernel_exits(start_solve, turns, 
     solve.proc.wait(timeout=30)
     loaded = load(solve.trajectory())
     events = loaded.events
-    assert len(seen) > 5 and events[:len(seen)] == seen
+    assert len(seen) > 5 and events[: len(seen)] == seen
     assert all("cut short" in w for w in loaded.warnings)  # at most the line being written at the kill
     assert not any(isinstance(e, ev.RunFinished) for e in events)
     assert running_after(children, 5.0) == [], "the kernel outlived the app"
@@ -167,6 +193,24 @@ def test_kill_9_keeps_what_was_written_and_the_kernel_exits(start_solve, turns, 
 def test_a_bad_token_delay_is_a_config_error(write_script, tmp_path):
     models = tmp_path / "bad.toml"
     models.write_text(SLOW_MODELS.replace("delay_s = 0.05", 'delay_s = "slow"'), encoding="utf-8")
-    out = subprocess.run([sys.executable, "-m", "tuiagent", "solve", "x", "--models", str(models), "-m", "scripted-slow",
-                          "--script", str(write_script("\\boxed{1}"))], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 2 and "models.scripted-slow.options.delay_s" in out.stderr and "Traceback" not in out.stderr
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tuiagent",
+            "solve",
+            "x",
+            "--models",
+            str(models),
+            "-m",
+            "scripted-slow",
+            "--script",
+            str(write_script("\\boxed{1}")),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert (
+        out.returncode == 2 and "models.scripted-slow.options.delay_s" in out.stderr and "Traceback" not in out.stderr
+    )

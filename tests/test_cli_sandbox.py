@@ -16,8 +16,9 @@ SUBPROCESS_CELL = "Run it.\n```python\nimport subprocess\nprint(subprocess.run([
 
 
 def solve(*args: str, **kw) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tuiagent", "solve", *args], capture_output=True, text=True,
-                          timeout=120, **kw)
+    return subprocess.run(
+        [sys.executable, "-m", "tuiagent", "solve", *args], capture_output=True, text=True, timeout=120, **kw
+    )
 
 
 @pytest.mark.parametrize(("level", "shown"), [("auto", "tuiagent sandbox: starting"), ("off", "hi")])
@@ -31,8 +32,9 @@ def test_the_sandbox_level_decides_what_a_cell_may_do(write_script, tmp_path, le
 
 def test_confirm_without_a_terminal_is_a_clear_error(write_script, tmp_path):
     script = write_script(SUBPROCESS_CELL, "\\boxed{1}")
-    out = solve("p", "-m", "scripted", "--script", str(script), "--confirm", "--out", str(tmp_path),
-                start_new_session=True)  # no controlling terminal
+    out = solve(
+        "p", "-m", "scripted", "--script", str(script), "--confirm", "--out", str(tmp_path), start_new_session=True
+    )  # no controlling terminal
     assert out.returncode == 2 and "needs a terminal" in out.stderr and "Traceback" not in out.stderr
 
 
@@ -42,8 +44,10 @@ def test_confirm_asks_in_the_terminal_and_runs_only_approved_blocks(write_script
     script = write_script(cell.format(n=1), cell.format(n=2), "\\boxed{2}")
     log = tmp_path / "out.jsonl"
     session = f"tuiagent-confirm-{uuid.uuid4().hex[:6]}"
-    command = (f"{shlex.quote(sys.executable)} -m tuiagent solve p -m scripted --script {shlex.quote(str(script))} "
-               f"--json --confirm --out {shlex.quote(str(tmp_path))} > {shlex.quote(str(log))}")
+    command = (
+        f"{shlex.quote(sys.executable)} -m tuiagent solve p -m scripted --script {shlex.quote(str(script))} "
+        f"--json --confirm --out {shlex.quote(str(tmp_path))} > {shlex.quote(str(log))}"
+    )
 
     def tmux(*args: str) -> str:
         return subprocess.run(["tmux", *args], capture_output=True, text=True, timeout=30).stdout
@@ -80,13 +84,16 @@ def test_the_network_is_refused_unless_a_setting_allows_it(write_script, tmp_pat
     server = socket.create_server(("127.0.0.1", 0))
     port = server.getsockname()[1]
     threading.Thread(target=lambda: [server.accept()[0].close() for _ in range(2)], daemon=True).start()
-    cell = ("Connect.\n```python\nimport socket\ntry:\n    socket.create_connection(('127.0.0.1', %d), timeout=5)"
-            "\n    print('connected')\nexcept OSError as e:\n    print('refused', type(e).__name__)\n```\n```output") % port
+    cell = (
+        "Connect.\n```python\nimport socket\ntry:\n    socket.create_connection(('127.0.0.1', %d), timeout=5)"
+        "\n    print('connected')\nexcept OSError as e:\n    print('refused', type(e).__name__)\n```\n```output"
+    ) % port
     script = write_script(cell, "\\boxed{1}")
     shown = {}
     for flag in ((), ("--allow-network",)):
-        out = solve("p", "-m", "scripted", "--script", str(script), "--json", "--preset", "none", *flag,
-                    "--out", str(tmp_path))
+        out = solve(
+            "p", "-m", "scripted", "--script", str(script), "--json", "--preset", "none", *flag, "--out", str(tmp_path)
+        )
         assert out.returncode == 0, out.stderr
         events = [json.loads(line) for line in out.stdout.splitlines()]
         tool = next(e for e in events if e["type"] == "ToolResult")

@@ -36,9 +36,13 @@ def test_healthy_environment_reports_every_section_and_exits_0():
     assert re.search(r"^  ok    first cell +print\(1 \+ 1\) -> 2 in \d+ ms", out.stdout, re.M)
     assert not re.search(r"^  fail ", out.stdout, re.M)
     # the batched engine's capacity for the default model (Qwen2.5-Coder-1.5B: 28 layers x 2 KV heads x 256 x f16)
-    assert re.search(r"^  info  batched engine +eval --concurrency N: N sequences of 4096 tokens each, plus one for "
-                     r"the shared system prompt, in KV streams rounded up to a multiple of 4 when N > 1; KV cache 117 MB "
-                     r"a stream \(f16\), N=1: 235 MB, N=3: 470 MB, N=4: 940 MB", out.stdout, re.M)
+    assert re.search(
+        r"^  info  batched engine +eval --concurrency N: N sequences of 4096 tokens each, plus one for "
+        r"the shared system prompt, in KV streams rounded up to a multiple of 4 when N > 1; KV cache 117 MB "
+        r"a stream \(f16\), N=1: 235 MB, N=3: 470 MB, N=4: 940 MB",
+        out.stdout,
+        re.M,
+    )
     assert re.fullmatch(r"doctor: (all good|0 problems, \d+ warnings?)", lines[-1])
     assert "\x1b" not in out.stdout and "Traceback" not in out.stderr
 
@@ -46,12 +50,18 @@ def test_healthy_environment_reports_every_section_and_exits_0():
 @pytest.mark.parametrize(
     "system_info, flags, expected",
     [
-        pytest.param("CPU : AVX = 1 | AVX2 = 1 | FMA = 1 | AMX_INT8 = 1 | REPACK = 1 |",
-                     {"avx", "avx2", "fma", "amx_tile", "amx_int8"},
-                     [r"fail  llama\.cpp build .*AMX ON.*this CPU advertises AMX.*#20824"], id="amx"),
-        pytest.param("CPU : AVX = 1 | AVX2 = 1 | AVX512 = 1 | AVX512_VNNI = 1 |", {"avx", "avx2"},
-                     [r"fail  instruction sets +the build uses AVX512, AVX512_VNNI, which this CPU lacks"],
-                     id="instruction-set-the-cpu-lacks"),
+        pytest.param(
+            "CPU : AVX = 1 | AVX2 = 1 | FMA = 1 | AMX_INT8 = 1 | REPACK = 1 |",
+            {"avx", "avx2", "fma", "amx_tile", "amx_int8"},
+            [r"fail  llama\.cpp build .*AMX ON.*this CPU advertises AMX.*#20824"],
+            id="amx",
+        ),
+        pytest.param(
+            "CPU : AVX = 1 | AVX2 = 1 | AVX512 = 1 | AVX512_VNNI = 1 |",
+            {"avx", "avx2"},
+            [r"fail  instruction sets +the build uses AVX512, AVX512_VNNI, which this CPU lacks"],
+            id="instruction-set-the-cpu-lacks",
+        ),
     ],
 )
 def test_a_build_that_does_not_suit_this_cpu_fails_with_the_rebuild_command(monkeypatch, system_info, flags, expected):
@@ -147,21 +157,30 @@ def test_a_kernel_that_cannot_start_is_a_problem_with_its_cause_and_fix(monkeypa
     import tuiagent.runner
     from kernels.base import KernelFailed
 
-    failed = KernelFailed("it exited during start-up (exit code 1)", "Traceback ...\nbwrap: Can't mount proc",
-                          "bubblewrap could not build the sandbox", "run with --sandbox auto")
+    failed = KernelFailed(
+        "it exited during start-up (exit code 1)",
+        "Traceback ...\nbwrap: Can't mount proc",
+        "bubblewrap could not build the sandbox",
+        "run with --sandbox auto",
+    )
     monkeypatch.setattr(tuiagent.runner, "make_kernel", lambda *a, **k: KernelThatCannotStart(failed))
     checks = {c.name: c for c in doctor.kernel_checks()}
     start = checks["kernel start"]
-    assert start.status == "fail" and start.detail == ("it exited during start-up (exit code 1) (it printed: bwrap: "
-                                                       "Can't mount proc); likely cause: bubblewrap could not build the sandbox")
+    assert start.status == "fail" and start.detail == (
+        "it exited during start-up (exit code 1) (it printed: bwrap: "
+        "Can't mount proc); likely cause: bubblewrap could not build the sandbox"
+    )
     assert start.fix == "run with --sandbox auto" and "first cell" not in checks
 
 
 def test_any_other_failure_of_the_kernel_check_is_reported_too(monkeypatch):
     import tuiagent.runner
 
-    monkeypatch.setattr(tuiagent.runner, "make_kernel",
-                        lambda *a, **k: KernelThatCannotStart(RuntimeError("Kernel died before replying")))
+    monkeypatch.setattr(
+        tuiagent.runner,
+        "make_kernel",
+        lambda *a, **k: KernelThatCannotStart(RuntimeError("Kernel died before replying")),
+    )
     start = {c.name: c for c in doctor.kernel_checks()}["kernel start"]
     assert start.status == "fail" and "Kernel died before replying" in start.detail and "tuiagent solve" in start.fix
 
@@ -180,8 +199,10 @@ def test_the_matmul_path_says_whose_setting_is_in_force(monkeypatch):
 
     for name in ("GGML_CPU_TILED_MM", "GGML_CPU_TILED_MM_FORCE"):
         monkeypatch.delenv(name, raising=False)
-    assert matmul_path().startswith("tiled K-quant matmul on for steps of 8 or more columns (llama.cpp's default); "
-                                    "the batched engine decodes at most 4 columns a step")
+    assert matmul_path().startswith(
+        "tiled K-quant matmul on for steps of 8 or more columns (llama.cpp's default); "
+        "the batched engine decodes at most 4 columns a step"
+    )
     monkeypatch.setenv("GGML_CPU_TILED_MM", "00")  # llama.cpp reads it with atoi
     assert matmul_path().startswith("tiled K-quant matmul off (yours")
     monkeypatch.setenv("GGML_CPU_TILED_MM", "1")

@@ -13,7 +13,9 @@ from tuiagent.config.sources import install_state
 
 pytestmark = pytest.mark.slow
 
-WORD_PROBLEM = "Weng earns $12 an hour for babysitting. Yesterday, she just did 50 minutes of babysitting. How much did she earn?"
+WORD_PROBLEM = (
+    "Weng earns $12 an hour for babysitting. Yesterday, she just did 50 minutes of babysitting. How much did she earn?"
+)
 
 
 @pytest.fixture(scope="module")
@@ -28,7 +30,9 @@ def default_model_ready():
 def test_default_model_solves_a_word_problem_with_code(default_model_ready, tmp_path):
     out = subprocess.run(
         [sys.executable, "-m", "tuiagent", "solve", WORD_PROBLEM, "--gold", "10", "--json", "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=1200,
+        capture_output=True,
+        text=True,
+        timeout=1200,
     )
     assert out.returncode == 0, out.stderr[-2000:]
     events = [json.loads(line) for line in out.stdout.splitlines()]
@@ -47,9 +51,23 @@ def test_default_model_solves_a_word_problem_with_code(default_model_ready, tmp_
 
 def test_default_model_with_every_guard_on(default_model_ready, tmp_path):
     out = subprocess.run(
-        [sys.executable, "-m", "tuiagent", "solve", WORD_PROBLEM, "--gold", "10", "--guard", "all", "--json",
-         "--out", str(tmp_path)],
-        capture_output=True, text=True, timeout=1800,
+        [
+            sys.executable,
+            "-m",
+            "tuiagent",
+            "solve",
+            WORD_PROBLEM,
+            "--gold",
+            "10",
+            "--guard",
+            "all",
+            "--json",
+            "--out",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
     )
     assert out.returncode == 0, out.stderr[-2000:]
     events = [json.loads(line) for line in out.stdout.splitlines()]

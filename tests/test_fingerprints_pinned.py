@@ -15,9 +15,14 @@ ROOT = Path(__file__).resolve().parent.parent
 EVAL_BASE = {"run": {}, "sampling": {}}  # what an eval with no eval-wide budgets or sampling hashes with
 OTHER_BASE = {"run": {"max_tool_calls": 2}, "sampling": {"temperature": 0.7}}
 
-SHIPPED = {"recommended": "6d57c2c7382d", "flag-only": "6d57c2c7382d", "light": "c4a1c65a358b",
-           # added beside the RunSpec refactor, pinned from their own branches' pre-RunSpec code
-           "tim-prompt": "6673236e52f0", "gstep-critic": "9e57fe346f14"}
+SHIPPED = {
+    "recommended": "6d57c2c7382d",
+    "flag-only": "6d57c2c7382d",
+    "light": "c4a1c65a358b",
+    # added beside the RunSpec refactor, pinned from their own branches' pre-RunSpec code
+    "tim-prompt": "6673236e52f0",
+    "gstep-critic": "9e57fe346f14",
+}
 
 # text -> (fingerprint(), fingerprint(OTHER_BASE))
 STRINGS = {
@@ -35,11 +40,15 @@ STRINGS = {
     "full:max_tool_calls=8": ("491102fcb00c", "8d325fe5f08f"),
     "none:max_tool_calls=8": ("11c0edeba703", "4e4180fd0ce2"),
     "noop+attc": ("b7a5a08c76b0", "33275e5b1379"),
-    "attc+prunetir:attc.threshold=0.9,prunetir.turn_limit=2,max_tool_calls=6,temperature=0.7":
-        ("5136240ada48", "c698bcfdea2d"),
+    "attc+prunetir:attc.threshold=0.9,prunetir.turn_limit=2,max_tool_calls=6,temperature=0.7": (
+        "5136240ada48",
+        "c698bcfdea2d",
+    ),
     "cot:mode=cot": ("150ce2aa009a", "84dbd254594a"),
-    "oracle:exec_timeout_s=2.5,output_chars=300,max_wall_s=120,max_tokens=2048,top_p=0.9,top_k=40,"
-    "repeat_penalty=1.1": ("051c0dd7631a", "980dab22039a"),
+    "oracle:exec_timeout_s=2.5,output_chars=300,max_wall_s=120,max_tokens=2048,top_p=0.9,top_k=40,repeat_penalty=1.1": (
+        "051c0dd7631a",
+        "980dab22039a",
+    ),
 }
 
 
@@ -55,8 +64,9 @@ def test_parsed_strings_keep_their_fingerprints(text):
     assert (setting.fingerprint(), setting.fingerprint(OTHER_BASE)) == STRINGS[text]
 
 
-@pytest.mark.parametrize("directory", sorted(p.parent for p in (ROOT / "evals").glob("*/eval.json")),
-                         ids=lambda p: p.name)
+@pytest.mark.parametrize(
+    "directory", sorted(p.parent for p in (ROOT / "evals").glob("*/eval.json")), ids=lambda p: p.name
+)
 def test_the_repos_eval_directories_would_resume(directory):
     """Each setting of each shipped results directory hashes to what its manifest recorded."""
     manifest = json.loads((directory / "eval.json").read_text(encoding="utf-8"))

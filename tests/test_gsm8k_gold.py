@@ -35,8 +35,10 @@ def test_no_number_is_no_gold(answer):
 
 def test_eval_and_training_read_the_same_golds(tmp_path):
     data = tmp_path / "gsm.jsonl"
-    data.write_text("".join(json.dumps({"question": f"q{i}", "answer": f"so\n{last}"}) + "\n"
-                            for i, (last, _) in enumerate(CASES)), encoding="utf-8")
+    data.write_text(
+        "".join(json.dumps({"question": f"q{i}", "answer": f"so\n{last}"}) + "\n" for i, (last, _) in enumerate(CASES)),
+        encoding="utf-8",
+    )
     expected = [gold for _, gold in CASES]
     assert [p.gold for p in load_jsonl(data)] == expected
     assert [gold for _, _, gold in read_questions(data, 0, len(CASES))] == expected
@@ -44,8 +46,13 @@ def test_eval_and_training_read_the_same_golds(tmp_path):
 
 def test_a_line_without_a_gold_is_refused_by_both_with_its_line(tmp_path):
     data = tmp_path / "gsm.jsonl"
-    data.write_text(json.dumps({"question": "q0", "answer": "#### 1"}) + "\n"
-                    + json.dumps({"question": "q1", "answer": "so ####"}) + "\n", encoding="utf-8")
+    data.write_text(
+        json.dumps({"question": "q0", "answer": "#### 1"})
+        + "\n"
+        + json.dumps({"question": "q1", "answer": "so ####"})
+        + "\n",
+        encoding="utf-8",
+    )
     with pytest.raises(DatasetError, match="gsm.jsonl:2"):
         load_jsonl(data)
     with pytest.raises(ValueError, match="gsm.jsonl:2"):  # training read an empty gold: every answer wrong

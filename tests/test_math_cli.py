@@ -26,8 +26,18 @@ def tuiagent(*args: str) -> subprocess.CompletedProcess:
 
 def solved(write_script, tmp_path: Path, *flags: str) -> tuple[subprocess.CompletedProcess, Path]:
     script = write_script(TURN)
-    out = tuiagent("solve", "How many apples if $n = 3 \\times 17$?", "-m", "scripted", "--script", str(script), "--no-tool",
-                   "--out", str(tmp_path / "runs"), *flags)
+    out = tuiagent(
+        "solve",
+        "How many apples if $n = 3 \\times 17$?",
+        "-m",
+        "scripted",
+        "--script",
+        str(script),
+        "--no-tool",
+        "--out",
+        str(tmp_path / "runs"),
+        *flags,
+    )
     assert out.returncode == 0, out.stderr
     return out, next((tmp_path / "runs").glob("*.jsonl"))
 
@@ -71,7 +81,8 @@ def test_exports_render_math_unless_asked_not_to(write_script, tmp_path):
     page = export_runs([path], "html", shade=True)
     assert "3 × 17" in page and 'title="LaTeX: \\(3 \\times 17\\)"' in page  # the source on hover
     assert "\\times" not in page.replace('title="LaTeX: \\(3 \\times 17\\)"', "").replace(
-        'title="LaTeX: \\[\n3 \\times 17 = 51\n\\]"', "")
+        'title="LaTeX: \\[\n3 \\times 17 = 51\n\\]"', ""
+    )
     raw = tuiagent("export", str(path), "--html", "--raw-math")
     assert raw.returncode == 0 and "\\(3 \\times 17\\)" in raw.stdout and "LaTeX:" not in raw.stdout
     compared = tuiagent("compare", str(path), str(path), "--print")
@@ -81,7 +92,18 @@ def test_exports_render_math_unless_asked_not_to(write_script, tmp_path):
 def test_fork_takes_raw_math(write_script, tmp_path):
     _, path = solved(write_script, tmp_path)
     script = write_script(TURN, name="fork.jsonl")
-    out = tuiagent("fork", str(path), "--step", "0", "-m", "scripted", "--script", str(script), "--raw-math",
-                   "--out", str(tmp_path / "forks"))
+    out = tuiagent(
+        "fork",
+        str(path),
+        "--step",
+        "0",
+        "-m",
+        "scripted",
+        "--script",
+        str(script),
+        "--raw-math",
+        "--out",
+        str(tmp_path / "forks"),
+    )
     assert out.returncode == 0, out.stderr
     assert TURN in out.stdout

@@ -10,46 +10,55 @@ from hypothesis import strategies as st
 from tuiagent.mathtext import BOX, MathStream, pieces, render_latex, render_math
 
 
-@pytest.mark.parametrize("source, shown", [
-    # the issue's own examples
-    (r"the initial number of marbles is \(3 \times 17\)", "the initial number of marbles is 3 × 17"),
-    (r"\((3 \times 17 - 9) + 4 \times 6\)", "(3 × 17 - 9) + 4 × 6"),
-    ("so\n\\[ 288 - 150 = 138 \\]\nleft", "so\n288 - 150 = 138\nleft"),
-    # display math over lines, $$ and $
-    ("\\[\n288 - 150\n= 138\n\\]", "288 - 150 = 138"),
-    (r"hence $$\frac{a+b}{c}$$ holds", "hence (a+b)/c holds"),
-    (r"let $x^2 + y_{10} = \frac{1}{2}$ now", "let x² + y₁₀ = ½ now"),
-    (r"$x^{n+1}$, $x^{a b}$", "xⁿ⁺¹, x^(a b)"),
-    (r"\(3\frac{5}{7}\) and \(\dfrac{x}{y+1}\)", "3⁵⁄₇ and x/(y+1)"),
-    (r"\(\sqrt{2}\), \(\sqrt[3]{x+1}\), \(90^\circ\)", "√2, ∛(x+1), 90°"),
-    (r"\(a \equiv b \pmod{7}\), \(\binom{5}{2} = 10\)", "a ≡ b (mod 7), C(5, 2) = 10"),
-    (r"\(\left(\frac{3}{4}\right)^2 \ne 1\)", "(¾)² ≠ 1"),
-    (r"\( x = \frac{-b \pm \sqrt{b^2 - 4ac}}{2a} \)", "x = (-b ± √(b² - 4ac))/2a"),
-    (r"\[ \text{Speed} = \frac{\text{Distance}}{\text{Time}} \]", "Speed = Distance/Time"),
-    ("\\[\\begin{aligned} a &= b \\\\ c &= d \\end{aligned}\\]", "a = b\nc = d"),
-])
+@pytest.mark.parametrize(
+    "source, shown",
+    [
+        # the issue's own examples
+        (r"the initial number of marbles is \(3 \times 17\)", "the initial number of marbles is 3 × 17"),
+        (r"\((3 \times 17 - 9) + 4 \times 6\)", "(3 × 17 - 9) + 4 × 6"),
+        ("so\n\\[ 288 - 150 = 138 \\]\nleft", "so\n288 - 150 = 138\nleft"),
+        # display math over lines, $$ and $
+        ("\\[\n288 - 150\n= 138\n\\]", "288 - 150 = 138"),
+        (r"hence $$\frac{a+b}{c}$$ holds", "hence (a+b)/c holds"),
+        (r"let $x^2 + y_{10} = \frac{1}{2}$ now", "let x² + y₁₀ = ½ now"),
+        (r"$x^{n+1}$, $x^{a b}$", "xⁿ⁺¹, x^(a b)"),
+        (r"\(3\frac{5}{7}\) and \(\dfrac{x}{y+1}\)", "3⁵⁄₇ and x/(y+1)"),
+        (r"\(\sqrt{2}\), \(\sqrt[3]{x+1}\), \(90^\circ\)", "√2, ∛(x+1), 90°"),
+        (r"\(a \equiv b \pmod{7}\), \(\binom{5}{2} = 10\)", "a ≡ b (mod 7), C(5, 2) = 10"),
+        (r"\(\left(\frac{3}{4}\right)^2 \ne 1\)", "(¾)² ≠ 1"),
+        (r"\( x = \frac{-b \pm \sqrt{b^2 - 4ac}}{2a} \)", "x = (-b ± √(b² - 4ac))/2a"),
+        (r"\[ \text{Speed} = \frac{\text{Distance}}{\text{Time}} \]", "Speed = Distance/Time"),
+        ("\\[\\begin{aligned} a &= b \\\\ c &= d \\end{aligned}\\]", "a = b\nc = d"),
+    ],
+)
 def test_delimiters_render(source: str, shown: str) -> None:
     assert render_math(source) == shown
 
 
-@pytest.mark.parametrize("source, shown", [
-    (r"The answer is \boxed{42}.", f"The answer is {BOX[0]}42{BOX[1]}."),
-    (r"so \(\boxed{\frac{3}{4}}\)", f"so {BOX[0]}¾{BOX[1]}"),
-    (r"\boxed{\{1, 2\}}", f"{BOX[0]}{{1, 2}}{BOX[1]}"),
-])
+@pytest.mark.parametrize(
+    "source, shown",
+    [
+        (r"The answer is \boxed{42}.", f"The answer is {BOX[0]}42{BOX[1]}."),
+        (r"so \(\boxed{\frac{3}{4}}\)", f"so {BOX[0]}¾{BOX[1]}"),
+        (r"\boxed{\{1, 2\}}", f"{BOX[0]}{{1, 2}}{BOX[1]}"),
+    ],
+)
 def test_boxed_is_marked(source: str, shown: str) -> None:
     assert render_math(source) == shown
 
 
-@pytest.mark.parametrize("money", [
-    "I paid $5 and $10 for it.",
-    "between $5-$10, or $5/$10",
-    "$5, $10 and $15",
-    "$5+$10=$15",
-    "it costs $5.",
-    "the $20 bill and the $ 5 coin",
-    r"escaped \$5 and \$x\$",
-])
+@pytest.mark.parametrize(
+    "money",
+    [
+        "I paid $5 and $10 for it.",
+        "between $5-$10, or $5/$10",
+        "$5, $10 and $15",
+        "$5+$10=$15",
+        "it costs $5.",
+        "the $20 bill and the $ 5 coin",
+        r"escaped \$5 and \$x\$",
+    ],
+)
 def test_money_is_not_math(money: str) -> None:
     assert render_math(money) == money
 
@@ -58,26 +67,35 @@ def test_money_beside_math() -> None:
     assert render_math("$5.00 each, so $x$ in total") == "$5.00 each, so x in total"
 
 
-_AMOUNT = st.builds(lambda d, c: "$" + d + c, st.from_regex(r"[1-9][0-9]{0,4}", fullmatch=True),
-                    st.sampled_from(["", ".50", ",000", "k"]))
+_AMOUNT = st.builds(
+    lambda d, c: "$" + d + c,
+    st.from_regex(r"[1-9][0-9]{0,4}", fullmatch=True),
+    st.sampled_from(["", ".50", ",000", "k"]),
+)
 _BETWEEN = st.sampled_from([" and ", ", ", " to ", "-", "/", " + ", " or ", " then "])
 
 
 @settings(max_examples=300, deadline=None)
-@given(st.lists(_AMOUNT, min_size=1, max_size=6), st.lists(_BETWEEN, min_size=6, max_size=6),
-       st.sampled_from(["", ".", " each.", " in total"]))
+@given(
+    st.lists(_AMOUNT, min_size=1, max_size=6),
+    st.lists(_BETWEEN, min_size=6, max_size=6),
+    st.sampled_from(["", ".", " each.", " in total"]),
+)
 def test_any_list_of_prices_stays_money(amounts: list[str], between: list[str], end: str) -> None:
     text = "".join(a + b for a, b in zip(amounts, between))[: -len(between[len(amounts) - 1])] + end
     assert render_math(text) == text
 
 
-@pytest.mark.parametrize("source", [
-    r"\(\foo{3}\) is not known",  # pylatexenc would drop the unknown macro
-    r"\(\frac{1}{\) cannot be parsed",
-    r"\(a \over b\)",
-    r"an opener that never closes: \( x + 1",
-    r"\boxed{42",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        r"\(\foo{3}\) is not known",  # pylatexenc would drop the unknown macro
+        r"\(\frac{1}{\) cannot be parsed",
+        r"\(a \over b\)",
+        r"an opener that never closes: \( x + 1",
+        r"\boxed{42",
+    ],
+)
 def test_what_cannot_be_read_stays_as_written(source: str) -> None:
     assert render_math(source) == source
 
@@ -88,12 +106,15 @@ def test_render_latex_falls_back_to_its_source() -> None:
     assert render_latex("42") == "42"
 
 
-@pytest.mark.parametrize("code", [
-    "```python\nprint('$a$ and \\(b\\)', r'\\boxed{1}')\n```",
-    "```output\n$5 \\(x\\)\n```",
-    "see `$x$` and `\\(y\\)` in the code",
-    "```python\nx = '\\\\(still open'\n",  # a fence still streaming: code to the end
-])
+@pytest.mark.parametrize(
+    "code",
+    [
+        "```python\nprint('$a$ and \\(b\\)', r'\\boxed{1}')\n```",
+        "```output\n$5 \\(x\\)\n```",
+        "see `$x$` and `\\(y\\)` in the code",
+        "```python\nx = '\\\\(still open'\n",  # a fence still streaming: code to the end
+    ],
+)
 def test_code_is_never_rendered(code: str) -> None:
     assert render_math(code) == code
     assert render_math(f"\\(1 \\times 2\\)\n{code}") == f"1 × 2\n{code}"
@@ -108,17 +129,47 @@ def test_plain_text_is_unchanged(text: str) -> None:
     assert render_math(text) == text
 
 
-@pytest.mark.parametrize("source", [
-    r"the initial number of marbles is \(3 \times 17\)", r"let $x^2 + y_1$", r"\boxed{\frac{1}{2}}",
-    "\\[ 288 - 150 = 138 \\]", "I paid $5 and $10",
-])
+@pytest.mark.parametrize(
+    "source",
+    [
+        r"the initial number of marbles is \(3 \times 17\)",
+        r"let $x^2 + y_1$",
+        r"\boxed{\frac{1}{2}}",
+        "\\[ 288 - 150 = 138 \\]",
+        "I paid $5 and $10",
+    ],
+)
 def test_rendering_twice_changes_nothing_more(source: str) -> None:
     once = render_math(source)
     assert render_math(once) == once
 
 
-_PARTS = st.sampled_from(["\\(", "\\)", "\\[", "\\]", "$", "$$", "x", "1", " ", "\n", "\n\n", "```", "`", "\\boxed{",
-                          "{", "}", "\\times ", "\\frac{1}{2}", "5", "\\foo", "^2", "python\n"])
+_PARTS = st.sampled_from(
+    [
+        "\\(",
+        "\\)",
+        "\\[",
+        "\\]",
+        "$",
+        "$$",
+        "x",
+        "1",
+        " ",
+        "\n",
+        "\n\n",
+        "```",
+        "`",
+        "\\boxed{",
+        "{",
+        "}",
+        "\\times ",
+        "\\frac{1}{2}",
+        "5",
+        "\\foo",
+        "^2",
+        "python\n",
+    ]
+)
 
 
 @settings(max_examples=400, deadline=None)
@@ -178,8 +229,9 @@ def test_token_confidence_lines_up_with_the_rendered_text(parts: list[str], data
     assert all(e <= s for e, s in zip(mapped.ends, mapped.starts[1:]))  # no two overlap
     at = 0
     for p in cut:
-        inside = [(s, e, q) for s, e, q in zip(mapped.starts, mapped.ends, mapped.probs)
-                  if at <= s and e <= at + len(p.text)]
+        inside = [
+            (s, e, q) for s, e, q in zip(mapped.starts, mapped.ends, mapped.probs) if at <= s and e <= at + len(p.text)
+        ]
         if p.math:
             low = min(q for s, e, q in zip(source.starts, source.ends, source.probs) if s < p.end and e > p.start)
             assert inside == [(at, at + len(p.text), low)]

@@ -29,16 +29,19 @@ def test_conditions():
         parse_config("cot+noop")
 
 
-@pytest.mark.parametrize("text, message", [
-    ("attcc", "'attcc' is not a guard"),
-    ("attc:threshold=0.9", "unknown setting 'threshold'"),
-    ("attc:max_tool_calls=x", "must be a number"),
-    ("attc:mode=python", "mode must be one of tool, cot, fcstyle"),
-    ("evidence:evidence=gold", "evidence can only be oracle"),
-    ("attc:oops", "is not KEY=VALUE"),
-    ("attc:gstep.tau=0.5", "sets gstep, which it does not turn on"),
-    ("none:attc.threshold=0.9", "sets attc, which it does not turn on"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("attcc", "'attcc' is not a guard"),
+        ("attc:threshold=0.9", "unknown setting 'threshold'"),
+        ("attc:max_tool_calls=x", "must be a number"),
+        ("attc:mode=python", "mode must be one of tool, cot, fcstyle"),
+        ("evidence:evidence=gold", "evidence can only be oracle"),
+        ("attc:oops", "is not KEY=VALUE"),
+        ("attc:gstep.tau=0.5", "sets gstep, which it does not turn on"),
+        ("none:attc.threshold=0.9", "sets attc, which it does not turn on"),
+    ],
+)
 def test_mistakes_say_what_is_allowed(text, message):
     with pytest.raises(ConfigError, match=message):
         parse_config(text)
@@ -76,7 +79,10 @@ def test_protocol_adds_the_seven_conditions_once():
     assert [s.name for s in settings] == ["attc", "cot", "full", "fcstyle", "noop", "oracle", "evidence", "max1"]
     by_name = {s.name: s for s in settings}
     assert (by_name["fcstyle"].mode, by_name["evidence"].evidence, by_name["full"].evidence) == (
-        "fcstyle", "oracle", "as written")
+        "fcstyle",
+        "oracle",
+        "as written",
+    )
     assert [s.name for s in resolve_settings([])] == ["none"]
 
 

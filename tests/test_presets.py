@@ -38,19 +38,28 @@ def test_shipped_presets_and_the_users_own():
     write_user_presets(STRICT + '\n[presets.light]\nguards = ["prunetir"]\n')
     presets = load_presets()
     strict = presets["strict"]
-    assert (strict.guards, strict.guard_settings, strict.run) == (("attc",), {"attc": {"threshold": 0.99}},
-                                                                 {"max_tool_calls": 1})
+    assert (strict.guards, strict.guard_settings, strict.run) == (
+        ("attc",),
+        {"attc": {"threshold": 0.99}},
+        {"max_tool_calls": 1},
+    )
     assert presets["light"].guards == ("prunetir",) and presets["light"].origin == str(user_presets_file())
     assert [s.name for s in resolve_settings(["none", "strict"], named=presets)] == ["none", "strict"]
 
 
-@pytest.mark.parametrize(("text", "message"), [
-    ('[presets.x]\nguards = ["attcc"]\n', "'attcc' is not an installed guard"),
-    ('[presets.x]\nguards = ["attc"]\ncolour = "red"\n', "unknown key(s) colour"),
-    ('[presets.x]\nguards = ["attc"]\n[presets.x.guard_settings.gstep]\ntau = 0.5\n', "sets gstep, which it does not turn on"),
-    ('[presets.x]\nguards = ["attc"]\nrun = { budget = 3 }\n', "unknown run setting 'budget'"),
-    ("[presets.x\n", "not valid TOML"),
-])
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ('[presets.x]\nguards = ["attcc"]\n', "'attcc' is not an installed guard"),
+        ('[presets.x]\nguards = ["attc"]\ncolour = "red"\n', "unknown key(s) colour"),
+        (
+            '[presets.x]\nguards = ["attc"]\n[presets.x.guard_settings.gstep]\ntau = 0.5\n',
+            "sets gstep, which it does not turn on",
+        ),
+        ('[presets.x]\nguards = ["attc"]\nrun = { budget = 3 }\n', "unknown run setting 'budget'"),
+        ("[presets.x\n", "not valid TOML"),
+    ],
+)
 def test_mistakes_name_the_file(text, message):
     path = write_user_presets(text)
     with pytest.raises(ConfigError, match=message.replace("(", r"\(").replace(")", r"\)")) as err:
@@ -59,8 +68,13 @@ def test_mistakes_name_the_file(text, message):
 
 
 def solve(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tuiagent", "solve", *args], capture_output=True, text=True,
-                          timeout=120, env=os.environ.copy())
+    return subprocess.run(
+        [sys.executable, "-m", "tuiagent", "solve", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=os.environ.copy(),
+    )
 
 
 def test_a_sampling_tables_max_tokens_is_one_turns(tmp_path):

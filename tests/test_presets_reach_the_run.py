@@ -47,8 +47,9 @@ def assert_the_preset_reached(events: list[dict[str, Any]], *, guards: bool = Tr
 
 
 def tuiagent(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tuiagent", *args], capture_output=True, text=True, timeout=180,
-                          cwd=cwd)
+    return subprocess.run(
+        [sys.executable, "-m", "tuiagent", *args], capture_output=True, text=True, timeout=180, cwd=cwd
+    )
 
 
 def read(path: Path) -> list[dict[str, Any]]:
@@ -59,8 +60,18 @@ def read(path: Path) -> list[dict[str, Any]]:
 def test_solve_preset(write_script, tmp_path):
     write_budgeted_preset()
     script = write_script("\\boxed{3}")
-    done = tuiagent("solve", "1+2", "-m", "scripted", "--script", str(script), "--out", str(tmp_path / "run.jsonl"),
-                    "--preset", "budgeted")
+    done = tuiagent(
+        "solve",
+        "1+2",
+        "-m",
+        "scripted",
+        "--script",
+        str(script),
+        "--out",
+        str(tmp_path / "run.jsonl"),
+        "--preset",
+        "budgeted",
+    )
     assert done.returncode == 0, done.stderr
     assert_the_preset_reached(read(tmp_path / "run.jsonl"))
 
@@ -68,14 +79,34 @@ def test_solve_preset(write_script, tmp_path):
 def test_solve_options_given_win_and_options_not_given_keep_the_presets(write_script, tmp_path):
     write_budgeted_preset()
     script = write_script("\\boxed{3}")
-    done = tuiagent("solve", "1+2", "-m", "scripted", "--script", str(script), "--out", str(tmp_path / "run.jsonl"),
-                    "--preset", "budgeted", "--max-tool-calls", "2", "--set", "top_k=5", "--temperature", "0.6",
-                    "--set", "turn_max_tokens=64")
+    done = tuiagent(
+        "solve",
+        "1+2",
+        "-m",
+        "scripted",
+        "--script",
+        str(script),
+        "--out",
+        str(tmp_path / "run.jsonl"),
+        "--preset",
+        "budgeted",
+        "--max-tool-calls",
+        "2",
+        "--set",
+        "top_k=5",
+        "--temperature",
+        "0.6",
+        "--set",
+        "turn_max_tokens=64",
+    )
     assert done.returncode == 0, done.stderr
     started = read(tmp_path / "run.jsonl")[0]
     assert (started["settings"]["max_tool_calls"], started["settings"]["max_tokens"]) == (2, RUN["max_tokens"])
     assert (started["sampling"]["top_k"], started["sampling"]["temperature"], started["sampling"]["top_p"]) == (
-        5, 0.6, SAMPLING["top_p"])
+        5,
+        0.6,
+        SAMPLING["top_p"],
+    )
     assert (started["sampling"]["max_tokens"], started["settings"]["max_tokens"]) == (64, RUN["max_tokens"])
 
 
@@ -83,8 +114,23 @@ def test_eval_config(write_script, tmp_path):
     write_budgeted_preset()
     script = write_script(code_turn("150 + 3"), answer_turn("153"))
     out = tmp_path / "eval"
-    done = tuiagent("eval", "demo", "-m", "scripted", "--script", str(script), "--limit", "1", "-c", "budgeted",
-                    "--out", str(out), "-q", "-f", "json")
+    done = tuiagent(
+        "eval",
+        "demo",
+        "-m",
+        "scripted",
+        "--script",
+        str(script),
+        "--limit",
+        "1",
+        "-c",
+        "budgeted",
+        "--out",
+        str(out),
+        "-q",
+        "-f",
+        "json",
+    )
     assert done.returncode == 0, done.stderr
     record = json.loads((out / "results.jsonl").read_text(encoding="utf-8").splitlines()[0])
     assert_the_preset_reached(read(Path(record["trajectory"])))
@@ -93,12 +139,38 @@ def test_eval_config(write_script, tmp_path):
 def test_fork_preset(write_script, tmp_path):
     write_budgeted_preset()
     parent = write_script("Let me compute.\n```python\nx = 6\n```\n```output", "So \\boxed{6}.", name="p.jsonl")
-    done = tuiagent("solve", "What is 6 times 7?", "-m", "scripted", "--script", str(parent), "-g", "attc",
-                    "--out", str(tmp_path / "parent.jsonl"), "--sandbox", "off")
+    done = tuiagent(
+        "solve",
+        "What is 6 times 7?",
+        "-m",
+        "scripted",
+        "--script",
+        str(parent),
+        "-g",
+        "attc",
+        "--out",
+        str(tmp_path / "parent.jsonl"),
+        "--sandbox",
+        "off",
+    )
     assert done.returncode == 0, done.stderr
     child = write_script("Let me compute.\n```python\nprint(x * 7)\n```\n```output", "So \\boxed{42}.", name="f.jsonl")
-    forked = tuiagent("fork", str(tmp_path / "parent.jsonl"), "--step", "1", "-m", "scripted", "--script", str(child),
-                      "--preset", "budgeted", "--out", str(tmp_path / "fork.jsonl"), "--sandbox", "off")
+    forked = tuiagent(
+        "fork",
+        str(tmp_path / "parent.jsonl"),
+        "--step",
+        "1",
+        "-m",
+        "scripted",
+        "--script",
+        str(child),
+        "--preset",
+        "budgeted",
+        "--out",
+        str(tmp_path / "fork.jsonl"),
+        "--sandbox",
+        "off",
+    )
     assert forked.returncode == 0, forked.stderr
     events = read(tmp_path / "fork.jsonl")
     assert_the_preset_reached(events, guards=False)  # the parent's steps replay its guards first

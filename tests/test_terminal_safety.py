@@ -26,8 +26,13 @@ HOSTILE = {
 
 
 def inert(text: str) -> bool:
-    return not any((ord(c) < 0x20 and c not in "\t\n") or 0x7F <= ord(c) <= 0x9F or 0x202A <= ord(c) <= 0x202E
-                   or 0x2066 <= ord(c) <= 0x2069 for c in text)
+    return not any(
+        (ord(c) < 0x20 and c not in "\t\n")
+        or 0x7F <= ord(c) <= 0x9F
+        or 0x202A <= ord(c) <= 0x202E
+        or 0x2066 <= ord(c) <= 0x2069
+        for c in text
+    )
 
 
 @pytest.mark.parametrize("name", list(HOSTILE))
@@ -46,8 +51,9 @@ def test_plain_text_newlines_tabs_and_unicode_pass_unchanged():
 def test_solve_replay_and_compare_show_hostile_text_inert_and_keep_it_verbatim(write_script, tmp_path):
     payload = "".join(HOSTILE.values())
     problem = f"What is 6*7? {payload}"
-    script = write_script(f"Thinking {payload}\n```python\nprint({payload!r})\n```\n```output",
-                          f"So \\boxed{{42}} {payload}")
+    script = write_script(
+        f"Thinking {payload}\n```python\nprint({payload!r})\n```\n```output", f"So \\boxed{{42}} {payload}"
+    )
     out = tuiagent("solve", problem, "-m", "scripted", "--script", str(script), "--out", str(tmp_path / "runs"))
     assert out.returncode == 0, out.stderr
     assert inert(out.stdout) and "␛]52;c;" in out.stdout and "answer: 42" in out.stdout
@@ -69,7 +75,13 @@ def test_the_apps_widgets_show_hostile_text_inert():
 
     payload = "".join(HOSTILE.values())
     assert inert(render_turn(f"prose {payload}\n```python\nprint({payload!r})\n```").plain)
-    result = ev.ToolResult(call=1, shown=payload, error=False, timed_out=False, duration_s=0.1,
-                           outputs=[{"kind": "stdout", "text": payload}])
+    result = ev.ToolResult(
+        call=1,
+        shown=payload,
+        error=False,
+        timed_out=False,
+        duration_s=0.1,
+        outputs=[{"kind": "stdout", "text": payload}],
+    )
     assert inert(output_text(result)) and "␛]52" in output_text(result)
     assert inert(NoteLine(1, "note", "guard", payload).render().plain)

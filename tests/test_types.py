@@ -14,8 +14,10 @@ import pytest
 ROOT = Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.skipif(importlib.util.find_spec("mypy") is None,
-                    reason="mypy is not installed (it comes with the test extra: pip install -e '.[test]')")
+@pytest.mark.skipif(
+    importlib.util.find_spec("mypy") is None,
+    reason="mypy is not installed (it comes with the test extra: pip install -e '.[test]')",
+)
 def test_mypy_passes():
     out = subprocess.run([sys.executable, "-m", "mypy"], capture_output=True, text=True, cwd=ROOT)
     assert out.returncode == 0, f"mypy exited {out.returncode}:\n{out.stdout}{out.stderr}"

@@ -9,8 +9,9 @@ if TYPE_CHECKING:
     from tuiagent.ui import AppConfig
 
 
-def app_config(*, model: str | None = None, models_file: Path | None = None, preset: str | None = None,
-               **options: Any) -> AppConfig:
+def app_config(
+    *, model: str | None = None, models_file: Path | None = None, preset: str | None = None, **options: Any
+) -> AppConfig:
     """What ``tuiagent --preset P`` opens the app with: ``preset``'s spec (default: the one ``solve``
     starts from too), its guards, their settings, budgets, sampling, mode and kernel, as ``solve
     --preset`` runs them. ``options`` are further :class:`tuiagent.ui.AppConfig` fields (script,

@@ -35,12 +35,16 @@ app = typer.Typer(
 )
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
-ModelOpt = Annotated[str | None, typer.Option("--model", "-m", help="Model id from models.toml (default: its `default`).")]
+ModelOpt = Annotated[
+    str | None, typer.Option("--model", "-m", help="Model id from models.toml (default: its `default`).")
+]
 ModelsFileOpt = Annotated[
     Path | None, typer.Option("--models", help="A models.toml that overrides the shipped and user ones.")
 ]
-SET_HELP = ("A setting, KEY=VALUE (repeat): a guard's (attc.threshold=0.95), a budget (max_tool_calls=6), "
-            "sampling (temperature=0.7, turn_max_tokens=512), mode or kernel; docs/runs.md.")
+SET_HELP = (
+    "A setting, KEY=VALUE (repeat): a guard's (attc.threshold=0.95), a budget (max_tool_calls=6), "
+    "sampling (temperature=0.7, turn_max_tokens=512), mode or kernel; docs/runs.md."
+)
 ScriptOpt = Annotated[
     Path | None, typer.Option("--script", help="Turns to replay with `--model scripted` (JSON lines).")
 ]
@@ -54,10 +58,20 @@ def main_callback(
     script: ScriptOpt = None,
     sandbox: SandboxOpt = "auto",
     allow_network: NetworkOpt = False,
-    confirm: Annotated[bool, typer.Option("--confirm", help="Start with 'ask before running code' on (ctrl+k in the app).")] = False,
-    preset: Annotated[str | None, typer.Option("--preset", "-p", help=(
-        "Start under a preset or setting string (`tuiagent presets`): its guards, their settings, budgets, "
-        "sampling, mode and kernel, as `solve --preset` runs them (default: recommended)."))] = None,
+    confirm: Annotated[
+        bool, typer.Option("--confirm", help="Start with 'ask before running code' on (ctrl+k in the app).")
+    ] = False,
+    preset: Annotated[
+        str | None,
+        typer.Option(
+            "--preset",
+            "-p",
+            help=(
+                "Start under a preset or setting string (`tuiagent presets`): its guards, their settings, budgets, "
+                "sampling, mode and kernel, as `solve --preset` runs them (default: recommended)."
+            ),
+        ),
+    ] = None,
     raw_math: RawMathOpt = False,
 ) -> None:
     """Without a command, open the interactive app on the default model."""
@@ -68,8 +82,16 @@ def main_callback(
             preset_named(preset or DEFAULT_PRESET, model, models).spec.settings()
         except ValueError as e:
             raise typer.BadParameter(str(e), param_hint="--preset") from None
-        run_app(model=model, models_file=models, script=script, sandbox=check_sandbox(sandbox), confirm=confirm,
-                preset=preset or DEFAULT_PRESET, network=allow_network, raw_math=raw_math)
+        run_app(
+            model=model,
+            models_file=models,
+            script=script,
+            sandbox=check_sandbox(sandbox),
+            confirm=confirm,
+            preset=preset or DEFAULT_PRESET,
+            network=allow_network,
+            raw_math=raw_math,
+        )
 
 
 @app.command()
@@ -80,27 +102,61 @@ def solve(
     script: ScriptOpt = None,
     gold: Annotated[str | None, typer.Option(help="The right answer; the result is checked with math-verify.")] = None,
     no_tool: Annotated[bool, typer.Option("--no-tool", help="Chain-of-thought mode: same loop, no kernel.")] = False,
-    max_tool_calls: Annotated[int | None, typer.Option(min=0, help=f"Tool-call budget (default {DEFAULTS.max_tool_calls}).")] = None,
-    max_tokens: Annotated[int | None, typer.Option(min=1, help=(
-        f"Generated-token budget for the whole run (default {DEFAULTS.max_tokens}; one turn's limit is the "
-        "model's sampling max_tokens, or --set turn_max_tokens=N)."))] = None,
-    max_time: Annotated[float | None, typer.Option(min=1, help=f"Wall-time budget in seconds (default {DEFAULTS.max_wall_s:g}).")] = None,
-    timeout: Annotated[float | None, typer.Option(min=0.1, help=f"Per-call execution timeout in seconds (default {DEFAULTS.exec_timeout_s:g}).")] = None,
-    output_chars: Annotated[int | None, typer.Option(min=0, help=(
-        f"Tool output shown to the model: head+tail characters (default {DEFAULTS.output_chars})."))] = None,
+    max_tool_calls: Annotated[
+        int | None, typer.Option(min=0, help=f"Tool-call budget (default {DEFAULTS.max_tool_calls}).")
+    ] = None,
+    max_tokens: Annotated[
+        int | None,
+        typer.Option(
+            min=1,
+            help=(
+                f"Generated-token budget for the whole run (default {DEFAULTS.max_tokens}; one turn's limit is the "
+                "model's sampling max_tokens, or --set turn_max_tokens=N)."
+            ),
+        ),
+    ] = None,
+    max_time: Annotated[
+        float | None, typer.Option(min=1, help=f"Wall-time budget in seconds (default {DEFAULTS.max_wall_s:g}).")
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(min=0.1, help=f"Per-call execution timeout in seconds (default {DEFAULTS.exec_timeout_s:g})."),
+    ] = None,
+    output_chars: Annotated[
+        int | None,
+        typer.Option(
+            min=0, help=(f"Tool output shown to the model: head+tail characters (default {DEFAULTS.output_chars}).")
+        ),
+    ] = None,
     temperature: Annotated[float | None, typer.Option(min=0, help="Override the model's sampling temperature.")] = None,
     seed: Annotated[int | None, typer.Option(help="Sampling seed.")] = None,
-    out: Annotated[Path | None, typer.Option(help="Trajectory file, or a directory for it (default: user data dir).")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object per event instead of a transcript.")] = False,
-    preset: Annotated[str | None, typer.Option("--preset", "-p", help=(
-        "A preset or setting string (`tuiagent presets`, docs/runs.md): its guards, their settings, budgets, "
-        "sampling, mode and kernel; -g, --set and the options given here add to it or win over it. Default: "
-        "recommended, unless -g or --set is given."))] = None,
-    guard: Annotated[list[str] | None, typer.Option("--guard", "-g", help="Turn a guard on (repeat; `all` for every one).")] = None,
+    out: Annotated[
+        Path | None, typer.Option(help="Trajectory file, or a directory for it (default: user data dir).")
+    ] = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object per event instead of a transcript.")
+    ] = False,
+    preset: Annotated[
+        str | None,
+        typer.Option(
+            "--preset",
+            "-p",
+            help=(
+                "A preset or setting string (`tuiagent presets`, docs/runs.md): its guards, their settings, budgets, "
+                "sampling, mode and kernel; -g, --set and the options given here add to it or win over it. Default: "
+                "recommended, unless -g or --set is given."
+            ),
+        ),
+    ] = None,
+    guard: Annotated[
+        list[str] | None, typer.Option("--guard", "-g", help="Turn a guard on (repeat; `all` for every one).")
+    ] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help=SET_HELP)] = None,
     sandbox: SandboxOpt = "auto",
     allow_network: NetworkOpt = False,
-    confirm: Annotated[bool, typer.Option("--confirm", help="Ask on the terminal before each code block runs.")] = False,
+    confirm: Annotated[
+        bool, typer.Option("--confirm", help="Ask on the terminal before each code block runs.")
+    ] = False,
     raw_math: RawMathOpt = False,
 ) -> None:
     """Solve one problem and stream a readable transcript (or JSON events)."""
@@ -111,16 +167,34 @@ def solve(
     text = sys.stdin.read() if problem == "-" else problem
     if not text.strip():
         raise UserError("the problem is empty: pass the problem text, or - and the text on standard input")
-    given = given_spec(guard, set_, run={"mode": "cot" if no_tool else None, "max_tool_calls": max_tool_calls,
-                                          "max_tokens": max_tokens, "max_wall_s": max_time,
-                                          "exec_timeout_s": timeout, "output_chars": output_chars},
-                       sampling={"temperature": temperature, "seed": seed})
+    given = given_spec(
+        guard,
+        set_,
+        run={
+            "mode": "cot" if no_tool else None,
+            "max_tool_calls": max_tool_calls,
+            "max_tokens": max_tokens,
+            "max_wall_s": max_time,
+            "exec_timeout_s": timeout,
+            "output_chars": output_chars,
+        },
+        sampling={"temperature": temperature, "seed": seed},
+    )
     if preset is None and not guard and not set_:
         preset = DEFAULT_PRESET
     spec = preset_named(preset, model, models).spec.merged(given) if preset is not None else given
     try:
-        request = RunRequest.of(spec, text, model=model, models_file=models, script=script, gold=gold, out=out,
-                                sandbox=check_sandbox(sandbox), network=allow_network)
+        request = RunRequest.of(
+            spec,
+            text,
+            model=model,
+            models_file=models,
+            script=script,
+            gold=gold,
+            out=out,
+            sandbox=check_sandbox(sandbox),
+            network=allow_network,
+        )
     except ValueError as e:  # a budget no run can keep (RunSettings says which)
         raise typer.BadParameter(str(e)) from None
     approve = terminal_approver() if confirm else None
@@ -164,21 +238,47 @@ def solve(
 @app.command()
 def fork(
     run: Annotated[Path, typer.Argument(help="The parent run's trajectory file (.jsonl).")],
-    step: Annotated[int, typer.Option("--step", "-s", help="Fork after this step (0: before the first turn); "
-                                      "the fork generates the turn after it.")],
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Model id from models.toml (default: the parent's).")] = None,
+    step: Annotated[
+        int,
+        typer.Option(
+            "--step",
+            "-s",
+            help="Fork after this step (0: before the first turn); the fork generates the turn after it.",
+        ),
+    ],
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="Model id from models.toml (default: the parent's).")
+    ] = None,
     models: ModelsFileOpt = None,
     script: ScriptOpt = None,
-    preset: Annotated[str | None, typer.Option("--preset", "-p", help="Run the fork under a preset's guards, settings, budgets and sampling.")] = None,
-    guard: Annotated[list[str] | None, typer.Option("--guard", "-g", help="Turn a guard on (repeat; `all` for every one). With -g, --preset or --no-guards the parent's guards are dropped.")] = None,
+    preset: Annotated[
+        str | None,
+        typer.Option("--preset", "-p", help="Run the fork under a preset's guards, settings, budgets and sampling."),
+    ] = None,
+    guard: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--guard",
+            "-g",
+            help="Turn a guard on (repeat; `all` for every one). With -g, --preset or --no-guards the parent's guards are dropped.",
+        ),
+    ] = None,
     no_guards: Annotated[bool, typer.Option("--no-guards", help="Run the fork with no guard.")] = False,
     set_: Annotated[list[str] | None, typer.Option("--set", help=SET_HELP)] = None,
     max_tool_calls: Annotated[int | None, typer.Option(min=0, help="Tool-call budget (default: the parent's).")] = None,
-    max_tokens: Annotated[int | None, typer.Option(min=1, help="Generated-token budget (default: the parent's).")] = None,
-    temperature: Annotated[float | None, typer.Option(min=0, help="Sampling temperature (default: the parent's).")] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option(min=1, help="Generated-token budget (default: the parent's).")
+    ] = None,
+    temperature: Annotated[
+        float | None, typer.Option(min=0, help="Sampling temperature (default: the parent's).")
+    ] = None,
     seed: Annotated[int | None, typer.Option(help="Sampling seed (default: the parent's).")] = None,
-    out: Annotated[Path | None, typer.Option(help="Trajectory file, or a directory for it (default: user data dir).")] = None,
-    json_out: Annotated[bool, typer.Option("--json", help="Print one JSON object per event instead of a transcript.")] = False,
+    out: Annotated[
+        Path | None, typer.Option(help="Trajectory file, or a directory for it (default: user data dir).")
+    ] = None,
+    json_out: Annotated[
+        bool, typer.Option("--json", help="Print one JSON object per event instead of a transcript.")
+    ] = False,
     sandbox: SandboxOpt = "auto",
     allow_network: NetworkOpt = False,
     raw_math: RawMathOpt = False,
@@ -196,16 +296,27 @@ def fork(
     loaded = load(run)
     print_warnings(loaded.warnings)
     point = fork_point(loaded.events, step, run)
-    given = given_spec(guard, set_, run={"max_tool_calls": max_tool_calls, "max_tokens": max_tokens},
-                       sampling={"temperature": temperature, "seed": seed})
+    given = given_spec(
+        guard,
+        set_,
+        run={"max_tool_calls": max_tool_calls, "max_tokens": max_tokens},
+        sampling={"temperature": temperature, "seed": seed},
+    )
     if no_guards:
         given = RunSpec(guards=()).merged(given)
     if preset is not None:
         given = preset_named(preset, model or point.started.model_id, models).spec.merged(given)
     try:
-        request = fork_request(point, given, models_file=models, script=script, out=out,
-                               sandbox=check_sandbox(sandbox), network=allow_network,
-                               **({"model": model} if model else {}))
+        request = fork_request(
+            point,
+            given,
+            models_file=models,
+            script=script,
+            out=out,
+            sandbox=check_sandbox(sandbox),
+            network=allow_network,
+            **({"model": model} if model else {}),
+        )
     except ValueError as e:  # a budget no run can keep
         raise typer.BadParameter(str(e)) from None
     printer = JsonPrinter(sys.stdout) if json_out else TranscriptPrinter(math=not raw_math)
@@ -232,15 +343,18 @@ def preset_named(name: str, model: str | None = None, models_file: Path | None =
         raise typer.BadParameter(getattr(e, "problem", str(e)), param_hint="--preset") from None
 
 
-def given_spec(guard: list[str] | None, sets: list[str] | None, *, run: dict[str, Any],
-               sampling: dict[str, Any]) -> RunSpec:
+def given_spec(
+    guard: list[str] | None, sets: list[str] | None, *, run: dict[str, Any], sampling: dict[str, Any]
+) -> RunSpec:
     """What the command line gave, and nothing else: ``-g``, ``--set`` and the options not left at
     None (an option beats a ``--set`` of the same key); defaults stay unsaid, so a preset's values hold."""
     from tuiagent.presets import grammar
 
-    options = RunSpec(guards=tuple(guard) if guard else None,
-                      run={k: v for k, v in run.items() if v is not None},
-                      sampling={k: v for k, v in sampling.items() if v is not None})
+    options = RunSpec(
+        guards=tuple(guard) if guard else None,
+        run={k: v for k, v in run.items() if v is not None},
+        sampling={k: v for k, v in sampling.items() if v is not None},
+    )
     return grammar().assignments(sets or [], "--set").merged(options)
 
 
@@ -252,8 +366,9 @@ def terminal_approver() -> Callable[[str], Awaitable[bool]]:
     try:  # open for the whole run; a terminal is not seekable, so one file each way
         tty_in, tty_out = open("/dev/tty", encoding="utf-8"), open("/dev/tty", "w", encoding="utf-8")  # noqa: SIM115
     except OSError:
-        raise typer.BadParameter("needs a terminal to ask on; run without it, or from a terminal",
-                                 param_hint="--confirm") from None
+        raise typer.BadParameter(
+            "needs a terminal to ask on; run without it, or from a terminal", param_hint="--confirm"
+        ) from None
 
     async def approve(code: str) -> bool:
         loop = asyncio.get_running_loop()
@@ -306,8 +421,13 @@ def list_presets(model: ModelOpt = None, models: ModelsFileOpt = None) -> None:
         if p.description:
             console.print(Text(f"  {p.description}", style="dim"))
         console.print(Text(f"  from {p.origin}", style="dim"))
-    console.print(Text(f"\nyour presets: {user_presets_file()} ([presets.NAME] tables); "
-                       "none, all and each guard's name need no preset", style="dim"))
+    console.print(
+        Text(
+            f"\nyour presets: {user_presets_file()} ([presets.NAME] tables); "
+            "none, all and each guard's name need no preset",
+            style="dim",
+        )
+    )
 
 
 @app.command("models")
@@ -324,7 +444,13 @@ def list_models(models: ModelsFileOpt = None) -> None:
         table.add_column(column, no_wrap=True)
     table.add_column("description", overflow="fold")
     for spec in registry:
-        cells = ("*" if spec.id == registry.default else "", spec.id, spec.backend, install_state(spec), spec.description)
+        cells = (
+            "*" if spec.id == registry.default else "",
+            spec.id,
+            spec.backend,
+            install_state(spec),
+            spec.description,
+        )
         table.add_row(*(Text(c) for c in cells))
     Console(highlight=False, width=max(Console().width, 140)).print(table)
 
@@ -335,12 +461,25 @@ def calibrate(
     data: Annotated[Path, typer.Option(help="GSM8K-style JSONL: question, answer ending in '#### n'.")],
     start: Annotated[int, typer.Option(min=0, help="First question (0-based line) to collect.")] = 0,
     n: Annotated[int, typer.Option(min=0, help="Questions to collect from --start (0: fit what is collected).")] = 100,
-    records: Annotated[Path | None, typer.Option(help="Records file (default: <data dir>/calibration/records-MODEL.jsonl).")] = None,
-    reuse: Annotated[Path | None, typer.Option(help="G-STEP (v1) records of the same model: their CoT runs and gate samples are reused.")] = None,
-    out_dir: Annotated[Path | None, typer.Option(help="Where MODEL.toml and MODEL.md go (default: <config dir>/calibration).")] = None,
-    resume: Annotated[bool, typer.Option("--resume", help="Continue a records file that already holds questions.")] = False,
-    threads: Annotated[int | None, typer.Option(min=1, help="llama.cpp threads (1 is faster on a busy machine).")] = None,
-    concurrency: Annotated[int, typer.Option(min=1, help="Questions in flight (a local llama.cpp model decodes them in one batch).")] = 1,
+    records: Annotated[
+        Path | None, typer.Option(help="Records file (default: <data dir>/calibration/records-MODEL.jsonl).")
+    ] = None,
+    reuse: Annotated[
+        Path | None,
+        typer.Option(help="G-STEP (v1) records of the same model: their CoT runs and gate samples are reused."),
+    ] = None,
+    out_dir: Annotated[
+        Path | None, typer.Option(help="Where MODEL.toml and MODEL.md go (default: <config dir>/calibration).")
+    ] = None,
+    resume: Annotated[
+        bool, typer.Option("--resume", help="Continue a records file that already holds questions.")
+    ] = False,
+    threads: Annotated[
+        int | None, typer.Option(min=1, help="llama.cpp threads (1 is faster on a busy machine).")
+    ] = None,
+    concurrency: Annotated[
+        int, typer.Option(min=1, help="Questions in flight (a local llama.cpp model decodes them in one batch).")
+    ] = 1,
     models: ModelsFileOpt = None,
 ) -> None:
     """Collect runs (resumable), fit the model's guard parameters, write its calibration file and report."""
@@ -356,10 +495,20 @@ def calibrate(
     if n and load_records(records) and not resume:
         raise UserError(f"{records} already holds questions: add --resume to continue it, or give another --records")
     try:
-        run_calibration(model, data, start, n, records, out_dir or paths.config_dir() / "calibration", reuse=reuse,
-                        models_file=models, threads=threads, concurrency=concurrency,
-                        command=shlex.join(["tuiagent", "calibrate", *sys.argv[2:]]),
-                        log=lambda m: print(m, flush=True))
+        run_calibration(
+            model,
+            data,
+            start,
+            n,
+            records,
+            out_dir or paths.config_dir() / "calibration",
+            reuse=reuse,
+            models_file=models,
+            threads=threads,
+            concurrency=concurrency,
+            command=shlex.join(["tuiagent", "calibrate", *sys.argv[2:]]),
+            log=lambda m: print(m, flush=True),
+        )
     except ValueError as e:
         raise UserError(str(e)) from None
     except (KeyboardInterrupt, asyncio.CancelledError):
@@ -379,14 +528,18 @@ def fetch(
     registry = load_models(models)
     spec = registry.get(model or registry.default)
     path = resolve_model_file(spec, allow_download=True)
-    Console(highlight=False).print(f"{spec.id}: ready at {path}" if path else f"{spec.id}: nothing to fetch ({spec.source.kind})")
+    Console(highlight=False).print(
+        f"{spec.id}: ready at {path}" if path else f"{spec.id}: nothing to fetch ({spec.source.kind})"
+    )
 
 
 @app.command()
 def doctor(
     models: ModelsFileOpt = None,
     json_out: Annotated[bool, typer.Option("--json", help="Print the checks as one JSON object.")] = False,
-    verify: Annotated[bool, typer.Option("--verify", help="Re-hash assembled model files (reads 1.1 GB for the default).")] = False,
+    verify: Annotated[
+        bool, typer.Option("--verify", help="Re-hash assembled model files (reads 1.1 GB for the default).")
+    ] = False,
 ) -> None:
     """Check Python, the llama.cpp build, models, the kernel and directories; paste the output into a bug report."""
     from tuiagent import doctor as checks
@@ -403,7 +556,9 @@ def doctor(
 @app.command()
 def replay(
     file: Annotated[Path, typer.Argument(help="A trajectory file (.jsonl).")],
-    print_: Annotated[bool, typer.Option("--print", help="Print a readable transcript instead of opening the app.")] = False,
+    print_: Annotated[
+        bool, typer.Option("--print", help="Print a readable transcript instead of opening the app.")
+    ] = False,
     raw_math: RawMathOpt = False,
 ) -> None:
     """Replay a saved run."""
@@ -424,9 +579,16 @@ def export(
     files: Annotated[list[Path], typer.Argument(help="A trajectory file (.jsonl); two or more: a comparison.")],
     html: Annotated[bool, typer.Option("--html", help="A self-contained HTML page.")] = False,
     md: Annotated[bool, typer.Option("--md", help="Markdown (the default, unless -o ends in .html).")] = False,
-    inspect: Annotated[bool, typer.Option("--inspect", help=(
-        "inspect_ai eval logs (.eval), one per setting, for `inspect view` and inspect's dataframes "
-        "(-o: a directory, default beside the first run, or one .eval/.json file); needs tuiagent[inspect]."))] = False,
+    inspect: Annotated[
+        bool,
+        typer.Option(
+            "--inspect",
+            help=(
+                "inspect_ai eval logs (.eval), one per setting, for `inspect view` and inspect's dataframes "
+                "(-o: a directory, default beside the first run, or one .eval/.json file); needs tuiagent[inspect]."
+            ),
+        ),
+    ] = False,
     out: Annotated[Path | None, typer.Option("-o", "--out", help="Write here instead of to stdout.")] = None,
     shade: Annotated[bool, typer.Option("--shade", help="HTML: shade each token by its probability.")] = False,
     raw_math: RawMathOpt = False,
@@ -443,9 +605,15 @@ def export(
         print_warnings(warnings)
         for path in written:
             err.print(Text(for_terminal(f"wrote {path}")))
-        err.print(Text(for_terminal(f"{len(files)} run{'s' if len(files) > 1 else ''} in {len(written)} inspect log"
-                                    f"{'s' if len(written) > 1 else ''}; open them with "
-                                    f"`inspect view --log-dir {written[0].parent}`")))
+        err.print(
+            Text(
+                for_terminal(
+                    f"{len(files)} run{'s' if len(files) > 1 else ''} in {len(written)} inspect log"
+                    f"{'s' if len(written) > 1 else ''}; open them with "
+                    f"`inspect view --log-dir {written[0].parent}`"
+                )
+            )
+        )
         return
     fmt = "html" if html or (not md and out is not None and out.suffix.lower() in (".html", ".htm")) else "md"
     text = export_runs(files, fmt, shade=shade, math=not raw_math)
@@ -481,9 +649,13 @@ def compare(
         s = summary(loaded.events)
         right = {True: "right", False: "wrong", None: "-"}[s.correct]
         answer = s.answer if raw_math or s.answer is None else render_latex(s.answer)
-        console.print(for_terminal(f"{path.name}: guards {s.guards} · answer {answer} ({right}) · {s.tool_calls} tool "
-                                   f"calls · {s.context_tokens} context tokens · {s.wall_s:.1f} s · {s.reason}"),
-                      markup=False)
+        console.print(
+            for_terminal(
+                f"{path.name}: guards {s.guards} · answer {answer} ({right}) · {s.tool_calls} tool "
+                f"calls · {s.context_tokens} context tokens · {s.wall_s:.1f} s · {s.reason}"
+            ),
+            markup=False,
+        )
 
 
 def main() -> None:

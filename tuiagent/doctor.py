@@ -32,13 +32,31 @@ if TYPE_CHECKING:
 
 PACKAGES = ("tuiagent", "llama-cpp-python", "textual", "jupyter-client", "ipykernel", "numpy", "openai", "vllm")
 # The cpuinfo flags that decide which llama.cpp build suits a CPU (see tuiagent.llama_build).
-CPU_FLAGS = ("avx", "avx2", "fma", "f16c", "bmi2", "avx512f", "avx512_vnni", "avx512_bf16", "avx512vbmi",
-             "avx_vnni", "amx_tile", "amx_int8", "amx_bf16")
+CPU_FLAGS = (
+    "avx",
+    "avx2",
+    "fma",
+    "f16c",
+    "bmi2",
+    "avx512f",
+    "avx512_vnni",
+    "avx512_bf16",
+    "avx512vbmi",
+    "avx_vnni",
+    "amx_tile",
+    "amx_int8",
+    "amx_bf16",
+)
 LOW_DISK_BYTES = 2 * 10**9  # assembling a model needs its whole size free (the default: 1.1 GB)
 NAME_WIDTH = 20
 
 PYTHON, CPU, MODELS, KERNEL, DIRS = (
-    "Python and packages", "CPU and llama.cpp build", "Models", "Kernel", "Directories")
+    "Python and packages",
+    "CPU and llama.cpp build",
+    "Models",
+    "Kernel",
+    "Directories",
+)
 
 
 @dataclass(frozen=True)
@@ -63,8 +81,13 @@ def run(models_file: Path | None = None, *, verify: bool = False) -> Iterator[Ch
         try:
             yield from gather()
         except Exception as e:  # noqa: BLE001 - one broken check must not hide the rest of the report
-            yield Check(section, "doctor", "fail", f"this check itself crashed: {type(e).__name__}: {e}",
-                        "please report it, with this output")
+            yield Check(
+                section,
+                "doctor",
+                "fail",
+                f"this check itself crashed: {type(e).__name__}: {e}",
+                "please report it, with this output",
+            )
 
 
 # ----------------------------------------------------------------------------- Python and packages
@@ -101,7 +124,11 @@ def openmp_wait() -> str:
     from tuiagent.backends.llama_model import OPENMP_SPIN_COUNT
 
     chosen = [f"{k}={os.environ[k]}" for k in ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT") if k in os.environ]
-    return " ".join(chosen) + " (yours)" if chosen else f"GOMP_SPINCOUNT={OPENMP_SPIN_COUNT} (the llama_cpp backend's default)"
+    return (
+        " ".join(chosen) + " (yours)"
+        if chosen
+        else f"GOMP_SPINCOUNT={OPENMP_SPIN_COUNT} (the llama_cpp backend's default)"
+    )
 
 
 def matmul_path() -> str:
@@ -120,8 +147,10 @@ def matmul_path() -> str:
         state = "off (yours: GGML_CPU_TILED_MM=0)"
     else:
         state = "on for steps of 8 or more columns (llama.cpp's default)"
-    return (f"tiled K-quant matmul {state}; the batched engine decodes at most {STEP_COLUMNS} columns a "
-            "step, so a run's numbers do not depend on how many others are in flight")
+    return (
+        f"tiled K-quant matmul {state}; the batched engine decodes at most {STEP_COLUMNS} columns a "
+        "step, so a run's numbers do not depend on how many others are in flight"
+    )
 
 
 def cpu_checks() -> Iterator[Check]:
@@ -129,21 +158,34 @@ def cpu_checks() -> Iterator[Check]:
     flags = llama_build.cpu_flags()
     present = [f for f in CPU_FLAGS if f in flags]
     yield check("cpu", "info", f"{cpu_model()}, {os.cpu_count()} cores")
-    yield check("cpu flags", "info", (" ".join(present) or "none of the x86 ones llama.cpp uses") if flags
-                else "unreadable (no /proc/cpuinfo flags)")
+    yield check(
+        "cpu flags",
+        "info",
+        (" ".join(present) or "none of the x86 ones llama.cpp uses")
+        if flags
+        else "unreadable (no /proc/cpuinfo flags)",
+    )
     yield check("OpenMP waits", "info", openmp_wait())
     yield check("matmul path", "info", matmul_path())
     if llama_build.installed_version() is None:
-        yield check("llama.cpp build", "fail", "llama-cpp-python is not installed",
-                    "make run (or: pip install 'tuiagent[llama]')")
+        yield check(
+            "llama.cpp build",
+            "fail",
+            "llama-cpp-python is not installed",
+            "make run (or: pip install 'tuiagent[llama]')",
+        )
         return
     from tuiagent.backends.llama_model import system_info
 
     try:
         info = system_info()
     except (ConfigError, OSError) as e:  # llama_cpp cannot be imported (ConfigError) or its library loaded
-        yield check("llama.cpp build", "fail", f"llama_cpp cannot be imported: {e}",
-                    f"reinstall it for this CPU: {crash.REBUILD}")
+        yield check(
+            "llama.cpp build",
+            "fail",
+            f"llama_cpp cannot be imported: {e}",
+            f"reinstall it for this CPU: {crash.REBUILD}",
+        )
         return
     yield check("system info", "info", info)
     yield from build_checks(info, flags)
@@ -157,24 +199,39 @@ def build_checks(system_info: str, flags: set[str]) -> list[Check]:
     summary = " ".join(n for n in built if n != "AMX_INT8")
     if "AMX_INT8" in built:
         amx_cpu = "amx_tile" in flags or "amx_int8" in flags
-        why = ("this CPU advertises AMX, so llama.cpp takes that path and can crash at the first decode"
-               if amx_cpu else "it crashes at the first decode on CPUs that take it")
-        found = [check("llama.cpp build", "fail",
-                       f"{summary} (AMX ON: llama.cpp's AMX matmul path is built in; {why}; "
-                       "upstream llama.cpp issue #20824)",
-                       f"rebuild llama-cpp-python for this CPU without AMX: {crash.REBUILD}")]
+        why = (
+            "this CPU advertises AMX, so llama.cpp takes that path and can crash at the first decode"
+            if amx_cpu
+            else "it crashes at the first decode on CPUs that take it"
+        )
+        found = [
+            check(
+                "llama.cpp build",
+                "fail",
+                f"{summary} (AMX ON: llama.cpp's AMX matmul path is built in; {why}; upstream llama.cpp issue #20824)",
+                f"rebuild llama-cpp-python for this CPU without AMX: {crash.REBUILD}",
+            )
+        ]
     else:
         found = [check("llama.cpp build", "ok", f"{summary} (AMX off)")]
     if not flags:
         found.append(check("instruction sets", "info", "not compared: this CPU's flags cannot be read"))
         return found
-    lacking = [name for name in built if name != "AMX_INT8"
-               and not all(f in flags for f in llama_build.SYSTEM_INFO_FLAGS[name])]
+    lacking = [
+        name
+        for name in built
+        if name != "AMX_INT8" and not all(f in flags for f in llama_build.SYSTEM_INFO_FLAGS[name])
+    ]
     if lacking:
-        found.append(check("instruction sets", "fail",
-                           f"the build uses {', '.join(lacking)}, which this CPU lacks (it was built for "
-                           "another CPU; expect SIGILL at the first decode)",
-                           f"rebuild llama-cpp-python for this CPU: {crash.REBUILD}"))
+        found.append(
+            check(
+                "instruction sets",
+                "fail",
+                f"the build uses {', '.join(lacking)}, which this CPU lacks (it was built for "
+                "another CPU; expect SIGILL at the first decode)",
+                f"rebuild llama-cpp-python for this CPU: {crash.REBUILD}",
+            )
+        )
     else:
         found.append(check("instruction sets", "ok", "the build uses only what this CPU has"))
     return found
@@ -185,25 +242,35 @@ def record_checks() -> Iterator[Check]:
     check = functools.partial(Check, CPU)
     record, plan = llama_build.read_record(), llama_build.plan()
     if not record:
-        yield check("build record", "warn",
-                    "none: this llama-cpp-python was not built by tuiagent's build step, its flags are unknown",
-                    f"rebuild it for this CPU: {crash.REBUILD}")
+        yield check(
+            "build record",
+            "warn",
+            "none: this llama-cpp-python was not built by tuiagent's build step, its flags are unknown",
+            f"rebuild it for this CPU: {crash.REBUILD}",
+        )
         return
     if llama_build.is_current(plan):
         flags_from = "$CMAKE_ARGS" if plan.source == "user" else "this CPU's flags"
         yield check("build record", "ok", f"built from {flags_from} (key {plan.key})")
     else:
-        yield check("build record", "warn",
-                    f"made for other flags or another version (key {record.get('key')}; this CPU needs "
-                    f"{plan.key}, llama-cpp-python {plan.version})",
-                    f"rebuild it for this CPU: {crash.REBUILD}")
+        yield check(
+            "build record",
+            "warn",
+            f"made for other flags or another version (key {record.get('key')}; this CPU needs "
+            f"{plan.key}, llama-cpp-python {plan.version})",
+            f"rebuild it for this CPU: {crash.REBUILD}",
+        )
     smoke = record.get("smoke", "not recorded")
     ensure = f"{shlex.quote(sys.executable)} -m tuiagent.smoke"
     if smoke == "passed":
         yield check("smoke check", "ok", f"passed on {record.get('smoke_model', 'a local model')}")
     elif smoke == "failed":
-        yield check("smoke check", "fail", "failed: the model process crashed at its first token",
-                    f"run `{ensure}`: it says what crashed and how to fix it")
+        yield check(
+            "smoke check",
+            "fail",
+            "failed: the model process crashed at its first token",
+            f"run `{ensure}`: it says what crashed and how to fix it",
+        )
     else:
         yield check("smoke check", "info", f"{smoke} (`{ensure}` runs it)")
 
@@ -226,7 +293,9 @@ def model_checks(models_file: Path | None, *, verify: bool = False) -> Iterator[
         state = install_state(spec)
         head, _, fix = state.partition(": ")
         default = spec.id == registry.default
-        detail = ", ".join(p for p in (spec.backend, head if fix else state, _size(spec), default and "the default") if p)
+        detail = ", ".join(
+            p for p in (spec.backend, head if fix else state, _size(spec), default and "the default") if p
+        )
         if head == "broken":
             status = "fail"
         elif head in ("missing", "not downloaded"):
@@ -254,8 +323,10 @@ def _engine_capacity(spec: ModelSpec) -> str:
     from tuiagent.config.sources import resolve_model_file
 
     n_ctx = int(spec.options.get("n_ctx") or spec.context_size)
-    shape = (f"eval --concurrency N: N sequences of {n_ctx} tokens each, plus one for the shared system prompt, "
-             "in KV streams rounded up to a multiple of 4 when N > 1")
+    shape = (
+        f"eval --concurrency N: N sequences of {n_ctx} tokens each, plus one for the shared system prompt, "
+        "in KV streams rounded up to a multiple of 4 when N > 1"
+    )
     try:
         vocab = Vocab.load(str(resolve_model_file(spec)))
         try:
@@ -299,14 +370,22 @@ def kernel_checks() -> Iterator[Check]:
         yield check("kernel start", "fail", f"{e.what}{printed}; likely cause: {e.cause}", e.fix)
         return
     except Exception as e:  # noqa: BLE001 - whatever stops the kernel is the finding
-        yield check("kernel start", "fail", f"{type(e).__name__}: {e}",
-                    "run `tuiagent solve 'What is 1+1?'` to see the whole error, and report it")
+        yield check(
+            "kernel start",
+            "fail",
+            f"{type(e).__name__}: {e}",
+            "run `tuiagent solve 'What is 1+1?'` to see the whole error, and report it",
+        )
         return
     yield check("kernel start", "ok", f"{start_s:.2f} s (Jupyter, sandbox auto)")
     if result.error or result.text.strip() != "2":
-        yield check("first cell", "fail", f"print(1 + 1) gave {result.text!r}",
-                    f"reinstall the kernel packages ({shlex.quote(sys.executable)} -m pip install --force-reinstall "
-                    "ipykernel jupyter-client pyzmq)")
+        yield check(
+            "first cell",
+            "fail",
+            f"print(1 + 1) gave {result.text!r}",
+            f"reinstall the kernel packages ({shlex.quote(sys.executable)} -m pip install --force-reinstall "
+            "ipykernel jupyter-client pyzmq)",
+        )
     else:
         yield check("first cell", "ok", f"print(1 + 1) -> 2 in {cell_s * 1000:.0f} ms")
 
@@ -317,8 +396,10 @@ def _kernel_imports() -> str:
 
     hidden = boundary.hidden_dirs()
     tops = dict.fromkeys(os.path.dirname(d) for d in boundary.package_dirs(boundary.PROJECT_PACKAGES))
-    shown = [f"{top} (in a hidden home or /tmp: bound back read-only)" if boundary.hides(top, hidden) else top
-             for top in tops]
+    shown = [
+        f"{top} (in a hidden home or /tmp: bound back read-only)" if boundary.hides(top, hidden) else top
+        for top in tops
+    ]
     return f"the project from {'; '.join(shown) or 'nowhere (not found)'}"
 
 
@@ -345,13 +426,20 @@ def dir_checks() -> Iterator[Check]:
     config = paths.config_dir()
     models = "has a models.toml" if paths.user_models_file().is_file() else "no models.toml there (optional)"
     yield check("config dir", "info", f"{config}, {models}")
-    for name, path, env in (("data dir", paths.data_dir(), paths.DATA_ENV), ("runs dir", paths.runs_dir(), paths.DATA_ENV),
-                            ("cache dir", paths.cache_dir(), paths.CACHE_ENV)):
+    for name, path, env in (
+        ("data dir", paths.data_dir(), paths.DATA_ENV),
+        ("runs dir", paths.runs_dir(), paths.DATA_ENV),
+        ("cache dir", paths.cache_dir(), paths.CACHE_ENV),
+    ):
         yield _writable(name, path, env)
     free = shutil.disk_usage(_existing(paths.cache_dir())).free
     if free < LOW_DISK_BYTES:
-        yield check("free disk (cache)", "warn", f"{_bytes(free)}: assembling a model needs its whole size",
-                    f"free space there, or set {paths.CACHE_ENV} to a directory on a larger disk")
+        yield check(
+            "free disk (cache)",
+            "warn",
+            f"{_bytes(free)}: assembling a model needs its whole size",
+            f"free space there, or set {paths.CACHE_ENV} to a directory on a larger disk",
+        )
     else:
         yield check("free disk (cache)", "ok", _bytes(free))
 

@@ -49,9 +49,18 @@ AMX_OPTIONS = ("GGML_AMX_TILE", "GGML_AMX_INT8", "GGML_AMX_BF16")
 
 # What llama.cpp's system info calls an instruction set -> the cpuinfo flags it needs.
 SYSTEM_INFO_FLAGS: dict[str, tuple[str, ...]] = {
-    "SSE3": ("pni",), "SSSE3": ("ssse3",), "AVX": ("avx",), "AVX_VNNI": ("avx_vnni",), "AVX2": ("avx2",),
-    "F16C": ("f16c",), "FMA": ("fma",), "BMI2": ("bmi2",), "AVX512": ("avx512f",),
-    "AVX512_VBMI": ("avx512vbmi",), "AVX512_VNNI": ("avx512_vnni",), "AVX512_BF16": ("avx512_bf16",),
+    "SSE3": ("pni",),
+    "SSSE3": ("ssse3",),
+    "AVX": ("avx",),
+    "AVX_VNNI": ("avx_vnni",),
+    "AVX2": ("avx2",),
+    "F16C": ("f16c",),
+    "FMA": ("fma",),
+    "BMI2": ("bmi2",),
+    "AVX512": ("avx512f",),
+    "AVX512_VBMI": ("avx512vbmi",),
+    "AVX512_VNNI": ("avx512_vnni",),
+    "AVX512_BF16": ("avx512_bf16",),
     "AMX_INT8": ("amx_int8",),
 }
 
@@ -76,8 +85,12 @@ def cpu_flags() -> set[str]:
     except OSError:
         pass
     if sys.platform == "darwin":  # Intel Macs: sysctl lists features in capitals ("AVX2", "AVX1.0")
-        out = subprocess.run(["sysctl", "-n", "machdep.cpu.features", "machdep.cpu.leaf7_features"],
-                             capture_output=True, text=True, check=False).stdout
+        out = subprocess.run(
+            ["sysctl", "-n", "machdep.cpu.features", "machdep.cpu.leaf7_features"],
+            capture_output=True,
+            text=True,
+            check=False,
+        ).stdout
         names = {w.lower().replace("avx1.0", "avx").replace("sse4.2", "sse4_2") for w in out.split()}
         return names | {"avx512_vnni" for n in names if n == "avx512vnni"}
     return set()
@@ -169,13 +182,25 @@ def build_wheel(p: BuildPlan) -> Path:
         if found:
             print(f"llama-cpp-python {p.version}: reusing the wheel built for these flags ({found[-1]})")
             return found[-1]
-    print(f"llama-cpp-python {p.version}: building from source for this CPU (several minutes)\n"
-          f"  CMAKE_ARGS={p.cmake_args or '(llama.cpp defaults)'}", flush=True)
+    print(
+        f"llama-cpp-python {p.version}: building from source for this CPU (several minutes)\n"
+        f"  CMAKE_ARGS={p.cmake_args or '(llama.cpp defaults)'}",
+        flush=True,
+    )
     out = Path(tempfile.mkdtemp(prefix="tuiagent-llama-wheel-"))
     env = {**os.environ, "CMAKE_ARGS": p.cmake_args, "FORCE_CMAKE": "1"}
     started = time.monotonic()
-    _pip("wheel", "--no-deps", "--no-cache-dir", "--no-binary", PACKAGE, "--wheel-dir", str(out),
-         f"{PACKAGE}=={p.version}", env=env)
+    _pip(
+        "wheel",
+        "--no-deps",
+        "--no-cache-dir",
+        "--no-binary",
+        PACKAGE,
+        "--wheel-dir",
+        str(out),
+        f"{PACKAGE}=={p.version}",
+        env=env,
+    )
     print(f"llama-cpp-python {p.version}: built in {time.monotonic() - started:.0f} s", flush=True)
     wheel = next(out.glob("*.whl"))
     if cache is None:
@@ -209,8 +234,12 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     p = plan()
     if args.cmd == "plan":
-        print(json.dumps({**asdict(p), "installed": installed_version(), "current": is_current(p),
-                          "record": read_record()}, indent=1))
+        print(
+            json.dumps(
+                {**asdict(p), "installed": installed_version(), "current": is_current(p), "record": read_record()},
+                indent=1,
+            )
+        )
         return 0
     return install_or_explain(p, force=args.force)
 
@@ -220,9 +249,12 @@ def install_or_explain(p: BuildPlan, *, force: bool = False) -> int:
     try:
         install(p, force=force)
     except subprocess.CalledProcessError as err:
-        print(f"error: building llama-cpp-python failed ({err}); the output above says why.\n"
-              "  fix: install a C/C++ compiler and cmake (Debian: apt-get install build-essential cmake), "
-              "then run the same command again", file=sys.stderr)
+        print(
+            f"error: building llama-cpp-python failed ({err}); the output above says why.\n"
+            "  fix: install a C/C++ compiler and cmake (Debian: apt-get install build-essential cmake), "
+            "then run the same command again",
+            file=sys.stderr,
+        )
         return 1
     return 0
 

@@ -54,8 +54,23 @@ class Piece:
 
 _SUP = dict(zip("0123456789+-=()ni", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁿⁱ", strict=True))
 _SUB = dict(zip("0123456789+-=()aehijklmnoprstuvx", "₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎ₐₑₕᵢⱼₖₗₘₙₒₚᵣₛₜᵤᵥₓ", strict=True))
-_VULGAR = {"1/2": "½", "1/3": "⅓", "2/3": "⅔", "1/4": "¼", "3/4": "¾", "1/5": "⅕", "2/5": "⅖", "3/5": "⅗",
-           "4/5": "⅘", "1/6": "⅙", "5/6": "⅚", "1/8": "⅛", "3/8": "⅜", "5/8": "⅝", "7/8": "⅞"}
+_VULGAR = {
+    "1/2": "½",
+    "1/3": "⅓",
+    "2/3": "⅔",
+    "1/4": "¼",
+    "3/4": "¾",
+    "1/5": "⅕",
+    "2/5": "⅖",
+    "3/5": "⅗",
+    "4/5": "⅘",
+    "1/6": "⅙",
+    "5/6": "⅚",
+    "1/8": "⅛",
+    "3/8": "⅜",
+    "5/8": "⅝",
+    "7/8": "⅞",
+}
 _ROOTS = {"": "√", "2": "√", "3": "∛", "4": "∜"}
 _SIMPLE = re.compile(r"[\w.′√]+|[\w.√]*\(.*\)")  # needs no brackets around it as an operand (ours)
 
@@ -115,12 +130,48 @@ def _pmod(node: Any, l2tobj: LatexNodes2Text) -> str:
 # Macros without arguments that pylatexenc's tables lack, as they read (ours): sizing and spacing
 # read as nothing or a space, a few symbols and operator names.
 _SAME = {
-    **dict.fromkeys(("left", "right", "big", "Big", "bigg", "Bigg", "bigl", "bigr", "Bigl", "Bigr", "middle",
-                     "displaystyle", "textstyle", "limits", "nolimits"), ""),
-    **dict.fromkeys((",", ":", ";", " ", "quad", "qquad", "enspace", "thinspace"), " "), "!": "",
-    "ne": "≠", "iff": " ⟺ ", "implies": " ⟹ ", "degree": "°", "triangle": "△", "neg": "¬", "lnot": "¬",
-    "land": "∧", "lor": "∨", "gcd": "gcd", "lcm": "lcm", "deg": "deg", "det": "det", "arcsin": "arcsin",
-    "arccos": "arccos", "arctan": "arctan", "cot": "cot", "sec": "sec", "csc": "csc", "exp": "exp",
+    **dict.fromkeys(
+        (
+            "left",
+            "right",
+            "big",
+            "Big",
+            "bigg",
+            "Bigg",
+            "bigl",
+            "bigr",
+            "Bigl",
+            "Bigr",
+            "middle",
+            "displaystyle",
+            "textstyle",
+            "limits",
+            "nolimits",
+        ),
+        "",
+    ),
+    **dict.fromkeys((",", ":", ";", " ", "quad", "qquad", "enspace", "thinspace"), " "),
+    "!": "",
+    "ne": "≠",
+    "iff": " ⟺ ",
+    "implies": " ⟹ ",
+    "degree": "°",
+    "triangle": "△",
+    "neg": "¬",
+    "lnot": "¬",
+    "land": "∧",
+    "lor": "∨",
+    "gcd": "gcd",
+    "lcm": "lcm",
+    "deg": "deg",
+    "det": "det",
+    "arcsin": "arcsin",
+    "arccos": "arccos",
+    "arctan": "arctan",
+    "cot": "cot",
+    "sec": "sec",
+    "csc": "csc",
+    "exp": "exp",
 }
 
 
@@ -128,20 +179,38 @@ def _contexts() -> tuple[Any, Any]:
     """The parser's and the converter's tables: pylatexenc's defaults with the macros math models use."""
     scripts = MacroStandardArgsParser("{")
     parse = _parse_db()
-    parse.add_context_category("tuiagent-math", prepend=True, macros=[
-        *(std_macro(name, False, 2) for name in ("frac", "dfrac", "tfrac", "cfrac", "binom", "dbinom", "tbinom")),
-        std_macro("sqrt", True, 1), std_macro("boxed", False, 1), std_macro("pmod", False, 1),
-        std_macro("mod", False, 0), std_macro("bmod", False, 0), std_macro("operatorname", False, 1),
-        *(std_macro(name, False, 0) for name in _SAME),
-    ], specials=[SpecialsSpec("^", args_parser=scripts), SpecialsSpec("_", args_parser=scripts)])
+    parse.add_context_category(
+        "tuiagent-math",
+        prepend=True,
+        macros=[
+            *(std_macro(name, False, 2) for name in ("frac", "dfrac", "tfrac", "cfrac", "binom", "dbinom", "tbinom")),
+            std_macro("sqrt", True, 1),
+            std_macro("boxed", False, 1),
+            std_macro("pmod", False, 1),
+            std_macro("mod", False, 0),
+            std_macro("bmod", False, 0),
+            std_macro("operatorname", False, 1),
+            *(std_macro(name, False, 0) for name in _SAME),
+        ],
+        specials=[SpecialsSpec("^", args_parser=scripts), SpecialsSpec("_", args_parser=scripts)],
+    )
     text = _text_db()
-    text.add_context_category("tuiagent-math", prepend=True, macros=[
-        *(MacroTextSpec(name, _frac) for name in ("frac", "dfrac", "tfrac", "cfrac")),
-        *(MacroTextSpec(name, _binom) for name in ("binom", "dbinom", "tbinom")),
-        MacroTextSpec("sqrt", _sqrt), MacroTextSpec("boxed", _boxed), MacroTextSpec("pmod", _pmod),
-        MacroTextSpec("mod", " mod "), MacroTextSpec("bmod", " mod "), MacroTextSpec("operatorname", "%s"),
-        *(MacroTextSpec(name, shown) for name, shown in _SAME.items()),
-    ], specials=[SpecialsTextSpec("^", _script(_SUP, "^")), SpecialsTextSpec("_", _script(_SUB, "_"))])
+    text.add_context_category(
+        "tuiagent-math",
+        prepend=True,
+        macros=[
+            *(MacroTextSpec(name, _frac) for name in ("frac", "dfrac", "tfrac", "cfrac")),
+            *(MacroTextSpec(name, _binom) for name in ("binom", "dbinom", "tbinom")),
+            MacroTextSpec("sqrt", _sqrt),
+            MacroTextSpec("boxed", _boxed),
+            MacroTextSpec("pmod", _pmod),
+            MacroTextSpec("mod", " mod "),
+            MacroTextSpec("bmod", " mod "),
+            MacroTextSpec("operatorname", "%s"),
+            *(MacroTextSpec(name, shown) for name, shown in _SAME.items()),
+        ],
+        specials=[SpecialsTextSpec("^", _script(_SUP, "^")), SpecialsTextSpec("_", _script(_SUB, "_"))],
+    )
     return parse, text
 
 
@@ -170,8 +239,9 @@ def _known(nodes: Any) -> bool:
         children = list(getattr(node, "nodelist", None) or ())
         if isinstance(node, (LatexMacroNode, LatexSpecialsNode, LatexEnvironmentNode)) and node.nodeargd is not None:
             children += [a for a in node.nodeargd.argnlist if a is not None]
-        if isinstance(node, (LatexGroupNode, LatexMathNode, LatexEnvironmentNode, LatexMacroNode,
-                             LatexSpecialsNode)) and not _known(children):
+        if isinstance(
+            node, (LatexGroupNode, LatexMathNode, LatexEnvironmentNode, LatexMacroNode, LatexSpecialsNode)
+        ) and not _known(children):
             return False
     return True
 

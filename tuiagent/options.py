@@ -8,24 +8,33 @@ import typer
 
 from kernels.sandbox import check_level
 
-SandboxOpt = Annotated[str, typer.Option(
-    "--sandbox",
-    help="What code in the kernel may do: auto (the strongest level this machine has), strict (the OS "
-         "boundary: bubblewrap, Landlock, seccomp; or an error), netns (policy without network), policy "
-         "(audit hook only), off (limits only). See docs/reliability.md.",
-)]
+SandboxOpt = Annotated[
+    str,
+    typer.Option(
+        "--sandbox",
+        help="What code in the kernel may do: auto (the strongest level this machine has), strict (the OS "
+        "boundary: bubblewrap, Landlock, seccomp; or an error), netns (policy without network), policy "
+        "(audit hook only), off (limits only). See docs/reliability.md.",
+    ),
+]
 
 
-NetworkOpt = Annotated[bool, typer.Option(
-    "--allow-network",
-    help="Let code in the kernel use the network (off by default at every sandbox level but off).",
-)]
+NetworkOpt = Annotated[
+    bool,
+    typer.Option(
+        "--allow-network",
+        help="Let code in the kernel use the network (off by default at every sandbox level but off).",
+    ),
+]
 
 
-RawMathOpt = Annotated[bool, typer.Option(
-    "--raw-math",
-    help="Show the model's LaTeX as it wrote it (by default \\(3 \\times 17\\) reads 3 × 17; see docs/app.md).",
-)]
+RawMathOpt = Annotated[
+    bool,
+    typer.Option(
+        "--raw-math",
+        help="Show the model's LaTeX as it wrote it (by default \\(3 \\times 17\\) reads 3 × 17; see docs/app.md).",
+    ),
+]
 
 
 def check_sandbox(level: str) -> str:

@@ -17,8 +17,14 @@ def names(group: str, shipped: Mapping[str, str] | None = None) -> list[str]:
     return sorted({ep.name for ep in importlib.metadata.entry_points(group=group)} | set(shipped or ()))
 
 
-def load(group: str, name: str, kind: str, *, shipped: Mapping[str, str] | None = None,
-         error: Callable[[str], Exception] = LookupError) -> type:
+def load(
+    group: str,
+    name: str,
+    kind: str,
+    *,
+    shipped: Mapping[str, str] | None = None,
+    error: Callable[[str], Exception] = LookupError,
+) -> type:
     """The object registered as ``name`` under ``group``, else the one ``shipped`` names.
 
     Raises ``error("no <kind> named '<name>'; installed: <names>")`` when there is none, so each

@@ -44,14 +44,21 @@ CONDITION_LABELS = {
     "evidence": "Agent-OracleEvidence",
     "max1": "Agent-Max1Turn",
 }
-PROTOCOLS = {"tooltax": ("full", "cot", "fcstyle", "noop", "oracle", "evidence", "max1"),
-             # [ours] PruneTIR's ablation rows (report: eval/prunetir_analysis.py): the base with the budget
-             # PruneTIR declares with its defaults (run_budget: retry_limit x (turn_limit + 1) + 1 = 9 calls),
-             # so every row has the same calls to spend; the full method; each component off [paper].
-             "prunetir-ablation": ("none:max_tool_calls=9", "prunetir", "prunetir:prunetir.stp=false",
-                                   "prunetir:prunetir.stpr=false", "prunetir:prunetir.rtts=false"),
-             # [paper] TIM (arXiv 2511.10899): Base (no tool), TaLM, TaLM + Prompting (section 6.1; presets.toml)
-             "tim": ("cot", "full", "tim-prompt")}
+PROTOCOLS = {
+    "tooltax": ("full", "cot", "fcstyle", "noop", "oracle", "evidence", "max1"),
+    # [ours] PruneTIR's ablation rows (report: eval/prunetir_analysis.py): the base with the budget
+    # PruneTIR declares with its defaults (run_budget: retry_limit x (turn_limit + 1) + 1 = 9 calls),
+    # so every row has the same calls to spend; the full method; each component off [paper].
+    "prunetir-ablation": (
+        "none:max_tool_calls=9",
+        "prunetir",
+        "prunetir:prunetir.stp=false",
+        "prunetir:prunetir.stpr=false",
+        "prunetir:prunetir.rtts=false",
+    ),
+    # [paper] TIM (arXiv 2511.10899): Base (no tool), TaLM, TaLM + Prompting (section 6.1; presets.toml)
+    "tim": ("cot", "full", "tim-prompt"),
+}
 
 
 @dataclass(frozen=True)
@@ -139,8 +146,9 @@ def user_presets_file() -> Path:
     return paths.config_dir() / "presets.toml"
 
 
-def load_presets(extra: Path | str | None = None, *, model: str | None = None,
-                 models_file: Path | None = None) -> dict[str, Preset]:
+def load_presets(
+    extra: Path | str | None = None, *, model: str | None = None, models_file: Path | None = None
+) -> dict[str, Preset]:
     """Every preset by name: the shipped ones, those of ``model``'s calibration file (its own
     ``recommended``), the user's, then ``extra``'s (later ones win)."""
     out = load_preset_file(shipped_presets_file())
@@ -171,8 +179,11 @@ def find_preset(name: str, *, model: str | None = None, models_file: Path | None
     except UserError:
         if any(c in name for c in ":=+, "):  # a setting string: its own mistake says more
             raise
-        raise ConfigError(f"no preset {name!r}; known: {', '.join(sorted(presets))}, none, all or a guard's name",
-                          key="--preset", fix="`tuiagent presets` lists them") from None
+        raise ConfigError(
+            f"no preset {name!r}; known: {', '.join(sorted(presets))}, none, all or a guard's name",
+            key="--preset",
+            fix="`tuiagent presets` lists them",
+        ) from None
 
 
 def load_preset_file(path: Path | str) -> dict[str, Preset]:
@@ -187,8 +198,9 @@ def load_preset_file(path: Path | str) -> dict[str, Preset]:
     table_name = "presets" if "presets" in data else "configs"
     tables = data.get(table_name)
     if not isinstance(tables, dict) or not tables:
-        raise ConfigError("no [presets.NAME] tables", file=str(path),
-                          fix='add e.g. [presets.strict] with guards = ["attc"]')
+        raise ConfigError(
+            "no [presets.NAME] tables", file=str(path), fix='add e.g. [presets.strict] with guards = ["attc"]'
+        )
     known_keys = {"guards", "condition", "run", "sampling", "guard_settings", "description"}
     guards_known = _guard_names()
     out = {}
@@ -198,28 +210,44 @@ def load_preset_file(path: Path | str) -> dict[str, Preset]:
             raise ConfigError("must be a table", file=str(path), key=where)
         unknown = set(table) - known_keys
         if unknown:
-            raise ConfigError(f"unknown key(s) {', '.join(sorted(unknown))}", file=str(path), key=where,
-                              fix=f"use {', '.join(sorted(known_keys))}")
+            raise ConfigError(
+                f"unknown key(s) {', '.join(sorted(unknown))}",
+                file=str(path),
+                key=where,
+                fix=f"use {', '.join(sorted(known_keys))}",
+            )
         guards = table.get("guards", [])
         guards = [guards] if isinstance(guards, str) else list(guards)
         for g in guards:
             if g not in ("all", "none", *guards_known):
-                raise ConfigError(f"{g!r} is not an installed guard", file=str(path), key=f"{where}.guards",
-                                  fix=f"use all or one of {', '.join(guards_known)}")
+                raise ConfigError(
+                    f"{g!r} is not an installed guard",
+                    file=str(path),
+                    key=f"{where}.guards",
+                    fix=f"use all or one of {', '.join(guards_known)}",
+                )
         guards = [g for g in guards if g != "none"]
         spec = RunSpec(guards=tuple(guards))
         condition = table.get("condition")
         if condition is not None:
             if condition not in CONDITIONS:
-                raise ConfigError(f"{condition!r} is not a condition", file=str(path), key=f"{where}.condition",
-                                  fix=f"use one of {', '.join(CONDITIONS)}")
+                raise ConfigError(
+                    f"{condition!r} is not a condition",
+                    file=str(path),
+                    key=f"{where}.condition",
+                    fix=f"use one of {', '.join(CONDITIONS)}",
+                )
             spec = spec.merged(RunSpec(run=dict(CONDITIONS[condition]), condition=condition))
         for section, keys in (("run", RUN_KEYS), ("sampling", SAMPLING_KEYS)):
             for key, value in dict(table.get(section, {})).items():
                 key = "turn_max_tokens" if (section, key) == ("sampling", "max_tokens") else key
                 if key not in keys:
-                    raise ConfigError(f"unknown {section} setting {key!r}", file=str(path), key=f"{where}.{section}",
-                                      fix=f"use {', '.join(keys)}")
+                    raise ConfigError(
+                        f"unknown {section} setting {key!r}",
+                        file=str(path),
+                        key=f"{where}.{section}",
+                        fix=f"use {', '.join(keys)}",
+                    )
                 spec = spec.merged(assign(key, value, f"{path}: {where}.{section}"))
         for guard, values in dict(table.get("guard_settings", {})).items():
             if not isinstance(values, dict):
@@ -230,8 +258,13 @@ def load_preset_file(path: Path | str) -> dict[str, Preset]:
     return out
 
 
-def resolve_settings(configs: list[str], *, named: dict[str, Preset] | None = None,
-                     default: list[str] | None = None, protocol: str | None = None) -> list[Preset]:
+def resolve_settings(
+    configs: list[str],
+    *,
+    named: dict[str, Preset] | None = None,
+    default: list[str] | None = None,
+    protocol: str | None = None,
+) -> list[Preset]:
     """The settings of an eval, in order, duplicates dropped. No config at all -> ``default``
     (``none`` when not given)."""
     texts = list(configs)
@@ -246,4 +279,3 @@ def resolve_settings(configs: list[str], *, named: dict[str, Preset] | None = No
         setting = parse_config(text, named)
         out.setdefault(setting.name, setting)
     return list(out.values())
-

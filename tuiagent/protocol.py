@@ -78,8 +78,12 @@ class TokenStream:
     blocks (cancelling the request upstream) run at once.
     """
 
-    def __init__(self, produce: Callable[Concatenate[TokenStream, _P], AsyncGenerator[Token, None]],
-                 *args: _P.args, **kwargs: _P.kwargs):
+    def __init__(
+        self,
+        produce: Callable[Concatenate[TokenStream, _P], AsyncGenerator[Token, None]],
+        *args: _P.args,
+        **kwargs: _P.kwargs,
+    ):
         self.stop_reason: StopReason | None = None
         self.token_ids: list[int] | None = None  # every sampled id, once ended (backends that know them)
         self.layout: Layout | None = None  # how the prompt met the cache, once ended
@@ -115,8 +119,9 @@ class TokenStream:
     async def __aenter__(self) -> TokenStream:
         return self
 
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        tb: TracebackType | None) -> None:
+    async def __aexit__(
+        self, exc_type: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None
+    ) -> None:
         await self.aclose()
 
 
@@ -149,11 +154,21 @@ class RunSettings:
     def __post_init__(self) -> None:
         """Reject budgets no run can keep: not a number, infinite, negative, absurdly large, or a zero
         cell timeout (a zero wall-time budget is a run that ends at once)."""
-        for name, top in (("exec_timeout_s", _MAX_SECONDS), ("max_wall_s", _MAX_SECONDS), ("max_tool_calls", _MAX_COUNT),
-                          ("max_tokens", _MAX_COUNT), ("output_chars", _MAX_COUNT)):
+        for name, top in (
+            ("exec_timeout_s", _MAX_SECONDS),
+            ("max_wall_s", _MAX_SECONDS),
+            ("max_tool_calls", _MAX_COUNT),
+            ("max_tokens", _MAX_COUNT),
+            ("output_chars", _MAX_COUNT),
+        ):
             value, positive = getattr(self, name), name == "exec_timeout_s"
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value) \
-                    or not (0 < value if positive else 0 <= value) or value > top:
+            if (
+                isinstance(value, bool)
+                or not isinstance(value, (int, float))
+                or not math.isfinite(value)
+                or not (0 < value if positive else 0 <= value)
+                or value > top
+            ):
                 low = "above 0" if positive else "0 or more"
                 raise ValueError(f"{name} must be a number {low} and at most {top:g}, not {value!r}")
 
@@ -189,8 +204,10 @@ def with_guard_needs(settings: RunSettings, needs: Mapping[str, Mapping[str, flo
     for guard, wants in sorted(needs.items()):
         for budget, least in wants.items():
             if budget not in BUDGETS:
-                raise BudgetError(f"guard {guard} declares a need for {budget!r}, which is not a run budget "
-                                  f"(budgets: {', '.join(BUDGETS)})")
+                raise BudgetError(
+                    f"guard {guard} declares a need for {budget!r}, which is not a run budget "
+                    f"(budgets: {', '.join(BUDGETS)})"
+                )
             if not isinstance(least, (int, float)) or isinstance(least, bool):
                 raise BudgetError(f"guard {guard} declares {budget} = {least!r}, not a number")
             if budget in settings.explicit or least <= values[budget]:
@@ -239,8 +256,18 @@ NoticeLevel = Literal["info", "warning", "error"]
 # How a run ended (``RunFinished.reason``): answer, no_answer, tool_budget, token_budget, turn_length
 # (one turn reached the model's ``max_tokens`` per turn with run budget left), time_budget, cancelled,
 # error, backend_crashed (the model process died), kernel_failed (the tool kernel would not start).
-EndReason = Literal["answer", "no_answer", "tool_budget", "token_budget", "turn_length", "time_budget",
-                    "cancelled", "error", "backend_crashed", "kernel_failed"]
+EndReason = Literal[
+    "answer",
+    "no_answer",
+    "tool_budget",
+    "token_budget",
+    "turn_length",
+    "time_budget",
+    "cancelled",
+    "error",
+    "backend_crashed",
+    "kernel_failed",
+]
 END_REASONS: tuple[EndReason, ...] = get_args(EndReason)
 # The ends that are a failure of the program or the machine, not of the model (the CLI exits non-zero).
 FAILURE_REASONS: tuple[EndReason, ...] = ("error", "backend_crashed", "kernel_failed")

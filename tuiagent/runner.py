@@ -50,9 +50,15 @@ class RunRequest:
     def of(cls, spec: RunSpec, problem: str, **fields: Any) -> RunRequest:
         """The request that runs ``spec``: its settings over RunSettings' defaults, its sampling over
         the model's. Raises ValueError for a budget no run can keep."""
-        return cls(problem=problem, settings=spec.settings(), sampling_overrides=dict(spec.sampling),
-                   guards=spec.guards or (), guard_settings={g: dict(v) for g, v in spec.guard_settings.items()},
-                   kernel=spec.kernel, **fields)
+        return cls(
+            problem=problem,
+            settings=spec.settings(),
+            sampling_overrides=dict(spec.sampling),
+            guards=spec.guards or (),
+            guard_settings={g: dict(v) for g, v in spec.guard_settings.items()},
+            kernel=spec.kernel,
+            **fields,
+        )
 
 
 def resolve_spec(request: RunRequest) -> ModelSpec:
@@ -79,18 +85,26 @@ def guard_chain(spec: ModelSpec, request: RunRequest, *, toggleable: bool = Fals
     try:  # the models.toml settings alone first, so an error names where the bad value is
         GuardChain(configs, set())
     except SettingsError as e:
-        raise ConfigError(str(e), file=spec.origin, key=f"models.{spec.id}.guards",
-                          fix="correct the value (`tuiagent guards` lists every setting)") from None
+        raise ConfigError(
+            str(e),
+            file=spec.origin,
+            key=f"models.{spec.id}.guards",
+            fix="correct the value (`tuiagent guards` lists every setting)",
+        ) from None
     for name, values in request.guard_settings.items():
         if not toggleable and name not in names:
-            raise ConfigError(f"--set {name}.{next(iter(values), '...')}=... is for guard {name!r}, which is not on",
-                              key="--set", fix=f"turn it on with --guard {name}, or drop the setting")
+            raise ConfigError(
+                f"--set {name}.{next(iter(values), '...')}=... is for guard {name!r}, which is not on",
+                key="--set",
+                fix=f"turn it on with --guard {name}, or drop the setting",
+            )
         configs.setdefault(name, {}).update(values)
     try:
         chain = GuardChain(configs, names)
     except SettingsError as e:
-        raise ConfigError(str(e), key="--guard / --set",
-                          fix="correct the name or value (`tuiagent guards` lists guards and settings)") from None
+        raise ConfigError(
+            str(e), key="--guard / --set", fix="correct the name or value (`tuiagent guards` lists guards and settings)"
+        ) from None
     check_judge_models(chain, request.models_file)
     return chain
 
@@ -135,8 +149,14 @@ def kernel_class(name: str) -> type:
     return plugins.load(KERNELS_GROUP, name, "kernel", shipped=_SHIPPED_KERNELS, error=ConfigError)
 
 
-def make_kernel(name: str = "jupyter", *, images_dir: Path | None = None, gold: str | None = None,
-                sandbox: str | None = None, network: bool = False) -> Kernel:
+def make_kernel(
+    name: str = "jupyter",
+    *,
+    images_dir: Path | None = None,
+    gold: str | None = None,
+    sandbox: str | None = None,
+    network: bool = False,
+) -> Kernel:
     """An unstarted kernel ``name``, given those of ``images_dir``, ``gold``, ``sandbox`` and ``network``
     (when asked for) its constructor takes."""
     cls = kernel_class(name)
@@ -151,9 +171,15 @@ def make_kernel(name: str = "jupyter", *, images_dir: Path | None = None, gold: 
 
 
 @contextlib.asynccontextmanager
-async def kernel_for(settings: RunSettings, images_dir: Path, *, kernel: str = "jupyter",
-                     gold: str | None = None, sandbox: str | None = None,
-                     network: bool = False) -> AsyncIterator[Kernel | None]:
+async def kernel_for(
+    settings: RunSettings,
+    images_dir: Path,
+    *,
+    kernel: str = "jupyter",
+    gold: str | None = None,
+    sandbox: str | None = None,
+    network: bool = False,
+) -> AsyncIterator[Kernel | None]:
     """A started kernel for tool mode (Jupyter unless ``kernel`` names another; images saved beside
     the trajectory; ``gold`` for kernels that need it, e.g. oracle; ``sandbox`` for those that
     run code); none for CoT."""
@@ -202,9 +228,17 @@ async def run_problem(
         with Recorder(path) as recorder:
             async with contextlib.AsyncExitStack() as stack:
                 if kernel is None:
-                    kernel = await enter_kernel(stack, kernel_for(
-                        request.settings, path.with_suffix(""), kernel=request.kernel, gold=request.gold,
-                        sandbox=request.sandbox, network=request.network))
+                    kernel = await enter_kernel(
+                        stack,
+                        kernel_for(
+                            request.settings,
+                            path.with_suffix(""),
+                            kernel=request.kernel,
+                            gold=request.gold,
+                            sandbox=request.sandbox,
+                            network=request.network,
+                        ),
+                    )
                 failed = kernel if isinstance(kernel, KernelFailed) else None
                 agent = Agent(
                     backend,
@@ -233,8 +267,9 @@ async def run_problem(
     return finished
 
 
-async def enter_kernel(stack: contextlib.AsyncExitStack,
-                       source: contextlib.AbstractAsyncContextManager[Kernel | None]) -> Kernel | KernelFailed | None:
+async def enter_kernel(
+    stack: contextlib.AsyncExitStack, source: contextlib.AbstractAsyncContextManager[Kernel | None]
+) -> Kernel | KernelFailed | None:
     """The kernel ``source`` yields, entered on ``stack`` (which shuts it down); or the KernelFailed that
     says why it would not start, for ``run_problem`` to record."""
     try:
@@ -274,12 +309,16 @@ def fork_request(point: ForkPoint, spec: RunSpec | None = None, **request: Any) 
     guards, inherited = guards_at(point) if spec.guards is None else ((), {})
     # The parent's budgets as it ran (raised ones included), held fixed so that the fork differs by
     # what ``spec`` changes alone: given, so no guard raises them again.
-    parent = RunSpec(guards=guards, guard_settings=inherited,
-                     run={k: started.settings[k] for k in BUDGETS if k in started.settings},
-                     sampling=dict(started.sampling))
+    parent = RunSpec(
+        guards=guards,
+        guard_settings=inherited,
+        run={k: started.settings[k] for k in BUDGETS if k in started.settings},
+        sampling=dict(started.sampling),
+    )
     merged = parent.merged(spec)
     # a preset's kernel and a condition's evidence do not carry to a fork: it re-runs the parent's cells
-    merged = replace(merged, run={**{k: v for k, v in merged.run.items() if k not in NOT_SETTINGS},
-                                  "mode": started.mode})
+    merged = replace(
+        merged, run={**{k: v for k, v in merged.run.items() if k not in NOT_SETTINGS}, "mode": started.mode}
+    )
     fields = {"gold": started.gold, "model": started.model_id, **request}
     return RunRequest.of(merged, started.problem, **fields)

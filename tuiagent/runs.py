@@ -29,13 +29,23 @@ class RunInfo:
 
     @property
     def result(self) -> str:
-        """"right", "wrong" or "" (no gold answer, or no answer)."""
+        """ "right", "wrong" or "" (no gold answer, or no answer)."""
         return "right" if self.correct is True else "wrong" if self.correct is False else ""
 
     def matches(self, query: str) -> bool:
         """Whether every word of ``query`` is in the problem, answer, model, guards, result or end reason."""
-        hay = " ".join([self.problem, self.answer or "", self.model, self.guards, self.result, self.reason,
-                        self.when, self.path.name]).lower()
+        hay = " ".join(
+            [
+                self.problem,
+                self.answer or "",
+                self.model,
+                self.guards,
+                self.result,
+                self.reason,
+                self.when,
+                self.path.name,
+            ]
+        ).lower()
         return all(word in hay for word in query.lower().split())
 
 
@@ -87,13 +97,23 @@ def run_info(path: Path) -> RunInfo | None:
         return None
     finished = last if last.get("type") == "RunFinished" else {}
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(mtime))
-    return RunInfo(path, " ".join(str(started.get("problem", "")).split()), str(started.get("model_id", "")),
-                   finished.get("answer"), finished.get("correct"), finished.get("reason", "incomplete"), when,
-                   mtime, guards, finished.get("tool_calls"), finished.get("generated_tokens"), finished.get("wall_s"))
+    return RunInfo(
+        path,
+        " ".join(str(started.get("problem", "")).split()),
+        str(started.get("model_id", "")),
+        finished.get("answer"),
+        finished.get("correct"),
+        finished.get("reason", "incomplete"),
+        when,
+        mtime,
+        guards,
+        finished.get("tool_calls"),
+        finished.get("generated_tokens"),
+        finished.get("wall_s"),
+    )
 
 
-def recent_runs(directory: Path | None = None, limit: int = 5000,
-                skipped: list[Path] | None = None) -> list[RunInfo]:
+def recent_runs(directory: Path | None = None, limit: int = 5000, skipped: list[Path] | None = None) -> list[RunInfo]:
     """The newest trajectories first; files that are not trajectories are left out (and added to ``skipped``)."""
     directory = directory or paths.runs_dir()
     if not directory.is_dir():

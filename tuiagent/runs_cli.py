@@ -17,8 +17,13 @@ from tuiagent.options import RawMathOpt
 from tuiagent.runs import RunInfo, recent_runs
 from tuiagent.safetext import for_terminal
 
-runs_app = typer.Typer(help="List, filter and show saved runs.", no_args_is_help=False, add_completion=False,
-                       rich_markup_mode=None, pretty_exceptions_enable=False)
+runs_app = typer.Typer(
+    help="List, filter and show saved runs.",
+    no_args_is_help=False,
+    add_completion=False,
+    rich_markup_mode=None,
+    pretty_exceptions_enable=False,
+)
 err = Console(stderr=True, highlight=False, soft_wrap=True)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="JSON lines: one object per run (show: per event).")]
@@ -42,16 +47,29 @@ def print_transcript(file: Path, *, math: bool = True) -> None:
     for event in loaded.events:
         printer(event)
     if not loaded.events or loaded.events[-1].type != "RunFinished":
-        err.print(Text("incomplete: ", style="bold yellow")
-                  + Text("the run has no end in this file (it crashed or was killed); everything up to here is above"))
+        err.print(
+            Text("incomplete: ", style="bold yellow")
+            + Text("the run has no end in this file (it crashed or was killed); everything up to here is above")
+        )
         raise typer.Exit(1)
 
 
 def _record(info: RunInfo) -> dict[str, Any]:
-    return {"id": info.path.stem, "path": str(info.path), "when": info.when, "model": info.model,
-            "guards": info.guards, "answer": info.answer, "correct": info.correct, "result": info.result,
-            "reason": info.reason, "problem": info.problem, "tool_calls": info.calls,
-            "generated_tokens": info.tokens, "wall_s": info.wall_s}
+    return {
+        "id": info.path.stem,
+        "path": str(info.path),
+        "when": info.when,
+        "model": info.model,
+        "guards": info.guards,
+        "answer": info.answer,
+        "correct": info.correct,
+        "result": info.result,
+        "reason": info.reason,
+        "problem": info.problem,
+        "tool_calls": info.calls,
+        "generated_tokens": info.tokens,
+        "wall_s": info.wall_s,
+    }
 
 
 def _day(value: str | None, option: str) -> date | None:
@@ -75,7 +93,9 @@ def list_runs(
     limit: Annotated[int, typer.Option("-n", "--limit", help="Show at most this many (0: all).")] = 20,
     query: Annotated[str | None, typer.Option("--query", "-q", help="Every word in the problem or answer.")] = None,
     model: Annotated[str | None, typer.Option("--model", "-m", help="Runs of this model id.")] = None,
-    guard: Annotated[list[str] | None, typer.Option("--guard", "-g", help="Runs with this guard on (repeatable).")] = None,
+    guard: Annotated[
+        list[str] | None, typer.Option("--guard", "-g", help="Runs with this guard on (repeatable).")
+    ] = None,
     right: Annotated[bool, typer.Option("--right", help="Only runs graded right.")] = False,
     wrong: Annotated[bool, typer.Option("--wrong", help="Only runs graded wrong.")] = False,
     since: Annotated[str | None, typer.Option("--since", help="On or after this date (YYYY-MM-DD, local).")] = None,
@@ -114,8 +134,12 @@ def list_runs(
     for info in found:
         mark = {"right": "right", "wrong": "wrong"}.get(info.result, "-")
         answer = (info.answer if info.answer is not None else info.reason)[:12]
-        typer.echo(for_terminal(f"{info.when}  {info.path.stem[:24]:<24}  {info.model[:16]:<16}  "
-                                f"{info.guards[:16]:<16}  {answer:<12}  {mark:<5}  {info.problem[:40]}"))
+        typer.echo(
+            for_terminal(
+                f"{info.when}  {info.path.stem[:24]:<24}  {info.model[:16]:<16}  "
+                f"{info.guards[:16]:<16}  {answer:<12}  {mark:<5}  {info.problem[:40]}"
+            )
+        )
 
 
 def resolve(run: str, directory: Path | None = None) -> Path:

@@ -76,8 +76,10 @@ def ensure_smoke(plan: BuildPlan) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(prog="python -m tuiagent.smoke",
-                                 description="Build llama-cpp-python for this CPU unless it is here, then run the smoke check.")
+    ap = argparse.ArgumentParser(
+        prog="python -m tuiagent.smoke",
+        description="Build llama-cpp-python for this CPU unless it is here, then run the smoke check.",
+    )
     ap.add_argument("--force", action="store_true", help="rebuild even when the installed build matches")
     args = ap.parse_args(argv)
     p = plan()

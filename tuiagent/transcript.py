@@ -67,7 +67,9 @@ class TranscriptPrinter:
             case ev.ContextAppended() if event.source != "tool":
                 c.print(_text(event.text.rstrip(), style="magenta"))
             case ev.GuardVerdict() if event.action != "pass":
-                c.print(_text(f"[{event.guard}] {event.action}: {event.reason or _numbers(event.data)}", style="magenta"))
+                c.print(
+                    _text(f"[{event.guard}] {event.action}: {event.reason or _numbers(event.data)}", style="magenta")
+                )
             case ev.GuardToggled() if event.reason == "on at start":  # the header: every guard in force
                 self._guards_on += 1
                 values = " ".join(f"{k}={v}" for k, v in event.settings.items())
@@ -76,8 +78,12 @@ class TranscriptPrinter:
                 state = "on" if event.enabled else "off"
                 c.print(_text(f"[{event.guard}] {state}: {event.reason}", style="yellow"))
             case ev.ContextPruned():
-                c.print(_text(f"[{event.guard}] pruned {len(event.removed_text)} characters from the working context",
-                             style="magenta"))
+                c.print(
+                    _text(
+                        f"[{event.guard}] pruned {len(event.removed_text)} characters from the working context",
+                        style="magenta",
+                    )
+                )
             case ev.Notice():
                 c.print(_text(f"[{event.level}] {event.message}", style=_STYLE.get(event.level, "")))
             case ev.RunFinished():
@@ -105,8 +111,11 @@ class TranscriptPrinter:
 
 def _numbers(data: dict[str, Any]) -> str:
     """The short numeric facts of a verdict, for one transcript line."""
-    return ", ".join(f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
-                     for k, v in data.items() if isinstance(v, (int, float, str)) and len(str(v)) < 40)
+    return ", ".join(
+        f"{k}={v:.3g}" if isinstance(v, float) else f"{k}={v}"
+        for k, v in data.items()
+        if isinstance(v, (int, float, str)) and len(str(v)) < 40
+    )
 
 
 class JsonPrinter:

@@ -41,14 +41,30 @@ def get(url: str, timeout: float = 2.0) -> bytes:
 class LlamaServer:
     """One server; ``with LlamaServer(model, log) as s:`` serves at ``s.base_url`` inside the block."""
 
-    def __init__(self, model: Path, log: Path, *, n_ctx: int = 2048, threads: int = 1,
-                 extra: tuple[str, ...] = ()):
+    def __init__(self, model: Path, log: Path, *, n_ctx: int = 2048, threads: int = 1, extra: tuple[str, ...] = ()):
         self.port = free_port()
         self.log = log
         self.base_url = f"http://127.0.0.1:{self.port}/v1"
-        self.cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
-                    "--port", str(self.port), "--n_ctx", str(n_ctx), "--n_threads", str(threads),
-                    "--n_threads_batch", str(threads), "--interrupt_requests", "False", *extra]
+        self.cmd = [
+            sys.executable,
+            "-m",
+            "llama_cpp.server",
+            "--model",
+            str(model),
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(self.port),
+            "--n_ctx",
+            str(n_ctx),
+            "--n_threads",
+            str(threads),
+            "--n_threads_batch",
+            str(threads),
+            "--interrupt_requests",
+            "False",
+            *extra,
+        ]
         self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> LlamaServer:

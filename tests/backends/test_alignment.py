@@ -23,8 +23,12 @@ def test_aligner_waits_for_text_a_server_holds_back():
     # vLLM holds back text that might start a stop string but sends the tokens at once.
     deltas = [("ab", ["ab", "``"], [-0.1, -0.2]), ("", ["`o"], [-0.3]), ("```o", ["k"], [-0.4])]
     assert _aligned(*deltas[:2], final=False) == [Token("ab", -0.1)]
-    assert _aligned(*deltas, ("k", [], None)) == [Token("ab", -0.1), Token("``", -0.2), Token("`o", -0.3),
-                                                   Token("k", -0.4)]
+    assert _aligned(*deltas, ("k", [], None)) == [
+        Token("ab", -0.1),
+        Token("``", -0.2),
+        Token("`o", -0.3),
+        Token("k", -0.4),
+    ]
 
 
 def test_aligner_drops_what_lies_past_a_cut_stop_string():

@@ -18,8 +18,10 @@ N_CTX = 1024
 N_SEQ = 4
 GREEDY = Sampling(temperature=0.0, max_tokens=32)
 # Longer than two 64-token chunks, so new runs copy it from the store instead of evaluating it.
-SYSTEM = ("You are a careful math assistant. Solve the problem by writing Python code in ```python "
-          "blocks; the code runs in a Jupyter kernel and you see its output. ") * 3
+SYSTEM = (
+    "You are a careful math assistant. Solve the problem by writing Python code in ```python "
+    "blocks; the code runs in a Jupyter kernel and you see its output. "
+) * 3
 QUESTIONS = [
     "What is 17 times 23? Explain step by step.",
     "Write a Python function that returns the sum of the squares of a list of numbers.",
@@ -59,10 +61,13 @@ async def tokens_of(backend, prompt: str, stop=(), sampling: Sampling = GREEDY) 
 @pytest.fixture(scope="module")
 def references(single):
     """Each question alone on the single-sequence engine: (tokens, reason), without and with its stop."""
+
     async def all_of():
         out = []
         for q, stop in zip(QUESTIONS, STOPS):
-            out.append((await tokens_of(single, prompt_of(single, q)), await tokens_of(single, prompt_of(single, q), stop)))
+            out.append(
+                (await tokens_of(single, prompt_of(single, q)), await tokens_of(single, prompt_of(single, q), stop))
+            )
         return out
 
     return asyncio.run(all_of())
@@ -85,8 +90,9 @@ async def test_concurrent_streams_each_get_exactly_their_own_text_and_logprobs(b
     assert {reason for _, reason in results} >= {"stop"}  # the stop strings did cut somewhere
     # without stops, in flight together again (now every prompt's chunks come from its own cells)
     free = await asyncio.gather(*(tokens_of(batched, p) for p in prompts))
-    assert [[(t.text, t.logprob) for t in toks] for toks, _ in free] == \
-           [[(t.text, t.logprob) for t in ref] for (ref, _), _ in references]
+    assert [[(t.text, t.logprob) for t in toks] for toks, _ in free] == [
+        [(t.text, t.logprob) for t in ref] for (ref, _), _ in references
+    ]
 
 
 async def test_cancelling_one_stream_leaves_the_others_going(batched, references):
@@ -134,7 +140,7 @@ async def test_a_stream_joining_mid_batch_gets_its_own_text(batched, references)
         return out
 
     _, middle, late_tokens = await asyncio.gather(drain_early(), tokens_of(batched, first[1]), late())
-    assert "early" in order[order.index("late"):]  # it did join while the early one was generating
+    assert "early" in order[order.index("late") :]  # it did join while the early one was generating
     assert [t.logprob for t in seen] == [t.logprob for t in references[0][0][0]]
     assert [t.logprob for t in middle[0]] == [t.logprob for t in references[1][0][0]]
     assert [(t.text, t.logprob) for t in late_tokens] == [(t.text, t.logprob) for t in references[2][0][0]]
@@ -154,15 +160,35 @@ def test_a_runs_sequence_is_kept_for_it_while_its_session_lasts(smollm2_path):
     longest ago, and A's turn 2 has to read its whole prompt again."""
     from tuiagent.backends.llama_batch import BatchEngine, Request
 
-    engine = BatchEngine(str(smollm2_path), n_ctx=512, n_threads=2, n_batch=512, seed=None, min_p=0.0,
-                         prompt_chunk=None, n_seq=2, repack=False)
+    engine = BatchEngine(
+        str(smollm2_path),
+        n_ctx=512,
+        n_threads=2,
+        n_batch=512,
+        seed=None,
+        min_p=0.0,
+        prompt_chunk=None,
+        n_seq=2,
+        repack=False,
+    )
     vocab = engine.vocab
 
     def generate(prompt: str, session: int | None):
         result: list = []
         pieces: list[str] = []
-        engine.submit(Request(0, vocab.tokenize(prompt, add_bos=True), GREEDY, [], threading.Event(),
-                              lambda ts: pieces.extend(t.text for t in ts), result.append, None, session))
+        engine.submit(
+            Request(
+                0,
+                vocab.tokenize(prompt, add_bos=True),
+                GREEDY,
+                [],
+                threading.Event(),
+                lambda ts: pieces.extend(t.text for t in ts),
+                result.append,
+                None,
+                session,
+            )
+        )
         while not result:
             engine.step()
         return result[0], "".join(pieces)
@@ -190,14 +216,20 @@ def prompt_of_plain(question: str) -> str:
 def test_a_prompt_as_long_as_a_sequence_is_refused_clearly(smollm2_path):
     from tuiagent.backends.llama_batch import BatchEngine, CapacityError
 
-    engine = BatchEngine(str(smollm2_path), n_ctx=256, n_threads=2, n_batch=512, seed=None, min_p=0.0,
-                         prompt_chunk=None, n_seq=2)
+    engine = BatchEngine(
+        str(smollm2_path), n_ctx=256, n_threads=2, n_batch=512, seed=None, min_p=0.0, prompt_chunk=None, n_seq=2
+    )
     try:
         with pytest.raises(CapacityError, match="300 tokens; each of the engine's 2 sequences holds at most 256"):
             engine.generate([1] * 300, GREEDY, [], threading.Event(), lambda _: None)
         # the engine goes on serving
-        out = engine.generate(engine.vocab.tokenize("1 + 1 =", add_bos=True), Sampling(temperature=0.0, max_tokens=3),
-                              [], threading.Event(), lambda _: None)
+        out = engine.generate(
+            engine.vocab.tokenize("1 + 1 =", add_bos=True),
+            Sampling(temperature=0.0, max_tokens=3),
+            [],
+            threading.Event(),
+            lambda _: None,
+        )
         assert out.reason == "length" and len(out.token_ids) == 3
     finally:
         engine.close()
@@ -214,10 +246,15 @@ def qwen_path():
 
 
 # Twelve prompts: the four questions, asked again with other numbers and words.
-MANY = [*QUESTIONS, *(f"What is {a} times {b}? Explain step by step." for a, b in ((19, 29), (31, 37), (41, 43))),
-        "List three prime numbers greater than 90.", "What is the capital of Italy, and why is it famous?",
-        "Write a Python function that returns the product of a list of numbers.",
-        "How many days are there in 7 weeks?", "What is 2 to the power 10?"]
+MANY = [
+    *QUESTIONS,
+    *(f"What is {a} times {b}? Explain step by step." for a, b in ((19, 29), (31, 37), (41, 43))),
+    "List three prime numbers greater than 90.",
+    "What is the capital of Italy, and why is it famous?",
+    "Write a Python function that returns the product of a list of numbers.",
+    "How many days are there in 7 weeks?",
+    "What is 2 to the power 10?",
+]
 
 
 @pytest.mark.parametrize("repack", [True, False], ids=["repacked-padded", "plain"])
@@ -235,8 +272,10 @@ def test_on_the_default_model_a_sequence_is_the_same_alone_and_beside_any_number
     sampling = Sampling(temperature=0.0, max_tokens=6)
 
     def runner(engine):
-        prompts = [engine.vocab.tokenize(f"<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n", add_bos=True)
-                   for q in MANY]
+        prompts = [
+            engine.vocab.tokenize(f"<|im_start|>user\n{q}<|im_end|>\n<|im_start|>assistant\n", add_bos=True)
+            for q in MANY
+        ]
 
         def run(ids: list[int], held: tuple[int, ...] = ()) -> dict:
             for h in held:  # another run's session holds these: requests go around them
@@ -244,8 +283,17 @@ def test_on_the_default_model_a_sequence_is_the_same_alone_and_beside_any_number
             out: dict = {}
             for i in ids:
                 got: list[Token] = []
-                engine.submit(Request(i, prompts[i], sampling, [], threading.Event(), got.extend,
-                                      lambda r, i=i, got=got: out.__setitem__(i, (r.token_ids, [t.logprob for t in got]))))
+                engine.submit(
+                    Request(
+                        i,
+                        prompts[i],
+                        sampling,
+                        [],
+                        threading.Event(),
+                        got.extend,
+                        lambda r, i=i, got=got: out.__setitem__(i, (r.token_ids, [t.logprob for t in got])),
+                    )
+                )
             while not engine.idle:
                 engine.step()
             for h in held:
@@ -256,8 +304,17 @@ def test_on_the_default_model_a_sequence_is_the_same_alone_and_beside_any_number
         return run
 
     def engine_of(n_seq: int):
-        return BatchEngine(str(qwen_path), n_ctx=256, n_threads=2, n_batch=512, seed=None, min_p=0.0,
-                           prompt_chunk=None, n_seq=n_seq, repack=repack)
+        return BatchEngine(
+            str(qwen_path),
+            n_ctx=256,
+            n_threads=2,
+            n_batch=512,
+            seed=None,
+            min_p=0.0,
+            prompt_chunk=None,
+            n_seq=n_seq,
+            repack=repack,
+        )
 
     small = engine_of(4)
     try:

@@ -35,8 +35,19 @@ def test_the_pinned_version_is_the_one_pyproject_installs():
 def test_an_amx_cpu_keeps_avx512_and_vnni_but_never_gets_the_amx_path():
     got = options(llama_build.portable_cmake_args(SAPPHIRE_RAPIDS))
     assert got["GGML_NATIVE"] == "OFF"
-    assert {got[k] for k in ("GGML_AVX512", "GGML_AVX512_VNNI", "GGML_AVX512_BF16", "GGML_AVX512_VBMI",
-                             "GGML_AVX_VNNI", "GGML_AVX2", "GGML_FMA", "GGML_F16C")} == {"ON"}
+    assert {
+        got[k]
+        for k in (
+            "GGML_AVX512",
+            "GGML_AVX512_VNNI",
+            "GGML_AVX512_BF16",
+            "GGML_AVX512_VBMI",
+            "GGML_AVX_VNNI",
+            "GGML_AVX2",
+            "GGML_FMA",
+            "GGML_F16C",
+        )
+    } == {"ON"}
     assert {got[k] for k in llama_build.AMX_OPTIONS} == {"OFF"}
 
 
@@ -61,7 +72,9 @@ def test_the_key_follows_the_flags_and_the_users_cmake_args_win():
 def test_wheels_are_cached_per_key_unless_pip_caching_is_off(tmp_path):
     d = llama_build.wheel_cache_dir("abc", env={"TUIAGENT_CACHE_DIR": str(tmp_path)})
     assert d == tmp_path / "wheels" / "llama-cpp-python" / "abc"
-    assert llama_build.wheel_cache_dir("abc", env={"TUIAGENT_CACHE_DIR": str(tmp_path), "PIP_NO_CACHE_DIR": "1"}) is None
+    assert (
+        llama_build.wheel_cache_dir("abc", env={"TUIAGENT_CACHE_DIR": str(tmp_path), "PIP_NO_CACHE_DIR": "1"}) is None
+    )
 
 
 def test_install_repairs_a_build_made_with_other_flags_and_skips_a_current_one(tmp_path, monkeypatch):
@@ -88,8 +101,11 @@ def test_the_installed_llama_cpp_runs_no_amx_code_and_nothing_this_cpu_lacks():
         assert not crash.system_info_has(info, "AMX_INT8"), info
     assert not crash.system_info_has(info, "AMX_INT8"), f"our builds never enable AMX: {info}"
     if flags:
-        lacking = [name for name, needs in llama_build.SYSTEM_INFO_FLAGS.items()
-                   if crash.system_info_has(info, name) and not set(needs) <= flags]
+        lacking = [
+            name
+            for name, needs in llama_build.SYSTEM_INFO_FLAGS.items()
+            if crash.system_info_has(info, name) and not set(needs) <= flags
+        ]
         assert not lacking, f"the build uses {lacking}, which this CPU lacks: {info}"
 
 
@@ -144,22 +160,27 @@ def test_the_smoke_check_reports_a_crash_and_fails(tmp_path, monkeypatch, capsys
     assert smoke.ensure_smoke(p) == 0 and "passed" in capsys.readouterr().out
 
 
-@pytest.mark.parametrize(("rc", "info", "flags", "expect"), [
-    (-11, "CPU : AVX2 = 1 | AMX_INT8 = 1 |", {"amx_tile"}, ["#20824", "this CPU advertises AMX", crash.REBUILD]),
-    (-4, "CPU : AVX512 = 1 |", set(), ["instructions this CPU does not have", crash.REBUILD]),
-    (-9, "CPU : AVX2 = 1 |", set(), ["out-of-memory", "smaller model"]),
-    (-11, "CPU : AVX2 = 1 |", set(), ["a fault inside llama.cpp", "without AVX-512"]),
-])
+@pytest.mark.parametrize(
+    ("rc", "info", "flags", "expect"),
+    [
+        (-11, "CPU : AVX2 = 1 | AMX_INT8 = 1 |", {"amx_tile"}, ["#20824", "this CPU advertises AMX", crash.REBUILD]),
+        (-4, "CPU : AVX512 = 1 |", set(), ["instructions this CPU does not have", crash.REBUILD]),
+        (-9, "CPU : AVX2 = 1 |", set(), ["out-of-memory", "smaller model"]),
+        (-11, "CPU : AVX2 = 1 |", set(), ["a fault inside llama.cpp", "without AVX-512"]),
+    ],
+)
 def test_each_kind_of_crash_names_its_likely_cause_and_fix(rc, info, flags, expect):
     err = crash.describe("m", rc, "", info, during="generating", cpu_flags=flags)
     assert all(e in str(err) for e in expect), str(err)
 
 
 def test_an_abort_quotes_the_failed_check_and_the_python_frame():
-    log = ('/src/ggml.c:123: GGML_ASSERT(n_tokens <= n_batch) failed\nFatal Python error: Aborted\n\n'
-           'Current thread 0x01 (most recent call first):\n'
-           '  File "/venv/lib/python3.11/site-packages/llama_cpp/_internals.py", line 320 in decode\n'
-           '  File "/venv/lib/python3.11/site-packages/llama_cpp/llama.py", line 700 in eval\n')
+    log = (
+        "/src/ggml.c:123: GGML_ASSERT(n_tokens <= n_batch) failed\nFatal Python error: Aborted\n\n"
+        "Current thread 0x01 (most recent call first):\n"
+        '  File "/venv/lib/python3.11/site-packages/llama_cpp/_internals.py", line 320 in decode\n'
+        '  File "/venv/lib/python3.11/site-packages/llama_cpp/llama.py", line 700 in eval\n'
+    )
     text = str(crash.describe("m", -6, log, "", during="generating"))
     assert "SIGABRT" in text and "GGML_ASSERT(n_tokens <= n_batch) failed" in text
     assert "called from llama_cpp/_internals.py (decode)" in text and "internal checks" in text

@@ -360,11 +360,14 @@ async def test_a_recorded_run_is_rebuilt_exactly_by_decoding_its_turns_again(bac
     assert [lp for _, lp in from_text_tokens] != [lp for _, lp in second_tokens]
 
 
-@pytest.mark.parametrize("user, expected", [
-    ({}, {"GOMP_SPINCOUNT": "300"}),  # ours: a short spin (see llama_model's docstring)
-    ({"OMP_WAIT_POLICY": "passive"}, {"OMP_WAIT_POLICY": "passive"}),  # the user's choice wins
-    ({"GOMP_SPINCOUNT": "0"}, {"GOMP_SPINCOUNT": "0"}),
-])
+@pytest.mark.parametrize(
+    "user, expected",
+    [
+        ({}, {"GOMP_SPINCOUNT": "300"}),  # ours: a short spin (see llama_model's docstring)
+        ({"OMP_WAIT_POLICY": "passive"}, {"OMP_WAIT_POLICY": "passive"}),  # the user's choice wins
+        ({"GOMP_SPINCOUNT": "0"}, {"GOMP_SPINCOUNT": "0"}),
+    ],
+)
 def test_the_worker_gets_our_openmp_wait_unless_the_user_chose_one(smollm2_path, user, expected):
     """libgomp reads these when the worker loads llama.cpp: they must be in the worker's environment."""
     import os
@@ -381,8 +384,9 @@ def test_the_worker_gets_our_openmp_wait_unless_the_user_chose_one(smollm2_path,
         f"b = LlamaCppBackend({str(smollm2_path)!r}, n_ctx=256, n_threads=1)\n"
         "print(b.worker_pid, flush=True)\nsys.stdin.read()\n"
     )
-    app = subprocess.Popen([sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
-                           env=env)
+    app = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, env=env
+    )
     try:
         worker_env = psutil.Process(int(app.stdout.readline())).environ()
         assert {k: worker_env[k] for k in names if k in worker_env} == expected

@@ -52,8 +52,15 @@ def server(smollm2_path: Path, tmp_path_factory):
 
 @pytest.fixture
 async def backend(server):
-    b = OpenAIBackend(model_id="smollm2-server", base_url=server[0], served_model="smollm2", context_size=N_CTX,
-                      extra_body=NEUTRAL, max_retries=0, timeout=30)
+    b = OpenAIBackend(
+        model_id="smollm2-server",
+        base_url=server[0],
+        served_model="smollm2",
+        context_size=N_CTX,
+        extra_body=NEUTRAL,
+        max_retries=0,
+        timeout=30,
+    )
     yield b
     await b.aclose()
 
@@ -63,8 +70,15 @@ def greedy(server):
     """One greedy streamed completion of the question, shared by the tests that only read it."""
 
     async def run():
-        b = OpenAIBackend(model_id="smollm2-server", base_url=server[0], served_model="smollm2",
-                          context_size=N_CTX, extra_body=NEUTRAL, max_retries=0, timeout=60)
+        b = OpenAIBackend(
+            model_id="smollm2-server",
+            base_url=server[0],
+            served_model="smollm2",
+            context_size=N_CTX,
+            extra_body=NEUTRAL,
+            max_retries=0,
+            timeout=60,
+        )
         _from_a_known_cache(server[0])
         try:
             stream = b.stream(_prompt(), GREEDY, [])
@@ -103,8 +117,9 @@ def _text(tokens: list[Token]) -> str:
 
 
 def _post(base: str, body: dict) -> dict:
-    req = urllib.request.Request(f"{base}/completions", data=json.dumps(body).encode(),
-                                 headers={"Content-Type": "application/json"})
+    req = urllib.request.Request(
+        f"{base}/completions", data=json.dumps(body).encode(), headers={"Content-Type": "application/json"}
+    )
     with LOOPBACK.open(req, timeout=60) as r:
         return json.loads(r.read())
 
@@ -133,8 +148,9 @@ def test_logprobs_are_sampled_token_logprobs_and_stats_count(greedy):
 async def test_greedy_stream_matches_the_servers_non_streamed_completion(server, greedy):
     tokens = greedy[0]
     _from_a_known_cache(server[0])
-    answer = _post(server[0], {"prompt": _prompt(), "max_tokens": GREEDY.max_tokens, "temperature": 0.0,
-                               "logprobs": 1, **NEUTRAL})
+    answer = _post(
+        server[0], {"prompt": _prompt(), "max_tokens": GREEDY.max_tokens, "temperature": 0.0, "logprobs": 1, **NEUTRAL}
+    )
     choice = answer["choices"][0]
     assert _text(tokens) == choice["text"]
     assert [t.text for t in tokens] == choice["logprobs"]["tokens"]
@@ -165,8 +181,14 @@ async def test_length(backend):
 
 
 async def test_stops_sent_to_the_server_too(server):
-    b = OpenAIBackend(model_id="s", base_url=server[0], served_model="smollm2", extra_body=NEUTRAL,
-                      server_stop="always", max_retries=0)
+    b = OpenAIBackend(
+        model_id="s",
+        base_url=server[0],
+        served_model="smollm2",
+        extra_body=NEUTRAL,
+        server_stop="always",
+        max_retries=0,
+    )
     try:
         tokens, reason = await _run(b, _prompt(), GREEDY, [STOP])
     finally:
@@ -278,10 +300,16 @@ async def test_create_from_a_model_spec(server, monkeypatch):
     from tuiagent.backends import open_backend
 
     monkeypatch.setenv("TUIAGENT_TEST_SERVER_KEY", "sk-local")
-    spec = ModelSpec(id="local-server", backend="openai", origin="test.toml",
-                     source=Source(kind="server", base_url=server[0], served_model="smollm2",
-                                   api_key_env="TUIAGENT_TEST_SERVER_KEY"),
-                     context_size=N_CTX, options={"timeout": 30, "extra_body": NEUTRAL, "max_retries": 0})
+    spec = ModelSpec(
+        id="local-server",
+        backend="openai",
+        origin="test.toml",
+        source=Source(
+            kind="server", base_url=server[0], served_model="smollm2", api_key_env="TUIAGENT_TEST_SERVER_KEY"
+        ),
+        context_size=N_CTX,
+        options={"timeout": 30, "extra_body": NEUTRAL, "max_retries": 0},
+    )
     b = open_backend(spec)
     try:
         assert isinstance(b, OpenAIBackend) and b.model_id == "local-server"
@@ -308,12 +336,18 @@ def test_create_rejects_what_a_server_model_cannot_use():
 
 
 def test_context_error_messages():
-    vllm_new = ("This model's maximum context length is 2048 tokens. However, your request has 3000 input "
-                "tokens. Please reduce the length of the input messages.")
-    vllm_room = ("'max_tokens' is too large: 1024. This model's maximum context length is 2048 tokens and "
-                 "your request has 1500 input tokens (1024 > 2048 - 1500).")
-    vllm_old = ("This model's maximum context length is 2048 tokens. However, you requested 3100 tokens "
-                "(3000 in the messages, 100 in the completion).")
+    vllm_new = (
+        "This model's maximum context length is 2048 tokens. However, your request has 3000 input "
+        "tokens. Please reduce the length of the input messages."
+    )
+    vllm_room = (
+        "'max_tokens' is too large: 1024. This model's maximum context length is 2048 tokens and "
+        "your request has 1500 input tokens (1024 > 2048 - 1500)."
+    )
+    vllm_old = (
+        "This model's maximum context length is 2048 tokens. However, you requested 3100 tokens "
+        "(3000 in the messages, 100 in the completion)."
+    )
     llama = "Requested tokens (3000) exceed context window of 2048"
     assert context_error(vllm_new) == (2048, 3000)
     assert context_error(vllm_room) == (2048, 1500)
@@ -339,8 +373,10 @@ class StandInVLLMCompletions:
         from openai.types import Completion
 
         self.requests.append(request)
-        chunks = [Completion.construct(**{"id": "c", "object": "text_completion", "created": 0, "model": "m",
-                                             "choices": [c]}) for c in self.chunks]
+        chunks = [
+            Completion.construct(**{"id": "c", "object": "text_completion", "created": 0, "model": "m", "choices": [c]})
+            for c in self.chunks
+        ]
 
         class Stream:
             def __init__(self):
@@ -360,9 +396,13 @@ class StandInVLLMCompletions:
 
 
 def _vllm_choice(text, tokens, lps, finish=None, stop_reason=None):
-    return {"index": 0, "text": text, "finish_reason": finish, "stop_reason": stop_reason,
-            "logprobs": {"tokens": tokens, "token_logprobs": lps, "text_offset": [0] * len(tokens),
-                         "top_logprobs": None}}
+    return {
+        "index": 0,
+        "text": text,
+        "finish_reason": finish,
+        "stop_reason": stop_reason,
+        "logprobs": {"tokens": tokens, "token_logprobs": lps, "text_offset": [0] * len(tokens), "top_logprobs": None},
+    }
 
 
 async def test_vllm_shaped_stream_stop_reason_is_learned_and_used():
@@ -382,8 +422,18 @@ async def test_vllm_shaped_stream_stop_reason_is_learned_and_used():
     assert reason == "stop"  # stop_reason names one of our stop strings
     second = await _collect(b, "P", GREEDY, stop)
     assert completions.requests[1]["stop"] == stop
-    assert first == second == [Token("x", -0.1), Token(" =", -0.2), Token(" 1", -0.3), Token("\n", -0.4),
-                               Token("```", -0.5), Token("\n", -0.6)]
+    assert (
+        first
+        == second
+        == [
+            Token("x", -0.1),
+            Token(" =", -0.2),
+            Token(" 1", -0.3),
+            Token("\n", -0.4),
+            Token("```", -0.5),
+            Token("\n", -0.6),
+        ]
+    )
     end = [_vllm_choice("ok", ["ok", "<|im_end|>"], [-0.1, -0.2], "stop", None)]
     completions.chunks = end
     assert await _run(b, "P", GREEDY, stop) == ([Token("ok", -0.1)], "eos")

@@ -19,8 +19,9 @@ from tuiagent.protocol import Sampling
 
 
 def _dead_server() -> OpenAIBackend:
-    return OpenAIBackend(model_id="m", base_url=f"http://127.0.0.1:{free_port()}/v1", served_model="m",
-                         max_retries=0, timeout=5)
+    return OpenAIBackend(
+        model_id="m", base_url=f"http://127.0.0.1:{free_port()}/v1", served_model="m", max_retries=0, timeout=5
+    )
 
 
 async def test_runs_go_to_the_least_loaded_server_and_a_failed_one_is_taken_out():
@@ -48,12 +49,15 @@ async def test_runs_go_to_the_least_loaded_server_and_a_failed_one_is_taken_out(
 
 def _models(tmp_path, source: str):
     path = tmp_path / "models.toml"
-    path.write_text(textwrap.dedent("""
+    path.write_text(
+        textwrap.dedent("""
         [models.pool]
         backend = "openai"
         [models.pool.source]
         kind = "server"
-        """) + textwrap.dedent(source))
+        """)
+        + textwrap.dedent(source)
+    )
     return load_models(path).get("pool")
 
 
@@ -69,13 +73,16 @@ async def test_base_urls_in_models_toml_make_a_pool(tmp_path):
     assert one.source.servers == (urls[0],) and isinstance(create(one), OpenAIBackend)
 
 
-@pytest.mark.parametrize(("source", "message"), [
-    ("", "needs base_url or base_urls"),
-    ('base_url = "http://a/v1"\nbase_urls = ["http://b/v1"]\n', "needs base_url or base_urls"),
-    ('base_urls = ["http://a/v1", "http://a/v1"]\n', "lists a URL twice"),
-    ("base_urls = []\n", "at least one"),
-    ('base_urls = "http://a/v1"\n', "expected a list of strings"),
-])
+@pytest.mark.parametrize(
+    ("source", "message"),
+    [
+        ("", "needs base_url or base_urls"),
+        ('base_url = "http://a/v1"\nbase_urls = ["http://b/v1"]\n', "needs base_url or base_urls"),
+        ('base_urls = ["http://a/v1", "http://a/v1"]\n', "lists a URL twice"),
+        ("base_urls = []\n", "at least one"),
+        ('base_urls = "http://a/v1"\n', "expected a list of strings"),
+    ],
+)
 def test_bad_server_lists_are_clear_errors(tmp_path, source, message):
     with pytest.raises(ConfigError, match=message):
         _models(tmp_path, source)

@@ -18,11 +18,14 @@ async def drain(stream: TokenStream) -> str:
 
 
 async def test_two_streams_in_flight_on_one_backend_each_get_their_own_stop_reason():
-    backend = ScriptedBackend([
-        split_tokens("one two three four five six seven", -0.1),
-        split_tokens("x = 1\n```output\n1\n", -0.1),
-        split_tokens("the end", -0.1),
-    ], delay_s=0.001)
+    backend = ScriptedBackend(
+        [
+            split_tokens("one two three four five six seven", -0.1),
+            split_tokens("x = 1\n```output\n1\n", -0.1),
+            split_tokens("the end", -0.1),
+        ],
+        delay_s=0.001,
+    )
     capped = backend.stream("A", Sampling(max_tokens=3), [FENCE])
     fenced = backend.stream("B", Sampling(max_tokens=100), [FENCE])
     ended = backend.stream("C", Sampling(max_tokens=100), [FENCE])

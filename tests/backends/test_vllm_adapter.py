@@ -27,15 +27,40 @@ from tuiagent.errors import ConfigError
 from tuiagent.protocol import Sampling, Token
 
 FENCE = "```output"
-CODE = steps("Let", " me", " compute", ".\n", "```", "python", "\n", "print", "(", "5", ")", "\n", "```", "\n",
-             "```", "output", "\n", "5", "\n")
+CODE = steps(
+    "Let",
+    " me",
+    " compute",
+    ".\n",
+    "```",
+    "python",
+    "\n",
+    "print",
+    "(",
+    "5",
+    ")",
+    "\n",
+    "```",
+    "\n",
+    "```",
+    "output",
+    "\n",
+    "5",
+    "\n",
+)
 
 
 def make(script, *, delta=True, tokenizer=None, context_size=4096, chat_template="chatml", **engine_kw):
     engine = StandInEngine(script, **engine_kw)
-    backend = VLLMBackend(engine, model_id="stand-in", sampling_params=StandInSamplingParams,
-                          delta_kind=StandInRequestOutputKind.DELTA if delta else None, tokenizer=tokenizer,
-                          chat_template=chat_template, context_size=context_size)
+    backend = VLLMBackend(
+        engine,
+        model_id="stand-in",
+        sampling_params=StandInSamplingParams,
+        delta_kind=StandInRequestOutputKind.DELTA if delta else None,
+        tokenizer=tokenizer,
+        chat_template=chat_template,
+        context_size=context_size,
+    )
     return backend, engine
 
 
@@ -61,8 +86,13 @@ async def test_text_deltas_with_the_sampled_tokens_logprobs(delta):
     script = steps(("```", -0.5), ("python", -0.01), ("\n", -0.001), ("x", -2.0), (" = ", -0.3))
     backend, engine = make(script, delta=delta)
     tokens, reason = await run(backend)
-    assert tokens == [Token("```", -0.5), Token("python", -0.01), Token("\n", -0.001), Token("x", -2.0),
-                      Token(" = ", -0.3)]
+    assert tokens == [
+        Token("```", -0.5),
+        Token("python", -0.01),
+        Token("\n", -0.001),
+        Token("x", -2.0),
+        Token(" = ", -0.3),
+    ]
     assert reason == "eos"  # the end-of-sequence token is not yielded
     assert engine.aborted == [] and len(engine.closed) == 1
     assert backend.stats.generated_tokens == len(script) and backend.stats.calls == 1
@@ -77,11 +107,17 @@ async def test_the_logprob_is_the_sampled_tokens_not_the_top_ones():
 
 async def test_sampling_params_sent_to_vllm():
     backend, engine = make(steps("x"))
-    await collect(backend, Sampling(temperature=0.7, top_p=0.9, top_k=0, repeat_penalty=1.1, max_tokens=50, seed=3),
-                  ["</s>", ""])
+    await collect(
+        backend, Sampling(temperature=0.7, top_p=0.9, top_k=0, repeat_penalty=1.1, max_tokens=50, seed=3), ["</s>", ""]
+    )
     params = engine.requests[0][1]
     assert (params.temperature, params.top_p, params.repetition_penalty, params.max_tokens, params.seed) == (
-        0.7, 0.9, 1.1, 50, 3)
+        0.7,
+        0.9,
+        1.1,
+        50,
+        3,
+    )
     assert params.top_k == -1  # off: not sent, vLLM's default
     assert params.stop == ["</s>"] and params.logprobs == 1
     assert params.output_kind is StandInRequestOutputKind.DELTA
@@ -128,6 +164,7 @@ async def test_closing_the_stream_aborts_the_request(how):
     seen = []
     gen = backend.stream("P", Sampling(max_tokens=500), [])
     if how == "cancel":
+
         async def consume():
             async for t in gen:
                 seen.append(t)
@@ -181,8 +218,10 @@ async def test_prompt_longer_than_the_context():
 async def test_the_engines_own_length_error_is_context_overflow():
     class Refusing(StandInEngine):
         async def generate(self, prompt, sampling_params, request_id):
-            raise ValueError("The decoder prompt (length 5000) is longer than the maximum model length of 4096. "
-                             "Make sure that `max_model_len` is no smaller than the number of text tokens.")
+            raise ValueError(
+                "The decoder prompt (length 5000) is longer than the maximum model length of 4096. "
+                "Make sure that `max_model_len` is no smaller than the number of text tokens."
+            )
             yield  # pragma: no cover
 
     backend = VLLMBackend(Refusing([]), model_id="m", sampling_params=StandInSamplingParams)
@@ -199,8 +238,10 @@ async def test_eos_token_id_stays_out_of_the_text():
 
 
 def test_importing_does_not_import_vllm_or_torch():
-    code = ("import sys, tuiagent.backends.openai, tuiagent.backends.vllm; "
-            "assert 'vllm' not in sys.modules and 'torch' not in sys.modules and 'openai' not in sys.modules")
+    code = (
+        "import sys, tuiagent.backends.openai, tuiagent.backends.vllm; "
+        "assert 'vllm' not in sys.modules and 'torch' not in sys.modules and 'openai' not in sys.modules"
+    )
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
@@ -224,9 +265,15 @@ async def test_real_vllm_engine():
     torch = pytest.importorskip("torch")
     if not torch.cuda.is_available():
         pytest.skip("no CUDA GPU")
-    spec = ModelSpec(id="vllm-test", backend="vllm", origin="test", source=Source(kind="path", path=model),
-                     context_size=2048, chat_template="hf",
-                     options={"gpu_memory_utilization": 0.3, "engine_args": {"enforce_eager": True}})
+    spec = ModelSpec(
+        id="vllm-test",
+        backend="vllm",
+        origin="test",
+        source=Source(kind="path", path=model),
+        context_size=2048,
+        chat_template="hf",
+        options={"gpu_memory_utilization": 0.3, "engine_args": {"enforce_eager": True}},
+    )
     backend = await asyncio.to_thread(create, spec)
     try:
         prompt = backend.render_chat([{"role": "user", "content": "Write a Python code block that prints 5."}])

@@ -129,8 +129,9 @@ class StandInEngine:
     closed: list[str] = field(default_factory=list)
     steps_taken: int = 0
 
-    async def generate(self, prompt: str, sampling_params: StandInSamplingParams,
-                       request_id: str) -> AsyncIterator[StandInRequestOutput]:
+    async def generate(
+        self, prompt: str, sampling_params: StandInSamplingParams, request_id: str
+    ) -> AsyncIterator[StandInRequestOutput]:
         self.requests.append((prompt, sampling_params, request_id))
         p = sampling_params
         delta = p.output_kind is StandInRequestOutputKind.DELTA
@@ -147,8 +148,11 @@ class StandInEngine:
                     return
                 self.steps_taken += 1
                 ids.append(step.token_id)
-                entry = {step.token_id: StandInLogprob(step.logprob, 1 if step.top_text is None else 2,
-                                                       EOS_TEXT if step.eos else step.text)}
+                entry = {
+                    step.token_id: StandInLogprob(
+                        step.logprob, 1 if step.top_text is None else 2, EOS_TEXT if step.eos else step.text
+                    )
+                }
                 if step.top_text is not None:
                     entry[999] = StandInLogprob(step.top_logprob, 1, step.top_text)
                 lps.append(entry)
@@ -174,8 +178,15 @@ class StandInEngine:
                     stop_reason=stop_reason,
                 )
                 sent_text, sent_tokens = len(visible), len(ids)
-                yield StandInRequestOutput(request_id, prompt, list(self.prompt_token_ids), None, [out],
-                                           finished=finish is not None, num_cached_tokens=self.num_cached_tokens)
+                yield StandInRequestOutput(
+                    request_id,
+                    prompt,
+                    list(self.prompt_token_ids),
+                    None,
+                    [out],
+                    finished=finish is not None,
+                    num_cached_tokens=self.num_cached_tokens,
+                )
                 if finish:
                     return
             raise AssertionError("the script ran out before the request finished")
@@ -200,8 +211,11 @@ class StandInTokenizer:
     def decode(self, ids: Sequence[int]) -> str:
         return "".join(f"<{i}>" for i in ids)
 
-    def apply_chat_template(self, messages: list[dict[str, str]], tokenize: bool = True,
-                            add_generation_prompt: bool = False) -> str:
-        self.calls.append(("apply_chat_template", {"tokenize": tokenize, "add_generation_prompt": add_generation_prompt}))
+    def apply_chat_template(
+        self, messages: list[dict[str, str]], tokenize: bool = True, add_generation_prompt: bool = False
+    ) -> str:
+        self.calls.append(
+            ("apply_chat_template", {"tokenize": tokenize, "add_generation_prompt": add_generation_prompt})
+        )
         body = "".join(f"[{m['role']}]{m['content']}[/]" for m in messages)
         return body + ("[assistant]" if add_generation_prompt else "")

@@ -42,14 +42,17 @@ def write(path: Path, text: str) -> Path:
 
 
 def models_file(tmp_path: Path, calibration: str = "cal/m.toml", own: str = "") -> Path:
-    return write(tmp_path / "models.toml", f"""
+    return write(
+        tmp_path / "models.toml",
+        f"""
         [models.m]
         backend = "scripted"
         calibration = "{calibration}"
         [models.m.source]
         kind = "script"
         {own}
-        """)
+        """,
+    )
 
 
 def test_calibrated_values_are_the_models_defaults_below_its_own(tmp_path):
@@ -70,14 +73,17 @@ def test_the_model_gets_its_own_recommended_preset(tmp_path, monkeypatch):
     assert find_preset("flag-only", model="m", models_file=models).guards == ("necessity", "tim")
 
 
-@pytest.mark.parametrize("text, message", [
-    ("[calibration\nmodel = 'm'", "not valid TOML"),
-    ("[guards.attc]\nthreshold = 0.9", r"no \[calibration\] table"),
-    ("[calibration]\nmodel = 'm'\nsize = 3", "unknown key"),
-    ("[calibration]\nmodel = 'm'\ntrain_questions = 'many'", "expected int"),
-    ("[calibration]\nmodel = 'm'\n[guards]\nattc = 0.9", "must be a table of settings"),
-    ("[calibration]\nmodel = 'm'\n[tables]\nx = 1", "unknown table"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("[calibration\nmodel = 'm'", "not valid TOML"),
+        ("[guards.attc]\nthreshold = 0.9", r"no \[calibration\] table"),
+        ("[calibration]\nmodel = 'm'\nsize = 3", "unknown key"),
+        ("[calibration]\nmodel = 'm'\ntrain_questions = 'many'", "expected int"),
+        ("[calibration]\nmodel = 'm'\n[guards]\nattc = 0.9", "must be a table of settings"),
+        ("[calibration]\nmodel = 'm'\n[tables]\nx = 1", "unknown table"),
+    ],
+)
 def test_a_broken_calibration_file_is_a_config_error_naming_it(tmp_path, text, message):
     path = write(tmp_path / "cal" / "m.toml", text)
     with pytest.raises(ConfigError, match=message) as e:

@@ -143,13 +143,25 @@ ERRORS = [
         "models.m.chat_template",
         ["did you mean 'chatml'"],
     ),
-    ("sampling typo", GOOD + "[models.m.sampling]\ntemprature = 0.5\n", "models.m.sampling.temprature",
-     ["unknown key", "did you mean 'temperature'"]),
-    ("sampling negative", GOOD + "[models.m.sampling]\nmax_tokens = -5\n", "models.m.sampling.max_tokens",
-     ["greater than 0"]),
+    (
+        "sampling typo",
+        GOOD + "[models.m.sampling]\ntemprature = 0.5\n",
+        "models.m.sampling.temprature",
+        ["unknown key", "did you mean 'temperature'"],
+    ),
+    (
+        "sampling negative",
+        GOOD + "[models.m.sampling]\nmax_tokens = -5\n",
+        "models.m.sampling.max_tokens",
+        ["greater than 0"],
+    ),
     ("sampling top_p", GOOD + "[models.m.sampling]\ntop_p = 1.5\n", "models.m.sampling.top_p", ["(0, 1]"]),
-    ("sampling type", GOOD + '[models.m.sampling]\ntemperature = "hot"\n', "models.m.sampling.temperature",
-     ["expected a number"]),
+    (
+        "sampling type",
+        GOOD + '[models.m.sampling]\ntemperature = "hot"\n',
+        "models.m.sampling.temperature",
+        ["expected a number"],
+    ),
     ("guard not a table", GOOD + "[models.m.guards]\nattc = 0.97\n", "models.m.guards.attc", ["expected a table"]),
     ("key of another kind", GOOD + 'base_url = "http://x"\n', "models.m.source.base_url", ["unknown key"]),
     ("empty path", GOOD.replace('"/models/m.gguf"', '""'), "models.m.source.path", ["must not be empty"]),
@@ -170,7 +182,8 @@ ERRORS = [
         files = ["a.bin"]
         size = 10
         sha256 = "%s"
-        """ % ("0" * 64),
+        """
+        % ("0" * 64),
         "models.m.source.files",
         ["2 packages but 1 files"],
     ),

@@ -44,8 +44,15 @@ def make_package(site: Path, name: str, files: dict[str, bytes], init: str = "")
     return pkg
 
 
-def chunk_spec(site: Path, parts: list[bytes], *, sha256: str | None = None, size: int | None = None,
-               install: bool = True, tag: str = "") -> ModelSpec:
+def chunk_spec(
+    site: Path,
+    parts: list[bytes],
+    *,
+    sha256: str | None = None,
+    size: int | None = None,
+    install: bool = True,
+    tag: str = "",
+) -> ModelSpec:
     """A pypi_chunks model over fake packages fakechunk<tag>_part<i>, each holding data/partNN.bin.
 
     Package imports raise: resolving must find them without importing them."""
@@ -186,8 +193,14 @@ def test_packages_installed_after_a_first_failure_are_found(site):
 
 def package_file_spec(site: Path, data: bytes, *, sha256: str | None = "auto", size: int | None = None) -> ModelSpec:
     make_package(site, "fakesmol", {"Model.Q4.gguf": data}, init="raise RuntimeError('imported!')\n")
-    source = Source(kind="package_file", packages=("fakesmol",), files=("Model.Q4.gguf",), pip=("fake-smol==1",),
-                    sha256=hashlib.sha256(data).hexdigest() if sha256 == "auto" else sha256, size=size)
+    source = Source(
+        kind="package_file",
+        packages=("fakesmol",),
+        files=("Model.Q4.gguf",),
+        pip=("fake-smol==1",),
+        sha256=hashlib.sha256(data).hexdigest() if sha256 == "auto" else sha256,
+        size=size,
+    )
     return ModelSpec(id="smol", backend="llama_cpp", source=source, origin="/x/models.toml")
 
 
@@ -212,9 +225,12 @@ def test_package_file_mismatch(site):
 
 
 def test_package_file_missing_package(site):
-    spec = ModelSpec(id="smol", backend="llama_cpp", origin="/x/models.toml",
-                     source=Source(kind="package_file", packages=("nofakesmol",), files=("m.gguf",),
-                                   pip=("no-fake-smol==0.1.2",)))
+    spec = ModelSpec(
+        id="smol",
+        backend="llama_cpp",
+        origin="/x/models.toml",
+        source=Source(kind="package_file", packages=("nofakesmol",), files=("m.gguf",), pip=("no-fake-smol==0.1.2",)),
+    )
     with pytest.raises(ModelUnavailable, match="nofakesmol") as info:
         resolve_model_file(spec)
     assert info.value.fix == "pip install no-fake-smol==0.1.2"
@@ -235,7 +251,9 @@ def test_path_relative_to_file_and_home(tmp_path, monkeypatch):
     spec = load_one(tmp_path, '[models.m]\nbackend = "llama_cpp"\n[models.m.source]\nkind = "path"\npath = "w.gguf"\n')
     assert resolve_model_file(spec) == tmp_path / "w.gguf" and install_state(spec) == "ready"
     monkeypatch.setenv("HOME", str(tmp_path))
-    spec = load_one(tmp_path, '[models.m]\nbackend = "llama_cpp"\n[models.m.source]\nkind = "path"\npath = "~/w.gguf"\n')
+    spec = load_one(
+        tmp_path, '[models.m]\nbackend = "llama_cpp"\n[models.m.source]\nkind = "path"\npath = "~/w.gguf"\n'
+    )
     assert resolve_model_file(spec) == tmp_path / "w.gguf"
 
 
@@ -306,7 +324,10 @@ def fake_hub(monkeypatch, *, cached: Path | None = None, download_error: Excepti
         raise download_error
 
     hf.try_to_load_from_cache, hf.snapshot_download, hf.hf_hub_download = (
-        try_to_load_from_cache, snapshot_download, hf_hub_download)
+        try_to_load_from_cache,
+        snapshot_download,
+        hf_hub_download,
+    )
     monkeypatch.setitem(sys.modules, "huggingface_hub", hf)
     return calls
 

@@ -78,8 +78,12 @@ async def test_the_first_interrupt_finishes_the_job_in_flight_and_a_second_stops
         await asyncio.sleep(0)
         done.append(i)
 
-    assert await run_batch([0, 1, 2], finish_after_one_interrupt, finish_on_interrupt="test", unit="question",
-                           log=messages.append) is True
+    assert (
+        await run_batch(
+            [0, 1, 2], finish_after_one_interrupt, finish_on_interrupt="test", unit="question", log=messages.append
+        )
+        is True
+    )
     assert done == [0] and "finishing the current question" in messages[0]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers were removed
 

@@ -30,8 +30,10 @@ def test_a_budget_the_user_set_stays():
     assert (s.max_tool_calls, s.max_tokens, s.raised) == (2, 5000, (("max_tokens", "prunetir"),))
 
 
-@pytest.mark.parametrize("needs, words", [({"budget": 3}, "not a run budget"), ({"mode": 1}, "not a run budget"),
-                                          ({"max_tool_calls": "9"}, "not a number")])
+@pytest.mark.parametrize(
+    "needs, words",
+    [({"budget": 3}, "not a run budget"), ({"mode": 1}, "not a run budget"), ({"max_tool_calls": "9"}, "not a number")],
+)
 def test_a_bad_declaration_is_a_clear_error(needs, words):
     with pytest.raises(BudgetError, match=words):
         with_guard_needs(RunSettings(), {"g": needs})
@@ -39,8 +41,10 @@ def test_a_bad_declaration_is_a_clear_error(needs, words):
 
 def test_budget_words_label_raised_and_set_budgets():
     s = with_guard_needs(RunSettings(max_tokens=100, explicit=("max_tokens",)), {"prunetir": {"max_tool_calls": 9}})
-    assert budget_words(asdict(s)) == ("max_tool_calls=9 (ours: prunetir needs it) max_tokens=100 (set) max_wall_s=600 "
-                                       "exec_timeout_s=5 output_chars=400")
+    assert budget_words(asdict(s)) == (
+        "max_tool_calls=9 (ours: prunetir needs it) max_tokens=100 (set) max_wall_s=600 "
+        "exec_timeout_s=5 output_chars=400"
+    )
     assert budget_words(s.record()) == budget_words(asdict(s))  # as a saved run holds them
     assert s.record()["raised"] == [["max_tool_calls", "prunetir"]] and s.record()["explicit"] == ["max_tokens"]
 
@@ -71,8 +75,9 @@ def test_a_guard_whose_declaration_is_wrong_stays_off_with_the_reason(monkeypatc
 
 
 def tuiagent(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tuiagent", *args], capture_output=True, text=True, timeout=120,
-                          env=os.environ.copy())
+    return subprocess.run(
+        [sys.executable, "-m", "tuiagent", *args], capture_output=True, text=True, timeout=120, env=os.environ.copy()
+    )
 
 
 def test_the_transcript_header_shows_the_budgets_and_who_raised_them(write_script, tmp_path):

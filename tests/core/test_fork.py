@@ -78,8 +78,10 @@ async def test_a_fork_takes_over_the_prefix_and_rebuilds_the_kernel(parent, tmp_
 
 async def test_an_output_that_differs_from_the_record_is_reported(parent, tmp_path, kernel):
     lines = parent.read_text().splitlines()
-    tampered = [json.dumps({**d, "shown": "41"}) if d.get("type") == "ToolResult" and d.get("call") == 2 else line
-                for line, d in ((line, json.loads(line)) for line in lines)]
+    tampered = [
+        json.dumps({**d, "shown": "41"}) if d.get("type") == "ToolResult" and d.get("call") == 2 else line
+        for line, d in ((line, json.loads(line)) for line in lines)
+    ]
     parent.write_text("\n".join(tampered) + "\n")
     point = fork_point(load(parent).events, 2, parent)
     forked = await record(tmp_path / "fork.jsonl", kernel, [answer("42")], fork=point)
@@ -90,16 +92,24 @@ async def test_an_output_that_differs_from_the_record_is_reported(parent, tmp_pa
 
 async def test_budgets_count_the_prefix(parent, tmp_path, kernel):
     point = fork_point(load(parent).events, 2, parent)
-    forked = await record(tmp_path / "fork.jsonl", kernel, [code_turn("print(1)"), answer("42")], fork=point,
-                          settings=RunSettings(max_tool_calls=2))
+    forked = await record(
+        tmp_path / "fork.jsonl",
+        kernel,
+        [code_turn("print(1)"), answer("42")],
+        fork=point,
+        settings=RunSettings(max_tool_calls=2),
+    )
     assert any(isinstance(e, ev.Notice) and "tool budget of 2 calls reached" in e.message for e in forked)
     assert forked[-1].tool_calls == 2
 
 
 def test_steps_that_cannot_be_forked_are_clear_errors(tmp_path):
-    events = [ev.RunStarted(run_id="r", problem="p", model_id="m", backend="b", mode="tool", prompt="x",
-                            sampling={}, settings={}),
-              ev.TurnStarted(turn=1, context_tokens=1)]
+    events = [
+        ev.RunStarted(
+            run_id="r", problem="p", model_id="m", backend="b", mode="tool", prompt="x", sampling={}, settings={}
+        ),
+        ev.TurnStarted(turn=1, context_tokens=1),
+    ]
     assert fork_point(events, 0).prefix == ()
     with pytest.raises(ForkError, match="step 1 is not a step this run can be forked at: it has 1 turn, so step 0"):
         fork_point(events, 1)
@@ -108,18 +118,33 @@ def test_steps_that_cannot_be_forked_are_clear_errors(tmp_path):
 
 
 def test_the_fork_keeps_the_parents_guards_unless_told_otherwise():
-    events = [ev.RunStarted(run_id="r", problem="p", model_id="m", backend="b", mode="tool", prompt="x",
-                            sampling={"temperature": 0.0}, settings={"max_tool_calls": 9}, gold="3"),
-              ev.GuardToggled(guard="tim", enabled=True, settings={"window": 3}),
-              ev.GuardToggled(guard="attc", enabled=True, settings={"threshold": 0.9}),
-              ev.TurnStarted(turn=1, context_tokens=1),
-              ev.GuardToggled(guard="attc", enabled=False, settings={"threshold": 0.9}),
-              ev.TurnStarted(turn=2, context_tokens=1)]
+    events = [
+        ev.RunStarted(
+            run_id="r",
+            problem="p",
+            model_id="m",
+            backend="b",
+            mode="tool",
+            prompt="x",
+            sampling={"temperature": 0.0},
+            settings={"max_tool_calls": 9},
+            gold="3",
+        ),
+        ev.GuardToggled(guard="tim", enabled=True, settings={"window": 3}),
+        ev.GuardToggled(guard="attc", enabled=True, settings={"threshold": 0.9}),
+        ev.TurnStarted(turn=1, context_tokens=1),
+        ev.GuardToggled(guard="attc", enabled=False, settings={"threshold": 0.9}),
+        ev.TurnStarted(turn=2, context_tokens=1),
+    ]
     point = fork_point(events, 1)
     assert guards_at(point) == (("tim",), {"tim": {"window": 3}})
     inherited = fork_request(point)
     assert (inherited.guards, inherited.guard_settings, inherited.model, inherited.gold) == (
-        ("tim",), {"tim": {"window": 3}}, "m", "3")
+        ("tim",),
+        {"tim": {"window": 3}},
+        "m",
+        "3",
+    )
     assert inherited.settings.max_tool_calls == 9 and inherited.sampling_overrides == {"temperature": 0.0}
     replaced = fork_request(point, RunSpec(guards=(), run={"max_tool_calls": 2}, sampling={"seed": 5}))
     assert replaced.guards == () and replaced.guard_settings == {}
@@ -130,20 +155,46 @@ def test_the_fork_keeps_the_parents_guards_unless_told_otherwise():
 
 
 def tuiagent(*args: str, cwd: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "tuiagent", *args], capture_output=True, text=True, cwd=cwd,
-                          timeout=120)
+    return subprocess.run(
+        [sys.executable, "-m", "tuiagent", *args], capture_output=True, text=True, cwd=cwd, timeout=120
+    )
 
 
 def test_fork_from_the_command_line(tmp_path, write_script):
     parent_script = write_script("Let me compute.\n```python\nx = 6\n```\n```output", "So \\boxed{6}.", name="p.jsonl")
-    done = tuiagent("solve", "What is 6 times 7?", "--model", "scripted", "--script", str(parent_script),
-                    "--out", str(tmp_path / "parent.jsonl"), "--sandbox", "off", cwd=tmp_path)
+    done = tuiagent(
+        "solve",
+        "What is 6 times 7?",
+        "--model",
+        "scripted",
+        "--script",
+        str(parent_script),
+        "--out",
+        str(tmp_path / "parent.jsonl"),
+        "--sandbox",
+        "off",
+        cwd=tmp_path,
+    )
     assert done.returncode == 0, done.stderr
-    fork_script = write_script("Let me compute.\n```python\nprint(x * 7)\n```\n```output", "So \\boxed{42}.",
-                               name="f.jsonl")
-    forked = tuiagent("fork", str(tmp_path / "parent.jsonl"), "--step", "1", "--model", "scripted", "--script",
-                      str(fork_script), "--no-guards", "--out", str(tmp_path / "fork.jsonl"), "--sandbox", "off",
-                      cwd=tmp_path)
+    fork_script = write_script(
+        "Let me compute.\n```python\nprint(x * 7)\n```\n```output", "So \\boxed{42}.", name="f.jsonl"
+    )
+    forked = tuiagent(
+        "fork",
+        str(tmp_path / "parent.jsonl"),
+        "--step",
+        "1",
+        "--model",
+        "scripted",
+        "--script",
+        str(fork_script),
+        "--no-guards",
+        "--out",
+        str(tmp_path / "fork.jsonl"),
+        "--sandbox",
+        "off",
+        cwd=tmp_path,
+    )
     assert forked.returncode == 0, forked.stderr
     assert "forked from run" in forked.stdout and "answer: 42" in forked.stdout
     assert "kernel state rebuilt: 1 cell" in forked.stdout
@@ -152,14 +203,26 @@ def test_fork_from_the_command_line(tmp_path, write_script):
 
 
 def test_what_the_record_cannot_rebuild_exactly_is_named():
-    started = ev.RunStarted(run_id="r", problem="p", model_id="m", backend="b", mode="tool", prompt="x",
-                            sampling={}, settings={})
+    started = ev.RunStarted(
+        run_id="r", problem="p", model_id="m", backend="b", mode="tool", prompt="x", sampling={}, settings={}
+    )
 
     def turn(n: int, **ended) -> list[ev.Event]:
-        return [ev.TurnStarted(turn=n, context_tokens=1), ev.TurnEnded(turn=n, text="t", stop="stop", tokens=1, **ended)]
+        return [
+            ev.TurnStarted(turn=n, context_tokens=1),
+            ev.TurnEnded(turn=n, text="t", stop="stop", tokens=1, **ended),
+        ]
 
-    exact = fork_point([started, *turn(1, token_ids=[5], layout="fresh"), *turn(2, token_ids=[6], layout="extend"),
-                        *turn(3, token_ids=[7], layout="fresh"), *turn(4)], 3)
+    exact = fork_point(
+        [
+            started,
+            *turn(1, token_ids=[5], layout="fresh"),
+            *turn(2, token_ids=[6], layout="extend"),
+            *turn(3, token_ids=[7], layout="fresh"),
+            *turn(4),
+        ],
+        3,
+    )
     assert [t.turn for t in exact.chain] == [3] and exact.next_layout is None  # from the last fresh turn on
     old = fork_point([started, *turn(1), *turn(2)], 1)
     assert old.chain is None and "without its token ids" in old.inexact

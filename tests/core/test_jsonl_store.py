@@ -15,8 +15,9 @@ from tuiagent.eval.results import ResultStore
 from tuiagent.training.gstep import open_records
 
 REPO = Path(__file__).resolve().parents[2]
-SHIPPED = sorted([*REPO.glob("data/gstep/*.jsonl"), *REPO.glob("data/calibration/*.jsonl"),
-                  *REPO.glob("evals/*/results.jsonl")])
+SHIPPED = sorted(
+    [*REPO.glob("data/gstep/*.jsonl"), *REPO.glob("data/calibration/*.jsonl"), *REPO.glob("evals/*/results.jsonl")]
+)
 
 
 def test_a_line_cut_short_by_a_kill_is_skipped_and_the_next_append_starts_a_new_line(tmp_path):
@@ -33,7 +34,9 @@ def test_a_line_cut_short_by_a_kill_is_skipped_and_the_next_append_starts_a_new_
 
 
 def test_a_record_holding_line_separators_reads_back_whole(tmp_path):
-    text = "a\u2028b\x85c\u2029d"  # str.splitlines splits at each; json.dumps(ensure_ascii=False) leaves them as they are
+    text = (
+        "a\u2028b\x85c\u2029d"  # str.splitlines splits at each; json.dumps(ensure_ascii=False) leaves them as they are
+    )
     with JsonlStore(tmp_path / "r.jsonl", key="qid") as store:
         store.append({"qid": 0, "text": text})
     again = JsonlStore(tmp_path / "r.jsonl", key="qid")

@@ -37,13 +37,21 @@ async def test_pairwise_asks_both_orders_and_maps_the_winner_back():
     assert got.winner == "first" and got.orders == ("A", "B")
     first_as_a = WIN.render(problem="1+1?", a="FIRST SOLUTION", b="SECOND SOLUTION")
     first_as_b = WIN.render(problem="1+1?", a="SECOND SOLUTION", b="FIRST SOLUTION")
-    assert backend.prompts == [render_named("chatml", [{"role": "user", "content": q}]) for q in (first_as_a, first_as_b)]
+    assert backend.prompts == [
+        render_named("chatml", [{"role": "user", "content": q}]) for q in (first_as_a, first_as_b)
+    ]
 
 
-@pytest.mark.parametrize("orders, winner", [
-    (("A", "B"), "first"), (("B", "A"), "second"), (("A", "A"), "inconsistent"), (("B", "B"), "inconsistent"),
-    (("A", UNPARSEABLE), UNPARSEABLE),
-])
+@pytest.mark.parametrize(
+    "orders, winner",
+    [
+        (("A", "B"), "first"),
+        (("B", "A"), "second"),
+        (("A", "A"), "inconsistent"),
+        (("B", "B"), "inconsistent"),
+        (("A", UNPARSEABLE), UNPARSEABLE),
+    ],
+)
 def test_pair_winner(orders, winner):
     assert pair_winner(orders) == winner
 
@@ -53,13 +61,16 @@ async def test_position_bias_reads_inconsistent():
     assert (await judge.pairwise(WIN, "x", "y", problem="p")).winner == "inconsistent"
 
 
-@pytest.mark.parametrize("text, value", [
-    ('{"analysis": "same", "true_false": true}', True),
-    ('```json\n{"analysis": "no", "true_false": false}\n```', False),
-    ('{"analysis": "same", "true_false": "true"}', UNPARSEABLE),  # a string, not a boolean
-    ('The answer is right. {"true_false": true}', UNPARSEABLE),  # text around the JSON
-    ('{"analysis": "cut', UNPARSEABLE),
-])
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        ('{"analysis": "same", "true_false": true}', True),
+        ('```json\n{"analysis": "no", "true_false": false}\n```', False),
+        ('{"analysis": "same", "true_false": "true"}', UNPARSEABLE),  # a string, not a boolean
+        ('The answer is right. {"true_false": true}', UNPARSEABLE),  # text around the JSON
+        ('{"analysis": "cut', UNPARSEABLE),
+    ],
+)
 def test_correctness_is_parsed_strictly(text, value):
     assert CORRECT.parse(JudgeReply(text)) == value
 
@@ -114,8 +125,11 @@ async def test_an_interrupted_pass_resumes(tmp_path):
 async def test_judge_models_open_each_model_once_under_concurrent_first_use(tmp_path):
     (tmp_path / "judge.jsonl").write_text('{"text": "ok"}\n', encoding="utf-8")
     models = tmp_path / "models.toml"
-    models.write_text(f'[models.judge]\nbackend = "scripted"\n[models.judge.source]\nkind = "script"\n'
-                      f'path = {json.dumps(str(tmp_path / "judge.jsonl"))}\n', encoding="utf-8")
+    models.write_text(
+        f'[models.judge]\nbackend = "scripted"\n[models.judge.source]\nkind = "script"\n'
+        f"path = {json.dumps(str(tmp_path / 'judge.jsonl'))}\n",
+        encoding="utf-8",
+    )
     entered, release, opened = threading.Event(), threading.Event(), []
 
     def slow_open(spec):
@@ -140,19 +154,26 @@ def test_a_judge_needs_a_backend_or_models():
 
 
 def steps(gold: list[int], missing: list[int]) -> str:
-    return json.dumps({"gold_steps": [{"step": n, "summary": "s"} for n in gold],
-                       "missing_steps": [{"step": n, "summary": "s"} for n in missing]})
+    return json.dumps(
+        {
+            "gold_steps": [{"step": n, "summary": "s"} for n in gold],
+            "missing_steps": [{"step": n, "summary": "s"} for n in missing],
+        }
+    )
 
 
-@pytest.mark.parametrize("text, value", [
-    (steps([1, 2, 3, 4], [2]), {"gold_steps": 4, "missing_steps": 1}),
-    (steps([1, 2], []), {"gold_steps": 2, "missing_steps": 0}),
-    (steps([], []), UNPARSEABLE),  # no gold step: no rate
-    (steps([1, 2], [3]), UNPARSEABLE),  # a missing step that is not a gold step
-    (steps([1, 1], [1]), UNPARSEABLE),  # a gold step twice
-    ('{"gold_steps": [{"step": "1"}], "missing_steps": []}', UNPARSEABLE),  # a step number as a string
-    ('{"gold_steps": [{"step": 1}]}', UNPARSEABLE),
-])
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        (steps([1, 2, 3, 4], [2]), {"gold_steps": 4, "missing_steps": 1}),
+        (steps([1, 2], []), {"gold_steps": 2, "missing_steps": 0}),
+        (steps([], []), UNPARSEABLE),  # no gold step: no rate
+        (steps([1, 2], [3]), UNPARSEABLE),  # a missing step that is not a gold step
+        (steps([1, 1], [1]), UNPARSEABLE),  # a gold step twice
+        ('{"gold_steps": [{"step": "1"}], "missing_steps": []}', UNPARSEABLE),  # a step number as a string
+        ('{"gold_steps": [{"step": 1}]}', UNPARSEABLE),
+    ],
+)
 def test_miss_rate_is_parsed_strictly(text, value):
     assert prompt("miss_rate").parse(JudgeReply(text)) == value
 
@@ -162,16 +183,35 @@ def errors(**said: str) -> str:
     return json.dumps({k: {"exists": said.get(k, "no"), "explanation": ""} for k in keys})
 
 
-@pytest.mark.parametrize("text, value", [
-    (errors(logic="yes"), {"logic": True, "assumption": False, "creativity": False, "algebra_arithmetic": False,
-                           "none_of_the_above": False}),
-    (errors(none_of_the_above="yes"), {"logic": False, "assumption": False, "creativity": False,
-                                       "algebra_arithmetic": False, "none_of_the_above": True}),
-    (errors(), UNPARSEABLE),  # no error and not "none of the above": the reply contradicts itself
-    (errors(logic="yes", none_of_the_above="yes"), UNPARSEABLE),
-    (errors(logic="maybe"), UNPARSEABLE),
-    ('{"logic": {"exists": "yes"}}', UNPARSEABLE),
-])
+@pytest.mark.parametrize(
+    "text, value",
+    [
+        (
+            errors(logic="yes"),
+            {
+                "logic": True,
+                "assumption": False,
+                "creativity": False,
+                "algebra_arithmetic": False,
+                "none_of_the_above": False,
+            },
+        ),
+        (
+            errors(none_of_the_above="yes"),
+            {
+                "logic": False,
+                "assumption": False,
+                "creativity": False,
+                "algebra_arithmetic": False,
+                "none_of_the_above": True,
+            },
+        ),
+        (errors(), UNPARSEABLE),  # no error and not "none of the above": the reply contradicts itself
+        (errors(logic="yes", none_of_the_above="yes"), UNPARSEABLE),
+        (errors(logic="maybe"), UNPARSEABLE),
+        ('{"logic": {"exists": "yes"}}', UNPARSEABLE),
+    ],
+)
 def test_error_types_are_parsed_strictly(text, value):
     assert prompt("error_types").parse(JudgeReply(text)) == value
 
@@ -188,15 +228,21 @@ def _flat(text: str) -> str:
     return re.sub(r"\s+", " ", re.sub(r"\\(.)", r"\1", text)).strip()
 
 
-@pytest.mark.parametrize("prompt_id, paper, cut", [
-    ("necessity", "002_", None), ("correctness", "002_", None), ("win_rate", "000_", "\n\nProblem:"),
-    ("miss_rate", "000_", "\n\nProblem:"), ("error_types", "000_", "\n\nProblem:"),
-])
+@pytest.mark.parametrize(
+    "prompt_id, paper, cut",
+    [
+        ("necessity", "002_", None),
+        ("correctness", "002_", None),
+        ("win_rate", "000_", "\n\nProblem:"),
+        ("miss_rate", "000_", "\n\nProblem:"),
+        ("error_types", "000_", "\n\nProblem:"),
+    ],
+)
 def test_the_papers_prompts_are_verbatim(prompt_id, paper, cut):
     files = sorted(PAPERS.glob(f"{paper}*.txt"))
     if not files:
         pytest.skip("the papers' text is not on this machine")
     text = PROMPTS[prompt_id].template
-    text = text[:text.index(cut)] if cut else text
+    text = text[: text.index(cut)] if cut else text
     template = _flat(text.replace("{{", "{").replace("}}", "}"))
     assert template in _flat(files[0].read_text(encoding="utf-8"))

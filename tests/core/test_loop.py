@@ -73,22 +73,32 @@ async def test_tool_budget_notes_then_stops(write_script, canned_kernel):
 
 async def test_token_budget(write_script, canned_kernel):
     long_turn = "word " * 50
-    events = await run(Agent(backend_for(write_script, long_turn), canned_kernel(), settings=RunSettings(max_tokens=10)))
+    events = await run(
+        Agent(backend_for(write_script, long_turn), canned_kernel(), settings=RunSettings(max_tokens=10))
+    )
     assert events[-1].reason == "token_budget" and events[-1].generated_tokens == 10
 
 
 async def test_a_turn_cut_at_its_own_length_with_budget_left_says_so(write_script, canned_kernel):
     """A degenerate turn stopped by the model's max_tokens per turn is not the run's token budget."""
     long_turn = "word " * 50
-    events = await run(Agent(backend_for(write_script, long_turn), canned_kernel(), sampling=Sampling(max_tokens=10),
-                             settings=RunSettings(max_tokens=100)))
+    events = await run(
+        Agent(
+            backend_for(write_script, long_turn),
+            canned_kernel(),
+            sampling=Sampling(max_tokens=10),
+            settings=RunSettings(max_tokens=100),
+        )
+    )
     assert events[-1].reason == "turn_length" and events[-1].generated_tokens == 10
 
 
 async def test_error_output_truncated_head_and_tail(write_script, canned_kernel):
     trace = "Traceback start\n" + "x" * 1000 + "\nZeroDivisionError: division by zero"
     kernel = canned_kernel([CellResult(outputs=(Output("error", trace),), error=True, error_name="ZeroDivisionError")])
-    events = await run(Agent(backend_for(write_script, CODE_TURN, ANSWER_TURN), kernel, settings=RunSettings(output_chars=100)))
+    events = await run(
+        Agent(backend_for(write_script, CODE_TURN, ANSWER_TURN), kernel, settings=RunSettings(output_chars=100))
+    )
     tool = next(e for e in events if isinstance(e, ev.ToolResult))
     assert tool.shown.startswith("Traceback start") and tool.shown.endswith("division by zero")
     assert "characters truncated" in tool.shown

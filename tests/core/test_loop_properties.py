@@ -23,8 +23,28 @@ from tuiagent.parsing import OUTPUT_FENCE, final_answer
 from tuiagent.protocol import RunSettings, Sampling, Token
 
 REASONS = {"answer", "no_answer", "tool_budget", "token_budget", "turn_length", "time_budget", "cancelled", "error"}
-FRAGMENTS = ["```python\n", "```python", "```\n", "```", "\n", "`", OUTPUT_FENCE, "\\boxed{", "}", "{", "\\boxed{}",
-             "\\boxed{\\frac{1}{2}}", "\\boxed{\\boxed{3}}", "print(6 * 7)", " ", "é", "😀", "\u2028", "\x85", "\r\n"]
+FRAGMENTS = [
+    "```python\n",
+    "```python",
+    "```\n",
+    "```",
+    "\n",
+    "`",
+    OUTPUT_FENCE,
+    "\\boxed{",
+    "}",
+    "{",
+    "\\boxed{}",
+    "\\boxed{\\frac{1}{2}}",
+    "\\boxed{\\boxed{3}}",
+    "print(6 * 7)",
+    " ",
+    "é",
+    "😀",
+    "\u2028",
+    "\x85",
+    "\r\n",
+]
 CODE = st.text(max_size=12)
 TOOL_CALL = CODE.map(lambda c: f"```python\n{c}\n```\n{OUTPUT_FENCE}\n42\n```\n")  # the model made up an output
 ANSWER = st.text("0123456789{}x", max_size=6).map(lambda a: f"So \\boxed{{{a}}}.")  # braces balanced or not
@@ -39,8 +59,9 @@ PARTS = st.one_of(
     st.sampled_from(FRAGMENTS),
     st.text(max_size=6),
 )
-TURN_TEXT = st.builds(lambda parts, end: "".join(parts) + end, st.lists(PARTS, max_size=4),
-                      TOOL_CALL | ANSWER | st.just(""))
+TURN_TEXT = st.builds(
+    lambda parts, end: "".join(parts) + end, st.lists(PARTS, max_size=4), TOOL_CALL | ANSWER | st.just("")
+)
 
 
 class ChaosKernel:
@@ -96,9 +117,14 @@ def turns(draw) -> list[list[Token]]:
 ESCAPED_BYTE = st.characters(min_codepoint=0xDC80, max_codepoint=0xDCFF, categories=["Cs"])
 PROBLEM = st.lists(st.text(max_size=5) | ESCAPED_BYTE, max_size=6).map("".join)
 OUTCOMES = st.lists(st.tuples(st.sampled_from(["ok", "error", "timeout", "raise"]), st.text(max_size=50)), max_size=5)
-SETTINGS = st.builds(RunSettings, mode=st.sampled_from(["tool", "cot"]), max_tool_calls=st.integers(0, 3),
-                     output_chars=st.integers(0, 60), max_tokens=st.integers(1, 200),
-                     max_wall_s=st.integers(0, 3).map(lambda i: 0.0 if i == 3 else 600.0))  # now and then: no time at all
+SETTINGS = st.builds(
+    RunSettings,
+    mode=st.sampled_from(["tool", "cot"]),
+    max_tool_calls=st.integers(0, 3),
+    output_chars=st.integers(0, 60),
+    max_tokens=st.integers(1, 200),
+    max_wall_s=st.integers(0, 3).map(lambda i: 0.0 if i == 3 else 600.0),
+)  # now and then: no time at all
 
 
 async def run(agent: Agent, problem: str, stop_after: int | None) -> list[ev.Event]:
@@ -118,8 +144,9 @@ async def run(agent: Agent, problem: str, stop_after: int | None) -> list[ev.Eve
     return seen
 
 
-def check_run(path: Path, seen: list[ev.Event], settings: RunSettings, kernel: ChaosKernel | None,
-              backend: ScriptedBackend) -> ev.RunFinished:
+def check_run(
+    path: Path, seen: list[ev.Event], settings: RunSettings, kernel: ChaosKernel | None, backend: ScriptedBackend
+) -> ev.RunFinished:
     """The properties every run has, however it went; returns its RunFinished."""
     loaded = load(path)
     assert loaded.warnings == []
@@ -155,17 +182,26 @@ def check_run(path: Path, seen: list[ev.Event], settings: RunSettings, kernel: C
 
 
 @settings(max_examples=100, deadline=None)
-@given(turns(), OUTCOMES, SETTINGS, st.integers(1, 40), PROBLEM, st.none() | st.integers(1, 60),
-       st.none() | st.integers(0, 30))
-def test_any_model_output_ends_in_one_recorded_finish(script, outcomes, run_settings, max_turn_tokens, problem,
-                                                      stop_after, fail_after):
+@given(
+    turns(),
+    OUTCOMES,
+    SETTINGS,
+    st.integers(1, 40),
+    PROBLEM,
+    st.none() | st.integers(1, 60),
+    st.none() | st.integers(0, 30),
+)
+def test_any_model_output_ends_in_one_recorded_finish(
+    script, outcomes, run_settings, max_turn_tokens, problem, stop_after, fail_after
+):
     backend = BrokenBackend(script, fail_after)
     kernel = ChaosKernel(outcomes) if run_settings.mode == "tool" else None
     with tempfile.TemporaryDirectory() as tmp:
         path = Path(tmp) / "run.jsonl"
         with Recorder(path) as rec:
-            agent = Agent(backend, kernel, settings=run_settings, recorder=rec,
-                          sampling=Sampling(max_tokens=max_turn_tokens))
+            agent = Agent(
+                backend, kernel, settings=run_settings, recorder=rec, sampling=Sampling(max_tokens=max_turn_tokens)
+            )
             seen = asyncio.run(run(agent, problem, stop_after))
         fin = check_run(path, seen, run_settings, kernel, backend)
     if stop_after is None:
@@ -176,13 +212,16 @@ MEGABYTE = 1_000_000
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("turn, reason", [
-    # one token of a megabyte: fences that never close, answers that never close, then one that does
-    (["```python\n" * (MEGABYTE // 10)], "no_answer"),
-    (["\\boxed{" * (MEGABYTE // 7) + "\\boxed{7}"], "answer"),
-    # a megabyte in small tokens: the turn's own length limit (max_tokens per turn) ends it
-    (["word "] * (MEGABYTE // 5), "turn_length"),
-])
+@pytest.mark.parametrize(
+    "turn, reason",
+    [
+        # one token of a megabyte: fences that never close, answers that never close, then one that does
+        (["```python\n" * (MEGABYTE // 10)], "no_answer"),
+        (["\\boxed{" * (MEGABYTE // 7) + "\\boxed{7}"], "answer"),
+        # a megabyte in small tokens: the turn's own length limit (max_tokens per turn) ends it
+        (["word "] * (MEGABYTE // 5), "turn_length"),
+    ],
+)
 def test_enormous_turns_end_with_a_reason(tmp_path, turn, reason):
     backend, kernel = ScriptedBackend([[Token(t, -0.1) for t in turn]]), ChaosKernel([])
     path = tmp_path / "big.jsonl"

@@ -30,8 +30,29 @@ CODE = st.text(st.characters(exclude_characters="`"), max_size=30)
 # The rest of an opening fence line (```python3, ```python {run}).
 HEADER = st.text(st.characters(exclude_characters="`\n"), max_size=8)
 # Pieces that make fences and answers, to build adversarial text from.
-FRAGMENTS = ["```", "```python", "```python\n", "````", "```output", "\n", "`", "python", "\\boxed{", "\\fbox {",
-             "{", "}", "\\frac{1}{2}", "42", " ", "x", "é", "😀", "\u2028", "\x85", "\r\n"]
+FRAGMENTS = [
+    "```",
+    "```python",
+    "```python\n",
+    "````",
+    "```output",
+    "\n",
+    "`",
+    "python",
+    "\\boxed{",
+    "\\fbox {",
+    "{",
+    "}",
+    "\\frac{1}{2}",
+    "42",
+    " ",
+    "x",
+    "é",
+    "😀",
+    "\u2028",
+    "\x85",
+    "\r\n",
+]
 NOISY = st.lists(st.sampled_from(FRAGMENTS) | st.text(max_size=4), max_size=30).map("".join)
 
 
@@ -119,11 +140,14 @@ def test_boxed_edge_cases():
 
 
 @pytest.mark.timeout(60)
-@pytest.mark.parametrize("text", [
-    (CODE_OPEN + "\n") * 100_000,  # a megabyte of fences, none closed
-    "\\boxed{" * 150_000 + "\\boxed{7}",  # a megabyte of unclosed answers, then a good one
-    "\\boxed{" + "{" * 1_000_000,
-])
+@pytest.mark.parametrize(
+    "text",
+    [
+        (CODE_OPEN + "\n") * 100_000,  # a megabyte of fences, none closed
+        "\\boxed{" * 150_000 + "\\boxed{7}",  # a megabyte of unclosed answers, then a good one
+        "\\boxed{" + "{" * 1_000_000,
+    ],
+)
 def test_enormous_adversarial_turns_parse_in_linear_time(text):
     """Fences and boxed answers used to be matched in quadratic time: one to two minutes per 100 kB."""
     assert last_closed_block(text) is None
@@ -152,8 +176,9 @@ def run_matcher(matcher: StopMatcher, tokens: list[Token]) -> list[Token]:
     return out + matcher.flush()
 
 
-STOP_TEXT = st.lists(st.sampled_from(["```", "`", "``output", OUTPUT_FENCE, "out", "put", "\n", "a", "é"]),
-                     max_size=12).map("".join)
+STOP_TEXT = st.lists(
+    st.sampled_from(["```", "`", "``output", OUTPUT_FENCE, "out", "put", "\n", "a", "é"]), max_size=12
+).map("".join)
 STOPS = st.just([OUTPUT_FENCE]) | st.lists(st.text("`aout\n", max_size=4), max_size=3)
 
 

@@ -25,7 +25,9 @@ async def record(write_script, canned_kernel, path):
 
 
 async def test_a_turn_records_where_its_prose_ends(write_script, canned_kernel, tmp_path):
-    ended = [e for e in await record(write_script, canned_kernel, tmp_path / "run.jsonl") if isinstance(e, ev.TurnEnded)]
+    ended = [
+        e for e in await record(write_script, canned_kernel, tmp_path / "run.jsonl") if isinstance(e, ev.TurnEnded)
+    ]
     code_turn, answer_turn = ended
     assert code_turn.text[: code_turn.prose_end] == "Let me compute.\n"
     assert code_turn.text[code_turn.prose_end :].startswith("```python\nprint(6 * 7)")

@@ -12,10 +12,19 @@ from tuiagent.errors import ConfigError
 from tuiagent.protocol import BUDGETS, RunSettings
 
 GUARDS = ["attc", "gstep", "necessity", "prunetir", "tim"]
-CONDITIONS = {"full": {}, "cot": {"mode": "cot"}, "noop": {"kernel": "noop"}, "oracle": {"kernel": "oracle"},
-              "max1": {"max_tool_calls": 1}}
-STRICT = RunSpec(guards=("attc",), guard_settings={"attc": {"threshold": 0.99}}, run={"max_tool_calls": 6},
-                 sampling={"temperature": 0.5})
+CONDITIONS = {
+    "full": {},
+    "cot": {"mode": "cot"},
+    "noop": {"kernel": "noop"},
+    "oracle": {"kernel": "oracle"},
+    "max1": {"max_tool_calls": 1},
+}
+STRICT = RunSpec(
+    guards=("attc",),
+    guard_settings={"attc": {"threshold": 0.99}},
+    run={"max_tool_calls": 6},
+    sampling={"temperature": 0.5},
+)
 WORDS = Grammar(GUARDS, CONDITIONS, {"strict": STRICT})
 
 
@@ -39,29 +48,49 @@ def test_settings_take_the_defaults_for_what_was_not_given():
         RunSpec(run={"exec_timeout_s": 0.0}).settings()
 
 
-@pytest.mark.parametrize("text, guards, guard_settings, run, sampling, condition", [
-    # eval -c
-    ("none", (), {}, {}, {}, "full"),
-    ("all", ("all",), {}, {}, {}, None),
-    ("attc+prunetir:attc.threshold=0.9", ("attc", "prunetir"), {"attc": {"threshold": "0.9"}}, {}, {}, None),
-    ("full:max_tool_calls=8", (), {}, {"max_tool_calls": 8}, {}, "full"),
-    ("none:max_tool_calls=8", (), {}, {"max_tool_calls": 8}, {}, None),
-    ("cot", (), {}, {"mode": "cot"}, {}, "cot"),
-    ("noop+attc", ("attc",), {}, {"kernel": "noop"}, {}, None),
-    ("attc:temperature=0.7,top_k=40", ("attc",), {}, {}, {"temperature": 0.7, "top_k": 40}, None),
-    # compare columns
-    ("attc prunetir attc.threshold=0.9", ("attc", "prunetir"), {"attc": {"threshold": "0.9"}}, {}, {}, None),
-    ("attc, prunetir", ("attc", "prunetir"), {}, {}, {}, None),
-    ("None", (), {}, {}, {}, "full"),
-    ("strict prunetir", ("attc", "prunetir"), {"attc": {"threshold": 0.99}}, {"max_tool_calls": 6},
-     {"temperature": 0.5}, None),
-    ("strict+tim:attc.threshold=0.9,max_tool_calls=2", ("attc", "tim"), {"attc": {"threshold": "0.9"}},
-     {"max_tool_calls": 2}, {"temperature": 0.5}, None),
-])
+@pytest.mark.parametrize(
+    "text, guards, guard_settings, run, sampling, condition",
+    [
+        # eval -c
+        ("none", (), {}, {}, {}, "full"),
+        ("all", ("all",), {}, {}, {}, None),
+        ("attc+prunetir:attc.threshold=0.9", ("attc", "prunetir"), {"attc": {"threshold": "0.9"}}, {}, {}, None),
+        ("full:max_tool_calls=8", (), {}, {"max_tool_calls": 8}, {}, "full"),
+        ("none:max_tool_calls=8", (), {}, {"max_tool_calls": 8}, {}, None),
+        ("cot", (), {}, {"mode": "cot"}, {}, "cot"),
+        ("noop+attc", ("attc",), {}, {"kernel": "noop"}, {}, None),
+        ("attc:temperature=0.7,top_k=40", ("attc",), {}, {}, {"temperature": 0.7, "top_k": 40}, None),
+        # compare columns
+        ("attc prunetir attc.threshold=0.9", ("attc", "prunetir"), {"attc": {"threshold": "0.9"}}, {}, {}, None),
+        ("attc, prunetir", ("attc", "prunetir"), {}, {}, {}, None),
+        ("None", (), {}, {}, {}, "full"),
+        (
+            "strict prunetir",
+            ("attc", "prunetir"),
+            {"attc": {"threshold": 0.99}},
+            {"max_tool_calls": 6},
+            {"temperature": 0.5},
+            None,
+        ),
+        (
+            "strict+tim:attc.threshold=0.9,max_tool_calls=2",
+            ("attc", "tim"),
+            {"attc": {"threshold": "0.9"}},
+            {"max_tool_calls": 2},
+            {"temperature": 0.5},
+            None,
+        ),
+    ],
+)
 def test_every_older_form_still_reads(text, guards, guard_settings, run, sampling, condition):
     spec = WORDS.parse(text)
     assert (spec.guards, spec.guard_settings, spec.run, spec.sampling, spec.condition) == (
-        guards, guard_settings, run, sampling, condition)
+        guards,
+        guard_settings,
+        run,
+        sampling,
+        condition,
+    )
 
 
 def test_the_run_budget_and_one_turns_limit_have_their_own_names():
@@ -75,32 +104,42 @@ def test_the_run_budget_and_one_turns_limit_have_their_own_names():
 def test_a_preset_name_alone_is_that_preset_and_set_items_are_settings_alone():
     assert WORDS.parse("strict") is STRICT
     sets = WORDS.assignments(["attc.threshold=0.95", "max_tool_calls=6", "temperature=0.2", "mode=cot"])
-    assert sets == RunSpec(guards=None, guard_settings={"attc": {"threshold": "0.95"}},
-                           run={"max_tool_calls": 6, "mode": "cot"}, sampling={"temperature": 0.2})
+    assert sets == RunSpec(
+        guards=None,
+        guard_settings={"attc": {"threshold": "0.95"}},
+        run={"max_tool_calls": 6, "mode": "cot"},
+        sampling={"temperature": 0.2},
+    )
 
 
-@pytest.mark.parametrize("text, message", [
-    ("", "an empty setting"),
-    ("bogus", "'bogus' is not a guard, a condition or a preset"),
-    ("attc:threshold=0.9", "unknown setting 'threshold'"),
-    ("attc:max_tool_calls=x", "must be a number"),
-    ("attc:max_tool_calls=-1", "must be 0 or more"),
-    ("attc:mode=python", "mode must be one of tool, cot, fcstyle"),
-    ("full:evidence=clean", "evidence can only be oracle"),
-    ("attc:oops", "is not KEY=VALUE"),
-    ("threshold=1", "unknown setting 'threshold'"),
-    ("attc gstep.tau=0.5", "sets gstep, which it does not turn on"),
-    ("none:attc.threshold=0.9", "sets attc, which it does not turn on"),
-    ("cot+noop", "more than one condition"),
-])
+@pytest.mark.parametrize(
+    "text, message",
+    [
+        ("", "an empty setting"),
+        ("bogus", "'bogus' is not a guard, a condition or a preset"),
+        ("attc:threshold=0.9", "unknown setting 'threshold'"),
+        ("attc:max_tool_calls=x", "must be a number"),
+        ("attc:max_tool_calls=-1", "must be 0 or more"),
+        ("attc:mode=python", "mode must be one of tool, cot, fcstyle"),
+        ("full:evidence=clean", "evidence can only be oracle"),
+        ("attc:oops", "is not KEY=VALUE"),
+        ("threshold=1", "unknown setting 'threshold'"),
+        ("attc gstep.tau=0.5", "sets gstep, which it does not turn on"),
+        ("none:attc.threshold=0.9", "sets attc, which it does not turn on"),
+        ("cot+noop", "more than one condition"),
+    ],
+)
 def test_mistakes_say_what_is_wrong(text, message):
     with pytest.raises(ConfigError, match=message):
         WORDS.parse(text)
 
 
 VALUE = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789._/-", min_size=1, max_size=8)
-NUMBER = {int: st.integers(1, 10_000), float: st.floats(0, 1e6, allow_nan=False, allow_infinity=False),
-          str: st.sampled_from(["tool", "cot", "fcstyle"])}
+NUMBER = {
+    int: st.integers(1, 10_000),
+    float: st.floats(0, 1e6, allow_nan=False, allow_infinity=False),
+    str: st.sampled_from(["tool", "cot", "fcstyle"]),
+}
 
 
 @st.composite
@@ -110,9 +149,17 @@ def setting_texts(draw: st.DrawFn) -> str:
     parts += draw(st.lists(st.sampled_from(list(CONDITIONS)), max_size=1))
     parts = draw(st.permutations(parts)) if parts else ["none"]
     on = [p for p in parts if p in GUARDS]
-    items = [f"{g}.{draw(st.sampled_from(['threshold', 'window', 'tau']))}={draw(VALUE)}"
-             for g in draw(st.lists(st.sampled_from(on), max_size=2))] if on else []
-    for key in draw(st.lists(st.sampled_from([k for k in RUN_KEYS if k != "kernel"] + list(SAMPLING_KEYS)), max_size=3)):
+    items = (
+        [
+            f"{g}.{draw(st.sampled_from(['threshold', 'window', 'tau']))}={draw(VALUE)}"
+            for g in draw(st.lists(st.sampled_from(on), max_size=2))
+        ]
+        if on
+        else []
+    )
+    for key in draw(
+        st.lists(st.sampled_from([k for k in RUN_KEYS if k != "kernel"] + list(SAMPLING_KEYS)), max_size=3)
+    ):
         value = "oracle" if key == "evidence" else draw(NUMBER[(RUN_KEYS | SAMPLING_KEYS)[key]])
         items.append(f"{key}={value}")
     sep = draw(st.sampled_from(["+", " ", ", "]))
@@ -120,7 +167,9 @@ def setting_texts(draw: st.DrawFn) -> str:
 
 
 # A preset written as a string (a TOML preset's values keep their TOML types, which text cannot carry).
-TYPED = Grammar(GUARDS, CONDITIONS, {"strict": WORDS.parse("attc:attc.threshold=0.99,max_tool_calls=6,temperature=0.5")})
+TYPED = Grammar(
+    GUARDS, CONDITIONS, {"strict": WORDS.parse("attc:attc.threshold=0.99,max_tool_calls=6,temperature=0.5")}
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -133,7 +182,14 @@ def test_the_grammar_round_trips(text):
 
 
 def test_the_written_form_names_everything_in_force():
-    assert WORDS.text(WORDS.parse("strict prunetir")) == \
-        "attc+prunetir:attc.threshold=0.99,max_tool_calls=6,temperature=0.5"
-    assert [WORDS.text(WORDS.parse(t)) for t in ("none", "full", "cot", "max1:max_tool_calls=3", "noop+attc")] == \
-        ["none", "none", "cot", "max1:max_tool_calls=3", "attc:kernel=noop"]
+    assert (
+        WORDS.text(WORDS.parse("strict prunetir"))
+        == "attc+prunetir:attc.threshold=0.99,max_tool_calls=6,temperature=0.5"
+    )
+    assert [WORDS.text(WORDS.parse(t)) for t in ("none", "full", "cot", "max1:max_tool_calls=3", "noop+attc")] == [
+        "none",
+        "none",
+        "cot",
+        "max1:max_tool_calls=3",
+        "attc:kernel=noop",
+    ]

@@ -37,8 +37,12 @@ LAST = ev.Notice(level="info", message="last", t=2.0)
 
 
 def test_recorded_events_load_back_the_same(tmp_path):
-    run = [ev.TurnStarted(turn=1, context_tokens=3), ev.TokenDelta(turn=1, text="a\u2028b\x85c", logprob=None),
-           ev.ContextPruned(guard="g", keep=[0, 2]), ev.Notice(level="warning", message="caf\udce9")]
+    run = [
+        ev.TurnStarted(turn=1, context_tokens=3),
+        ev.TokenDelta(turn=1, text="a\u2028b\x85c", logprob=None),
+        ev.ContextPruned(guard="g", keep=[0, 2]),
+        ev.Notice(level="warning", message="caf\udce9"),
+    ]
     with Recorder(tmp_path / "run.jsonl") as rec:
         for e in run:
             rec.write(e)
@@ -46,14 +50,20 @@ def test_recorded_events_load_back_the_same(tmp_path):
     assert load(tmp_path / "run.jsonl") == Loaded(run, [])
 
 
-@pytest.mark.parametrize("bad, why", [
-    ("{not json", "not valid JSON"),
-    ('{"type": "Telepathy", "t": 1.0}', "unknown event type 'Telepathy'"),
-    ('{"type": "Notice", "t": 1.0, "level": "info"}', "Notice without message"),
-    ('{"type": "Notice", "t": 1.0, "level": "info", "message": 42}', "Notice.message should be str, not int"),
-    ('{"type": "ContextPruned", "t": 1.0, "guard": "g", "keep": ["1"]}', "ContextPruned.keep should be list[int] | None"),
-    ("[1, 2]", "not an event object but list"),
-])
+@pytest.mark.parametrize(
+    "bad, why",
+    [
+        ("{not json", "not valid JSON"),
+        ('{"type": "Telepathy", "t": 1.0}', "unknown event type 'Telepathy'"),
+        ('{"type": "Notice", "t": 1.0, "level": "info"}', "Notice without message"),
+        ('{"type": "Notice", "t": 1.0, "level": "info", "message": 42}', "Notice.message should be str, not int"),
+        (
+            '{"type": "ContextPruned", "t": 1.0, "guard": "g", "keep": ["1"]}',
+            "ContextPruned.keep should be list[int] | None",
+        ),
+        ("[1, 2]", "not an event object but list"),
+    ],
+)
 def test_a_bad_line_in_the_middle_is_skipped_with_a_warning(tmp_path, bad, why):
     path = write(tmp_path / "run.jsonl", [HEADER, *event_lines(NOTICE), bad, *event_lines(LAST)])
     loaded = load(path)
@@ -63,7 +73,9 @@ def test_a_bad_line_in_the_middle_is_skipped_with_a_warning(tmp_path, bad, why):
 
 def test_a_line_that_is_not_utf8_is_skipped_with_a_warning(tmp_path):
     path = tmp_path / "run.jsonl"
-    path.write_bytes(b"\n".join([HEADER.encode(), b'{"type": "Notice", "message": "\xff"}', *map(str.encode, event_lines(LAST))]))
+    path.write_bytes(
+        b"\n".join([HEADER.encode(), b'{"type": "Notice", "message": "\xff"}', *map(str.encode, event_lines(LAST))])
+    )
     assert load(path) == Loaded([LAST], [f"{path}:2: not UTF-8 text; line skipped"])
 
 
@@ -81,24 +93,31 @@ def test_many_bad_lines_are_named_up_to_a_limit_then_counted(tmp_path):
     path = write(tmp_path / "run.jsonl", [HEADER, *["oops"] * (MAX_WARNINGS + 7), *event_lines(LAST)])
     loaded = load(path)
     assert loaded.events == [LAST]
-    assert [w.split(": ")[0] for w in loaded.warnings[:MAX_WARNINGS]] == [f"{path}:{n}" for n in range(2, 2 + MAX_WARNINGS)]
+    assert [w.split(": ")[0] for w in loaded.warnings[:MAX_WARNINGS]] == [
+        f"{path}:{n}" for n in range(2, 2 + MAX_WARNINGS)
+    ]
     assert loaded.warnings[MAX_WARNINGS:] == [f"{path}: 7 more bad lines skipped"]
 
 
 def test_a_newer_format_version_is_refused(tmp_path):
     path = write(tmp_path / "run.jsonl", [json.dumps({"schema": ev.SCHEMA, "version": ev.SCHEMA_VERSION + 1})])
-    with pytest.raises(TrajectoryError, match=f"newer tuiagent \\(trajectory version {ev.SCHEMA_VERSION + 1}\\); upgrade"):
+    with pytest.raises(
+        TrajectoryError, match=f"newer tuiagent \\(trajectory version {ev.SCHEMA_VERSION + 1}\\); upgrade"
+    ):
         load(path)
 
 
-@pytest.mark.parametrize("content, message", [
-    (b"", "is empty, not a trajectory"),
-    (b"hello\n", "is not a tuiagent trajectory"),
-    (b"[1, 2]\n", "is not a tuiagent trajectory"),
-    (b'{"schema": "something.else"}\n', "is not a tuiagent trajectory"),
-    (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "is not a tuiagent trajectory"),
-    (f'{{"schema": "{ev.SCHEMA}", "version": "2"}}\n'.encode(), "version '2' that is not a number"),
-])
+@pytest.mark.parametrize(
+    "content, message",
+    [
+        (b"", "is empty, not a trajectory"),
+        (b"hello\n", "is not a tuiagent trajectory"),
+        (b"[1, 2]\n", "is not a tuiagent trajectory"),
+        (b'{"schema": "something.else"}\n', "is not a tuiagent trajectory"),
+        (b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR", "is not a tuiagent trajectory"),
+        (f'{{"schema": "{ev.SCHEMA}", "version": "2"}}\n'.encode(), "version '2' that is not a number"),
+    ],
+)
 def test_a_file_that_is_not_a_trajectory_is_refused(tmp_path, content, message):
     path = tmp_path / "x.jsonl"
     path.write_bytes(content)

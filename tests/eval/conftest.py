@@ -21,8 +21,10 @@ def dataset(tmp_path: Path):
 
     def write(n: int = 4, name: str = "tiny.jsonl") -> Path:
         path = tmp_path / name
-        lines = [json.dumps({"question": f"What is {i} plus {i}?", "answer": f"{i} + {i} = {2 * i}\n#### {2 * i}"})
-                 for i in range(1, n + 1)]
+        lines = [
+            json.dumps({"question": f"What is {i} plus {i}?", "answer": f"{i} + {i} = {2 * i}\n#### {2 * i}"})
+            for i in range(1, n + 1)
+        ]
         path.write_text("\n".join(lines) + "\n", encoding="utf-8")
         return path
 

@@ -52,8 +52,9 @@ class CalcKernel:
         try:
             value = eval(expr, {"__builtins__": {}})  # test double: literal arithmetic only
         except Exception as e:  # noqa: BLE001
-            return CellResult(outputs=(Output("error", f"{type(e).__name__}: {e}"),), error=True,
-                              error_name=type(e).__name__)
+            return CellResult(
+                outputs=(Output("error", f"{type(e).__name__}: {e}"),), error=True, error_name=type(e).__name__
+            )
         return CellResult(outputs=(Output("stdout", f"{value}\n"),))
 
     async def interrupt(self) -> None: ...

@@ -38,7 +38,11 @@ def test_the_reference_prompts_and_their_reader():
     assert 'output "\\boxed{2}". If the return result of the Python code (after "```output") is correct' in case
     assert case.endswith('as follows:\n\n    {"idx": "1"}')
     read = conflict.parse
-    assert [read(reply(t)) for t in ("\\boxed{1}", "first \\boxed{0}, finally \\boxed{2}", " \\boxed{ 0 } ")] == [1, 2, 0]
+    assert [read(reply(t)) for t in ("\\boxed{1}", "first \\boxed{0}, finally \\boxed{2}", " \\boxed{ 0 } ")] == [
+        1,
+        2,
+        0,
+    ]
     assert [read(reply(t)) for t in ("\\boxed{3}", "1", "\\boxed{yes}", "")] == [UNPARSEABLE] * 4
     wrong = prompt("attc_tool_wrong")
     assert 'If any return result of Python code is incorrect, output "\\boxed{1}".' in wrong.render(case="X")
@@ -46,30 +50,50 @@ def test_the_reference_prompts_and_their_reader():
 
 
 def test_the_whole_response_is_every_turn_and_what_followed_it():
-    events = [ev.TurnEnded(turn=1, text="Compute.\n```python\nprint(2)\n```\n", stop="code", tokens=3),
-              ev.ContextAppended(text="```output\n2\n```\n", source="kernel", kind="tool", call=1),
-              ev.ContextAppended(text="I should believe it.\n", source="attc"),
-              ev.TurnEnded(turn=2, text="So \\boxed{2}.", stop="answer", tokens=2)]
-    assert whole_response(events) == ("Compute.\n```python\nprint(2)\n```\n```output\n2\n```\nI should believe it.\n"
-                                      "So \\boxed{2}.")
+    events = [
+        ev.TurnEnded(turn=1, text="Compute.\n```python\nprint(2)\n```\n", stop="code", tokens=3),
+        ev.ContextAppended(text="```output\n2\n```\n", source="kernel", kind="tool", call=1),
+        ev.ContextAppended(text="I should believe it.\n", source="attc"),
+        ev.TurnEnded(turn=2, text="So \\boxed{2}.", stop="answer", tokens=2),
+    ]
+    assert whole_response(events) == (
+        "Compute.\n```python\nprint(2)\n```\n```output\n2\n```\nI should believe it.\nSo \\boxed{2}."
+    )
 
 
 def run(pid: int, correct: bool, *, tcn: int = 1, flag: bool = False) -> dict:
-    return {"key": f"d/{pid}/s/0", "problem_id": str(pid), "variant": "", "setting": "s", "correct": correct,
-            "tcn": tcn, "tool_ignored": flag}
+    return {
+        "key": f"d/{pid}/s/0",
+        "problem_id": str(pid),
+        "variant": "",
+        "setting": "s",
+        "correct": correct,
+        "tcn": tcn,
+        "tool_ignored": flag,
+    }
 
 
 def test_the_rates_on_hand_made_classes():
-    runs = [run(1, False), run(2, False), run(3, False), run(4, False, flag=True), run(5, False, tcn=0),
-            run(6, True), run(7, True), run(8, True, tcn=0)]
-    values = {"d/1/s/0": {"attc_conflict": 1, "attc_tool_ignored": 1},
-              "d/2/s/0": {"attc_conflict": 2, "attc_tool_ignored": 0},
-              "d/3/s/0": {"attc_conflict": UNPARSEABLE, "attc_tool_ignored": None},
-              "d/4/s/0": {"attc_conflict": 1, "attc_tool_ignored": 1},
-              "d/5/s/0": {"attc_conflict": 0, "attc_tool_ignored": 2},  # no call: the classes its prompts fix
-              "d/6/s/0": {"attc_conflict": 0, "attc_tool_wrong": 1}, "d/7/s/0": {"attc_conflict": 2,
-                                                                               "attc_tool_wrong": UNPARSEABLE},
-              "d/8/s/0": {"attc_conflict": 0}}  # correct, no call: the tool-wrong question is not asked
+    runs = [
+        run(1, False),
+        run(2, False),
+        run(3, False),
+        run(4, False, flag=True),
+        run(5, False, tcn=0),
+        run(6, True),
+        run(7, True),
+        run(8, True, tcn=0),
+    ]
+    values = {
+        "d/1/s/0": {"attc_conflict": 1, "attc_tool_ignored": 1},
+        "d/2/s/0": {"attc_conflict": 2, "attc_tool_ignored": 0},
+        "d/3/s/0": {"attc_conflict": UNPARSEABLE, "attc_tool_ignored": None},
+        "d/4/s/0": {"attc_conflict": 1, "attc_tool_ignored": 1},
+        "d/5/s/0": {"attc_conflict": 0, "attc_tool_ignored": 2},  # no call: the classes its prompts fix
+        "d/6/s/0": {"attc_conflict": 0, "attc_tool_wrong": 1},
+        "d/7/s/0": {"attc_conflict": 2, "attc_tool_wrong": UNPARSEABLE},
+        "d/8/s/0": {"attc_conflict": 0},
+    }  # correct, no call: the tool-wrong question is not asked
     row = attc_section({"s": runs}, values)["s"]
     wrong = row["conflict_incorrect"]
     assert wrong["classes"] == {"0": 1, "1": 2, "2": 1, "unparseable": 1, "not judged": 0}
@@ -91,8 +115,11 @@ def judge_models(tmp_path, replies: list[str]):
     path = tmp_path / "judge.jsonl"
     path.write_text("".join(json.dumps({"text": r}) + "\n" for r in replies), encoding="utf-8")
     models = tmp_path / "models.toml"
-    models.write_text(f'[models.judge]\nbackend = "scripted"\n[models.judge.source]\nkind = "script"\n'
-                      f'path = {json.dumps(str(path))}\n', encoding="utf-8")
+    models.write_text(
+        f'[models.judge]\nbackend = "scripted"\n[models.judge.source]\nkind = "script"\n'
+        f"path = {json.dumps(str(path))}\n",
+        encoding="utf-8",
+    )
     return models
 
 
@@ -106,16 +133,28 @@ def three_runs(job):
 
 async def test_an_eval_with_the_audit_and_a_scripted_judge(tmp_path, dataset):
     # asked in run order: 1 conflict, tool wrong; 2 conflict, tool ignored; 3 conflict, tool ignored
-    models = judge_models(tmp_path, ["\\boxed{0}", "\\boxed{1}", "\\boxed{1}", "\\boxed{1}", "no idea",
-                                     "\\boxed{0}"])
-    cfg = EvalConfig(datasets=[str(dataset(3))], settings=resolve_settings(["none"]), out=tmp_path / "out",
-                     model="scripted", models_file=models, judge="judge", attc_audit=True)
+    models = judge_models(tmp_path, ["\\boxed{0}", "\\boxed{1}", "\\boxed{1}", "\\boxed{1}", "no idea", "\\boxed{0}"])
+    cfg = EvalConfig(
+        datasets=[str(dataset(3))],
+        settings=resolve_settings(["none"]),
+        out=tmp_path / "out",
+        model="scripted",
+        models_file=models,
+        judge="judge",
+        attc_audit=True,
+    )
     logs: list[str] = []
     await run_eval(cfg, backend_factory=Factory(three_runs), kernels=KERNELS, log=logs.append)
     assert any("judge judge: 6 ATTC audit question(s) judged" in m for m in logs)
     lines = [json.loads(line) for line in (cfg.out / JUDGEMENTS).read_text(encoding="utf-8").splitlines()]
-    assert [r["prompt"] for r in lines] == ["attc_conflict", "attc_tool_wrong", "attc_conflict", "attc_tool_ignored",
-                                           "attc_conflict", "attc_tool_ignored"]
+    assert [r["prompt"] for r in lines] == [
+        "attc_conflict",
+        "attc_tool_wrong",
+        "attc_conflict",
+        "attc_tool_ignored",
+        "attc_conflict",
+        "attc_tool_ignored",
+    ]
     case = json.loads(lines[3]["inputs"]["case"])
     assert (case["idx"], case["answer"], case["pred"], case["question"]) == ("2", "4", "5", "What is 2 plus 2?")
     assert "```output\n4\n```" in case["code"] and case["solution"] == "2 + 2 = 4"
@@ -126,7 +165,10 @@ async def test_an_eval_with_the_audit_and_a_scripted_judge(tmp_path, dataset):
     assert row["conflict_correct"]["conflict"]["rate"] == 0.0
     assert (row["tool_ignored"]["tool_ignored"]["k"], row["tool_ignored"]["tool_ignored"]["n"]) == (1, 2)
     assert (row["tool_ignored"]["cheap_flag"]["k"], row["tool_ignored"]["flag_and_judge"]) == (1, 1)  # run 2
-    assert (row["tool_wrong"]["tool_wrong"]["k"], row["tool_wrong"]["tool_wrong"]["n"]) == (1, 1)  # run 1, says the judge
+    assert (row["tool_wrong"]["tool_wrong"]["k"], row["tool_wrong"]["tool_wrong"]["n"]) == (
+        1,
+        1,
+    )  # run 1, says the judge
     markdown = to_markdown(summary)
     assert "ATTC Figure 2" in markdown and "ATTC Figure 3" in markdown and "judge judge" in markdown
     assert summary["judge"]["prompts"]["attc_conflict"] == {"judged": 3, "unparseable": 1}
@@ -139,8 +181,9 @@ async def test_an_eval_with_the_audit_and_a_scripted_judge(tmp_path, dataset):
 
 
 async def test_the_audit_of_a_directory_already_there(tmp_path, dataset):
-    cfg = EvalConfig(datasets=[str(dataset(3))], settings=resolve_settings(["none"]), out=tmp_path / "out",
-                     model="scripted")
+    cfg = EvalConfig(
+        datasets=[str(dataset(3))], settings=resolve_settings(["none"]), out=tmp_path / "out", model="scripted"
+    )
     await run_eval(cfg, backend_factory=Factory(three_runs), kernels=KERNELS, log=lambda m: None)
     assert summary_from_store(cfg.out)["datasets"]["tiny"]["attc_audit"] is None
     models = judge_models(tmp_path, ["\\boxed{0}"] * 5)
@@ -155,8 +198,13 @@ async def test_the_audit_of_a_directory_already_there(tmp_path, dataset):
 
 
 async def test_the_audit_needs_a_judge(tmp_path, dataset):
-    cfg = EvalConfig(datasets=[str(dataset(1))], settings=resolve_settings(["none"]), out=tmp_path / "out",
-                     model="scripted", attc_audit=True)
+    cfg = EvalConfig(
+        datasets=[str(dataset(1))],
+        settings=resolve_settings(["none"]),
+        out=tmp_path / "out",
+        model="scripted",
+        attc_audit=True,
+    )
     with pytest.raises(UserError, match="--attc-audit needs a judge"):
         await run_eval(cfg, backend_factory=Factory(three_runs), kernels=KERNELS, log=lambda m: None)
 
@@ -171,18 +219,37 @@ def test_the_audit_from_the_command_line(write_script, tmp_path):
     script = write_script(code_turn("150 + 3"), answer_turn("153"))  # right for bakery, wrong for books
     judge = write_script({"text": "\\boxed{0}"}, {"text": "\\boxed{0}"}, {"text": "\\boxed{1}"}, name="judge.jsonl")
     models = tmp_path / "models.toml"
-    models.write_text(f'[models.judge]\nbackend = "scripted"\n[models.judge.source]\nkind = "script"\n'
-                      f'path = {json.dumps(str(judge))}\n', encoding="utf-8")
+    models.write_text(
+        f'[models.judge]\nbackend = "scripted"\n[models.judge.source]\nkind = "script"\n'
+        f"path = {json.dumps(str(judge))}\n",
+        encoding="utf-8",
+    )
     out = tmp_path / "eval"
-    done = tuiagent("eval", "demo", "-m", "scripted", "--script", str(script), "--limit", "2", "-c", "none",
-                    "--out", str(out), "-q", "-f", "md")
+    done = tuiagent(
+        "eval",
+        "demo",
+        "-m",
+        "scripted",
+        "--script",
+        str(script),
+        "--limit",
+        "2",
+        "-c",
+        "none",
+        "--out",
+        str(out),
+        "-q",
+        "-f",
+        "md",
+    )
     assert done.returncode == 0, done.stderr
     assert "ATTC Figure" not in (out / "summary.md").read_text(encoding="utf-8")
     no_judge = tuiagent("eval", str(out), "--report-only", "--attc-audit", "-f", "md")
     assert no_judge.returncode != 0 and "--attc-audit needs a judge" in no_judge.stderr
     assert "Traceback" not in no_judge.stderr
-    audit = tuiagent("eval", str(out), "--report-only", "--attc-audit", "--judge", "judge", "--models", str(models),
-                     "-q", "-f", "md")
+    audit = tuiagent(
+        "eval", str(out), "--report-only", "--attc-audit", "--judge", "judge", "--models", str(models), "-q", "-f", "md"
+    )
     assert audit.returncode == 0, audit.stderr
     # both runs wrote the same response: one conflict question for both, bakery's tool-wrong one and books'
     # tool-ignored one

@@ -42,8 +42,10 @@ CONTENT = ("answer", "correct", "reason", "tcn", "tool_calls", "blocks", "genera
 @pytest.fixture
 def problems(tmp_path: Path, smollm2_path) -> Path:  # noqa: F811 - the fixture imported above
     path = tmp_path / "tiny.jsonl"
-    rows = [{"question": f"A shop sells {i} boxes of {i + 3} pens. How many pens is that?",
-             "answer": f"#### {i * (i + 3)}"} for i in range(2, 8)]
+    rows = [
+        {"question": f"A shop sells {i} boxes of {i + 3} pens. How many pens is that?", "answer": f"#### {i * (i + 3)}"}
+        for i in range(2, 8)
+    ]
     path.write_text("".join(json.dumps(r) + "\n" for r in rows), encoding="utf-8")
     return path
 
@@ -58,14 +60,17 @@ def driver(tmp_path: Path, data: Path, out: Path, concurrency: int) -> list[str]
 def content(out: Path) -> dict[str, tuple]:
     """Per run: its numbers and the model's text, turn by turn (not its timings or paths)."""
     records = ResultStore(out).records
-    return {key: (tuple(r[k] for k in CONTENT),
-                  tuple(e.text for e in load(Path(r["trajectory"])).events if e.type == "TurnEnded"))
-            for key, r in records.items()}
+    return {
+        key: (
+            tuple(r[k] for k in CONTENT),
+            tuple(e.text for e in load(Path(r["trajectory"])).events if e.type == "TurnEnded"),
+        )
+        for key, r in records.items()
+    }
 
 
 def test_four_in_flight_killed_and_resumed_equals_one_at_a_time(tmp_path, problems):
-    one = subprocess.run(driver(tmp_path, problems, tmp_path / "one", 1), capture_output=True, text=True,
-                         timeout=900)
+    one = subprocess.run(driver(tmp_path, problems, tmp_path / "one", 1), capture_output=True, text=True, timeout=900)
     assert one.returncode == 0, one.stderr[-2000:]
 
     four = tmp_path / "four"

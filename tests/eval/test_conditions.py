@@ -16,8 +16,12 @@ from tuiagent.presets import resolve_settings
 KERNELS = {"jupyter": lambda gold=None: CalcKernel()}
 
 # problem i -> right under (Full, Noop, CoT, FCStyle)
-OUTCOMES = {1: (True, False, True, True), 2: (True, False, False, False), 3: (True, True, True, False),
-            4: (False, False, False, False)}
+OUTCOMES = {
+    1: (True, False, True, True),
+    2: (True, False, False, False),
+    3: (True, True, True, False),
+    4: (False, False, False, False),
+}
 
 
 def tooltax_turns(job):
@@ -37,8 +41,12 @@ def tooltax_turns(job):
 
 
 async def test_the_seven_tool_use_tax_conditions(tmp_path, dataset):
-    cfg = EvalConfig(datasets=[str(dataset(4))], settings=resolve_settings([], protocol="tooltax"),
-                     out=tmp_path / "out", model="scripted")
+    cfg = EvalConfig(
+        datasets=[str(dataset(4))],
+        settings=resolve_settings([], protocol="tooltax"),
+        out=tmp_path / "out",
+        model="scripted",
+    )
     logs: list[str] = []
     outcome = await run_eval(cfg, backend_factory=Factory(tooltax_turns), kernels=KERNELS, log=logs.append)
     assert outcome.ran == 28
@@ -60,15 +68,25 @@ async def test_the_seven_tool_use_tax_conditions(tmp_path, dataset):
     assert prompts.COT_SYSTEM not in fcstyle[0].prompt and tool_outputs("tiny/1/fcstyle/0") == []
     assert records["tiny/1/fcstyle/0"]["tcn"] == 0 and records["tiny/1/fcstyle/0"]["answer"] == "2"
     max1 = events("tiny/1/max1/0")
-    assert records["tiny/1/max1/0"]["tcn"] == 1 and [e.executed for e in max1 if isinstance(e, ev.ToolResult)] == [True, False]
+    assert records["tiny/1/max1/0"]["tcn"] == 1 and [e.executed for e in max1 if isinstance(e, ev.ToolResult)] == [
+        True,
+        False,
+    ]
     assert events("tiny/1/evidence/0")[0].problem == "What is 1 plus 1?"  # no distractor: as written
 
     tax = summary_from_store(cfg.out)["datasets"]["tiny"]["tooltax"]
     assert tax["scope"] == "clean" and tax["missing"] == [] and list(tax["scopes"]) == ["clean"]
     clean = tax["scopes"]["clean"]
     acc = {k: v["accuracy"] for k, v in clean["accuracy"].items()}
-    assert acc == {"NoTool-CoT": 0.5, "NoTool-FCStyle": 0.25, "Agent-NoopTool": 0.25, "Agent-Full": 0.75,
-                   "Agent-OracleCalc": 0.75, "Agent-OracleEvidence": 0.75, "Agent-Max1Turn": 1.0}
+    assert acc == {
+        "NoTool-CoT": 0.5,
+        "NoTool-FCStyle": 0.25,
+        "Agent-NoopTool": 0.25,
+        "Agent-Full": 0.75,
+        "Agent-OracleCalc": 0.75,
+        "Agent-OracleEvidence": 0.75,
+        "Agent-Max1Turn": 1.0,
+    }
     d = clean["deltas"]
     assert (d["gap"]["value"], d["sty"]["value"], d["frc"]["value"], d["cmp"]["value"]) == (0.25, -0.25, 0.0, 0.5)
     assert d["turns"]["value"] == -0.25  # Full 0.75 against Max1Turn 1.0

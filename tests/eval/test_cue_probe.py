@@ -19,8 +19,10 @@ from tuiagent.eval.variants import CODE_CUES, CUES, cue_variant
 from tuiagent.presets import resolve_settings
 
 KERNELS = {"jupyter": lambda gold=None: CalcKernel()}
-ANSWER_CUE = ("Conclude your response by providing the final answer within <answer></answer> tags. "
-              "Do not generate any content after the </answer> tag.")
+ANSWER_CUE = (
+    "Conclude your response by providing the final answer within <answer></answer> tags. "
+    "Do not generate any content after the </answer> tag."
+)
 
 
 def test_the_papers_cue_strings():
@@ -38,13 +40,25 @@ def test_the_papers_cue_strings():
 
 def run(pid: str, setting: str, variant: str = "", *, tcn: int = 0, correct: bool = True) -> dict:
     unit = f"{pid}~{variant}" if variant else pid
-    return {"key": f"d/{unit}/{setting}/0", "dataset": "d", "problem_id": pid, "variant": variant,
-            "setting": setting, "seed": 0, "tcn": tcn, "correct": correct}
+    return {
+        "key": f"d/{unit}/{setting}/0",
+        "dataset": "d",
+        "problem_id": pid,
+        "variant": variant,
+        "setting": setting,
+        "seed": 0,
+        "tcn": tcn,
+        "correct": correct,
+    }
 
 
 # item -> (tcn N, tcn Y, no-tool right on N, tool right on Y, no-tool right on Y)
-ITEMS = {"1": (0, 1, True, True, True), "2": (0, 1, False, True, False),
-         "3": (1, 1, True, True, True), "4": (0, 0, True, False, True)}
+ITEMS = {
+    "1": (0, 1, True, True, True),
+    "2": (0, 1, False, True, False),
+    "3": (1, 1, True, True, True),
+    "4": (0, 0, True, False, True),
+}
 UNNECESSARY = {"necessary": False, "p_unnecessary": 1.0, "logprob": None, "reason": ""}
 NECESSARY = {**UNNECESSARY, "necessary": True}
 
@@ -52,8 +66,12 @@ NECESSARY = {**UNNECESSARY, "necessary": True}
 def hand_made() -> list[dict]:
     records = []
     for pid, (tcn_n, tcn_y, free_n, tool_y, free_y) in ITEMS.items():
-        records += [run(pid, "none", tcn=tcn_n), run(pid, "none", "cue:cell", tcn=tcn_y, correct=tool_y),
-                    run(pid, "cot", correct=free_n), run(pid, "cot", "cue:cell", correct=free_y)]
+        records += [
+            run(pid, "none", tcn=tcn_n),
+            run(pid, "none", "cue:cell", tcn=tcn_y, correct=tool_y),
+            run(pid, "cot", correct=free_n),
+            run(pid, "cot", "cue:cell", correct=free_y),
+        ]
     return records
 
 
@@ -67,7 +85,12 @@ def test_delta_tool_over_all_items_and_definition_1_items():
     assert (every["accuracy_y"], every["accuracy_y_no_tool"], every["utility_holds"]) == (0.75, 0.75, True)
     # Definition 1: items 1, 3, 4, which the no-tool run solves
     free = section["figures"]["no_tool"]["cell"]
-    assert (free["runs"], free["tool_rate_y"], free["tool_rate_n"], free["delta_tool_y_n"]) == (3, 0.6667, 0.3333, 0.3333)
+    assert (free["runs"], free["tool_rate_y"], free["tool_rate_n"], free["delta_tool_y_n"]) == (
+        3,
+        0.6667,
+        0.3333,
+        0.3333,
+    )
     assert (free["accuracy_y"], free["accuracy_y_no_tool"], free["utility_holds"]) == (0.6667, 1.0, True)
     assert section["figures"]["no_tool"]["all"]["delta_tool_y_n"] == 0.3333
 
@@ -79,10 +102,16 @@ def test_the_utility_condition_can_fail():
 
 
 def test_the_judges_items():
-    verdicts = {"d/1/none/0": [], "d/1~cue:cell/none/0": [UNNECESSARY],
-                "d/2/none/0": [], "d/2~cue:cell/none/0": [NECESSARY],
-                "d/3/none/0": [UNNECESSARY], "d/3~cue:cell/none/0": [UNPARSEABLE],
-                "d/4/none/0": [], "d/4~cue:cell/none/0": []}
+    verdicts = {
+        "d/1/none/0": [],
+        "d/1~cue:cell/none/0": [UNNECESSARY],
+        "d/2/none/0": [],
+        "d/2~cue:cell/none/0": [NECESSARY],
+        "d/3/none/0": [UNNECESSARY],
+        "d/3~cue:cell/none/0": [UNPARSEABLE],
+        "d/4/none/0": [],
+        "d/4~cue:cell/none/0": [],
+    }
     section = cue_section(hand_made(), ["none", "cot"], {"none": "tool", "cot": "cot"}, verdicts)["none"]
     assert (section["items"]["judge"], section["items"]["judge_unsure"]) == (2, 1)  # 1 and 4; 3 is unsure
     fig = section["figures"]["judge"]["cell"]
@@ -101,8 +130,11 @@ def models_file(tmp_path, replies: list[str]):
     judge = tmp_path / "judge.jsonl"
     judge.write_text("".join(json.dumps({"text": r}) + "\n" for r in replies), encoding="utf-8")
     path = tmp_path / "models.toml"
-    path.write_text(f'[models.judge]\nbackend = "scripted"\n[models.judge.source]\nkind = "script"\n'
-                    f'path = {json.dumps(str(judge))}\n', encoding="utf-8")
+    path.write_text(
+        f'[models.judge]\nbackend = "scripted"\n[models.judge.source]\nkind = "script"\n'
+        f"path = {json.dumps(str(judge))}\n",
+        encoding="utf-8",
+    )
     return path
 
 
@@ -118,8 +150,15 @@ async def test_an_eval_with_the_probe_and_a_judge(tmp_path, dataset):
     says = '{"tool_necessary": false, "reason": "trivial"}'
     models = models_file(tmp_path, [says, "no JSON here"])
     logs: list[str] = []
-    cfg = EvalConfig(datasets=[str(dataset(2))], settings=resolve_settings(["none"]), out=tmp_path / "out",
-                     model="scripted", models_file=models, cues=["cell"], judge="judge")
+    cfg = EvalConfig(
+        datasets=[str(dataset(2))],
+        settings=resolve_settings(["none"]),
+        out=tmp_path / "out",
+        model="scripted",
+        models_file=models,
+        cues=["cell"],
+        judge="judge",
+    )
     outcome = await run_eval(cfg, backend_factory=Factory(cued_turns), kernels=KERNELS, log=logs.append)
     assert outcome.ran == 2 * 2 * 2  # 2 problems x (plain, cell) x (none, and the added no-tool cot)
     assert any("adding the no-tool setting 'cot'" in m for m in logs)
@@ -142,8 +181,14 @@ async def test_an_eval_with_the_probe_and_a_judge(tmp_path, dataset):
 
 
 async def test_an_unknown_judge_fails_before_any_run(tmp_path, dataset):
-    cfg = EvalConfig(datasets=[str(dataset(1))], settings=resolve_settings(["none"]), out=tmp_path / "out",
-                     model="scripted", cues=["cell"], judge="nosuch")
+    cfg = EvalConfig(
+        datasets=[str(dataset(1))],
+        settings=resolve_settings(["none"]),
+        out=tmp_path / "out",
+        model="scripted",
+        cues=["cell"],
+        judge="nosuch",
+    )
     with pytest.raises(ConfigError, match="unknown model 'nosuch'"):
         await run_eval(cfg, backend_factory=Factory(cued_turns), kernels=KERNELS, log=lambda m: None)
     assert not (tmp_path / "out").exists()
@@ -151,7 +196,12 @@ async def test_an_unknown_judge_fails_before_any_run(tmp_path, dataset):
 
 async def test_the_model_under_test_as_judge_is_said_loudly(tmp_path, dataset):
     logs: list[str] = []
-    cfg = EvalConfig(datasets=[str(dataset(1))], settings=resolve_settings(["none"]), out=tmp_path / "out",
-                     model="scripted", judge="scripted")
+    cfg = EvalConfig(
+        datasets=[str(dataset(1))],
+        settings=resolve_settings(["none"]),
+        out=tmp_path / "out",
+        model="scripted",
+        judge="scripted",
+    )
     await run_eval(cfg, backend_factory=Factory(cued_turns), kernels=KERNELS, log=logs.append)
     assert any(m.startswith("WARNING: the judge is the model under test (scripted)") for m in logs)

@@ -19,9 +19,11 @@ def write(path: Path, *rows: dict) -> Path:
 
 
 def test_gsm8k_shape(tmp_path):
-    path = write(tmp_path / "gsm.jsonl",
-                 {"question": "Natalia sold 48 clips ...", "answer": "48/2 = <<48/2=24>>24\n#### 72"},
-                 {"question": "Big numbers?", "answer": "so\n#### 1,234"})
+    path = write(
+        tmp_path / "gsm.jsonl",
+        {"question": "Natalia sold 48 clips ...", "answer": "48/2 = <<48/2=24>>24\n#### 72"},
+        {"question": "Big numbers?", "answer": "so\n#### 1,234"},
+    )
     problems = load_jsonl(path)
     assert [(p.dataset, p.id, p.gold) for p in problems] == [("gsm", "1", "72"), ("gsm", "2", "1234")]
     assert problems[0].question == "Natalia sold 48 clips ..."
@@ -29,9 +31,11 @@ def test_gsm8k_shape(tmp_path):
 
 
 def test_math_shapes_solution_boxed_or_answer(tmp_path):
-    path = write(tmp_path / "math.jsonl",
-                 {"problem": "Compute 1/2 + 1/4.", "solution": "It is $\\boxed{\\frac{3}{4}}$.", "level": "Level 2"},
-                 {"problem": "MATH-500 style", "solution": "long text \\boxed{5}", "answer": "5", "unique_id": "test/x/1.json"})
+    path = write(
+        tmp_path / "math.jsonl",
+        {"problem": "Compute 1/2 + 1/4.", "solution": "It is $\\boxed{\\frac{3}{4}}$.", "level": "Level 2"},
+        {"problem": "MATH-500 style", "solution": "long text \\boxed{5}", "answer": "5", "unique_id": "test/x/1.json"},
+    )
     a, b = load_jsonl(path)
     assert (a.id, a.gold, a.meta) == ("1", "\\frac{3}{4}", {"level": "Level 2"})
     assert (b.id, b.gold) == ("test/x/1.json", "5")
@@ -39,17 +43,25 @@ def test_math_shapes_solution_boxed_or_answer(tmp_path):
 
 
 def test_pymath_shape_keeps_its_step_by_step_solution(tmp_path):
-    path = write(tmp_path / "pymath.jsonl",
-                 {"problem": "Find n.", "answer": "7", "solution": "Step 1: ... so n = 7.", "id": "p1"},
-                 {"problem": "No solution given.", "answer": "3"},
-                 {"problem": "Named otherwise.", "answer": "2", "reference_solution": "By symmetry, 2."})
+    path = write(
+        tmp_path / "pymath.jsonl",
+        {"problem": "Find n.", "answer": "7", "solution": "Step 1: ... so n = 7.", "id": "p1"},
+        {"problem": "No solution given.", "answer": "3"},
+        {"problem": "Named otherwise.", "answer": "2", "reference_solution": "By symmetry, 2."},
+    )
     assert [(p.gold, p.reference) for p in load_jsonl(path)] == [
-        ("7", "Step 1: ... so n = 7."), ("3", ""), ("2", "By symmetry, 2.")]
+        ("7", "Step 1: ... so n = 7."),
+        ("3", ""),
+        ("2", "By symmetry, 2."),
+    ]
 
 
 def test_aime_shape_with_integer_answers_and_ids(tmp_path):
-    path = write(tmp_path / "aime25.jsonl", {"problem": "Find b.", "answer": 70, "id": "0"},
-                 {"problem": "Find the area.", "answer": 588, "id": "1"})
+    path = write(
+        tmp_path / "aime25.jsonl",
+        {"problem": "Find b.", "answer": 70, "id": "0"},
+        {"problem": "Find the area.", "answer": 588, "id": "1"},
+    )
     assert [(p.id, p.gold, p.reference) for p in load_dataset(str(path))] == [("0", "70", ""), ("1", "588", "")]
 
 
@@ -61,10 +73,13 @@ def test_field_names_can_be_overridden(tmp_path):
     assert (p.id, p.question, p.gold) == ("a", "What is 2+2?", "4")
 
 
-@pytest.mark.parametrize("row, message", [
-    ({"problem": "x", "solution": "no box here"}, "no gold answer"),
-    ({"question": "x"}, "no gold answer"),
-])
+@pytest.mark.parametrize(
+    "row, message",
+    [
+        ({"problem": "x", "solution": "no box here"}, "no gold answer"),
+        ({"question": "x"}, "no gold answer"),
+    ],
+)
 def test_bad_lines_name_the_line_and_the_fix(tmp_path, row, message):
     path = tmp_path / "bad.jsonl"
     path.write_text(json.dumps({"question": "ok", "answer": "#### 1"}) + "\n" + json.dumps(row) + "\n")
@@ -74,7 +89,9 @@ def test_bad_lines_name_the_line_and_the_fix(tmp_path, row, message):
 
 
 def test_duplicate_ids_and_missing_files_are_refused(tmp_path):
-    path = write(tmp_path / "dup.jsonl", {"problem": "a", "answer": 1, "id": "7"}, {"problem": "b", "answer": 2, "id": "7"})
+    path = write(
+        tmp_path / "dup.jsonl", {"problem": "a", "answer": 1, "id": "7"}, {"problem": "b", "answer": 2, "id": "7"}
+    )
     with pytest.raises(DatasetError, match="appears twice"):
         load_jsonl(path)
     with pytest.raises(DatasetError, match="not 'demo'"):

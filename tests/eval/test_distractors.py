@@ -55,8 +55,11 @@ async def test_variants_are_generated_once_and_cached_with_model_and_prompt():
     problems = [Problem("tiny", "1", "What is 1 plus 1?", "2"), Problem("tiny", "2", "What is 2 plus 2?", "4")]
     factory, calls = writer(problems, drop_number_for="2")
     variants, invalid = await distractor_variants(problems, KINDS, model_id="writer", backend_factory=factory)
-    assert [(v.id, v.variant) for v in variants] == [("1", "distractor:thematic"), ("1", "distractor:parallel"),
-                                                     ("2", "distractor:thematic")]
+    assert [(v.id, v.variant) for v in variants] == [
+        ("1", "distractor:thematic"),
+        ("1", "distractor:parallel"),
+        ("2", "distractor:thematic"),
+    ]
     assert variants[1].question == "What is 1 plus 1? Her cousin has 17 apples." and variants[1].gold == "2"
     assert [(i["id"], i["kind"]) for i in invalid] == [("2", "parallel")] and "missing" in invalid[0]["why"]
     files = sorted((paths.cache_dir() / "eval" / "distractors" / "writer").glob("*.json"))
@@ -77,10 +80,20 @@ async def test_eval_reports_accuracy_per_distractor_type_beside_clean(tmp_path, 
 
     problems = [Problem("tiny", str(i), f"What is {i} plus {i}?", str(2 * i)) for i in (1, 2)]
     writer_factory, _ = writer(problems)
-    cfg = EvalConfig(datasets=[str(data)], settings=resolve_settings(["none"]), out=tmp_path / "out",
-                     model="scripted", distractors=KINDS)
-    outcome = await run_eval(cfg, backend_factory=Factory(turns), distractor_backend=writer_factory,
-                             kernels={"jupyter": lambda gold=None: CalcKernel()}, log=lambda m: None)
+    cfg = EvalConfig(
+        datasets=[str(data)],
+        settings=resolve_settings(["none"]),
+        out=tmp_path / "out",
+        model="scripted",
+        distractors=KINDS,
+    )
+    outcome = await run_eval(
+        cfg,
+        backend_factory=Factory(turns),
+        distractor_backend=writer_factory,
+        kernels={"jupyter": lambda gold=None: CalcKernel()},
+        log=lambda m: None,
+    )
     assert outcome.ran == 6
     assert "tiny/1~distractor:parallel/none/0" in ResultStore(cfg.out).records
     summary = summary_from_store(cfg.out)

@@ -53,8 +53,10 @@ def test_maj_at_k_by_hand():
 
 def test_ks_and_estimators_over_problems():
     assert ks_for(1) == [1] and ks_for(3) == [1, 2, 3] and ks_for(16) == [1, 2, 4, 8, 16] and ks_for(12)[-2:] == [8, 12]
-    p1 = [{"answer": a, "correct": ok, "seed": s}
-          for s, (a, ok) in enumerate([("x", True), ("x", True), ("y", False), (None, False)])]
+    p1 = [
+        {"answer": a, "correct": ok, "seed": s}
+        for s, (a, ok) in enumerate([("x", True), ("x", True), ("y", False), (None, False)])
+    ]
     p2 = [{"answer": "7", "correct": False, "seed": s} for s in range(4)]
     est = estimators([p1, p2], same)
     assert list(est) == ["pass@1", "pass@2", "pass@3", "pass@4", "maj@1", "maj@2", "maj@3", "maj@4"]
@@ -70,9 +72,23 @@ def test_ks_and_estimators_over_problems():
 
 
 def rec(pid: int, seed: int, correct: bool, answer: str | None) -> dict:
-    return {"key": f"d/{pid}/a/{seed}", "dataset": "d", "problem_id": str(pid), "variant": "", "setting": "a",
-            "seed": seed, "model": "m", "correct": correct, "answer": answer, "reason": "answer", "tcn": 0,
-            "erroneous": 0, "wtn": 1, "generated_tokens": 1, "wall_s": 1.0}
+    return {
+        "key": f"d/{pid}/a/{seed}",
+        "dataset": "d",
+        "problem_id": str(pid),
+        "variant": "",
+        "setting": "a",
+        "seed": seed,
+        "model": "m",
+        "correct": correct,
+        "answer": answer,
+        "reason": "answer",
+        "tcn": 0,
+        "erroneous": 0,
+        "wtn": 1,
+        "generated_tokens": 1,
+        "wall_s": 1.0,
+    }
 
 
 def test_summary_columns_only_with_seeds():

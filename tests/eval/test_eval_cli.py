@@ -16,28 +16,61 @@ def tuiagent(*args: str) -> subprocess.CompletedProcess:
 def test_demo_eval_runs_resumes_and_reports(write_script, tmp_path):
     script = write_script(code_turn("150 + 3"), answer_turn("153"))
     out = tmp_path / "eval"
-    args = ["eval", "demo", "-m", "scripted", "--script", str(script), "--limit", "2", "-c", "none", "-c", "cot",
-            "-c", "noop", "--concurrency", "2", "--out", str(out), "-q", "-f", "md", "-f", "csv", "-f", "json"]
+    args = [
+        "eval",
+        "demo",
+        "-m",
+        "scripted",
+        "--script",
+        str(script),
+        "--limit",
+        "2",
+        "-c",
+        "none",
+        "-c",
+        "cot",
+        "-c",
+        "noop",
+        "--concurrency",
+        "2",
+        "--out",
+        str(out),
+        "-q",
+        "-f",
+        "md",
+        "-f",
+        "csv",
+        "-f",
+        "json",
+    ]
     first = tuiagent(*args)
     assert first.returncode == 0, first.stderr
     assert "6 run(s) planned, 0 already done: 6 to run" in first.stderr
     lines = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     assert sorted(r["key"] for r in lines) == sorted(
-        f"demo/{pid}/{s}/0" for pid in ("bakery", "books") for s in ("none", "cot", "noop"))
+        f"demo/{pid}/{s}/0" for pid in ("bakery", "books") for s in ("none", "cot", "noop")
+    )
     bakery = next(r for r in lines if r["key"] == "demo/bakery/none/0")
     assert (bakery["correct"], bakery["tcn"], bakery["erroneous"]) == (True, 1, 0)
     trajectory = [json.loads(x) for x in open(bakery["trajectory"])]
     assert next(e for e in trajectory if e.get("type") == "ToolResult")["shown"] == "153"  # a real kernel ran it
-    assert {p.name for p in out.iterdir()} >= {"results.jsonl", "eval.json", "summary.md", "summary.csv",
-                                               "summary.json", "runs"}
+    assert {p.name for p in out.iterdir()} >= {
+        "results.jsonl",
+        "eval.json",
+        "summary.md",
+        "summary.csv",
+        "summary.json",
+        "runs",
+    }
 
     again = tuiagent(*args)
     assert again.returncode == 0, again.stderr
     assert "6 already done: 0 to run" in again.stderr
     assert len((out / "results.jsonl").read_text().splitlines()) == 6  # nothing recomputed
 
-    report = tuiagent("eval", "demo", "-m", "scripted", "--out", str(out), "--report-only", "-f", "table",
-                      "--baseline", "cot")
+    report = tuiagent(
+        "eval", "demo", "-m", "scripted", "--out", str(out), "--report-only", "-f", "table", "--baseline", "cot"
+    )
     assert report.returncode == 0, report.stderr
     assert "Pass@1" in report.stdout and "cot (base)" in report.stdout and "noop" in report.stdout
 
@@ -52,18 +85,54 @@ def test_the_cue_probe_with_a_judge_end_to_end(write_script, tmp_path):
     script = write_script(code_turn("150 + 3"), answer_turn("153"))
     judge = write_script({"text": '{"tool_necessary": false, "reason": "easy"}'}, name="judge.jsonl")
     models = tmp_path / "models.toml"
-    models.write_text(f'[models.judge]\nbackend = "scripted"\n[models.judge.source]\nkind = "script"\n'
-                      f'path = {json.dumps(str(judge))}\n', encoding="utf-8")
+    models.write_text(
+        f'[models.judge]\nbackend = "scripted"\n[models.judge.source]\nkind = "script"\n'
+        f"path = {json.dumps(str(judge))}\n",
+        encoding="utf-8",
+    )
     out = tmp_path / "eval"
-    done = tuiagent("eval", "demo", "-m", "scripted", "--script", str(script), "--models", str(models), "--limit", "2",
-                    "--cue-probe", "--cue", "cell", "--judge", "judge", "-c", "none", "--out", str(out), "-q", "-f", "md")
+    done = tuiagent(
+        "eval",
+        "demo",
+        "-m",
+        "scripted",
+        "--script",
+        str(script),
+        "--models",
+        str(models),
+        "--limit",
+        "2",
+        "--cue-probe",
+        "--cue",
+        "cell",
+        "--judge",
+        "judge",
+        "-c",
+        "none",
+        "--out",
+        str(out),
+        "-q",
+        "-f",
+        "md",
+    )
     assert done.returncode == 0, done.stderr
     assert "8 run(s) planned" in done.stderr and "judge judge: 4 call(s) judged" in done.stderr  # N and Y of 2 problems
     summary = (out / "summary.md").read_text(encoding="utf-8")
     assert "tool not needed (Definition 1): items the no-tool run solves" in summary
     assert "judge judge: 4 judgement(s) (necessity: 4 judged, 3 unparseable)" in summary  # its script ran out
 
-    unknown = tuiagent("eval", "demo", "-m", "scripted", "--script", str(script), "--cue-probe", "--judge", "nosuch",
-                       "--out", str(tmp_path / "x"))
+    unknown = tuiagent(
+        "eval",
+        "demo",
+        "-m",
+        "scripted",
+        "--script",
+        str(script),
+        "--cue-probe",
+        "--judge",
+        "nosuch",
+        "--out",
+        str(tmp_path / "x"),
+    )
     assert unknown.returncode == 2 and "unknown model 'nosuch'" in unknown.stderr and "Traceback" not in unknown.stderr
     assert not (tmp_path / "x").exists()

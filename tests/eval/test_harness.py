@@ -32,14 +32,18 @@ def solve_right(job):
 
 
 def config(tmp_path: Path, data: Path, *configs: str, **kw) -> EvalConfig:
-    return EvalConfig(datasets=[str(data)], settings=resolve_settings(list(configs)), out=tmp_path / "out",
-                      model="scripted", **kw)
+    return EvalConfig(
+        datasets=[str(data)], settings=resolve_settings(list(configs)), out=tmp_path / "out", model="scripted", **kw
+    )
 
 
 async def test_every_problem_under_every_setting_and_seed(tmp_path, dataset):
     cfg = config(tmp_path, dataset(3), "none", "attc", "cot", seeds=2)
-    factory = Factory(lambda job: solve_right(job) if job.setting.mode == "tool"
-                      else [answer_turn(str(2 * number_in(job.problem.question)))])
+    factory = Factory(
+        lambda job: (
+            solve_right(job) if job.setting.mode == "tool" else [answer_turn(str(2 * number_in(job.problem.question)))]
+        )
+    )
     outcome = await run_eval(cfg, backend_factory=factory, kernels=KERNELS, log=lambda m: None)
     assert (outcome.total, outcome.ran, outcome.already_done, outcome.failed) == (18, 18, 0, 0)
     store = ResultStore(cfg.out)
@@ -170,8 +174,9 @@ async def test_concurrency_bounds_runs_in_flight(tmp_path, dataset):
             backend.generate = generate
             return backend
 
-    outcome = await run_eval(cfg, backend_factory=Counting(solve_right, delay_s=0.002), kernels=KERNELS,
-                             log=lambda m: None)
+    outcome = await run_eval(
+        cfg, backend_factory=Counting(solve_right, delay_s=0.002), kernels=KERNELS, log=lambda m: None
+    )
     assert outcome.ran == 8 and peak == 3
 
 
@@ -225,8 +230,9 @@ async def test_pooled_kernels_one_per_run(tmp_path, dataset):
         return made[-1]
 
     cfg = config(tmp_path, dataset(3), "none", concurrency=2)
-    outcome = await run_eval(cfg, backend_factory=Factory(solve_right), kernels={"jupyter": kernel},
-                             log=lambda m: None)  # jupyter is pooled by default
+    outcome = await run_eval(
+        cfg, backend_factory=Factory(solve_right), kernels={"jupyter": kernel}, log=lambda m: None
+    )  # jupyter is pooled by default
     assert outcome.ran == 3
     used = [k for k in made if k.calls]
     assert len(used) == 3 and all(len(k.calls) == 1 for k in used)  # never shared between runs
@@ -235,8 +241,13 @@ async def test_pooled_kernels_one_per_run(tmp_path, dataset):
 async def test_failed_runs_are_not_recorded_and_are_retried(tmp_path, dataset):
     cfg = config(tmp_path, dataset(2), "none")
     messages = []
-    outcome = await run_eval(cfg, backend_factory=Factory(solve_right), pooled=(),
-                             kernels={"jupyter": lambda gold=None: CalcKernel(fail=True)}, log=messages.append)
+    outcome = await run_eval(
+        cfg,
+        backend_factory=Factory(solve_right),
+        pooled=(),
+        kernels={"jupyter": lambda gold=None: CalcKernel(fail=True)},
+        log=messages.append,
+    )
     assert (outcome.ran, outcome.failed) == (0, 2) and "will be retried" in messages[-1]
     assert ResultStore(cfg.out).records == {}
     outcome = await run_eval(cfg, backend_factory=Factory(solve_right), kernels=KERNELS, log=lambda m: None)
@@ -244,14 +255,23 @@ async def test_failed_runs_are_not_recorded_and_are_retried(tmp_path, dataset):
     cfg = config(tmp_path, dataset(6), "none")
     cfg.out = tmp_path / "other"
     with pytest.raises(UserError, match="5 runs in a row failed"):
-        await run_eval(cfg, backend_factory=Factory(solve_right), pooled=(),
-                       kernels={"jupyter": lambda gold=None: CalcKernel(fail=True)}, log=lambda m: None)
+        await run_eval(
+            cfg,
+            backend_factory=Factory(solve_right),
+            pooled=(),
+            kernels={"jupyter": lambda gold=None: CalcKernel(fail=True)},
+            log=lambda m: None,
+        )
 
 
 async def test_results_of_another_model_or_a_changed_setting_are_refused(tmp_path, dataset):
     data = dataset(1)
-    await run_eval(config(tmp_path, data, "attc:attc.threshold=0.9"), backend_factory=Factory(solve_right),
-                   kernels=KERNELS, log=lambda m: None)
+    await run_eval(
+        config(tmp_path, data, "attc:attc.threshold=0.9"),
+        backend_factory=Factory(solve_right),
+        kernels=KERNELS,
+        log=lambda m: None,
+    )
     changed = config(tmp_path, data, "attc:attc.threshold=0.9", base=RunSpec(run={"max_tool_calls": 2}))
     with pytest.raises(ResultsError, match="defined differently"):
         await run_eval(changed, backend_factory=Factory(solve_right), kernels=KERNELS, log=lambda m: None)

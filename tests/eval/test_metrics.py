@@ -14,20 +14,29 @@ from tuiagent.protocol import RunSettings
 from tuiagent.runner import RunRequest, resolve_spec, run_problem
 
 SPEC = resolve_spec(RunRequest(problem="", model="scripted"))
-ERROR = CellResult(outputs=(Output("error", "NameError: name 'compute' is not defined"),), error=True,
-                   error_name="NameError")
+ERROR = CellResult(
+    outputs=(Output("error", "NameError: name 'compute' is not defined"),), error=True, error_name="NameError"
+)
 
 
 def ok(text: str) -> CellResult:
     return CellResult(outputs=(Output("stdout", text + "\n"),))
 
 
-async def run(tmp_path: Path, turns, kernel, *, gold="42", guards=(), logprob=-0.01, settings=None, guard_settings=None):
+async def run(
+    tmp_path: Path, turns, kernel, *, gold="42", guards=(), logprob=-0.01, settings=None, guard_settings=None
+):
     backend = ScriptedBackend([split_tokens(t, logprob) for t in turns])
     events: list[ev.Event] = []
-    request = RunRequest(problem="What is 6 times 7?", model="scripted", gold=gold, out=tmp_path / "run.jsonl",
-                         guards=tuple(guards), guard_settings=guard_settings or {},
-                         settings=settings or RunSettings())
+    request = RunRequest(
+        problem="What is 6 times 7?",
+        model="scripted",
+        gold=gold,
+        out=tmp_path / "run.jsonl",
+        guards=tuple(guards),
+        guard_settings=guard_settings or {},
+        settings=settings or RunSettings(),
+    )
     await run_problem(request, events.append, backend=backend, spec=SPEC, kernel=kernel)
     return run_record(events), events, backend
 
@@ -53,28 +62,44 @@ async def test_tool_ignored_when_the_output_was_right_and_the_answer_is_not(tmp_
 
 async def test_stuck_resampled_and_attc_decisions(tmp_path, canned_kernel):
     code = "Let me compute.\n```python\nx = compute()\nprint(x)\n```\n```output\n"
-    record, *_ = await run(tmp_path, [code] * 6 + [answer_turn("42")], canned_kernel([ERROR] * 6),
-                           guards=("prunetir", "attc"), settings=RunSettings(max_tool_calls=8))
+    record, *_ = await run(
+        tmp_path,
+        [code] * 6 + [answer_turn("42")],
+        canned_kernel([ERROR] * 6),
+        guards=("prunetir", "attc"),
+        settings=RunSettings(max_tool_calls=8),
+    )
     assert (record["tcn"], record["erroneous"]) == (6, 6)
     assert (record["stuck"], record["resampled"], record["suspended"]) == (1, 1, 0)
     # ATTC speaks after every call except the one PruneTIR resampled away (its round ends there)
     assert (record["attc_trust"], record["attc_rethink"]) == (5, 0)
-    record, *_ = await run(tmp_path, [code_turn("6 * 7"), answer_turn("42")], canned_kernel([ok("42")]),
-                           guards=("attc",), logprob=-0.5)
+    record, *_ = await run(
+        tmp_path, [code_turn("6 * 7"), answer_turn("42")], canned_kernel([ok("42")]), guards=("attc",), logprob=-0.5
+    )
     assert (record["attc_trust"], record["attc_rethink"]) == (0, 1)
 
 
 async def test_suspension_counted(tmp_path, canned_kernel):
     code = "Let me compute.\n```python\nx = compute()\nprint(x)\n```\n```output\n"
-    record, *_ = await run(tmp_path, [code] * 8 + [answer_turn("42")], canned_kernel([ERROR] * 8),
-                           guards=("prunetir",), settings=RunSettings(max_tool_calls=12))
+    record, *_ = await run(
+        tmp_path,
+        [code] * 8 + [answer_turn("42")],
+        canned_kernel([ERROR] * 8),
+        guards=("prunetir",),
+        settings=RunSettings(max_tool_calls=12),
+    )
     assert (record["stuck"], record["resampled"], record["suspended"]) == (2, 2, 1)
 
 
 async def test_necessity_tim_and_gate(tmp_path, canned_kernel):
     turns = [code_turn("6 * 7"), "Let's verify numerically.\n" + code_turn("7 * 6"), answer_turn("42")]
-    record, *_ = await run(tmp_path, turns, canned_kernel([ok("42"), ok("42")]),
-                           guards=("necessity", "tim", "gstep"), guard_settings={"gstep": {"weights": "off"}})
+    record, *_ = await run(
+        tmp_path,
+        turns,
+        canned_kernel([ok("42"), ok("42")]),
+        guards=("necessity", "tim", "gstep"),
+        guard_settings={"gstep": {"weights": "off"}},
+    )
     assert (record["necessity_flags"], record["necessity_skipped"], record["unnecessary_calls"]) == (2, 0, 2)
     assert record["tim_flag"] is True and record["tim_guard_flag"] is True
     assert record["tim_categories"] == ["numerical/empirical checking"]

@@ -27,14 +27,33 @@ from tuiagent.presets import parse_config, resolve_settings
 
 
 def rec(setting: str, pid: int, correct: bool, *, erroneous: int = 0, tcn: int = 1, trace: str = "", **extra) -> dict:
-    return {"key": f"d/{pid}/{setting}/0", "dataset": "d", "problem_id": str(pid), "variant": "", "setting": setting,
-            "seed": 0, "model": "m", "correct": correct, "answer": "1", "reason": "answer", "tcn": tcn,
-            "erroneous": erroneous, "wtn": 100, "generated_tokens": 50, "wall_s": 1.0, "turn_trace": trace, **extra}
+    return {
+        "key": f"d/{pid}/{setting}/0",
+        "dataset": "d",
+        "problem_id": str(pid),
+        "variant": "",
+        "setting": setting,
+        "seed": 0,
+        "model": "m",
+        "correct": correct,
+        "answer": "1",
+        "reason": "answer",
+        "tcn": tcn,
+        "erroneous": erroneous,
+        "wtn": 100,
+        "generated_tokens": 50,
+        "wall_s": 1.0,
+        "turn_trace": trace,
+        **extra,
+    }
 
 
 def test_the_trace_of_a_runs_events():
-    events = [ev.RunStarted(run_id="r", problem="p", model_id="m", backend="b", mode="tool", prompt="",
-                            sampling={}, settings={})]
+    events = [
+        ev.RunStarted(
+            run_id="r", problem="p", model_id="m", backend="b", mode="tool", prompt="", sampling={}, settings={}
+        )
+    ]
     for turn, error in ((1, True), (2, False), (3, None)):
         events.append(ev.TurnStarted(turn=turn, context_tokens=0))
         if error is not None:
@@ -43,8 +62,9 @@ def test_the_trace_of_a_runs_events():
     events.append(ev.TurnStarted(turn=4, context_tokens=0))
     events.append(ev.ToolResult(call=4, shown="", error=False, timed_out=True, duration_s=0, outputs=[]))
     events.append(ev.TurnStarted(turn=5, context_tokens=0))
-    events.append(ev.ToolResult(call=5, shown="", error=False, timed_out=False, duration_s=0, outputs=[],
-                                executed=False))  # skipped while the tool is suspended: no executed call
+    events.append(
+        ev.ToolResult(call=5, shown="", error=False, timed_out=False, duration_s=0, outputs=[], executed=False)
+    )  # skipped while the tool is suspended: no executed call
     assert turn_trace(events) == "eo.|e."
 
 
@@ -81,9 +101,14 @@ def test_wilson_against_the_formula():
 
 
 def test_erroneous_calls_in_correct_and_incorrect_runs():
-    records = [rec("s", 1, True, erroneous=0, tcn=2), rec("s", 2, True, erroneous=1, tcn=4),
-               rec("s", 3, False, erroneous=3, tcn=4), rec("s", 4, False, erroneous=1, tcn=1),
-               rec("s", 5, False, erroneous=0, tcn=0), rec("s", 6, None, erroneous=5, tcn=5)]  # no verdict: out
+    records = [
+        rec("s", 1, True, erroneous=0, tcn=2),
+        rec("s", 2, True, erroneous=1, tcn=4),
+        rec("s", 3, False, erroneous=3, tcn=4),
+        rec("s", 4, False, erroneous=1, tcn=1),
+        rec("s", 5, False, erroneous=0, tcn=0),
+        rec("s", 6, None, erroneous=5, tcn=5),
+    ]  # no verdict: out
     out = errors_by_outcome(records)
     count, share = out["count"], out["share"]
     assert (count["correct"]["runs"], count["correct"]["mean"], count["correct"]["median"]) == (2, 0.5, 0.5)
@@ -97,8 +122,12 @@ def test_erroneous_calls_in_correct_and_incorrect_runs():
     assert (share["incorrect"]["runs"], share["incorrect"]["mean"]) == (2, 0.875)
     assert share["incorrect"]["median"] == statistics.median([0.75, 1.0])
     by = out["accuracy_by_errors"]  # 0 errors: runs 1 (right), 5 (wrong); 1: 2 (right), 4 (wrong); 3+: 3 (wrong)
-    assert {b: (c["runs"], c["accuracy"]) for b, c in by.items()} == {"0": (2, 0.5), "1": (2, 0.5), "2": (0, None),
-                                                                      "3+": (1, 0.0)}
+    assert {b: (c["runs"], c["accuracy"]) for b, c in by.items()} == {
+        "0": (2, 0.5),
+        "1": (2, 0.5),
+        "2": (0, None),
+        "3+": (1, 0.0),
+    }
 
 
 def spec(text: str) -> dict:
@@ -124,16 +153,24 @@ def test_the_protocol_gives_the_base_prunetirs_own_budget():
 def test_the_ablation_table_takes_deltas_against_full_prunetir():
     names = ["none", "prunetir", "prunetir:prunetir.stp=false"]
     right = {"none": {1, 2}, "prunetir": {1, 2, 3, 4}, "prunetir:prunetir.stp=false": {1, 2, 3}}
-    records = [rec(s, pid, pid in right[s], erroneous=1, tcn=2 + (s == "none"), trace="eo")
-               for s in names for pid in range(1, 6)]
+    records = [
+        rec(s, pid, pid in right[s], erroneous=1, tcn=2 + (s == "none"), trace="eo")
+        for s in names
+        for pid in range(1, 6)
+    ]
     summary = summarize(records, settings=names, specs={s: spec(s) for s in names})
     rows = {r["variant"]: r for r in summary["datasets"]["d"]["prunetir"]["ablation"]}
     assert list(rows) == ["Base", "PruneTIR", "w/o STP"]
     assert (rows["PruneTIR"]["accuracy"], rows["PruneTIR"]["delta_vs_full"]) == (0.8, None)
-    assert rows["w/o STP"]["delta_vs_full"] == pytest.approx(-0.2) and rows["Base"]["delta_vs_full"] == pytest.approx(-0.4)
-    assert rows["Base"]["tcn"] == 3.0 and rows["Base"]["paper"]["pass@1"] == "62.1%" and rows["w/o STP"]["paper"] is None
-    expected = setting_row([r for r in records if r["setting"] == "none"],
-                           [r for r in records if r["setting"] == "prunetir"])
+    assert rows["w/o STP"]["delta_vs_full"] == pytest.approx(-0.2) and rows["Base"]["delta_vs_full"] == pytest.approx(
+        -0.4
+    )
+    assert (
+        rows["Base"]["tcn"] == 3.0 and rows["Base"]["paper"]["pass@1"] == "62.1%" and rows["w/o STP"]["paper"] is None
+    )
+    expected = setting_row(
+        [r for r in records if r["setting"] == "none"], [r for r in records if r["setting"] == "prunetir"]
+    )
     assert rows["Base"]["p_mcnemar"] == expected["p_mcnemar"]
     markdown = to_markdown(summary)
     assert "PruneTIR ablation" in markdown and "| w/o STP | prunetir:prunetir.stp=false |" in markdown
@@ -162,10 +199,19 @@ def err_then_fix(job):
 
 
 async def test_an_eval_records_traces_and_reports_the_stuck_curve_and_its_plot(tmp_path, dataset):
-    cfg = EvalConfig(datasets=[str(dataset(2))], settings=resolve_settings(["none"]), out=tmp_path / "out",
-                     model="scripted", base=RunSpec(run={"max_tool_calls": 9}))
-    await run_eval(cfg, backend_factory=Factory(err_then_fix), kernels={"jupyter": lambda gold=None: CalcKernel()},
-                   log=lambda m: None)
+    cfg = EvalConfig(
+        datasets=[str(dataset(2))],
+        settings=resolve_settings(["none"]),
+        out=tmp_path / "out",
+        model="scripted",
+        base=RunSpec(run={"max_tool_calls": 9}),
+    )
+    await run_eval(
+        cfg,
+        backend_factory=Factory(err_then_fix),
+        kernels={"jupyter": lambda gold=None: CalcKernel()},
+        log=lambda m: None,
+    )
     summary = summary_from_store(cfg.out)
     stored = {r["problem_id"]: r for r in ResultStore(cfg.out).records.values()}
     assert stored["1"]["turn_trace"] == "eeo." and stored["2"]["turn_trace"] == "eo."

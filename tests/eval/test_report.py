@@ -16,9 +16,24 @@ from tuiagent.eval.stats import mcnemar_exact, paired_bootstrap, tool_bin
 
 
 def rec(setting: str, pid: int, correct: bool, *, seed: int = 0, tcn: int = 1, **extra) -> dict:
-    return {"key": f"d/{pid}/{setting}/{seed}", "dataset": "d", "problem_id": str(pid), "variant": "",
-            "setting": setting, "seed": seed, "model": "m", "correct": correct, "answer": "1", "reason": "answer",
-            "tcn": tcn, "erroneous": 0, "wtn": 100, "generated_tokens": 50, "wall_s": 1.0, **extra}
+    return {
+        "key": f"d/{pid}/{setting}/{seed}",
+        "dataset": "d",
+        "problem_id": str(pid),
+        "variant": "",
+        "setting": setting,
+        "seed": seed,
+        "model": "m",
+        "correct": correct,
+        "answer": "1",
+        "reason": "answer",
+        "tcn": tcn,
+        "erroneous": 0,
+        "wtn": 100,
+        "generated_tokens": 50,
+        "wall_s": 1.0,
+        **extra,
+    }
 
 
 def records() -> list[dict]:
@@ -45,8 +60,16 @@ def test_bootstrap_and_bins():
     mean, low, high = paired_bootstrap([1, 0, 1, 1, 0, 1, 1, 1])
     assert mean == 0.75 and 0.3 < low <= mean <= high <= 1.0
     assert paired_bootstrap([1, 0, 1]) == paired_bootstrap([1, 0, 1])  # seeded
-    assert [tool_bin(n) for n in (0, 3, 4, 7, 8, 11, 12, 40)] == ["0-3", "0-3", "4-7", "4-7", "8-11", "8-11",
-                                                                  "12+", "12+"]
+    assert [tool_bin(n) for n in (0, 3, 4, 7, 8, 11, 12, 40)] == [
+        "0-3",
+        "0-3",
+        "4-7",
+        "4-7",
+        "8-11",
+        "8-11",
+        "12+",
+        "12+",
+    ]
 
 
 def test_summary_rows_paired_differences_and_bins():

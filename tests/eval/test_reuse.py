@@ -47,8 +47,9 @@ def qwen_engine():
 
 
 def first_prompt(backend) -> str:
-    return backend.render_chat([{"role": "system", "content": SYSTEM},
-                                {"role": "user", "content": "What is 12 times 13? Show the steps."}])
+    return backend.render_chat(
+        [{"role": "system", "content": SYSTEM}, {"role": "user", "content": "What is 12 times 13? Show the steps."}]
+    )
 
 
 async def turn(backend, prompt: str) -> tuple[list[tuple[str, float | None]], object]:
@@ -100,7 +101,9 @@ async def test_on_the_default_model_the_turns_before_a_divergence_are_decoded_ag
     assert (d1, d2) == (plain1, plain2)
 
     qwen_engine.reset_cache()  # turn 2's prompt evaluated with nothing of turn 1 in the cells
-    alone, _ = await turn(qwen_engine, first_prompt(qwen_engine) + "".join(t for t, _ in d1) + "\n```output\n157\n```\n")
+    alone, _ = await turn(
+        qwen_engine, first_prompt(qwen_engine) + "".join(t for t, _ in d1) + "\n```output\n157\n```\n"
+    )
     assert [t for t, _ in alone] == [t for t, _ in plain2]
     assert [lp for _, lp in alone] != [lp for _, lp in plain2]
 
@@ -128,13 +131,26 @@ async def test_an_eval_of_a_watching_setting_reuses_every_turn_of_none(tmp_path,
     from tuiagent.presets import resolve_settings
 
     data = tmp_path / "tiny.jsonl"
-    data.write_text("".join(json.dumps({"question": f"A box holds {i} rows of {i + 4} pens. How many pens?",
-                                        "answer": f"#### {i * (i + 4)}"}) + "\n" for i in (3, 5)))
+    data.write_text(
+        "".join(
+            json.dumps(
+                {"question": f"A box holds {i} rows of {i + 4} pens. How many pens?", "answer": f"#### {i * (i + 4)}"}
+            )
+            + "\n"
+            for i in (3, 5)
+        )
+    )
 
     async def evaluate(out: Path, reuse: bool, concurrency: int = 1) -> dict:
-        cfg = EvalConfig(datasets=[str(data)], settings=resolve_settings(["none", "tim"]), out=out,
-                         model="smollm2-135m", base=RunSpec(run={"max_tokens": 120, "max_tool_calls": 2}),
-                         reuse_generations=reuse, concurrency=concurrency)
+        cfg = EvalConfig(
+            datasets=[str(data)],
+            settings=resolve_settings(["none", "tim"]),
+            out=out,
+            model="smollm2-135m",
+            base=RunSpec(run={"max_tokens": 120, "max_tool_calls": 2}),
+            reuse_generations=reuse,
+            concurrency=concurrency,
+        )
         await run_eval(cfg, kernels={"jupyter": lambda gold=None: CalcKernel()}, log=lambda m: None)
         return ResultStore(out).records
 
@@ -167,5 +183,11 @@ def test_with_runs_in_flight_each_problems_first_setting_leads_its_others():
     jobs = [Job(p, s, 0) for p in problems for s in settings]
     ordered, leaders = reuse_order(jobs, 2)
     assert [(j.problem.id, j.setting.name) for j in ordered[:6]] == [
-        ("0", "none"), ("1", "none"), ("0", "tim"), ("1", "tim"), ("0", "attc"), ("1", "attc")]
+        ("0", "none"),
+        ("1", "none"),
+        ("0", "tim"),
+        ("1", "tim"),
+        ("0", "attc"),
+        ("1", "attc"),
+    ]
     assert sorted(ordered, key=jobs.index) == jobs and len(leaders) == 5

@@ -57,8 +57,17 @@ def _models(tmp_path: Path, servers: list[LlamaServer]) -> Path:
 
 
 def _config(tmp_path: Path, models: Path, out: str, shard=None) -> EvalConfig:
-    return EvalConfig(datasets=["demo"], settings=resolve_settings(["none"]), out=tmp_path / out, model="smol-pool",
-                      models_file=models, limit=PROBLEMS, concurrency=2, base=RunSpec(run=dict(RUN)), shard=shard)
+    return EvalConfig(
+        datasets=["demo"],
+        settings=resolve_settings(["none"]),
+        out=tmp_path / out,
+        model="smol-pool",
+        models_file=models,
+        limit=PROBLEMS,
+        concurrency=2,
+        base=RunSpec(run=dict(RUN)),
+        shard=shard,
+    )
 
 
 async def test_a_server_killed_mid_eval_and_the_eval_completes_on_the_other(tmp_path, servers):
@@ -106,4 +115,8 @@ async def test_runs_spread_over_both_servers_and_merged_shards_equal_the_unshard
 def _generated(records: dict) -> None:
     """Every run generated text and ended as a run does (not cut short by a server error)."""
     for key, r in records.items():
-        assert r["reason"] != "error" and r["generated_tokens"] > 20 and not r["notices"], (key, r["reason"], r["notices"])
+        assert r["reason"] != "error" and r["generated_tokens"] > 20 and not r["notices"], (
+            key,
+            r["reason"],
+            r["notices"],
+        )

@@ -31,8 +31,9 @@ def solve(job):
 
 
 async def _eval(out: Path, data: Path, shard=None, configs=("none", "attc")) -> Path:
-    cfg = EvalConfig(datasets=[str(data)], settings=resolve_settings(list(configs)), out=out, model="scripted",
-                     shard=shard)
+    cfg = EvalConfig(
+        datasets=[str(data)], settings=resolve_settings(list(configs)), out=out, model="scripted", shard=shard
+    )
     outcome = await run_eval(cfg, backend_factory=Factory(solve), kernels=KERNELS, log=lambda m: None)
     assert outcome.failed == 0
     return out

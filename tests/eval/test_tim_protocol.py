@@ -78,8 +78,12 @@ def win(letter: str) -> dict:
 
 
 def steps(gold: int, missing: list[int]) -> dict:
-    return reply({"gold_steps": [{"step": n, "summary": ""} for n in range(1, gold + 1)],
-                  "missing_steps": [{"step": n, "summary": ""} for n in missing]})
+    return reply(
+        {
+            "gold_steps": [{"step": n, "summary": ""} for n in range(1, gold + 1)],
+            "missing_steps": [{"step": n, "summary": ""} for n in missing],
+        }
+    )
 
 
 def errors(*present: str) -> dict:
@@ -91,9 +95,12 @@ def errors(*present: str) -> dict:
 # The judge's replies in the order judge_tim asks: Win Rate (each tool setting's pairs both right, TaLM as A
 # then as B), Miss Rate (right runs with a reference, by key), error types (the pairs' runs, each once).
 JUDGE = [
-    win("A"), win("B"),  # full, problem 1: TaLM wins both orders -> 1
-    win("B"), win("B"),  # full, problem 2: each order prefers B (position bias) -> 0.5
-    win("B"), win("A"),  # tim-prompt, problem 1: Base wins both orders -> 0
+    win("A"),
+    win("B"),  # full, problem 1: TaLM wins both orders -> 1
+    win("B"),
+    win("B"),  # full, problem 2: each order prefers B (position bias) -> 0.5
+    win("B"),
+    win("A"),  # tim-prompt, problem 1: Base wins both orders -> 0
     steps(4, [1]),  # tiny/1/cot: 0.25
     steps(4, [1, 3]),  # tiny/1/full: 0.5
     steps(2, []),  # tiny/1/tim-prompt: 0
@@ -105,8 +112,9 @@ JUDGE = [
     errors("logic", "assumption"),  # tiny/1/full
     errors("algebra_arithmetic"),  # tiny/2/cot
     errors("logic"),  # tiny/2/full
-    reply({k: {"exists": "no"} for k in ("logic", "assumption", "creativity", "algebra_arithmetic",
-                                         "none_of_the_above")}),  # tiny/1/tim-prompt: contradicts itself
+    reply(
+        {k: {"exists": "no"} for k in ("logic", "assumption", "creativity", "algebra_arithmetic", "none_of_the_above")}
+    ),  # tiny/1/tim-prompt: contradicts itself
 ]
 
 
@@ -117,8 +125,14 @@ def scripted_judge(replies: list[dict]) -> ScriptedBackend:
 @pytest.fixture
 async def evaluated(tmp_path, dataset):
     settings = resolve_settings([], named=load_presets(), protocol="tim")
-    cfg = EvalConfig(datasets=[str(dataset(3))], settings=settings, out=tmp_path / "out", model="scripted",
-                     base=RunSpec(run={"max_tool_calls": 8}), protocol="tim")
+    cfg = EvalConfig(
+        datasets=[str(dataset(3))],
+        settings=settings,
+        out=tmp_path / "out",
+        model="scripted",
+        base=RunSpec(run={"max_tool_calls": 8}),
+        protocol="tim",
+    )
     outcome = await run_eval(cfg, backend_factory=Factory(turns), kernels=KERNELS, log=lambda m: None)
     assert outcome.ran == 9 and outcome.failed == 0
     return cfg.out, list(ResultStore(cfg.out).records.values())
@@ -134,8 +148,17 @@ async def test_each_metric_on_runs_whose_values_are_known(evaluated):
 
     pairing = dict(t["pairing"]["full"])
     assert pairing.pop("miss_delta") == {"value": 0.25, "ci": [0.25, 0.25], "n": 1}  # problem 1: 0.5 - 0.25
-    assert pairing == {"pairs": 3, "both_right": 2, "base_only": 0, "tool_only": 1, "neither": 0,
-                       "judged": 2, "consistent_tool": 1, "consistent_base": 0, "inconsistent": 1}
+    assert pairing == {
+        "pairs": 3,
+        "both_right": 2,
+        "base_only": 0,
+        "tool_only": 1,
+        "neither": 0,
+        "judged": 2,
+        "consistent_tool": 1,
+        "consistent_base": 0,
+        "inconsistent": 1,
+    }
     assert t["pairing"]["tim-prompt"]["both_right"] == 1 and t["pairing"]["tim-prompt"]["base_only"] == 1
     assert t["tool_use"]["full"]["value"] == 1.0 and t["tool_use"]["tim-prompt"]["n"] == 3  # every TaLM run calls
     table = t["table"]
@@ -155,8 +178,11 @@ async def test_each_metric_on_runs_whose_values_are_known(evaluated):
 
     shift = t["errors"]["full"]  # Base (cot) and TaLM (full) on problems 1 and 2
     assert shift["pairs"] == 2
-    assert (shift["logic"]["base"]["value"], shift["logic"]["tool"]["value"], shift["logic"]["delta"]["value"]) \
-        == (0.0, 1.0, 1.0)
+    assert (shift["logic"]["base"]["value"], shift["logic"]["tool"]["value"], shift["logic"]["delta"]["value"]) == (
+        0.0,
+        1.0,
+        1.0,
+    )
     assert shift["assumption"]["delta"]["value"] == 0.5 and shift["algebra_arithmetic"]["delta"]["value"] == -0.5
     assert shift["none_of_the_above"]["delta"]["value"] == -0.5 and shift["creativity"]["delta"]["value"] == 0.0
     assert t["errors"]["tim-prompt"]["pairs"] == 0  # its one pair's TaLM reply was unparseable
@@ -167,18 +193,32 @@ async def test_each_metric_on_runs_whose_values_are_known(evaluated):
     assert corr["loc"]["r"] == 0.0 and corr["cc"]["r"] == -0.5 and corr["cc"]["n"] == 3
 
     monitor = t["monitor"]["full"]  # the monitor flags problem 2's TaLM run, not problem 1's
-    assert (monitor["flagged"]["runs"], monitor["flagged"]["miss_rate"]["value"],
-            monitor["flagged"]["base_win_rate"]["value"]) == (1, 1.0, 0.5)
-    assert (monitor["not_flagged"]["runs"], monitor["not_flagged"]["miss_rate"]["value"],
-            monitor["not_flagged"]["base_win_rate"]["value"]) == (1, 0.5, 0.0)
+    assert (
+        monitor["flagged"]["runs"],
+        monitor["flagged"]["miss_rate"]["value"],
+        monitor["flagged"]["base_win_rate"]["value"],
+    ) == (1, 1.0, 0.5)
+    assert (
+        monitor["not_flagged"]["runs"],
+        monitor["not_flagged"]["miss_rate"]["value"],
+        monitor["not_flagged"]["base_win_rate"]["value"],
+    ) == (1, 0.5, 0.0)
     assert t["high_risk"]["full"] == []  # Base won no comparison in both orders
     assert [(h["key"], h["miss_rate"]) for h in t["high_risk"]["tim-prompt"]] == [("tiny/1/tim-prompt/0", 0.0)]
 
     rows = {(r["setting"], r["problem_id"]): r for r in csv.DictReader(io.StringIO(runs_csv({"tiny": t})))}
     assert len(rows) == 9
-    assert {k: rows[("full", "2")][k] for k in ("tool_calls", "bin", "win_share", "miss_rate", "logic", "loc", "cc")} \
-        == {"tool_calls": "5", "bin": "4-7", "win_share": "0.5", "miss_rate": "1.0", "logic": "True", "loc": "2.0",
-            "cc": "1.0"}
+    assert {
+        k: rows[("full", "2")][k] for k in ("tool_calls", "bin", "win_share", "miss_rate", "logic", "loc", "cc")
+    } == {
+        "tool_calls": "5",
+        "bin": "4-7",
+        "win_share": "0.5",
+        "miss_rate": "1.0",
+        "logic": "True",
+        "loc": "2.0",
+        "cc": "1.0",
+    }
     assert rows[("cot", "2")]["miss_rate"] == "" and rows[("cot", "3")]["logic"] == ""  # unparseable; not paired
 
     rendered = {title.split(": ", 1)[1].split(",")[0]: rows for title, _, rows in tim_tables(t, "tiny")}
@@ -186,8 +226,10 @@ async def test_each_metric_on_runs_whose_values_are_known(evaluated):
     assert (variant, setting, final) == ("TaLM", "full", "100.0 [100.0, 100.0] (n=3)")
     assert miss.startswith("66.7 [") and miss.endswith("(n=3)") and won.startswith("75.0 [") and won.endswith("(n=2)")
     assert rendered["TIM"][1][6] == "27.0 / 49.9 / 45.6 / 85.9"  # the paper's GPT-4.1 TaLM row beside ours
-    assert ("Judge judge: left out of the figures for an unparseable reply: Win Rate 0 comparison(s), Miss Rate 2 "
-            "run(s), error types 1 run(s)") in tim_notes(t)[0]
+    assert (
+        "Judge judge: left out of the figures for an unparseable reply: Win Rate 0 comparison(s), Miss Rate 2 "
+        "run(s), error types 1 run(s)"
+    ) in tim_notes(t)[0]
 
 
 async def test_asking_again_asks_nothing_and_no_judge_still_reports(evaluated):
@@ -212,12 +254,24 @@ async def test_sharded_evals_merge_with_their_judgements(tmp_path, dataset):
     settings = resolve_settings([], named=load_presets(), protocol="tim")
     outs = {}
     for name, shard in (("whole", None), ("s1", (1, 2)), ("s2", (2, 2))):
-        cfg = EvalConfig(datasets=[str(data)], settings=settings, out=tmp_path / name, model="scripted",
-                         base=RunSpec(run={"max_tool_calls": 8}), protocol="tim", shard=shard)
+        cfg = EvalConfig(
+            datasets=[str(data)],
+            settings=settings,
+            out=tmp_path / name,
+            model="scripted",
+            base=RunSpec(run={"max_tool_calls": 8}),
+            protocol="tim",
+            shard=shard,
+        )
         await run_eval(cfg, backend_factory=Factory(turns), kernels=KERNELS, log=lambda m: None)
         store = JudgementStore(cfg.out)
-        await judge_tim(Judge("judge", backend=scripted_judge([ANY] * 20), store=store),
-                        list(ResultStore(cfg.out).records.values()), SETTINGS, MODES, log=lambda m: None)
+        await judge_tim(
+            Judge("judge", backend=scripted_judge([ANY] * 20), store=store),
+            list(ResultStore(cfg.out).records.values()),
+            SETTINGS,
+            MODES,
+            log=lambda m: None,
+        )
         store.close()
         outs[name] = cfg.out
     assert merge_shards([outs["s1"], outs["s2"]], tmp_path / "merged") == []
@@ -244,8 +298,9 @@ async def test_a_question_too_long_for_the_judge_is_left_out_counted_and_asked_l
     out, records = evaluated
     store = JudgementStore(out)
     replies = JUDGE[:2] + JUDGE[4:]  # all but problem 2's two orders
-    short = Judge("judge", backend=ShortContext([split_tokens(r["text"], -0.1) for r in replies], model_id="judge"),
-                  store=store)
+    short = Judge(
+        "judge", backend=ShortContext([split_tokens(r["text"], -0.1) for r in replies], model_id="judge"), store=store
+    )
     said: list[str] = []
     assert await judge_tim(short, records, SETTINGS, MODES, said.append) == len(JUDGE) - 2
     assert "judge judge: 2 TIM question(s) did not fit its context and were not asked" in said[-1]
@@ -259,12 +314,19 @@ async def test_a_question_too_long_for_the_judge_is_left_out_counted_and_asked_l
     assert tim_sections(records, SETTINGS, MODES, store, "judge")["tiny"]["table"]["full"]["win_rate"]["value"] == 0.75
 
 
-@pytest.mark.parametrize("code, lines, cc", [
-    (BRANCH, 3, 2), (TWO, 2, 1),
-    ("def f(n):\n    # the loop\n    for i in range(n):\n        if i % 2 and i > 3:\n            return i\n"
-     "    return 0\nprint(f(9))",
-     7, 4),  # 1 + its decision points (for, if, and), the function's included
-])
+@pytest.mark.parametrize(
+    "code, lines, cc",
+    [
+        (BRANCH, 3, 2),
+        (TWO, 2, 1),
+        (
+            "def f(n):\n    # the loop\n    for i in range(n):\n        if i % 2 and i > 3:\n            return i\n"
+            "    return 0\nprint(f(9))",
+            7,
+            4,
+        ),  # 1 + its decision points (for, if, and), the function's included
+    ],
+)
 def test_complexity_of_known_cells(code, lines, cc):
     got = complexity((code,))
     assert got is not None and (got["loc"], got["cc"], got["blocks"], got["unparsed"]) == (lines, cc, 1, 0)
@@ -305,17 +367,29 @@ def tuiagent(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tuiagent", *args], capture_output=True, text=True, timeout=600)
 
 
-ANY = {"text": json.dumps({  # one reply every TIM prompt parses: Win Rate "A", 1 of 2 steps missing, a logic error
-    "best_solution": "A", "gold_steps": [{"step": 1}, {"step": 2}], "missing_steps": [{"step": 2}],
-    **{k: {"exists": "yes" if k == "logic" else "no"} for k in ("logic", "assumption", "creativity",
-                                                                "algebra_arithmetic", "none_of_the_above")}})}
+ANY = {
+    "text": json.dumps(
+        {  # one reply every TIM prompt parses: Win Rate "A", 1 of 2 steps missing, a logic error
+            "best_solution": "A",
+            "gold_steps": [{"step": 1}, {"step": 2}],
+            "missing_steps": [{"step": 2}],
+            **{
+                k: {"exists": "yes" if k == "logic" else "no"}
+                for k in ("logic", "assumption", "creativity", "algebra_arithmetic", "none_of_the_above")
+            },
+        }
+    )
+}
 
 
 def judge_models(tmp_path: Path, write_script, replies: int) -> Path:
     script = write_script(*[ANY] * replies, name="judge.jsonl")
     models = tmp_path / "models.toml"
-    models.write_text(f'[models.judge]\nbackend = "scripted"\n[models.judge.source]\nkind = "script"\n'
-                      f'path = {json.dumps(str(script))}\n', encoding="utf-8")
+    models.write_text(
+        f'[models.judge]\nbackend = "scripted"\n[models.judge.source]\nkind = "script"\n'
+        f"path = {json.dumps(str(script))}\n",
+        encoding="utf-8",
+    )
     return models
 
 
@@ -325,15 +399,22 @@ def expected_judgements(records: list[dict]) -> set[str]:
     question (two runs that wrote the same solution) once."""
     by = {(r["problem_id"], r["setting"]): r for r in records}
     ids = {r["problem_id"] for r in records}
-    pairs = [(by[(i, "cot")], by[(i, t)]) for i in ids for t in ("full", "tim-prompt")
-             if by[(i, "cot")]["correct"] and by[(i, t)]["correct"]]
+    pairs = [
+        (by[(i, "cot")], by[(i, t)])
+        for i in ids
+        for t in ("full", "tim-prompt")
+        if by[(i, "cot")]["correct"] and by[(i, t)]["correct"]
+    ]
     asked = set()
     for base, tool in pairs:
         b, t = solution(base), solution(tool)
         asked |= {json.dumps(["win_rate", i], sort_keys=True) for i in win_inputs(b, t)}
         asked |= {json.dumps(["error_types", error_inputs(s)], sort_keys=True) for s in (b, t)}
-    asked |= {json.dumps(["miss_rate", miss_inputs(solution(r), r["reference"])], sort_keys=True)
-              for r in records if r["correct"] and r["reference"]}
+    asked |= {
+        json.dumps(["miss_rate", miss_inputs(solution(r), r["reference"])], sort_keys=True)
+        for r in records
+        if r["correct"] and r["reference"]
+    }
     return asked
 
 
@@ -346,9 +427,31 @@ def judgements(out: Path) -> set[str]:
 def test_the_protocol_end_to_end_with_a_scripted_judge(write_script, dataset, tmp_path):
     script = write_script(answer_turn("4"))  # every run answers 4: right on problem 2 only
     out = tmp_path / "eval"
-    args = ["eval", str(dataset(2)), "-m", "scripted", "--script", str(script), "--models",
-            str(judge_models(tmp_path, write_script, 20)), "--protocol", "tim", "--judge", "judge", "--out", str(out),
-            "-q", "-f", "md", "-f", "json", "-f", "csv", "-f", "png"]
+    args = [
+        "eval",
+        str(dataset(2)),
+        "-m",
+        "scripted",
+        "--script",
+        str(script),
+        "--models",
+        str(judge_models(tmp_path, write_script, 20)),
+        "--protocol",
+        "tim",
+        "--judge",
+        "judge",
+        "--out",
+        str(out),
+        "-q",
+        "-f",
+        "md",
+        "-f",
+        "json",
+        "-f",
+        "csv",
+        "-f",
+        "png",
+    ]
     first = tuiagent(*[a for a in args if a not in ("--judge", "judge")])  # no judge yet: the runs only
     assert first.returncode == 0 and "6 run(s) planned, 0 already done" in first.stderr, first.stderr
     assert "need a judge: run again with --judge MODEL" in (out / "summary.md").read_text()
@@ -362,8 +465,10 @@ def test_the_protocol_end_to_end_with_a_scripted_judge(write_script, dataset, tm
     t = json.loads((out / "summary.json").read_text())["datasets"]["tiny"]["tim"]
     assert t["table"]["full"]["win_rate"]["value"] == 0.5  # "A" in both orders: position bias, half a win
     assert t["table"]["full"]["miss_rate"]["value"] == 0.5 and t["errors"]["full"]["logic"]["delta"]["value"] == 0.0
-    assert "judge judge: 3 judgement(s) (win_rate: 1 judged, 0 unparseable; miss_rate: 1 judged, 0 unparseable; " \
-           "error_types: 1 judged, 0 unparseable)" in (out / "summary.md").read_text()
+    assert (
+        "judge judge: 3 judgement(s) (win_rate: 1 judged, 0 unparseable; miss_rate: 1 judged, 0 unparseable; "
+        "error_types: 1 judged, 0 unparseable)" in (out / "summary.md").read_text()
+    )
     assert {p.name for p in (out / "plots").iterdir()} >= {f"tim-fig{n}-tiny.png" for n in (2, 3, 4)}
     assert len((out / "tim-runs.csv").read_text().splitlines()) == 1 + 6
     again = tuiagent(*args)
@@ -374,9 +479,31 @@ def test_the_protocol_end_to_end_with_a_scripted_judge(write_script, dataset, tm
 @pytest.mark.slow
 def test_the_protocol_on_smollm2(write_script, dataset, tmp_path):
     out = tmp_path / "eval"
-    done = tuiagent("eval", str(dataset(2)), "--model", "smollm2-135m", "--limit", "2", "--max-tokens", "160",
-                    "--max-tool-calls", "2", "--models", str(judge_models(tmp_path, write_script, 40)),
-                    "--protocol", "tim", "--judge", "judge", "--out", str(out), "-q", "-f", "md", "-f", "json")
+    done = tuiagent(
+        "eval",
+        str(dataset(2)),
+        "--model",
+        "smollm2-135m",
+        "--limit",
+        "2",
+        "--max-tokens",
+        "160",
+        "--max-tool-calls",
+        "2",
+        "--models",
+        str(judge_models(tmp_path, write_script, 40)),
+        "--protocol",
+        "tim",
+        "--judge",
+        "judge",
+        "--out",
+        str(out),
+        "-q",
+        "-f",
+        "md",
+        "-f",
+        "json",
+    )
     assert done.returncode == 0, done.stderr
     records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
     assert sorted(r["setting"] for r in records) == sorted(SETTINGS * 2)

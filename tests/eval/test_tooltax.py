@@ -35,8 +35,15 @@ OUTCOMES = {
 
 
 def rec(setting: str, pid: str, correct: bool, variant: str = "", seed: int = 0, **extra) -> dict:
-    return {"setting": setting, "problem_id": pid, "variant": variant, "seed": seed, "correct": bool(correct),
-            "gold": "7", **extra}
+    return {
+        "setting": setting,
+        "problem_id": pid,
+        "variant": variant,
+        "seed": seed,
+        "correct": bool(correct),
+        "gold": "7",
+        **extra,
+    }
 
 
 def chain_records(variant: str = "") -> list[dict]:
@@ -48,10 +55,16 @@ def runs_of(records: list[dict]) -> dict:
 
 
 def test_the_decomposition_sums_to_the_gap_and_each_delta_is_its_difference():
-    records = chain_records() + [rec("oracle", p, True) for p in OUTCOMES] + \
-        [rec("evidence", p, OUTCOMES[p][3] or p == "2") for p in OUTCOMES]
-    t = tooltax(records, ["full", "cot", "fcstyle", "noop", "oracle", "evidence"],
-                {n: n for n in ("full", "cot", "fcstyle", "noop", "oracle", "evidence")})
+    records = (
+        chain_records()
+        + [rec("oracle", p, True) for p in OUTCOMES]
+        + [rec("evidence", p, OUTCOMES[p][3] or p == "2") for p in OUTCOMES]
+    )
+    t = tooltax(
+        records,
+        ["full", "cot", "fcstyle", "noop", "oracle", "evidence"],
+        {n: n for n in ("full", "cot", "fcstyle", "noop", "oracle", "evidence")},
+    )
     assert t is not None and t["scope"] == "clean" and t["missing"] == ["Agent-Max1Turn"]
     section = t["scopes"]["clean"]
     acc = {k: v["accuracy"] for k, v in section["accuracy"].items()}
@@ -113,14 +126,26 @@ def test_gap_closure_is_the_share_of_the_gap_recovered():
 
 
 def test_gstep_settings_get_their_closure_in_the_section():
-    records = [rec("full", str(i), i < 2) for i in range(5)] + [rec("cot", str(i), i < 4) for i in range(5)] + \
-        [rec("gate", str(i), i < 3) for i in range(5)] + [rec("attc", str(i), True) for i in range(5)]
-    t = tooltax(records, ["full", "cot", "gate", "attc"], {"full": "full", "cot": "cot"},
-                guards={"gate": ["gstep"], "attc": ["attc"]})
+    records = (
+        [rec("full", str(i), i < 2) for i in range(5)]
+        + [rec("cot", str(i), i < 4) for i in range(5)]
+        + [rec("gate", str(i), i < 3) for i in range(5)]
+        + [rec("attc", str(i), True) for i in range(5)]
+    )
+    t = tooltax(
+        records,
+        ["full", "cot", "gate", "attc"],
+        {"full": "full", "cot": "cot"},
+        guards={"gate": ["gstep"], "attc": ["attc"]},
+    )
     assert list(t["scopes"]["clean"]["gstep"]) == ["gate"] and t["scopes"]["clean"]["best_cls"] == 0.5
     records += [rec("critic", str(i), i < 4) for i in range(5)]  # 4/5: the whole gap
-    t = tooltax(records, ["full", "cot", "gate", "critic"], {"full": "full", "cot": "cot"},
-                guards={"gate": ["gstep"], "critic": ["gstep"]})
+    t = tooltax(
+        records,
+        ["full", "cot", "gate", "critic"],
+        {"full": "full", "cot": "cot"},
+        guards={"gate": ["gstep"], "critic": ["gstep"]},
+    )
     assert t["scopes"]["clean"]["best_cls"] == 1.0
     table7 = next(rows for title, _, rows in tooltax_tables(t, "d") if "Table 7" in title)
     assert table7[2] == ["clean", "the better (the paper's Cls.)", "", "", "", "", "", "100.0"]
@@ -143,22 +168,38 @@ def pieces(*items: tuple) -> list[RunPiece]:
     return out
 
 
-@pytest.mark.parametrize("trajectory, reference, flags, dominant", [
-    # E: no call gave a result (the only one failed): B too
-    (pieces(("turn", "3 plus 4"), ("code", "print(3 + 4"), ("output", "SyntaxError", True)), "", "BE", "E"),
-    # B: one call failed, a later one worked, the answer is wrong
-    (pieces(("code", "print(3 / 0)"), ("output", "ZeroDivisionError", True), ("code", "print(3 * 4)"),
-            ("output", "12")), "", "B", "B"),
-    # D: the last output is the gold (7), the answer is not
-    (pieces(("turn", "3 and 4"), ("code", "print(3 + 4)"), ("output", "7"), ("turn", "so 8")), "", "D", "D"),
-    # C: the run used the friend's 17 only: Evidence-F1 0
-    (pieces(("turn", "17 apples"), ("code", "print(17 + 1)"), ("output", "18")), "", "C", "C"),
-    # A: three gold steps, one computation
-    (pieces(("turn", "3 and 4"), ("code", "print(3 + 4 - 1)"), ("output", "6")),
-     "3+4=<<3+4=7>>7 x<<7*1=7>>7 y<<7+0=7>>7", "A", "A"),
-    # F: working tools, the right evidence, enough computation, a wrong plan
-    (pieces(("turn", "3 and 4"), ("code", "print(3 * 4)"), ("output", "12")), "3+4=<<3+4=7>>7", "F", "F"),
-])
+@pytest.mark.parametrize(
+    "trajectory, reference, flags, dominant",
+    [
+        # E: no call gave a result (the only one failed): B too
+        (pieces(("turn", "3 plus 4"), ("code", "print(3 + 4"), ("output", "SyntaxError", True)), "", "BE", "E"),
+        # B: one call failed, a later one worked, the answer is wrong
+        (
+            pieces(
+                ("code", "print(3 / 0)"),
+                ("output", "ZeroDivisionError", True),
+                ("code", "print(3 * 4)"),
+                ("output", "12"),
+            ),
+            "",
+            "B",
+            "B",
+        ),
+        # D: the last output is the gold (7), the answer is not
+        (pieces(("turn", "3 and 4"), ("code", "print(3 + 4)"), ("output", "7"), ("turn", "so 8")), "", "D", "D"),
+        # C: the run used the friend's 17 only: Evidence-F1 0
+        (pieces(("turn", "17 apples"), ("code", "print(17 + 1)"), ("output", "18")), "", "C", "C"),
+        # A: three gold steps, one computation
+        (
+            pieces(("turn", "3 and 4"), ("code", "print(3 + 4 - 1)"), ("output", "6")),
+            "3+4=<<3+4=7>>7 x<<7*1=7>>7 y<<7+0=7>>7",
+            "A",
+            "A",
+        ),
+        # F: working tools, the right evidence, enough computation, a wrong plan
+        (pieces(("turn", "3 and 4"), ("code", "print(3 * 4)"), ("output", "12")), "3+4=<<3+4=7>>7", "F", "F"),
+    ],
+)
 def test_the_failure_taxonomy(trajectory, reference, flags, dominant):
     s = symptoms(trajectory, gold="7", question=QUESTION, clean_question=CLEAN, reference=reference)
     assert "".join(t for t, on in s["flags"].items() if on) == "".join(sorted(flags))
@@ -174,10 +215,12 @@ def test_evidence_f1_over_the_questions_quantities():
 
 def test_taxonomy_of_a_condition_and_its_crosstab_with_the_attribution():
     records = chain_records()
-    trajectories = {"2": pieces(("code", "print(3 + 4)"), ("output", "7"), ("turn", "so 8")),  # D
-                    "3": pieces(("code", "print(17 + 1)"), ("output", "18")),  # C
-                    "4": pieces(("code", "print(3 + 4"), ("output", "SyntaxError", True)),  # E
-                    "5": pieces(("code", "print(3 * 4)"), ("output", "12"))}  # F
+    trajectories = {
+        "2": pieces(("code", "print(3 + 4)"), ("output", "7"), ("turn", "so 8")),  # D
+        "3": pieces(("code", "print(17 + 1)"), ("output", "18")),  # C
+        "4": pieces(("code", "print(3 + 4"), ("output", "SyntaxError", True)),  # E
+        "5": pieces(("code", "print(3 * 4)"), ("output", "12")),
+    }  # F
     for r in records:
         r.update(question=QUESTION, clean_question=CLEAN, reference="3+4=<<3+4=7>>7")
 
@@ -236,11 +279,23 @@ async def test_an_eval_with_distractors_a_judge_and_the_seven_conditions(tmp_pat
     # validity: p1 thematic, p1 parallel, p2 thematic, p2 parallel (the scripted judge starts its replies
     # again in the taxonomy's pass after the runs: its "yes" to the gold steps of "2 + 2 = 4" is no count)
     models = models_file(tmp_path, ["yes", "no", "yes", "maybe"])
-    cfg = EvalConfig(datasets=[str(dataset(2))], settings=resolve_settings([], protocol="tooltax"),
-                     out=tmp_path / "out", model="scripted", models_file=models, distractors=KINDS, judge="judge")
+    cfg = EvalConfig(
+        datasets=[str(dataset(2))],
+        settings=resolve_settings([], protocol="tooltax"),
+        out=tmp_path / "out",
+        model="scripted",
+        models_file=models,
+        distractors=KINDS,
+        judge="judge",
+    )
     logs: list[str] = []
-    outcome = await run_eval(cfg, backend_factory=Factory(turns), distractor_backend=writer_factory,
-                             kernels={"jupyter": lambda gold=None: CalcKernel()}, log=logs.append)
+    outcome = await run_eval(
+        cfg,
+        backend_factory=Factory(turns),
+        distractor_backend=writer_factory,
+        kernels={"jupyter": lambda gold=None: CalcKernel()},
+        log=logs.append,
+    )
     assert outcome.ran == 5 * 7  # 2 clean + 3 kept variants, under the seven conditions
     records = ResultStore(cfg.out).records
     assert "tiny/1~distractor:parallel/full/0" not in records
@@ -254,13 +309,18 @@ async def test_an_eval_with_distractors_a_judge_and_the_seven_conditions(tmp_pat
     assert t["scope"] == "distractors" and list(t["scopes"]) == ["pooled", "PED", "TB"]
     pooled = t["scopes"]["pooled"]
     # pooled over the 3 variants: Full wrong on 2~parallel only; CoT right on all
-    assert pooled["accuracy"]["Agent-Full"] == {**pooled["accuracy"]["Agent-Full"], "accuracy": round(2 / 3, 4),
-                                                "units": 3}
+    assert pooled["accuracy"]["Agent-Full"] == {
+        **pooled["accuracy"]["Agent-Full"],
+        "accuracy": round(2 / 3, 4),
+        "units": 3,
+    }
     assert pooled["deltas"]["gap"]["value"] == round(-1 / 3, 4)
     assert pooled["deltas"]["context"]["value"] == round(1 / 3, 4)  # the clean question rescues it
     assert pooled["attribution"]["frc"]["count"] == 1  # right in FCStyle (no tool), wrong in Noop
-    assert summary["judge"]["prompts"] == {"answer_unchanged": {"judged": 4, "unparseable": 1},
-                                           "gold_steps": {"judged": 1, "unparseable": 1}}
+    assert summary["judge"]["prompts"] == {
+        "answer_unchanged": {"judged": 4, "unparseable": 1},
+        "gold_steps": {"judged": 1, "unparseable": 1},
+    }
     full = pooled["taxonomy"]["Agent-Full"]
     assert full["failed"] == 1 and full["dominant"]["D"]["count"] == 1  # its output was the gold, 4
     markdown = to_markdown(summary)
@@ -283,8 +343,12 @@ def test_the_judge_counts_gold_steps_without_annotations_and_judges_type_f_plans
         return False
 
     tx = taxonomy(by_key([record]), lambda r: run, Judged(plan=plan), judge_plans=True)
-    assert tx["dominant"]["F"]["count"] == 1 and tx["f_plans"] == {"coherent_wrong": 0, "not": 1, "unparseable": 0,
-                                                                  "not_judged": 0}
+    assert tx["dominant"]["F"]["count"] == 1 and tx["f_plans"] == {
+        "coherent_wrong": 0,
+        "not": 1,
+        "unparseable": 0,
+        "not_judged": 0,
+    }
     assert asked[0]["question"] == QUESTION and "```output\n12\n```" in asked[0]["solution"]
 
 
@@ -295,10 +359,19 @@ def test_the_ours_judge_prompts_parse_strictly():
     def parse(prompt_id: str, text: str):
         return prompt(prompt_id).parse(JudgeReply(text, (), "j"))
 
-    assert [parse("answer_unchanged", t) for t in ("yes", " No.", "Yes, it is", "")] == [True, False, UNPARSEABLE,
-                                                                                         UNPARSEABLE]
-    assert [parse("gold_steps", t) for t in ("3", "12.", "three", "0", "2 steps")] == [3, 12, UNPARSEABLE, UNPARSEABLE,
-                                                                                        UNPARSEABLE]
+    assert [parse("answer_unchanged", t) for t in ("yes", " No.", "Yes, it is", "")] == [
+        True,
+        False,
+        UNPARSEABLE,
+        UNPARSEABLE,
+    ]
+    assert [parse("gold_steps", t) for t in ("3", "12.", "three", "0", "2 steps")] == [
+        3,
+        12,
+        UNPARSEABLE,
+        UNPARSEABLE,
+        UNPARSEABLE,
+    ]
     rendered = prompt("answer_unchanged").render(original="What is 1 plus 1?", variant="V", answer="2")
     assert "The correct answer to the first is 2." in rendered and rendered.endswith("yes or no.")
     assert prompt("plan_mismatch").source.startswith("[ours]")
@@ -307,12 +380,18 @@ def test_the_ours_judge_prompts_parse_strictly():
 def test_a_variant_left_out_after_it_ran_is_not_reported():
     from tuiagent.eval.report import summarize
 
-    records = [{**rec(c, "1", ok, v), "dataset": "d", "key": f"{c}{v}"} for c in ("full", "cot")
-               for v, ok in (("distractor:parallel", c == "cot"), ("distractor:hedged", True))]
+    records = [
+        {**rec(c, "1", ok, v), "dataset": "d", "key": f"{c}{v}"}
+        for c in ("full", "cot")
+        for v, ok in (("distractor:parallel", c == "cot"), ("distractor:hedged", True))
+    ]
     kept = summarize(records, conditions={"full": "full", "cot": "cot"})["datasets"]["d"]["tooltax"]
     assert kept["scopes"]["pooled"]["deltas"]["gap"]["value"] == -0.5
-    left = summarize(records, conditions={"full": "full", "cot": "cot"},
-                     invalid_variants=[{"dataset": "d", "id": "1", "kind": "parallel", "why": "judge"}])
+    left = summarize(
+        records,
+        conditions={"full": "full", "cot": "cot"},
+        invalid_variants=[{"dataset": "d", "id": "1", "kind": "parallel", "why": "judge"}],
+    )
     assert left["datasets"]["d"]["tooltax"]["scopes"]["pooled"]["deltas"]["gap"]["value"] == 0.0
 
 

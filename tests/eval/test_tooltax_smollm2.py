@@ -18,10 +18,12 @@ from tuiagent.eval.variants import cache_file
 
 pytestmark = pytest.mark.slow
 
-QUESTION = {"question": "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in "
-                        "May. How many clips did Natalia sell altogether in April and May?",
-            "answer": "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips "
-                      "altogether in April and May.\n#### 72"}
+QUESTION = {
+    "question": "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in "
+    "May. How many clips did Natalia sell altogether in April and May?",
+    "answer": "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips "
+    "altogether in April and May.\n#### 72",
+}
 
 
 def test_the_protocol_with_distractors_on_smollm2(tmp_path: Path, smollm2_path):  # noqa: F811 - the fixture
@@ -30,16 +32,52 @@ def test_the_protocol_with_distractors_on_smollm2(tmp_path: Path, smollm2_path):
     models = models_file(tmp_path, ["yes", "yes"])
     cached = cache_file("smollm2-135m", QUESTION["question"], "parallel")
     cached.parent.mkdir(parents=True, exist_ok=True)
-    cached.write_text(json.dumps({"model": "smollm2-135m", "kind": "parallel", "question": QUESTION["question"],
-                                  "variant": QUESTION["question"].replace(" How many", " Her brother sold 30 clips "
-                                                                          "in June. How many")}), encoding="utf-8")
+    cached.write_text(
+        json.dumps(
+            {
+                "model": "smollm2-135m",
+                "kind": "parallel",
+                "question": QUESTION["question"],
+                "variant": QUESTION["question"].replace(" How many", " Her brother sold 30 clips in June. How many"),
+            }
+        ),
+        encoding="utf-8",
+    )
     out = tmp_path / "out"
-    cmd = [sys.executable, "-m", "tuiagent", "eval", str(data), "--model", "smollm2-135m", "--models", str(models),
-           "--limit", "1", "--protocol", "tooltax", "--distractors", "--distractor-type", "parallel", "--distractor-type", "hedged",
-           "--judge", "judge", "--max-tokens", "60", "--max-tool-calls", "2", "--out", str(out),
-           "-f", "md", "-f", "json", "-q"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600,
-                          cwd=Path(__file__).resolve().parents[2])
+    cmd = [
+        sys.executable,
+        "-m",
+        "tuiagent",
+        "eval",
+        str(data),
+        "--model",
+        "smollm2-135m",
+        "--models",
+        str(models),
+        "--limit",
+        "1",
+        "--protocol",
+        "tooltax",
+        "--distractors",
+        "--distractor-type",
+        "parallel",
+        "--distractor-type",
+        "hedged",
+        "--judge",
+        "judge",
+        "--max-tokens",
+        "60",
+        "--max-tool-calls",
+        "2",
+        "--out",
+        str(out),
+        "-f",
+        "md",
+        "-f",
+        "json",
+        "-q",
+    ]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 0, done.stderr
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     t = summary["datasets"]["gsm1"]["tooltax"]
@@ -54,12 +92,14 @@ def test_the_protocol_with_distractors_on_smollm2(tmp_path: Path, smollm2_path):
     assert all(a["units"] == kept for a in main["accuracy"].values())
     evidence = [json.loads(line) for line in (out / "results.jsonl").read_text().splitlines()]
     assert {r["question"] for r in evidence if r["setting"] == "evidence" and r["variant"]} == {  # the clean one
-        QUESTION["question"]}
+        QUESTION["question"]
+    }
     gap = main["deltas"]["gap"]["value"]
     acc = {k: v["accuracy"] for k, v in main["accuracy"].items()}
     assert gap == round(acc["Agent-Full"] - acc["NoTool-CoT"], 4)
-    assert main["deltas"]["sty"]["value"] + main["deltas"]["frc"]["value"] + main["deltas"]["cmp"]["value"] == \
-        pytest.approx(gap)
+    assert main["deltas"]["sty"]["value"] + main["deltas"]["frc"]["value"] + main["deltas"]["cmp"][
+        "value"
+    ] == pytest.approx(gap)
     markdown = (out / "summary.md").read_text(encoding="utf-8")
     for name in ("Table 2 layout", "Δsty = FCStyle − CoT", "Proto.", "Ovlp. (%)", "distractor validity"):
         assert name in markdown

@@ -83,4 +83,3 @@ def test_cli_writes_markdown_to_stdout_and_html_to_a_file(tmp_path):
     done = tuiagent("export", str(GUARDED), str(PLAIN), "-o", str(out))  # the suffix picks HTML
     assert done.returncode == 0 and "wrote" in done.stderr
     assert out.read_text(encoding="utf-8").startswith("<!DOCTYPE html>")
-

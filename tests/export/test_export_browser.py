@@ -16,13 +16,27 @@ BROWSER = next((shutil.which(b) for b in ("chromium", "chromium-browser") if shu
 
 pytestmark = [
     pytest.mark.slow,
-    pytest.mark.skipif(BROWSER is None, reason="no chromium on this machine (apt-get install chromium) to open the HTML export in"),
+    pytest.mark.skipif(
+        BROWSER is None, reason="no chromium on this machine (apt-get install chromium) to open the HTML export in"
+    ),
 ]
 
 
 def _chromium(*args: str, tmp: Path) -> subprocess.CompletedProcess:
-    return subprocess.run([BROWSER, "--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars",
-                           f"--user-data-dir={tmp / 'profile'}", *args], capture_output=True, text=True, timeout=120)
+    return subprocess.run(
+        [
+            BROWSER,
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--hide-scrollbars",
+            f"--user-data-dir={tmp / 'profile'}",
+            *args,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
 
 
 def test_the_html_export_renders_in_chromium(tmp_path, unsure_trajectory):

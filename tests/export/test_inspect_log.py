@@ -46,8 +46,11 @@ def test_a_guarded_run_reads_back_with_messages_score_and_metadata(tmp_path):
     log = read_one(path)
     events = load(GUARDED).events
     started = next(e for e in events if isinstance(e, ev.RunStarted))
-    assert (log.status, log.eval.model, log.eval.task_args) == ("success", "tuiagent/scripted",
-                                                                {"setting": "attc+gstep+necessity+prunetir+tim"})
+    assert (log.status, log.eval.model, log.eval.task_args) == (
+        "success",
+        "tuiagent/scripted",
+        {"setting": "attc+gstep+necessity+prunetir+tim"},
+    )
     [sample] = log.samples
     assert (sample.id, sample.input, sample.target) == ("guarded", started.problem, started.gold)
     score = sample.scores[SCORER]
@@ -64,18 +67,27 @@ def test_a_guarded_run_reads_back_with_messages_score_and_metadata(tmp_path):
     assert tools[1].metadata["context_text"] == "```output\n338350\n```\n"  # and as it entered the context
     assert "NameError" in tools[0].text and tools[0].error.message == "NameError" and tools[1].error is None
     notes = [m for m in sample.messages if isinstance(m, ChatMessageUser)][1:]
-    assert [n.metadata["source"] for n in notes] == [e.source for e in events
-                                                     if isinstance(e, ev.ContextAppended) and e.kind == "note"]
+    assert [n.metadata["source"] for n in notes] == [
+        e.source for e in events if isinstance(e, ev.ContextAppended) and e.kind == "note"
+    ]
     # STP pruned the erroneous first call: kept in the messages, marked; the second turn lost only its prose
     first, second, third = (m for m in sample.messages if isinstance(m, ChatMessageAssistant) and m.tool_calls)
     assert first.metadata["pruned_by"].startswith("STP") and first.metadata["pruned"] == ["code"]
-    assert second.metadata["pruned"] == ["model"] and "pruned" not in tools[1].metadata and "pruned" not in third.metadata
+    assert (
+        second.metadata["pruned"] == ["model"] and "pruned" not in tools[1].metadata and "pruned" not in third.metadata
+    )
 
     meta = sample.metadata
-    assert meta["guards"] == "attc+gstep+necessity+prunetir+tim" and meta["guard_settings"]["attc"] == {"threshold": 0.97}
+    assert meta["guards"] == "attc+gstep+necessity+prunetir+tim" and meta["guard_settings"]["attc"] == {
+        "threshold": 0.97
+    }
     finished = events[-1]
     assert (meta["tool_calls"], meta["erroneous_calls"], meta["generated_tokens"], meta["end_reason"]) == (
-        finished.tool_calls, finished.erroneous_calls, finished.generated_tokens, finished.reason)
+        finished.tool_calls,
+        finished.erroneous_calls,
+        finished.generated_tokens,
+        finished.reason,
+    )
     assert meta["trajectory"] == str(GUARDED) and meta["tcn"] == 3
     assert sample.total_time == finished.wall_s and sample.model_usage["tuiagent/scripted"].output_tokens == 70
     assert log.results.scores[0].metrics["accuracy"].value == 1.0
@@ -95,10 +107,13 @@ def test_each_model_call_is_given_the_working_context_of_its_turn(tmp_path, traj
     assert len(model_calls) == len(starts) > 2
     for i, call in zip(starts, model_calls, strict=True):
         context = working_context(events[:i])
-        seen = "".join(m.metadata["context_text"] if isinstance(m, ChatMessageTool)
-                       else m.text + "".join(c.view.content for c in getattr(m, "tool_calls", None) or [])
-                       for m in call.input[2:])
-        assert seen == context.text[len(context.segments[0].text):]
+        seen = "".join(
+            m.metadata["context_text"]
+            if isinstance(m, ChatMessageTool)
+            else m.text + "".join(c.view.content for c in getattr(m, "tool_calls", None) or [])
+            for m in call.input[2:]
+        )
+        assert seen == context.text[len(context.segments[0].text) :]
     assert model_calls[0].output.choices[0].stop_reason == "tool_calls"
     for n, call in enumerate(model_calls, start=1):  # each token's logprob, when the backend gave them all
         tokens = [(e.text, e.logprob) for e in events if isinstance(e, ev.TokenDelta) and e.turn == n]
@@ -109,11 +124,18 @@ def test_each_model_call_is_given_the_working_context_of_its_turn(tmp_path, traj
             assert logprobs is None
     assert [c.output.completion for c in model_calls] == [e.text for e in events if isinstance(e, ev.TurnEnded)]
     assert [t.result for t in sample.events if isinstance(t, ToolEvent)] == [
-        e.shown for e in events if isinstance(e, ev.ToolResult)]
-    verdicts = [e for e in sample.events if isinstance(e, InfoEvent) and "action" in e.data
-                and e.data["action"] not in ("pruned", "truncated for a resample")]
+        e.shown for e in events if isinstance(e, ev.ToolResult)
+    ]
+    verdicts = [
+        e
+        for e in sample.events
+        if isinstance(e, InfoEvent)
+        and "action" in e.data
+        and e.data["action"] not in ("pruned", "truncated for a resample")
+    ]
     assert [(v.source, v.data["action"]) for v in verdicts] == [
-        (f"guard {e.guard}", e.action) for e in events if isinstance(e, ev.GuardVerdict)]
+        (f"guard {e.guard}", e.action) for e in events if isinstance(e, ev.GuardVerdict)
+    ]
 
 
 def test_dataframes_read_one_row_per_setting_and_sample(tmp_path):
@@ -151,25 +173,36 @@ def test_seeds_are_epochs_reduced_to_their_mean_before_the_accuracy(tmp_path):
     lines = [json.loads(line) for line in PLAIN.read_text(encoding="utf-8").splitlines()]
     lines[-1]["correct"] = False
     wrong.write_text("\n".join(map(json.dumps, lines)) + "\n", encoding="utf-8")
-    runs = [RunSample(load(PLAIN).events, "q", 1), RunSample(load(wrong).events, "q", 2),
-            RunSample(load(PLAIN).events, "p", 1)]
+    runs = [
+        RunSample(load(PLAIN).events, "q", 1),
+        RunSample(load(wrong).events, "q", 2),
+        RunSample(load(PLAIN).events, "p", 1),
+    ]
     log = read_one(write(eval_log(runs, task="t", setting="s"), tmp_path / "seeds.eval"))
-    assert (log.eval.config.epochs, log.eval.config.epochs_reducer, log.results.scores[0].reducer) == (2, ["mean"], "mean")
+    assert (log.eval.config.epochs, log.eval.config.epochs_reducer, log.results.scores[0].reducer) == (
+        2,
+        ["mean"],
+        "mean",
+    )
     assert {r.sample_id: r.value for r in log.reductions[0].samples} == {"q": 0.5, "p": 1.0}
     assert log.results.scores[0].metrics["accuracy"].value == 0.75
-    assert {(s.id, s.epoch): s.scores[SCORER].value for s in log.samples} == {("q", 1): "C", ("q", 2): "I", ("p", 1): "C"}
+    assert {(s.id, s.epoch): s.scores[SCORER].value for s in log.samples} == {
+        ("q", 1): "C",
+        ("q", 2): "I",
+        ("p", 1): "C",
+    }
 
 
 def test_a_run_cut_short_is_a_sample_with_an_error(tmp_path):
     lines = GUARDED.read_text(encoding="utf-8").splitlines()
     cut = tmp_path / "cut.jsonl"
     start = next(i for i, line in enumerate(lines) if '"TurnStarted"' in line and '"turn": 3' in line)
-    cut.write_text("\n".join(lines[:start + 4]) + "\n", encoding="utf-8")  # killed 3 tokens into turn 3
+    cut.write_text("\n".join(lines[: start + 4]) + "\n", encoding="utf-8")  # killed 3 tokens into turn 3
     [path], _ = export_inspect([cut], tmp_path / "out")
     [sample] = read_one(path).samples
     assert "did not finish" in sample.error.message and sample.scores is None
     calls = [e for e in sample.events if isinstance(e, ModelEvent)]
-    streamed = "".join(json.loads(line)["text"] for line in lines[start + 1:start + 4])
+    streamed = "".join(json.loads(line)["text"] for line in lines[start + 1 : start + 4])
     assert len(calls) == 3 and calls[-1].error and calls[-1].output.completion == streamed
 
 
@@ -207,8 +240,11 @@ def test_inspect_view_serves_the_logs(tmp_path):
     written, _ = export_inspect([GUARDED, PLAIN], tmp_path)
     port = _free_port()
     view = Path(sys.executable).with_name("inspect")
-    server = subprocess.Popen([str(view), "view", "start", "--log-dir", str(tmp_path), "--port", str(port)],
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [str(view), "view", "start", "--log-dir", str(tmp_path), "--port", str(port)],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     base = f"http://127.0.0.1:{port}/api"
     fetch = urllib.request.build_opener(urllib.request.ProxyHandler({})).open  # loopback: never through a proxy
     try:
@@ -236,12 +272,34 @@ def test_eval_on_the_demo_set_writes_one_log_per_setting(write_script, tmp_path)
     --report-only writes them again."""
     script = write_script(code_turn("150 + 3"), answer_turn("153"))
     out = tmp_path / "eval"
-    done = tuiagent("eval", "demo", "-m", "scripted", "--script", str(script), "--limit", "2", "-c", "none",
-                    "-c", "attc", "-c", "cot", "--out", str(out), "-q", "-f", "json", "--inspect-log")
+    done = tuiagent(
+        "eval",
+        "demo",
+        "-m",
+        "scripted",
+        "--script",
+        str(script),
+        "--limit",
+        "2",
+        "-c",
+        "none",
+        "-c",
+        "attc",
+        "-c",
+        "cot",
+        "--out",
+        str(out),
+        "-q",
+        "-f",
+        "json",
+        "--inspect-log",
+    )
     assert done.returncode == 0, done.stderr
     assert f"inspect logs: 3 in {out / 'inspect'}" in done.stderr
-    records = {(r["setting"], r["problem_id"]): r
-               for r in map(json.loads, (out / "results.jsonl").read_text(encoding="utf-8").splitlines())}
+    records = {
+        (r["setting"], r["problem_id"]): r
+        for r in map(json.loads, (out / "results.jsonl").read_text(encoding="utf-8").splitlines())
+    }
     logs = [read_one(p) for p in sorted((out / "inspect").glob("*.eval"))]
     assert sorted(log.eval.task_args["setting"] for log in logs) == ["attc", "cot", "none"]
     for log in logs:
@@ -252,7 +310,10 @@ def test_eval_on_the_demo_set_writes_one_log_per_setting(write_script, tmp_path)
             record = records[(setting, s.id)]
             assert s.scores[SCORER].value == ("C" if record["correct"] else "I") and s.epoch == record["seed"] + 1
             assert (s.metadata["setting"], s.metadata["tcn"]) == (setting, record["tcn"])
-            assert s.metadata["trajectory"] == record["trajectory"] and s.metadata["question_hash"] == record["question_hash"]
+            assert (
+                s.metadata["trajectory"] == record["trajectory"]
+                and s.metadata["question_hash"] == record["question_hash"]
+            )
             calls = [e for e in s.events if isinstance(e, ModelEvent)]
             if setting == "cot":  # no tool: the model calls offer none, and nothing ran
                 assert all(c.tools == [] and c.tool_choice == "none" for c in calls)
@@ -268,4 +329,7 @@ def test_eval_on_the_demo_set_writes_one_log_per_setting(write_script, tmp_path)
     assert "left out of the inspect logs: demo/books/none/0" in again.stderr
     assert len(list((out / "inspect").glob("*.eval"))) == 3  # written again, none left over
     assert samples_df(str(out / "inspect"))["metadata_setting"].value_counts().to_dict() == {
-        "attc": 2, "cot": 2, "none": 1}
+        "attc": 2,
+        "cot": 2,
+        "none": 1,
+    }

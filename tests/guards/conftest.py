@@ -18,16 +18,23 @@ def constant_gate(tmp_path: Path):
     ``budget``: the tool budget it says it was trained at (none: a v1 file); ``train_sd``: the
     training sds it carries (none: a file that cannot tell what lies outside its range)."""
 
-    def make(p: float, *, name: str = "gate.npz", budget: int | None = None,
-             train_sd: np.ndarray | None = None) -> str:
+    def make(p: float, *, name: str = "gate.npz", budget: int | None = None, train_sd: np.ndarray | None = None) -> str:
         meta: dict[str, object] = {"n_layers": 2}
         if budget is not None:
             meta["max_tool_calls"] = budget
         extra = {} if train_sd is None else {"train_sd": train_sd}
         path = tmp_path / name
-        np.savez(path, meta=np.array(json.dumps(meta)), mean=np.zeros(N_FEATURES), scale=np.ones(N_FEATURES),
-                 W0=np.zeros((N_FEATURES, 3)), b0=np.zeros(3), W1=np.zeros((3, 1)),
-                 b1=np.array([math.log(p / (1 - p))]), **extra)
+        np.savez(
+            path,
+            meta=np.array(json.dumps(meta)),
+            mean=np.zeros(N_FEATURES),
+            scale=np.ones(N_FEATURES),
+            W0=np.zeros((N_FEATURES, 3)),
+            b0=np.zeros(3),
+            W1=np.zeros((3, 1)),
+            b1=np.array([math.log(p / (1 - p))]),
+            **extra,
+        )
         return str(path)
 
     return make

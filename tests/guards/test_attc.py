@@ -24,13 +24,19 @@ ANSWER = [Token("So the answer is ", -0.3), Token("\\boxed{42}.", -0.1)]
 OUT_42 = CellResult(outputs=(Output("stdout", "42\n"),))
 
 
-def code_turn(prose_lp: float = -0.01, code_lps: tuple[float, ...] = (-0.01,) * 5, after_lp: float = -0.5,
-              code: str = "print(6 * 7)") -> list[Token]:
+def code_turn(
+    prose_lp: float = -0.01,
+    code_lps: tuple[float, ...] = (-0.01,) * 5,
+    after_lp: float = -0.5,
+    code: str = "print(6 * 7)",
+) -> list[Token]:
     """Prose, then a code block of five tokens (fences included), then the output fence (the stop)."""
     pieces = ["```python", "\n", code, "\n", "```"]
-    return ([Token("Let me think hard.", prose_lp), Token("\n", prose_lp)]
-            + [Token(p, lp) for p, lp in zip(pieces, code_lps)]
-            + [Token("\n", after_lp), Token("```output", -0.01)])
+    return (
+        [Token("Let me think hard.", prose_lp), Token("\n", prose_lp)]
+        + [Token(p, lp) for p, lp in zip(pieces, code_lps)]
+        + [Token("\n", after_lp), Token("```output", -0.01)]
+    )
 
 
 async def run(turns, results=(OUT_42,), configs=None, canned_kernel=None, kernel=None, settings=None):
@@ -74,8 +80,12 @@ async def test_cut_token_counts_once(canned_kernel):
     # "print(6 * 7)\n```" is held back whole by the stop matcher (its "```" could start the stop
     # string); the stop starts inside the next token, "\n```output", which is cut to "\n" (outside
     # the block) and keeps its logprob.
-    turn = [Token("Compute.\n", -5.0), Token("```python\n", -0.1), Token("print(6 * 7)\n```", -0.1),
-            Token("\n```output", -4.0)]
+    turn = [
+        Token("Compute.\n", -5.0),
+        Token("```python\n", -0.1),
+        Token("print(6 * 7)\n```", -0.1),
+        Token("\n```output", -4.0),
+    ]
     backend, events, (v,), _ = await run([turn, ANSWER], canned_kernel=canned_kernel)
     deltas = [(e.text, e.logprob) for e in events if isinstance(e, ev.TokenDelta) and e.turn == 1]
     assert deltas[-2:] == [("print(6 * 7)\n```", -0.1), ("\n", -4.0)]  # the cut really happened
@@ -85,8 +95,13 @@ async def test_cut_token_counts_once(canned_kernel):
 async def test_cut_token_straddling_the_opening_fence_counts(canned_kernel):
     # "Compute.\n```" is held back whole (its "```" could start the stop string) and released with
     # its logprob when "python" shows it is not the stop; it straddles the opening fence, so it counts.
-    turn = [Token("Compute.\n```", -1.0), Token("python\n", -0.1), Token("print(6 * 7)\n", -0.1),
-            Token("```\n", -0.1), Token("```output", -0.01)]
+    turn = [
+        Token("Compute.\n```", -1.0),
+        Token("python\n", -0.1),
+        Token("print(6 * 7)\n", -0.1),
+        Token("```\n", -0.1),
+        Token("```output", -0.01),
+    ]
     _, events, (v,), _ = await run([turn, ANSWER], canned_kernel=canned_kernel)
     deltas = [(e.text, e.logprob) for e in events if isinstance(e, ev.TokenDelta) and e.turn == 1]
     assert deltas[:2] == [("Compute.\n```", -1.0), ("python\n", -0.1)]
@@ -94,8 +109,13 @@ async def test_cut_token_straddling_the_opening_fence_counts(canned_kernel):
 
 
 def test_straddling_token_is_part_of_the_block():
-    text_tokens = [TokenLP("Hi.", -9.0), TokenLP("\n```python", -0.5), TokenLP("\nx = 1", -0.5),
-                   TokenLP("\n```", -0.5), TokenLP("\n", -9.0)]
+    text_tokens = [
+        TokenLP("Hi.", -9.0),
+        TokenLP("\n```python", -0.5),
+        TokenLP("\nx = 1", -0.5),
+        TokenLP("\n```", -0.5),
+        TokenLP("\n", -9.0),
+    ]
     text = "".join(t.text for t in text_tokens)
     conf, mean, n = block_confidence(text, text_tokens)
     assert (n, mean) == (3, pytest.approx(-0.5))
@@ -128,8 +148,9 @@ async def test_timeout_in_the_output_text_is_not_a_timeout(canned_kernel):
 
 async def test_our_wording_is_a_setting(canned_kernel):
     lps = (-0.01, -0.01, -2.0, -0.01, -0.01)
-    backend, _, (v,), _ = await run([code_turn(code_lps=lps), ANSWER], configs={"attc": {"wording": "ours"}},
-                                    canned_kernel=canned_kernel)
+    backend, _, (v,), _ = await run(
+        [code_turn(code_lps=lps), ANSWER], configs={"attc": {"wording": "ours"}}, canned_kernel=canned_kernel
+    )
     assert v.text == OUR_SENTENCES["rethink"] and "I am not sure this code is right" in v.text
     assert backend.prompts[1].endswith("```output\n42\n```\n" + OUR_SENTENCES["rethink"] + "\n")
     with pytest.raises(SettingsError, match=r"attc\.wording must be one of \['ref', 'ours'\]"):
@@ -142,7 +163,7 @@ def test_the_reference_sentences_verbatim():
         "trust": "I should believe the code execution result above and now I will give the answer based on it.",
         "rethink": "I should consider optimizing the code or reflect on whether to change my reasoning path.",
         "timeout": "Code execution timed out. Perhaps I should consider optimizing the code or reflect on whether "
-                   "to change my reasoning path.",
+        "to change my reasoning path.",
     }
 
 
@@ -186,8 +207,9 @@ async def test_real_kernel_a_cell_past_the_exec_timeout_gets_the_timeout_sentenc
 async def test_threshold_from_settings(canned_kernel):
     lps = (-0.5,) * 5  # conf = 0.607: rethink at 0.97, trust at 0.5
     _, _, (default,), _ = await run([code_turn(code_lps=lps), ANSWER], canned_kernel=canned_kernel)
-    _, _, (low,), _ = await run([code_turn(code_lps=lps), ANSWER], configs={"attc": {"threshold": 0.5}},
-                                canned_kernel=canned_kernel)
+    _, _, (low,), _ = await run(
+        [code_turn(code_lps=lps), ANSWER], configs={"attc": {"threshold": 0.5}}, canned_kernel=canned_kernel
+    )
     assert (default.data["decision"], low.data["decision"]) == ("rethink", "trust")
     assert low.data["threshold"] == 0.5
 

@@ -50,8 +50,9 @@ def verdicts(events, hook="on_answer"):
 async def test_force_off_commits_a_reanswer_without_a_call_as_no_progress(write_script, canned_kernel, constant_gate):
     """force_call off, the earlier behaviour: an answer given again with no new call commits at once."""
     kernel = canned_kernel([stdout("72")])
-    events, backend = await run(write_script, kernel, [CODE, ANSWER, ANSWER],
-                                {"weights": constant_gate(0.9), "force_call": False})
+    events, backend = await run(
+        write_script, kernel, [CODE, ANSWER, ANSWER], {"weights": constant_gate(0.9), "force_call": False}
+    )
     first, second = verdicts(events)
     assert first.action == CONTINUE and first.data["decision"] == "continue"
     assert first.data["p_continue"] == pytest.approx(0.9) and first.data["tau"] == 0.05
@@ -64,10 +65,12 @@ async def test_force_off_commits_a_reanswer_without_a_call_as_no_progress(write_
     assert events[-1].reason == "answer" and events[-1].correct is True
 
 
-async def test_a_second_reanswer_without_a_call_commits_after_the_one_forcing_prompt(write_script, canned_kernel,
-                                                                                     constant_gate):
-    events, backend = await run(write_script, canned_kernel([stdout("72")]), [CODE, ANSWER, ANSWER, ANSWER],
-                                {"weights": constant_gate(0.9)})
+async def test_a_second_reanswer_without_a_call_commits_after_the_one_forcing_prompt(
+    write_script, canned_kernel, constant_gate
+):
+    events, backend = await run(
+        write_script, canned_kernel([stdout("72")]), [CODE, ANSWER, ANSWER, ANSWER], {"weights": constant_gate(0.9)}
+    )
     assert [v.data["decision"] for v in verdicts(events)] == ["continue", "force", "safety stop"]
     force, stop = verdicts(events)[1:]
     assert force.action == CONTINUE and force.text in backend.prompts[3] and "```python" in force.text
@@ -77,39 +80,59 @@ async def test_a_second_reanswer_without_a_call_commits_after_the_one_forcing_pr
 
 
 async def test_low_probability_commits(write_script, canned_kernel, constant_gate):
-    events, _ = await run(write_script, canned_kernel([stdout("72")]), [CODE, ANSWER],
-                          {"weights": constant_gate(0.01)})
+    events, _ = await run(write_script, canned_kernel([stdout("72")]), [CODE, ANSWER], {"weights": constant_gate(0.01)})
     (v,) = verdicts(events)
     assert v.action == COMMIT and v.data["decision"] == "commit" and v.data["p_continue"] == pytest.approx(0.01)
     assert "< tau" in v.reason and v.data["features"]["successful_calls"] == 1
     # a higher tau turns p = 0.2 into a commit as well, a lower one into a continue
-    events, _ = await run(write_script, canned_kernel([stdout("72")]), [CODE, ANSWER],
-                          {"weights": constant_gate(0.2, name="h.npz"), "tau": 0.3})
+    events, _ = await run(
+        write_script,
+        canned_kernel([stdout("72")]),
+        [CODE, ANSWER],
+        {"weights": constant_gate(0.2, name="h.npz"), "tau": 0.3},
+    )
     assert verdicts(events)[0].action == COMMIT
 
 
 async def test_progress_allows_more_continues_up_to_three_extra_turns(write_script, canned_kernel, constant_gate):
     outputs = [stdout(str(n)) for n in (70, 71, 74, 73)]  # no check confirms the answer 72
-    turns = [CODE, ANSWER, CODE_NEW, ANSWER, CODE.replace("48 + 24", "24 + 48"), ANSWER,
-             CODE_NEW.replace("48 + 48 / 2", "72 + 1"), ANSWER]
-    events, _ = await run(write_script, canned_kernel(outputs), turns,
-                          {"weights": constant_gate(0.9)},
-                          run_settings=RunSettings(max_tool_calls=10))
+    turns = [
+        CODE,
+        ANSWER,
+        CODE_NEW,
+        ANSWER,
+        CODE.replace("48 + 24", "24 + 48"),
+        ANSWER,
+        CODE_NEW.replace("48 + 48 / 2", "72 + 1"),
+        ANSWER,
+    ]
+    events, _ = await run(
+        write_script,
+        canned_kernel(outputs),
+        turns,
+        {"weights": constant_gate(0.9)},
+        run_settings=RunSettings(max_tool_calls=10),
+    )
     decisions = [(v.action, v.data["extra_turns"]) for v in verdicts(events)]
     assert decisions == [(CONTINUE, 1), (CONTINUE, 2), (CONTINUE, 3), (COMMIT, 3)]
     assert "3 extra turns" in verdicts(events)[-1].data["reason"]
 
 
 async def test_max_extra_turns_setting(write_script, canned_kernel, constant_gate):
-    events, _ = await run(write_script, canned_kernel([stdout("70"), stdout("72")]), [CODE, ANSWER, CODE_NEW, ANSWER],
-                          {"weights": constant_gate(0.9), "max_extra_turns": 1})
+    events, _ = await run(
+        write_script,
+        canned_kernel([stdout("70"), stdout("72")]),
+        [CODE, ANSWER, CODE_NEW, ANSWER],
+        {"weights": constant_gate(0.9), "max_extra_turns": 1},
+    )
     assert [v.action for v in verdicts(events)] == [CONTINUE, COMMIT]
 
 
 async def test_duplicate_block_is_not_run(write_script, canned_kernel, constant_gate):
     kernel = canned_kernel([stdout("72")])
-    events, backend = await run(write_script, kernel, [CODE, ANSWER, CODE_AGAIN, ANSWER, ANSWER],
-                                {"weights": constant_gate(0.9)})
+    events, backend = await run(
+        write_script, kernel, [CODE, ANSWER, CODE_AGAIN, ANSWER, ANSWER], {"weights": constant_gate(0.9)}
+    )
     assert kernel.calls == ["print(48 + 24)"]  # the repeat (other spacing, a comment) never ran
     (dup,) = verdicts(events, "on_code")
     assert dup.action == "skip" and dup.data["decision"] == "duplicate" and dup.data["repeats_call"] == 1
@@ -123,15 +146,13 @@ async def test_duplicate_block_is_not_run(write_script, canned_kernel, constant_
 
 async def test_no_duplicate_check_before_a_continue(write_script, canned_kernel, constant_gate):
     kernel = canned_kernel([stdout("72"), stdout("72")])
-    events, _ = await run(write_script, kernel, [CODE, CODE_AGAIN, ANSWER],
-                          {"weights": constant_gate(0.01)})
+    events, _ = await run(write_script, kernel, [CODE, CODE_AGAIN, ANSWER], {"weights": constant_gate(0.01)})
     assert len(kernel.calls) == 2 and not verdicts(events, "on_code")
 
 
 async def test_stagnating_outputs_get_the_replan_prompt(write_script, canned_kernel, constant_gate):
     kernel = canned_kernel([stdout("72"), stdout("72")])
-    events, _ = await run(write_script, kernel, [CODE, CODE_AGAIN, ANSWER],
-                          {"weights": constant_gate(0.9)})
+    events, _ = await run(write_script, kernel, [CODE, CODE_AGAIN, ANSWER], {"weights": constant_gate(0.9)})
     v = verdicts(events)[0]
     assert v.action == CONTINUE and v.data["decision"] == "replan"
     assert "stale" in v.text and "plan" in v.text and "72" in v.text
@@ -140,8 +161,7 @@ async def test_stagnating_outputs_get_the_replan_prompt(write_script, canned_ker
 async def test_equal_outputs_of_different_code_are_not_stagnation(write_script, canned_kernel, constant_gate):
     """Two different computations that print the same value agree; nothing is stale."""
     kernel = canned_kernel([stdout("72"), stdout("72")])
-    events, _ = await run(write_script, kernel, [CODE, CODE_NEW, ANSWER],
-                          {"weights": constant_gate(0.9)})
+    events, _ = await run(write_script, kernel, [CODE, CODE_NEW, ANSWER], {"weights": constant_gate(0.9)})
     v = verdicts(events)[0]
     assert v.data["features"]["output_stagnation"] == 1.0  # the paper's feature is unchanged
     assert v.action == CONTINUE and v.data["decision"] == "continue" and "stale" not in v.text
@@ -149,8 +169,7 @@ async def test_equal_outputs_of_different_code_are_not_stagnation(write_script, 
 
 async def test_an_independent_check_that_agrees_commits(write_script, canned_kernel, constant_gate):
     kernel = canned_kernel([stdout("72"), stdout("72")])
-    events, _ = await run(write_script, kernel, [CODE, ANSWER, CODE_NEW, ANSWER],
-                          {"weights": constant_gate(0.9)})
+    events, _ = await run(write_script, kernel, [CODE, ANSWER, CODE_NEW, ANSWER], {"weights": constant_gate(0.9)})
     first, second = verdicts(events)
     assert first.action == CONTINUE
     assert second.action == COMMIT and second.data["decision"] == "commit"
@@ -158,20 +177,33 @@ async def test_an_independent_check_that_agrees_commits(write_script, canned_ker
     assert (events[-1].reason, events[-1].answer, events[-1].tool_calls) == ("answer", "72", 2)
 
 
-async def test_a_check_that_disagrees_or_a_changed_answer_is_no_confirmation(write_script, canned_kernel, constant_gate):
+async def test_a_check_that_disagrees_or_a_changed_answer_is_no_confirmation(
+    write_script, canned_kernel, constant_gate
+):
     gate = constant_gate(0.9)
     # the check prints another value: the gate decides again (continue)
-    events, _ = await run(write_script, canned_kernel([stdout("72"), stdout("96")]), [CODE, ANSWER, CODE_NEW, ANSWER],
-                          {"weights": gate}, run_settings=RunSettings(max_tool_calls=10))
+    events, _ = await run(
+        write_script,
+        canned_kernel([stdout("72"), stdout("96")]),
+        [CODE, ANSWER, CODE_NEW, ANSWER],
+        {"weights": gate},
+        run_settings=RunSettings(max_tool_calls=10),
+    )
     assert [v.data["decision"] for v in verdicts(events)][:2] == ["continue", "continue"]
     # the check agrees with a new answer, not with the earlier one: no confirmation either
-    events, _ = await run(write_script, canned_kernel([stdout("72"), stdout("96")]),
-                          [CODE, ANSWER, CODE_NEW, "So it is \\boxed{96}."], {"weights": gate},
-                          run_settings=RunSettings(max_tool_calls=10))
+    events, _ = await run(
+        write_script,
+        canned_kernel([stdout("72"), stdout("96")]),
+        [CODE, ANSWER, CODE_NEW, "So it is \\boxed{96}."],
+        {"weights": gate},
+        run_settings=RunSettings(max_tool_calls=10),
+    )
     assert verdicts(events)[1].data["decision"] == "continue"
 
 
-async def test_a_run_cut_off_after_a_continue_reports_its_last_answer_attempt(write_script, canned_kernel, constant_gate):
+async def test_a_run_cut_off_after_a_continue_reports_its_last_answer_attempt(
+    write_script, canned_kernel, constant_gate
+):
     gate = constant_gate(0.9)
     more_code = "Check again.\n```python\nprint(2 * 36)\n```\n```output\n"
     cases = [  # (turns after the continue, run settings, how the run ends)
@@ -180,8 +212,13 @@ async def test_a_run_cut_off_after_a_continue_reports_its_last_answer_attempt(wr
         (["I am not sure any more.", "Still not sure."], RunSettings(), "no_answer"),  # the second after the force
     ]
     for after, settings, reason in cases:
-        events, _ = await run(write_script, canned_kernel([stdout("72"), stdout("70")]), [CODE, ANSWER, *after],
-                              {"weights": gate}, run_settings=settings)
+        events, _ = await run(
+            write_script,
+            canned_kernel([stdout("72"), stdout("70")]),
+            [CODE, ANSWER, *after],
+            {"weights": gate},
+            run_settings=settings,
+        )
         fin = events[-1]
         assert (fin.reason, fin.answer, fin.correct) == (reason, "72", True), reason
         attempts = [(a.answer, a.final) for a in events if isinstance(a, ev.AnswerAttempt)]
@@ -191,27 +228,39 @@ async def test_a_run_cut_off_after_a_continue_reports_its_last_answer_attempt(wr
 async def test_critic_variant_asks_for_words_first(write_script, canned_kernel, constant_gate):
     gate = constant_gate(0.9)
     plain, _ = await run(write_script, canned_kernel([stdout("72")]), [CODE, ANSWER, ANSWER], {"weights": gate})
-    critic, _ = await run(write_script, canned_kernel([stdout("72")]), [CODE, ANSWER, ANSWER],
-                          {"weights": gate, "critic": True})
+    critic, _ = await run(
+        write_script, canned_kernel([stdout("72")]), [CODE, ANSWER, ANSWER], {"weights": gate, "critic": True}
+    )
     p, c = verdicts(plain)[0].text, verdicts(critic)[0].text
     assert "in words" not in p and "in words" in c
     assert c.index("in words") < c.rindex("```python")
 
 
 async def test_tool_budget_stops_the_gate(write_script, canned_kernel, constant_gate):
-    events, _ = await run(write_script, canned_kernel([stdout("72")]), [CODE, ANSWER],
-                          {"weights": constant_gate(0.9)},
-                          run_settings=RunSettings(max_tool_calls=1))
+    events, _ = await run(
+        write_script,
+        canned_kernel([stdout("72")]),
+        [CODE, ANSWER],
+        {"weights": constant_gate(0.9)},
+        run_settings=RunSettings(max_tool_calls=1),
+    )
     (v,) = verdicts(events)
     assert v.action == COMMIT and v.data["decision"] == "safety stop" and "budget" in v.data["reason"]
     assert v.data["p_continue"] == pytest.approx(0.9)  # shown even when a safety rule decides
 
 
 def view(**kw) -> RunView:
-    base = dict(problem="q", mode="tool", turn=2, turn_text="It is \\boxed{72}", turn_tokens=(),
-                calls=(Call(call=1, turn=1, code="print(72)", output="72", error=False, timed_out=False),),
-                segments=(Segment("prompt", "p"), Segment("model", "It is \\boxed{72}", 2)),
-                max_tool_calls=4, tools_suspended=False)
+    base = dict(
+        problem="q",
+        mode="tool",
+        turn=2,
+        turn_text="It is \\boxed{72}",
+        turn_tokens=(),
+        calls=(Call(call=1, turn=1, code="print(72)", output="72", error=False, timed_out=False),),
+        segments=(Segment("prompt", "p"), Segment("model", "It is \\boxed{72}", 2)),
+        max_tool_calls=4,
+        tools_suspended=False,
+    )
     return RunView(**{**base, **kw})
 
 
@@ -230,8 +279,13 @@ def test_gate_off_shows_no_probability():
     assert v.action == COMMIT and v.data == {"p_continue": None, "decision": "gate off", "reason": GATE_OFF}
     record = VerdictRecord(guard="gstep", hook="on_answer", action=v.action, reason=v.reason, data=v.data)
     # a record written before "gate off" existed says decision "commit" with p None: the same reading
-    old = VerdictRecord(guard="gstep", hook="on_answer", action=COMMIT, reason="the gate is off (weights = off)",
-                        data={"p_continue": None, "tau": 0.05, "decision": "commit", "reason": "the gate is off"})
+    old = VerdictRecord(
+        guard="gstep",
+        hook="on_answer",
+        action=COMMIT,
+        reason="the gate is off (weights = off)",
+        data={"p_continue": None, "tau": 0.05, "decision": "commit", "reason": "the gate is off"},
+    )
     for r in (record, old):
         assert GStep.note(r) == GATE_OFF == "gate off (calibration: never continue)"
         shown = GStep.display(r)
@@ -252,8 +306,11 @@ async def test_missing_or_corrupt_weights_turn_the_guard_off_visibly(write_scrip
     bad.write_bytes(b"PK\x03\x04 not really a zip")
     pickled = tmp_path / "pickled.npz"
     np.savez(pickled, mean=np.array([object()], dtype=object))
-    for weights, words in ((tmp_path / "missing.npz", "no G-STEP weights"), (bad, "not a readable"),
-                           (pickled, "not a readable")):
+    for weights, words in (
+        (tmp_path / "missing.npz", "no G-STEP weights"),
+        (bad, "not a readable"),
+        (pickled, "not a readable"),
+    ):
         with pytest.raises(GateError, match=words):
             GStep(GStep.Settings(weights=str(weights)))
         events, _ = await run(write_script, canned_kernel([stdout("72")]), [CODE, ANSWER], {"weights": str(weights)})

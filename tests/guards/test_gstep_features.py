@@ -56,8 +56,7 @@ B_CALLS = [
 
 
 def record(turns, calls, max_tool_calls=4):
-    return {"tool": {"turns": turns, "calls": calls, "max_tool_calls": max_tool_calls,
-                     "final_text": turns[-1]["text"]}}
+    return {"tool": {"turns": turns, "calls": calls, "max_tool_calls": max_tool_calls, "final_text": turns[-1]["text"]}}
 
 
 def test_layout():
@@ -71,28 +70,30 @@ def test_trajectory_a_by_hand():
     assert inp.reasoning == "Half of 48 is needed.\n\nSo May is 24. Then total:\n\nThe total is "
     assert (inp.turn_index, inp.budget, len(inp.calls)) == (3, 2, 2)
     expected = [
-        3,                      # turn_index
-        2,                      # successful_calls
-        0,                      # error_count
-        2,                      # budget_remaining: 4 - 2
-        math.log(49),           # last_two_output_diff: log1p(|72 - 24|)
-        0,                      # output_stagnation
-        1,                      # output_is_numeric
-        math.log10(73),         # last_output_magnitude
-        1,                      # pred_matches_last_success: 72 == 72
-        1,                      # pred_matches_any_tool_output
-        0,                      # last_success_in_reasoning: 72 not in (48, 24)
-        math.log(49),           # reasoning_lastnum_vs_last_success_diff: log1p(|24 - 72|)
-        0,                      # pred_in_reasoning: the reasoning stops before \boxed{72}
-        0.5,                    # tool_output_in_reasoning_frac: 24 is in the reasoning, 72 is not
-        14,                     # reasoning_length (words)
-        1,                      # reasoning_step_count: "Then"
-        0,                      # reasoning_has_uncertainty
-        2,                      # n_numbers_in_reasoning: 48, 24
-        0, 0, 0,                # retrieval features
-        2,                      # n_distinct_outputs
-        0,                      # all_outputs_same
-        2,                      # expression_complexity: "print ( 48 + 24 )": one '+', one call
+        3,  # turn_index
+        2,  # successful_calls
+        0,  # error_count
+        2,  # budget_remaining: 4 - 2
+        math.log(49),  # last_two_output_diff: log1p(|72 - 24|)
+        0,  # output_stagnation
+        1,  # output_is_numeric
+        math.log10(73),  # last_output_magnitude
+        1,  # pred_matches_last_success: 72 == 72
+        1,  # pred_matches_any_tool_output
+        0,  # last_success_in_reasoning: 72 not in (48, 24)
+        math.log(49),  # reasoning_lastnum_vs_last_success_diff: log1p(|24 - 72|)
+        0,  # pred_in_reasoning: the reasoning stops before \boxed{72}
+        0.5,  # tool_output_in_reasoning_frac: 24 is in the reasoning, 72 is not
+        14,  # reasoning_length (words)
+        1,  # reasoning_step_count: "Then"
+        0,  # reasoning_has_uncertainty
+        2,  # n_numbers_in_reasoning: 48, 24
+        0,
+        0,
+        0,  # retrieval features
+        2,  # n_distinct_outputs
+        0,  # all_outputs_same
+        2,  # expression_complexity: "print ( 48 + 24 )": one '+', one call
     ]
     vec = features(inp)
     np.testing.assert_allclose(vec[:24], expected, rtol=0, atol=1e-12)
@@ -110,32 +111,36 @@ def test_trajectory_a_by_hand():
 
 def test_trajectory_b_by_hand():
     inp = gate_input_from_record(record(B_TURNS, B_CALLS))
-    assert inp.reasoning == ("Step 1: compute the cost.\n\nMaybe I need the total; next:\n\nRetry:\n\n"
-                             "One more check.\n\nIt costs about 7.5 dollars each, so two cost ")
+    assert inp.reasoning == (
+        "Step 1: compute the cost.\n\nMaybe I need the total; next:\n\nRetry:\n\n"
+        "One more check.\n\nIt costs about 7.5 dollars each, so two cost "
+    )
     assert (inp.turn_index, inp.budget, len(inp.calls)) == (6, 0, 4)  # the budget note is no call
     expected = [
-        6,                      # turn_index
-        3,                      # successful_calls
-        1,                      # error_count (NameError)
-        0,                      # budget_remaining: 4 - 5 handled blocks, floored at 0
-        0,                      # last_two_output_diff: |7.5 - 7.5|
-        1,                      # output_stagnation: "7.5" == "7.5\n" normalised
-        1,                      # output_is_numeric
-        math.log10(8.5),        # last_output_magnitude
-        0,                      # pred_matches_last_success: 15 != 7.5
-        0,                      # pred_matches_any_tool_output
-        1,                      # last_success_in_reasoning: 7.5
-        0,                      # reasoning_lastnum_vs_last_success_diff: last number 7.5
-        0,                      # pred_in_reasoning: 15 is not in it
-        1.0,                    # tool_output_in_reasoning_frac: 3 of 3
-        24,                     # reasoning_length
-        3,                      # reasoning_step_count: "Step 1", "next", one ';'
-        1,                      # reasoning_has_uncertainty: "Maybe"
-        2,                      # n_numbers_in_reasoning: 1, 7.5
-        0, 0, 0,
-        1,                      # n_distinct_outputs
-        1,                      # all_outputs_same
-        1,                      # expression_complexity: "print ( 7.5 )": one call, no operator
+        6,  # turn_index
+        3,  # successful_calls
+        1,  # error_count (NameError)
+        0,  # budget_remaining: 4 - 5 handled blocks, floored at 0
+        0,  # last_two_output_diff: |7.5 - 7.5|
+        1,  # output_stagnation: "7.5" == "7.5\n" normalised
+        1,  # output_is_numeric
+        math.log10(8.5),  # last_output_magnitude
+        0,  # pred_matches_last_success: 15 != 7.5
+        0,  # pred_matches_any_tool_output
+        1,  # last_success_in_reasoning: 7.5
+        0,  # reasoning_lastnum_vs_last_success_diff: last number 7.5
+        0,  # pred_in_reasoning: 15 is not in it
+        1.0,  # tool_output_in_reasoning_frac: 3 of 3
+        24,  # reasoning_length
+        3,  # reasoning_step_count: "Step 1", "next", one ';'
+        1,  # reasoning_has_uncertainty: "Maybe"
+        2,  # n_numbers_in_reasoning: 1, 7.5
+        0,
+        0,
+        0,
+        1,  # n_distinct_outputs
+        1,  # all_outputs_same
+        1,  # expression_complexity: "print ( 7.5 )": one call, no operator
     ]
     vec = features(inp)
     np.testing.assert_allclose(vec[:24], expected, rtol=0, atol=1e-12)
@@ -165,15 +170,25 @@ async def test_online_and_offline_inputs_are_the_same(write_script, canned_kerne
     """The guard's features (from the RunView) equal the trainer's (from the compact record) on a real loop run."""
     captured = []
     original = gstep_module.gate_input_from_view
-    monkeypatch.setattr(gstep_module, "gate_input_from_view",
-                        lambda v, budget: captured.append(original(v, budget)) or captured[-1])
+    monkeypatch.setattr(
+        gstep_module, "gate_input_from_view", lambda v, budget: captured.append(original(v, budget)) or captured[-1]
+    )
     for turns, calls in ((A_TURNS, A_CALLS), (B_TURNS, B_CALLS)):
         script = write_script(*[t["text"] + ("\n```output\n" if t["stop"] == "stop" else "") for t in turns])
-        results = [CellResult(outputs=(Output("error", c[1]),), error=True) if c[2]
-                   else CellResult(outputs=(Output("stdout", c[1] + "\n"),)) for c in calls if c[3]]
+        results = [
+            CellResult(outputs=(Output("error", c[1]),), error=True)
+            if c[2]
+            else CellResult(outputs=(Output("stdout", c[1] + "\n"),))
+            for c in calls
+            if c[3]
+        ]
         captured.clear()
-        agent = Agent(ScriptedBackend(load_script(script)), canned_kernel(results),
-                      guards=GuardChain({"gstep": {"weights": constant_gate(0.01)}}, {"gstep"}), settings=RunSettings())
+        agent = Agent(
+            ScriptedBackend(load_script(script)),
+            canned_kernel(results),
+            guards=GuardChain({"gstep": {"weights": constant_gate(0.01)}}, {"gstep"}),
+            settings=RunSettings(),
+        )
         events = [e async for e in agent.stream("q", gold="72")]
         offline = gate_input_from_record(record_from_events(0, "q", "72", "m", events, events))
         assert len(captured) == 1
@@ -182,27 +197,38 @@ async def test_online_and_offline_inputs_are_the_same(write_script, canned_kerne
         assert features(offline)[:24].tolist() == features(gate_input_from_record(record(turns, calls)))[:24].tolist()
 
 
-async def test_blocks_not_run_use_none_of_the_budget_online_and_offline(write_script, canned_kernel, monkeypatch,
-                                                                       constant_gate):
+async def test_blocks_not_run_use_none_of_the_budget_online_and_offline(
+    write_script, canned_kernel, monkeypatch, constant_gate
+):
     """A declined block and a guard's skip are not calls: budget_remaining counts executed calls only,
     the same way in the guard and in the trainer (which reads the loop's compact record)."""
     captured = []
     original = gstep_module.gate_input_from_view
-    monkeypatch.setattr(gstep_module, "gate_input_from_view",
-                        lambda v, budget: captured.append(original(v, budget)) or captured[-1])
-    script = write_script("Try.\n```python\nprint(1)\n```\n```output\n",
-                          "Again.\n```python\nprint(math.factorial(12))\n```\n```output\n",
-                          "Now.\n```python\nprint(math.factorial(12) // 2)\n```\n```output\n", "So \\boxed{42}")
+    monkeypatch.setattr(
+        gstep_module, "gate_input_from_view", lambda v, budget: captured.append(original(v, budget)) or captured[-1]
+    )
+    script = write_script(
+        "Try.\n```python\nprint(1)\n```\n```output\n",
+        "Again.\n```python\nprint(math.factorial(12))\n```\n```output\n",
+        "Now.\n```python\nprint(math.factorial(12) // 2)\n```\n```output\n",
+        "So \\boxed{42}",
+    )
     answers = iter([False, True])  # the first block necessity skips; the user declines the next one
 
     async def approve(code: str) -> bool:
         return next(answers)
 
     # a gate trained at the run's budget of 2: its frame is the record's
-    chain = GuardChain({"gstep": {"weights": constant_gate(0.01, budget=2)}, "necessity": {"mode": "enforce"}},
-                       {"gstep", "necessity"})
-    agent = Agent(ScriptedBackend(load_script(script)), canned_kernel([CellResult(outputs=(Output("stdout", "42\n"),))]),
-                  guards=chain, settings=RunSettings(max_tool_calls=2), approve=approve)
+    chain = GuardChain(
+        {"gstep": {"weights": constant_gate(0.01, budget=2)}, "necessity": {"mode": "enforce"}}, {"gstep", "necessity"}
+    )
+    agent = Agent(
+        ScriptedBackend(load_script(script)),
+        canned_kernel([CellResult(outputs=(Output("stdout", "42\n"),))]),
+        guards=chain,
+        settings=RunSettings(max_tool_calls=2),
+        approve=approve,
+    )
     events = [e async for e in agent.stream("q", gold="42")]
     skipped = [e for e in events if type(e).__name__ == "ToolResult" and not e.executed]
     assert len(skipped) == 2  # skipped by necessity (enforce), declined by the user

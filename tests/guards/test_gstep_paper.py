@@ -27,8 +27,10 @@ from tuiagent.protocol import CONTINUE
 PROBLEM = "Natalia sold 48 clips in April and half as many in May. How many clips did she sell in all?"
 # The model forgets to define a name, fixes it, then answers: PruneTIR prunes the error once fixed.
 E0 = "Half of 48 is May's count.\n```python\nprint(april + 48 / 2)\n```\n```output\n"
-FIX = ("I forgot to define april. Let me define it and run again.\n```python\napril = 48\nprint(april + 48 / 2)\n"
-       "del april  # a clean kernel for the next run\n```\n```output\n")
+FIX = (
+    "I forgot to define april. Let me define it and run again.\n```python\napril = 48\nprint(april + 48 / 2)\n"
+    "del april  # a clean kernel for the next run\n```\n```output\n"
+)
 CODE = "Half of 48 is 24, then add.\n```python\nprint(48 + 24)\n```\n```output\n"
 CHECK = "Check it another way.\n```python\nprint(2 * 36)\n```\n```output\n"
 ANSWER = "So the total is \\boxed{72}."
@@ -60,8 +62,9 @@ async def test_the_same_state_gives_the_same_p_with_and_without_prunetir(kernel,
     the gate still reads the run in its training frame, so the same state gets the same p."""
     captured = []
     original = gstep_module.gate_input_from_view
-    monkeypatch.setattr(gstep_module, "gate_input_from_view",
-                        lambda v, budget: captured.append(original(v, budget)) or captured[-1])
+    monkeypatch.setattr(
+        gstep_module, "gate_input_from_view", lambda v, budget: captured.append(original(v, budget)) or captured[-1]
+    )
     shipped = {"tau": 1.0}  # the shipped gate; commit whatever it says, so both runs end at the same state
     alone = await run(kernel, [E0, FIX, ANSWER], {"gstep": shipped})
     both = await run(kernel, [E0, FIX, ANSWER], {"gstep": shipped, "prunetir": {}})
@@ -112,7 +115,10 @@ async def test_a_continue_answered_without_a_call_gets_one_forcing_prompt_and_th
     backend = ScriptedBackend([split_tokens(t, -0.01) for t in (CODE, ANSWER, ANSWER, CHECK, ANSWER)])
     events = await run(kernel, [], {"gstep": {"weights": constant_gate(0.9)}}, backend)
     assert [(v.action, v.data["decision"]) for v in gstep(events)] == [
-        (CONTINUE, "continue"), (CONTINUE, "force"), ("commit", "commit")]
+        (CONTINUE, "continue"),
+        (CONTINUE, "force"),
+        ("commit", "commit"),
+    ]
     force = gstep(events)[1]
     assert force.text == force_prompt(critic=False) and force.text in backend.prompts[3]
     assert "one more tool-conditioned step" in force.data["reason"]
@@ -122,7 +128,10 @@ async def test_a_continue_answered_without_a_call_gets_one_forcing_prompt_and_th
     fin = events[-1]
     assert (fin.reason, fin.answer, fin.tool_calls) == ("answer", "72", 2)
     assert [(a.answer, a.final) for a in events if isinstance(a, ev.AnswerAttempt)] == [
-        ("72", False), ("72", False), ("72", True)]
+        ("72", False),
+        ("72", False),
+        ("72", True),
+    ]
 
 
 async def test_a_final_text_without_boxed_consults_the_gate(kernel, constant_gate):

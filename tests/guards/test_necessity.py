@@ -42,53 +42,59 @@ async def run(turns, configs, canned_kernel, results=()):
     return backend, kernel, events, verdicts
 
 
-@pytest.mark.parametrize("code, necessary", [
-    ("print(6 * 7)", False),
-    ("75 / 6", False),
-    ("x = 75 / 6\ny = -x + 2 ** 3\nprint(round(y, 2), abs(int(x)))", False),
-    ("a, b = 3, 4\nprint(f'{a * b:.2f}')", False),
-    ("print('The answer is 42')", False),
-    ("total = 0.5\ntotal += 0.25\nprint(float(total))", False),
-    ("", False),
-    (SYMPY, True),
-    ("import math\nprint(math.ceil(75 / 6))", False),  # syntax that is not bare arithmetic, yet trivial
-    ("import sympy as sp\nprint(48 / 2 + 48)", False),  # an import is no work
-    ("print(math.sqrt(144) + 48 // 5 % 3)", False),
-    ("print(37 * 43)", False),  # 2 x 2 digits
-    ("print(5000 * 0.035 * 3)", False),  # 1 x 2, then 3 x 1 significant digits
-    ("print(10 ** 9, 2 ** 10, 1 / 3 + 1 / 6)", False),
-    ("print(12 + 15 + 8 + 20 + 3)", False),  # five terms
-    ("s = 0\nfor i in range(1, 101):\n    s += i\nprint(s)", True),
-    ("print(sum(range(101)))", True),
-    ("print(x)", True),  # a value from an earlier cell
-    ("\n".join(f"a{i} = {i}" for i in range(9)) + "\nprint(a1 * a2 + a8)", False),  # many statements, little work
-    ("x = 2\n" + "\n".join("x = x * 2 + 1" for _ in range(6)), True),  # 12 operations: a long chain
-    ("print(6 *", True),  # does not parse
-    # needed although it is only arithmetic on literals
-    ("print(123456 * 789)", True),  # long multiplication
-    ("print(123 * 456)", True),  # 3 x 3 digits
-    ("print(2 ** 20)", True),  # large power
-    ("print(1.05 ** 10)", True),  # compound interest
-    ("print(12 + 15 + 8 + 20 + 3 + 9)", True),  # many-term sum
-    ("print(sum([1, 2, 3, 4, 5, 6]))", True),
-    ("total = 0\ntotal += 1234567\nprint(total)", True),  # a long number
-    ("print(355 / 113)", True),  # long division
-    ("print(math.sqrt(2))", True),
-    ("print(math.factorial(10))", True),
-    ("print(math.pi * 5 ** 2)", True),
-])
+@pytest.mark.parametrize(
+    "code, necessary",
+    [
+        ("print(6 * 7)", False),
+        ("75 / 6", False),
+        ("x = 75 / 6\ny = -x + 2 ** 3\nprint(round(y, 2), abs(int(x)))", False),
+        ("a, b = 3, 4\nprint(f'{a * b:.2f}')", False),
+        ("print('The answer is 42')", False),
+        ("total = 0.5\ntotal += 0.25\nprint(float(total))", False),
+        ("", False),
+        (SYMPY, True),
+        ("import math\nprint(math.ceil(75 / 6))", False),  # syntax that is not bare arithmetic, yet trivial
+        ("import sympy as sp\nprint(48 / 2 + 48)", False),  # an import is no work
+        ("print(math.sqrt(144) + 48 // 5 % 3)", False),
+        ("print(37 * 43)", False),  # 2 x 2 digits
+        ("print(5000 * 0.035 * 3)", False),  # 1 x 2, then 3 x 1 significant digits
+        ("print(10 ** 9, 2 ** 10, 1 / 3 + 1 / 6)", False),
+        ("print(12 + 15 + 8 + 20 + 3)", False),  # five terms
+        ("s = 0\nfor i in range(1, 101):\n    s += i\nprint(s)", True),
+        ("print(sum(range(101)))", True),
+        ("print(x)", True),  # a value from an earlier cell
+        ("\n".join(f"a{i} = {i}" for i in range(9)) + "\nprint(a1 * a2 + a8)", False),  # many statements, little work
+        ("x = 2\n" + "\n".join("x = x * 2 + 1" for _ in range(6)), True),  # 12 operations: a long chain
+        ("print(6 *", True),  # does not parse
+        # needed although it is only arithmetic on literals
+        ("print(123456 * 789)", True),  # long multiplication
+        ("print(123 * 456)", True),  # 3 x 3 digits
+        ("print(2 ** 20)", True),  # large power
+        ("print(1.05 ** 10)", True),  # compound interest
+        ("print(12 + 15 + 8 + 20 + 3 + 9)", True),  # many-term sum
+        ("print(sum([1, 2, 3, 4, 5, 6]))", True),
+        ("total = 0\ntotal += 1234567\nprint(total)", True),  # a long number
+        ("print(355 / 113)", True),  # long division
+        ("print(math.sqrt(2))", True),
+        ("print(math.factorial(10))", True),
+        ("print(math.pi * 5 ** 2)", True),
+    ],
+)
 def test_arithmetic_judge(code, necessary):
     got, p, reason = arithmetic_judge(code)
     assert got is necessary and p == (0.0 if necessary else 1.0) and reason
 
 
-@pytest.mark.parametrize("code, words", [
-    ("print(123456 * 789)", "needed: 123456 * 789 is a long multiplication (6 x 3 digits)"),
-    ("print(2 ** 20)", "needed: 2 ** 20 = 1048576 is a large power (7 digits)"),
-    ("print(1 + 2 + 3 + 4 + 5 + 6)", "needed: a sum of 6 terms (> 5)"),
-    ("print(6 * 7)", "trivial: small arithmetic a competent model does in its head"),
-    ("print(x)", "not judged (counted as necessary): line 1: uses 'x' from an earlier cell"),
-])
+@pytest.mark.parametrize(
+    "code, words",
+    [
+        ("print(123456 * 789)", "needed: 123456 * 789 is a long multiplication (6 x 3 digits)"),
+        ("print(2 ** 20)", "needed: 2 ** 20 = 1048576 is a large power (7 digits)"),
+        ("print(1 + 2 + 3 + 4 + 5 + 6)", "needed: a sum of 6 terms (> 5)"),
+        ("print(6 * 7)", "trivial: small arithmetic a competent model does in its head"),
+        ("print(x)", "not judged (counted as necessary): line 1: uses 'x' from an earlier cell"),
+    ],
+)
 def test_arithmetic_judge_says_why(code, words):
     assert arithmetic_judge(code)[2] == words
 
@@ -99,8 +105,10 @@ def test_arithmetic_judge_limits_are_settings():
     assert arithmetic_judge("print(2 ** 20)", relaxed)[0] is False
     assert arithmetic_judge("print(1 + 2 + 3 + 4 + 5 + 6)", relaxed)[0] is False
     assert arithmetic_judge("print(37 * 43)", Necessity.Settings(max_digit_products=3))[0] is True
-    assert arithmetic_judge("print(1 + 2 * 3 - 4 / 2)", Necessity.Settings(max_operations=3))[2] == \
-        "needed: more than 3 arithmetic operations"
+    assert (
+        arithmetic_judge("print(1 + 2 * 3 - 4 / 2)", Necessity.Settings(max_operations=3))[2]
+        == "needed: more than 3 arithmetic operations"
+    )
 
 
 async def test_flag_mode_runs_the_code_anyway(canned_kernel):
@@ -108,7 +116,12 @@ async def test_flag_mode_runs_the_code_anyway(canned_kernel):
     assert kernel.calls == [TRIVIAL]
     assert (v.hook, v.action) == ("on_code", FLAG)
     assert {k: v.data[k] for k in ("necessary", "p_unnecessary", "judge", "mode", "skipped")} == {
-        "necessary": False, "p_unnecessary": 1.0, "judge": "arithmetic", "mode": "flag", "skipped": False}
+        "necessary": False,
+        "p_unnecessary": 1.0,
+        "judge": "arithmetic",
+        "mode": "flag",
+        "skipped": False,
+    }
     # the verdict comes before the kernel result
     kinds = [type(e).__name__ for e in events if isinstance(e, (ev.CodeBlock, ev.GuardVerdict, ev.ToolResult))]
     assert kinds == ["CodeBlock", "GuardVerdict", "ToolResult"]
@@ -121,8 +134,9 @@ async def test_necessary_code_is_flagged_necessary(canned_kernel):
 
 
 async def test_enforce_mode_skips_unnecessary_code(canned_kernel):
-    backend, kernel, events, (v,) = await run([code_turn(TRIVIAL), ANSWER], {"necessity": {"mode": "enforce"}},
-                                              canned_kernel)
+    backend, kernel, events, (v,) = await run(
+        [code_turn(TRIVIAL), ANSWER], {"necessity": {"mode": "enforce"}}, canned_kernel
+    )
     assert kernel.calls == []
     assert v.action == SKIP and v.text == SKIP_TEXT and v.data["skipped"] is True
     (result,) = [e for e in events if isinstance(e, ev.ToolResult)]
@@ -133,8 +147,11 @@ async def test_enforce_mode_skips_unnecessary_code(canned_kernel):
 
 async def test_model_judge_probability_from_first_token(canned_kernel):
     judge_reply = [Token("UNNECESSARY", -0.1)]
-    backend, kernel, _, (v,) = await run([code_turn(TRIVIAL), judge_reply, ANSWER],
-                                         {"necessity": {"judge": "model", "judge_prompt": "ours"}}, canned_kernel)
+    backend, kernel, _, (v,) = await run(
+        [code_turn(TRIVIAL), judge_reply, ANSWER],
+        {"necessity": {"judge": "model", "judge_prompt": "ours"}},
+        canned_kernel,
+    )
     assert v.data["judge"] == "model" and v.data["necessary"] is False
     assert v.data["p_unnecessary"] == pytest.approx(math.exp(-0.1))
     assert kernel.calls == [TRIVIAL]  # flag mode
@@ -148,30 +165,45 @@ async def test_model_judge_probability_from_first_token(canned_kernel):
 
 async def test_model_judge_necessary_below_threshold_runs(canned_kernel):
     judge_reply = [Token("NECESS", -0.2), Token("ARY", -0.01)]
-    _, kernel, _, (v,) = await run([code_turn(TRIVIAL), judge_reply, ANSWER],
-                                   {"necessity": {"judge": "model", "judge_prompt": "ours", "mode": "enforce"}},
-                                   canned_kernel)
+    _, kernel, _, (v,) = await run(
+        [code_turn(TRIVIAL), judge_reply, ANSWER],
+        {"necessity": {"judge": "model", "judge_prompt": "ours", "mode": "enforce"}},
+        canned_kernel,
+    )
     assert v.action == FLAG and v.data["necessary"] is True
     assert v.data["p_unnecessary"] == pytest.approx(1 - math.exp(-0.2))
     assert kernel.calls == [TRIVIAL]
 
 
-@pytest.mark.parametrize("text, lp, p", [
-    ("UNNECESSARY", -0.1, math.exp(-0.1)),
-    (" un", -0.7, math.exp(-0.7)),
-    ("NECESSARY", -0.05, 1 - math.exp(-0.05)),
-    ("Unnecessary", None, 1.0),
-    ("necessary", None, 0.0),
-    ("Maybe", -0.1, None),
-])
+@pytest.mark.parametrize(
+    "text, lp, p",
+    [
+        ("UNNECESSARY", -0.1, math.exp(-0.1)),
+        (" un", -0.7, math.exp(-0.7)),
+        ("NECESSARY", -0.05, 1 - math.exp(-0.05)),
+        ("Unnecessary", None, 1.0),
+        ("necessary", None, 0.0),
+        ("Maybe", -0.1, None),
+    ],
+)
 def test_read_reply(text, lp, p):
     got = read_reply(text, lp)
     assert got == (p if p is None else pytest.approx(p))
 
 
 def view_with(judge) -> RunView:
-    return RunView(problem=PROBLEM, mode="tool", turn=1, turn_text="", turn_tokens=(), calls=(), segments=(),
-                   max_tool_calls=4, tools_suspended=False, judge=judge)
+    return RunView(
+        problem=PROBLEM,
+        mode="tool",
+        turn=1,
+        turn_text="",
+        turn_tokens=(),
+        calls=(),
+        segments=(),
+        max_tool_calls=4,
+        tools_suspended=False,
+        judge=judge,
+    )
 
 
 async def test_model_judge_falls_back_to_rule():
@@ -207,8 +239,13 @@ PAPER_JUDGE = (
     '{{"tool_necessary": true, "reason": "1-2 sentences"}}'
 )
 WORD_PROBLEM = "A shop sells 6 boxes of 7 pens. How many pens does it sell?"
-JUDGE_SAYS = {"tokens": [['{"tool_necessary": ', -0.3], ["false", -0.2],
-                         [', "reason": "6 times 7 is trivial arithmetic."}', -0.01]]}
+JUDGE_SAYS = {
+    "tokens": [
+        ['{"tool_necessary": ', -0.3],
+        ["false", -0.2],
+        [', "reason": "6 times 7 is trivial arithmetic."}', -0.01],
+    ]
+}
 SOLVER_TURNS = ["Let me compute.\n```python\nprint(6 * 7)\n```\n```output\n", "So the shop sells \\boxed{42} pens."]
 
 
@@ -222,7 +259,8 @@ async def jupyter(tmp_path):
 
 def models_file(tmp_path, judge_script) -> Path:
     path = tmp_path / "models.toml"
-    path.write_text(f"""
+    path.write_text(
+        f"""
 [models.solver]
 backend = "scripted"
 chat_template = "chatml"
@@ -236,29 +274,52 @@ chat_template = "chatml"
 [models.judge.source]
 kind = "script"
 path = {json.dumps(str(judge_script))}
-""", encoding="utf-8")
+""",
+        encoding="utf-8",
+    )
     return path
 
 
 async def solve(tmp_path, jupyter, solver: ScriptedBackend, settings: dict, judges: JudgeModels | None = None):
     """One run of WORD_PROBLEM through run_problem, the real loop and the real kernel; its events."""
     models = models_file(tmp_path, tmp_path / "judge.jsonl")
-    request = RunRequest(problem=WORD_PROBLEM, model="solver", models_file=models, gold="42", out=tmp_path / "runs",
-                         guards=("necessity",), guard_settings={"necessity": settings})
+    request = RunRequest(
+        problem=WORD_PROBLEM,
+        model="solver",
+        models_file=models,
+        gold="42",
+        out=tmp_path / "runs",
+        guards=("necessity",),
+        guard_settings={"necessity": settings},
+    )
     events: list = []
-    await run_problem(request, events.append, backend=solver, spec=load_models(models).get("solver"), kernel=jupyter,
-                      judge_models=judges)
+    await run_problem(
+        request,
+        events.append,
+        backend=solver,
+        spec=load_models(models).get("solver"),
+        kernel=jupyter,
+        judge_models=judges,
+    )
     return events
 
 
 def asked(question: str, code: str) -> str:
-    return render_named("chatml", [{"role": "user", "content": PAPER_JUDGE.format(
-        question=question, tool_type="python", tool_content=code)}])
+    return render_named(
+        "chatml",
+        [{"role": "user", "content": PAPER_JUDGE.format(question=question, tool_type="python", tool_content=code)}],
+    )
 
 
 async def test_model_judge_asks_the_papers_prompt_verbatim(tmp_path, jupyter):
-    solver = ScriptedBackend([split_tokens(SOLVER_TURNS[0], -0.01), [Token(t, lp) for t, lp in JUDGE_SAYS["tokens"]],
-                              split_tokens(SOLVER_TURNS[1], -0.01)], model_id="solver")
+    solver = ScriptedBackend(
+        [
+            split_tokens(SOLVER_TURNS[0], -0.01),
+            [Token(t, lp) for t, lp in JUDGE_SAYS["tokens"]],
+            split_tokens(SOLVER_TURNS[1], -0.01),
+        ],
+        model_id="solver",
+    )
     events = await solve(tmp_path, jupyter, solver, {"judge": "model"})
     (v,) = [e for e in events if isinstance(e, ev.GuardVerdict) and e.guard == "necessity"]
     # the model under test was asked, in a fresh chat, the paper's prompt for the question, the tool and its input
@@ -302,18 +363,30 @@ async def test_a_judge_that_fails_falls_back_visibly(tmp_path, jupyter):
     def broken(spec):
         raise RuntimeError("the judge would not load")
 
-    events = await solve(tmp_path, jupyter, solver, {"judge": "model", "judge_model": "judge"},
-                         JudgeModels(tmp_path / "models.toml", opener=broken))
+    events = await solve(
+        tmp_path,
+        jupyter,
+        solver,
+        {"judge": "model", "judge_model": "judge"},
+        JudgeModels(tmp_path / "models.toml", opener=broken),
+    )
     (v,) = [e for e in events if isinstance(e, ev.GuardVerdict) and e.guard == "necessity"]
     assert v.data["judge"] == "arithmetic" and "the judge would not load" in v.data["fallback"]
 
 
-@pytest.mark.parametrize("tokens, necessary, p, reason", [
-    ([('{"tool_necessary": ', -0.3), ("false", -0.2), ('}', -0.1)], False, math.exp(-0.2), ""),
-    ([("```json\n{", -0.1), ('"tool_necessary": true', -0.4), (', "reason": "a \\"loop\\""}', -0.1)],
-     True, 1 - math.exp(-0.4), 'a "loop"'),
-    ([('{"tool_necessary": false, "reason": "easy"}', None)], False, 1.0, "easy"),
-])
+@pytest.mark.parametrize(
+    "tokens, necessary, p, reason",
+    [
+        ([('{"tool_necessary": ', -0.3), ("false", -0.2), ("}", -0.1)], False, math.exp(-0.2), ""),
+        (
+            [("```json\n{", -0.1), ('"tool_necessary": true', -0.4), (', "reason": "a \\"loop\\""}', -0.1)],
+            True,
+            1 - math.exp(-0.4),
+            'a "loop"',
+        ),
+        ([('{"tool_necessary": false, "reason": "easy"}', None)], False, 1.0, "easy"),
+    ],
+)
 def test_read_paper_reply(tokens, necessary, p, reason):
     reply = JudgeReply("".join(t for t, _ in tokens), tuple(TokenLP(t, lp) for t, lp in tokens))
     got_necessary, got_p, _, got_reason = read_paper_reply(reply)
@@ -342,24 +415,50 @@ async def test_earlier_name_rule_still_loads_and_runs_the_heuristic(canned_kerne
     assert "(rule)" in Necessity.display(old).lines[0][-1].text  # an earlier trajectory reads as it was
 
 
-@pytest.mark.parametrize("question, code, necessary, words", [
-    ("A floor is 123 by 456 tiles, 56088 in all. How many rows?", "print(123 * 456)", False,
-     "trivial: only recomputes numbers the question states (123 * 456 = 56088); the rest is small arithmetic"),
-    ("A floor is 123 by 456 tiles. How many in all?", "print(123 * 456)", True,
-     "needed: 123 * 456 is a long multiplication (3 x 3 digits)"),
-    ("Six numbers add up to 1,236: 100, 200, 300, 400, 111 and 125.", "print(100 + 200 + 300 + 400 + 111 + 125)",
-     False, "trivial: only recomputes numbers the question states (the sum of 6 terms = 1236); the rest is small arithmetic"),
-    ("It costs $1,048,576.", "print(2 ** 20)", False,
-     "trivial: only recomputes numbers the question states (2 ** 20 = 1048576); the rest is small arithmetic"),
-    ("What is 6 times 7?", "print(6 * 7)", False, "trivial: small arithmetic a competent model does in its head"),
-])
+@pytest.mark.parametrize(
+    "question, code, necessary, words",
+    [
+        (
+            "A floor is 123 by 456 tiles, 56088 in all. How many rows?",
+            "print(123 * 456)",
+            False,
+            "trivial: only recomputes numbers the question states (123 * 456 = 56088); the rest is small arithmetic",
+        ),
+        (
+            "A floor is 123 by 456 tiles. How many in all?",
+            "print(123 * 456)",
+            True,
+            "needed: 123 * 456 is a long multiplication (3 x 3 digits)",
+        ),
+        (
+            "Six numbers add up to 1,236: 100, 200, 300, 400, 111 and 125.",
+            "print(100 + 200 + 300 + 400 + 111 + 125)",
+            False,
+            "trivial: only recomputes numbers the question states (the sum of 6 terms = 1236); the rest is small arithmetic",
+        ),
+        (
+            "It costs $1,048,576.",
+            "print(2 ** 20)",
+            False,
+            "trivial: only recomputes numbers the question states (2 ** 20 = 1048576); the rest is small arithmetic",
+        ),
+        ("What is 6 times 7?", "print(6 * 7)", False, "trivial: small arithmetic a competent model does in its head"),
+    ],
+)
 def test_arithmetic_heuristic_reads_the_question(question, code, necessary, words):
     assert arithmetic_judge(code, question=question) == (necessary, 0.0 if necessary else 1.0, words)
 
 
 def test_stated_numbers():
     assert stated_numbers("$1,200 for 3.5 hours at a 25% discount, 2,50 and 7.") == {
-        Fraction(1200), Fraction(7, 2), Fraction(25), Fraction(1, 4), Fraction(2), Fraction(50), Fraction(7)}
+        Fraction(1200),
+        Fraction(7, 2),
+        Fraction(25),
+        Fraction(1, 4),
+        Fraction(2),
+        Fraction(50),
+        Fraction(7),
+    }
 
 
 def test_unnecessary_calls_metric_reads_the_question():

@@ -48,8 +48,10 @@ def tb(name: str, message: str, code: str, line: int, cell: int = 1) -> str:
     """An IPython-style traceback, as the Jupyter kernel reports it (ANSI stripped)."""
     lines = code.splitlines()
     body = "\n".join(("----> " if i == line else "      ") + f"{i} {t}" for i, t in enumerate(lines, 1))
-    return (f"{'-' * 75}\n{name}{' ' * 33}Traceback (most recent call last)\nCell In[{cell}], line {line}\n"
-            f"{body}\n\n{name}: {message}")
+    return (
+        f"{'-' * 75}\n{name}{' ' * 33}Traceback (most recent call last)\nCell In[{cell}], line {line}\n"
+        f"{body}\n\n{name}: {message}"
+    )
 
 
 def err(name: str, message: str, code: str, line: int = 1, **kw) -> CellResult:
@@ -106,8 +108,9 @@ async def test_stp_prunes_a_fixed_error_from_the_next_prompt(canned_kernel):
     events = await run(backend, kernel, chain())
 
     # what the model saw next: e0's reasoning, then the successful call and its output, nothing else
-    assert backend.prompts[2] == (backend.prompts[0] + E0_PROSE + "\n" + f"```python\n{FIX_CODE}\n```\n"
-                                  + "```output\n385\n```\n")
+    assert backend.prompts[2] == (
+        backend.prompts[0] + E0_PROSE + "\n" + f"```python\n{FIX_CODE}\n```\n" + "```output\n385\n```\n"
+    )
     assert "NameError" not in backend.prompts[2] and FIX_PROSE not in backend.prompts[2]
     assert f"```python\n{E0_CODE}" not in backend.prompts[2]
     assert f"```python\n{E0_CODE}" in backend.prompts[1] and "NameError" in backend.prompts[1]  # before the prune
@@ -154,24 +157,33 @@ SHIFT_NEW = "import math\ntotal = sum(2 * math.isqrt(100 - a * a) + 1 for a in r
 
 
 async def test_intent_shift_keeps_the_new_strategy(canned_kernel):
-    backend = RecordingBackend([
-        turn("I let sympy list the lattice points.", SHIFT_E0),
-        turn("Maybe it lives in sympy.geometry.", SHIFT_TRY),
-        turn(SHIFT_NEW_PROSE, SHIFT_NEW),
-        "\\boxed{317}",
-    ])
-    kernel = canned_kernel([
-        err("AttributeError", "module 'sympy' has no attribute 'lattice_points_in_circle'", SHIFT_E0, 2),
-        err("ImportError", "cannot import name 'lattice_points_in_circle'", SHIFT_TRY, 1),
-        ok("317"),
-    ])
+    backend = RecordingBackend(
+        [
+            turn("I let sympy list the lattice points.", SHIFT_E0),
+            turn("Maybe it lives in sympy.geometry.", SHIFT_TRY),
+            turn(SHIFT_NEW_PROSE, SHIFT_NEW),
+            "\\boxed{317}",
+        ]
+    )
+    kernel = canned_kernel(
+        [
+            err("AttributeError", "module 'sympy' has no attribute 'lattice_points_in_circle'", SHIFT_E0, 2),
+            err("ImportError", "cannot import name 'lattice_points_in_circle'", SHIFT_TRY, 1),
+            ok("317"),
+        ]
+    )
     events = await run(backend, kernel, chain())
     prune = verdicts(events)[-1]
     assert prune.action == "prune" and prune.data["intent_shift"] is True
     assert prune.data["shares_failing_statement"] is False and prune.data["jaccard"] < 0.5
     assert prune.data["pruned_calls"] == [1, 2] and prune.data["attempts"] == 2
-    assert backend.prompts[3] == (backend.prompts[0] + "I let sympy list the lattice points.\n" + SHIFT_NEW_PROSE + "\n"
-                                  + f"```python\n{SHIFT_NEW}\n```\n```output\n317\n```\n")
+    assert backend.prompts[3] == (
+        backend.prompts[0]
+        + "I let sympy list the lattice points.\n"
+        + SHIFT_NEW_PROSE
+        + "\n"
+        + f"```python\n{SHIFT_NEW}\n```\n```output\n317\n```\n"
+    )
 
 
 SHIFT_TYPO = SHIFT_NEW.replace("math.isqrt", "mth.isqrt")
@@ -181,23 +193,32 @@ SHIFT_FIX_PROSE = "Typo: the module is math."
 async def test_an_intent_shift_on_an_earlier_turn_of_the_episode_keeps_that_turns_reasoning(canned_kernel):
     """The model switches strategy on the first resolution turn, that new block fails on a typo, and
     the next turn fixes the typo: the new strategy's reasoning is the switch turn's, not the fix-up's."""
-    backend = RecordingBackend([
-        turn("I let sympy list the lattice points.", SHIFT_E0),
-        turn(SHIFT_NEW_PROSE, SHIFT_TYPO),
-        turn(SHIFT_FIX_PROSE, SHIFT_NEW),
-        "\\boxed{317}",
-    ])
-    kernel = canned_kernel([
-        err("AttributeError", "module 'sympy' has no attribute 'lattice_points_in_circle'", SHIFT_E0, 2),
-        err("NameError", "name 'mth' is not defined", SHIFT_TYPO, 2),
-        ok("317"),
-    ])
+    backend = RecordingBackend(
+        [
+            turn("I let sympy list the lattice points.", SHIFT_E0),
+            turn(SHIFT_NEW_PROSE, SHIFT_TYPO),
+            turn(SHIFT_FIX_PROSE, SHIFT_NEW),
+            "\\boxed{317}",
+        ]
+    )
+    kernel = canned_kernel(
+        [
+            err("AttributeError", "module 'sympy' has no attribute 'lattice_points_in_circle'", SHIFT_E0, 2),
+            err("NameError", "name 'mth' is not defined", SHIFT_TYPO, 2),
+            ok("317"),
+        ]
+    )
     events = await run(backend, kernel, chain())
     prune = verdicts(events)[-1]
     assert prune.action == "prune" and prune.data["intent_shift"] is True and prune.data["kept_new_strategy"] is True
     assert prune.data["new_strategy_call"] == 2 and prune.data["pruned_calls"] == [1, 2]
-    assert backend.prompts[3] == (backend.prompts[0] + "I let sympy list the lattice points.\n" + SHIFT_NEW_PROSE
-                                  + "\n" + f"```python\n{SHIFT_NEW}\n```\n```output\n317\n```\n")
+    assert backend.prompts[3] == (
+        backend.prompts[0]
+        + "I let sympy list the lattice points.\n"
+        + SHIFT_NEW_PROSE
+        + "\n"
+        + f"```python\n{SHIFT_NEW}\n```\n```output\n317\n```\n"
+    )
     assert SHIFT_FIX_PROSE not in backend.prompts[3] and "mth" not in backend.prompts[3]
 
 
@@ -216,16 +237,18 @@ async def test_no_intent_shift_drops_the_fix_up_text_and_the_test_is_swappable(c
     backend, coro = run_with(True)
     events = await coro
     assert verdicts(events)[-1].data["intent_shift"] is True
-    assert backend.prompts[2] == (backend.prompts[0] + E0_PROSE + "\n" + FIX_PROSE + "\n"
-                                  + f"```python\n{FIX_CODE}\n```\n```output\n385\n```\n")
+    assert backend.prompts[2] == (
+        backend.prompts[0] + E0_PROSE + "\n" + FIX_PROSE + "\n" + f"```python\n{FIX_CODE}\n```\n```output\n385\n```\n"
+    )
 
 
 async def test_timeout_counts_as_an_error(canned_kernel):
     slow = "count = sum(1 for n in range(10**10) if n % 7 == 3)\nprint(count)"
     fast = "count = (10**10 - 3 + 6) // 7\nprint(count)"
     for result in (timeout(slow), timeout(slow, error=False)):  # the kernel sets both; a timeout alone suffices
-        backend = RecordingBackend([turn("Brute force.", slow), turn("Too slow; count arithmetically.", fast),
-                                    "\\boxed{1}"])
+        backend = RecordingBackend(
+            [turn("Brute force.", slow), turn("Too slow; count arithmetically.", fast), "\\boxed{1}"]
+        )
         events = await run(backend, canned_kernel([result, ok("1428571429")]), chain())
         flag, prune = verdicts(events)
         assert flag.data["timed_out"] is True and prune.action == "prune" and prune.data["pruned_calls"] == [1]
@@ -243,8 +266,11 @@ def stuck_results(codes):
 
 
 async def test_stpr_resamples_e0s_turn_at_the_turn_limit(canned_kernel):
-    turns = ([PRE] + [turn(f"Attempt {i}.", STUCK[i]) for i in range(4)]
-             + [turn("Resampled: plain arithmetic.", "print(base * 6)"), "\\boxed{42}"])
+    turns = (
+        [PRE]
+        + [turn(f"Attempt {i}.", STUCK[i]) for i in range(4)]
+        + [turn("Resampled: plain arithmetic.", "print(base * 6)"), "\\boxed{42}"]
+    )
     backend = RecordingBackend(turns)
     kernel = canned_kernel([ok("7")] + stuck_results(STUCK[:4]) + [ok("42")])
     events = await run(backend, kernel, chain(resample_seed=3))
@@ -264,7 +290,9 @@ async def test_stpr_resamples_e0s_turn_at_the_turn_limit(canned_kernel):
     assert r.data["pruned_calls"] == [2, 3, 4, 5] and r.data["erroneous_calls"] == [2, 3, 4, 5]
     assert r.data["sampling"] == {"temperature": 0.7, "seed": s[5].seed}
     cut = [e for e in events if isinstance(e, ev.ContextPruned)]
-    assert len(cut) == 1 and cut[0].truncate_to == r.data["truncate_to"] == 4  # after prompt, turn 1 prose, code, output
+    assert (
+        len(cut) == 1 and cut[0].truncate_to == r.data["truncate_to"] == 4
+    )  # after prompt, turn 1 prose, code, output
     assert "Attempt 0." in cut[0].removed_text and "magic_3" in cut[0].removed_text
 
     fin = events[-1]
@@ -278,7 +306,9 @@ async def test_stpr_resamples_e0s_turn_at_the_turn_limit(canned_kernel):
 @pytest.mark.parametrize("limit", [1, 2])
 async def test_turn_limit_setting(canned_kernel, limit):
     turns = [turn(f"Attempt {i}.", STUCK[i]) for i in range(limit + 1)] + ["\\boxed{0}"]
-    events = await run(RecordingBackend(turns), canned_kernel(stuck_results(STUCK[: limit + 1])), chain(turn_limit=limit))
+    events = await run(
+        RecordingBackend(turns), canned_kernel(stuck_results(STUCK[: limit + 1])), chain(turn_limit=limit)
+    )
     vs = verdicts(events)
     assert [v.action for v in vs] == ["flag"] * limit + ["resample"]
     assert vs[-1].data["attempts"] == limit and vs[-1].data["turn_limit"] == limit
@@ -288,8 +318,10 @@ async def test_turn_limit_setting(canned_kernel, limit):
 
 
 async def test_rtts_after_retry_limit_stprs_in_a_row(canned_kernel):
-    turns = ([turn(f"Try {i}.", STUCK[i]) for i in range(8)]
-             + [turn("Let me still try code.", "print(base)"), "By hand the value is 42.\n\\boxed{42}"])
+    turns = [turn(f"Try {i}.", STUCK[i]) for i in range(8)] + [
+        turn("Let me still try code.", "print(base)"),
+        "By hand the value is 42.\n\\boxed{42}",
+    ]
     backend = RecordingBackend(turns)
     kernel = canned_kernel(stuck_results(STUCK[:8]))
     events = await run(backend, kernel, chain(resample_seed=11))
@@ -330,8 +362,14 @@ async def test_rtts_for_the_rest_of_the_run_when_the_span_is_none(canned_kernel)
 
 def test_a_suspension_recorded_before_spans_lasts_the_run():
     """Old trajectories: a suspend verdict without ``suspend_turns`` reads as before (no return)."""
-    old = VerdictRecord("prunetir", "on_tool_result", SUSPEND, reason="STPR #2 in a row + RTTS", turn=8,
-                        data={"stuck_in_a_row": 2, "rtts": True})
+    old = VerdictRecord(
+        "prunetir",
+        "on_tool_result",
+        SUSPEND,
+        reason="STPR #2 in a row + RTTS",
+        turn=8,
+        data={"stuck_in_a_row": 2, "rtts": True},
+    )
     assert tools_return_turn(old.turn, old.data) is None
     assert PruneTIR.display(old).title == "⚠ RTTS: the tool is suspended from here on"
     assert tools_return_turn(8, {"suspend_turns": 3}) == 12
@@ -368,10 +406,15 @@ async def test_real_kernel_the_tool_comes_back_after_rttss_span(kernel):
     # the return is in the trajectory just before turn 12 starts, and in the model's context
     i = next(i for i, e in enumerate(events) if isinstance(e, ev.TurnStarted) and e.turn == 12)
     notice, note = events[i - 2], events[i - 1]
-    assert isinstance(notice, ev.Notice) and notice.message == "the tool is back from turn 12: prunetir's suspension is over"
+    assert (
+        isinstance(notice, ev.Notice)
+        and notice.message == "the tool is back from turn 12: prunetir's suspension is over"
+    )
     assert isinstance(note, ev.ContextAppended) and (note.text, note.source) == (TOOLS_BACK_NOTE, "prunetir")
-    assert backend.prompts[11].endswith("```output\nThe tool is unavailable: continue by reasoning step by step "
-                                        "and give the answer in \\boxed{}.\n```\n" + TOOLS_BACK_NOTE)
+    assert backend.prompts[11].endswith(
+        "```output\nThe tool is unavailable: continue by reasoning step by step "
+        "and give the answer in \\boxed{}.\n```\n" + TOOLS_BACK_NOTE
+    )
     fin = events[-1]
     assert (fin.reason, fin.answer, fin.tool_calls) == ("answer", "42", 9)
     assert run_metrics(events)["rtts"] == 1
@@ -393,8 +436,12 @@ async def test_real_kernel_a_fork_after_the_return_keeps_the_tool(kernel, tmp_pa
 
 
 async def test_a_success_between_stuck_episodes_breaks_the_row(canned_kernel):
-    turns = ([turn(f"Try {i}.", STUCK[i]) for i in range(4)] + [PRE]
-             + [turn(f"Try {i}.", STUCK[i]) for i in range(4, 8)] + ["\\boxed{7}"])
+    turns = (
+        [turn(f"Try {i}.", STUCK[i]) for i in range(4)]
+        + [PRE]
+        + [turn(f"Try {i}.", STUCK[i]) for i in range(4, 8)]
+        + ["\\boxed{7}"]
+    )
     kernel = canned_kernel(stuck_results(STUCK[:4]) + [ok("7")] + stuck_results(STUCK[4:8]))
     events = await run(RecordingBackend(turns), kernel, chain())
     actions = [v.action for v in verdicts(events)]
@@ -479,9 +526,12 @@ async def test_prunetir_speaks_before_attc_and_a_resample_silences_it(canned_ker
     events = await run(RecordingBackend(turns), kernel, both())
     seen = [(e.guard, e.action, e.data.get("call")) for e in events if isinstance(e, ev.GuardVerdict)]
     assert seen == [
-        ("prunetir", "flag", 1), ("attc", "inject", 1),
-        ("prunetir", "flag", 2), ("attc", "inject", 2),
-        ("prunetir", "flag", 3), ("attc", "inject", 3),
+        ("prunetir", "flag", 1),
+        ("attc", "inject", 1),
+        ("prunetir", "flag", 2),
+        ("attc", "inject", 2),
+        ("prunetir", "flag", 3),
+        ("attc", "inject", 3),
         ("prunetir", "resample", 4),  # the chain stops: no ATTC sentence about a call that is gone
         ("attc", "inject", 5),
     ]
@@ -499,8 +549,9 @@ async def test_stp_prunes_attc_sentences_of_the_episode(canned_kernel, with_fake
 
 async def test_rtts_truncation_also_silences_attc(canned_kernel, with_fake_attc):
     turns = [turn(f"Try {i}.", STUCK[i]) for i in range(2)] + ["\\boxed{0}"]
-    events = await run(RecordingBackend(turns), canned_kernel(stuck_results(STUCK[:2])),
-                       both(turn_limit=1, retry_limit=1))
+    events = await run(
+        RecordingBackend(turns), canned_kernel(stuck_results(STUCK[:2])), both(turn_limit=1, retry_limit=1)
+    )
     seen = [(e.guard, e.action) for e in events if isinstance(e, ev.GuardVerdict)]
     assert seen == [("prunetir", "flag"), ("attc", "inject"), ("prunetir", "suspend")]
 
@@ -521,10 +572,12 @@ ZERO_CODE = "def f(a, b):\n    return a / b\n\ntotal = 0\nfor i in range(3):\n  
 def test_failing_statement_reads_the_traceback():
     assert failing_statement(ZERO_CODE, IPY_ZERO) == "return a / b"
     # a frame in an earlier cell (a function defined there) is not e0's own line
-    other = "Cell In[5], line 1\n----> 1 g(0)\n\nCell In[2], line 2, in g(x)\n----> 2     return 1 / x\n\nZeroDivisionError"
+    other = (
+        "Cell In[5], line 1\n----> 1 g(0)\n\nCell In[2], line 2, in g(x)\n----> 2     return 1 / x\n\nZeroDivisionError"
+    )
     assert failing_statement("g(0)", other) == "g(0)"
     assert failing_statement("x = 1\ny = x +", "SyntaxError: incomplete input") == "y = x +"  # unknown: last line
-    assert failing_statement("x = 1\nprint(y)", "  File \"<string>\", line 2\nNameError") == "print(y)"
+    assert failing_statement("x = 1\nprint(y)", '  File "<string>", line 2\nNameError') == "print(y)"
 
 
 def test_intent_test_and_jaccard():
@@ -540,20 +593,30 @@ def test_intent_test_and_jaccard():
 
 def test_settings_are_documented_and_checked():
     tags = {f.name: f.metadata["tag"] for f in dataclasses.fields(PruneTIRSettings)}
-    assert tags["turn_limit"] == tags["retry_limit"] == tags["intent_jaccard"] == tags["resample_temperature"] == "default"
+    assert (
+        tags["turn_limit"] == tags["retry_limit"] == tags["intent_jaccard"] == tags["resample_temperature"] == "default"
+    )
     assert tags["suspend_turns"] == "default" and PruneTIRSettings().suspend_turns == 3  # [ours]
     assert parse_settings(PruneTIRSettings, {"suspend_turns": "none"}, guard="prunetir").suspend_turns is None
     assert PruneTIRSettings().turn_limit == 3 and PruneTIRSettings().retry_limit == 2
     assert PruneTIRSettings().resample_temperature > 0 and PruneTIRSettings().intent_jaccard == 0.5
-    for bad in ({"turn_limit": 0}, {"resample_temperature": 0}, {"intent_jaccard": 1.5}, {"stp": "maybe"},
-                {"suspend_turns": 0}):
+    for bad in (
+        {"turn_limit": 0},
+        {"resample_temperature": 0},
+        {"intent_jaccard": 1.5},
+        {"stp": "maybe"},
+        {"suspend_turns": 0},
+    ):
         with pytest.raises(SettingsError):
             parse_settings(PruneTIRSettings, bad, guard="prunetir")
     assert PruneTIR.name == "prunetir" and PruneTIR.order == 10 and PruneTIR.__doc__.strip()
 
 
 def test_loop_applies_only_sampling_fields():
-    assert resample_sampling({"sampling": {"temperature": 0.7, "seed": 5}, "episode": 1}) == {"temperature": 0.7, "seed": 5}
+    assert resample_sampling({"sampling": {"temperature": 0.7, "seed": 5}, "episode": 1}) == {
+        "temperature": 0.7,
+        "seed": 5,
+    }
     assert resample_sampling({"temperature": 0.5, "episode": 1, "max_tokens": 9}) == {"temperature": 0.5}
     assert resample_sampling({}) == {}
 

@@ -35,25 +35,36 @@ class Case:
     code: str
     timeout: float
     expect: str  # "interrupted", "restarted", "died", "refused", "truncated", "ok", or an exception name
-    levels: tuple[str, ...] = ("strict", "netns", "policy")  # where the case holds (an OSError from the OS, or the policy)
+    levels: tuple[str, ...] = (
+        "strict",
+        "netns",
+        "policy",
+    )  # where the case holds (an OSError from the OS, or the policy)
 
 
 CASES = {
     "pure-Python infinite loop": Case("while True: pass", 2, "interrupted"),
-    "sympy call that does not return": Case("sp.factorint(sp.nextprime(10**40) * sp.nextprime(10**41))", 2, "interrupted"),
+    "sympy call that does not return": Case(
+        "sp.factorint(sp.nextprime(10**40) * sp.nextprime(10**41))", 2, "interrupted"
+    ),
     "C loop that ignores interrupts": Case("sum(range(10**15))", 2, "restarted"),
     "thread left running": Case(
-        "import threading, time\nthreading.Thread(target=lambda: time.sleep(1000), daemon=True).start()", 5,
-        "restarted"),
-    "_thread.start_new_thread": Case("import _thread, time\n_thread.start_new_thread(time.sleep, (1000,))", 5,
-                                     "restarted"),
+        "import threading, time\nthreading.Thread(target=lambda: time.sleep(1000), daemon=True).start()", 5, "restarted"
+    ),
+    "_thread.start_new_thread": Case(
+        "import _thread, time\n_thread.start_new_thread(time.sleep, (1000,))", 5, "restarted"
+    ),
     "threading.Timer": Case("import threading\nthreading.Timer(1000, print).start()", 5, "restarted"),
     "stray-thread check replaced": Case(
         "import threading, time\nthreading.enumerate = lambda: []\nthreading.Thread(target=time.sleep, args=(1000,)).start()",
-        5, "restarted"),
+        5,
+        "restarted",
+    ),
     "SIGALRM handler and timer left set": Case(
-        "import signal\nsignal.signal(signal.SIGALRM, lambda *a: print('boom'))\nsignal.setitimer(signal.ITIMER_REAL, 3)", 5,
-        "restarted"),
+        "import signal\nsignal.signal(signal.SIGALRM, lambda *a: print('boom'))\nsignal.setitimer(signal.ITIMER_REAL, 3)",
+        5,
+        "restarted",
+    ),
     "SIGTERM ignored": Case("import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN)", 5, "restarted"),
     "memory bomb": Case("hog = [bytearray(10**7) for _ in range(10**6)]", 30, "MemoryError"),
     "fork bomb": Case("import os\nwhile True: os.fork()", 5, "refused"),
@@ -66,22 +77,34 @@ CASES = {
     "os._exit(1)": Case("import os; os._exit(1)", 30, "died"),
     "segfault through ctypes": Case("import ctypes; ctypes.string_at(0)", 5, "refused"),
     "SIGINT handler changed": Case(
-        "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass", 2, "restarted"),
+        "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass", 2, "restarted"
+    ),
     "signal another process": Case("import os, signal; os.kill(os.getppid(), signal.SIGTERM)", 5, "refused"),
     "read the app's environment": Case("import os; open(f'/proc/{os.getppid()}/environ').read()", 5, "refused"),
     "read a secret through dir_fd": Case(
-        "import os; os.read(os.open('shadow', os.O_RDONLY, dir_fd=os.open('/etc', os.O_RDONLY)), 10)", 5,
-        "PermissionError", levels=("strict",)),
+        "import os; os.read(os.open('shadow', os.O_RDONLY, dir_fd=os.open('/etc', os.O_RDONLY)), 10)",
+        5,
+        "PermissionError",
+        levels=("strict",),
+    ),
     "start a process without an audit event": Case(
-        "import multiprocessing.util as u; u.spawnv_passfds(b'/bin/sleep', [b'sleep', b'100'], [])", 5,
-        "PermissionError", levels=("strict",)),
+        "import multiprocessing.util as u; u.spawnv_passfds(b'/bin/sleep', [b'sleep', b'100'], [])",
+        5,
+        "PermissionError",
+        levels=("strict",),
+    ),
     "signal the app through a pidfd": Case(
-        f"import os, signal; signal.pidfd_send_signal(os.pidfd_open({os.getpid()}), signal.SIGTERM)", 5,
-        "OSError", levels=("strict",)),
-    "renice the app": Case(f"import os; os.setpriority(os.PRIO_PROCESS, {os.getpid()}, 19)", 5, "OSError",
-                           levels=("strict",)),
-    "2 GiB file": Case("import os; os.posix_fallocate(os.open('big', os.O_CREAT | os.O_WRONLY), 0, 2 << 30)", 10,
-                       "OSError"),
+        f"import os, signal; signal.pidfd_send_signal(os.pidfd_open({os.getpid()}), signal.SIGTERM)",
+        5,
+        "OSError",
+        levels=("strict",),
+    ),
+    "renice the app": Case(
+        f"import os; os.setpriority(os.PRIO_PROCESS, {os.getpid()}, 19)", 5, "OSError", levels=("strict",)
+    ),
+    "2 GiB file": Case(
+        "import os; os.posix_fallocate(os.open('big', os.O_CREAT | os.O_WRONLY), 0, 2 << 30)", 10, "OSError"
+    ),
     "too many open files": Case("fs = [open('/dev/null') for _ in range(5000)]", 10, "OSError"),
     "list /proc": Case("import os; print(len(os.listdir('/proc')) > 0)", 5, "ok"),
     "lone surrogate between good prints": Case("print('before'); print('\\ud800'); print('after')", 5, "ok"),
@@ -172,9 +195,11 @@ async def test_files_outside_the_run_directory_cannot_be_read_changed_or_deleted
 
 
 async def test_links_planted_for_the_image_saver_are_not_followed(kernel, user_files):
-    code = (f"import os\nfor n in range(1, 50): os.symlink({str(user_files / 'notes.txt')!r}, f'image-{{n}}.png')\n"
-            "from IPython.display import Image, display\n"
-            "display(Image(data=b'\\x89PNG\\r\\n\\x1a\\n' + b'x' * 100, format='png'))")
+    code = (
+        f"import os\nfor n in range(1, 50): os.symlink({str(user_files / 'notes.txt')!r}, f'image-{{n}}.png')\n"
+        "from IPython.display import Image, display\n"
+        "display(Image(data=b'\\x89PNG\\r\\n\\x1a\\n' + b'x' * 100, format='png'))"
+    )
     result = await kernel.execute(code, 10)
     saved = [o.path for o in result.outputs if o.path]
     assert saved and all(not p.startswith(str(kernel.workdir)) for p in saved), result.text
@@ -193,7 +218,9 @@ async def test_the_run_directory_is_home_and_scratch(kernel):
 
 
 async def test_the_apps_secrets_are_not_in_the_kernels_environment(kernel):
-    result = await kernel.execute(f"import os; print(os.environ.get({SECRET!r}), os.environ['HOME'] == os.getcwd())", 10)
+    result = await kernel.execute(
+        f"import os; print(os.environ.get({SECRET!r}), os.environ['HOME'] == os.getcwd())", 10
+    )
     assert result.text == "None True"
 
 
@@ -221,7 +248,9 @@ async def test_in_a_network_namespace_only_loopback_exists(level):
     if not available(level):
         pytest.skip(f"this machine cannot provide sandbox {level!r}")
     async with JupyterKernel(sandbox=level) as kernel:
-        result = await kernel.execute("print(sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]))", 10)
+        result = await kernel.execute(
+            "print(sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]))", 10
+        )
     assert result.text == "['lo']"
 
 
@@ -247,9 +276,13 @@ async def test_kernel_connections_are_ipc_signed_and_owner_only():
 
 
 async def test_a_run_through_hostile_cells_keeps_a_complete_trajectory(tmp_path):
-    cells = ["x = 1", "sum(range(10**15))", "import os; os._exit(1)",
-             "import threading, time\nthreading.Thread(target=lambda: time.sleep(1000)).start()",
-             "print('still here')"]
+    cells = [
+        "x = 1",
+        "sum(range(10**15))",
+        "import os; os._exit(1)",
+        "import threading, time\nthreading.Thread(target=lambda: time.sleep(1000)).start()",
+        "print('still here')",
+    ]
     turns = [split_tokens(f"Step.\n```python\n{c}\n```\n```output", -0.01) for c in cells]
     backend = ScriptedBackend([*turns, split_tokens("\\boxed{1}", -0.01)])
     path = tmp_path / "run.jsonl"
@@ -274,6 +307,7 @@ async def test_no_process_or_descriptor_is_left_behind():
         async with JupyterKernel() as kernel:
             await kernel.execute(code, 1)
             await kernel.execute("import signal; signal.signal(signal.SIGTERM, signal.SIG_IGN)", 5)
+
     def left() -> list[psutil.Process]:
         return [p for p in set(me.children(recursive=True)) - before if p.status() != psutil.STATUS_ZOMBIE]
 
@@ -286,9 +320,11 @@ async def test_no_process_or_descriptor_is_left_behind():
 
 
 async def test_with_the_sandbox_off_processes_a_cell_started_do_not_outlive_the_kernel():
-    code = ("import subprocess\n"
-            "kids = [subprocess.Popen(['sleep', '1000']), subprocess.Popen(['setsid', 'sleep', '1000'])]\n"
-            "print(*[k.pid for k in kids])")
+    code = (
+        "import subprocess\n"
+        "kids = [subprocess.Popen(['sleep', '1000']), subprocess.Popen(['setsid', 'sleep', '1000'])]\n"
+        "print(*[k.pid for k in kids])"
+    )
     async with JupyterKernel(sandbox="off") as kernel:
         first = [psutil.Process(int(p)) for p in (await kernel.execute(code, 10)).text.split()]
         await kernel.execute("import os; os._exit(1)", 10)  # the kernel dies: its children are orphaned

@@ -18,8 +18,9 @@ import pytest
 from kernels import boundary, sandbox, workdirs
 from kernels.launch import runtime_box
 
-pytestmark = pytest.mark.skipif(sandbox.strict_unavailable() is not None,
-                                reason=f"no OS boundary here: {sandbox.strict_unavailable()}")
+pytestmark = pytest.mark.skipif(
+    sandbox.strict_unavailable() is not None, reason=f"no OS boundary here: {sandbox.strict_unavailable()}"
+)
 
 APP = os.getpid()
 ABSTRACT = f"tuiagent-test-{uuid.uuid4().hex[:8]}"
@@ -101,14 +102,22 @@ def run_inside(code: str, user: tuple[int, int] | None = None, **names: object) 
             os.chown(path, *user)
     paths = boundary.BoundaryPaths(workdir, runtime_box(runtime), connection)
     setup = "".join(f"{k} = {v!r}\n" for k, v in {**names, "CONNECTION_FILE": str(connection)}.items())
-    body = PRELUDE + setup + "try:\n" + textwrap.indent(code, "    ") + "\n    print('ESCAPED')\n" \
+    body = (
+        PRELUDE + setup + "try:\n" + textwrap.indent(code, "    ") + "\n    print('ESCAPED')\n"
         "except (OSError, socket.gaierror) as e:\n    print('BLOCKED', type(e).__name__, e)\n"
+    )
     demote = ["setpriv", f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups"] if user else []
     try:
-        return subprocess.run([*demote, *boundary.prefix(paths), sys.executable, "-c", body],
-                              capture_output=True, text=True, timeout=30, cwd=workdir)
+        return subprocess.run(
+            [*demote, *boundary.prefix(paths), sys.executable, "-c", body],
+            capture_output=True,
+            text=True,
+            timeout=30,
+            cwd=workdir,
+        )
     finally:
         import shutil
+
         shutil.rmtree(runtime, ignore_errors=True)
         shutil.rmtree(workdir, ignore_errors=True)
 
@@ -137,30 +146,61 @@ def test_code_written_to_escape_is_stopped_by_the_os(name, user_file, abstract_l
 
 
 def test_inside_only_the_sandbox_processes_and_loopback_exist():
-    done = run_inside("print('BLOCKED', sorted(p for p in os.listdir('/proc') if p.isdigit()), "
-                      "sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]))")
+    done = run_inside(
+        "print('BLOCKED', sorted(p for p in os.listdir('/proc') if p.isdigit()), "
+        "sorted(l.split(':')[0].strip() for l in open('/proc/net/dev').readlines()[2:]))"
+    )
     assert done.stdout.startswith("BLOCKED ['1', '2'] ['lo']\n"), done.stdout
 
 
 def test_threads_numpy_and_sympy_work_inside():
-    done = run_inside("import threading, numpy, sympy\nt = threading.Thread(target=print, args=('thread',)); t.start(); t.join()\n"
-                      "print(int(numpy.arange(4).sum()), sympy.factorint(2**32 + 1)); raise OSError('done')")
+    done = run_inside(
+        "import threading, numpy, sympy\nt = threading.Thread(target=print, args=('thread',)); t.start(); t.join()\n"
+        "print(int(numpy.arange(4).sum()), sympy.factorint(2**32 + 1)); raise OSError('done')"
+    )
     assert done.stdout.startswith("thread\n6 {641: 1, 6700417: 1}\nBLOCKED"), (done.stdout, done.stderr[-2000:])
 
 
 def _nobody_can_sandbox() -> bool:
     if os.geteuid() != 0:
         return False
-    probe = subprocess.run(["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", boundary.bwrap_binary() or "false",
-                            "--unshare-all", "--unshare-user", "--ro-bind", "/", "/", sys.executable, "-c", "pass"],
-                           capture_output=True)
+    probe = subprocess.run(
+        [
+            "setpriv",
+            "--reuid=65534",
+            "--regid=65534",
+            "--clear-groups",
+            boundary.bwrap_binary() or "false",
+            "--unshare-all",
+            "--unshare-user",
+            "--ro-bind",
+            "/",
+            "/",
+            sys.executable,
+            "-c",
+            "pass",
+        ],
+        capture_output=True,
+    )
     return probe.returncode == 0
 
 
-@pytest.mark.skipif(not _nobody_can_sandbox(),
-                    reason="needs root to become nobody, unprivileged user namespaces, and a Python nobody can run")
-@pytest.mark.parametrize("name", ["read /etc/shadow", "write into /usr", "signal the app", "os.fork", "TCP to loopback",
-                                  "setns into the host network", "read the app's environment"])
+@pytest.mark.skipif(
+    not _nobody_can_sandbox(),
+    reason="needs root to become nobody, unprivileged user namespaces, and a Python nobody can run",
+)
+@pytest.mark.parametrize(
+    "name",
+    [
+        "read /etc/shadow",
+        "write into /usr",
+        "signal the app",
+        "os.fork",
+        "TCP to loopback",
+        "setns into the host network",
+        "read the app's environment",
+    ],
+)
 def test_the_same_holds_for_an_unprivileged_user(name, user_file, abstract_listener):
     done = run_inside(CASES[name], user=(65534, 65534), APP=APP, USER_FILE=str(user_file), ABSTRACT=ABSTRACT)
     assert done.stdout.startswith("BLOCKED"), (done.stdout, done.stderr[-2000:])

@@ -57,7 +57,9 @@ async def test_the_budget_it_declares_raises_the_default(probe, tmp_path):
 
 
 def test_tuiagent_guards_lists_it(probe):
-    out = subprocess.run([sys.executable, "-m", "tuiagent", "guards"], capture_output=True, text=True, check=True).stdout
+    out = subprocess.run(
+        [sys.executable, "-m", "tuiagent", "guards"], capture_output=True, text=True, check=True
+    ).stdout
     assert "probe  Probe: flags long tool outputs" in out and "probe.max_chars = 40" in out
 
 
@@ -83,16 +85,27 @@ async def test_the_eval_counts_it_and_its_summary_column(probe, tmp_path):
     from tuiagent.presets import resolve_settings
 
     data = tmp_path / "tiny.jsonl"
-    data.write_text("".join(json.dumps({"question": f"What is {i} plus {i}?", "answer": f"#### {2 * i}"}) + "\n"
-                            for i in (1, 2)), encoding="utf-8")
-    cfg = EvalConfig(datasets=[str(data)], settings=resolve_settings(["none", "probe"]), out=tmp_path / "out",
-                     model="scripted")
-    outcome = await run_eval(cfg, backend_factory=Factory(lambda job: turns()), log=lambda m: None,
-                             kernels={"jupyter": lambda gold=None: CalcKernel()})
+    data.write_text(
+        "".join(json.dumps({"question": f"What is {i} plus {i}?", "answer": f"#### {2 * i}"}) + "\n" for i in (1, 2)),
+        encoding="utf-8",
+    )
+    cfg = EvalConfig(
+        datasets=[str(data)], settings=resolve_settings(["none", "probe"]), out=tmp_path / "out", model="scripted"
+    )
+    outcome = await run_eval(
+        cfg,
+        backend_factory=Factory(lambda job: turns()),
+        log=lambda m: None,
+        kernels={"jupyter": lambda gold=None: CalcKernel()},
+    )
     assert outcome.ran == 4
     records = ResultStore(cfg.out).records
     assert {k: r["probe_long"] for k, r in records.items()} == {
-        "tiny/1/none/0": 0, "tiny/2/none/0": 0, "tiny/1/probe/0": 1, "tiny/2/probe/0": 1}
+        "tiny/1/none/0": 0,
+        "tiny/2/none/0": 0,
+        "tiny/1/probe/0": 1,
+        "tiny/2/probe/0": 1,
+    }
     summary = summary_from_store(cfg.out)
     assert summary["datasets"]["tiny"]["settings"]["probe"]["probe_long"] == 2
     assert "probe long" in to_markdown(summary)
@@ -113,8 +126,10 @@ async def test_the_app_shows_it_in_the_panel_on_the_code_block_and_in_replay(pro
             assert time.monotonic() < deadline, f"timed out waiting for {what}"
             await pilot.pause(0.02)
 
-    app = make_app(AppConfig(model="scripted", run_spec=RunSpec(guards=("probe",)), problem="What is 1 + 1?"),
-                   backend_factory=lambda: ScriptedBackend([split_tokens(t, -0.05) for t in turns()]))
+    app = make_app(
+        AppConfig(model="scripted", run_spec=RunSpec(guards=("probe",)), problem="What is 1 + 1?"),
+        backend_factory=lambda: ScriptedBackend([split_tokens(t, -0.05) for t in turns()]),
+    )
     async with app.run_test(size=(120, 40)) as pilot:
         from tuiagent.ui.guard_state import states_from_chain
 

@@ -11,16 +11,39 @@ def record(qid, *, tool_ok, cot_ok, conf, p_unnec, cont_ok=None, calls=1, model=
     text = f"The result is {qid}, so \\boxed{{{qid}}}"
     turns = [{"text": f"step\n```python\nprint({i})\n```\n", "stop": "stop"} for i in range(calls)]
     turns.append({"text": text, "stop": "eos"})
-    blocks = [{"call": i + 1, "turn": i + 1, "executed": True, "error": False,
-               "attc": {"confidence": conf, "mean_logprob": float(np.log(conf)), "tokens": 20},
-               "necessity": {"rule": {"necessary": True, "p_unnecessary": 0.0},
-                             "model": {"necessary": p_unnec < 0.5, "p_unnecessary": p_unnec, "judge": "model"}}}
-              for i in range(calls)]
-    r = {"v": 2, "qid": qid, "question": f"q{qid}", "gold": "1", "model": model,
-         "tool": {"answer": "1", "correct": tool_ok, "reason": "answer", "generated_tokens": 100,
-                  "calls": [[f"print({i})", str(i), False, True] for i in range(calls)], "turns": turns,
-                  "final_text": text, "max_tool_calls": 4, "blocks": blocks},
-         "cot": {"answer": "1", "correct": cot_ok, "reason": "answer", "generated_tokens": 90}}
+    blocks = [
+        {
+            "call": i + 1,
+            "turn": i + 1,
+            "executed": True,
+            "error": False,
+            "attc": {"confidence": conf, "mean_logprob": float(np.log(conf)), "tokens": 20},
+            "necessity": {
+                "rule": {"necessary": True, "p_unnecessary": 0.0},
+                "model": {"necessary": p_unnec < 0.5, "p_unnecessary": p_unnec, "judge": "model"},
+            },
+        }
+        for i in range(calls)
+    ]
+    r = {
+        "v": 2,
+        "qid": qid,
+        "question": f"q{qid}",
+        "gold": "1",
+        "model": model,
+        "tool": {
+            "answer": "1",
+            "correct": tool_ok,
+            "reason": "answer",
+            "generated_tokens": 100,
+            "calls": [[f"print({i})", str(i), False, True] for i in range(calls)],
+            "turns": turns,
+            "final_text": text,
+            "max_tool_calls": 4,
+            "blocks": blocks,
+        },
+        "cot": {"answer": "1", "correct": cot_ok, "reason": "answer", "generated_tokens": 90},
+    }
     if cont_ok is not None:
         r["continue"] = {"answer": "1", "correct": cont_ok, "reason": "answer", "generated_tokens": 180}
     return r
@@ -32,8 +55,18 @@ def synthetic(n=60, seed=0, model="m"):
     for q in range(n):
         tool_ok, cot_ok = bool(rng.random() < 0.7), bool(rng.random() < 0.6)
         conf = float(rng.uniform(0.85, 0.99))  # no signal, as on the default model
-        out.append(record(q, tool_ok=tool_ok, cot_ok=cot_ok, conf=conf, p_unnec=float(rng.uniform(0, 0.3)),
-                          cont_ok=tool_ok and rng.random() < 0.8, calls=1 + q % 2, model=model))
+        out.append(
+            record(
+                q,
+                tool_ok=tool_ok,
+                cot_ok=cot_ok,
+                conf=conf,
+                p_unnec=float(rng.uniform(0, 0.3)),
+                cont_ok=tool_ok and rng.random() < 0.8,
+                calls=1 + q % 2,
+                model=model,
+            )
+        )
     return out
 
 

@@ -18,8 +18,9 @@ def tuiagent(*args: str, timeout: int = 300) -> subprocess.CompletedProcess:
 
 
 def write_data(path: Path, n: int) -> Path:
-    path.write_text("".join(json.dumps({"question": f"What is {i} + {i}?", "answer": f"#### {2 * i}"}) + "\n"
-                            for i in range(n)))
+    path.write_text(
+        "".join(json.dumps({"question": f"What is {i} + {i}?", "answer": f"#### {2 * i}"}) + "\n" for i in range(n))
+    )
     return path
 
 
@@ -27,8 +28,18 @@ def test_fit_only_writes_the_file_and_report(tmp_path, synthetic_records):
     records = tmp_path / "r.jsonl"
     records.write_text("".join(json.dumps(r) + "\n" for r in synthetic_records(model="scripted")))
     data = write_data(tmp_path / "d.jsonl", 3)
-    out = tuiagent("calibrate", "scripted", "--data", str(data), "--n", "0", "--records", str(records),
-                   "--out-dir", str(tmp_path / "cal"))
+    out = tuiagent(
+        "calibrate",
+        "scripted",
+        "--data",
+        str(data),
+        "--n",
+        "0",
+        "--records",
+        str(records),
+        "--out-dir",
+        str(tmp_path / "cal"),
+    )
     assert out.returncode == 0, out.stderr
     assert "No separation" in out.stdout and "wrote" in out.stdout
     loaded = load_calibration(tmp_path / "cal" / "scripted.toml")
@@ -47,8 +58,22 @@ def test_smollm2_collects_one_question_and_fits(tmp_path):
         pytest.skip("SmolLM2 is not installed")
     data = write_data(tmp_path / "d.jsonl", 3)
     records = tmp_path / "r.jsonl"
-    args = ("calibrate", "smollm2-135m", "--data", str(data), "--start", "1", "--n", "1", "--records", str(records),
-            "--out-dir", str(tmp_path / "cal"), "--threads", "1")
+    args = (
+        "calibrate",
+        "smollm2-135m",
+        "--data",
+        str(data),
+        "--start",
+        "1",
+        "--n",
+        "1",
+        "--records",
+        str(records),
+        "--out-dir",
+        str(tmp_path / "cal"),
+        "--threads",
+        "1",
+    )
     out = tuiagent(*args)
     assert out.returncode == 0, out.stderr[-2000:]
     (record,) = [json.loads(line) for line in records.read_text().splitlines()]

@@ -18,8 +18,9 @@ from tuiagent.training.gstep import load_records
 
 
 def write_data(path: Path, n: int) -> Path:
-    lines = [json.dumps({"question": f"What is {i} + {i}?", "answer": f"{i}+{i}={2 * i}\n#### {2 * i}"})
-             for i in range(n)]
+    lines = [
+        json.dumps({"question": f"What is {i} + {i}?", "answer": f"{i}+{i}={2 * i}\n#### {2 * i}"}) for i in range(n)
+    ]
     path.write_text("\n".join(lines) + "\n")
     return path
 
@@ -67,8 +68,15 @@ async def test_collect_writes_blocks_and_resumes_after_a_kill(tmp_path, write_sc
     # question 3 has a v1 record: only its tool run is redone, its CoT run is reused
     v1 = tmp_path / "v1.jsonl"
     with JsonlStore(v1) as store:
-        store.append({"v": 1, "qid": 3, "model": "scripted", "tool": {"answer": "6"},
-                      "cot": {"answer": "7", "correct": False, "reason": "answer"}})
+        store.append(
+            {
+                "v": 1,
+                "qid": 3,
+                "model": "scripted",
+                "tool": {"answer": "6"},
+                "cot": {"answer": "7", "correct": False, "reason": "answer"},
+            }
+        )
     script = write_script(*turns([3], cot=False), *turns([4]), name="s2.jsonl")
     messages: list[str] = []
     n = await collect("scripted", data, 1, 4, records, reuse=v1, script=script, log=messages.append)
@@ -84,22 +92,32 @@ async def test_a_reused_v1_record_must_match_the_rerun(tmp_path, write_script, c
     with JsonlStore(v1) as store:
         store.append({"v": 1, "qid": 1, "model": "scripted", "tool": {"answer": "99"}, "cot": {"answer": "2"}})
     with pytest.raises(RuntimeError, match="not reproducible"):
-        await collect("scripted", data, 1, 1, tmp_path / "r.jsonl", reuse=v1,
-                      script=write_script(*turns([1], cot=False)), log=lambda m: None)
+        await collect(
+            "scripted",
+            data,
+            1,
+            1,
+            tmp_path / "r.jsonl",
+            reuse=v1,
+            script=write_script(*turns([1], cot=False)),
+            log=lambda m: None,
+        )
 
 
-async def test_a_heldout_question_gets_a_run_that_continues_at_every_answer(tmp_path, write_script,
-                                                                             canned_kernel_runs):
+async def test_a_heldout_question_gets_a_run_that_continues_at_every_answer(tmp_path, write_script, canned_kernel_runs):
     data = write_data(tmp_path / "d.jsonl", 6)
     records = tmp_path / "r.jsonl"
     code = {"text": "Add.\n```python\nprint(5 + 5)\n```\n```output\n", "logprob": -0.05}
     script = write_script(
         "5 plus 5 is \\boxed{10}",  # CoT
-        code, "So it is \\boxed{11}",  # tool mode: a wrong answer
-        code, "So it is \\boxed{11}",  # the continue run: the same, then G-STEP sends it back ...
+        code,
+        "So it is \\boxed{11}",  # tool mode: a wrong answer
+        code,
+        "So it is \\boxed{11}",  # the continue run: the same, then G-STEP sends it back ...
         "Checked again: \\boxed{10}",  # ... and the answer changes without a new call: the forcing prompt ...
         "Still \\boxed{10}",  # ... and again without a call: no progress, commit
-        {"text": '{"tool_necessary": true}', "logprob": -0.1})  # the judge on the tool run's block
+        {"text": '{"tool_necessary": true}', "logprob": -0.1},
+    )  # the judge on the tool run's block
     n = await collect("scripted", data, 5, 1, records, script=script, log=lambda m: None)
     (record,) = load_records(records)
     assert n == 1 and record["qid"] == 5
@@ -122,8 +140,9 @@ async def test_an_interrupted_collection_resumes_where_it_stopped(tmp_path, writ
     n = await collect("scripted", data, 1, 3, records, script=write_script(*turns([1, 2, 3])), log=log)
     assert n == 1 and [r["qid"] for r in load_records(records)] == [1]
     assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # handlers were removed
-    n = await collect("scripted", data, 1, 3, records, script=write_script(*turns([2, 3]), name="s2.jsonl"),
-                      log=lambda m: None)
+    n = await collect(
+        "scripted", data, 1, 3, records, script=write_script(*turns([2, 3]), name="s2.jsonl"), log=lambda m: None
+    )
     assert n == 2 and [r["qid"] for r in load_records(records)] == [1, 2, 3]
 
 
@@ -140,8 +159,7 @@ async def test_questions_in_flight_on_the_batched_engine_give_the_records_of_one
     got = {}
     for concurrency in (1, 2):
         records = tmp_path / f"r{concurrency}.jsonl"
-        n = await collect("smollm2-135m", data, 1, 2, records, judge=False, concurrency=concurrency,
-                          log=lambda m: None)
+        n = await collect("smollm2-135m", data, 1, 2, records, judge=False, concurrency=concurrency, log=lambda m: None)
         assert n == 2
         got[concurrency] = {r["qid"]: r for r in load_records(records)}
     assert {r["engine"].split(":")[0] for r in got[1].values()} == {"single"}
@@ -149,7 +167,12 @@ async def test_questions_in_flight_on_the_batched_engine_give_the_records_of_one
     assert all(r["concurrency"] == 2 for r in got[2].values())
 
     def content(r):
-        return (r["tool"]["answer"], r["tool"]["generated_tokens"], r["cot"]["answer"], r["cot"]["generated_tokens"],
-                [b["attc"]["confidence"] for b in r["tool"]["blocks"]])
+        return (
+            r["tool"]["answer"],
+            r["tool"]["generated_tokens"],
+            r["cot"]["answer"],
+            r["cot"]["generated_tokens"],
+            [b["attc"]["confidence"] for b in r["tool"]["blocks"]],
+        )
 
     assert {q: content(r) for q, r in got[2].items()} == {q: content(r) for q, r in got[1].items()}

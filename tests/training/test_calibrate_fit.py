@@ -73,11 +73,25 @@ def test_fit_all_writes_a_calibration_file_that_loads(tmp_path, synthetic_record
     assert res.gstep.trained and res.gstep.choice is not None and res.gstep.choice.tau is None  # continues only break
     assert res.recommended == ["necessity", "tim"]
     assert [(r["pool"], r["train_questions"]) for r in res.curve] == [
-        ("collected", 10), ("collected", 20), ("collected", 40), ("collected", 48),
-        ("all", 10), ("all", 20), ("all", 40), ("all", 48)]
+        ("collected", 10),
+        ("collected", 20),
+        ("collected", 40),
+        ("collected", 48),
+        ("all", 10),
+        ("all", 20),
+        ("all", 40),
+        ("all", 48),
+    ]
     assert 0 <= res.curve[3]["attc_bacc"] <= 1 and 0 <= res.curve[-1]["gate_auroc"] <= 1
-    meta = {"model": "m", "date": "2026-12-01", "data": "d.jsonl", "questions": "0-59 (60 questions)",
-            "train_questions": 48, "heldout_questions": 12, "command": "tuiagent calibrate m"}
+    meta = {
+        "model": "m",
+        "date": "2026-12-01",
+        "data": "d.jsonl",
+        "questions": "0-59 (60 questions)",
+        "train_questions": 48,
+        "heldout_questions": 12,
+        "command": "tuiagent calibrate m",
+    }
     path = cal.write(res, tmp_path, meta, "tuiagent calibrate m")
     loaded = load_calibration(path)
     assert loaded.meta["model"] == "m" and loaded.meta["report"] == "m.md"
@@ -106,8 +120,15 @@ def test_tau_is_chosen_on_validation_questions_and_reported_on_test_ones(tmp_pat
     assert all(row["continues"] <= 6 for row in g.choice.table)  # chosen over the 6 validation questions only
     assert g.validation["always"]["broken"] == 1 and g.test["always"]["fixed"] == 6 and "chosen" not in g.test
     assert "gstep" not in res.recommended
-    meta = {"model": "m", "date": "2026-12-01", "data": "d.jsonl", "questions": "0-59 (60 questions)",
-            "train_questions": 48, "heldout_questions": 12, "command": "tuiagent calibrate m"}
+    meta = {
+        "model": "m",
+        "date": "2026-12-01",
+        "data": "d.jsonl",
+        "questions": "0-59 (60 questions)",
+        "train_questions": 48,
+        "heldout_questions": 12,
+        "command": "tuiagent calibrate m",
+    }
     cal.write(res, tmp_path, meta, "tuiagent calibrate m")
     report = (tmp_path / "m.md").read_text()
     assert "**validation** (6 samples" in report and "**test** (6 samples" in report

@@ -28,10 +28,23 @@ def rec(qid, *, tool_ok, cot_ok, calls=1, reason="answer", answer="5"):
     text = f"The result is {answer}, so \\boxed{{{answer}}}"
     turns = [{"text": f"step {i}\n```python\nprint({i})\n```\n", "stop": "stop"} for i in range(calls)]
     turns.append({"text": text, "stop": "eos"})
-    return {"v": 1, "qid": qid, "question": f"q{qid}", "gold": "5", "model": "m",
-            "tool": {"answer": answer, "correct": tool_ok, "reason": reason, "calls": executed, "turns": turns,
-                     "final_text": text, "max_tool_calls": 4},
-            "cot": {"answer": "5" if cot_ok else "6", "correct": cot_ok, "reason": "answer"}}
+    return {
+        "v": 1,
+        "qid": qid,
+        "question": f"q{qid}",
+        "gold": "5",
+        "model": "m",
+        "tool": {
+            "answer": answer,
+            "correct": tool_ok,
+            "reason": reason,
+            "calls": executed,
+            "turns": turns,
+            "final_text": text,
+            "max_tool_calls": 4,
+        },
+        "cot": {"answer": "5" if cot_ok else "6", "correct": cot_ok, "reason": "answer"},
+    }
 
 
 def test_labels_in_priority_order_with_weights():
@@ -45,8 +58,9 @@ def test_labels_in_priority_order_with_weights():
 
 
 def write_data(path: Path, n: int) -> Path:
-    lines = [json.dumps({"question": f"What is {i} + {i}?", "answer": f"{i}+{i}={2 * i}\n#### {2 * i}"})
-             for i in range(n)]
+    lines = [
+        json.dumps({"question": f"What is {i} + {i}?", "answer": f"{i}+{i}={2 * i}\n#### {2 * i}"}) for i in range(n)
+    ]
     path.write_text("\n".join(lines) + "\n")
     return path
 

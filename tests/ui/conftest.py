@@ -25,8 +25,10 @@ def scripted_app(turns_file: Path | list, *, delay_s: float = 0.001, size: tuple
         path.write_text("".join(json.dumps(t) + "\n" for t in turns_file), encoding="utf-8")
         turns_file = path
     turns = load_script(Path(turns_file))
-    spec = RunSpec(guards=config.pop("guards", ("all",)),
-                   guard_settings=config.pop("guard_settings", {"gstep": {"weights": str(GATE)}}))
+    spec = RunSpec(
+        guards=config.pop("guards", ("all",)),
+        guard_settings=config.pop("guard_settings", {"gstep": {"weights": str(GATE)}}),
+    )
     cfg = AppConfig(model="scripted", run_spec=spec, **config)
     return make_app(cfg, backend_factory=lambda: ScriptedBackend([list(t) for t in turns], delay_s=delay_s))
 

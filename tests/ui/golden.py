@@ -32,13 +32,22 @@ PROBLEM = "What is the sum of the squares of the first 100 positive integers?"
 GOLD = "338350"
 
 TURNS = [
-    {"text": "I will add up the squares with a generator.\n```python\ntotal = sum(i**2 for i in range(1, 101))\n"
-             "print(totl)\n```\n```output\n", "logprob": -0.05},
-    {"text": "I misspelled the variable name.\n```python\ntotal = sum(i**2 for i in range(1, 101))\nprint(total)\n"
-             "```\n```output\n", "logprob": -0.01},
+    {
+        "text": "I will add up the squares with a generator.\n```python\ntotal = sum(i**2 for i in range(1, 101))\n"
+        "print(totl)\n```\n```output\n",
+        "logprob": -0.05,
+    },
+    {
+        "text": "I misspelled the variable name.\n```python\ntotal = sum(i**2 for i in range(1, 101))\nprint(total)\n"
+        "```\n```output\n",
+        "logprob": -0.01,
+    },
     {"text": "So the sum is \\boxed{338350}.", "logprob": -0.02},
-    {"text": "Let's verify this numerically with the closed formula n(n+1)(2n+1)/6.\n```python\nn = 100\n"
-             "print(n*(n+1)*(2*n+1)//6)\n```\n```output\n", "logprob": -0.02},
+    {
+        "text": "Let's verify this numerically with the closed formula n(n+1)(2n+1)/6.\n```python\nn = 100\n"
+        "print(n*(n+1)*(2*n+1)//6)\n```\n```output\n",
+        "logprob": -0.02,
+    },
     {"text": "Both computations agree, so the answer is \\boxed{338350}.", "logprob": -0.01},
 ]
 
@@ -48,8 +57,14 @@ def write_gate(path: Path) -> None:
 
     w = np.zeros((N_FEATURES, 1))
     w[1, 0] = -4.0  # successful_calls
-    np.savez(path, mean=np.zeros(N_FEATURES), scale=np.ones(N_FEATURES), W0=w, b0=np.array([3.0]),
-             meta=np.array(json.dumps({"n_layers": 1, "about": "UI test stand-in, not a trained gate"})))
+    np.savez(
+        path,
+        mean=np.zeros(N_FEATURES),
+        scale=np.ones(N_FEATURES),
+        W0=w,
+        b0=np.array([3.0]),
+        meta=np.array(json.dumps({"n_layers": 1, "about": "UI test stand-in, not a trained gate"})),
+    )
 
 
 def normalise(path: Path, name: str) -> None:
@@ -81,9 +96,15 @@ async def guarded(name: str, guards: tuple[str, ...]) -> None:
 
     target = DATA / f"{name}.jsonl"
     target.unlink(missing_ok=True)
-    request = RunRequest(problem=PROBLEM, model="scripted", gold=GOLD, out=target, guards=guards,
-                         guard_settings={"gstep": {"weights": str(DATA / "gate.npz")}} if guards else {},
-                         settings=RunSettings())
+    request = RunRequest(
+        problem=PROBLEM,
+        model="scripted",
+        gold=GOLD,
+        out=target,
+        guards=guards,
+        guard_settings={"gstep": {"weights": str(DATA / "gate.npz")}} if guards else {},
+        settings=RunSettings(),
+    )
     spec = resolve_spec(request)
     backend = ScriptedBackend([split_tokens(t["text"], t["logprob"]) for t in TURNS])
     chain = guard_chain(spec, request, toggleable=bool(guards))
@@ -105,8 +126,13 @@ async def rtts() -> None:
     target.unlink(missing_ok=True)
     chain = GuardChain({"prunetir": {"resample_seed": 7}, "attc": {}}, {"prunetir", "attc"})
     with Recorder(target) as recorder:
-        agent = Agent(bench.BranchingBackend(rec.branches), bench.ReplayKernel(rec.results), settings=bench.SETTINGS,
-                      guards=chain, recorder=recorder)
+        agent = Agent(
+            bench.BranchingBackend(rec.branches),
+            bench.ReplayKernel(rec.results),
+            settings=bench.SETTINGS,
+            guards=chain,
+            recorder=recorder,
+        )
         async for _ in agent.stream(rec.problem, gold=rec.gold, run_id="rtts"):
             pass
     normalise(target, "rtts")

@@ -57,7 +57,11 @@ def local_model(tmp_path, monkeypatch):
     monkeypatch.setattr("tuiagent.ui.session.open_model", lambda spec, request: opened.append(next(made)) or opened[-1])
 
     def app(**config):
-        return make_app(AppConfig(models_file=toml, problem="What is 2+2?", run_spec=RunSpec(guards=()), out=tmp_path / "runs", **config))
+        return make_app(
+            AppConfig(
+                models_file=toml, problem="What is 2+2?", run_spec=RunSpec(guards=()), out=tmp_path / "runs", **config
+            )
+        )
 
     return app, opened
 
@@ -168,8 +172,14 @@ async def test_the_real_model_killed_mid_run_is_reloaded(ui, tmp_path, monkeypat
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     runs = tmp_path / "runs"
     settings = RunSpec(guards=(), run={"max_tokens": 160, "max_tool_calls": 1})
-    app = make_app(AppConfig(model=smollm2, problem="Count from 1 to 50, one number a line, then add them up.",
-                             run_spec=settings, out=runs))
+    app = make_app(
+        AppConfig(
+            model=smollm2,
+            problem="Count from 1 to 50, one number a line, then add them up.",
+            run_spec=settings,
+            out=runs,
+        )
+    )
     started: dict[int, psutil.Process] = {}  # every process the app starts: model workers, kernels
 
     def watch(done: bool) -> bool:
@@ -191,8 +201,9 @@ async def test_the_real_model_killed_mid_run_is_reloaded(ui, tmp_path, monkeypat
         assert isinstance(loaded.events[-1], ev.RunFinished) and loaded.events[-1].reason == "backend_crashed"
         await pilot.press("n")
         await pilot.press("f5")
-        await ui.wait_for(pilot, lambda: app.session.state == "ready" and app.session.backend is not None, 120,
-                          "the reload")
+        await ui.wait_for(
+            pilot, lambda: app.session.state == "ready" and app.session.backend is not None, 120, "the reload"
+        )
         second = app.session.backend
         assert second is not first and second.alive and second.worker_pid != first.worker_pid
         await pilot.press("ctrl+r")

@@ -33,8 +33,12 @@ def test_compare_opens_the_compare_screen(monkeypatch):
 
 
 def test_compare_print():
-    out = subprocess.run([sys.executable, "-m", "tuiagent", "compare", str(DATA / "guarded.jsonl"),
-                          str(DATA / "rtts.jsonl"), "--print"], capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "tuiagent", "compare", str(DATA / "guarded.jsonl"), str(DATA / "rtts.jsonl"), "--print"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     lines = out.stdout.splitlines()
     assert "guarded.jsonl: guards attc+gstep+necessity+prunetir+tim · answer 338350 (right) · 3 tool calls" in lines[0]

@@ -14,21 +14,31 @@ from tuiagent.ui.widgets.compare_summary import CompareSummary
 
 # Each kernel starts empty: a column that shared another's kernel would print 2.
 COUNTER = [
-    {"text": "Count.\n```python\ntry:\n    n += 1\nexcept NameError:\n    n = 1\nprint(n)\n```\n```output\n",
-     "logprob": -0.05},
+    {
+        "text": "Count.\n```python\ntry:\n    n += 1\nexcept NameError:\n    n = 1\nprint(n)\n```\n```output\n",
+        "logprob": -0.05,
+    },
     {"text": "So \\boxed{1}.", "logprob": -0.01},
 ]
 
 
 async def test_live_compare_runs_each_column_with_its_own_kernel(ui, tmp_path):
-    app = ui.scripted_app(COUNTER, problem="count", gold="1", screen="compare", columns=("none", "attc prunetir"),
-                          tmp_path=tmp_path)
+    app = ui.scripted_app(
+        COUNTER, problem="count", gold="1", screen="compare", columns=("none", "attc prunetir"), tmp_path=tmp_path
+    )
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.pause(0.2)
         screen = app.screen
         await pilot.press("ctrl+r")
-        await ui.wait_for(pilot, lambda: len(screen.events) == 2 and all(
-            any(isinstance(e, ev.RunFinished) for e in evs) for evs in screen.events), 60, "both columns")
+        await ui.wait_for(
+            pilot,
+            lambda: (
+                len(screen.events) == 2
+                and all(any(isinstance(e, ev.RunFinished) for e in evs) for evs in screen.events)
+            ),
+            60,
+            "both columns",
+        )
         await pilot.pause(0.3)
         outputs = [[e.shown for e in evs if isinstance(e, ev.ToolResult)] for evs in screen.events]
         assert outputs == [["1"], ["1"]]
@@ -47,29 +57,52 @@ async def test_live_compare_runs_each_column_with_its_own_kernel(ui, tmp_path):
 
 async def test_a_column_runs_with_its_own_settings_only(ui, tmp_path):
     """A threshold typed on the solve screen does not leak into a compare column."""
-    app = ui.scripted_app(COUNTER, problem="count", screen="compare", columns=("attc", "attc attc.threshold=0.9"),
-                          tmp_path=tmp_path)
+    app = ui.scripted_app(
+        COUNTER, problem="count", screen="compare", columns=("attc", "attc attc.threshold=0.9"), tmp_path=tmp_path
+    )
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.pause(0.2)
         app.session.remember("attc", enabled=True, settings={"threshold": 0.98})  # as if typed on the solve screen
         screen = app.screen
         await pilot.press("ctrl+r")
-        await ui.wait_for(pilot, lambda: len(screen.events) == 2 and all(
-            any(isinstance(e, ev.RunFinished) for e in evs) for evs in screen.events), 60, "both columns")
-        thresholds = [next(e.settings["threshold"] for e in evs if isinstance(e, ev.GuardToggled) and e.guard == "attc")
-                      for evs in screen.events]
+        await ui.wait_for(
+            pilot,
+            lambda: (
+                len(screen.events) == 2
+                and all(any(isinstance(e, ev.RunFinished) for e in evs) for evs in screen.events)
+            ),
+            60,
+            "both columns",
+        )
+        thresholds = [
+            next(e.settings["threshold"] for e in evs if isinstance(e, ev.GuardToggled) and e.guard == "attc")
+            for evs in screen.events
+        ]
         assert thresholds == [0.97, 0.9] and screen.labels == ["attc", "attc:attc.threshold=0.9"]
 
 
 async def test_compare_columns_can_run_concurrently(ui, tmp_path):
-    app = ui.scripted_app(COUNTER, problem="count", screen="compare", columns=("none", "attc", "all"),
-                          concurrent_columns=True, tmp_path=tmp_path)
+    app = ui.scripted_app(
+        COUNTER,
+        problem="count",
+        screen="compare",
+        columns=("none", "attc", "all"),
+        concurrent_columns=True,
+        tmp_path=tmp_path,
+    )
     async with app.run_test(size=(150, 40)) as pilot:
         await pilot.pause(0.2)
         await pilot.press("ctrl+r")
         screen = app.screen
-        await ui.wait_for(pilot, lambda: len(screen.events) == 3 and all(
-            any(isinstance(e, ev.RunFinished) for e in evs) for evs in screen.events), 60, "three columns")
+        await ui.wait_for(
+            pilot,
+            lambda: (
+                len(screen.events) == 3
+                and all(any(isinstance(e, ev.RunFinished) for e in evs) for evs in screen.events)
+            ),
+            60,
+            "three columns",
+        )
         assert [[e.shown for e in evs if isinstance(e, ev.ToolResult)] for evs in screen.events] == [["1"]] * 3
 
 
@@ -114,8 +147,7 @@ async def test_compare_saved_runs(ui):
 def test_align_by_turn(ui):
     runs = [step_cells(load(ui.DATA / name).events) for name in ("guarded.jsonl", "plain.jsonl")]
     rows = align(runs)
-    assert [tuple(c.turn if c else None for c in row) for row in rows] == [
-        (1, 1), (2, 2), (3, 3), (4, None), (5, None)]
+    assert [tuple(c.turn if c else None for c in row) for row in rows] == [(1, 1), (2, 2), (3, 3), (4, None), (5, None)]
 
 
 def test_pruned_parts_follow_the_working_context(ui):
@@ -144,6 +176,7 @@ async def test_run_columns_in_turn_or_together():
             if fail:
                 raise RuntimeError(name)
             return name
+
         return start
 
     out = await run_columns([column("a", fail=True), column("b")])
@@ -179,9 +212,16 @@ async def test_rerun_as_runs_the_problem_again_under_a_preset_beside_the_current
         await pilot.press("f6")
         await ui.wait_for(pilot, lambda: isinstance(app.screen, PresetsScreen), 10, "the preset list")
         app.screen.dismiss(next(p for p in app.screen.presets if p.name == "flag-only"))
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, CompareScreen) and len(app.screen.events) == 2
-                          and all(any(isinstance(e, ev.RunFinished) for e in evs) for evs in app.screen.events),
-                          60, "both columns")
+        await ui.wait_for(
+            pilot,
+            lambda: (
+                isinstance(app.screen, CompareScreen)
+                and len(app.screen.events) == 2
+                and all(any(isinstance(e, ev.RunFinished) for e in evs) for evs in app.screen.events)
+            ),
+            60,
+            "both columns",
+        )
         screen = app.screen
         assert screen.labels == ["attc:attc.threshold=0.9", "necessity+tim"]
         assert screen.query_one("#compare-problem").text == "count"

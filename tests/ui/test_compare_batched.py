@@ -56,17 +56,33 @@ async def test_columns_of_a_local_model_run_together_on_one_batched_engine(ui, t
     single = ScriptedBackend([split_tokens("unused", -0.1)], model_id="local")
     monkeypatch.setattr("tuiagent.ui.session.open_model", lambda spec, request: single)
     opened: list[AnswerEveryStream] = []
-    monkeypatch.setattr("tuiagent.backends.open_backend",
-                        lambda spec, n_seq: opened.append(AnswerEveryStream(n_seq)) or opened[-1])
-    app = make_app(AppConfig(models_file=toml, problem="What is 2+2?", gold="4", screen="compare",
-                             columns=("none", "tim", "necessity"), out=tmp_path / "runs"))
+    monkeypatch.setattr(
+        "tuiagent.backends.open_backend", lambda spec, n_seq: opened.append(AnswerEveryStream(n_seq)) or opened[-1]
+    )
+    app = make_app(
+        AppConfig(
+            models_file=toml,
+            problem="What is 2+2?",
+            gold="4",
+            screen="compare",
+            columns=("none", "tim", "necessity"),
+            out=tmp_path / "runs",
+        )
+    )
     async with app.run_test(size=(150, 40)) as pilot:
         await pilot.pause(0.2)
         screen = app.screen
         for _round in (1, 2):
             await pilot.press("ctrl+r")
-            await ui.wait_for(pilot, lambda: len(screen.events) == 3 and all(
-                any(isinstance(e, ev.RunFinished) for e in evs) for evs in screen.events), 60, "three columns")
+            await ui.wait_for(
+                pilot,
+                lambda: (
+                    len(screen.events) == 3
+                    and all(any(isinstance(e, ev.RunFinished) for e in evs) for evs in screen.events)
+                ),
+                60,
+                "three columns",
+            )
             await ui.wait_for(pilot, lambda: not screen.query_one("#compare-run").disabled, 30, "run enabled again")
             assert [next(e.answer for e in evs if isinstance(e, ev.RunFinished)) for evs in screen.events] == ["4"] * 3
         assert len(opened) == 1 and opened[0].n_seq == 3, "opened once, one sequence a column, then kept"
@@ -85,18 +101,34 @@ async def test_columns_run_together_on_the_real_batched_engine(ui, tmp_path):
     if path is None:
         pytest.skip(why)
     toml = tmp_path / "models.toml"
-    toml.write_text(MODELS.format(path).replace('backend = "llama_cpp"\n', 'backend = "llama_cpp"\ncontext_size = 2048\n'),
-                    encoding="utf-8")
-    app = make_app(AppConfig(models_file=toml, problem="What is 17 * 23?", screen="compare", columns=("none", "tim"),
-                             run_spec=RunSpec(run={"max_tokens": 60, "max_tool_calls": 1}),
-                             out=tmp_path / "runs"))
+    toml.write_text(
+        MODELS.format(path).replace('backend = "llama_cpp"\n', 'backend = "llama_cpp"\ncontext_size = 2048\n'),
+        encoding="utf-8",
+    )
+    app = make_app(
+        AppConfig(
+            models_file=toml,
+            problem="What is 17 * 23?",
+            screen="compare",
+            columns=("none", "tim"),
+            run_spec=RunSpec(run={"max_tokens": 60, "max_tool_calls": 1}),
+            out=tmp_path / "runs",
+        )
+    )
     async with app.run_test(size=(150, 40)) as pilot:
         screen = app.screen
         await ui.wait_for(pilot, lambda: app.session.state in ("ready", "failed"), 120, "the model loaded")
         assert app.session.state == "ready", app.session.error
         await pilot.press("ctrl+r")
-        await ui.wait_for(pilot, lambda: len(screen.events) == 2 and all(
-            any(isinstance(e, ev.RunFinished) for e in evs) for evs in screen.events), 300, "both columns")
+        await ui.wait_for(
+            pilot,
+            lambda: (
+                len(screen.events) == 2
+                and all(any(isinstance(e, ev.RunFinished) for e in evs) for evs in screen.events)
+            ),
+            300,
+            "both columns",
+        )
         batched = app.session.batched
         assert batched is not None and batched.n_seq == 2 and batched.alive
         turns = [[e for e in evs if isinstance(e, ev.TurnEnded)] for evs in screen.events]

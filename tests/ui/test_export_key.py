@@ -22,7 +22,6 @@ async def test_f9_exports_the_replayed_run_beside_it(ui, unsure_trajectory: Path
     assert 'title="p = ' in run.with_suffix(".html").read_text(encoding="utf-8")
 
 
-
 @pytest.mark.parametrize("raw, shown", [(False, "⟦338350⟧"), (True, "\\boxed{338350}")], ids=["rendered", "raw"])
 async def test_f9_follows_f10_raw_math(ui, tmp_path: Path, raw: bool, shown: str):
     import shutil

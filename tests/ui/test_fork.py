@@ -6,8 +6,10 @@ from __future__ import annotations
 from tuiagent.core import events as ev
 
 COUNTER = [  # counts the times the cell ran in this kernel: the fork's rebuilt kernel starts at 1
-    {"text": "Count.\n```python\ntry:\n    n += 1\nexcept NameError:\n    n = 1\nprint(n)\n```\n```output\n",
-     "logprob": -0.05},
+    {
+        "text": "Count.\n```python\ntry:\n    n += 1\nexcept NameError:\n    n = 1\nprint(n)\n```\n```output\n",
+        "logprob": -0.05,
+    },
     {"text": "So \\boxed{1}.", "logprob": -0.01},
 ]
 
@@ -31,8 +33,12 @@ async def test_fork_from_the_solve_screen_then_compare_with_the_parent(ui, tmp_p
         await ui.wait_for(pilot, lambda: isinstance(app.screen, PresetsScreen), 10, "the settings list")
         assert app.screen.presets[0].name == "as recorded"
         app.screen.dismiss(next(p for p in app.screen.presets if p.name == "none"))
-        await ui.wait_for(pilot, lambda: not solve.running and solve.finished is not None and solve.run_path not in (None, parent),
-                          60, "the fork")
+        await ui.wait_for(
+            pilot,
+            lambda: not solve.running and solve.finished is not None and solve.run_path not in (None, parent),
+            60,
+            "the fork",
+        )
         started = next(e for e in solve.query_one("#trajectory").events if isinstance(e, ev.RunStarted))
         assert started.parent == {"run_id": parent.stem, "trajectory": str(parent), "step": 1}
         messages = [e.message for e in solve.query_one("#trajectory").events if isinstance(e, ev.Notice)]
@@ -41,8 +47,9 @@ async def test_fork_from_the_solve_screen_then_compare_with_the_parent(ui, tmp_p
         assert [e.shown for e in solve.query_one("#trajectory").events if isinstance(e, ev.ToolResult)] == ["1", "2"]
 
         await pilot.press("f12")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, CompareScreen) and len(app.screen.events) == 2,
-                          10, "the comparison")
+        await ui.wait_for(
+            pilot, lambda: isinstance(app.screen, CompareScreen) and len(app.screen.events) == 2, 10, "the comparison"
+        )
         labels = app.screen.labels
         assert labels[0].endswith("· tim") and f"fork of …{parent.stem.rsplit('-', 1)[-1]} @ step 1 · none" in labels[1]
         rows = app.screen.query_one(CompareGrid).rows

@@ -15,8 +15,10 @@ from tuiagent.ui.widgets.guard_list import GuardList
 from tuiagent.ui.widgets.guard_panel import GuardPanel
 
 THREE_CALLS = [
-    {"text": f"Step {i}: compute part {i}.\n```python\nx{i} = sum(range({i * 10}))\nprint(x{i})\n```\n```output\n",
-     "logprob": -0.01}
+    {
+        "text": f"Step {i}: compute part {i}.\n```python\nx{i} = sum(range({i * 10}))\nprint(x{i})\n```\n```output\n",
+        "logprob": -0.01,
+    }
     for i in (1, 2, 3)
 ] + [{"text": "Adding the parts gives \\boxed{1335}.", "logprob": -0.01}]
 
@@ -32,8 +34,11 @@ def release_waiting_cells() -> None:
         (workdir / "go").touch()
 
 
-WAIT_FOR_GO = {"text": "Step 0: wait for the go.\n```python\nimport os, time\nwhile not os.path.exists('go'):\n"
-                       "    time.sleep(0.02)\nprint(0)\n```\n```output\n", "logprob": -0.01}
+WAIT_FOR_GO = {
+    "text": "Step 0: wait for the go.\n```python\nimport os, time\nwhile not os.path.exists('go'):\n"
+    "    time.sleep(0.02)\nprint(0)\n```\n```output\n",
+    "logprob": -0.01,
+}
 
 
 async def test_toggle_a_guard_and_a_setting_mid_run(ui, tmp_path):
@@ -41,8 +46,12 @@ async def test_toggle_a_guard_and_a_setting_mid_run(ui, tmp_path):
     app = ui.scripted_app(slow_first, delay_s=0.01, problem="sum of parts", tmp_path=tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("ctrl+r")
-        await ui.wait_for(pilot, lambda: any(c.status == "running" for c in app.screen.query(CodeBlockView)), 30,
-                          "the first cell to run")
+        await ui.wait_for(
+            pilot,
+            lambda: any(c.status == "running" for c in app.screen.query(CodeBlockView)),
+            30,
+            "the first cell to run",
+        )
         await pilot.press("ctrl+g")  # narrow screen: the panel opens and takes the focus
         panel = app.screen.query_one(GuardPanel)
         assert panel.display and panel.query_one(GuardList).has_focus
@@ -59,8 +68,11 @@ async def test_toggle_a_guard_and_a_setting_mid_run(ui, tmp_path):
         await pilot.pause(0.1)
         assert not panel.states["attc"].pending  # the run confirmed it
         events = load(ui.run_file(app)).events
-        toggles = [(i, e) for i, e in enumerate(events) if isinstance(e, ev.GuardToggled)
-                   and e.reason == "changed during the run"]
+        toggles = [
+            (i, e)
+            for i, e in enumerate(events)
+            if isinstance(e, ev.GuardToggled) and e.reason == "changed during the run"
+        ]
         attc_off = next(i for i, e in toggles if e.guard == "attc" and not e.enabled)
         assert any(e.guard == "prunetir" and e.settings["turn_limit"] == 4 for _, e in toggles)
         first_code = next(i for i, e in enumerate(events) if isinstance(e, ev.CodeBlock))
@@ -142,5 +154,7 @@ async def test_a_preset_sets_every_guard_and_setting_at_once(ui, tmp_path):
         on = {name for name, s in panel.states.items() if s.enabled}
         assert on == {"necessity", "tim"} and panel.states["attc"].settings["threshold"] == 0.97
         await ui.solve(pilot, app)
-        started = [e for e in load(ui.run_file(app)).events if isinstance(e, ev.GuardToggled) and e.reason == "on at start"]
+        started = [
+            e for e in load(ui.run_file(app)).events if isinstance(e, ev.GuardToggled) and e.reason == "on at start"
+        ]
         assert sorted(e.guard for e in started) == ["necessity", "tim"]

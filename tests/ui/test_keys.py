@@ -18,8 +18,18 @@ async def test_help_lists_the_keys_of_the_screen_and_the_app(ui):
         await pilot.press("f1")
         await ui.wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), 5)
         text = "\n".join(w.render().plain for w in app.screen.query("Static"))
-        for words in ("Run", "Stop", "Guards", "Copy answer", "Open run", "Copy code", "Expand output",
-                      "Show/hide pruned", "On/off", "Mouse"):
+        for words in (
+            "Run",
+            "Stop",
+            "Guards",
+            "Copy answer",
+            "Open run",
+            "Copy code",
+            "Expand output",
+            "Show/hide pruned",
+            "On/off",
+            "Mouse",
+        ):
             assert words in text, words
         assert "^r" in text and "f1" in text
         await pilot.press("escape")

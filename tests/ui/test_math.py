@@ -15,9 +15,17 @@ from tuiagent.ui.widgets.note_line import NoteLine
 from tuiagent.ui.widgets.turn_text import TurnText
 
 # One turn, token by token: the formula's "17" is unsure (p 0.2, band 0), so is "apples" after it (p 0.5).
-TOKENS = [("There are ", -0.01), ("\\(3 ", -0.01), ("\\times ", -0.01), ("17", math.log(0.2)), ("\\)", -0.01),
-          (" red ", -0.01), ("apples", math.log(0.5)), (", and \\(\\frac{1}{2}\\) of them are ripe. ", -0.01),
-          ("So \\boxed{\\frac{51}{2}}.", -0.01)]
+TOKENS = [
+    ("There are ", -0.01),
+    ("\\(3 ", -0.01),
+    ("\\times ", -0.01),
+    ("17", math.log(0.2)),
+    ("\\)", -0.01),
+    (" red ", -0.01),
+    ("apples", math.log(0.5)),
+    (", and \\(\\frac{1}{2}\\) of them are ripe. ", -0.01),
+    ("So \\boxed{\\frac{51}{2}}.", -0.01),
+]
 SOURCE = "".join(t for t, _ in TOKENS)
 SHOWN = "There are 3 × 17 red apples, and ½ of them are ripe. So ⟦⁵¹⁄₂⟧."
 PROBLEM = "How many are ripe if $n = 3 \\times 17$ and a bag costs $5?"
@@ -30,8 +38,10 @@ def math_app(**config):
     from tuiagent.ui import AppConfig, make_app
 
     turn = [Token(t, lp) for t, lp in TOKENS]
-    return make_app(AppConfig(model="scripted", problem=PROBLEM, run_spec=RunSpec(guards=()), **config),
-                    backend_factory=lambda: ScriptedBackend([list(turn)], delay_s=0.001))
+    return make_app(
+        AppConfig(model="scripted", problem=PROBLEM, run_spec=RunSpec(guards=()), **config),
+        backend_factory=lambda: ScriptedBackend([list(turn)], delay_s=0.001),
+    )
 
 
 def shown(app) -> str:
@@ -68,23 +78,33 @@ async def test_token_confidence_lines_up_with_rendered_math(ui):
         await pilot.press("f8")
         await ui.solve(pilot, app)
         content = app.screen.query(TurnText).first().render()
-        shaded = {content.plain[s.start:s.end]: s.style for s in content.spans if isinstance(s.style, str)}
+        shaded = {content.plain[s.start : s.end]: s.style for s in content.spans if isinstance(s.style, str)}
         # the formula is shaded whole, as its least sure token; the unsure word after it, exactly
         assert shaded == {"3 × 17": BANDS[0][1], "apples": BANDS[1][1]}
-        values = {content.plain[s.start:s.end]: s.style.meta["p"] for s in content.spans
-                  if not isinstance(s.style, str) and "p" in s.style.meta}
+        values = {
+            content.plain[s.start : s.end]: s.style.meta["p"]
+            for s in content.spans
+            if not isinstance(s.style, str) and "p" in s.style.meta
+        }
         assert values == {"3 × 17": 0.2, "apples": 0.5}
-        marked = [content.plain[s.start:s.end] for s in content.spans
-                  if not isinstance(s.style, str) and s.style.meta.get("formula")]
+        marked = [
+            content.plain[s.start : s.end]
+            for s in content.spans
+            if not isinstance(s.style, str) and s.style.meta.get("formula")
+        ]
         assert marked == ["3 × 17", "½", "⟦⁵¹⁄₂⟧"]
         text = app.screen.query(TurnText).first()
         await pilot.hover(text, offset=(content.plain.index("×") + 1, 0))  # padding: 1 cell
-        await ui.wait_for(pilot, lambda: text.tooltip == "least sure token of this formula: p = 0.2000", 5,
-                          f"the formula's p on hover: {text.tooltip}")
+        await ui.wait_for(
+            pilot,
+            lambda: text.tooltip == "least sure token of this formula: p = 0.2000",
+            5,
+            f"the formula's p on hover: {text.tooltip}",
+        )
         await pilot.press("f10")  # raw: the token itself, as before
         await ui.wait_for(pilot, lambda: shown(app) == SOURCE, 5, "the raw LaTeX")
         content = app.screen.query(TurnText).first().render()
-        shaded = {content.plain[s.start:s.end] for s in content.spans if isinstance(s.style, str)}
+        shaded = {content.plain[s.start : s.end] for s in content.spans if isinstance(s.style, str)}
         assert shaded == {"17", "apples"}
 
 
@@ -106,6 +126,7 @@ async def test_replay_and_compare_render_and_toggle(ui, tmp_path):
 
     app = make_app(AppConfig(model="scripted", screen="compare", compare=(saved, saved)))
     async with app.run_test(size=(120, 30)) as pilot:
+
         def cells() -> str:
             return "\n".join(ui.text(w) for w in app.screen.query_one(CompareGrid).query("Static"))
 

@@ -53,14 +53,29 @@ async def test_a_preset_chosen_in_the_app_runs_its_budgets_and_sampling_from_the
 
 async def test_a_compare_column_runs_a_presets_budgets_and_sampling(ui, tmp_path):
     write_budgeted_preset()
-    app = scripted(app_config(model="scripted", preset="none", problem="count", screen="compare",
-                              columns=("budgeted", "none"), out=tmp_path / "runs"))
+    app = scripted(
+        app_config(
+            model="scripted",
+            preset="none",
+            problem="count",
+            screen="compare",
+            columns=("budgeted", "none"),
+            out=tmp_path / "runs",
+        )
+    )
     async with app.run_test(size=(140, 36)) as pilot:
         await pilot.pause(0.2)
         screen = app.screen
         await pilot.press("ctrl+r")
-        await ui.wait_for(pilot, lambda: len(screen.events) == 2 and all(
-            any(isinstance(e, ev.RunFinished) for e in evs) for evs in screen.events), 60, "both columns")
+        await ui.wait_for(
+            pilot,
+            lambda: (
+                len(screen.events) == 2
+                and all(any(isinstance(e, ev.RunFinished) for e in evs) for evs in screen.events)
+            ),
+            60,
+            "both columns",
+        )
         assert_the_preset_reached(recorded(screen.events[0]))
         other = next(e for e in screen.events[1] if isinstance(e, ev.RunStarted))
         assert other.settings["max_tool_calls"] != RUN["max_tool_calls"]  # the preset did not leak into `none`
@@ -75,8 +90,12 @@ async def test_a_fork_in_the_app_runs_a_presets_budgets_and_sampling(ui, tmp_pat
         await ui.solve(pilot, app)
         solve, parent = app.screen, app.screen.run_path
         app.run_fork(parent, 1, app.presets()["budgeted"])
-        await ui.wait_for(pilot, lambda: solve.run_path not in (None, parent) and not solve.running
-                          and solve.finished is not None, 60, "the fork")
+        await ui.wait_for(
+            pilot,
+            lambda: solve.run_path not in (None, parent) and not solve.running and solve.finished is not None,
+            60,
+            "the fork",
+        )
         events = recorded(solve.query_one("#trajectory").events)
         assert_the_preset_reached(events, guards=False)
         assert events[0]["parent"]["step"] == 1
@@ -97,7 +116,8 @@ guards = ["attc"]
 async def test_the_app_lists_the_presets_of_the_model_in_use(ui, tmp_path: Path):
     (tmp_path / "other.toml").write_text(textwrap.dedent(CALIBRATION), encoding="utf-8")
     models = tmp_path / "models.toml"
-    models.write_text(textwrap.dedent("""
+    models.write_text(
+        textwrap.dedent("""
         [models.plain]
         backend = "scripted"
         [models.plain.source]
@@ -107,7 +127,9 @@ async def test_the_app_lists_the_presets_of_the_model_in_use(ui, tmp_path: Path)
         calibration = "other.toml"
         [models.other.source]
         kind = "script"
-        """), encoding="utf-8")
+        """),
+        encoding="utf-8",
+    )
     app = scripted(app_config(model="plain", models_file=models, preset="none"))
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.pause(0.2)

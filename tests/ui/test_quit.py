@@ -26,10 +26,16 @@ def in_cell(app) -> bool:
     return any(c.status == "running" for c in app.screen.query(CodeBlockView))
 
 
-@pytest.mark.parametrize("turns, busy, how", [(LONG_TURN, generating, "ctrl+q"), (SLEEPING_CELL, in_cell, "ctrl+q"),
-                                               (SLEEPING_CELL, in_cell, signal.SIGTERM),
-                                               (LONG_TURN, generating, signal.SIGHUP)],
-                         ids=["generating", "in a 60 s cell", "sigterm in a 60 s cell", "terminal closed generating"])
+@pytest.mark.parametrize(
+    "turns, busy, how",
+    [
+        (LONG_TURN, generating, "ctrl+q"),
+        (SLEEPING_CELL, in_cell, "ctrl+q"),
+        (SLEEPING_CELL, in_cell, signal.SIGTERM),
+        (LONG_TURN, generating, signal.SIGHUP),
+    ],
+    ids=["generating", "in a 60 s cell", "sigterm in a 60 s cell", "terminal closed generating"],
+)
 async def test_quit_mid_run_leaves_no_kernel_and_records_the_end(ui, tmp_path, turns, busy, how):
     before = {p.pid for p in psutil.Process().children(recursive=True)}
     app = ui.scripted_app(turns, delay_s=0.02, problem="x", tmp_path=tmp_path)

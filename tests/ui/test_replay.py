@@ -82,8 +82,16 @@ async def test_pruned_branches_are_collapsed_and_expand(ui):
         screen = app.screen
         headers = {h.turn: h for h in screen.query(StepHeader)}
         labels = {t: h.mark.label for t, h in headers.items() if h.mark}
-        assert labels == {1: "STPR", 2: "STPR", 3: "STPR", 4: "STPR",
-                          5: "STPR+RTTS", 6: "STPR+RTTS", 7: "STPR+RTTS", 8: "STPR+RTTS"}
+        assert labels == {
+            1: "STPR",
+            2: "STPR",
+            3: "STPR",
+            4: "STPR",
+            5: "STPR+RTTS",
+            6: "STPR+RTTS",
+            7: "STPR+RTTS",
+            8: "STPR+RTTS",
+        }
         trajectory = screen.query_one(TrajectoryView)
         hidden = [w for w in trajectory.pruned_items[2]]
         assert hidden and all(w.has_class("-hidden") for w in hidden)

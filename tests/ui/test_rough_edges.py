@@ -40,6 +40,7 @@ async def test_tab_goes_from_the_problem_to_the_labelled_gold_field(ui):
 async def test_the_footer_says_what_ctrl_g_does_and_a_second_press_goes_back(ui):
     app = ui.scripted_app(ui.DATA / "guarded_script.jsonl", problem="x")
     async with app.run_test(size=(120, 40)) as pilot:
+
         def footer() -> set[str]:
             return {k.description for k in app.screen.query("FooterKey")}
 
@@ -86,8 +87,10 @@ async def test_a_block_waiting_for_a_yes_shows_as_waiting(ui, tmp_path):
     from tuiagent.ui.widgets.code_block import CodeBlockView
     from tuiagent.ui.widgets.status_line import StatusLine
 
-    turns = [{"text": "One.\n```python\nprint('first')\n```\n```output\n", "logprob": -0.01},
-             {"text": "\\boxed{2}", "logprob": -0.01}]
+    turns = [
+        {"text": "One.\n```python\nprint('first')\n```\n```output\n", "logprob": -0.01},
+        {"text": "\\boxed{2}", "logprob": -0.01},
+    ]
     app = ui.scripted_app(turns, problem="one block", guards=(), tmp_path=tmp_path, confirm=True)
     async with app.run_test() as pilot:
         solve = app.screen

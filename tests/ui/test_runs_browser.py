@@ -35,7 +35,16 @@ async def test_columns_filter_sort_and_the_empty_path(ui):
         screen = app.screen
         table = screen.query_one(DataTable)
         assert [str(c.label).split()[0] for c in table.columns.values()] == [
-            "date", "problem", "answer", "✓/✗", "guards", "model", "calls", "tokens", "time"]
+            "date",
+            "problem",
+            "answer",
+            "✓/✗",
+            "guards",
+            "model",
+            "calls",
+            "tokens",
+            "time",
+        ]
         assert rows(screen) == ["guarded", "plain", "rtts"]  # newest first
         first = [str(c) for c in table.get_row_at(0)]
         assert "scripted" in first and "all" in first and "3" in first and "70" in first  # every guard on: "all"

@@ -20,7 +20,9 @@ GATE = {"gstep": {"weights": str(DATA / "gate.npz")}}
 
 
 def solve_app():
-    return make_app(AppConfig(model="scripted", run_spec=RunSpec(guards=("all",), guard_settings=GATE), sandbox="off"))  # "off": no probe, no race
+    return make_app(
+        AppConfig(model="scripted", run_spec=RunSpec(guards=("all",), guard_settings=GATE), sandbox="off")
+    )  # "off": no probe, no race
 
 
 async def fed(pilot, name: str = "guarded.jsonl", theme: str | None = None) -> None:
@@ -79,8 +81,11 @@ def test_replay_rtts_light(snap_compare):
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 50)], ids=["80x24", "160x50"])
 def test_compare(snap_compare, size):
-    app = make_app(AppConfig(model="scripted", sandbox="off", screen="compare",
-                             compare=(DATA / "guarded.jsonl", DATA / "plain.jsonl")))
+    app = make_app(
+        AppConfig(
+            model="scripted", sandbox="off", screen="compare", compare=(DATA / "guarded.jsonl", DATA / "plain.jsonl")
+        )
+    )
     assert snap_compare(app, terminal_size=size)
 
 
@@ -90,7 +95,12 @@ def test_help(snap_compare):
 
 # -- the views of issue 16: token confidence, the runs browser, the export dialog -----------------
 
-VIEWS = [((80, 24), "textual-dark"), ((160, 50), "textual-dark"), ((80, 24), "textual-light"), ((160, 50), "textual-light")]
+VIEWS = [
+    ((80, 24), "textual-dark"),
+    ((160, 50), "textual-dark"),
+    ((80, 24), "textual-light"),
+    ((160, 50), "textual-light"),
+]
 VIEW_IDS = ["80x24-dark", "160x50-dark", "80x24-light", "160x50-light"]
 
 

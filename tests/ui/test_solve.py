@@ -35,11 +35,11 @@ async def test_solve_shows_every_guard(ui, guarded_script):
         outputs = {o.call: o for o in screen.query(ToolOutput)}
         assert "338350" in outputs[2].text  # the real kernel ran the code
         assert outputs[1].has_class("-error") and "NameError" in ui.text(outputs[1])
-        gates = [ui.text(g) for g in screen.query(GuardCard).filter('.-gstep')]
+        gates = [ui.text(g) for g in screen.query(GuardCard).filter(".-gstep")]
         assert len(gates) == 2 and "continue" in gates[0] and "0.269" in gates[0] and "τ 0.05" in gates[0]
         # the check after the continue used another formula and agrees: G-STEP commits on that
         assert "commit" in gates[1] and "an independent check (call 3) agrees with the earlier answer" in gates[1]
-        tim = ui.text(screen.query(GuardCard).filter('.-tim').only_one())
+        tim = ui.text(screen.query(GuardCard).filter(".-tim").only_one())
         assert "flagged" in tim and "Let's verify this numerically" in tim
         headers = {h.turn: h for h in screen.query(StepHeader)}
         assert headers[1].mark is not None and headers[1].mark.label == "STP"
@@ -69,13 +69,19 @@ async def test_tokens_stream_before_the_turn_ends(ui, tmp_path):
 
 
 async def test_stop_interrupts_the_kernel_and_keeps_the_trajectory(ui, tmp_path):
-    turns = [{"text": "Wait a while.\n```python\nimport time\nprint('start', flush=True)\ntime.sleep(30)\n"
-                      "print('late')\n```\n```output\n", "logprob": -0.01}]
+    turns = [
+        {
+            "text": "Wait a while.\n```python\nimport time\nprint('start', flush=True)\ntime.sleep(30)\n"
+            "print('late')\n```\n```output\n",
+            "logprob": -0.01,
+        }
+    ]
     app = ui.scripted_app(turns, problem="sleep", tmp_path=tmp_path)
     async with app.run_test() as pilot:
         await pilot.press("ctrl+r")
-        await ui.wait_for(pilot, lambda: any(c.status == "running" for c in app.screen.query(CodeBlockView)), 20,
-                       "the cell to run")
+        await ui.wait_for(
+            pilot, lambda: any(c.status == "running" for c in app.screen.query(CodeBlockView)), 20, "the cell to run"
+        )
         await pilot.pause(0.5)
         t0 = time.monotonic()
         await pilot.press("ctrl+s")
@@ -116,8 +122,13 @@ async def test_copy_answer_and_code(ui, guarded_script):
 
 
 async def test_long_output_is_truncated_and_expands(ui, tmp_path):
-    turns = [{"text": "Print a lot.\n```python\nfor i in range(60):\n    print('line', i)\n```\n```output\n",
-              "logprob": -0.01}, {"text": "\\boxed{60}", "logprob": -0.01}]
+    turns = [
+        {
+            "text": "Print a lot.\n```python\nfor i in range(60):\n    print('line', i)\n```\n```output\n",
+            "logprob": -0.01,
+        },
+        {"text": "\\boxed{60}", "logprob": -0.01},
+    ]
     app = ui.scripted_app(turns, problem="lines", guards=(), tmp_path=tmp_path)
     async with app.run_test(size=(100, 40)) as pilot:
         await ui.solve(pilot, app)
@@ -135,8 +146,10 @@ async def test_long_output_is_truncated_and_expands(ui, tmp_path):
 
 
 async def test_kernel_death_is_a_readable_notice(ui, tmp_path):
-    turns = [{"text": "Crash.\n```python\nimport os\nos._exit(1)\n```\n```output\n", "logprob": -0.01},
-             {"text": "\\boxed{0}", "logprob": -0.01}]
+    turns = [
+        {"text": "Crash.\n```python\nimport os\nos._exit(1)\n```\n```output\n", "logprob": -0.01},
+        {"text": "\\boxed{0}", "logprob": -0.01},
+    ]
     app = ui.scripted_app(turns, problem="crash", guards=(), tmp_path=tmp_path)
     async with app.run_test() as pilot:
         await ui.solve(pilot, app)
@@ -164,8 +177,10 @@ async def test_bad_config_is_a_notice_not_a_crash(ui, tmp_path):
 
 async def test_model_that_fails_to_load_is_a_notice(ui, tmp_path):
     toml = tmp_path / "models.toml"
-    toml.write_text('default = "gone"\n[models.gone]\nbackend = "llama_cpp"\n[models.gone.source]\n'
-                    f'kind = "path"\npath = "{tmp_path / "missing.gguf"}"\n')
+    toml.write_text(
+        'default = "gone"\n[models.gone]\nbackend = "llama_cpp"\n[models.gone.source]\n'
+        f'kind = "path"\npath = "{tmp_path / "missing.gguf"}"\n'
+    )
     from tuiagent.ui import AppConfig, make_app
 
     app = make_app(AppConfig(models_file=toml, problem="1+1"))
@@ -181,9 +196,11 @@ async def test_model_that_fails_to_load_is_a_notice(ui, tmp_path):
 async def test_ask_before_code_runs_only_what_the_user_approves(ui, tmp_path):
     from tuiagent.ui.screens.confirm_code import ConfirmCodeScreen
 
-    turns = [{"text": "One.\n```python\nprint('first')\n```\n```output\n", "logprob": -0.01},
-             {"text": "Two.\n```python\nprint('second')\n```\n```output\n", "logprob": -0.01},
-             {"text": "\\boxed{2}", "logprob": -0.01}]
+    turns = [
+        {"text": "One.\n```python\nprint('first')\n```\n```output\n", "logprob": -0.01},
+        {"text": "Two.\n```python\nprint('second')\n```\n```output\n", "logprob": -0.01},
+        {"text": "\\boxed{2}", "logprob": -0.01},
+    ]
     app = ui.scripted_app(turns, problem="two blocks", guards=(), tmp_path=tmp_path, out=tmp_path / "runs")
     async with app.run_test() as pilot:
         solve_screen = app.screen

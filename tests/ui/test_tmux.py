@@ -48,8 +48,10 @@ def test_solve_with_the_default_model_in_tmux(tmp_path):
     if "ready" not in default:
         pytest.skip(f"the default model is not assembled: {default.strip()}")
     session = f"tuiagent-test-{uuid.uuid4().hex[:6]}"
-    env = f"TUIAGENT_DATA_DIR={shlex.quote(os.environ['TUIAGENT_DATA_DIR'])} " \
-          f"TUIAGENT_CONFIG_DIR={shlex.quote(os.environ['TUIAGENT_CONFIG_DIR'])}"
+    env = (
+        f"TUIAGENT_DATA_DIR={shlex.quote(os.environ['TUIAGENT_DATA_DIR'])} "
+        f"TUIAGENT_CONFIG_DIR={shlex.quote(os.environ['TUIAGENT_CONFIG_DIR'])}"
+    )
     command = f"cd {shlex.quote(str(ROOT))} && {env} {shlex.quote(sys.executable)} -m tuiagent"
     tmux("new-session", "-d", "-s", session, "-x", "100", "-y", "30", command)
     try:

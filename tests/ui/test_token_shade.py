@@ -36,9 +36,13 @@ def test_shade_merges_a_band_and_keeps_each_value():
     assert metas == [0.1, 0.2, 0.5]  # a certain token (0.99) is not shaded and carries no value
 
 
-UNSURE = [{"text": "I think the answer is ", "logprob": -0.01}, {"text": "42", "logprob": -1.6},
-          {"text": ".\n```python\nprint(", "logprob": -0.01}, {"text": "6*7", "logprob": -0.9},
-          {"text": ")\n```\n```output\n", "logprob": -0.01}]
+UNSURE = [
+    {"text": "I think the answer is ", "logprob": -0.01},
+    {"text": "42", "logprob": -1.6},
+    {"text": ".\n```python\nprint(", "logprob": -0.01},
+    {"text": "6*7", "logprob": -0.9},
+    {"text": ")\n```\n```output\n", "logprob": -0.01},
+]
 
 
 def turns():
@@ -53,20 +57,24 @@ async def test_live_shading_and_hover(ui):
     from tuiagent.backends.scripted import ScriptedBackend
     from tuiagent.ui import AppConfig, make_app
 
-    app = make_app(AppConfig(model="scripted", problem="6*7?", run_spec=RunSpec(guards=())),
-                   backend_factory=lambda: ScriptedBackend(turns(), delay_s=0.001))
+    app = make_app(
+        AppConfig(model="scripted", problem="6*7?", run_spec=RunSpec(guards=())),
+        backend_factory=lambda: ScriptedBackend(turns(), delay_s=0.001),
+    )
     async with app.run_test(size=(100, 30)) as pilot:
         await pilot.press("f8")
         await ui.solve(pilot, app)
         text = app.screen.query(TurnText).first()
         shaded = [s for s in text.render().spans if s.style == BANDS[0][1]]  # 42 (p 0.20)
-        assert shaded and text.render().plain[shaded[0].start:shaded[0].end] == "42"
+        assert shaded and text.render().plain[shaded[0].start : shaded[0].end] == "42"
         code = app.screen.query_one(CodeBlockView)
         assert "least sure: '6*7' p 0.407" in ui.text(code)
         line = next(i for i, s in enumerate(code.render().plain.splitlines()) if "print(6*7)" in s)
         col = code.render().plain.splitlines()[line].index("6*7")
         await pilot.hover(code, offset=(col + 2, line))  # the left border and padding: 2 cells
-        await ui.wait_for(pilot, lambda: code.tooltip == "token p = 0.4066", 5, f"the token's p on hover: {code.tooltip}")
+        await ui.wait_for(
+            pilot, lambda: code.tooltip == "token p = 0.4066", 5, f"the token's p on hover: {code.tooltip}"
+        )
         await pilot.press("f8")
         assert not text.shaded and "least sure" not in ui.text(code)
 

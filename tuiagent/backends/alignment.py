@@ -33,7 +33,9 @@ class TokenAligner:
         self._text = ""
         self._tokens: list[tuple[str, float | None]] = []
 
-    def feed(self, text: str, names: Sequence[str] | None, logprobs: Sequence[float | None] | None = None) -> list[Token]:
+    def feed(
+        self, text: str, names: Sequence[str] | None, logprobs: Sequence[float | None] | None = None
+    ) -> list[Token]:
         """Add one streamed delta; return the tokens whose text is now known."""
         if names is None:  # no per-token report: the text is one token of unknown probability
             if not self._tokens:
@@ -59,7 +61,7 @@ class TokenAligner:
             name, lp = self._tokens[0]
             if name and self._text.startswith(name) or not name and (self._text or not final):
                 out.append(Token(name, lp))
-                self._text = self._text[len(name):]
+                self._text = self._text[len(name) :]
                 del self._tokens[0]
                 continue
             if name.startswith(self._text):

@@ -98,7 +98,8 @@ class BackendCrashed(UserError):
     """The model's process died (a native crash, an abort, an out-of-memory kill): the run ends
     with reason ``backend_crashed``; ``str()`` says what crashed, the likely cause and the fix."""
 
-    def __init__(self, message: str, *, signal: str | None = None, returncode: int | None = None,
-                 log: str | None = None):
+    def __init__(
+        self, message: str, *, signal: str | None = None, returncode: int | None = None, log: str | None = None
+    ):
         self.signal, self.returncode, self.log = signal, returncode, log
         super().__init__(message)

@@ -11,8 +11,10 @@ from tuiagent.backends.base import BackendCrashed
 
 REBUILD = f"{shlex.quote(sys.executable)} -m tuiagent.llama_build install --force"
 # The same, with AVX-512 off: for a fault that a build for this CPU still hits.
-REBUILD_PLAIN = ("CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF "
-                 f"-DGGML_AMX_BF16=OFF' {REBUILD}")
+REBUILD_PLAIN = (
+    "CMAKE_ARGS='-DGGML_NATIVE=OFF -DGGML_AVX512=OFF -DGGML_AMX_TILE=OFF -DGGML_AMX_INT8=OFF "
+    f"-DGGML_AMX_BF16=OFF' {REBUILD}"
+)
 _FRAME = re.compile(r'File "([^"]+)", line \d+ in (\w+)')
 
 
@@ -35,13 +37,21 @@ def where(log_tail: str) -> str:
     frames = _FRAME.findall(log_tail)
     for path, func in frames:  # faulthandler lists the innermost frame first
         if "llama_cpp" in path:
-            short = path[path.rfind("llama_cpp"):]
+            short = path[path.rfind("llama_cpp") :]
             return f"in llama.cpp's native code, called from {short} ({func})"
     return "in native code" if frames else ""
 
 
-def describe(model_id: str, returncode: int | None, log_tail: str, system_info: str, *, during: str,
-             cpu_flags: set[str] | frozenset[str] = frozenset(), log: str | None = None) -> BackendCrashed:
+def describe(
+    model_id: str,
+    returncode: int | None,
+    log_tail: str,
+    system_info: str,
+    *,
+    during: str,
+    cpu_flags: set[str] | frozenset[str] = frozenset(),
+    log: str | None = None,
+) -> BackendCrashed:
     """The exception for a model worker that exited with ``returncode`` while ``during``."""
     sig = signal_name(returncode)
     how = f"with {sig}" if sig else f"with exit code {returncode}"
@@ -52,12 +62,16 @@ def describe(model_id: str, returncode: int | None, log_tail: str, system_info: 
         problem += f": {assertion}"
     amx_cpu = "amx_tile" in cpu_flags or "amx_int8" in cpu_flags
     if sig == "SIGKILL":
-        cause = ("it was killed from outside: most often by the out-of-memory killer (the model and its "
-                 "context did not fit in free memory), or by `kill -9`")
+        cause = (
+            "it was killed from outside: most often by the out-of-memory killer (the model and its "
+            "context did not fit in free memory), or by `kill -9`"
+        )
         fix = "close other programs or pick a smaller model (--model qwen2.5-coder-0.5b), then load the model again"
     elif system_info_has(system_info, "AMX_INT8"):
-        cause = ("this llama.cpp build has the AMX matrix-multiply path, which crashes on some CPUs "
-                 "(upstream llama.cpp issue #20824)" + ("; this CPU advertises AMX" if amx_cpu else ""))
+        cause = (
+            "this llama.cpp build has the AMX matrix-multiply path, which crashes on some CPUs "
+            "(upstream llama.cpp issue #20824)" + ("; this CPU advertises AMX" if amx_cpu else "")
+        )
         fix = f"rebuild llama-cpp-python for this CPU without AMX: {REBUILD}"
     elif sig == "SIGILL":
         cause = "the llama.cpp build uses instructions this CPU does not have (it was built for another CPU)"

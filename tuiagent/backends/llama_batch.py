@@ -136,8 +136,19 @@ class BatchEngine:
     Not thread-safe: ``submit``, ``step`` and ``generate`` run on one thread (the worker's); only
     the requests' cancel events are set from elsewhere."""
 
-    def __init__(self, model_path: str, *, n_ctx: int, n_threads: int, n_batch: int, seed: int | None,
-                 min_p: float, prompt_chunk: int | None, n_seq: int, repack: bool | None = None):
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        n_ctx: int,
+        n_threads: int,
+        n_batch: int,
+        seed: int | None,
+        min_p: float,
+        prompt_chunk: int | None,
+        n_seq: int,
+        repack: bool | None = None,
+    ):
         lc = self._lc = import_llama_cpp()
         from llama_cpp import _internals  # the wrappers that free their native objects
 
@@ -169,8 +180,10 @@ class BatchEngine:
         self.n_vocab = int(lc.llama_vocab_n_tokens(self.vocab.vocab))
         self._batch = lc.llama_batch_init(params.n_batch, 0, 1)
         self._lp_buf = np.empty(self.n_vocab, dtype=np.float32)
-        self.describe = f"batched (weights {'repacked, steps padded to ' + str(self.group) if self.repack else 'plain'}" + \
-            (f"; ubatches of {STEP_COLUMNS})" if n_seq > STEP_COLUMNS else ")")
+        self.describe = (
+            f"batched (weights {'repacked, steps padded to ' + str(self.group) if self.repack else 'plain'}"
+            + (f"; ubatches of {STEP_COLUMNS})" if n_seq > STEP_COLUMNS else ")")
+        )
         self.store = _Sequence(self.n_seq)
         self.sequences = [_Sequence(i) for i in range(self.n_seq)]
         # every stream by id: the sequences, the store, then pads (empty: they only fill decode steps)
@@ -190,8 +203,14 @@ class BatchEngine:
         """Queue a request; it starts at a step when a sequence is free."""
         self._waiting.append(request)
 
-    def generate(self, tokens: list[int], sampling: Sampling, stop: Sequence[str], cancel: threading.Event,
-                 emit: Callable[[list[Token]], None]) -> Generation:
+    def generate(
+        self,
+        tokens: list[int],
+        sampling: Sampling,
+        stop: Sequence[str],
+        cancel: threading.Event,
+        emit: Callable[[list[Token]], None],
+    ) -> Generation:
         """One request run to its end, as ``LlamaModel.generate`` (the worker's smoke check)."""
         result: list[Generation | BaseException] = []
         self.submit(Request(0, tokens, sampling, stop, cancel, emit, result.append))
@@ -259,15 +278,22 @@ class BatchEngine:
         if not tokens:
             raise CapacityError("empty prompt: there is nothing to continue")
         if len(tokens) >= self.n_ctx:
-            raise CapacityError(f"the prompt has {len(tokens)} tokens; each of the engine's {self.n_seq} "
-                                f"sequences holds at most {self.n_ctx}")
+            raise CapacityError(
+                f"the prompt has {len(tokens)} tokens; each of the engine's {self.n_seq} "
+                f"sequences holds at most {self.n_ctx}"
+            )
         seq = self._choose(request, free)
         sampling = request.sampling
         seed = self.default_seed if sampling.seed is None else int(sampling.seed) & 0xFFFFFFFF
         max_new = int(sampling.max_tokens) if request.forced is None else len(request.forced)
-        seq.run = _Run(request, self._sampler(sampling, seed), PieceDecoder(request.stops),
-                       min(max_new, self.n_ctx - len(tokens)),
-                       Generation(prompt_tokens=len(tokens), layout="batched"), time.perf_counter())
+        seq.run = _Run(
+            request,
+            self._sampler(sampling, seed),
+            PieceDecoder(request.stops),
+            min(max_new, self.n_ctx - len(tokens)),
+            Generation(prompt_tokens=len(tokens), layout="batched"),
+            time.perf_counter(),
+        )
         seq.last_used = time.perf_counter()
 
     def _choose(self, request: Request, free: list[_Sequence]) -> _Sequence:
@@ -279,6 +305,7 @@ class BatchEngine:
             return mine[0]
         unheld = [s for s in free if s.owner is None]
         if unheld:
+
             def rank(s: _Sequence) -> tuple[bool, int, int]:
                 keep, _, extends = self._reuse(s, request.tokens)
                 return extends, keep, -s.seq_id
@@ -328,8 +355,13 @@ class BatchEngine:
     def _sampler(self, sampling: Sampling, seed: int) -> Any:
         """The chain ``Llama._init_sampler`` (0.3.36) builds for ``LlamaModel.generate``'s arguments."""
         chain = self._internals.LlamaSampler()
-        chain.add_penalties(n_vocab=self.n_vocab, penalty_last_n=PENALTY_LAST_N,
-                            penalty_repeat=float(sampling.repeat_penalty), penalty_freq=0.0, penalty_present=0.0)
+        chain.add_penalties(
+            n_vocab=self.n_vocab,
+            penalty_last_n=PENALTY_LAST_N,
+            penalty_repeat=float(sampling.repeat_penalty),
+            penalty_freq=0.0,
+            penalty_present=0.0,
+        )
         temp = float(sampling.temperature)
         if temp <= 0:
             chain.add_greedy()
@@ -353,8 +385,9 @@ class BatchEngine:
         start = len(seq.tokens)
         end = min(len(tokens), (start // self.chunk + 1) * self.chunk)
         if start < end:
-            self._fill([(t, start + i, seq.seq_id, start + i == len(tokens) - 1)
-                        for i, t in enumerate(tokens[start:end])])
+            self._fill(
+                [(t, start + i, seq.seq_id, start + i == len(tokens) - 1) for i, t in enumerate(tokens[start:end])]
+            )
             seq.tokens = tokens[:end]
             if run.canonical and end % self.chunk == 0:
                 seq.canonical = end
@@ -375,7 +408,7 @@ class BatchEngine:
         lc = self._lc
         lc.llama_memory_seq_cp(self._mem, seq.seq_id, store.seq_id, -1, -1)  # the whole stream, then cut
         lc.llama_memory_seq_rm(self._mem, store.seq_id, seq.canonical, -1)
-        store.tokens = seq.tokens[:seq.canonical]
+        store.tokens = seq.tokens[: seq.canonical]
         store.canonical = seq.canonical
 
     def _decode(self, generating: list[_Sequence]) -> None:
@@ -384,10 +417,10 @@ class BatchEngine:
         that is not generating takes part with a filler token at its next position, whose cell is
         removed afterwards."""
         live = {s.seq_id: s for s in generating}
-        streams = self._streams[:round_up(max(live) + 1, self.group)]
+        streams = self._streams[: round_up(max(live) + 1, self.group)]
         for first in range(0, len(streams), STEP_COLUMNS):
             entries, fillers = [], []
-            for stream in streams[first:first + STEP_COLUMNS]:
+            for stream in streams[first : first + STEP_COLUMNS]:
                 s = live.get(stream.seq_id)
                 if s is not None:
                     assert s.run is not None and s.run.pending is not None
@@ -420,8 +453,10 @@ class BatchEngine:
         b.n_tokens = len(entries)
         rc = self._lc.llama_decode(self._ctx.ctx, b)
         if rc == 1:
-            raise CapacityError(f"the KV cache ({self.kv_cells} cells for {self.n_seq} sequences of "
-                                f"{self.n_ctx} tokens) has no room left for this step")
+            raise CapacityError(
+                f"the KV cache ({self.kv_cells} cells for {self.n_seq} sequences of "
+                f"{self.n_ctx} tokens) has no room left for this step"
+            )
         if rc != 0:
             raise RuntimeError(f"llama_decode returned {rc}")
 

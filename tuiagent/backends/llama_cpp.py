@@ -83,8 +83,13 @@ class LlamaCppBackend:
         self._closed = False
         self._formatter: Any = None
         options = {
-            "model_path": self.model_path, "n_ctx": int(n_ctx), "n_threads": int(n_threads or os.cpu_count() or 1),
-            "n_batch": int(n_batch), "seed": seed, "min_p": float(min_p), "prompt_chunk": prompt_chunk,
+            "model_path": self.model_path,
+            "n_ctx": int(n_ctx),
+            "n_threads": int(n_threads or os.cpu_count() or 1),
+            "n_batch": int(n_batch),
+            "seed": seed,
+            "min_p": float(min_p),
+            "prompt_chunk": prompt_chunk,
         }
         if n_seq is not None:  # the worker's batched engine (llama_batch); None: the single-sequence engine
             options["n_seq"] = int(n_seq)
@@ -116,8 +121,12 @@ class LlamaCppBackend:
         with log, theirs:
             self._proc = subprocess.Popen(
                 [sys.executable, *self.worker_command, str(theirs.fileno())],
-                pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, stdout=log, stderr=log,
-                env=env, start_new_session=True,  # Ctrl-C in a terminal goes to us; we cancel the worker
+                pass_fds=(theirs.fileno(),),
+                stdin=subprocess.DEVNULL,
+                stdout=log,
+                stderr=log,
+                env=env,
+                start_new_session=True,  # Ctrl-C in a terminal goes to us; we cancel the worker
             )
         self._conn = Connection(ours.detach())
         self._conn.send(("load", options))
@@ -129,8 +138,9 @@ class LlamaCppBackend:
             raise self._crashed("loading the model and running one token (the smoke check)") from None
         if kind == "load_error":
             self._kill()
-            raise _load_error(self.model_path, RuntimeError(payload), self._origin, self._expected_size,
-                              self.model_id) from None
+            raise _load_error(
+                self.model_path, RuntimeError(payload), self._origin, self._expected_size, self.model_id
+            ) from None
         info: dict[str, Any] = payload  # ("ready", info): see tuiagent.backends.llama_worker
         return info
 
@@ -142,8 +152,15 @@ class LlamaCppBackend:
             returncode = self._proc.returncode
         from tuiagent.llama_build import cpu_flags
 
-        err = crash.describe(self.model_id, returncode, _tail(self.log_path), _system_info(),
-                             during=during, cpu_flags=cpu_flags(), log=self.log_path)
+        err = crash.describe(
+            self.model_id,
+            returncode,
+            _tail(self.log_path),
+            _system_info(),
+            during=during,
+            cpu_flags=cpu_flags(),
+            log=self.log_path,
+        )
         self._dead = err
         return err
 
@@ -218,15 +235,24 @@ class LlamaCppBackend:
 
     # -- generation -----------------------------------------------------------------------
 
-    def stream(self, prompt: str, sampling: Sampling, stop: Sequence[str], *, session: int | None = None) -> TokenStream:
+    def stream(
+        self, prompt: str, sampling: Sampling, stop: Sequence[str], *, session: int | None = None
+    ) -> TokenStream:
         return TokenStream(self._generate, prompt, sampling, stop, session=session)
 
-    def replay(self, prompt: str, token_ids: Sequence[int], stop: Sequence[str], *,
-               session: int | None = None) -> TokenStream:
+    def replay(
+        self, prompt: str, token_ids: Sequence[int], stop: Sequence[str], *, session: int | None = None
+    ) -> TokenStream:
         """A recorded generation again: ``token_ids`` decoded as sampling decoded them (see
         ``ExactReplay``); the stream yields the tokens with the logprobs the model gives them now."""
-        return TokenStream(self._generate, prompt, Sampling(temperature=0.0, max_tokens=len(token_ids)), stop,
-                           forced=list(token_ids), session=session)
+        return TokenStream(
+            self._generate,
+            prompt,
+            Sampling(temperature=0.0, max_tokens=len(token_ids)),
+            stop,
+            forced=list(token_ids),
+            session=session,
+        )
 
     def session(self) -> RunSession:
         """This backend for one run: on the batched engine its calls keep one sequence (see
@@ -242,9 +268,15 @@ class LlamaCppBackend:
         """The next generation starts from the canonical layout (see ``llama_model``)."""
         self._send(("fresh",))
 
-    async def _generate(self, out: TokenStream, prompt: str, sampling: Sampling,
-                        stop: Sequence[str], forced: list[int] | None = None,
-                        session: int | None = None) -> AsyncGenerator[Token, None]:
+    async def _generate(
+        self,
+        out: TokenStream,
+        prompt: str,
+        sampling: Sampling,
+        stop: Sequence[str],
+        forced: list[int] | None = None,
+        session: int | None = None,
+    ) -> AsyncGenerator[Token, None]:
         if self._closed:
             raise RuntimeError(f"backend {self.model_id!r} is closed")
         if self._dead is not None:
@@ -342,10 +374,14 @@ def engine_fingerprint(model_path: str, options: dict[str, Any], info: dict[str,
     (single or batched) and its options, the llama.cpp build. Equal fingerprints, equal prompts and
     equal histories give bit-identical tokens and logprobs (the eval reuses generations on it)."""
     kind = "batched" if info.get("n_seq") else "single"
-    what = {"model": Path(model_path).name, "size": Path(model_path).stat().st_size,
-            "options": {k: v for k, v in options.items() if k != "model_path"},
-            "engine": info.get("engine", kind), "llama_cpp": version("llama-cpp-python"),
-            "system_info": info.get("system_info", "")}
+    what = {
+        "model": Path(model_path).name,
+        "size": Path(model_path).stat().st_size,
+        "options": {k: v for k, v in options.items() if k != "model_path"},
+        "engine": info.get("engine", kind),
+        "llama_cpp": version("llama-cpp-python"),
+        "system_info": info.get("system_info", ""),
+    }
     if tiled := {k: os.environ[k] for k in TILED_MM_VARIABLES if k in os.environ}:
         what["tiled_mm"] = tiled  # only when set: llama.cpp's default leaves earlier fingerprints as they were
     digest = hashlib.sha256(json.dumps(what, sort_keys=True).encode()).hexdigest()[:16]
@@ -379,8 +415,9 @@ def _system_info() -> str:
         return ""
 
 
-def _load_error(path: str, error: Exception, origin: str | None, expected_size: int | None,
-                model_id: str) -> ConfigError:
+def _load_error(
+    path: str, error: Exception, origin: str | None, expected_size: int | None, model_id: str
+) -> ConfigError:
     p = Path(path)
     if not p.exists():
         problem = f"model file {path} does not exist"

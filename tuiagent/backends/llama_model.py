@@ -189,7 +189,7 @@ class Vocab:
             raise ConfigError(
                 f"{model_path} has no embedded chat template (tokenizer.chat_template)",
                 key=f"models.{model_id}.chat_template",
-                fix="set chat_template = \"chatml\" (or \"raw\") for this model",
+                fix='set chat_template = "chatml" (or "raw") for this model',
             )
         model = self.llm._model
         eos = model.token_get_text(self.eos) if self.eos >= 0 else ""
@@ -203,8 +203,17 @@ class Vocab:
 class LlamaModel:
     """The weights and one llama.cpp context; ``generate`` runs on the calling thread."""
 
-    def __init__(self, model_path: str, *, n_ctx: int, n_threads: int, n_batch: int, seed: int | None,
-                 min_p: float, prompt_chunk: int | None):
+    def __init__(
+        self,
+        model_path: str,
+        *,
+        n_ctx: int,
+        n_threads: int,
+        n_batch: int,
+        seed: int | None,
+        min_p: float,
+        prompt_chunk: int | None,
+    ):
         llama_cpp = import_llama_cpp()
         self._lc = llama_cpp
         self.llm = llama_cpp.Llama(
@@ -232,8 +241,15 @@ class LlamaModel:
         ptr = self._lc.llama_get_logits_ith(self.llm.ctx, -1)
         return logprob_of(np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)), token, self._lp_buf)
 
-    def generate(self, tokens: list[int], sampling: Sampling, stop: Sequence[str], cancel: threading.Event,
-                 emit: Callable[[list[Token]], None], forced: Sequence[int] | None = None) -> Generation:
+    def generate(
+        self,
+        tokens: list[int],
+        sampling: Sampling,
+        stop: Sequence[str],
+        cancel: threading.Event,
+        emit: Callable[[list[Token]], None],
+        forced: Sequence[int] | None = None,
+    ) -> Generation:
         """Sample a continuation of ``tokens``; ``emit`` gets the tokens as they become safe to show.
         Raises ``Cancelled`` when ``cancel`` is set (checked once per token and between prompt chunks).
 

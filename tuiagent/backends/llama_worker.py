@@ -59,15 +59,20 @@ class Worker:
         except Exception as e:  # noqa: BLE001 - reported to the app, which explains it
             self.send(("load_error", f"{type(e).__name__}: {e}"))
             return False
-        self.send(("ready", {
-            "pid": os.getpid(),
-            "n_ctx": model.n_ctx,
-            "system_info": system_info(),
-            "smoke_s": round(time.perf_counter() - started, 4),
-            "n_seq": n_seq,
-            "kv_cells": model.kv_cells if isinstance(model, BatchEngine) else model.n_ctx,
-            "engine": model.describe if isinstance(model, BatchEngine) else "single",
-        }))
+        self.send(
+            (
+                "ready",
+                {
+                    "pid": os.getpid(),
+                    "n_ctx": model.n_ctx,
+                    "system_info": system_info(),
+                    "smoke_s": round(time.perf_counter() - started, 4),
+                    "n_seq": n_seq,
+                    "kv_cells": model.kv_cells if isinstance(model, BatchEngine) else model.n_ctx,
+                    "engine": model.describe if isinstance(model, BatchEngine) else "single",
+                },
+            )
+        )
         return True
 
     def read(self) -> None:
@@ -122,8 +127,19 @@ class Worker:
                 engine.end_session(message[1])
             elif kind == "generate":
                 rid, tokens, sampling, stops, forced, session = message[1:]
-                engine.submit(Request(rid, tokens, Sampling(**sampling), stops, self.cancels[rid],
-                                      self.emitter(rid), self.finisher(rid), forced, session))
+                engine.submit(
+                    Request(
+                        rid,
+                        tokens,
+                        Sampling(**sampling),
+                        stops,
+                        self.cancels[rid],
+                        self.emitter(rid),
+                        self.finisher(rid),
+                        forced,
+                        session,
+                    )
+                )
 
     def emitter(self, rid: int) -> Callable[[list[Token]], None]:
         return lambda out: self.send(("tokens", rid, [(t.text, t.logprob) for t in out]))
@@ -131,8 +147,15 @@ class Worker:
     def finisher(self, rid: int) -> Callable[[Generation | BaseException], None]:
         return lambda result: self.finish(rid, result)
 
-    def generate(self, model: LlamaModel, rid: int, tokens: list[int], sampling: dict[str, Any], stops: list[str],
-                 forced: list[int] | None = None) -> None:
+    def generate(
+        self,
+        model: LlamaModel,
+        rid: int,
+        tokens: list[int],
+        sampling: dict[str, Any],
+        stops: list[str],
+        forced: list[int] | None = None,
+    ) -> None:
         cancel = self.cancels[rid]
         result: Generation | BaseException
         try:

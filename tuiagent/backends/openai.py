@@ -147,8 +147,9 @@ class OpenAIBackend:
         """The sampled tokens until a stop string (not yielded), end of sequence or max_tokens."""
         return TokenStream(self._generate, prompt, sampling, stop)
 
-    async def _generate(self, out: TokenStream, prompt: str, sampling: Sampling,
-                        stop: Sequence[str]) -> AsyncGenerator[Token, None]:
+    async def _generate(
+        self, out: TokenStream, prompt: str, sampling: Sampling, stop: Sequence[str]
+    ) -> AsyncGenerator[Token, None]:
         stops = [s for s in stop if s]
         send_stops = self.server_stop == "always" or (self.server_stop == "auto" and self.server_reports_stop_reason)
         request = self._request(prompt, sampling, stops if send_stops else [])
@@ -426,8 +427,13 @@ def _message(exc: Exception) -> str:
 
 
 _CONTEXT_SIZE = (r"maximum context length is (\d+)", r"context window of (\d+)", r"context length of (\d+)")
-_PROMPT_TOKENS = (r"request has (\d+) input tokens", r"(\d+) input tokens", r"\((\d+) in the (?:messages|prompt)",
-                  r"Requested tokens \((\d+)\)", r"prompt (?:has|contains|is) (\d+) tokens")
+_PROMPT_TOKENS = (
+    r"request has (\d+) input tokens",
+    r"(\d+) input tokens",
+    r"\((\d+) in the (?:messages|prompt)",
+    r"Requested tokens \((\d+)\)",
+    r"prompt (?:has|contains|is) (\d+) tokens",
+)
 
 
 def context_error(message: str) -> tuple[int | None, int | None] | None:
@@ -440,8 +446,10 @@ def context_error(message: str) -> tuple[int | None, int | None] | None:
     """
     if "context" not in message.lower():
         return None
-    found = [next((int(m.group(1)) for p in pats if (m := re.search(p, message, re.I))), None)
-             for pats in (_CONTEXT_SIZE, _PROMPT_TOKENS)]
+    found = [
+        next((int(m.group(1)) for p in pats if (m := re.search(p, message, re.I))), None)
+        for pats in (_CONTEXT_SIZE, _PROMPT_TOKENS)
+    ]
     if found == [None, None]:
         return None
     return found[0], found[1]
@@ -498,21 +506,24 @@ def create(spec: ModelSpec, **options: Any) -> OpenAIBackend | ServerPool:
         raise ConfigError(
             f"options.timeout is {timeout!r}", file=spec.origin, key=f"{key}.options.timeout", fix="give seconds > 0"
         )
-    servers = [OpenAIBackend(
-        model_id=spec.id,
-        base_url=url,
-        served_model=src.served_model or spec.id,
-        api_key=api_key,
-        api_key_env=src.api_key_env,
-        chat_template=spec.chat_template,
-        context_size=spec.context_size,
-        timeout=timeout,
-        connect_timeout=float(opts.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT)),
-        max_retries=int(opts.get("max_retries", 1)),
-        server_stop=server_stop,
-        logprobs=bool(opts.get("logprobs", True)),
-        extra_body=extra_body,
-        tokenizer=opts.get("tokenizer") or spec.tokenizer,
-        client=opts.get("client"),
-    ) for url in src.servers]
+    servers = [
+        OpenAIBackend(
+            model_id=spec.id,
+            base_url=url,
+            served_model=src.served_model or spec.id,
+            api_key=api_key,
+            api_key_env=src.api_key_env,
+            chat_template=spec.chat_template,
+            context_size=spec.context_size,
+            timeout=timeout,
+            connect_timeout=float(opts.get("connect_timeout", DEFAULT_CONNECT_TIMEOUT)),
+            max_retries=int(opts.get("max_retries", 1)),
+            server_stop=server_stop,
+            logprobs=bool(opts.get("logprobs", True)),
+            extra_body=extra_body,
+            tokenizer=opts.get("tokenizer") or spec.tokenizer,
+            client=opts.get("client"),
+        )
+        for url in src.servers
+    ]
     return servers[0] if len(servers) == 1 else ServerPool(servers)

@@ -45,8 +45,9 @@ def load_script(path: Path) -> list[list[Token]]:
             f"cannot read script: {e.strerror}", file=str(path), fix="pass an existing file with --script"
         ) from None
     except UnicodeDecodeError as e:
-        raise ConfigError(f"the script is not UTF-8 text (byte {e.start})", file=str(path),
-                          fix="save the script as UTF-8") from None
+        raise ConfigError(
+            f"the script is not UTF-8 text (byte {e.start})", file=str(path), fix="save the script as UTF-8"
+        ) from None
     turns = []
     for n, line in enumerate(lines, start=1):
         if not line.strip():
@@ -71,8 +72,9 @@ class ScriptedBackend:
 
     determinism: Determinism = "bit-exact"
 
-    def __init__(self, turns: list[list[Token]], *, model_id: str = "scripted", template: str = "chatml",
-                 delay_s: float = 0.0):
+    def __init__(
+        self, turns: list[list[Token]], *, model_id: str = "scripted", template: str = "chatml", delay_s: float = 0.0
+    ):
         self.model_id = model_id
         self.turns = turns
         self.template = template
@@ -84,8 +86,9 @@ class ScriptedBackend:
     def stream(self, prompt: str, sampling: Sampling, stop: Sequence[str]) -> TokenStream:
         return TokenStream(self.generate, prompt, sampling, stop)
 
-    async def generate(self, out: TokenStream, prompt: str, sampling: Sampling,
-                       stop: Sequence[str]) -> AsyncGenerator[Token, None]:
+    async def generate(
+        self, out: TokenStream, prompt: str, sampling: Sampling, stop: Sequence[str]
+    ) -> AsyncGenerator[Token, None]:
         """The tokens behind ``stream``; sets ``out.stop_reason`` as it ends. Test doubles override
         it to pace, record or break a stream (``async for t in super().generate(...)``)."""
         self.stats.calls += 1
@@ -128,8 +131,12 @@ class ScriptedBackend:
 def create(spec: ModelSpec, *, script: str | Path | None = None, **options: object) -> ScriptedBackend:
     delay_s = {**spec.options, **options}.get("delay_s", 0.0)
     if isinstance(delay_s, bool) or not isinstance(delay_s, int | float) or delay_s < 0:
-        raise ConfigError(f"options.delay_s is {delay_s!r}", file=spec.origin, key=f"models.{spec.id}.options.delay_s",
-                          fix="give seconds per token >= 0")
+        raise ConfigError(
+            f"options.delay_s is {delay_s!r}",
+            file=spec.origin,
+            key=f"models.{spec.id}.options.delay_s",
+            fix="give seconds per token >= 0",
+        )
     path = script or spec.source.path
     if not path:
         raise ConfigError(

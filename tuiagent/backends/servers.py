@@ -83,13 +83,17 @@ class ServerPool:
         """Take ``server`` out (once); the error the run ends with, saying so."""
         why = str(error).splitlines()[0]
         self.down.setdefault(server.base_url, why)
-        return BackendCrashed(f"the server at {server.base_url} failed and is taken out ({why}); "
-                              f"{self.serving()} of {len(self.servers)} still serving")
+        return BackendCrashed(
+            f"the server at {server.base_url} failed and is taken out ({why}); "
+            f"{self.serving()} of {len(self.servers)} still serving"
+        )
 
     def _none_left(self) -> BackendCrashed:
         failures = "; ".join(f"{url}: {why}" for url, why in self.down.items())
-        return BackendCrashed(f"every server of model {self.model_id!r} failed ({failures})\n"
-                              "  check the servers' logs, start them again, and rerun (the eval resumes)")
+        return BackendCrashed(
+            f"every server of model {self.model_id!r} failed ({failures})\n"
+            "  check the servers' logs, start them again, and rerun (the eval resumes)"
+        )
 
     def stream(self, prompt: str, sampling: Sampling, stop: Sequence[str]) -> TokenStream:
         """Outside a session: every call on one pinned server (moved on when that one fails)."""
@@ -125,8 +129,9 @@ class ServerSession:
     def stream(self, prompt: str, sampling: Sampling, stop: Sequence[str]) -> TokenStream:
         return TokenStream(self._relay, prompt, sampling, stop)
 
-    async def _relay(self, out: TokenStream, prompt: str, sampling: Sampling,
-                     stop: Sequence[str]) -> AsyncGenerator[Token, None]:
+    async def _relay(
+        self, out: TokenStream, prompt: str, sampling: Sampling, stop: Sequence[str]
+    ) -> AsyncGenerator[Token, None]:
         if self.base_url in self.pool.down:  # taken out since this run's last turn
             raise BackendCrashed(f"the server at {self.base_url} was taken out ({self.pool.down[self.base_url]})")
         inner = self.server.stream(prompt, sampling, stop)

@@ -95,8 +95,9 @@ class VLLMBackend:
         """The sampled tokens until a stop string (not yielded), end of sequence or max_tokens."""
         return TokenStream(self._generate, prompt, sampling, stop)
 
-    async def _generate(self, out: TokenStream, prompt: str, sampling: Sampling,
-                        stop: Sequence[str]) -> AsyncGenerator[Token, None]:
+    async def _generate(
+        self, out: TokenStream, prompt: str, sampling: Sampling, stop: Sequence[str]
+    ) -> AsyncGenerator[Token, None]:
         stops = [s for s in stop if s]
         max_tokens = sampling.max_tokens
         if self.tokenizer is not None:
@@ -139,7 +140,7 @@ class VLLMBackend:
                 if self._delta_kind is None:  # cumulative outputs: take what is new
                     text, seen_text = text[seen_text:], len(text)
                     token_ids, seen_tokens = token_ids[seen_tokens:], len(token_ids)
-                    logprobs = logprobs[len(logprobs) - len(token_ids):] if logprobs else logprobs
+                    logprobs = logprobs[len(logprobs) - len(token_ids) :] if logprobs else logprobs
                 sampled += len(token_ids)
                 names, values = self._sampled(token_ids, logprobs)
                 tokens = aligner.feed(text, names, values)

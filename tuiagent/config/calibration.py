@@ -19,8 +19,17 @@ from typing import Any
 
 from tuiagent.errors import ConfigError
 
-META_KEYS = {"model": str, "date": str, "data": str, "questions": str, "train_questions": int,
-             "reused_questions": int, "heldout_questions": int, "report": str, "command": str}
+META_KEYS = {
+    "model": str,
+    "date": str,
+    "data": str,
+    "questions": str,
+    "train_questions": int,
+    "reused_questions": int,
+    "heldout_questions": int,
+    "report": str,
+    "command": str,
+}
 PATH_SETTINGS = {("gstep", "weights")}  # settings whose value is a file, relative to the calibration file
 _KEYWORDS = {"auto", "off"}
 
@@ -40,36 +49,52 @@ def load_calibration(path: str | Path) -> Calibration:
     try:
         data = tomllib.loads(Path(file).read_text(encoding="utf-8"))
     except FileNotFoundError:
-        raise ConfigError("calibration file not found", file=file,
-                          fix="run `tuiagent calibrate MODEL`, or correct or remove the model's `calibration` key") from None
+        raise ConfigError(
+            "calibration file not found",
+            file=file,
+            fix="run `tuiagent calibrate MODEL`, or correct or remove the model's `calibration` key",
+        ) from None
     except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(f"cannot read the calibration file ({e})", file=file,
-                          fix="give a readable UTF-8 TOML file") from None
+        raise ConfigError(
+            f"cannot read the calibration file ({e})", file=file, fix="give a readable UTF-8 TOML file"
+        ) from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"not valid TOML: {e}", file=file, fix="correct the syntax at that line") from None
     unknown = sorted(set(data) - {"calibration", "guards", "presets"})
     if unknown:
-        raise ConfigError(f"unknown table(s) {', '.join(unknown)}", file=file,
-                          fix="a calibration file has [calibration], [guards.<guard>] and [presets.<name>]")
+        raise ConfigError(
+            f"unknown table(s) {', '.join(unknown)}",
+            file=file,
+            fix="a calibration file has [calibration], [guards.<guard>] and [presets.<name>]",
+        )
     meta = data.get("calibration")
     if not isinstance(meta, dict) or "model" not in meta:
-        raise ConfigError("no [calibration] table with the model it was fitted on", file=file, key="calibration",
-                          fix='add [calibration] with model = "<model id>" (tuiagent calibrate writes it)')
+        raise ConfigError(
+            "no [calibration] table with the model it was fitted on",
+            file=file,
+            key="calibration",
+            fix='add [calibration] with model = "<model id>" (tuiagent calibrate writes it)',
+        )
     for key, value in meta.items():
         kind = META_KEYS.get(key)
         if kind is None:
             raise ConfigError("unknown key", file=file, key=f"calibration.{key}", fix=f"use {', '.join(META_KEYS)}")
         if not isinstance(value, kind) or isinstance(value, bool):
-            raise ConfigError(f"expected {kind.__name__}, got {value!r}", file=file, key=f"calibration.{key}",
-                              fix="rerun `tuiagent calibrate`")
+            raise ConfigError(
+                f"expected {kind.__name__}, got {value!r}",
+                file=file,
+                key=f"calibration.{key}",
+                fix="rerun `tuiagent calibrate`",
+            )
     guards = data.get("guards", {})
     if not isinstance(guards, dict):
         raise ConfigError("must be a table of [guards.<guard>] tables", file=file, key="guards")
     out: dict[str, dict[str, Any]] = {}
     for guard, values in guards.items():
         if not isinstance(values, dict):
-            raise ConfigError("must be a table of settings", file=file, key=f"guards.{guard}",
-                              fix=f"write it as [guards.{guard}]")
+            raise ConfigError(
+                "must be a table of settings", file=file, key=f"guards.{guard}", fix=f"write it as [guards.{guard}]"
+            )
         out[guard] = dict(values)
         for key, value in values.items():
             if (guard, key) in PATH_SETTINGS and isinstance(value, str) and value.lower() not in _KEYWORDS:

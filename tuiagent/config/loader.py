@@ -250,10 +250,13 @@ def _parse_source(raw: Any, model_id: str, backend: str, file: str) -> Source:
                 "files", f"{n_pkg} packages but {n_files} files", "give one file per package, in the same order"
             )
     if kind == "hub" and backend == "llama_cpp" and "filename" not in values:
-        raise t.error("filename", "llama_cpp needs one GGUF file from the repo", "add filename = \"<name>.gguf\"")
+        raise t.error("filename", "llama_cpp needs one GGUF file from the repo", 'add filename = "<name>.gguf"')
     if kind == "server" and ("base_url" in values) == ("base_urls" in values):
-        raise t.error("base_url", "a server source needs base_url or base_urls (one of them)",
-                      'add base_url = "http://HOST:PORT/v1", or base_urls = ["http://A/v1", "http://B/v1"]')
+        raise t.error(
+            "base_url",
+            "a server source needs base_url or base_urls (one of them)",
+            'add base_url = "http://HOST:PORT/v1", or base_urls = ["http://A/v1", "http://B/v1"]',
+        )
     if kind == "path" and not values["path"]:
         raise t.error("path", "must not be empty", "give the model's file (or directory, for vllm)")
     if "path" in values:  # "" (a script given at run time) becomes None
@@ -277,7 +280,9 @@ def _parse_model(model_id: str, raw: Any, file: str) -> ModelSpec:
     for name, settings in values.get("guards", {}).items():
         if not isinstance(settings, dict):
             raise t.error(
-                f"guards.{name}", f"expected a table, got {_describe(settings)}", f"write it as [{prefix}.guards.{name}]"
+                f"guards.{name}",
+                f"expected a table, got {_describe(settings)}",
+                f"write it as [{prefix}.guards.{name}]",
             )
     if "calibration" in values:  # fitted guard values, below the model's own [guards] tables
         values["calibration"] = load_calibration(_absolute(values["calibration"], file))
@@ -299,12 +304,16 @@ def _parse_file(text: str, file: str) -> tuple[dict[str, ModelSpec], str | None]
             close = difflib.get_close_matches(key, ["default", "models"], n=1)
             hint = f"did you mean '{close[0]}'? " if close else ""
             raise ConfigError(
-                "unknown top-level key", file=file, key=key, fix=f"{hint}only 'default' and [models.<id>] tables belong here"
+                "unknown top-level key",
+                file=file,
+                key=key,
+                fix=f"{hint}only 'default' and [models.<id>] tables belong here",
             )
     default = data.get("default")
     if default is not None and not isinstance(default, str):
-        raise ConfigError(f"expected a string, got {_describe(default)}", file=file, key="default",
-                          fix='write default = "<model id>"')
+        raise ConfigError(
+            f"expected a string, got {_describe(default)}", file=file, key="default", fix='write default = "<model id>"'
+        )
     models = data.get("models", {})
     if not isinstance(models, dict):
         raise top.error(None, "'models' must be a table of tables", "write each model as [models.<id>]")
@@ -370,14 +379,14 @@ def load_models(user_file: Path | str | None = None) -> ModelRegistry:
     for path, explicit in candidates:
         if not path.exists():
             if explicit:
-                raise ConfigError(
-                    "models file not found", file=str(path), fix="check the path given with --models"
-                )
+                raise ConfigError("models file not found", file=str(path), fix="check the path given with --models")
             continue
         try:
             sources.append((str(path.resolve()), path.read_text(encoding="utf-8")))
         except (OSError, UnicodeDecodeError) as e:
-            raise ConfigError(f"cannot read the file ({e})", file=str(path), fix="give a readable UTF-8 TOML file") from None
+            raise ConfigError(
+                f"cannot read the file ({e})", file=str(path), fix="give a readable UTF-8 TOML file"
+            ) from None
 
     models: dict[str, ModelSpec] = {}
     default, default_file = None, None
@@ -387,7 +396,9 @@ def load_models(user_file: Path | str | None = None) -> ModelRegistry:
         if file_default is not None:
             default, default_file = file_default, file
     if default is None:
-        raise ConfigError("no default model is set", file=sources[-1][0], key="default", fix='add default = "<model id>"')
+        raise ConfigError(
+            "no default model is set", file=sources[-1][0], key="default", fix='add default = "<model id>"'
+        )
     if default not in models:
         raise ConfigError(
             f"the default model {default!r} is not defined",

@@ -35,7 +35,9 @@ _STALE_TEMP_S = 600  # a temp file untouched this long belongs to a run that die
 # ---------------------------------------------------------------- public
 
 
-def resolve_model_file(spec: ModelSpec, *, allow_download: bool = False, progress: Progress | None = None) -> Path | None:
+def resolve_model_file(
+    spec: ModelSpec, *, allow_download: bool = False, progress: Progress | None = None
+) -> Path | None:
     """The local file (or directory) holding ``spec``'s weights; None for servers and file-less scripts.
 
     Raises ModelUnavailable when the weights are not here (saying what to install or run) and
@@ -317,10 +319,23 @@ def _resolve_server(spec: ModelSpec, allow_download: bool, progress: Progress | 
 
 # ---------------------------------------------------------------- the Hugging Face hub
 
-_OFFLINE_ERRORS = {"LocalEntryNotFoundError", "OfflineModeIsEnabled", "ConnectionError", "ConnectError",
-                   "Timeout", "TimeoutError", "ConnectTimeout", "ReadTimeout"}
-_NOT_FOUND_ERRORS = {"RepositoryNotFoundError", "RevisionNotFoundError", "EntryNotFoundError",
-                     "RemoteEntryNotFoundError", "GatedRepoError"}
+_OFFLINE_ERRORS = {
+    "LocalEntryNotFoundError",
+    "OfflineModeIsEnabled",
+    "ConnectionError",
+    "ConnectError",
+    "Timeout",
+    "TimeoutError",
+    "ConnectTimeout",
+    "ReadTimeout",
+}
+_NOT_FOUND_ERRORS = {
+    "RepositoryNotFoundError",
+    "RevisionNotFoundError",
+    "EntryNotFoundError",
+    "RemoteEntryNotFoundError",
+    "GatedRepoError",
+}
 
 
 def _import_hub() -> ModuleType | None:
@@ -353,11 +368,19 @@ def _resolve_hub(spec: ModelSpec, allow_download: bool, progress: Progress | Non
     if hf is not None and (local := _hub_local(hf, src)) is not None:
         return local
     if not allow_download:
-        raise ModelUnavailable(f"model {spec.id!r} ({what}) is not downloaded", file=spec.origin, key=key,
-                               fix=f"run `tuiagent fetch {spec.id}` while online")
+        raise ModelUnavailable(
+            f"model {spec.id!r} ({what}) is not downloaded",
+            file=spec.origin,
+            key=key,
+            fix=f"run `tuiagent fetch {spec.id}` while online",
+        )
     if hf is None:
-        raise ModelUnavailable(f"downloading {what} needs the huggingface_hub package", file=spec.origin, key=key,
-                               fix="pip install 'tuiagent[hub]'")
+        raise ModelUnavailable(
+            f"downloading {what} needs the huggingface_hub package",
+            file=spec.origin,
+            key=key,
+            fix="pip install 'tuiagent[hub]'",
+        )
     try:
         if src.filename:
             return Path(hf.hf_hub_download(src.repo, src.filename, revision=src.revision))
@@ -366,14 +389,23 @@ def _resolve_hub(spec: ModelSpec, allow_download: bool, progress: Progress | Non
         names = {c.__name__ for c in type(e).__mro__}
         detail = f"{type(e).__name__}: {e}"
         if names & _OFFLINE_ERRORS or isinstance(e, OSError) and not names & _NOT_FOUND_ERRORS:
-            raise ModelUnavailable(f"cannot download {what}: this machine looks offline ({detail})",
-                                   file=spec.origin, key=key, fix=offline_fix) from None
+            raise ModelUnavailable(
+                f"cannot download {what}: this machine looks offline ({detail})",
+                file=spec.origin,
+                key=key,
+                fix=offline_fix,
+            ) from None
         if names & _NOT_FOUND_ERRORS:
-            raise ModelUnavailable(f"the hub has no {what}, or it is gated ({detail})", file=spec.origin,
-                                   key=f"{key}.repo", fix="check repo, filename and revision; for a gated "
-                                   "repo accept its terms and log in (`hf auth login` or HF_TOKEN)") from None
-        raise ModelUnavailable(f"downloading {what} failed ({detail})", file=spec.origin, key=key,
-                               fix=offline_fix) from None
+            raise ModelUnavailable(
+                f"the hub has no {what}, or it is gated ({detail})",
+                file=spec.origin,
+                key=f"{key}.repo",
+                fix="check repo, filename and revision; for a gated "
+                "repo accept its terms and log in (`hf auth login` or HF_TOKEN)",
+            ) from None
+        raise ModelUnavailable(
+            f"downloading {what} failed ({detail})", file=spec.origin, key=key, fix=offline_fix
+        ) from None
 
 
 _RESOLVERS: dict[str, Callable[[ModelSpec, bool, Progress | None], Path | None]] = {

@@ -20,9 +20,15 @@ Item = TypeVar("Item")
 SIGNAL_SETTLE_S = 0.05  # [ours] before taking a job: a signal just delivered reaches its handler (two loop turns)
 
 
-async def run_batch(items: Sequence[Item], work: Callable[[Item], Awaitable[None]], *, concurrency: int = 1,
-                    finish_on_interrupt: str | None = None, unit: str = "job",
-                    log: Callable[[str], None] = print) -> bool:
+async def run_batch(
+    items: Sequence[Item],
+    work: Callable[[Item], Awaitable[None]],
+    *,
+    concurrency: int = 1,
+    finish_on_interrupt: str | None = None,
+    unit: str = "job",
+    log: Callable[[str], None] = print,
+) -> bool:
     """``work(item)`` for each item, ``concurrency`` workers taking them in order; True when an
     interrupt stopped it early. ``finish_on_interrupt`` is the label its messages start with (see
     the module docstring); ``unit`` names an item in them. The first exception of a job cancels the
@@ -55,8 +61,9 @@ async def run_batch(items: Sequence[Item], work: Callable[[Item], Awaitable[None
 
 
 @contextlib.contextmanager
-def _finishing_on_interrupt(label: str | None, unit: str, stop: asyncio.Event,
-                            log: Callable[[str], None]) -> Iterator[None]:
+def _finishing_on_interrupt(
+    label: str | None, unit: str, stop: asyncio.Event, log: Callable[[str], None]
+) -> Iterator[None]:
     """SIGINT and SIGTERM handlers for the graceful stop (none when ``label`` is None), removed after."""
     if label is None:
         yield
@@ -70,8 +77,10 @@ def _finishing_on_interrupt(label: str | None, unit: str, stop: asyncio.Event,
             if main is not None:
                 main.cancel()
             return
-        log(f"[{label}] interrupt ({signal.Signals(sig).name}): finishing the current {unit}, then stopping "
-            "(again to stop now)")
+        log(
+            f"[{label}] interrupt ({signal.Signals(sig).name}): finishing the current {unit}, then stopping "
+            "(again to stop now)"
+        )
         stop.set()
 
     installed = []

@@ -150,23 +150,34 @@ def step_cells(events: Sequence[ev.Event]) -> list[StepCell]:
                 status = "running"
             else:
                 r = s.result
-                status = ("skipped" if not r.executed else "timeout" if r.timed_out
-                          else "error" if r.error else "ok")
+                status = "skipped" if not r.executed else "timeout" if r.timed_out else "error" if r.error else "ok"
                 err, dur, out = r.error_name, (r.duration_s if r.executed else None), r.shown
-        cells.append(StepCell(
-            turn=s.turn, prose=prose.strip(), code=s.code.code if s.code else None,
-            call=s.code.call if s.code else None, status=status, error_name=err, duration_s=dur, output=out,
-            verdicts=tuple(verdict_note(v) for v in s.verdicts if shown(v)),
-            pruned=marks.get(s.turn), answer=s.answer.answer if s.answer else None,
-            answer_final=bool(s.answer and s.answer.final), stop=s.stop, tokens=s.tokens,
-            forked=s.turn == first_own,
-        ))
+        cells.append(
+            StepCell(
+                turn=s.turn,
+                prose=prose.strip(),
+                code=s.code.code if s.code else None,
+                call=s.code.call if s.code else None,
+                status=status,
+                error_name=err,
+                duration_s=dur,
+                output=out,
+                verdicts=tuple(verdict_note(v) for v in s.verdicts if shown(v)),
+                pruned=marks.get(s.turn),
+                answer=s.answer.answer if s.answer else None,
+                answer_final=bool(s.answer and s.answer.final),
+                stop=s.stop,
+                tokens=s.tokens,
+                forked=s.turn == first_own,
+            )
+        )
     return cells
 
 
 def first_divergence(rows: Sequence[Sequence[StepCell | None]]) -> int | None:
     """The index of the first aligned row where the runs did something different (text, code,
     output or answer; a run that has no such step differs), or None while they agree."""
+
     def what(cell: StepCell | None) -> tuple[str, str | None, str, str | None] | None:
         return None if cell is None else (cell.prose, cell.code, cell.output, cell.answer)
 
@@ -224,17 +235,37 @@ def summary(events: Sequence[ev.Event]) -> RunSummary:
     finished = next((e for e in reversed(events) if isinstance(e, ev.RunFinished)), None)
     label = guards_label(events)
     if finished is not None:
-        return RunSummary(finished.answer, finished.correct, finished.tool_calls, finished.erroneous_calls,
-                          finished.context_tokens, finished.generated_tokens, finished.wall_s, finished.reason,
-                          label, started.problem if started else "", started.model_id if started else "",
-                          finished.trajectory)
+        return RunSummary(
+            finished.answer,
+            finished.correct,
+            finished.tool_calls,
+            finished.erroneous_calls,
+            finished.context_tokens,
+            finished.generated_tokens,
+            finished.wall_s,
+            finished.reason,
+            label,
+            started.problem if started else "",
+            started.model_id if started else "",
+            finished.trajectory,
+        )
     results = [e for e in events if isinstance(e, ev.ToolResult) and e.executed]
     context = next((e.context_tokens for e in reversed(events) if isinstance(e, ev.TurnStarted)), 0)
     tokens = sum(isinstance(e, ev.TokenDelta) for e in events)
     wall = (events[-1].t - started.t) if started and events else 0.0
-    return RunSummary(None, None, len(results), sum(r.error or r.timed_out for r in results), context, tokens,
-                      round(wall, 3), "running" if started else "not started", label,
-                      started.problem if started else "", started.model_id if started else "")
+    return RunSummary(
+        None,
+        None,
+        len(results),
+        sum(r.error or r.timed_out for r in results),
+        context,
+        tokens,
+        round(wall, 3),
+        "running" if started else "not started",
+        label,
+        started.problem if started else "",
+        started.model_id if started else "",
+    )
 
 
 # -- live comparison ---------------------------------------------------------------------------

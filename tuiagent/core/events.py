@@ -203,8 +203,6 @@ class RunFinished(Event):
     type: ClassVar[str] = "RunFinished"
 
 
-
-
 EVENT_TYPES: dict[str, type[Event]] = {
     cls.type: cls
     for cls in (
@@ -252,8 +250,11 @@ def from_dict(data: Any) -> Event:
         raise ValueError(f"unknown event type {name!r}")
     declared = _field_types(cls)  # type: ignore[arg-type]  # a class is hashable; mypy#11470 says not
     values = {k: v for k, v in data.items() if k in declared}
-    missing = [f.name for f in dataclasses.fields(cls) if f.name not in values
-               and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    missing = [
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.name not in values and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    ]
     if missing:
         raise ValueError(f"{cls.type} without {', '.join(missing)}")
     for key, value in values.items():

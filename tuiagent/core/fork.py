@@ -94,8 +94,10 @@ def fork_point(events: Sequence[ev.Event], step: int, path: str | Path | None = 
     if not 0 <= step < len(turn_starts):
         turns = len(turn_starts)
         steps = f"steps 0 to {turns - 1}" if turns > 1 else "step 0" if turns else "no step"
-        raise ForkError(f"step {step} is not a step this run can be forked at: it has {turns} "
-                        f"turn{'s' * (turns != 1)}, so {steps} (a fork generates the turn after its step)")
+        raise ForkError(
+            f"step {step} is not a step this run can be forked at: it has {turns} "
+            f"turn{'s' * (turns != 1)}, so {steps} (a fork generates the turn after its step)"
+        )
     cut = turn_starts[step]
     prefix = tuple(events[1:cut])
     chain, inexact = _model_chain(started, prefix)
@@ -138,11 +140,15 @@ def _model_chain(started: ev.RunStarted, prefix: Sequence[ev.Event]) -> tuple[tu
             tokens.append((e.text, e.logprob))
         elif isinstance(e, ev.TurnEnded):
             if e.token_ids is None or e.layout is None:
-                return None, (f"turn {e.turn} was recorded without its token ids (a backend that does not give "
-                              "them, or an older tuiagent)")
+                return None, (
+                    f"turn {e.turn} was recorded without its token ids (a backend that does not give "
+                    "them, or an older tuiagent)"
+                )
             if e.layout not in ("fresh", "extend"):
-                return None, (f"turn {e.turn} came from llama.cpp's batched engine (an eval), whose numbers the "
-                              "single-sequence engine does not reproduce")
+                return None, (
+                    f"turn {e.turn} came from llama.cpp's batched engine (an eval), whose numbers the "
+                    "single-sequence engine does not reproduce"
+                )
             if e.layout == "fresh":
                 turns = []
             turns.append(ModelTurn(e.turn, prompt, tuple(e.token_ids), e.layout, tuple(tokens)))
@@ -152,20 +158,31 @@ def _model_chain(started: ev.RunStarted, prefix: Sequence[ev.Event]) -> tuple[tu
 
 def _cells(prefix: Sequence[ev.Event]) -> tuple[Cell, ...]:
     code = {e.call: e.code for e in prefix if isinstance(e, ev.CodeBlock)}
-    return tuple(Cell(e.call, code.get(e.call, ""), e.shown)
-                 for e in prefix if isinstance(e, ev.ToolResult) and e.executed and e.call in code)
+    return tuple(
+        Cell(e.call, code.get(e.call, ""), e.shown)
+        for e in prefix
+        if isinstance(e, ev.ToolResult) and e.executed and e.call in code
+    )
 
 
 async def restore_model(backend: Backend, point: ForkPoint, stop: Sequence[str]) -> ev.Notice:
     """Bring ``backend`` to the parent's model state at the cut and say how exactly it matched."""
     if point.started.model_id != backend.model_id:
-        return ev.Notice(level="warning", message=(
-            f"the fork runs on {backend.model_id}, the parent ran on {point.started.model_id}: "
-            "it continues from the parent's text, not its model state"))
+        return ev.Notice(
+            level="warning",
+            message=(
+                f"the fork runs on {backend.model_id}, the parent ran on {point.started.model_id}: "
+                "it continues from the parent's text, not its model state"
+            ),
+        )
     if not isinstance(backend, ExactReplay):
-        return ev.Notice(level="info", message=(
-            f"{type(backend).__name__} cannot replay a recorded turn: the fork continues from the parent's text "
-            "(its first turn is not guaranteed to repeat the parent's numbers)"))
+        return ev.Notice(
+            level="info",
+            message=(
+                f"{type(backend).__name__} cannot replay a recorded turn: the fork continues from the parent's text "
+                "(its first turn is not guaranteed to repeat the parent's numbers)"
+            ),
+        )
     if point.chain is None:
         backend.fresh()
         return ev.Notice(level="warning", message=f"model state not rebuilt: {point.inexact}; the fork starts fresh")
@@ -177,21 +194,33 @@ async def restore_model(backend: Backend, point: ForkPoint, stop: Sequence[str])
         tokens += len(turn.token_ids)
         where = _first_difference(got, turn.tokens)
         if stream.layout != turn.layout or where is not None:
-            detail = (f"its layout was {stream.layout}, recorded {turn.layout}" if stream.layout != turn.layout
-                      else where)
-            return ev.Notice(level="warning", message=(
-                f"model state differs from the record at turn {turn.turn}: {detail}; "
-                "the fork's tokens may differ from the parent's for reasons other than its settings"))
+            detail = (
+                f"its layout was {stream.layout}, recorded {turn.layout}" if stream.layout != turn.layout else where
+            )
+            return ev.Notice(
+                level="warning",
+                message=(
+                    f"model state differs from the record at turn {turn.turn}: {detail}; "
+                    "the fork's tokens may differ from the parent's for reasons other than its settings"
+                ),
+            )
     if point.next_layout == "fresh":
         backend.fresh()
     turns = len(point.chain)
-    return ev.Notice(level="info", message=(
-        f"model state rebuilt exactly: {turns} turn{'s' * (turns != 1)} ({tokens} tokens) decoded again, "
-        "every token and logprob as recorded" if turns else "model state: nothing to rebuild before the first turn"))
+    return ev.Notice(
+        level="info",
+        message=(
+            f"model state rebuilt exactly: {turns} turn{'s' * (turns != 1)} ({tokens} tokens) decoded again, "
+            "every token and logprob as recorded"
+            if turns
+            else "model state: nothing to rebuild before the first turn"
+        ),
+    )
 
 
-def _first_difference(got: Sequence[tuple[str, float | None]],
-                      recorded: Sequence[tuple[str, float | None]]) -> str | None:
+def _first_difference(
+    got: Sequence[tuple[str, float | None]], recorded: Sequence[tuple[str, float | None]]
+) -> str | None:
     for i, (a, b) in enumerate(zip(got, recorded)):
         if a[0] != b[0]:
             return f"token {i + 1} is {a[0]!r}, recorded {b[0]!r}"
@@ -221,11 +250,17 @@ async def restore_kernel(kernel: Any, cells: Sequence[Cell], timeout_s: float, o
             differ.append(f"cell {cell.call} gave {_preview(shown)}, recorded {_preview(cell.shown)}")
     n = len(cells)
     if not differ:
-        return ev.Notice(level="info", message=(
-            f"kernel state rebuilt: {n} cell{'s' * (n != 1)} of the parent run again, every output as recorded"))
+        return ev.Notice(
+            level="info",
+            message=(
+                f"kernel state rebuilt: {n} cell{'s' * (n != 1)} of the parent run again, every output as recorded"
+            ),
+        )
     outputs = "1 output differs" if len(differ) == 1 else f"{len(differ)} outputs differ"
-    return ev.Notice(level="warning", message=(
-        f"kernel state rebuilt from {n} cell{'s' * (n != 1)}, but {outputs}: " + "; ".join(differ)))
+    return ev.Notice(
+        level="warning",
+        message=(f"kernel state rebuilt from {n} cell{'s' * (n != 1)}, but {outputs}: " + "; ".join(differ)),
+    )
 
 
 def _preview(text: str) -> str:

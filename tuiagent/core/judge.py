@@ -89,9 +89,15 @@ class JudgeCost:
         self.seconds += record["seconds"]
 
     def as_dict(self) -> dict[str, Any]:
-        return {"calls": self.calls, "cached": self.cached, "prompt_tokens": self.prompt_tokens,
-                "generated_tokens": self.generated_tokens, "seconds": round(self.seconds, 3),
-                "judged": dict(self.judged), "unparseable": dict(self.unparseable)}
+        return {
+            "calls": self.calls,
+            "cached": self.cached,
+            "prompt_tokens": self.prompt_tokens,
+            "generated_tokens": self.generated_tokens,
+            "seconds": round(self.seconds, 3),
+            "judged": dict(self.judged),
+            "unparseable": dict(self.unparseable),
+        }
 
 
 @dataclass(frozen=True)
@@ -122,8 +128,14 @@ class Judge:
     ``model_id`` from on first use; ``store``: the cache (None: no cache). Calls on one judge go one
     at a time (a local model serves one sequence)."""
 
-    def __init__(self, model_id: str, *, backend: Backend | None = None, models: JudgeModels | None = None,
-                 store: JudgementStore | None = None):
+    def __init__(
+        self,
+        model_id: str,
+        *,
+        backend: Backend | None = None,
+        models: JudgeModels | None = None,
+        store: JudgementStore | None = None,
+    ):
         if (backend is None) == (models is None):
             raise ValueError("a Judge takes an open backend or the JudgeModels to open it from, not both")
         self.model_id = model_id
@@ -178,11 +190,20 @@ class Judge:
             reply = await ask(backend, question, prompt.max_tokens)
             seconds = time.monotonic() - t0
             prompt_tokens = backend.count_tokens(question)
-        record = {"key": key, "judge": self.model_id, "answered_by": reply.model, "prompt": prompt.id,
-                  "version": prompt.version, "inputs": inputs, "reply": reply.text,
-                  "tokens": [[t.text, t.logprob] for t in reply.tokens], "value": prompt.parse(reply),
-                  "prompt_tokens": prompt_tokens, "generated_tokens": len(reply.tokens),
-                  "seconds": round(seconds, 3)}
+        record = {
+            "key": key,
+            "judge": self.model_id,
+            "answered_by": reply.model,
+            "prompt": prompt.id,
+            "version": prompt.version,
+            "inputs": inputs,
+            "reply": reply.text,
+            "tokens": [[t.text, t.logprob] for t in reply.tokens],
+            "value": prompt.parse(reply),
+            "prompt_tokens": prompt_tokens,
+            "generated_tokens": len(reply.tokens),
+            "seconds": round(seconds, 3),
+        }
         if self.store is not None:
             self.store.append(record)
         self.cost.add(record, cached=False)

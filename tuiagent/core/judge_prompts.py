@@ -39,8 +39,10 @@ class JudgePrompt:
         missing = set(self.inputs) - set(inputs)
         extra = set(inputs) - set(self.inputs)
         if missing or extra:
-            raise ValueError(f"judge prompt {self.id!r} takes {', '.join(self.inputs)}; "
-                             f"missing {sorted(missing)}, unexpected {sorted(extra)}")
+            raise ValueError(
+                f"judge prompt {self.id!r} takes {', '.join(self.inputs)}; "
+                f"missing {sorted(missing)}, unexpected {sorted(extra)}"
+            )
         return self.template.format(**{k: str(v).strip() for k, v in inputs.items()})
 
 
@@ -77,7 +79,7 @@ def parse_correctness(reply: JudgeReply) -> Any:
 
 
 def parse_win_rate(reply: JudgeReply) -> Any:
-    """"A" or "B" from the JSON's "best_solution"."""
+    """ "A" or "B" from the JSON's "best_solution"."""
     data = json_object(reply.text)
     best = None if data is None else data.get("best_solution")
     return best if best in ("A", "B") else UNPARSEABLE
@@ -176,10 +178,12 @@ _BOXED = re.compile(r"\\boxed\{(.*?)\}")
 def boxed_choice(*allowed: int) -> Callable[[JudgeReply], Any]:
     """A reader of the reply's last ``\\boxed{...}`` (the ATTC reference's ``extract_last_boxed_answer``):
     one of ``allowed`` as an int, else UNPARSEABLE."""
+
     def parse(reply: JudgeReply) -> Any:
         found = _BOXED.findall(reply.text)
         value = found[-1].strip() if found else ""
         return int(value) if value.isdigit() and int(value) in allowed else UNPARSEABLE
+
     return parse
 
 
@@ -227,7 +231,7 @@ ATTC_TOOL_WRONG_PROMPT = (
     'is the question answered by the model, "answer" is the standard answer, "solution" is the standard '
     'problem-solving process, "code" is the content of the model\'s answer, and "pred" is the final answer of the '
     "model. \n    You need to analyze the content of the model's answer based on this information. If all the "
-    'Python code\'s return results (after "```output") in the model\'s answer are correct (including correct '
+    "Python code's return results (after \"```output\") in the model's answer are correct (including correct "
     'answer and correct thinking), output "\\boxed{0}". If any return result of Python code is incorrect, output '
     '"\\boxed{1}". Your answer is limited to these two types and must be included in "\\boxed{}". Do not output '
     "any extra text. The cases that need to be analyzed are as follows:\n\n    "
@@ -268,10 +272,10 @@ ERROR_TYPES_PROMPT = (
     "disrupt reasoning. 2. Assumption: Unproven or incorrect assumptions that undermine subsequent steps. "
     "3. Creativity: Fundamentally incorrect strategy indicating failure to identify the correct approach. "
     "4. Algebra/Arithmetic: Critical algebraic or arithmetic miscalculations. 5. None of the above: No errors from "
-    "the above categories are present. Evaluation Guidelines • For each category, set \"exists\" to \"yes\" if "
-    "that error occurs; otherwise \"no\". • Provide a brief explanation for each category; if an error is "
-    "detected, indicate where it occurs. • Mark None of the above as \"yes\" only if all other categories are "
-    "\"no\". Output format (strict JSON):\n"
+    'the above categories are present. Evaluation Guidelines • For each category, set "exists" to "yes" if '
+    'that error occurs; otherwise "no". • Provide a brief explanation for each category; if an error is '
+    'detected, indicate where it occurs. • Mark None of the above as "yes" only if all other categories are '
+    '"no". Output format (strict JSON):\n'
     "{{\n"
     '  "logic": {{"exists": "yes|no",\n                "explanation": "your explanation here"\n            }},\n'
     '  "assumption": {{"exists": "yes|no",\n                "explanation": "your explanation here"\n'
@@ -302,6 +306,7 @@ ANSWER_UNCHANGED_PROMPT = (
     "Is the correct answer to Problem 2 still {answer}? Reply with one word: yes or no."
 )
 
+
 def parse_count(reply: JudgeReply) -> Any:
     """A whole number 1..99 and nothing else (a trailing full stop aside)."""
     text = reply.text.strip().rstrip(".").strip()
@@ -325,42 +330,115 @@ PLAN_MISMATCH_PROMPT = (
     "Model's solution:\n{solution}\n\nReply with one word: yes or no."
 )
 
-PROMPTS: dict[str, JudgePrompt] = {p.id: p for p in (
-    JudgePrompt("necessity", 1, NECESSITY_PROMPT, "[paper] Spurious Tool Use, Appendix A.3, tool necessity judge",
-                parse_necessity, 128, ("question", "tool_type", "tool_content")),
-    JudgePrompt("correctness", 1, CORRECTNESS_PROMPT,
-                "[paper] Spurious Tool Use, Appendix A.3, answer correctness judge",
-                parse_correctness, 256, ("question", "response_str", "ground_truth")),
-    # max_tokens [ours]: the JSON asks for eight scores with explanations
-    JudgePrompt("win_rate", 1, WIN_RATE_PROMPT,
-                "[paper] From Proof to Program (TIM), Appendix A.2, Win Rate (input layout ours)",
-                parse_win_rate, 1024, ("problem", "a", "b"), pair=("a", "b")),
-    # max_tokens [ours]: the prompts ask for one \boxed{} and nothing else; room for a judge that reasons first
-    JudgePrompt("attc_conflict", 1, _literal(ATTC_CONFLICT_PROMPT) + "{response}",
-                "[reference code] 00Dreamer00/ATTC case_analysis/donot_believe_tools.py: reasoning-tool conflict",
-                boxed_choice(0, 1, 2), 256, ("response",)),
-    JudgePrompt("attc_tool_ignored", 1, _literal(ATTC_TOOL_IGNORED_PROMPT) + "{case}",
-                "[reference code] 00Dreamer00/ATTC case_analysis/overconfident.py: tool ignored in wrong runs",
-                boxed_choice(0, 1, 2), 256, ("case",)),
-    JudgePrompt("attc_tool_wrong", 1, _literal(ATTC_TOOL_WRONG_PROMPT) + "{case}",
-                "[reference code] 00Dreamer00/ATTC case_analysis/false_tool_in_true_cases.py: a wrong tool output "
-                "in right runs", boxed_choice(0, 1), 256, ("case",)),
-    # max_tokens [ours]: a one-line summary per gold step; five explanations
-    JudgePrompt("miss_rate", 1, MISS_RATE_PROMPT,
-                "[paper] From Proof to Program (TIM), Appendix A.3, Miss Rate (input layout ours)",
-                parse_miss_rate, 1024, ("problem", "solution", "gold")),
-    JudgePrompt("error_types", 1, ERROR_TYPES_PROMPT,
-                "[paper] From Proof to Program (TIM), Appendix A.4, reasoning error detection (input layout ours)",
-                parse_error_types, 768, ("problem", "solution")),
-    JudgePrompt("answer_unchanged", 1, ANSWER_UNCHANGED_PROMPT,
-                "[ours] a distractor variant keeps its answer (tool-use tax, arXiv 2605.00136)",
-                parse_yes_no, 3, ("original", "variant", "answer")),
-    JudgePrompt("gold_steps", 1, GOLD_STEPS_PROMPT, "[ours] the gold steps of Type A (tool-use tax, section 2.4)",
-                parse_count, 4, ("reference",)),
-    JudgePrompt("plan_mismatch", 1, PLAN_MISMATCH_PROMPT,
-                "[ours] Type F, planning mismatch (tool-use tax, arXiv 2605.00136, section 2.4)",
-                parse_yes_no, 3, ("question", "reference", "solution")),
-)}
+PROMPTS: dict[str, JudgePrompt] = {
+    p.id: p
+    for p in (
+        JudgePrompt(
+            "necessity",
+            1,
+            NECESSITY_PROMPT,
+            "[paper] Spurious Tool Use, Appendix A.3, tool necessity judge",
+            parse_necessity,
+            128,
+            ("question", "tool_type", "tool_content"),
+        ),
+        JudgePrompt(
+            "correctness",
+            1,
+            CORRECTNESS_PROMPT,
+            "[paper] Spurious Tool Use, Appendix A.3, answer correctness judge",
+            parse_correctness,
+            256,
+            ("question", "response_str", "ground_truth"),
+        ),
+        # max_tokens [ours]: the JSON asks for eight scores with explanations
+        JudgePrompt(
+            "win_rate",
+            1,
+            WIN_RATE_PROMPT,
+            "[paper] From Proof to Program (TIM), Appendix A.2, Win Rate (input layout ours)",
+            parse_win_rate,
+            1024,
+            ("problem", "a", "b"),
+            pair=("a", "b"),
+        ),
+        # max_tokens [ours]: the prompts ask for one \boxed{} and nothing else; room for a judge that reasons first
+        JudgePrompt(
+            "attc_conflict",
+            1,
+            _literal(ATTC_CONFLICT_PROMPT) + "{response}",
+            "[reference code] 00Dreamer00/ATTC case_analysis/donot_believe_tools.py: reasoning-tool conflict",
+            boxed_choice(0, 1, 2),
+            256,
+            ("response",),
+        ),
+        JudgePrompt(
+            "attc_tool_ignored",
+            1,
+            _literal(ATTC_TOOL_IGNORED_PROMPT) + "{case}",
+            "[reference code] 00Dreamer00/ATTC case_analysis/overconfident.py: tool ignored in wrong runs",
+            boxed_choice(0, 1, 2),
+            256,
+            ("case",),
+        ),
+        JudgePrompt(
+            "attc_tool_wrong",
+            1,
+            _literal(ATTC_TOOL_WRONG_PROMPT) + "{case}",
+            "[reference code] 00Dreamer00/ATTC case_analysis/false_tool_in_true_cases.py: a wrong tool output "
+            "in right runs",
+            boxed_choice(0, 1),
+            256,
+            ("case",),
+        ),
+        # max_tokens [ours]: a one-line summary per gold step; five explanations
+        JudgePrompt(
+            "miss_rate",
+            1,
+            MISS_RATE_PROMPT,
+            "[paper] From Proof to Program (TIM), Appendix A.3, Miss Rate (input layout ours)",
+            parse_miss_rate,
+            1024,
+            ("problem", "solution", "gold"),
+        ),
+        JudgePrompt(
+            "error_types",
+            1,
+            ERROR_TYPES_PROMPT,
+            "[paper] From Proof to Program (TIM), Appendix A.4, reasoning error detection (input layout ours)",
+            parse_error_types,
+            768,
+            ("problem", "solution"),
+        ),
+        JudgePrompt(
+            "answer_unchanged",
+            1,
+            ANSWER_UNCHANGED_PROMPT,
+            "[ours] a distractor variant keeps its answer (tool-use tax, arXiv 2605.00136)",
+            parse_yes_no,
+            3,
+            ("original", "variant", "answer"),
+        ),
+        JudgePrompt(
+            "gold_steps",
+            1,
+            GOLD_STEPS_PROMPT,
+            "[ours] the gold steps of Type A (tool-use tax, section 2.4)",
+            parse_count,
+            4,
+            ("reference",),
+        ),
+        JudgePrompt(
+            "plan_mismatch",
+            1,
+            PLAN_MISMATCH_PROMPT,
+            "[ours] Type F, planning mismatch (tool-use tax, arXiv 2605.00136, section 2.4)",
+            parse_yes_no,
+            3,
+            ("question", "reference", "solution"),
+        ),
+    )
+}
 
 
 def prompt(prompt_id: str) -> JudgePrompt:

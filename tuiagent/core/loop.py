@@ -124,8 +124,9 @@ class Agent:
         if self.settings.mode == "tool" and kernel is None and kernel_failed is None:
             raise ValueError("tool mode needs a kernel")
 
-    async def stream(self, problem: str, *, gold: str | None = None, run_id: str | None = None,
-                     fork: ForkPoint | None = None) -> AsyncIterator[Event]:
+    async def stream(
+        self, problem: str, *, gold: str | None = None, run_id: str | None = None, fork: ForkPoint | None = None
+    ) -> AsyncIterator[Event]:
         """Yield the run's events as they happen. Cancelling the consumer cancels the run;
         the RunFinished event is still recorded.
 
@@ -156,7 +157,9 @@ class _Run:
         self.generated = 0
         self.budget_noted = False
         self.tools_suspended = False
-        self.tools_back_at: int | None = None  # the turn a suspended tool returns at; None: none due (not suspended, or for good)
+        self.tools_back_at: int | None = (
+            None  # the turn a suspended tool returns at; None: none due (not suspended, or for good)
+        )
         self.suspended_by = ""  # the guard whose verdict suspended it
         self.answer_attempts = 0
         self.last_attempt: str | None = None  # the last answer a guard sent back (continue)
@@ -264,8 +267,17 @@ class _Run:
                 code[e.call] = e
             elif isinstance(e, ToolResult) and e.call in code:
                 block = code[e.call]
-                self.calls.append(Call(call=e.call, turn=block.turn, code=block.code, output=e.shown, error=e.error,
-                                       timed_out=e.timed_out, executed=e.executed))
+                self.calls.append(
+                    Call(
+                        call=e.call,
+                        turn=block.turn,
+                        code=block.code,
+                        output=e.shown,
+                        error=e.error,
+                        timed_out=e.timed_out,
+                        executed=e.executed,
+                    )
+                )
                 self.erroneous_calls += e.executed and e.error
                 self.budget_noted |= not e.executed and e.shown == prompts.BUDGET_NOTE
             elif isinstance(e, AnswerAttempt) and not e.final:
@@ -279,8 +291,9 @@ class _Run:
         self.emit(fork_notice(point))
         stop = [OUTPUT_FENCE] if self.settings.mode == "tool" else []
         self.emit(await restore_model(self.agent.backend, point, stop))
-        rebuilt = await restore_kernel(self.agent.kernel, point.cells, self.settings.exec_timeout_s,
-                                       self.settings.output_chars)
+        rebuilt = await restore_kernel(
+            self.agent.kernel, point.cells, self.settings.exec_timeout_s, self.settings.output_chars
+        )
         if rebuilt is not None:
             self.emit(rebuilt)
 
@@ -288,17 +301,19 @@ class _Run:
         correct = is_correct(self.gold, answer) if self.gold is not None else None
         if answer is not None:
             self.emit(AnswerAttempt(turn=self.turn, answer=answer, final=True))
-        self.emit(RunFinished(
-            reason=reason,
-            answer=answer,
-            correct=correct,
-            tool_calls=sum(c.executed for c in self.calls),
-            erroneous_calls=self.erroneous_calls,
-            generated_tokens=self.generated,
-            context_tokens=self.agent.backend.count_tokens(self.context.text),
-            wall_s=round(time.monotonic() - self.started, 3),
-            trajectory=str(self.agent.recorder.path) if self.agent.recorder else None,
-        ))
+        self.emit(
+            RunFinished(
+                reason=reason,
+                answer=answer,
+                correct=correct,
+                tool_calls=sum(c.executed for c in self.calls),
+                erroneous_calls=self.erroneous_calls,
+                generated_tokens=self.generated,
+                context_tokens=self.agent.backend.count_tokens(self.context.text),
+                wall_s=round(time.monotonic() - self.started, 3),
+                trajectory=str(self.agent.recorder.path) if self.agent.recorder else None,
+            )
+        )
 
     # -- guards ---------------------------------------------------------------------------------
 
@@ -337,8 +352,17 @@ class _Run:
         verdicts, toggles = await guards.consult(hook, *args, self.view(answer))
         self._toggled(toggles)  # changes applied before the guards were asked come first
         for v in verdicts:
-            self.emit(GuardVerdict(hook=hook, guard=v.guard, action=v.action, reason=v.reason, text=v.text,
-                                   data=dict(v.data), turn=self.turn))
+            self.emit(
+                GuardVerdict(
+                    hook=hook,
+                    guard=v.guard,
+                    action=v.action,
+                    reason=v.reason,
+                    text=v.text,
+                    data=dict(v.data),
+                    turn=self.turn,
+                )
+            )
         return verdicts
 
     def _apply(self, verdicts: list[Verdict]) -> None:
@@ -366,14 +390,18 @@ class _Run:
     def _tools_back(self) -> None:
         """The suspension's span is over: code runs again, the model is told, the trajectory says so."""
         self.tools_suspended, self.tools_back_at = False, None
-        self.emit(Notice(level="info", message=f"the tool is back from turn {self.turn}: "
-                                               f"{self.suspended_by}'s suspension is over"))
+        self.emit(
+            Notice(
+                level="info",
+                message=f"the tool is back from turn {self.turn}: {self.suspended_by}'s suspension is over",
+            )
+        )
         self._append(prompts.TOOLS_BACK_NOTE, source=self.suspended_by)
 
     def _truncate(self, v: Verdict) -> None:
         """Drop the context from segment ``v.truncate_to`` on; the next turn is sampled with the
         verdict's sampling overrides (see resample_sampling)."""
-        removed = "".join(s.text for s in self.context.segments[v.truncate_to:])
+        removed = "".join(s.text for s in self.context.segments[v.truncate_to :])
         self.emit(ContextPruned(guard=v.guard, truncate_to=v.truncate_to, removed_text=removed))
         self._renumber_calls()
         self.resample = resample_sampling(v.data)
@@ -411,8 +439,10 @@ class _Run:
         ids: list[int] | None = None
         layout: Layout | None = None
         try:
-            async with (asyncio.timeout(self._remaining_wall()),
-                        backend.stream(self.context.text, sampling, stop) as stream):
+            async with (
+                asyncio.timeout(self._remaining_wall()),
+                backend.stream(self.context.text, sampling, stop) as stream,
+            ):
                 async for token in stream:
                     self.turn_tokens.append(TokenLP(token.text, token.logprob))
                     self.emit(TokenDelta(turn=self.turn, text=token.text, logprob=token.logprob))
@@ -437,8 +467,17 @@ class _Run:
         text = "".join(t.text for t in self.turn_tokens)
         self.turn_text = text
         self.generated += len(self.turn_tokens)
-        self.emit(TurnEnded(turn=self.turn, text=text, stop=stop, tokens=len(self.turn_tokens),
-                            token_ids=token_ids, layout=layout, prose_end=prose_end(text, stop, self.context.mode)))
+        self.emit(
+            TurnEnded(
+                turn=self.turn,
+                text=text,
+                stop=stop,
+                tokens=len(self.turn_tokens),
+                token_ids=token_ids,
+                layout=layout,
+                prose_end=prose_end(text, stop, self.context.mode),
+            )
+        )
 
     async def _act(self, stop_reason: TurnStop) -> AsyncIterator[None]:
         text = self.turn_text
@@ -508,22 +547,35 @@ class _Run:
         return None
 
     def _output(self, call: int, code: str, shown: str, result: CellResult, *, executed: bool) -> None:
-        self.emit(ToolResult(
-            call=call,
-            shown=shown,
-            error=result.error,
-            timed_out=result.timed_out,
-            duration_s=round(result.duration_s, 4),
-            outputs=[asdict(o) for o in result.outputs],
-            restarted=result.restarted,
-            died=result.died,
-            error_name=result.error_name,
-            executed=executed,
-        ))
-        code_segment = next((i for i in range(len(self.context.segments) - 1, -1, -1)
-                             if self.context.segments[i].call == call), None)
-        self.calls.append(Call(call=call, turn=self.turn, code=code, output=shown, error=result.error,
-                               timed_out=result.timed_out, executed=executed, segment=code_segment))
+        self.emit(
+            ToolResult(
+                call=call,
+                shown=shown,
+                error=result.error,
+                timed_out=result.timed_out,
+                duration_s=round(result.duration_s, 4),
+                outputs=[asdict(o) for o in result.outputs],
+                restarted=result.restarted,
+                died=result.died,
+                error_name=result.error_name,
+                executed=executed,
+            )
+        )
+        code_segment = next(
+            (i for i in range(len(self.context.segments) - 1, -1, -1) if self.context.segments[i].call == call), None
+        )
+        self.calls.append(
+            Call(
+                call=call,
+                turn=self.turn,
+                code=code,
+                output=shown,
+                error=result.error,
+                timed_out=result.timed_out,
+                executed=executed,
+                segment=code_segment,
+            )
+        )
         self._append(prompts.output_block(shown), source="tool", kind="tool", call=call)
 
     def _append(self, text: str, *, source: str, kind: str = "note", call: int | None = None) -> None:

@@ -29,14 +29,27 @@ DEFAULTS = RunSettings()
 DEFAULT_KERNEL = "jupyter"  # [ours] the tool kernel, by its "tuiagent.kernels" entry-point name
 
 # The keys a spec's ``run`` may hold (RunSettings' mode and budgets, and the kernel) and its ``sampling``.
-RUN_KEYS: dict[str, type] = {"mode": str, "kernel": str, "evidence": str, "max_tool_calls": int, "max_tokens": int,
-                             "exec_timeout_s": float, "output_chars": int, "max_wall_s": float}
+RUN_KEYS: dict[str, type] = {
+    "mode": str,
+    "kernel": str,
+    "evidence": str,
+    "max_tool_calls": int,
+    "max_tokens": int,
+    "exec_timeout_s": float,
+    "output_chars": int,
+    "max_wall_s": float,
+}
 # The run keys that are not RunSettings fields: the tool kernel, and the tool-use tax's ``evidence``
 # ("oracle": a distractor variant runs on its clean question, Agent-OracleEvidence; the eval reads it).
 NOT_SETTINGS = ("kernel", "evidence")
 MODES = ("tool", "cot", "fcstyle")  # fcstyle: the tool prompt, no tool access (NoTool-FCStyle)
-SAMPLING_KEYS: dict[str, type] = {"temperature": float, "top_p": float, "top_k": int, "repeat_penalty": float,
-                                   "turn_max_tokens": int}
+SAMPLING_KEYS: dict[str, type] = {
+    "temperature": float,
+    "top_p": float,
+    "top_k": int,
+    "repeat_penalty": float,
+    "turn_max_tokens": int,
+}
 # Two limits were both called max_tokens: ``max_tokens`` is the run's budget (RunSettings), one
 # turn's is ``turn_max_tokens``, held as Sampling's field; a TOML ``[sampling]`` table's
 # ``max_tokens`` (models.toml's spelling) is one turn's too.
@@ -57,8 +70,11 @@ class RunSpec:
     def merged(self, later: RunSpec) -> RunSpec:
         """``later`` laid over this one: its guards are added, each of its settings wins. A spec
         with guards is no longer a bare condition."""
-        guards = None if self.guards is None and later.guards is None else \
-            tuple(dict.fromkeys((*(self.guards or ()), *(later.guards or ()))))
+        guards = (
+            None
+            if self.guards is None and later.guards is None
+            else tuple(dict.fromkeys((*(self.guards or ()), *(later.guards or ()))))
+        )
         settings = {g: dict(v) for g, v in self.guard_settings.items()}
         for g, values in later.guard_settings.items():
             settings.setdefault(g, {}).update(values)
@@ -75,7 +91,7 @@ class RunSpec:
 
     @property
     def evidence(self) -> str:
-        """"oracle": a distractor variant is run on its clean question (Agent-OracleEvidence)."""
+        """ "oracle": a distractor variant is run on its clean question (Agent-OracleEvidence)."""
         return str(self.run.get("evidence", "as written"))
 
     def settings(self) -> RunSettings:
@@ -86,8 +102,13 @@ class RunSpec:
 
     def describe(self) -> dict[str, Any]:
         """What the spec does, as a preset's fingerprint and an eval's manifest record it."""
-        return {"guards": list(self.guards or ()), "guard_settings": self.guard_settings, "run": self.run,
-                "sampling": self.sampling, "condition": self.condition}
+        return {
+            "guards": list(self.guards or ()),
+            "guard_settings": self.guard_settings,
+            "run": self.run,
+            "sampling": self.sampling,
+            "condition": self.condition,
+        }
 
 
 def convert(key: str, value: Any, where: str) -> Any:
@@ -122,8 +143,9 @@ def assign(key: str, value: Any, where: str) -> RunSpec:
     if key in SAMPLING_KEYS:
         return RunSpec(sampling={SAMPLING_FIELDS.get(key, key): convert(key, value, where)})
     known = ", ".join([*RUN_KEYS, *SAMPLING_KEYS])
-    raise ConfigError(f"unknown setting {key!r}", key=where,
-                      fix=f"use GUARD.KEY=VALUE for a guard setting, or one of: {known}")
+    raise ConfigError(
+        f"unknown setting {key!r}", key=where, fix=f"use GUARD.KEY=VALUE for a guard setting, or one of: {known}"
+    )
 
 
 def check_guards_on(spec: RunSpec, where: str) -> None:
@@ -131,8 +153,10 @@ def check_guards_on(spec: RunSpec, where: str) -> None:
     on = spec.guards or ()
     off = sorted(g for g in spec.guard_settings if g not in on and "all" not in on)
     if off:
-        raise ConfigError(f"{where} sets {', '.join(off)}, which it does not turn on",
-                          fix=f"add {'+'.join(off)} to its guards, or drop the setting")
+        raise ConfigError(
+            f"{where} sets {', '.join(off)}, which it does not turn on",
+            fix=f"add {'+'.join(off)} to its guards, or drop the setting",
+        )
 
 
 _WORDS = re.compile(r"[+,\s]+")
@@ -172,12 +196,16 @@ class Grammar:
                 part = self.named[word]
             else:
                 choices = ", ".join(["none", "all", *self.guards, *self.conditions, *self.named])
-                raise ConfigError(f"{text!r}: {word!r} is not a guard, a condition or a preset",
-                                  fix=f"use one of: {choices} (join with +)")
+                raise ConfigError(
+                    f"{text!r}: {word!r} is not a guard, a condition or a preset",
+                    fix=f"use one of: {choices} (join with +)",
+                )
             spec, bare = spec.merged(part), False
         if len(conditions) > 1:
-            raise ConfigError(f"{text!r} names more than one condition ({', '.join(conditions)})",
-                              fix=f"give one of {', '.join(self.conditions)} per setting")
+            raise ConfigError(
+                f"{text!r} names more than one condition ({', '.join(conditions)})",
+                fix=f"give one of {', '.join(self.conditions)} per setting",
+            )
         if colon:
             spec, bare = spec.merged(self.assignments(tail.split(","), text)), False
         if bare:  # `none` alone is the tool-use-tax baseline
@@ -191,8 +219,9 @@ class Grammar:
         for item in items:
             key, eq, value = item.partition("=")
             if not (eq and key.strip()):
-                raise ConfigError(f"{where}: {item.strip()!r} is not KEY=VALUE",
-                                  fix="e.g. attc.threshold=0.9 or max_tool_calls=6")
+                raise ConfigError(
+                    f"{where}: {item.strip()!r} is not KEY=VALUE", fix="e.g. attc.threshold=0.9 or max_tool_calls=6"
+                )
             spec = spec.merged(assign(key.strip(), value.strip(), where))
         return spec
 
@@ -212,6 +241,8 @@ def setting_words(spec: RunSpec, besides: Mapping[str, Any] | None = None) -> li
     """Every setting ``spec`` gives, as KEY=VALUE words (what the grammar and ``--set`` read): guard
     settings, then run and sampling ones, but not those equal to ``besides`` (a condition's own)."""
     besides = besides or {}
-    return [*(f"{guard}.{key}={value}" for guard, values in spec.guard_settings.items() for key, value in values.items()),
-            *(f"{k}={v}" for k, v in spec.run.items() if k not in besides or besides[k] != v),
-            *(f"{_SAMPLING_WORDS.get(k, k)}={v}" for k, v in spec.sampling.items())]
+    return [
+        *(f"{guard}.{key}={value}" for guard, values in spec.guard_settings.items() for key, value in values.items()),
+        *(f"{k}={v}" for k, v in spec.run.items() if k not in besides or besides[k] != v),
+        *(f"{_SAMPLING_WORDS.get(k, k)}={v}" for k, v in spec.sampling.items()),
+    ]

@@ -48,8 +48,10 @@ class Recorder:
         elif not _starts_as_trajectory(self.path):
             self._file.close()
             self._file = None
-            raise TrajectoryError(f"{self.path} exists and is not a trajectory; it was left as it was: "
-                                  "choose another --out (a directory, or a new .jsonl file)")
+            raise TrajectoryError(
+                f"{self.path} exists and is not a trajectory; it was left as it was: "
+                "choose another --out (a directory, or a new .jsonl file)"
+            )
 
     def write(self, event: Event) -> None:
         self._write_line(to_dict(event))
@@ -151,8 +153,9 @@ def _read_regular_file(path: Path) -> bytes:
         raise TrajectoryError(f"cannot read trajectory {path}: not a regular file")
     if st.st_size > MAX_FILE_BYTES:
         os.close(fd)
-        raise TrajectoryError(f"{path} is {st.st_size >> 20} MB, more than a trajectory can be "
-                              f"({MAX_FILE_BYTES >> 20} MB)")
+        raise TrajectoryError(
+            f"{path} is {st.st_size >> 20} MB, more than a trajectory can be ({MAX_FILE_BYTES >> 20} MB)"
+        )
     with os.fdopen(fd, "rb") as f:
         try:
             return f.read(MAX_FILE_BYTES + 1)[:MAX_FILE_BYTES]

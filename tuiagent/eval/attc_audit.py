@@ -44,9 +44,11 @@ AUDITS = {p.id: p for p in (CONFLICT, IGNORED, WRONG)}
 NO_CALL = {CONFLICT.id: 0, IGNORED.id: 2}
 # [paper] section 2 (shared/papers/003): the open TIR models it audits (not named per bar in our copy;
 # the reference scripts ran SimpleTIR-7B on MATH500 and ToRL-7B on OlympiadBench).
-PAPER = {"conflict": "40-60% of error cases (Figure 2)",
-         "believe_self": "over half of the conflicts (Figure 2)",
-         "tool_ignored": ">= 15% of errors in every model x dataset (Figure 3; 4 models, 4 datasets)"}
+PAPER = {
+    "conflict": "40-60% of error cases (Figure 2)",
+    "believe_self": "over half of the conflicts (Figure 2)",
+    "tool_ignored": ">= 15% of errors in every model x dataset (Figure 3; 4 models, 4 datasets)",
+}
 PAPER_MODELS = "open TIR models (ToRL, SimpleTIR, ... on Qwen2.5-7B/32B and Qwen3-4B)"
 
 
@@ -66,8 +68,14 @@ def audit_inputs(record: dict[str, Any]) -> dict[str, dict[str, str]] | None:
     events = trajectory.load(Path(path)).events
     response = whole_response(events)
     question = next((e.problem for e in events if isinstance(e, ev.RunStarted)), "")
-    case = {"idx": record["problem_id"], "question": question, "solution": record.get("reference") or "",
-            "answer": record.get("gold") or "", "code": response, "pred": record.get("answer") or ""}
+    case = {
+        "idx": record["problem_id"],
+        "question": question,
+        "solution": record.get("reference") or "",
+        "answer": record.get("gold") or "",
+        "code": response,
+        "pred": record.get("answer") or "",
+    }
     which = IGNORED if record.get("correct") is False else WRONG
     return {CONFLICT.id: {"response": response}, which.id: {"case": json.dumps(case, ensure_ascii=False, indent=2)}}
 
@@ -84,14 +92,18 @@ def audit_items(records: Iterable[dict[str, Any]]) -> Iterator[Item]:
             yield AUDITS[pid], inputs
 
 
-async def audit_eval(judge_id: str, models_file: Path | None, directory: Path, records: Iterable[dict[str, Any]],
-                     log: Callable[[str], None]) -> None:
+async def audit_eval(
+    judge_id: str,
+    models_file: Path | None,
+    directory: Path,
+    records: Iterable[dict[str, Any]],
+    log: Callable[[str], None],
+) -> None:
     """The audit's judging pass over an eval's runs (cached, resumable: ``eval.judging``)."""
     await judge_eval(judge_id, models_file, directory, audit_items(list(records)), log, "ATTC audit question(s)")
 
 
-async def audit_directory(directory: Path, judge_id: str, models_file: Path | None,
-                          log: Callable[[str], None]) -> None:
+async def audit_directory(directory: Path, judge_id: str, models_file: Path | None, log: Callable[[str], None]) -> None:
     """``--report-only --attc-audit``: audit the runs an eval directory already holds, and say so in
     its manifest (the report reads the audit's judge from there)."""
     from tuiagent.eval.judging import check_judge
@@ -124,13 +136,22 @@ def audit_values(records: Iterable[dict[str, Any]], store: JudgementStore, judge
 
 def _rate(k: int, n: int) -> dict[str, Any]:
     lo, hi = wilson(k, n)
-    return {"k": k, "n": n, "rate": round(k / n, 4) if n else None,
-            "ci": [round(lo, 4), round(hi, 4)] if n else [None, None]}
+    return {
+        "k": k,
+        "n": n,
+        "rate": round(k / n, 4) if n else None,
+        "ci": [round(lo, 4), round(hi, 4)] if n else [None, None],
+    }
 
 
 def _classes(values: list[Any]) -> dict[str, int]:
-    return {"0": values.count(0), "1": values.count(1), "2": values.count(2),
-            "unparseable": values.count(UNPARSEABLE), "not judged": values.count(None)}
+    return {
+        "0": values.count(0),
+        "1": values.count(1),
+        "2": values.count(2),
+        "unparseable": values.count(UNPARSEABLE),
+        "not judged": values.count(None),
+    }
 
 
 def attc_section(clean: dict[str, list[dict[str, Any]]], values: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
@@ -149,17 +170,25 @@ def attc_section(clean: dict[str, list[dict[str, Any]]], values: dict[str, dict[
             v = [values[r["key"]].get(CONFLICT.id) for r in mine if r["correct"] is correct]
             c = _classes(v)
             n = c["0"] + c["1"] + c["2"]
-            row[f"conflict_{side}"] = {"runs": len(v), "classes": c, "conflict": _rate(c["1"] + c["2"], n),
-                                       "believe_self": _rate(c["1"], c["1"] + c["2"])}
+            row[f"conflict_{side}"] = {
+                "runs": len(v),
+                "classes": c,
+                "conflict": _rate(c["1"] + c["2"], n),
+                "believe_self": _rate(c["1"], c["1"] + c["2"]),
+            }
         wrong = [r for r in mine if r["correct"] is False]
         v = [values[r["key"]].get(IGNORED.id) for r in wrong]
         c = _classes(v)
         n = c["0"] + c["1"] + c["2"]
         flagged = [r for r in wrong if r.get("tool_ignored")]
         row["tool_ignored"] = {
-            "runs": len(v), "classes": c, "tool_ignored": _rate(c["1"], n), "overconfident": _rate(c["1"] + c["2"], n),
+            "runs": len(v),
+            "classes": c,
+            "tool_ignored": _rate(c["1"], n),
+            "overconfident": _rate(c["1"] + c["2"], n),
             "cheap_flag": _rate(len(flagged), len(wrong)),
-            "flag_and_judge": sum(values[r["key"]].get(IGNORED.id) == 1 for r in flagged)}
+            "flag_and_judge": sum(values[r["key"]].get(IGNORED.id) == 1 for r in flagged),
+        }
         v = [values[r["key"]].get(WRONG.id) for r in mine if r["correct"] is True and r.get("tcn")]
         c = _classes(v)
         row["tool_wrong"] = {"runs": len(v), "classes": c, "tool_wrong": _rate(c["1"], c["0"] + c["1"])}
@@ -185,30 +214,83 @@ def attc_tables(section: dict[str, Any], dataset: str, judge: str | None, cell: 
     for s, row in section.items():
         for side in ("incorrect", "correct"):
             c = row[f"conflict_{side}"]
-            rows.append([s, side, str(c["runs"]), _pct(c["conflict"], cell), _pct(c["believe_self"], cell),
-                         str(c["classes"]["2"]), f"{c['classes']['unparseable']} / {c['classes']['not judged']}"])
+            rows.append(
+                [
+                    s,
+                    side,
+                    str(c["runs"]),
+                    _pct(c["conflict"], cell),
+                    _pct(c["believe_self"], cell),
+                    str(c["classes"]["2"]),
+                    f"{c['classes']['unparseable']} / {c['classes']['not judged']}",
+                ]
+            )
     rows.append(["paper", "incorrect", "32000+ cases", PAPER["conflict"], PAPER["believe_self"], "", ""])
-    tables = [(f"{dataset}: ATTC Figure 2, reasoning-tool conflict ({by}; reference prompt donot_believe_tools.py; "
-               f"rate (k/n; 95% Wilson CI); paper: {PAPER_MODELS})",
-               ["setting", "outcome", "runs", "conflict rate", "believes own reasoning (of conflicts)",
-                "believes the tool", "unparseable / not judged"], rows)]
+    tables = [
+        (
+            f"{dataset}: ATTC Figure 2, reasoning-tool conflict ({by}; reference prompt donot_believe_tools.py; "
+            f"rate (k/n; 95% Wilson CI); paper: {PAPER_MODELS})",
+            [
+                "setting",
+                "outcome",
+                "runs",
+                "conflict rate",
+                "believes own reasoning (of conflicts)",
+                "believes the tool",
+                "unparseable / not judged",
+            ],
+            rows,
+        )
+    ]
     rows = []
     for s, row in section.items():
         t = row["tool_ignored"]
-        rows.append([s, str(t["runs"]), _pct(t["tool_ignored"], cell), str(t["classes"]["2"]),
-                     _pct(t["overconfident"], cell), _pct(t["cheap_flag"], cell), str(t["flag_and_judge"]),
-                     f"{t['classes']['unparseable']} / {t['classes']['not judged']}"])
+        rows.append(
+            [
+                s,
+                str(t["runs"]),
+                _pct(t["tool_ignored"], cell),
+                str(t["classes"]["2"]),
+                _pct(t["overconfident"], cell),
+                _pct(t["cheap_flag"], cell),
+                str(t["flag_and_judge"]),
+                f"{t['classes']['unparseable']} / {t['classes']['not judged']}",
+            ]
+        )
     rows.append(["paper", "", PAPER["tool_ignored"], "", "", "", "", ""])
-    tables.append((f"{dataset}: ATTC Figure 3, \"tool ignored\" among incorrect runs ({by}; reference prompt "
-                   f"overconfident.py: a tool output was right and the answer is wrong; paper: {PAPER_MODELS})",
-                   ["setting", "incorrect runs", "tool ignored (judge)", "no code", "overconfident (ignored + no code)",
-                    "cheap flag (last output = gold)", "flagged, judge agrees", "unparseable / not judged"], rows))
-    tables.append((f"{dataset}: ATTC section 2.2, a wrong tool output in correct runs ({by}; reference prompt "
-                   "false_tool_in_true_cases.py; no figure in our copy)",
-                   ["setting", "correct runs with a call", "a tool output wrong", "unparseable / not judged"],
-                   [[s, str(row["tool_wrong"]["runs"]), _pct(row["tool_wrong"]["tool_wrong"], cell),
-                     f"{row['tool_wrong']['classes']['unparseable']} / {row['tool_wrong']['classes']['not judged']}"]
-                    for s, row in section.items()]))
+    tables.append(
+        (
+            f'{dataset}: ATTC Figure 3, "tool ignored" among incorrect runs ({by}; reference prompt '
+            f"overconfident.py: a tool output was right and the answer is wrong; paper: {PAPER_MODELS})",
+            [
+                "setting",
+                "incorrect runs",
+                "tool ignored (judge)",
+                "no code",
+                "overconfident (ignored + no code)",
+                "cheap flag (last output = gold)",
+                "flagged, judge agrees",
+                "unparseable / not judged",
+            ],
+            rows,
+        )
+    )
+    tables.append(
+        (
+            f"{dataset}: ATTC section 2.2, a wrong tool output in correct runs ({by}; reference prompt "
+            "false_tool_in_true_cases.py; no figure in our copy)",
+            ["setting", "correct runs with a call", "a tool output wrong", "unparseable / not judged"],
+            [
+                [
+                    s,
+                    str(row["tool_wrong"]["runs"]),
+                    _pct(row["tool_wrong"]["tool_wrong"], cell),
+                    f"{row['tool_wrong']['classes']['unparseable']} / {row['tool_wrong']['classes']['not judged']}",
+                ]
+                for s, row in section.items()
+            ],
+        )
+    )
     return tables
 
 
@@ -218,9 +300,11 @@ def plot_attc(section: dict[str, Any], dataset: str, directory: Path, plt: Any) 
     names = list(section)
     fig, (left, right) = plt.subplots(1, 2, figsize=(max(7.0, 1.6 * len(names) + 4), 3.8))
     bottom = [0.0] * len(names)
-    for cls, label, colour in (("1", "conflict, believes itself", "#E45756"), ("2", "conflict, believes the tool",
-                                                                               "#4C78A8"),
-                               ("0", "no conflict", "#BAB0AC")):
+    for cls, label, colour in (
+        ("1", "conflict, believes itself", "#E45756"),
+        ("2", "conflict, believes the tool", "#4C78A8"),
+        ("0", "no conflict", "#BAB0AC"),
+    ):
         share = []
         for s in names:
             c = section[s]["conflict_incorrect"]["classes"]
@@ -235,8 +319,10 @@ def plot_attc(section: dict[str, Any], dataset: str, directory: Path, plt: Any) 
     left.legend(fontsize=6)
     rates = [section[s]["tool_ignored"]["tool_ignored"] for s in names]
     ys = [r["rate"] or 0.0 for r in rates]
-    err = [[y - (r["ci"][0] if r["ci"][0] is not None else y) for y, r in zip(ys, rates, strict=True)],
-           [(r["ci"][1] if r["ci"][1] is not None else y) - y for y, r in zip(ys, rates, strict=True)]]
+    err = [
+        [y - (r["ci"][0] if r["ci"][0] is not None else y) for y, r in zip(ys, rates, strict=True)],
+        [(r["ci"][1] if r["ci"][1] is not None else y) - y for y, r in zip(ys, rates, strict=True)],
+    ]
     right.bar(range(len(names)), ys, yerr=err, capsize=4, color="#F58518")
     right.axhline(0.15, linestyle="--", color="grey", linewidth=1, label="paper: >= 15% in every model x dataset")
     right.set_xticks(range(len(names)), names, rotation=30, ha="right")

@@ -31,73 +31,204 @@ def _split(values: list[str] | None) -> list[str]:
 
 
 def eval_command(
-    datasets: Annotated[list[str], typer.Argument(
-        help="demo (the built-in set), a JSONL file (GSM8K, MATH/MATH-500 or AIME shape), or hf:NAME[:CONFIG][:SPLIT]; "
-             "with --report-only, results directories.")],
-    model: Annotated[str | None, typer.Option("--model", "-m", help="Model id from models.toml (default: its `default`).")] = None,
-    models: Annotated[Path | None, typer.Option("--models", help="A models.toml that overrides the shipped and user ones.")] = None,
-    script: Annotated[Path | None, typer.Option("--script", help="Turns to replay with `--model scripted` (every run replays it).")] = None,
-    config: Annotated[list[str] | None, typer.Option("--config", "-c", help=(
-        "A setting to run every problem under (repeat): none, all, guard names joined by + (attc+prunetir), a "
-        "condition (full, cot, noop, oracle, max1), a preset (`tuiagent presets`); then :KEY=VALUE,... e.g. "
-        "'attc+prunetir:attc.threshold=0.9' or 'full:max_tool_calls=8'. Default: none."))] = None,
-    configs: Annotated[Path | None, typer.Option("--configs", help="A TOML file of more presets ([presets.NAME] tables); without -c, all of them run.")] = None,
-    protocol: Annotated[str | None, typer.Option("--protocol", help=(
-        "Add a paper protocol's settings: tooltax = the seven conditions cot, fcstyle, noop, full, oracle, evidence, "
-        "max1 (Gap, Δsty/Δfrc/Δcmp, attribution, A-F, overlap, G-STEP's Cls.; on the distractors with --distractors); "
-        "prunetir-ablation = none (9 calls), prunetir and each of its components off; "
-        "tim = cot, full, tim-prompt (TIM's Win Rate, Miss Rate, error types, code complexity; judged with --judge)."))] = None,
-    baseline: Annotated[str | None, typer.Option("--baseline", help="The setting differences are taken against (default: the first).")] = None,
-    seeds: Annotated[int, typer.Option(min=1, help="Samples per problem and setting (Pass@1 averaged); use with --temperature.")] = 1,
+    datasets: Annotated[
+        list[str],
+        typer.Argument(
+            help="demo (the built-in set), a JSONL file (GSM8K, MATH/MATH-500 or AIME shape), or hf:NAME[:CONFIG][:SPLIT]; "
+            "with --report-only, results directories."
+        ),
+    ],
+    model: Annotated[
+        str | None, typer.Option("--model", "-m", help="Model id from models.toml (default: its `default`).")
+    ] = None,
+    models: Annotated[
+        Path | None, typer.Option("--models", help="A models.toml that overrides the shipped and user ones.")
+    ] = None,
+    script: Annotated[
+        Path | None, typer.Option("--script", help="Turns to replay with `--model scripted` (every run replays it).")
+    ] = None,
+    config: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--config",
+            "-c",
+            help=(
+                "A setting to run every problem under (repeat): none, all, guard names joined by + (attc+prunetir), a "
+                "condition (full, cot, noop, oracle, max1), a preset (`tuiagent presets`); then :KEY=VALUE,... e.g. "
+                "'attc+prunetir:attc.threshold=0.9' or 'full:max_tool_calls=8'. Default: none."
+            ),
+        ),
+    ] = None,
+    configs: Annotated[
+        Path | None,
+        typer.Option(
+            "--configs", help="A TOML file of more presets ([presets.NAME] tables); without -c, all of them run."
+        ),
+    ] = None,
+    protocol: Annotated[
+        str | None,
+        typer.Option(
+            "--protocol",
+            help=(
+                "Add a paper protocol's settings: tooltax = the seven conditions cot, fcstyle, noop, full, oracle, evidence, "
+                "max1 (Gap, Δsty/Δfrc/Δcmp, attribution, A-F, overlap, G-STEP's Cls.; on the distractors with --distractors); "
+                "prunetir-ablation = none (9 calls), prunetir and each of its components off; "
+                "tim = cot, full, tim-prompt (TIM's Win Rate, Miss Rate, error types, code complexity; judged with --judge)."
+            ),
+        ),
+    ] = None,
+    baseline: Annotated[
+        str | None, typer.Option("--baseline", help="The setting differences are taken against (default: the first).")
+    ] = None,
+    seeds: Annotated[
+        int, typer.Option(min=1, help="Samples per problem and setting (Pass@1 averaged); use with --temperature.")
+    ] = 1,
     temperature: Annotated[float | None, typer.Option(min=0, help="Sampling temperature for every run.")] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N problems of each dataset.")] = None,
     offset: Annotated[int, typer.Option(min=0, help="Skip the first N problems of each dataset.")] = 0,
-    problem_id: Annotated[list[str] | None, typer.Option("--id", help="Only these problem ids (repeat or comma-separate).")] = None,
+    problem_id: Annotated[
+        list[str] | None, typer.Option("--id", help="Only these problem ids (repeat or comma-separate).")
+    ] = None,
     question_field: Annotated[str | None, typer.Option(help="JSONL field holding the question.")] = None,
-    answer_field: Annotated[str | None, typer.Option(help="JSONL field holding the gold answer (#### N and \\boxed{} are read).")] = None,
+    answer_field: Annotated[
+        str | None, typer.Option(help="JSONL field holding the gold answer (#### N and \\boxed{} are read).")
+    ] = None,
     id_field: Annotated[str | None, typer.Option(help="JSONL field holding the problem id.")] = None,
-    distractors: Annotated[bool, typer.Option("--distractors", help=(
-        "Semantic-distractor stress test: also run model-written variants of each problem (thematic, paraphrase, "
-        "parallel, hedged), cached in the user cache dir."))] = False,
-    distractor_types: Annotated[list[str] | None, typer.Option("--distractor-type", help="Only these distractor types (repeat).")] = None,
-    distractor_model: Annotated[str | None, typer.Option(help="Model that writes the distractor variants (default: --model).")] = None,
-    cue_probe: Annotated[bool, typer.Option("--cue-probe", help=(
-        "Spurious-tool-use probe: also run each problem with each of the paper's code-semantic cues (cell, usr_bin, "
-        "code) and report Delta Tool Y-N over all items and where the tool is not needed (Definition 1); adds "
-        "the no-tool setting cot when none is given."))] = False,
-    cue: Annotated[list[str] | None, typer.Option("--cue", help="These cues instead (repeat): cell, usr_bin, code (code-semantic), web_index, reference, answer (search-semantic).")] = None,
-    judge: Annotated[str | None, typer.Option("--judge", help=(
-        "The judge model (a models.toml id: a local model, a server, vLLM): with --cue-probe it judges each "
-        "executed call's necessity (Spurious Tool Use, Appendix A.3), with --protocol tim the TIM metrics (Appendix "
-        "A.2-A.4), with --distractors whether each variant keeps its answer (a variant it says does not is left "
-        "out); judgements are cached in the results directory. Never the model under test unless named (then a warning)."))] = None,
-    attc_audit: Annotated[bool, typer.Option("--attc-audit", help=(
-        "With --judge: the judge reads each run whole, as ATTC's reference code does, for its reasoning-tool "
-        "conflict (Figure 2), in wrong runs a right tool output ignored (Figure 3), in right runs a wrong tool "
-        "output; with --report-only it audits the runs already there."))] = False,
-    concurrency: Annotated[int, typer.Option(min=1, help="Runs in flight (a local llama.cpp model decodes them in one batch; vLLM / OpenAI-compatible servers).")] = 1,
+    distractors: Annotated[
+        bool,
+        typer.Option(
+            "--distractors",
+            help=(
+                "Semantic-distractor stress test: also run model-written variants of each problem (thematic, paraphrase, "
+                "parallel, hedged), cached in the user cache dir."
+            ),
+        ),
+    ] = False,
+    distractor_types: Annotated[
+        list[str] | None, typer.Option("--distractor-type", help="Only these distractor types (repeat).")
+    ] = None,
+    distractor_model: Annotated[
+        str | None, typer.Option(help="Model that writes the distractor variants (default: --model).")
+    ] = None,
+    cue_probe: Annotated[
+        bool,
+        typer.Option(
+            "--cue-probe",
+            help=(
+                "Spurious-tool-use probe: also run each problem with each of the paper's code-semantic cues (cell, usr_bin, "
+                "code) and report Delta Tool Y-N over all items and where the tool is not needed (Definition 1); adds "
+                "the no-tool setting cot when none is given."
+            ),
+        ),
+    ] = False,
+    cue: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--cue",
+            help="These cues instead (repeat): cell, usr_bin, code (code-semantic), web_index, reference, answer (search-semantic).",
+        ),
+    ] = None,
+    judge: Annotated[
+        str | None,
+        typer.Option(
+            "--judge",
+            help=(
+                "The judge model (a models.toml id: a local model, a server, vLLM): with --cue-probe it judges each "
+                "executed call's necessity (Spurious Tool Use, Appendix A.3), with --protocol tim the TIM metrics (Appendix "
+                "A.2-A.4), with --distractors whether each variant keeps its answer (a variant it says does not is left "
+                "out); judgements are cached in the results directory. Never the model under test unless named (then a warning)."
+            ),
+        ),
+    ] = None,
+    attc_audit: Annotated[
+        bool,
+        typer.Option(
+            "--attc-audit",
+            help=(
+                "With --judge: the judge reads each run whole, as ATTC's reference code does, for its reasoning-tool "
+                "conflict (Figure 2), in wrong runs a right tool output ignored (Figure 3), in right runs a wrong tool "
+                "output; with --report-only it audits the runs already there."
+            ),
+        ),
+    ] = False,
+    concurrency: Annotated[
+        int,
+        typer.Option(
+            min=1,
+            help="Runs in flight (a local llama.cpp model decodes them in one batch; vLLM / OpenAI-compatible servers).",
+        ),
+    ] = 1,
     sandbox: SandboxOpt = "auto",
-    max_tool_calls: Annotated[int | None, typer.Option(min=0, help=f"Tool-call budget (default {DEFAULTS.max_tool_calls}, [ref]).")] = None,
-    max_tokens: Annotated[int | None, typer.Option(min=1, help=f"Generated-token budget per run (default {DEFAULTS.max_tokens}).")] = None,
-    max_time: Annotated[float | None, typer.Option(min=1, help=f"Wall-time budget per run in seconds (default {DEFAULTS.max_wall_s:g}).")] = None,
-    timeout: Annotated[float | None, typer.Option(min=0.1, help=f"Per-call execution timeout in seconds (default {DEFAULTS.exec_timeout_s:g}).")] = None,
-    out: Annotated[Path | None, typer.Option("--out", "-o", help=(
-        "Results directory (default: <data dir>/evals/<name>); the same directory resumes."))] = None,
+    max_tool_calls: Annotated[
+        int | None, typer.Option(min=0, help=f"Tool-call budget (default {DEFAULTS.max_tool_calls}, [ref]).")
+    ] = None,
+    max_tokens: Annotated[
+        int | None, typer.Option(min=1, help=f"Generated-token budget per run (default {DEFAULTS.max_tokens}).")
+    ] = None,
+    max_time: Annotated[
+        float | None,
+        typer.Option(min=1, help=f"Wall-time budget per run in seconds (default {DEFAULTS.max_wall_s:g})."),
+    ] = None,
+    timeout: Annotated[
+        float | None,
+        typer.Option(min=0.1, help=f"Per-call execution timeout in seconds (default {DEFAULTS.exec_timeout_s:g})."),
+    ] = None,
+    out: Annotated[
+        Path | None,
+        typer.Option(
+            "--out", "-o", help=("Results directory (default: <data dir>/evals/<name>); the same directory resumes.")
+        ),
+    ] = None,
     name: Annotated[str | None, typer.Option(help="Name of the results directory under <data dir>/evals.")] = None,
-    reuse_generations: Annotated[bool, typer.Option("--reuse-generations/--no-reuse-generations", help="On the local model, generate a turn that an earlier run of this eval generated identically (same prompt and history) once, and reuse it (runs are bit-exact, so it changes no result).")] = True,
-    retry_errors: Annotated[bool, typer.Option("--retry-errors", help="Run again the runs that ended with a backend or kernel error.")] = False,
-    shard: Annotated[str | None, typer.Option("--shard", help=(
-        "Run only shard I of N (I/N, e.g. 1/2): every N-th selected problem from the I-th, for another machine to "
-        "run the rest; merge the shards' directories with --report-only DIR DIR... --out DIR."))] = None,
-    report_only: Annotated[bool, typer.Option("--report-only", help=(
-        "Run nothing: report what the results directory holds; given several directories (shards of one eval), "
-        "merge them into --out and report that."))] = False,
-    formats: Annotated[list[str] | None, typer.Option("--format", "-f", help=(
-        "Report forms (repeat): table, md, csv, json, png. Default: all (png needs matplotlib)."))] = None,
+    reuse_generations: Annotated[
+        bool,
+        typer.Option(
+            "--reuse-generations/--no-reuse-generations",
+            help="On the local model, generate a turn that an earlier run of this eval generated identically (same prompt and history) once, and reuse it (runs are bit-exact, so it changes no result).",
+        ),
+    ] = True,
+    retry_errors: Annotated[
+        bool, typer.Option("--retry-errors", help="Run again the runs that ended with a backend or kernel error.")
+    ] = False,
+    shard: Annotated[
+        str | None,
+        typer.Option(
+            "--shard",
+            help=(
+                "Run only shard I of N (I/N, e.g. 1/2): every N-th selected problem from the I-th, for another machine to "
+                "run the rest; merge the shards' directories with --report-only DIR DIR... --out DIR."
+            ),
+        ),
+    ] = None,
+    report_only: Annotated[
+        bool,
+        typer.Option(
+            "--report-only",
+            help=(
+                "Run nothing: report what the results directory holds; given several directories (shards of one eval), "
+                "merge them into --out and report that."
+            ),
+        ),
+    ] = False,
+    formats: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--format",
+            "-f",
+            help=("Report forms (repeat): table, md, csv, json, png. Default: all (png needs matplotlib)."),
+        ),
+    ] = None,
     quiet: Annotated[bool, typer.Option("--quiet", "-q", help="No progress bar and no table; files only.")] = False,
-    inspect_log: Annotated[bool, typer.Option("--inspect-log", help=(
-        "Also write inspect_ai eval logs, one per dataset and setting, into <results dir>/inspect/ "
-        "(open them with `inspect view`); needs tuiagent[inspect]."))] = False,
+    inspect_log: Annotated[
+        bool,
+        typer.Option(
+            "--inspect-log",
+            help=(
+                "Also write inspect_ai eval logs, one per dataset and setting, into <results dir>/inspect/ "
+                "(open them with `inspect view`); needs tuiagent[inspect]."
+            ),
+        ),
+    ] = False,
 ) -> None:
     """Evaluate a model on datasets under several guard settings; resumable, with paired comparisons."""
     from rich.console import Console
@@ -121,8 +252,10 @@ def eval_command(
         require_inspect()
     chosen = set(_split(formats)) or set(FORMATS)
     if chosen - set(FORMATS):
-        raise typer.BadParameter(f"unknown format(s) {', '.join(sorted(chosen - set(FORMATS)))}; use {', '.join(FORMATS)}",
-                                 param_hint="--format")
+        raise typer.BadParameter(
+            f"unknown format(s) {', '.join(sorted(chosen - set(FORMATS)))}; use {', '.join(FORMATS)}",
+            param_hint="--format",
+        )
     shards = parse_shard(shard) if shard else None
     dirs = [Path(d).expanduser() for d in datasets]
     if report_only and all((d / MANIFEST).is_file() for d in dirs):  # results directories, not datasets
@@ -147,10 +280,13 @@ def eval_command(
     if not report_only:
         named = cf.load_presets(configs, model=spec.id, models_file=models)
         default = list(cf.load_preset_file(configs)) if configs else None  # no -c: every config of the file
-        settings = cf.resolve_settings(_split(config) if config else [], named=named, default=default,
-                                       protocol=protocol)
+        settings = cf.resolve_settings(
+            _split(config) if config else [], named=named, default=default, protocol=protocol
+        )
         if baseline and baseline not in {s.name for s in settings}:
-            raise UserError(f"--baseline {baseline!r} is not one of the settings: {', '.join(s.name for s in settings)}")
+            raise UserError(
+                f"--baseline {baseline!r} is not one of the settings: {', '.join(s.name for s in settings)}"
+            )
         types = _split(distractor_types) or (list(DISTRACTORS) if distractors else [])
         cues = _split(cue) or (list(CODE_CUES) if cue_probe else [])
         for kind in types:
@@ -159,22 +295,49 @@ def eval_command(
         for c in cues:
             if c not in CUES:
                 raise UserError(f"unknown cue {c!r}; use {', '.join(CUES)}")
-        run = {k: v for k, v in {"max_tool_calls": max_tool_calls, "max_tokens": max_tokens, "max_wall_s": max_time,
-                                  "exec_timeout_s": timeout}.items() if v is not None}
+        run = {
+            k: v
+            for k, v in {
+                "max_tool_calls": max_tool_calls,
+                "max_tokens": max_tokens,
+                "max_wall_s": max_time,
+                "exec_timeout_s": timeout,
+            }.items()
+            if v is not None
+        }
         cfg = EvalConfig(
-            datasets=list(datasets), settings=settings, out=directory, model=spec.id, models_file=models,
-            script=script, seeds=seeds, limit=limit, offset=offset, ids=set(_split(problem_id)) or None,
-            fields=Fields(question_field, answer_field, id_field), distractors=types,
-            distractor_model=distractor_model, cues=cues, concurrency=concurrency, sandbox=check_sandbox(sandbox),
+            datasets=list(datasets),
+            settings=settings,
+            out=directory,
+            model=spec.id,
+            models_file=models,
+            script=script,
+            seeds=seeds,
+            limit=limit,
+            offset=offset,
+            ids=set(_split(problem_id)) or None,
+            fields=Fields(question_field, answer_field, id_field),
+            distractors=types,
+            distractor_model=distractor_model,
+            cues=cues,
+            concurrency=concurrency,
+            sandbox=check_sandbox(sandbox),
             base=RunSpec(run=run, sampling={"temperature": temperature} if temperature is not None else {}),
-            retry_errors=retry_errors, baseline=baseline, reuse_generations=reuse_generations, judge=judge,
-            attc_audit=attc_audit, shard=shards, protocol=protocol,
+            retry_errors=retry_errors,
+            baseline=baseline,
+            reuse_generations=reuse_generations,
+            judge=judge,
+            attc_audit=attc_audit,
+            shard=shards,
+            protocol=protocol,
         )
         outcome = _run_with_progress(cfg, err, quiet)
         failed = outcome.failed
         rate = f", {outcome.throughput_per_min:.1f} runs/min" if outcome.ran else ""
-        err.print(f"{outcome.ran} run(s) done, {outcome.already_done} already in {directory / 'results.jsonl'}"
-                  f"{f', {outcome.failed} failed' if outcome.failed else ''}{rate}")
+        err.print(
+            f"{outcome.ran} run(s) done, {outcome.already_done} already in {directory / 'results.jsonl'}"
+            f"{f', {outcome.failed} failed' if outcome.failed else ''}{rate}"
+        )
 
     summary = rp.summary_from_store(directory, baseline=baseline)
     if not summary["datasets"]:
@@ -190,10 +353,14 @@ def eval_command(
         from tuiagent.eval.inspect_logs import write_inspect_logs
 
         logs = write_inspect_logs(directory, log=err.print)
-        err.print(f"inspect logs: {len(logs)} in {directory / 'inspect'} (open them with "
-                  f"`inspect view --log-dir {directory / 'inspect'}`)")
-    err.print(f"results: {directory / 'results.jsonl'} (trajectories under {directory / 'runs'}; "
-              "replay one with `tuiagent replay FILE`)")
+        err.print(
+            f"inspect logs: {len(logs)} in {directory / 'inspect'} (open them with "
+            f"`inspect view --log-dir {directory / 'inspect'}`)"
+        )
+    err.print(
+        f"results: {directory / 'results.jsonl'} (trajectories under {directory / 'runs'}; "
+        "replay one with `tuiagent replay FILE`)"
+    )
     if failed:
         err.print(f"{failed} run(s) failed (above: why); the same command runs them again")
         raise typer.Exit(1)
@@ -222,9 +389,17 @@ def _run_with_progress(cfg: EvalConfig, err: Console, quiet: bool) -> EvalOutcom
     from tuiagent.eval.harness import run_eval
 
     show = not quiet and err.is_terminal
-    progress = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                        TextColumn("ETA"), TimeRemainingColumn(), TextColumn("{task.fields[status]}"),
-                        console=err, disable=not show)
+    progress = Progress(
+        TextColumn("{task.description}"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("ETA"),
+        TimeRemainingColumn(),
+        TextColumn("{task.fields[status]}"),
+        console=err,
+        disable=not show,
+    )
     state = _Tally()
 
     def log(message: str) -> None:
@@ -241,8 +416,10 @@ def _run_with_progress(cfg: EvalConfig, err: Console, quiet: bool) -> EvalOutcom
         if state.task is not None:
             progress.update(state.task, advance=1, status=status)
         if not show and not quiet:
-            err.print(f"[{state.done}] {record['key']}: {'right' if record.get('correct') else 'wrong'} "
-                      f"({record.get('answer')!r}, {record.get('tcn')} calls, {record.get('wall_s')} s)")
+            err.print(
+                f"[{state.done}] {record['key']}: {'right' if record.get('correct') else 'wrong'} "
+                f"({record.get('answer')!r}, {record.get('tcn')} calls, {record.get('wall_s')} s)"
+            )
 
     def on_variant(n: int, total: int) -> None:
         if n == total or n % 10 == 0:
@@ -250,10 +427,13 @@ def _run_with_progress(cfg: EvalConfig, err: Console, quiet: bool) -> EvalOutcom
 
     with progress:
         try:
-            return asyncio.run(run_eval(cfg, log=log, on_plan=on_plan, on_record=on_record,
-                                        on_variant_progress=on_variant))
+            return asyncio.run(
+                run_eval(cfg, log=log, on_plan=on_plan, on_record=on_record, on_variant_progress=on_variant)
+            )
         except KeyboardInterrupt:
             progress.stop()
-            err.print(f"interrupted: {state.done} run(s) of this session are saved in {cfg.out / 'results.jsonl'}; "
-                      "run the same command again to continue where it stopped")
+            err.print(
+                f"interrupted: {state.done} run(s) of this session are saved in {cfg.out / 'results.jsonl'}; "
+                "run the same command again to continue where it stopped"
+            )
             sys.exit(130)

@@ -51,8 +51,9 @@ def _diff(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else round(a - b, 4)
 
 
-def figure(runs: dict[str, list[dict[str, Any]]], no_tool: dict[str, list[dict[str, Any]]], cues: list[str],
-           items: set[Item]) -> dict[str, Any]:
+def figure(
+    runs: dict[str, list[dict[str, Any]]], no_tool: dict[str, list[dict[str, Any]]], cues: list[str], items: set[Item]
+) -> dict[str, Any]:
     """Per cue and over all cues: Y and N tool rates, ΔTool Y-N, and the utility condition, on ``items``.
     ``runs`` / ``no_tool``: the tool / no-tool setting's runs by variant ("" for the question as written)."""
     out: dict[str, Any] = {}
@@ -69,16 +70,25 @@ def figure(runs: dict[str, list[dict[str, Any]]], no_tool: dict[str, list[dict[s
             free = [r for r in no_tool.get(cue, []) if _item(r) in keys]
             every_y, every_n, every_free = every_y + y, every_n + n, every_free + free
         ry, rn, acc_y, acc_free = _rate(y), _rate(n), _acc(y), _acc(free)
-        out["all" if cue is None else cue[len(CUE_PREFIX):]] = {
-            "runs": len(y), "tool_rate_y": _round(ry), "tool_rate_n": _round(rn), "delta_tool_y_n": _diff(ry, rn),
-            "accuracy_y": _round(acc_y), "accuracy_n": _round(_acc(n)), "accuracy_y_no_tool": _round(acc_free),
+        out["all" if cue is None else cue[len(CUE_PREFIX) :]] = {
+            "runs": len(y),
+            "tool_rate_y": _round(ry),
+            "tool_rate_n": _round(rn),
+            "delta_tool_y_n": _diff(ry, rn),
+            "accuracy_y": _round(acc_y),
+            "accuracy_n": _round(_acc(n)),
+            "accuracy_y_no_tool": _round(acc_free),
             "utility_holds": None if acc_y is None or acc_free is None else acc_y <= acc_free,
         }
     return out
 
 
-def cue_section(records: list[dict[str, Any]], settings: list[str], modes: dict[str, str],
-                verdicts: dict[str, list[Any]] | None = None) -> dict[str, Any] | None:
+def cue_section(
+    records: list[dict[str, Any]],
+    settings: list[str],
+    modes: dict[str, str],
+    verdicts: dict[str, list[Any]] | None = None,
+) -> dict[str, Any] | None:
     """The probe per tool setting (one dataset's records); None without cued runs. ``modes``: each
     setting's mode ("tool" or "cot"); ``verdicts``: the judge's values per run key and call."""
     cues = sorted({r["variant"] for r in records if str(r.get("variant", "")).startswith(CUE_PREFIX)})
@@ -96,8 +106,11 @@ def cue_section(records: list[dict[str, Any]], settings: list[str], modes: dict[
             continue
         runs = by_setting[s]
         items = {_item(r) for rs in runs.values() for r in rs}
-        section: dict[str, Any] = {"no_tool_setting": free_name, "items": {"all": len(items)},
-                                   "figures": {"all": figure(runs, free, cues, items)}}
+        section: dict[str, Any] = {
+            "no_tool_setting": free_name,
+            "items": {"all": len(items)},
+            "figures": {"all": figure(runs, free, cues, items)},
+        }
         if free_name:
             section["items"]["no_tool"] = len(items & solved)
             section["figures"]["no_tool"] = figure(runs, free, cues, items & solved)
@@ -116,14 +129,37 @@ def cue_section(records: list[dict[str, Any]], settings: list[str], modes: dict[
 
 def cue_table(cues: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     """The probe as one table: a row per setting, figure and cue (values, not yet formatted)."""
-    header = ["setting", "items", "cue", "tool rate Y", "tool rate N", "Δ Tool Y-N", "acc Y (tool)",
-              "acc Y (no tool)", "utility holds", "acc N", "n"]
+    header = [
+        "setting",
+        "items",
+        "cue",
+        "tool rate Y",
+        "tool rate N",
+        "Δ Tool Y-N",
+        "acc Y (tool)",
+        "acc Y (no tool)",
+        "utility holds",
+        "acc N",
+        "n",
+    ]
     rows = []
     for s, section in cues.items():
         for name, fig in section["figures"].items():
             label = f"{FIGURES[name]} ({section['items'][name]})"
             for cue, c in fig.items():
-                rows.append([s, label, cue, c["tool_rate_y"], c["tool_rate_n"], c["delta_tool_y_n"],
-                             c["accuracy_y"], c["accuracy_y_no_tool"], c["utility_holds"], c["accuracy_n"],
-                             c["runs"]])
+                rows.append(
+                    [
+                        s,
+                        label,
+                        cue,
+                        c["tool_rate_y"],
+                        c["tool_rate_n"],
+                        c["delta_tool_y_n"],
+                        c["accuracy_y"],
+                        c["accuracy_y_no_tool"],
+                        c["utility_holds"],
+                        c["accuracy_n"],
+                        c["runs"],
+                    ]
+                )
     return header, rows

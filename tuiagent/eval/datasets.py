@@ -103,8 +103,10 @@ def parse_record(data: dict[str, Any], fields: Fields = Fields()) -> tuple[str, 
         if gold:
             break
     if not gold:
-        raise ValueError(f"no gold answer (looked for {fields.answer or ', '.join(ANSWER_FIELDS)}; "
-                         "GSM8K answers end with '#### N', MATH solutions need a \\boxed{} answer)")
+        raise ValueError(
+            f"no gold answer (looked for {fields.answer or ', '.join(ANSWER_FIELDS)}; "
+            "GSM8K answers end with '#### N', MATH solutions need a \\boxed{} answer)"
+        )
     ikey = fields.id or next((k for k in ID_FIELDS if k in data), None)
     pid = _text(data[ikey]) if ikey and ikey in data and data[ikey] is not None else None
     if not question:
@@ -142,18 +144,26 @@ def load_jsonl(path: Path | str, *, name: str | None = None, fields: Fields = Fi
             question, gold, pid = parse_record(data, fields)
         except (json.JSONDecodeError, ValueError) as e:
             raise DatasetError(
-                f"{path}:{n}: {e}\n  fix: one JSON object a line, e.g. GSM8K {{\"question\", \"answer\": "
-                f"\"... #### 42\"}}, MATH {{\"problem\", \"solution\" or \"answer\"}}, AIME {{\"problem\", "
-                f"\"answer\", \"id\"}}; or name the fields with --question-field/--answer-field/--id-field"
+                f'{path}:{n}: {e}\n  fix: one JSON object a line, e.g. GSM8K {{"question", "answer": '
+                f'"... #### 42"}}, MATH {{"problem", "solution" or "answer"}}, AIME {{"problem", '
+                f'"answer", "id"}}; or name the fields with --question-field/--answer-field/--id-field'
             ) from None
         pid = pid or str(n)
         if pid in seen:
-            raise DatasetError(f"{path}:{n}: the id {pid!r} appears twice; ids must be unique "
-                               "(results are keyed by them)")
+            raise DatasetError(
+                f"{path}:{n}: the id {pid!r} appears twice; ids must be unique (results are keyed by them)"
+            )
         seen.add(pid)
-        problems.append(Problem(name, pid, question, gold, meta={k: v for k, v in data.items()
-                                                                   if k in ("kind", "level", "type", "subject")},
-                                reference=reference_solution(data, fields)))
+        problems.append(
+            Problem(
+                name,
+                pid,
+                question,
+                gold,
+                meta={k: v for k, v in data.items() if k in ("kind", "level", "type", "subject")},
+                reference=reference_solution(data, fields),
+            )
+        )
     if not problems:
         raise DatasetError(f"{path} holds no problems")
     return problems
@@ -207,13 +217,16 @@ def load_dataset(spec: str, fields: Fields = Fields()) -> list[Problem]:
         return load_hf(spec[3:], fields)
     path = Path(spec).expanduser()
     if not path.exists():
-        raise DatasetError(f"no dataset {spec!r}: not 'demo', not an existing JSONL file, not hf:NAME\n"
-                           "  fix: pass demo, a path to a .jsonl file, or hf:NAME[:CONFIG][:SPLIT] (online)")
+        raise DatasetError(
+            f"no dataset {spec!r}: not 'demo', not an existing JSONL file, not hf:NAME\n"
+            "  fix: pass demo, a path to a .jsonl file, or hf:NAME[:CONFIG][:SPLIT] (online)"
+        )
     return load_jsonl(path, fields=fields)
 
 
-def select(problems: list[Problem], *, limit: int | None = None, offset: int = 0,
-           ids: set[str] | None = None) -> list[Problem]:
+def select(
+    problems: list[Problem], *, limit: int | None = None, offset: int = 0, ids: set[str] | None = None
+) -> list[Problem]:
     out = [p for p in problems if ids is None or p.id in ids]
     out = out[offset:]
     return out[:limit] if limit is not None else out

@@ -43,8 +43,9 @@ def verify_equivalent(a: str, b: str) -> bool:
     return a.strip() == b.strip() or is_correct(a, b) is True
 
 
-def answer_groups(answers: Sequence[str | None], correct: Sequence[bool],
-                  equivalent: Equivalent = verify_equivalent) -> tuple[int, list[tuple[int, bool]]]:
+def answer_groups(
+    answers: Sequence[str | None], correct: Sequence[bool], equivalent: Equivalent = verify_equivalent
+) -> tuple[int, list[tuple[int, bool]]]:
     """(runs without an answer, [(size, right) per answer group]): each answer joins the first group
     whose first answer it is equivalent to; the group is right when its first run was right."""
     reps: list[str] = []
@@ -87,7 +88,7 @@ def maj_at_k(none: int, groups: Sequence[tuple[int, bool]], k: int) -> float:
             tied = [i for i, v in enumerate(votes, start=1) if v == top]
             total += weight * sum(right[i] for i in tied) / len(tied)
             return
-        rest = sum(sizes[j + 1:])
+        rest = sum(sizes[j + 1 :])
         for x in range(max(0, left - rest), min(sizes[j], left) + 1):
             walk(j + 1, left - x, weight * math.comb(sizes[j], x), [*counts, x])
 
@@ -110,8 +111,9 @@ def _round(value: float) -> float | None:
     return None if math.isnan(value) else round(value, 4)
 
 
-def estimators(problems: Sequence[Sequence[dict[str, Any]]],
-               equivalent: Equivalent = verify_equivalent) -> dict[str, dict[str, Any]]:
+def estimators(
+    problems: Sequence[Sequence[dict[str, Any]]], equivalent: Equivalent = verify_equivalent
+) -> dict[str, dict[str, Any]]:
     """{"pass@k": {"value", "ci", "problems"}, "maj@k": ...} for every k of ``ks_for`` the most runs
     per problem; ``problems`` holds each problem's run records ("answer", "correct", "seed").
     Empty when no problem has more than one run."""
@@ -127,8 +129,10 @@ def estimators(problems: Sequence[Sequence[dict[str, Any]]],
     out: dict[str, dict[str, Any]] = {}
     for k in ks_for(seeds):
         usable = [p for p in prepared if p[0] >= k]
-        for name, values in (("pass", [pass_at_k(n, c, k) for n, c, _, _ in usable]),
-                             ("maj", [maj_at_k(none, groups, k) for _, _, none, groups in usable])):
+        for name, values in (
+            ("pass", [pass_at_k(n, c, k) for n, c, _, _ in usable]),
+            ("maj", [maj_at_k(none, groups, k) for _, _, none, groups in usable]),
+        ):
             mean, lo, hi = bootstrap_mean(values)
             out[f"{name}@{k}"] = {"value": _round(mean), "ci": [_round(lo), _round(hi)], "problems": len(values)}
     return dict(sorted(out.items(), key=lambda kv: (kv[0].split("@")[0] != "pass", int(kv[0].split("@")[1]))))

@@ -163,7 +163,9 @@ def with_no_tool(settings: list[Preset], log: Callable[[str], None]) -> list[Pre
 def evidence_question(problem: Problem, setting: Preset) -> str:
     """The question a run is given: as written, or under Agent-OracleEvidence a distractor variant's
     clean question (its evidence without the distractor, arXiv 2605.00136 section 2.2; our reading)."""
-    return str(problem.meta.get("clean_question", problem.question)) if setting.evidence == "oracle" else problem.question
+    return (
+        str(problem.meta.get("clean_question", problem.question)) if setting.evidence == "oracle" else problem.question
+    )
 
 
 def plan(problems: list[Problem], settings: list[Preset], seeds: int) -> list[Job]:
@@ -185,7 +187,7 @@ def reuse_order(jobs: list[Job], concurrency: int) -> tuple[list[Job], Leaders]:
     keys = list(groups)
     ordered: list[Job] = []
     for start in range(0, len(keys), concurrency):
-        block = [groups[k] for k in keys[start:start + concurrency]]
+        block = [groups[k] for k in keys[start : start + concurrency]]
         for i in range(max(len(g) for g in block)):
             ordered += [g[i] for g in block if i < len(g)]
     return ordered, {k: (g[0], asyncio.Event()) for k, g in groups.items() if len(g) > 1}
@@ -194,12 +196,18 @@ def reuse_order(jobs: list[Job], concurrency: int) -> tuple[list[Job], Leaders]:
 class EvalRunner:
     """Runs jobs against one model; see the module docstring for how backends and kernels are shared."""
 
-    def __init__(self, spec: Any, store: ResultStore, cfg: EvalConfig, *,
-                 backend_factory: Callable[[Job], Any] | None = None,
-                 kernels: dict[str, Callable[..., Any]] | None = None,
-                 pooled: tuple[str, ...] = ("jupyter",),
-                 log: Callable[[str], None] = print,
-                 on_record: Callable[[dict[str, Any]], None] | None = None):
+    def __init__(
+        self,
+        spec: Any,
+        store: ResultStore,
+        cfg: EvalConfig,
+        *,
+        backend_factory: Callable[[Job], Any] | None = None,
+        kernels: dict[str, Callable[..., Any]] | None = None,
+        pooled: tuple[str, ...] = ("jupyter",),
+        log: Callable[[str], None] = print,
+        on_record: Callable[[dict[str, Any]], None] | None = None,
+    ):
         self.spec, self.store, self.cfg = spec, store, cfg
         self.backend_factory = backend_factory
         self.kernels = dict(kernels or {})
@@ -224,13 +232,25 @@ class EvalRunner:
         from tuiagent.runner import RunRequest
 
         spec = self.cfg.base.merged(job.setting.spec).merged(RunSpec(sampling={"seed": job.seed}))
-        return RunRequest.of(spec, evidence_question(job.problem, job.setting), model=self.spec.id, models_file=self.cfg.models_file,
-                             script=self.cfg.script, gold=job.problem.gold, out=self.trajectory(job))
+        return RunRequest.of(
+            spec,
+            evidence_question(job.problem, job.setting),
+            model=self.spec.id,
+            models_file=self.cfg.models_file,
+            script=self.cfg.script,
+            gold=job.problem.gold,
+            out=self.trajectory(job),
+        )
 
     def trajectory(self, job: Job) -> Path:
         p = job.problem
-        return (self.store.dir / "runs" / safe_name(p.dataset) / safe_name(job.setting.name)
-                / f"{safe_name(p.unit)}-s{job.seed}.jsonl")
+        return (
+            self.store.dir
+            / "runs"
+            / safe_name(p.dataset)
+            / safe_name(job.setting.name)
+            / f"{safe_name(p.unit)}-s{job.seed}.jsonl"
+        )
 
     def check(self, settings: list[Preset]) -> None:
         """Fail before any run when a setting cannot be built (bad guard setting, unknown kernel)."""
@@ -243,9 +263,11 @@ class EvalRunner:
             for name in setting.guards:
                 guard = chain.settings.get(name) if chain is not None else None
                 if getattr(guard, "judge", "") == "model" and not getattr(guard, "judge_model", "x"):
-                    self.log(f"WARNING: setting {setting.name!r}: {name}'s model judge is the model under test "
-                             f"({self.spec.id}); set {name}.judge_model to another models.toml model for an "
-                             "independent judge")
+                    self.log(
+                        f"WARNING: setting {setting.name!r}: {name}'s model judge is the model under test "
+                        f"({self.spec.id}); set {name}.judge_model to another models.toml model for an "
+                        "independent judge"
+                    )
             if setting.mode == "tool" and setting.kernel not in self.kernels:
                 kernel_class(setting.kernel)
 
@@ -281,9 +303,10 @@ class EvalRunner:
                     if len(self.memo):
                         self.log(f"{len(self.memo)} generation(s) of earlier runs can be reused")
                 return
-            self.shared_backend = open_model(self.spec, RunRequest(problem="", model=self.spec.id,
-                                                                   models_file=self.cfg.models_file,
-                                                                   script=self.cfg.script))
+            self.shared_backend = open_model(
+                self.spec,
+                RunRequest(problem="", model=self.spec.id, models_file=self.cfg.models_file, script=self.cfg.script),
+            )
 
     async def _reopen_shared(self, dead: Any) -> None:
         """Replace a shared backend whose process died (once, however many runs saw it die)."""
@@ -307,8 +330,7 @@ class EvalRunner:
         needed = {j.setting.kernel for j in jobs if j.setting.mode == "tool"} & set(self.pooled)
         for name in sorted(needed - set(self._pools)):
             factory = self._kernel_factory(name)
-            pool = KernelPool(size=min(self.concurrency, sum(j.setting.kernel == name for j in jobs)),
-                              factory=factory)
+            pool = KernelPool(size=min(self.concurrency, sum(j.setting.kernel == name for j in jobs)), factory=factory)
             await pool.start()
             self._pools[name] = pool
 
@@ -321,7 +343,9 @@ class EvalRunner:
         from tuiagent.runner import enter_kernel
 
         name = job.setting.kernel
-        source = self._pools[name].acquire() if name in self._pools else self._kernel_factory(name)(gold=job.problem.gold)
+        source = (
+            self._pools[name].acquire() if name in self._pools else self._kernel_factory(name)(gold=job.problem.gold)
+        )
         async with contextlib.AsyncExitStack() as stack:
             yield await enter_kernel(stack, source)
 
@@ -344,8 +368,14 @@ class EvalRunner:
             served = session or backend
             try:
                 async with self._kernel(job) as kernel:
-                    finished = await run_problem(request, events.append, backend=reusing or served,
-                                                 spec=self.spec, kernel=kernel, notices=retried)
+                    finished = await run_problem(
+                        request,
+                        events.append,
+                        backend=reusing or served,
+                        spec=self.spec,
+                        kernel=kernel,
+                        notices=retried,
+                    )
             finally:
                 if session is not None:
                     await session.aclose()
@@ -364,22 +394,38 @@ class EvalRunner:
             raise BackendCrashed(f"{why.splitlines()[0]} (the model was reloaded)")
         raise_if_kernel_failed(finished, events)  # the machine's fault, not the run's: no record, retried later
         record = {
-            "key": job.key, "dataset": job.problem.dataset, "problem_id": job.problem.id,
-            "variant": job.problem.variant, "setting": job.setting.name,
-            "setting_fp": job.setting.fingerprint(self.base_run()), "seed": job.seed, "model": self.spec.id,
-            "gold": job.problem.gold, "reference": job.problem.reference, "question_hash": job.problem.question_hash(),
-            "question": request.problem, "clean_question": job.problem.meta.get("clean_question"),
-            **run_record(events), "engine": getattr(backend, "engine", self.spec.backend),
-            "determinism": getattr(served, "determinism", None), "server": getattr(served, "base_url", None),
-            "server_retries": len(retried), "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
+            "key": job.key,
+            "dataset": job.problem.dataset,
+            "problem_id": job.problem.id,
+            "variant": job.problem.variant,
+            "setting": job.setting.name,
+            "setting_fp": job.setting.fingerprint(self.base_run()),
+            "seed": job.seed,
+            "model": self.spec.id,
+            "gold": job.problem.gold,
+            "reference": job.problem.reference,
+            "question_hash": job.problem.question_hash(),
+            "question": request.problem,
+            "clean_question": job.problem.meta.get("clean_question"),
+            **run_record(events),
+            "engine": getattr(backend, "engine", self.spec.backend),
+            "determinism": getattr(served, "determinism", None),
+            "server": getattr(served, "base_url", None),
+            "server_retries": len(retried),
+            "finished_at": time.strftime("%Y-%m-%dT%H:%M:%S"),
         }
         if reusing is not None:
-            record.update(reused_turns=reusing.reused_turns, reused_s=round(reusing.reused_s, 3),
-                          replayed_turns=reusing.replayed_turns)
+            record.update(
+                reused_turns=reusing.reused_turns,
+                reused_s=round(reusing.reused_s, 3),
+                replayed_turns=reusing.replayed_turns,
+            )
             if reusing.mismatched:
                 record["reuse_mismatch"] = True
-                self.log(f"warning: {job.key}: a reused turn decoded again gave other logprobs than when it was "
-                         "generated (exactness broken); this run stopped reusing")
+                self.log(
+                    f"warning: {job.key}: a reused turn decoded again gave other logprobs than when it was "
+                    "generated (exactness broken); this run stopped reusing"
+                )
         self.store.append(record)
         self.on_record(record)
         return record
@@ -390,9 +436,11 @@ class EvalRunner:
         keys = {j.key for j in jobs}
         other = [r for k, r in self.store.records.items() if k in keys and r.get("engine") not in (None, self.engine)]
         if self.engine is not None and other:
-            self.log(f"warning: {len(other)} run(s) already in {self.store.dir} were made by another engine "
-                     f"({', '.join(sorted({str(r['engine']) for r in other}))}; now {self.engine}): their tokens may "
-                     "differ from what this one generates; use a new --out to compare runs of one engine")
+            self.log(
+                f"warning: {len(other)} run(s) already in {self.store.dir} were made by another engine "
+                f"({', '.join(sorted({str(r['engine']) for r in other}))}; now {self.engine}): their tokens may "
+                "differ from what this one generates; use a new --out to compare runs of one engine"
+            )
 
     async def run(self, jobs: list[Job]) -> EvalOutcome:
         """Run the jobs not yet in the store, ``concurrency`` at a time."""
@@ -426,8 +474,10 @@ class EvalRunner:
                 else:
                     self.log(f"run {job.key} failed ({type(e).__name__}: {e}); it will be retried on the next run")
                 if failures_in_a_row >= MAX_FAILURES_IN_A_ROW:
-                    raise UserError(f"{failures_in_a_row} runs in a row failed; stopping. "
-                                    f"First: {type(first_error[0]).__name__}: {first_error[0]}") from e
+                    raise UserError(
+                        f"{failures_in_a_row} runs in a row failed; stopping. "
+                        f"First: {type(first_error[0]).__name__}: {first_error[0]}"
+                    ) from e
                 return
             if record is not None:
                 outcome.ran += 1
@@ -455,19 +505,26 @@ class EvalRunner:
         return outcome
 
 
-async def judge_variants(cfg: EvalConfig, variants: list[Problem], log: Callable[[str], None]
-                         ) -> tuple[list[Problem], list[dict[str, Any]], dict[str, Any]]:
+async def judge_variants(
+    cfg: EvalConfig, variants: list[Problem], log: Callable[[str], None]
+) -> tuple[list[Problem], list[dict[str, Any]], dict[str, Any]]:
     """The distractor variants the judge ``cfg.judge`` says keep their answer (eval.judging), its
     judgements cached with the eval's."""
     result: tuple[list[Problem], list[dict[str, Any]], dict[str, Any]] = await with_judge(
-        cfg.judge or "", cfg.models_file, cfg.out, lambda judge: check_answers_unchanged(judge, variants, log))
+        cfg.judge or "", cfg.models_file, cfg.out, lambda judge: check_answers_unchanged(judge, variants, log)
+    )
     return result
 
 
-async def build_problems(cfg: EvalConfig, spec: Any, *, log: Callable[[str], None] = print,
-                         distractor_backend: Callable[[], Any] | None = None, close_distractor_backend: bool = True,
-                         on_progress: Callable[[int, int], None] | None = None
-                         ) -> tuple[list[Problem], list[dict[str, Any]], dict[str, Any] | None]:
+async def build_problems(
+    cfg: EvalConfig,
+    spec: Any,
+    *,
+    log: Callable[[str], None] = print,
+    distractor_backend: Callable[[], Any] | None = None,
+    close_distractor_backend: bool = True,
+    on_progress: Callable[[int, int], None] | None = None,
+) -> tuple[list[Problem], list[dict[str, Any]], dict[str, Any] | None]:
     """The clean problems plus their cue and distractor variants, the invalid distractors apart (those
     that lost a number or a sentence, and with ``cfg.judge`` those whose answer it says changes), and the judge's
     tally of that check (None without distractors; ``judge`` None when nothing checked the answers)."""
@@ -480,17 +537,30 @@ async def build_problems(cfg: EvalConfig, spec: Any, *, log: Callable[[str], Non
     if cfg.distractors:
         from tuiagent.runner import RunRequest, open_model, resolve_spec
 
-        dspec = spec if not cfg.distractor_model else resolve_spec(
-            RunRequest(problem="", model=cfg.distractor_model, models_file=cfg.models_file))
-        factory = distractor_backend or (lambda: open_model(dspec, RunRequest(problem="", model=dspec.id,
-                                                                                models_file=cfg.models_file,
-                                                                                script=cfg.script)))
-        made, invalid = await distractor_variants(problems, cfg.distractors, model_id=dspec.id,
-                                                  backend_factory=factory, close_backend=close_distractor_backend,
-                                                  on_progress=on_progress, log=log)
+        dspec = (
+            spec
+            if not cfg.distractor_model
+            else resolve_spec(RunRequest(problem="", model=cfg.distractor_model, models_file=cfg.models_file))
+        )
+        factory = distractor_backend or (
+            lambda: open_model(
+                dspec, RunRequest(problem="", model=dspec.id, models_file=cfg.models_file, script=cfg.script)
+            )
+        )
+        made, invalid = await distractor_variants(
+            problems,
+            cfg.distractors,
+            model_id=dspec.id,
+            backend_factory=factory,
+            close_backend=close_distractor_backend,
+            on_progress=on_progress,
+            log=log,
+        )
         if invalid:
-            log(f"{len(invalid)} distractor variant(s) lost a number or a sentence of the question and are left out "
-                "(listed in the report)")
+            log(
+                f"{len(invalid)} distractor variant(s) lost a number or a sentence of the question and are left out "
+                "(listed in the report)"
+            )
         validity = {"judge": None, "judged": 0, "changed": 0, "unparseable": 0}
         if cfg.judge:
             made, changed, validity = await judge_variants(cfg, made, log)
@@ -503,51 +573,82 @@ async def build_problems(cfg: EvalConfig, spec: Any, *, log: Callable[[str], Non
     return everything, invalid, validity
 
 
-async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
-                   backend_factory: Callable[[Job], Any] | None = None,
-                   distractor_backend: Callable[[], Any] | None = None,
-                   kernels: dict[str, Callable[..., Any]] | None = None,
-                   pooled: tuple[str, ...] = ("jupyter",),
-                   on_plan: Callable[[int, int], None] | None = None,
-                   on_record: Callable[[dict[str, Any]], None] | None = None,
-                   on_variant_progress: Callable[[int, int], None] | None = None) -> EvalOutcome:
+async def run_eval(
+    cfg: EvalConfig,
+    *,
+    log: Callable[[str], None] = print,
+    backend_factory: Callable[[Job], Any] | None = None,
+    distractor_backend: Callable[[], Any] | None = None,
+    kernels: dict[str, Callable[..., Any]] | None = None,
+    pooled: tuple[str, ...] = ("jupyter",),
+    on_plan: Callable[[int, int], None] | None = None,
+    on_record: Callable[[dict[str, Any]], None] | None = None,
+    on_variant_progress: Callable[[int, int], None] | None = None,
+) -> EvalOutcome:
     """Load, plan and run an eval (resuming what ``cfg.out`` already holds). ``on_plan(total, done)``
     is called once the jobs are known, ``on_record`` after each finished run."""
     from tuiagent.runner import RunRequest, resolve_spec
 
     spec = resolve_spec(RunRequest(problem="", model=cfg.model, models_file=cfg.models_file))
-    if cfg.seeds > 1 and float({**spec_sampling(spec), **cfg.base.sampling}.get("temperature", 0.0)) == 0.0 \
-            and not any(s.sampling.get("temperature") for s in cfg.settings):
-        log(f"note: {cfg.seeds} seeds with greedy sampling (temperature 0) give identical runs; "
-            "pass --temperature for different samples")
+    if (
+        cfg.seeds > 1
+        and float({**spec_sampling(spec), **cfg.base.sampling}.get("temperature", 0.0)) == 0.0
+        and not any(s.sampling.get("temperature") for s in cfg.settings)
+    ):
+        log(
+            f"note: {cfg.seeds} seeds with greedy sampling (temperature 0) give identical runs; "
+            "pass --temperature for different samples"
+        )
     if cfg.attc_audit and not cfg.judge:
         raise UserError("--attc-audit needs a judge: pass --judge MODEL (a models.toml id)")
     if cfg.judge:
         check_judge(cfg.judge, spec.id, cfg.models_file, log)
         if not cfg.cues and not cfg.attc_audit and not cfg.distractors and cfg.protocol not in ("tim", "tooltax"):
-            log(f"note: the judge {cfg.judge} judges the cue probe's calls, whether distractor variants keep their "
+            log(
+                f"note: the judge {cfg.judge} judges the cue probe's calls, whether distractor variants keep their "
                 "answer, the TIM protocol's runs, the tool-use tax's A-F taxonomy and, with --attc-audit, whole runs; "
-                "without one of those it judges nothing")
+                "without one of those it judges nothing"
+            )
     if cfg.cues:
         cfg.settings = with_no_tool(cfg.settings, log)
     if not cfg.distractors and set(CHAIN) <= {s.condition for s in cfg.settings}:
-        log("note: the tool-use tax is defined on semantic-distractor variants; without --distractors its "
-            "section is computed on the questions as written (and says so)")
+        log(
+            "note: the tool-use tax is defined on semantic-distractor variants; without --distractors its "
+            "section is computed on the questions as written (and says so)"
+        )
     with ResultStore(cfg.out) as store:
-        runner = EvalRunner(spec, store, cfg, backend_factory=backend_factory, kernels=kernels, pooled=pooled,
-                            log=log, on_record=on_record)
+        runner = EvalRunner(
+            spec,
+            store,
+            cfg,
+            backend_factory=backend_factory,
+            kernels=kernels,
+            pooled=pooled,
+            log=log,
+            on_record=on_record,
+        )
         fingerprints = {s.name: s.fingerprint(runner.base_run()) for s in cfg.settings}
         store.check_compatible(spec.id, fingerprints)
         runner.check(cfg.settings)  # before anything costly: a bad setting fails here
-        reuse = (cfg.distractors and distractor_backend is None and backend_factory is None
-                 and cfg.distractor_model in (None, spec.id) and spec.backend not in PER_RUN_BACKENDS)
+        reuse = (
+            cfg.distractors
+            and distractor_backend is None
+            and backend_factory is None
+            and cfg.distractor_model in (None, spec.id)
+            and spec.backend not in PER_RUN_BACKENDS
+        )
         if reuse:  # the eval's own model writes the variants: load it once
             runner._open_shared()
             distractor_backend = lambda: runner.shared_backend  # noqa: E731
         try:
-            problems, invalid, validity = await build_problems(cfg, spec, log=log, distractor_backend=distractor_backend,
-                                                     close_distractor_backend=not reuse,
-                                                     on_progress=on_variant_progress)
+            problems, invalid, validity = await build_problems(
+                cfg,
+                spec,
+                log=log,
+                distractor_backend=distractor_backend,
+                close_distractor_backend=not reuse,
+                on_progress=on_variant_progress,
+            )
         except BaseException:
             await runner.aclose()
             raise
@@ -555,25 +656,38 @@ async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
         previous = store.manifest() or {}
         was = (previous["shard"]["index"], previous["shard"]["count"]) if previous.get("shard") else None
         if store.records and was != cfg.shard:
-            raise UserError(f"{cfg.out} holds the runs of {shard_name(was)}, not of {shard_name(cfg.shard)}\n"
-                            "  fix: pass another --out for each shard")
+            raise UserError(
+                f"{cfg.out} holds the runs of {shard_name(was)}, not of {shard_name(cfg.shard)}\n"
+                "  fix: pass another --out for each shard"
+            )
         # settings of earlier invocations into the same directory stay listed (their runs stay reported)
         described = {s["name"]: s for s in previous.get("settings", [])}
         described.update({s.name: s.describe() | {"fingerprint": fingerprints[s.name]} for s in cfg.settings})
-        store.write_manifest({
-            "model": spec.id, "backend": spec.backend,
-            "datasets": list(dict.fromkeys([*previous.get("datasets", []), *cfg.datasets])),
-            "settings": list(described.values()),
-            "baseline": cfg.baseline or previous.get("baseline") or cfg.settings[0].name, "seeds": cfg.seeds,
-            "limit": cfg.limit,
-            "offset": cfg.offset, "cues": cfg.cues, "distractors": cfg.distractors,
-            "distractor_model": cfg.distractor_model or (spec.id if cfg.distractors else None),
-            "run": cfg.base.run, "sampling": cfg.base.sampling, "concurrency": runner.concurrency,
-            "invalid_variants": invalid, "distractor_validity": validity, "sessions": previous.get("sessions", []),
-            "judge": cfg.judge or previous.get("judge"), "protocol": cfg.protocol or previous.get("protocol"),
-            "attc_audit": cfg.judge if cfg.attc_audit else previous.get("attc_audit"),
-            "shard": describe(load_problems(cfg, whole=True), cfg.shard) if cfg.shard else None,
-        })
+        store.write_manifest(
+            {
+                "model": spec.id,
+                "backend": spec.backend,
+                "datasets": list(dict.fromkeys([*previous.get("datasets", []), *cfg.datasets])),
+                "settings": list(described.values()),
+                "baseline": cfg.baseline or previous.get("baseline") or cfg.settings[0].name,
+                "seeds": cfg.seeds,
+                "limit": cfg.limit,
+                "offset": cfg.offset,
+                "cues": cfg.cues,
+                "distractors": cfg.distractors,
+                "distractor_model": cfg.distractor_model or (spec.id if cfg.distractors else None),
+                "run": cfg.base.run,
+                "sampling": cfg.base.sampling,
+                "concurrency": runner.concurrency,
+                "invalid_variants": invalid,
+                "distractor_validity": validity,
+                "sessions": previous.get("sessions", []),
+                "judge": cfg.judge or previous.get("judge"),
+                "protocol": cfg.protocol or previous.get("protocol"),
+                "attc_audit": cfg.judge if cfg.attc_audit else previous.get("attc_audit"),
+                "shard": describe(load_problems(cfg, whole=True), cfg.shard) if cfg.shard else None,
+            }
+        )
         if on_plan:
             on_plan(len(jobs), sum(store.done(j.key, retry_errors=cfg.retry_errors) for j in jobs))
         try:
@@ -581,9 +695,14 @@ async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
                 await runner.run(jobs)
             if cfg.judge and cfg.cues:
                 tool = {s.name for s in cfg.settings if s.mode == "tool"}
-                await judge_eval(cfg.judge, cfg.models_file, store.dir,
-                                 necessity_items(cue_probe_runs(store.records.values(), tool)),
-                                 log, "call(s)")
+                await judge_eval(
+                    cfg.judge,
+                    cfg.models_file,
+                    store.dir,
+                    necessity_items(cue_probe_runs(store.records.values(), tool)),
+                    log,
+                    "call(s)",
+                )
             if cfg.judge and cfg.attc_audit:
                 await audit_eval(cfg.judge, cfg.models_file, store.dir, store.records.values(), log)
             if cfg.judge and (cfg.protocol or previous.get("protocol")) == "tim":
@@ -592,13 +711,21 @@ async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
                 # every setting the directory reports, earlier sessions' included (as the report reads them)
                 names = list(described)
                 modes = {n: str(d.get("run", {}).get("mode", "tool")) for n, d in described.items()}
-                await with_judge(cfg.judge, cfg.models_file, store.dir,
-                                 lambda judge: judge_tim(judge, list(store.records.values()), names, modes, log))
+                await with_judge(
+                    cfg.judge,
+                    cfg.models_file,
+                    store.dir,
+                    lambda judge: judge_tim(judge, list(store.records.values()), names, modes, log),
+                )
             if cfg.judge:
                 names = [s.name for s in cfg.settings]
                 conditions = {s.name: s.condition for s in cfg.settings}
-                await with_judge(cfg.judge, cfg.models_file, store.dir, lambda judge: judge_taxonomy(
-                    judge, list(store.records.values()), names, conditions, log))
+                await with_judge(
+                    cfg.judge,
+                    cfg.models_file,
+                    store.dir,
+                    lambda judge: judge_taxonomy(judge, list(store.records.values()), names, conditions, log),
+                )
         except (asyncio.CancelledError, KeyboardInterrupt):
             runner.outcome.cancelled = True
             raise
@@ -606,11 +733,18 @@ async def run_eval(cfg: EvalConfig, *, log: Callable[[str], None] = print,
             outcome = runner.outcome
             outcome.invalid_variants = invalid
             manifest = store.manifest() or {}
-            manifest.setdefault("sessions", []).append({
-                "ended": time.strftime("%Y-%m-%dT%H:%M:%S"), "ran": outcome.ran, "failed": outcome.failed,
-                "wall_s": round(outcome.wall_s, 2), "concurrency": runner.concurrency,
-                "interrupted": outcome.cancelled, "engine": runner.engine,
-                "reused_generations": runner.memo is not None})
+            manifest.setdefault("sessions", []).append(
+                {
+                    "ended": time.strftime("%Y-%m-%dT%H:%M:%S"),
+                    "ran": outcome.ran,
+                    "failed": outcome.failed,
+                    "wall_s": round(outcome.wall_s, 2),
+                    "concurrency": runner.concurrency,
+                    "interrupted": outcome.cancelled,
+                    "engine": runner.engine,
+                    "reused_generations": runner.memo is not None,
+                }
+            )
             store.write_manifest(manifest)
     return outcome
 

@@ -33,8 +33,13 @@ def _trajectory(directory: Path, record: dict[str, Any]) -> Path:
     recorded = Path(record["trajectory"]) if record.get("trajectory") else None
     if recorded is not None and recorded.is_file():
         return recorded
-    return (directory / "runs" / safe_name(record["dataset"]) / safe_name(record["setting"])
-            / f"{safe_name(_unit(record))}-s{record['seed']}.jsonl")
+    return (
+        directory
+        / "runs"
+        / safe_name(record["dataset"])
+        / safe_name(record["setting"])
+        / f"{safe_name(_unit(record))}-s{record['seed']}.jsonl"
+    )
 
 
 def write_inspect_logs(directory: Path, log: Callable[[str], None] = print) -> list[Path]:
@@ -65,8 +70,9 @@ def write_inspect_logs(directory: Path, log: Callable[[str], None] = print) -> l
             runs.append(RunSample(events, _unit(record), epoch=int(record["seed"]) + 1, metadata=extra, path=path))
         if runs:
             described = {"eval_setting": settings.get(setting, {}), "results_dir": str(store.dir)}
-            result = eval_log(runs, task=dataset, setting=setting, dataset=dataset, metadata=described,
-                              eval_set_id=eval_set)
+            result = eval_log(
+                runs, task=dataset, setting=setting, dataset=dataset, metadata=described, eval_set_id=eval_set
+            )
             written.append(write(result, out / log_name(result)))
     for line in left_out[:MAX_NAMED]:
         log(f"warning: left out of the inspect logs: {line}")

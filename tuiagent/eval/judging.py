@@ -49,8 +49,10 @@ def same_model_warning(judge: str, model: str) -> str | None:
     """The loud line when the judge is the model under test (it grades its own runs)."""
     if judge != model:
         return None
-    return (f"WARNING: the judge is the model under test ({model}): it grades its own runs; pass another "
-            "models.toml model with --judge for an independent judge")
+    return (
+        f"WARNING: the judge is the model under test ({model}): it grades its own runs; pass another "
+        "models.toml model with --judge for an independent judge"
+    )
 
 
 def check_judge(judge: str, model: str, models_file: Path | None, log: Callable[[str], None]) -> None:
@@ -94,7 +96,9 @@ def necessity_items(records: Iterable[dict[str, Any]]) -> Iterator[Item]:
             yield from ((NECESSITY, necessity_inputs(question, code)) for code in codes)
 
 
-async def judge_items(judge: Judge, items: Iterable[Item], log: Callable[[str], None], what: str = "question(s)") -> int:
+async def judge_items(
+    judge: Judge, items: Iterable[Item], log: Callable[[str], None], what: str = "question(s)"
+) -> int:
     """Ask the judge every question of ``items`` not yet in its cache; how many were asked (logged as
     "N ``what`` judged")."""
     asked = 0
@@ -107,8 +111,9 @@ async def judge_items(judge: Judge, items: Iterable[Item], log: Callable[[str], 
     return asked
 
 
-async def with_judge(judge_id: str, models_file: Path | None, directory: Path,
-                     work: Callable[[Judge], Awaitable[Any]]) -> Any:
+async def with_judge(
+    judge_id: str, models_file: Path | None, directory: Path, work: Callable[[Judge], Awaitable[Any]]
+) -> Any:
     """A judging pass after an eval's runs: ``work`` asks a judge cached in ``directory``'s
     judgements.jsonl (what the cache holds is not asked again), then the judge model is closed; what
     ``work`` returns."""
@@ -121,8 +126,14 @@ async def with_judge(judge_id: str, models_file: Path | None, directory: Path,
         await models.aclose()
 
 
-async def judge_eval(judge_id: str, models_file: Path | None, directory: Path, items: Iterable[Item],
-                     log: Callable[[str], None], what: str = "question(s)") -> None:
+async def judge_eval(
+    judge_id: str,
+    models_file: Path | None,
+    directory: Path,
+    items: Iterable[Item],
+    log: Callable[[str], None],
+    what: str = "question(s)",
+) -> None:
     """A judging pass after an eval's runs: the questions of ``items`` not yet in ``directory``'s cache."""
     await with_judge(judge_id, models_file, directory, lambda judge: judge_items(judge, items, log, what))
 
@@ -134,12 +145,19 @@ def judged(store: JudgementStore, judge: str, question: JudgePrompt, inputs: dic
 
 def taxonomy_judged(store: JudgementStore, judge: str) -> Judged:
     """The judge's cached answers for the A-F taxonomy (eval.tooltax), looked up by their inputs."""
-    return Judged(steps=lambda reference: judged(store, judge, GOLD_STEPS, {"reference": reference}),
-                  plan=lambda inputs: judged(store, judge, PLAN_MISMATCH, inputs))
+    return Judged(
+        steps=lambda reference: judged(store, judge, GOLD_STEPS, {"reference": reference}),
+        plan=lambda inputs: judged(store, judge, PLAN_MISMATCH, inputs),
+    )
 
 
-async def judge_taxonomy(judge: Judge, records: list[dict[str, Any]], names: list[str],
-                         conditions: dict[str, str | None], log: Callable[[str], None]) -> int:
+async def judge_taxonomy(
+    judge: Judge,
+    records: list[dict[str, Any]],
+    names: list[str],
+    conditions: dict[str, str | None],
+    log: Callable[[str], None],
+) -> int:
     """With the whole degradation chain among the settings (``--protocol tooltax``), the taxonomy's
     judged parts, per dataset on the tool-use-tax section's main scope (the pooled
     distractor variants, or the clean questions): the gold steps of each failed tool run's reference
@@ -162,9 +180,14 @@ async def judge_taxonomy(judge: Judge, records: list[dict[str, Any]], names: lis
             pieces = load_pieces(r) if r["setting"] == which["full"] else None
             if pieces is None:
                 continue
-            s = symptoms(pieces, gold=str(r.get("gold", "")), question=str(r.get("question") or ""),
-                         clean_question=str(r.get("clean_question") or ""), reference=str(r.get("reference") or ""),
-                         judged=judged)
+            s = symptoms(
+                pieces,
+                gold=str(r.get("gold", "")),
+                question=str(r.get("question") or ""),
+                clean_question=str(r.get("clean_question") or ""),
+                reference=str(r.get("reference") or ""),
+                judged=judged,
+            )
             if s["dominant"] == "F":
                 await judge.single(PLAN_MISMATCH, **plan_inputs(r, pieces))
     asked = judge.cost.calls - before
@@ -201,10 +224,14 @@ def judge_cost(store: JudgementStore, judge: str) -> dict[str, Any]:
         counts = per_prompt.setdefault(r["prompt"], {"judged": 0, "unparseable": 0})
         counts["judged"] += 1
         counts["unparseable"] += r["value"] == UNPARSEABLE
-    return {"judge": judge, "judgements": len(mine), "prompts": per_prompt,
-            "prompt_tokens": sum(r["prompt_tokens"] for r in mine),
-            "generated_tokens": sum(r["generated_tokens"] for r in mine),
-            "seconds": round(sum(r["seconds"] for r in mine), 2)}
+    return {
+        "judge": judge,
+        "judgements": len(mine),
+        "prompts": per_prompt,
+        "prompt_tokens": sum(r["prompt_tokens"] for r in mine),
+        "generated_tokens": sum(r["generated_tokens"] for r in mine),
+        "seconds": round(sum(r["seconds"] for r in mine), 2),
+    }
 
 
 def judge_summary(store: JudgementStore, judge: str, model: str) -> dict[str, Any]:
@@ -212,24 +239,38 @@ def judge_summary(store: JudgementStore, judge: str, model: str) -> dict[str, An
     return judge_cost(store, judge) | {"warning": same_model_warning(judge, model)}
 
 
-async def check_answers_unchanged(judge: Judge, variants: list[Any], log: Callable[[str], None]
-                                  ) -> tuple[list[Any], list[dict[str, Any]], dict[str, Any]]:
+async def check_answers_unchanged(
+    judge: Judge, variants: list[Any], log: Callable[[str], None]
+) -> tuple[list[Any], list[dict[str, Any]], dict[str, Any]]:
     """The distractor variants (``Problem``s with a ``clean_question``) whose answer the judge says is
     unchanged; those it says change it, as invalid entries; and the tally for the report. A reply
     that does not parse keeps the variant and is counted (the check says nothing about it)."""
     kept, dropped = [], []
     unparseable = 0
     for v in variants:
-        value = await judge.single(ANSWER_UNCHANGED, original=str(v.meta["clean_question"]), variant=v.question,
-                                   answer=v.gold)
+        value = await judge.single(
+            ANSWER_UNCHANGED, original=str(v.meta["clean_question"]), variant=v.question, answer=v.gold
+        )
         if value is False:
-            dropped.append({"dataset": v.dataset, "id": v.id, "kind": str(v.meta.get("distractor", v.variant)),
-                            "why": f"the judge {judge.model_id} says the answer changes", "cache": v.meta.get("cache")})
+            dropped.append(
+                {
+                    "dataset": v.dataset,
+                    "id": v.id,
+                    "kind": str(v.meta.get("distractor", v.variant)),
+                    "why": f"the judge {judge.model_id} says the answer changes",
+                    "cache": v.meta.get("cache"),
+                }
+            )
             continue
         unparseable += value == UNPARSEABLE
         kept.append(v)
     if variants:
-        log(f"judge {judge.model_id}: {len(dropped)} of {len(variants)} distractor variant(s) change the answer "
-            f"(left out); {unparseable} repl(ies) unparseable (kept)")
-    return kept, dropped, {"judge": judge.model_id, "judged": len(variants), "changed": len(dropped),
-                           "unparseable": unparseable}
+        log(
+            f"judge {judge.model_id}: {len(dropped)} of {len(variants)} distractor variant(s) change the answer "
+            f"(left out); {unparseable} repl(ies) unparseable (kept)"
+        )
+    return (
+        kept,
+        dropped,
+        {"judge": judge.model_id, "judged": len(variants), "changed": len(dropped), "unparseable": unparseable},
+    )

@@ -19,8 +19,19 @@ from tuiagent.core.judge_store import JUDGEMENTS, JudgementStore
 from tuiagent.eval.results import RESULTS, ResultsError, ResultStore
 
 # manifest keys every shard of one eval has equal (eval.harness.run_eval writes them)
-SAME = ("model", "backend", "datasets", "seeds", "limit", "offset", "cues", "distractors", "distractor_model",
-        "run", "sampling")
+SAME = (
+    "model",
+    "backend",
+    "datasets",
+    "seeds",
+    "limit",
+    "offset",
+    "cues",
+    "distractors",
+    "distractor_model",
+    "run",
+    "sampling",
+)
 
 
 def _fingerprints(manifest: dict[str, Any]) -> dict[str, str]:
@@ -33,8 +44,10 @@ def _read(directory: Path) -> tuple[dict[str, Any], ResultStore]:
     if manifest is None:
         raise ResultsError(f"{directory} is not an eval's results directory (it has no eval.json)")
     if not manifest.get("shard"):
-        raise ResultsError(f"{directory} is not a shard (it was run without --shard I/N)\n"
-                           "  fix: merge only the directories of `tuiagent eval ... --shard I/N` runs")
+        raise ResultsError(
+            f"{directory} is not a shard (it was run without --shard I/N)\n"
+            "  fix: merge only the directories of `tuiagent eval ... --shard I/N` runs"
+        )
     return manifest, store
 
 
@@ -44,16 +57,22 @@ def check(dirs: list[Path], manifests: list[dict[str, Any]]) -> None:
     for directory, manifest in zip(dirs[1:], manifests[1:], strict=True):
         for key in SAME:
             if manifest.get(key) != first.get(key):
-                raise ResultsError(f"{dirs[0]} and {directory} are not shards of one eval: their {key} differ "
-                                   f"({first.get(key)!r} vs {manifest.get(key)!r})")
+                raise ResultsError(
+                    f"{dirs[0]} and {directory} are not shards of one eval: their {key} differ "
+                    f"({first.get(key)!r} vs {manifest.get(key)!r})"
+                )
         if _fingerprints(manifest) != _fingerprints(first):
-            raise ResultsError(f"{dirs[0]} and {directory} are not shards of one eval: their settings differ "
-                               f"({', '.join(sorted(_fingerprints(first)))} vs "
-                               f"{', '.join(sorted(_fingerprints(manifest)))}, or defined differently)")
+            raise ResultsError(
+                f"{dirs[0]} and {directory} are not shards of one eval: their settings differ "
+                f"({', '.join(sorted(_fingerprints(first)))} vs "
+                f"{', '.join(sorted(_fingerprints(manifest)))}, or defined differently)"
+            )
         for key in ("count", "selection"):
             if manifest["shard"][key] != first["shard"][key]:
-                raise ResultsError(f"{dirs[0]} and {directory} were cut from different problem lists or into a "
-                                   f"different number of shards (shard {key} differs)")
+                raise ResultsError(
+                    f"{dirs[0]} and {directory} were cut from different problem lists or into a "
+                    f"different number of shards (shard {key} differs)"
+                )
     count = first["shard"]["count"]
     seen: dict[int, Path] = {}
     for directory, manifest in zip(dirs, manifests, strict=True):
@@ -64,9 +83,11 @@ def check(dirs: list[Path], manifests: list[dict[str, Any]]) -> None:
     missing = [f"{i}/{count}" for i in range(1, count + 1) if i not in seen]
     if missing:
         selected = first["shard"]["selected"]
-        raise ResultsError(f"shard(s) {', '.join(missing)} missing: the merge would lack the problems at those "
-                           f"places (every {count}-th of the {selected} selected)\n"
-                           "  fix: run them with --shard and pass their directories too")
+        raise ResultsError(
+            f"shard(s) {', '.join(missing)} missing: the merge would lack the problems at those "
+            f"places (every {count}-th of the {selected} selected)\n"
+            "  fix: run them with --shard and pass their directories too"
+        )
 
 
 def merge_shards(dirs: list[Path], out: Path) -> list[str]:
@@ -92,19 +113,26 @@ def merge_shards(dirs: list[Path], out: Path) -> list[str]:
         shard = manifest["shard"]
         lacking = [u for u in shard["problems"] if u not in ran]
         if lacking:
-            incomplete.append(f"shard {shard['index']}/{shard['count']} ({directory}): {len(lacking)} problem(s) "
-                              f"with no run: {', '.join(lacking[:10])}{' ...' if len(lacking) > 10 else ''}")
+            incomplete.append(
+                f"shard {shard['index']}/{shard['count']} ({directory}): {len(lacking)} problem(s) "
+                f"with no run: {', '.join(lacking[:10])}{' ...' if len(lacking) > 10 else ''}"
+            )
     out.mkdir(parents=True, exist_ok=True)
     lines = "".join(json.dumps(r, ensure_ascii=False, default=str) + "\n" for r in records.values())
     (out / RESULTS).write_text(lines, encoding="utf-8")
     judged = {k: r for d in dirs for k, r in JudgementStore(d).latest.items()}  # each shard's judge cache
     if judged:
-        (out / JUDGEMENTS).write_text("".join(json.dumps(r, ensure_ascii=False) + "\n" for r in judged.values()),
-                                      encoding="utf-8")
-    merged = {**manifests[0], "shard": None, "merged_from": [str(d) for d in dirs],
-              "sessions": [s for m in manifests for s in m.get("sessions", [])],
-              "invalid_variants": [v for m in manifests for v in m.get("invalid_variants", [])],
-              "distractor_validity": merged_validity([m.get("distractor_validity") for m in manifests])}
+        (out / JUDGEMENTS).write_text(
+            "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in judged.values()), encoding="utf-8"
+        )
+    merged = {
+        **manifests[0],
+        "shard": None,
+        "merged_from": [str(d) for d in dirs],
+        "sessions": [s for m in manifests for s in m.get("sessions", [])],
+        "invalid_variants": [v for m in manifests for v in m.get("invalid_variants", [])],
+        "distractor_validity": merged_validity([m.get("distractor_validity") for m in manifests]),
+    }
     target.write_manifest(merged)
     return incomplete
 
@@ -114,5 +142,7 @@ def merged_validity(tallies: list[dict[str, Any] | None]) -> dict[str, Any] | No
     present = [t for t in tallies if t]
     if not present:
         return None
-    return {"judge": present[0].get("judge"),
-            **{k: sum(int(t.get(k) or 0) for t in present) for k in ("judged", "changed", "unparseable")}}
+    return {
+        "judge": present[0].get("judge"),
+        **{k: sum(int(t.get(k) or 0) for t in present) for k in ("judged", "changed", "unparseable")},
+    }

@@ -26,8 +26,14 @@ def run_record(events: list[ev.Event], count_tokens: Callable[[str], int] | None
     problem = started.problem if started else ""
     base = run_metrics(events, count_tokens)
     results = [e for e in events if isinstance(e, ev.ToolResult)]
-    run = RunRecord(run_pieces(events), tuple(e.record() for e in events if isinstance(e, ev.GuardVerdict)),
-                    finished.answer, gold, finished.correct, problem)
+    run = RunRecord(
+        run_pieces(events),
+        tuple(e.record() for e in events if isinstance(e, ev.GuardVerdict)),
+        finished.answer,
+        gold,
+        finished.correct,
+        problem,
+    )
     return {
         "answer": finished.answer,
         "correct": finished.correct,

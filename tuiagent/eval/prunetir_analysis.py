@@ -31,8 +31,10 @@ ERROR_BINS = (0, 1, 2, 3)  # [ours] accuracy by erroneous calls in the run: 0, 1
 COMPONENTS = ("stp", "stpr", "rtts")  # guards/prunetir.py's switches [paper]
 # [paper] the numbers the summary gives (Qwen3-8B on AIME24); it gives none for the ablation rows
 # ("removing any of the three components resulted in lower performance").
-PAPER_ROWS = {"Base": {"pass@1": "62.1%", "tcn": "7.7", "wtn": "11.5K"},
-              "PruneTIR": {"pass@1": "72.7%", "tcn": "4.2", "wtn": "9.5K"}}
+PAPER_ROWS = {
+    "Base": {"pass@1": "62.1%", "tcn": "7.7", "wtn": "11.5K"},
+    "PruneTIR": {"pass@1": "72.7%", "tcn": "4.2", "wtn": "9.5K"},
+}
 PAPER_MODEL = "Qwen3-8B, AIME24"
 
 
@@ -99,9 +101,16 @@ def stuck_curve(traces: Iterable[str], k_max: int = STUCK_K) -> dict[str, Any]:
         lo, hi = wilson(resolved, len(at_risk))
         if at_risk:
             open_share *= 1 - resolved / len(at_risk)
-        curve.append({"k": k, "at_risk": len(at_risk), "resolved": resolved,
-                      "p": _round(resolved / len(at_risk)) if at_risk else None, "ci": [_round(lo), _round(hi)],
-                      "resolved_by_k": _round(1 - open_share) if at_risk else None})
+        curve.append(
+            {
+                "k": k,
+                "at_risk": len(at_risk),
+                "resolved": resolved,
+                "p": _round(resolved / len(at_risk)) if at_risk else None,
+                "ci": [_round(lo), _round(hi)],
+                "resolved_by_k": _round(1 - open_share) if at_risk else None,
+            }
+        )
     ends = {end: sum(e == end for _, e in eps) for end in ("resolved", "cut", "ended")}
     return {"episodes": len(eps), **ends, "later": sum(len(a) > k_max for a, _ in eps), "curve": curve}
 
@@ -110,8 +119,12 @@ def _stats(values: Sequence[float]) -> dict[str, Any]:
     if not values:
         return {"runs": 0, "mean": None, "ci": [None, None], "median": None}
     mean, lo, hi = bootstrap_mean(list(values))
-    return {"runs": len(values), "mean": _round(mean), "ci": [_round(lo), _round(hi)],
-            "median": _round(statistics.median(values))}
+    return {
+        "runs": len(values),
+        "mean": _round(mean),
+        "ci": [_round(lo), _round(hi)],
+        "median": _round(statistics.median(values)),
+    }
 
 
 def errors_by_outcome(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
@@ -119,15 +132,21 @@ def errors_by_outcome(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     incorrect runs, with the difference incorrect - correct of each mean; and the accuracy of the runs
     by their erroneous calls (0, 1, 2, 3+; Wilson CIs). Runs without a verdict are out."""
     out: dict[str, Any] = {}
-    for measure, value in (("count", lambda r: float(r.get("erroneous") or 0)),
-                           ("share", lambda r: float(r.get("erroneous") or 0) / r["tcn"] if r.get("tcn") else None)):
+    for measure, value in (
+        ("count", lambda r: float(r.get("erroneous") or 0)),
+        ("share", lambda r: float(r.get("erroneous") or 0) / r["tcn"] if r.get("tcn") else None),
+    ):
         sides = {}
         for side, correct in (("correct", True), ("incorrect", False)):
             values = [v for r in records if r.get("correct") is correct for v in [value(r)] if v is not None]
             sides[side] = values
         diff, lo, hi = bootstrap_diff(sides["incorrect"], sides["correct"])
-        out[measure] = {"correct": _stats(sides["correct"]), "incorrect": _stats(sides["incorrect"]),
-                        "delta": _round(diff), "delta_ci": [_round(lo), _round(hi)]}
+        out[measure] = {
+            "correct": _stats(sides["correct"]),
+            "incorrect": _stats(sides["incorrect"]),
+            "delta": _round(diff),
+            "delta_ci": [_round(lo), _round(hi)],
+        }
     out["accuracy_by_errors"] = {}
     judged = [r for r in records if r.get("correct") is not None]
     for low in ERROR_BINS:
@@ -136,7 +155,10 @@ def errors_by_outcome(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         right = sum(r["correct"] is True for r in rs)
         lo, hi = wilson(right, len(rs))
         out["accuracy_by_errors"][f"{low}+" if last else str(low)] = {
-            "runs": len(rs), "accuracy": _round(right / len(rs)) if rs else None, "ci": [_round(lo), _round(hi)]}
+            "runs": len(rs),
+            "accuracy": _round(right / len(rs)) if rs else None,
+            "ci": [_round(lo), _round(hi)],
+        }
     return out
 
 
@@ -166,8 +188,11 @@ def ablation_label(spec: dict[str, Any]) -> str | None:
     return ("w/o " + "+".join(off) if off else "PruneTIR") + (f" ({', '.join(others)})" if others else "")
 
 
-def ablation(clean: dict[str, list[dict[str, Any]]], specs: dict[str, dict[str, Any]],
-             row: Callable[[list[dict[str, Any]], list[dict[str, Any]] | None], dict[str, Any]]) -> list[dict[str, Any]] | None:
+def ablation(
+    clean: dict[str, list[dict[str, Any]]],
+    specs: dict[str, dict[str, Any]],
+    row: Callable[[list[dict[str, Any]], list[dict[str, Any]] | None], dict[str, Any]],
+) -> list[dict[str, Any]] | None:
     """The ablation table's rows (settings in order), each with its Δ against full PruneTIR by ``row``
     (the report's setting row: paired bootstrap, McNemar); None without an ablated PruneTIR setting."""
     labels = {s: label for s in clean for label in [ablation_label(specs.get(s, {}))] if label}
@@ -177,28 +202,47 @@ def ablation(clean: dict[str, list[dict[str, Any]]], specs: dict[str, dict[str, 
     rows = []
     for s, label in labels.items():
         numbers = row(clean[s], clean[full] if full is not None and s != full else None)
-        rows.append({"variant": label, "setting": s, "runs": numbers["runs"], "accuracy": numbers["accuracy"],
-                     "acc_ci": numbers["acc_ci"], "delta_vs_full": numbers.get("delta"),
-                     "delta_ci": numbers.get("delta_ci"), "p_mcnemar": numbers.get("p_mcnemar"),
-                     "tcn": numbers["tcn"], "erroneous": numbers["erroneous"], "wtn": numbers["wtn"],
-                     "paper": PAPER_ROWS.get(label)})
+        rows.append(
+            {
+                "variant": label,
+                "setting": s,
+                "runs": numbers["runs"],
+                "accuracy": numbers["accuracy"],
+                "acc_ci": numbers["acc_ci"],
+                "delta_vs_full": numbers.get("delta"),
+                "delta_ci": numbers.get("delta_ci"),
+                "p_mcnemar": numbers.get("p_mcnemar"),
+                "tcn": numbers["tcn"],
+                "erroneous": numbers["erroneous"],
+                "wtn": numbers["wtn"],
+                "paper": PAPER_ROWS.get(label),
+            }
+        )
     return rows
 
 
-def prunetir_section(clean: dict[str, list[dict[str, Any]]], specs: dict[str, dict[str, Any]],
-                     row: Callable[[list[dict[str, Any]], list[dict[str, Any]] | None], dict[str, Any]]
-                     ) -> dict[str, Any] | None:
+def prunetir_section(
+    clean: dict[str, list[dict[str, Any]]],
+    specs: dict[str, dict[str, Any]],
+    row: Callable[[list[dict[str, Any]], list[dict[str, Any]] | None], dict[str, Any]],
+) -> dict[str, Any] | None:
     """The three analyses for one dataset's runs as written (``clean``: by setting); tool settings only."""
-    tool = {s: rs for s, rs in clean.items() if (specs.get(s, {}).get("run") or {}).get("mode", "tool") == "tool"
-            and any(r.get("tcn") for r in rs)}
+    tool = {
+        s: rs
+        for s, rs in clean.items()
+        if (specs.get(s, {}).get("run") or {}).get("mode", "tool") == "tool" and any(r.get("tcn") for r in rs)
+    }
     if not tool:
         return None
     stuck = {}
     for s, rs in tool.items():
         traces = [record_trace(r) for r in rs]
         stuck[s] = stuck_curve(t for t in traces if t is not None) | {"runs_without_trace": traces.count(None)}
-    return {"errors_by_outcome": {s: errors_by_outcome(rs) for s, rs in tool.items()}, "stuck": stuck,
-            "ablation": ablation(clean, specs, row)}
+    return {
+        "errors_by_outcome": {s: errors_by_outcome(rs) for s, rs in tool.items()},
+        "stuck": stuck,
+        "ablation": ablation(clean, specs, row),
+    }
 
 
 # -- tables and the plot -----------------------------------------------------------------------------
@@ -214,46 +258,142 @@ def prunetir_tables(section: dict[str, Any], dataset: str, cell: Cell) -> list[T
     for s, m in section["errors_by_outcome"].items():
         for measure, name in (("count", "erroneous calls per run"), ("share", "share of the run's calls")):
             c, i = m[measure]["correct"], m[measure]["incorrect"]
-            rows.append([s, name, str(c["runs"]), f"{cell(c['mean'])} ({cell(c['ci'])})", cell(c["median"]),
-                         str(i["runs"]), f"{cell(i['mean'])} ({cell(i['ci'])})", cell(i["median"]),
-                         f"{cell(m[measure]['delta'])} ({cell(m[measure]['delta_ci'])})"])
-    tables.append((f"{dataset}: PruneTIR finding 1, erroneous tool calls in correct vs incorrect runs (mean with 95% "
-                   "bootstrap CI, median; paper: higher mean and median in incorrect runs, no values in our copy)",
-                   ["setting", "measure", "correct n", "correct mean", "correct median", "incorrect n",
-                    "incorrect mean", "incorrect median", "Δ mean (incorrect - correct)"], rows))
+            rows.append(
+                [
+                    s,
+                    name,
+                    str(c["runs"]),
+                    f"{cell(c['mean'])} ({cell(c['ci'])})",
+                    cell(c["median"]),
+                    str(i["runs"]),
+                    f"{cell(i['mean'])} ({cell(i['ci'])})",
+                    cell(i["median"]),
+                    f"{cell(m[measure]['delta'])} ({cell(m[measure]['delta_ci'])})",
+                ]
+            )
+    tables.append(
+        (
+            f"{dataset}: PruneTIR finding 1, erroneous tool calls in correct vs incorrect runs (mean with 95% "
+            "bootstrap CI, median; paper: higher mean and median in incorrect runs, no values in our copy)",
+            [
+                "setting",
+                "measure",
+                "correct n",
+                "correct mean",
+                "correct median",
+                "incorrect n",
+                "incorrect mean",
+                "incorrect median",
+                "Δ mean (incorrect - correct)",
+            ],
+            rows,
+        )
+    )
     bins = [f"{b}+" if b == ERROR_BINS[-1] else str(b) for b in ERROR_BINS]
-    tables.append((f"{dataset}: accuracy by erroneous calls in the run (runs; 95% Wilson CI)",
-                   ["setting", *bins],
-                   [[s, *(f"{cell(c['accuracy'])} ({c['runs']}; {cell(c['ci'])})"
-                          for b in bins for c in [m["accuracy_by_errors"][b]])]
-                    for s, m in section["errors_by_outcome"].items()]))
+    tables.append(
+        (
+            f"{dataset}: accuracy by erroneous calls in the run (runs; 95% Wilson CI)",
+            ["setting", *bins],
+            [
+                [
+                    s,
+                    *(
+                        f"{cell(c['accuracy'])} ({c['runs']}; {cell(c['ci'])})"
+                        for b in bins
+                        for c in [m["accuracy_by_errors"][b]]
+                    ),
+                ]
+                for s, m in section["errors_by_outcome"].items()
+            ],
+        )
+    )
     rows = []
     for s, st in section["stuck"].items():
         for point in st["curve"]:
             if point["at_risk"]:
-                rows.append([s, str(point["k"]), str(point["at_risk"]), str(point["resolved"]), cell(point["p"]),
-                             cell(point["ci"]), cell(point["resolved_by_k"])])
-    tables.append((f"{dataset}: PruneTIR's stuck analysis, P(error resolved at the k-th turn after it | not resolved "
-                   "before), 95% Wilson CI (paper: models that do not fix an error within a few turns stay stuck; "
-                   "no values in our copy)", ["setting", "k", "at risk", "resolved", "P(resolve)", "95% CI",
-                                              "resolved by k (Kaplan-Meier)"], rows))
-    tables.append((f"{dataset}: PruneTIR's error episodes, how they ended",
-                   ["setting", "episodes", "resolved", "cut (STPR)", "open at the run's end",
-                    f"open past k={STUCK_K}", "runs without a trace"],
-                   [[s, *(str(st[k]) for k in ("episodes", "resolved", "cut", "ended", "later", "runs_without_trace"))]
-                    for s, st in section["stuck"].items()]))
+                rows.append(
+                    [
+                        s,
+                        str(point["k"]),
+                        str(point["at_risk"]),
+                        str(point["resolved"]),
+                        cell(point["p"]),
+                        cell(point["ci"]),
+                        cell(point["resolved_by_k"]),
+                    ]
+                )
+    tables.append(
+        (
+            f"{dataset}: PruneTIR's stuck analysis, P(error resolved at the k-th turn after it | not resolved "
+            "before), 95% Wilson CI (paper: models that do not fix an error within a few turns stay stuck; "
+            "no values in our copy)",
+            ["setting", "k", "at risk", "resolved", "P(resolve)", "95% CI", "resolved by k (Kaplan-Meier)"],
+            rows,
+        )
+    )
+    tables.append(
+        (
+            f"{dataset}: PruneTIR's error episodes, how they ended",
+            [
+                "setting",
+                "episodes",
+                "resolved",
+                "cut (STPR)",
+                "open at the run's end",
+                f"open past k={STUCK_K}",
+                "runs without a trace",
+            ],
+            [
+                [s, *(str(st[k]) for k in ("episodes", "resolved", "cut", "ended", "later", "runs_without_trace"))]
+                for s, st in section["stuck"].items()
+            ],
+        )
+    )
     if section.get("ablation"):
         rows = []
         for r in section["ablation"]:
             paper = r["paper"] or {}
-            rows.append([r["variant"], r["setting"], str(r["runs"]), cell(r["accuracy"]), cell(r["acc_ci"]),
-                         cell(r["delta_vs_full"]), cell(r["delta_ci"]), cell(r["p_mcnemar"]), cell(r["tcn"]),
-                         cell(r["erroneous"]), cell(r["wtn"]), cell(paper.get("pass@1")), cell(paper.get("tcn")),
-                         cell(paper.get("wtn"))])
-        tables.append((f"{dataset}: PruneTIR ablation (Δ against full PruneTIR: paired bootstrap CI, exact McNemar "
-                       f"p; paper's figures: {PAPER_MODEL}, not given for the w/o rows in our copy)",
-                       ["variant", "setting", "runs", "Pass@1", "95% CI", "Δ vs PruneTIR", "Δ 95% CI", "McNemar p",
-                        "TCN", "err", "WTN", "paper Pass@1", "paper TCN", "paper WTN"], rows))
+            rows.append(
+                [
+                    r["variant"],
+                    r["setting"],
+                    str(r["runs"]),
+                    cell(r["accuracy"]),
+                    cell(r["acc_ci"]),
+                    cell(r["delta_vs_full"]),
+                    cell(r["delta_ci"]),
+                    cell(r["p_mcnemar"]),
+                    cell(r["tcn"]),
+                    cell(r["erroneous"]),
+                    cell(r["wtn"]),
+                    cell(paper.get("pass@1")),
+                    cell(paper.get("tcn")),
+                    cell(paper.get("wtn")),
+                ]
+            )
+        tables.append(
+            (
+                f"{dataset}: PruneTIR ablation (Δ against full PruneTIR: paired bootstrap CI, exact McNemar "
+                f"p; paper's figures: {PAPER_MODEL}, not given for the w/o rows in our copy)",
+                [
+                    "variant",
+                    "setting",
+                    "runs",
+                    "Pass@1",
+                    "95% CI",
+                    "Δ vs PruneTIR",
+                    "Δ 95% CI",
+                    "McNemar p",
+                    "TCN",
+                    "err",
+                    "WTN",
+                    "paper Pass@1",
+                    "paper TCN",
+                    "paper WTN",
+                ],
+                rows,
+            )
+        )
     return tables
 
 

@@ -48,8 +48,9 @@ LOOP_TOTALS = (("resampled", "resampled"), ("suspended", "suspended"), ("reused_
 
 def guard_totals() -> tuple[tuple[str, str], ...]:
     """(metric, header) of every installed guard's summary numbers, in the guards' order."""
-    return tuple(col for name in sorted(available(), key=lambda n: (presenter(n).order, n))
-                 for col in presenter(name).summary)
+    return tuple(
+        col for name in sorted(available(), key=lambda n: (presenter(n).order, n)) for col in presenter(name).summary
+    )
 
 
 def totals() -> tuple[str, ...]:
@@ -110,7 +111,9 @@ def setting_row(records: list[dict[str, Any]], base: list[dict[str, Any]] | None
     units = _per_unit(records)
     acc, lo, hi = bootstrap_mean(list(units.values())) if units else (float("nan"),) * 3
     row: dict[str, Any] = {
-        "runs": len(records), "problems": len(units), "accuracy": _round(accuracy(records)),
+        "runs": len(records),
+        "problems": len(units),
+        "accuracy": _round(accuracy(records)),
         "acc_ci": [_round(lo), _round(hi)],
         "tool_call_rate": _round(sum(r.get("tcn", 0) > 0 for r in records) / len(records)) if records else None,
         "errors": sum(r.get("reason") == "error" for r in records),
@@ -131,8 +134,16 @@ def setting_row(records: list[dict[str, Any]], base: list[dict[str, Any]] | None
         pairs = _pairs(records, base)
         b = sum(1 for x, y in pairs if y and not x)  # baseline right, this wrong
         c = sum(1 for x, y in pairs if x and not y)  # this right, baseline wrong
-        row.update({"delta": _round(diff), "delta_ci": [_round(dlo), _round(dhi)], "paired_problems": len(common),
-                    "mcnemar_b": b, "mcnemar_c": c, "p_mcnemar": _round(mcnemar_exact(b, c))})
+        row.update(
+            {
+                "delta": _round(diff),
+                "delta_ci": [_round(dlo), _round(dhi)],
+                "paired_problems": len(common),
+                "mcnemar_b": b,
+                "mcnemar_c": c,
+                "p_mcnemar": _round(mcnemar_exact(b, c)),
+            }
+        )
     return row
 
 
@@ -140,8 +151,13 @@ def total(records: list[dict[str, Any]], key: str) -> int | str:
     """A guard number summed over runs. A guard may give a state in words instead of a count (G-STEP:
     "gate off ..."): the setting shows those words when its runs give that one state and no count."""
     states = {r[key] for r in records if isinstance(r.get(key), str)}
-    count = int(sum(bool(r.get(key)) if key == "tim_flag" else (r.get(key) or 0)
-                    for r in records if not isinstance(r.get(key), str)))
+    count = int(
+        sum(
+            bool(r.get(key)) if key == "tim_flag" else (r.get(key) or 0)
+            for r in records
+            if not isinstance(r.get(key), str)
+        )
+    )
     return states.pop() if len(states) == 1 and not count else count
 
 
@@ -166,24 +182,34 @@ def distractor_section(records: list[dict[str, Any]], settings: list[str]) -> di
         row: dict[str, Any] = {"clean": {"runs": len(clean), "accuracy": _round(accuracy(clean))}}
         for v in variants:
             vr = [r for r in rs if r.get("variant") == v]
-            kind = v[len(DISTRACTOR_PREFIX):]
+            kind = v[len(DISTRACTOR_PREFIX) :]
             ids = {r["problem_id"] for r in vr}
             base = [r for r in clean if r["problem_id"] in ids]
             a, b = accuracy(vr), accuracy(base)
-            row[kind] = {"runs": len(vr), "accuracy": _round(a),
-                         "delta_vs_clean": _diff(a, b)}
+            row[kind] = {"runs": len(vr), "accuracy": _round(a), "delta_vs_clean": _diff(a, b)}
         out[s] = row
     return out
 
 
-def summarize(records: Iterable[dict[str, Any]], *, settings: list[str] | None = None, baseline: str | None = None,
-              conditions: dict[str, str | None] | None = None, model: str | None = None,
-              invalid_variants: list[dict[str, Any]] | None = None, modes: dict[str, str] | None = None,
-              verdicts: dict[str, list[Any]] | None = None, judge: dict[str, Any] | None = None,
-              specs: dict[str, dict[str, Any]] | None = None, audits: dict[str, dict[str, Any]] | None = None,
-              audit_judge: dict[str, Any] | None = None, tim: dict[str, Any] | None = None,
-              guards: dict[str, list[str]] | None = None,
-              distractor_validity: dict[str, Any] | None = None, judged: Judged = NOT_JUDGED) -> dict[str, Any]:
+def summarize(
+    records: Iterable[dict[str, Any]],
+    *,
+    settings: list[str] | None = None,
+    baseline: str | None = None,
+    conditions: dict[str, str | None] | None = None,
+    model: str | None = None,
+    invalid_variants: list[dict[str, Any]] | None = None,
+    modes: dict[str, str] | None = None,
+    verdicts: dict[str, list[Any]] | None = None,
+    judge: dict[str, Any] | None = None,
+    specs: dict[str, dict[str, Any]] | None = None,
+    audits: dict[str, dict[str, Any]] | None = None,
+    audit_judge: dict[str, Any] | None = None,
+    tim: dict[str, Any] | None = None,
+    guards: dict[str, list[str]] | None = None,
+    distractor_validity: dict[str, Any] | None = None,
+    judged: Judged = NOT_JUDGED,
+) -> dict[str, Any]:
     """The whole summary as plain data (what summary.json holds). ``modes``: each setting's mode (the
     cue probe's no-tool setting); ``verdicts`` and ``judge``: the judge's per-call values and its cost;
     ``specs``: each setting as the manifest describes it (PruneTIR's ablation rows); ``audits`` and
@@ -218,22 +244,47 @@ def summarize(records: Iterable[dict[str, Any]], *, settings: list[str] | None =
             "attc_audit": attc_section(clean, audits) if audits is not None else None,
             "tim": (tim or {}).get(dataset),
         }
-    return {"model": model or next((r.get("model") for r in records), None), "baseline": baseline,
-            "settings": names, "runs": len(records), "datasets": datasets,
-            "invalid_variants": invalid_variants or [], "distractor_validity": distractor_validity, "judge": judge,
-            "audit_judge": audit_judge}
+    return {
+        "model": model or next((r.get("model") for r in records), None),
+        "baseline": baseline,
+        "settings": names,
+        "runs": len(records),
+        "datasets": datasets,
+        "invalid_variants": invalid_variants or [],
+        "distractor_validity": distractor_validity,
+        "judge": judge,
+        "audit_judge": audit_judge,
+    }
 
 
 # -- forms ------------------------------------------------------------------------------------------
 
 ACC_COLUMNS = (
-    ("setting", "setting"), ("runs", "runs"), ("problems", "problems"), ("accuracy", "Pass@1"),
-    ("acc_ci", "95% CI"), ("delta", "Δ vs base"), ("delta_ci", "Δ 95% CI"), ("p_mcnemar", "McNemar p"),
-    ("tool_call_rate", "tool rate"), ("no_answer", "no answer"), ("errors", "errors"),
+    ("setting", "setting"),
+    ("runs", "runs"),
+    ("problems", "problems"),
+    ("accuracy", "Pass@1"),
+    ("acc_ci", "95% CI"),
+    ("delta", "Δ vs base"),
+    ("delta_ci", "Δ 95% CI"),
+    ("p_mcnemar", "McNemar p"),
+    ("tool_call_rate", "tool rate"),
+    ("no_answer", "no answer"),
+    ("errors", "errors"),
 )
+
+
 def tool_columns() -> tuple[tuple[str, str], ...]:
-    return (("setting", "setting"), ("tcn", "TCN"), ("erroneous", "err"), ("wtn", "WTN"),
-            ("generated_tokens", "gen tok"), ("wall_s", "wall s"), *LOOP_TOTALS, *guard_totals())
+    return (
+        ("setting", "setting"),
+        ("tcn", "TCN"),
+        ("erroneous", "err"),
+        ("wtn", "WTN"),
+        ("generated_tokens", "gen tok"),
+        ("wall_s", "wall s"),
+        *LOOP_TOTALS,
+        *guard_totals(),
+    )
 
 
 def main_columns() -> tuple[tuple[str, str], ...]:
@@ -250,7 +301,9 @@ def _cell(value: Any) -> str:
     return str(value)
 
 
-def main_rows(summary: dict[str, Any], dataset: str, columns: tuple[tuple[str, str], ...] | None = None) -> list[list[str]]:
+def main_rows(
+    summary: dict[str, Any], dataset: str, columns: tuple[tuple[str, str], ...] | None = None
+) -> list[list[str]]:
     rows = []
     base = summary["baseline"]
     for name, row in summary["datasets"][dataset]["settings"].items():
@@ -266,10 +319,16 @@ def main_rows(summary: dict[str, Any], dataset: str, columns: tuple[tuple[str, s
 
 def _main_tables(summary: dict[str, Any], dataset: str) -> list[tuple[str, list[str], list[list[str]]]]:
     return [
-        (f"{dataset}: accuracy ({summary['model']}, baseline {summary['baseline']})",
-         [h for _, h in ACC_COLUMNS], main_rows(summary, dataset, ACC_COLUMNS)),
-        (f"{dataset}: tool and guard numbers (TCN, err, WTN, gen tok, wall s: per-run means; the rest: totals)",
-         [h for _, h in tool_columns()], main_rows(summary, dataset, tool_columns())),
+        (
+            f"{dataset}: accuracy ({summary['model']}, baseline {summary['baseline']})",
+            [h for _, h in ACC_COLUMNS],
+            main_rows(summary, dataset, ACC_COLUMNS),
+        ),
+        (
+            f"{dataset}: tool and guard numbers (TCN, err, WTN, gen tok, wall s: per-run means; the rest: totals)",
+            [h for _, h in tool_columns()],
+            main_rows(summary, dataset, tool_columns()),
+        ),
     ]
 
 
@@ -278,32 +337,65 @@ def _section_tables(summary: dict[str, Any], dataset: str) -> list[tuple[str, li
     d = summary["datasets"][dataset]
     tables = []
     bins = [bin_label(lo, hi) for lo, hi in TOOL_BINS]
-    tables.append((f"{dataset}: final-answer accuracy by tool calls (runs in bin; the TIM paper's bins, ours for accuracy)",
-                   ["setting", *bins],
-                   [[s, *(f"{_cell(v[b]['accuracy'])} ({v[b]['runs']})" for b in bins)]
-                    for s, v in d["tool_bins"].items()]))
+    tables.append(
+        (
+            f"{dataset}: final-answer accuracy by tool calls (runs in bin; the TIM paper's bins, ours for accuracy)",
+            ["setting", *bins],
+            [[s, *(f"{_cell(v[b]['accuracy'])} ({v[b]['runs']})" for b in bins)] for s, v in d["tool_bins"].items()],
+        )
+    )
     est_keys = _estimator_keys(d)
     if est_keys:
-        tables.append((f"{dataset}: pass@k (unbiased) and maj@k over seeds (95% bootstrap CI over problems)",
-                       ["setting", *est_keys],
-                       [[s, *(f"{_cell(e[k]['value'])} ({_cell(e[k]['ci'])})" if k in e else "–"
-                              for k in est_keys)]
-                        for s, row in d["settings"].items() for e in [row.get("estimators", {})]]))
+        tables.append(
+            (
+                f"{dataset}: pass@k (unbiased) and maj@k over seeds (95% bootstrap CI over problems)",
+                ["setting", *est_keys],
+                [
+                    [s, *(f"{_cell(e[k]['value'])} ({_cell(e[k]['ci'])})" if k in e else "–" for k in est_keys)]
+                    for s, row in d["settings"].items()
+                    for e in [row.get("estimators", {})]
+                ],
+            )
+        )
     if d["tooltax"]:
-        tables += tooltax_tables(d["tooltax"], dataset, summary.get("distractor_validity") if d["distractors"] else None)
+        tables += tooltax_tables(
+            d["tooltax"], dataset, summary.get("distractor_validity") if d["distractors"] else None
+        )
     if d["distractors"]:
         kinds = sorted({k for row in d["distractors"].values() for k in row if k != "clean"})
-        tables.append((f"{dataset}: semantic distractors (accuracy; Δ vs clean on the same problems)",
-                       ["setting", "clean", *kinds],
-                       [[s, _cell(row["clean"]["accuracy"]),
-                         *(f"{_cell(row[k]['accuracy'])} ({_cell(row[k]['delta_vs_clean'])})" if k in row else "–"
-                           for k in kinds)] for s, row in d["distractors"].items()]))
+        tables.append(
+            (
+                f"{dataset}: semantic distractors (accuracy; Δ vs clean on the same problems)",
+                ["setting", "clean", *kinds],
+                [
+                    [
+                        s,
+                        _cell(row["clean"]["accuracy"]),
+                        *(
+                            f"{_cell(row[k]['accuracy'])} ({_cell(row[k]['delta_vs_clean'])})" if k in row else "–"
+                            for k in kinds
+                        ),
+                    ]
+                    for s, row in d["distractors"].items()
+                ],
+            )
+        )
     if d["cues"]:
         header, rows = cue_table(d["cues"])
-        tables.append((f"{dataset}: spurious-tool-use cue probe (tool rate = share of runs with a call; utility "
-                       "holds: acc Y (tool) <= acc Y (no tool), Definition 1)",
-                       header, [[{True: "yes", False: "no"}[c] if isinstance(c, bool) else
-                                 c if isinstance(c, str) else _cell(c) for c in row] for row in rows]))
+        tables.append(
+            (
+                f"{dataset}: spurious-tool-use cue probe (tool rate = share of runs with a call; utility "
+                "holds: acc Y (tool) <= acc Y (no tool), Definition 1)",
+                header,
+                [
+                    [
+                        {True: "yes", False: "no"}[c] if isinstance(c, bool) else c if isinstance(c, str) else _cell(c)
+                        for c in row
+                    ]
+                    for row in rows
+                ],
+            )
+        )
     if d.get("prunetir"):
         tables += prunetir_tables(d["prunetir"], dataset, _cell)
     if d.get("attc_audit"):
@@ -328,14 +420,18 @@ def to_markdown(summary: dict[str, Any]) -> str:
         lines += ["| " + " | ".join(r) + " |" for r in esc[1:]]
         return "\n".join(lines)
 
-    out = [f"# Eval: {summary['model']}", "",
-           f"{summary['runs']} runs; baseline `{summary['baseline']}`. Accuracy is Pass@1 averaged over seeds, with a "
-           "bootstrap 95% CI over problems; Δ is the paired difference against the baseline (bootstrap CI over "
-           "problems, exact McNemar p over problem×seed pairs). TCN, err, WTN, gen tok and wall s are per-run "
-           "means; the other counts are totals. A reused turn is one an identical earlier generation supplied "
-           "(same engine, prompt and history: bit-identical by construction); wall s counts it at the time "
-           "generating it took. With more than one seed, pass@k is the unbiased estimator (Chen et al. 2021) and "
-           "maj@k the exact expected majority-vote accuracy over k-subsets of a problem's seeds.", ""]
+    out = [
+        f"# Eval: {summary['model']}",
+        "",
+        f"{summary['runs']} runs; baseline `{summary['baseline']}`. Accuracy is Pass@1 averaged over seeds, with a "
+        "bootstrap 95% CI over problems; Δ is the paired difference against the baseline (bootstrap CI over "
+        "problems, exact McNemar p over problem×seed pairs). TCN, err, WTN, gen tok and wall s are per-run "
+        "means; the other counts are totals. A reused turn is one an identical earlier generation supplied "
+        "(same engine, prompt and history: bit-identical by construction); wall s counts it at the time "
+        "generating it took. With more than one seed, pass@k is the unbiased estimator (Chen et al. 2021) and "
+        "maj@k the exact expected majority-vote accuracy over k-subsets of a problem's seeds.",
+        "",
+    ]
     for dataset in summary["datasets"]:
         out += [f"## {dataset}", ""]
         for title, header, rows in _main_tables(summary, dataset) + _section_tables(summary, dataset):
@@ -359,10 +455,14 @@ def judges(summary: dict[str, Any]) -> list[dict[str, Any]]:
 
 def judge_line(judge: dict[str, Any]) -> str:
     """The judge and what it cost, in one line (with the warning when it is the model under test)."""
-    prompts = "; ".join(f"{p}: {c['judged']} judged, {c['unparseable']} unparseable"
-                        for p, c in judge["prompts"].items()) or "nothing judged yet"
-    line = (f"judge {judge['judge']}: {judge['judgements']} judgement(s) ({prompts}); {judge['prompt_tokens']} "
-            f"prompt + {judge['generated_tokens']} generated tokens, {judge['seconds']} s")
+    prompts = (
+        "; ".join(f"{p}: {c['judged']} judged, {c['unparseable']} unparseable" for p, c in judge["prompts"].items())
+        or "nothing judged yet"
+    )
+    line = (
+        f"judge {judge['judge']}: {judge['judgements']} judgement(s) ({prompts}); {judge['prompt_tokens']} "
+        f"prompt + {judge['generated_tokens']} generated tokens, {judge['seconds']} s"
+    )
     return f"{judge['warning']}\n{line}" if judge.get("warning") else line
 
 
@@ -390,8 +490,9 @@ def to_csv(summary: dict[str, Any]) -> str:
             cells += [row.get(k) for k in ("paired_problems", "mcnemar_b", "mcnemar_c")]
             cells += [d["tool_bins"][name][bin_label(lo, hi)]["accuracy"] for lo, hi in TOOL_BINS]
             est = row.get("estimators", {})
-            cells += [v for k in est_keys
-                      for v in ([est[k]["value"], *est[k]["ci"]] if k in est else [None, None, None])]
+            cells += [
+                v for k in est_keys for v in ([est[k]["value"], *est[k]["ci"]] if k in est else [None, None, None])
+            ]
             writer.writerow(["" if c is None else c for c in cells])
     return buf.getvalue()
 
@@ -433,8 +534,10 @@ def plot(summary: dict[str, Any], directory: Path) -> list[Path] | str:
         names = list(d["settings"])
         acc = [d["settings"][n]["accuracy"] or 0.0 for n in names]
         ci = [d["settings"][n]["acc_ci"] for n in names]
-        err = [[max(a - (c[0] if c[0] is not None else a), 0) for a, c in zip(acc, ci, strict=True)],
-               [max((c[1] if c[1] is not None else a) - a, 0) for a, c in zip(acc, ci, strict=True)]]
+        err = [
+            [max(a - (c[0] if c[0] is not None else a), 0) for a, c in zip(acc, ci, strict=True)],
+            [max((c[1] if c[1] is not None else a) - a, 0) for a, c in zip(acc, ci, strict=True)],
+        ]
         fig, ax = plt.subplots(figsize=(max(4, 1.2 * len(names) + 2), 3.6))
         ax.bar(range(len(names)), acc, yerr=err, capsize=4, color="#4C78A8")
         ax.set_xticks(range(len(names)), names, rotation=30, ha="right")
@@ -470,8 +573,9 @@ def plot(summary: dict[str, Any], directory: Path) -> list[Path] | str:
     return written
 
 
-def write_reports(summary: dict[str, Any], directory: Path, formats: Iterable[str] = ("md", "csv", "json", "png")
-                  ) -> tuple[list[Path], list[str]]:
+def write_reports(
+    summary: dict[str, Any], directory: Path, formats: Iterable[str] = ("md", "csv", "json", "png")
+) -> tuple[list[Path], list[str]]:
     """Write the chosen forms into ``directory``; (files written, messages)."""
     directory.mkdir(parents=True, exist_ok=True)
     formats = set(formats)
@@ -487,8 +591,9 @@ def write_reports(summary: dict[str, Any], directory: Path, formats: Iterable[st
             (directory / "tim-runs.csv").write_text(runs_csv(tim), encoding="utf-8")
             written.append(directory / "tim-runs.csv")
     if "json" in formats:
-        (directory / "summary.json").write_text(json.dumps(summary, indent=2, ensure_ascii=False) + "\n",
-                                                encoding="utf-8")
+        (directory / "summary.json").write_text(
+            json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
+        )
         written.append(directory / "summary.json")
     if "png" in formats:
         result = plot(summary, directory / "plots")
@@ -521,13 +626,28 @@ def summary_from_store(directory: Path, *, baseline: str | None = None) -> dict[
         audits = audit_values(store.records.values(), judgements, manifest["attc_audit"])
         audit_judge = judge_summary(judgements, manifest["attc_audit"], str(manifest.get("model")))
     modes = {s["name"]: str(s.get("run", {}).get("mode", "tool")) for s in settings}
-    tim = tim_sections(list(store.records.values()), [s["name"] for s in settings], modes, judgements,
-                       manifest.get("judge")) if manifest.get("protocol") == "tim" else None
-    return summarize(store.records.values(), settings=[s["name"] for s in settings],
-                     baseline=baseline or manifest.get("baseline"),
-                     conditions={s["name"]: s.get("condition") for s in settings}, model=manifest.get("model"),
-                     invalid_variants=manifest.get("invalid_variants"),
-                     modes=modes, guards={s["name"]: list(s.get("guards") or []) for s in settings},
-                     distractor_validity=manifest.get("distractor_validity"), judged=judged,
-                     verdicts=verdicts, judge=judge, specs={s["name"]: s for s in settings}, audits=audits,
-                     audit_judge=audit_judge, tim=tim)
+    tim = (
+        tim_sections(
+            list(store.records.values()), [s["name"] for s in settings], modes, judgements, manifest.get("judge")
+        )
+        if manifest.get("protocol") == "tim"
+        else None
+    )
+    return summarize(
+        store.records.values(),
+        settings=[s["name"] for s in settings],
+        baseline=baseline or manifest.get("baseline"),
+        conditions={s["name"]: s.get("condition") for s in settings},
+        model=manifest.get("model"),
+        invalid_variants=manifest.get("invalid_variants"),
+        modes=modes,
+        guards={s["name"]: list(s.get("guards") or []) for s in settings},
+        distractor_validity=manifest.get("distractor_validity"),
+        judged=judged,
+        verdicts=verdicts,
+        judge=judge,
+        specs={s["name"]: s for s in settings},
+        audits=audits,
+        audit_judge=audit_judge,
+        tim=tim,
+    )

@@ -61,14 +61,16 @@ class ResultStore:
         if models:
             raise ResultsError(
                 f"{self.path} holds runs of model {', '.join(sorted(map(str, models)))}, not {model}\n"
-                "  fix: pass another --out (or --name) for this model")
+                "  fix: pass another --out (or --name) for this model"
+            )
         for record in self.records.values():
             name, fp = record.get("setting"), record.get("setting_fp")
             if name in fingerprints and fp != fingerprints[name]:
                 raise ResultsError(
                     f"{self.path}: setting {name!r} was defined differently when its runs were written "
                     "(guards, guard settings, budgets or sampling changed)\n"
-                    "  fix: give the changed setting another name, or pass another --out")
+                    "  fix: give the changed setting another name, or pass another --out"
+                )
 
     # -- records --------------------------------------------------------------------------------
 

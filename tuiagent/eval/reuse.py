@@ -38,15 +38,22 @@ class Generated:
     seconds: float  # how long generating it took
 
     def to_json(self, key: str) -> dict[str, Any]:
-        return {"key": key, "tokens": self.tokens, "ids": self.ids, "reason": self.reason,
-                "seconds": round(self.seconds, 3)}
+        return {
+            "key": key,
+            "tokens": self.tokens,
+            "ids": self.ids,
+            "reason": self.reason,
+            "seconds": round(self.seconds, 3),
+        }
 
     @classmethod
     def from_json(cls, record: dict[str, Any]) -> Generated:
-        return cls(tuple((str(t), None if lp is None else float(lp)) for t, lp in record["tokens"]),
-                   tuple(int(i) for i in record["ids"]),
-                   cast(StopReason, str(record["reason"])),  # what to_json wrote from a stream's stop_reason
-                   float(record["seconds"]))
+        return cls(
+            tuple((str(t), None if lp is None else float(lp)) for t, lp in record["tokens"]),
+            tuple(int(i) for i in record["ids"]),
+            cast(StopReason, str(record["reason"])),  # what to_json wrote from a stream's stop_reason
+            float(record["seconds"]),
+        )
 
 
 class GenerationMemo:
@@ -104,8 +111,9 @@ class ReusingBackend:
     def stream(self, prompt: str, sampling: Sampling, stop: Sequence[str]) -> TokenStream:
         return TokenStream(self._produce, prompt, sampling, list(stop))
 
-    async def _produce(self, out: TokenStream, prompt: str, sampling: Sampling,
-                       stop: list[str]) -> AsyncGenerator[Token, None]:
+    async def _produce(
+        self, out: TokenStream, prompt: str, sampling: Sampling, stop: list[str]
+    ) -> AsyncGenerator[Token, None]:
         key = self.memo.key(self.engine, self.history, prompt, sampling, stop)
         known = self.memo.get(key) if self.reusing else None
         if known is not None:
@@ -129,8 +137,7 @@ class ReusingBackend:
         out.stop_reason, out.token_ids, out.layout = inner.stop_reason, inner.token_ids, inner.layout
         if inner.stop_reason not in CLEAN_ENDS or inner.token_ids is None:
             return
-        generated = Generated(tuple(tokens), tuple(inner.token_ids), inner.stop_reason,
-                              time.perf_counter() - started)
+        generated = Generated(tuple(tokens), tuple(inner.token_ids), inner.stop_reason, time.perf_counter() - started)
         if reusing:
             self.memo.put(key, generated)
             self.reusing = True

@@ -37,7 +37,7 @@ def shard_name(shard: tuple[int, int] | None) -> str:
 def shard_of(problems: list[Problem], shard: tuple[int, int]) -> list[Problem]:
     """The problems of shard ``shard`` = (I, N): every N-th, starting at the I-th."""
     index, count = shard
-    return problems[index - 1::count]
+    return problems[index - 1 :: count]
 
 
 def units(problems: list[Problem]) -> list[str]:
@@ -53,5 +53,10 @@ def selection_hash(problems: list[Problem]) -> str:
 
 def describe(selected: list[Problem], shard: tuple[int, int]) -> dict[str, Any]:
     """What the eval's manifest records about its shard."""
-    return {"index": shard[0], "count": shard[1], "selection": selection_hash(selected),
-            "selected": len(selected), "problems": units(shard_of(selected, shard))}
+    return {
+        "index": shard[0],
+        "count": shard[1],
+        "selection": selection_hash(selected),
+        "selected": len(selected),
+        "problems": units(shard_of(selected, shard)),
+    }

@@ -35,8 +35,9 @@ def mcnemar_exact(b: int, c: int) -> float:
     return min(1.0, 2.0 * tail)
 
 
-def paired_bootstrap(diffs: Sequence[float], *, n_boot: int = 2000, alpha: float = 0.05,
-                     seed: int = 0) -> tuple[float, float, float]:
+def paired_bootstrap(
+    diffs: Sequence[float], *, n_boot: int = 2000, alpha: float = 0.05, seed: int = 0
+) -> tuple[float, float, float]:
     """(mean, low, high): the mean of per-unit paired differences with a percentile bootstrap CI."""
     d = np.asarray(diffs, dtype=float)
     if d.size == 0:
@@ -50,22 +51,25 @@ def paired_bootstrap(diffs: Sequence[float], *, n_boot: int = 2000, alpha: float
     return mean, float(low), float(high)
 
 
-def bootstrap_mean(values: Sequence[float], *, n_boot: int = 2000, alpha: float = 0.05,
-                   seed: int = 0) -> tuple[float, float, float]:
+def bootstrap_mean(
+    values: Sequence[float], *, n_boot: int = 2000, alpha: float = 0.05, seed: int = 0
+) -> tuple[float, float, float]:
     """(mean, low, high) of one sample, e.g. per-problem accuracies."""
     return paired_bootstrap(values, n_boot=n_boot, alpha=alpha, seed=seed)
 
 
-def bootstrap_diff(a: Sequence[float], b: Sequence[float], *, n_boot: int = 2000, alpha: float = 0.05,
-                   seed: int = 0) -> tuple[float, float, float]:
+def bootstrap_diff(
+    a: Sequence[float], b: Sequence[float], *, n_boot: int = 2000, alpha: float = 0.05, seed: int = 0
+) -> tuple[float, float, float]:
     """(mean(a) - mean(b), low, high) of two independent samples, each resampled on its own (percentile CI)."""
     x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
     if x.size == 0 or y.size == 0:
         return float("nan"), float("nan"), float("nan")
     diff = float(x.mean() - y.mean())
     rng = np.random.default_rng(seed)
-    boot = (x[rng.integers(0, x.size, size=(n_boot, x.size))].mean(axis=1)
-            - y[rng.integers(0, y.size, size=(n_boot, y.size))].mean(axis=1))
+    boot = x[rng.integers(0, x.size, size=(n_boot, x.size))].mean(axis=1) - y[
+        rng.integers(0, y.size, size=(n_boot, y.size))
+    ].mean(axis=1)
     low, high = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
     return diff, float(low), float(high)
 

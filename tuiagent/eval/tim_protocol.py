@@ -38,8 +38,13 @@ from tuiagent.eval.stats import TOOL_BINS, bin_label, tool_bin
 WIN, MISS, ERRORS = prompt("win_rate"), prompt("miss_rate"), prompt("error_types")
 # [paper] Table 3's variant names for the protocol's three settings; another setting shows by its name.
 LABELS = {"cot": "Base", "full": "TaLM", "tim-prompt": "TaLM + Prompting"}
-ERROR_NAMES = {"logic": "Logic", "assumption": "Assumption", "creativity": "Creativity",
-               "algebra_arithmetic": "Algebra/Arithmetic", "none_of_the_above": "None of the above"}
+ERROR_NAMES = {
+    "logic": "Logic",
+    "assumption": "Assumption",
+    "creativity": "Creativity",
+    "algebra_arithmetic": "Algebra/Arithmetic",
+    "none_of_the_above": "None of the above",
+}
 # [paper] Table 2 (GPT-4.1 and the average of its seven models) and Table 3 (GPT-4.1 + Prompting), in %:
 # Final Acc., Miss Rate, Win Rate, PRM Acc.; the judge was GPT-5, the PRM Qwen2.5-Math-7B-PRM800K.
 PAPER = {
@@ -50,12 +55,13 @@ PAPER = {
 # [paper] section 5.3: Pearson r with the Miss Rate over the seven TaLMs, none significant at p < 0.05.
 PAPER_CORRELATION = {"loc": "-0.09 to 0.22", "cc": "-0.03 to 0.26"}
 # [paper] section 5.5 (Figure 5): share of problems on which each TaLM invoked the Code Interpreter, in %.
-PAPER_TOOL_USE = {"GPT-4.1": 25.9, "GPT-4.1-mini": 16.4, "Gemini-2.0-Flash": 14.3, "GPT-5": 73.7,
-                  "Claude-Opus-4": 99.8}
+PAPER_TOOL_USE = {"GPT-4.1": 25.9, "GPT-4.1-mini": 16.4, "Gemini-2.0-Flash": 14.3, "GPT-5": 73.7, "Claude-Opus-4": 99.8}
 HIGH_RISK = 10  # [paper] section 5.6: "the top-10 samples per model ranked by Miss Rate"
 PERMUTATIONS = 10_000  # [ours] the permutation test's draws (p to about ±0.005 near 0.05)
-NO_PRM = ("PRM accuracy is not computed: the paper scores steps with a process reward model "
-          "(Qwen2.5-Math-7B-PRM800K), which tuiagent does not have")
+NO_PRM = (
+    "PRM accuracy is not computed: the paper scores steps with a process reward model "
+    "(Qwen2.5-Math-7B-PRM800K), which tuiagent does not have"
+)
 
 
 @dataclass(frozen=True)
@@ -117,8 +123,10 @@ def _right(r: dict[str, Any]) -> bool:
 
 def win_inputs(base: Solution, tool: Solution) -> list[dict[str, str]]:
     """The two orders of a Win Rate comparison: the TaLM solution as A, then as B (``Judge.pairwise``)."""
-    return [{"problem": base.question, "a": tool.text, "b": base.text},
-            {"problem": base.question, "a": base.text, "b": tool.text}]
+    return [
+        {"problem": base.question, "a": tool.text, "b": base.text},
+        {"problem": base.question, "a": base.text, "b": tool.text},
+    ]
 
 
 def miss_inputs(run: Solution, reference: str) -> dict[str, str]:
@@ -145,8 +153,9 @@ def plan(records: list[dict[str, Any]], base: str, tools: list[str]) -> Plan:
     return Plan(wins, sorted(misses, key=lambda r: r["key"]), errors)
 
 
-async def judge_tim(judge: Judge, records: list[dict[str, Any]], settings: list[str], modes: dict[str, str],
-                    log: Callable[[str], None]) -> int:
+async def judge_tim(
+    judge: Judge, records: list[dict[str, Any]], settings: list[str], modes: dict[str, str], log: Callable[[str], None]
+) -> int:
     """Ask ``judge`` every judgement of the TIM metrics not yet in its cache; how many were asked."""
     base, tools = roles(settings, modes)
     if base is None or not tools:
@@ -183,8 +192,10 @@ async def judge_tim(judge: Judge, records: list[dict[str, Any]], settings: list[
     if asked:
         log(f"judge {judge.model_id}: {asked} TIM judgement(s) asked")
     if too_long:
-        log(f"judge {judge.model_id}: {too_long} TIM question(s) did not fit its context and were not asked (left "
-            "out of the figures; raise its context_size in models.toml, or use a judge with a longer context)")
+        log(
+            f"judge {judge.model_id}: {too_long} TIM question(s) did not fit its context and were not asked (left "
+            "out of the figures; raise its context_size in models.toml, or use a judge with a longer context)"
+        )
     return asked
 
 
@@ -253,8 +264,9 @@ def complexity(codes: tuple[str, ...]) -> dict[str, Any] | None:
 Points = list[tuple[str, float]]  # (problem id, value): a run's or a pair's number and its problem
 
 
-def cluster_bootstrap(points: Points, *, n_boot: int = 2000, alpha: float = 0.05,
-                      seed: int = 0) -> tuple[float, float, float]:
+def cluster_bootstrap(
+    points: Points, *, n_boot: int = 2000, alpha: float = 0.05, seed: int = 0
+) -> tuple[float, float, float]:
     """(mean, low, high): the mean of the values with a percentile bootstrap CI over problems, each drawn
     problem bringing all its values (its seeds move together). With one value per problem it is
     ``stats.bootstrap_mean`` draw for draw."""
@@ -283,8 +295,13 @@ def _mean(points: Points) -> dict[str, Any]:
 Lookup = Callable[[str, dict[str, str]], Any]
 
 
-def tim_section(records: list[dict[str, Any]], settings: list[str], modes: dict[str, str],
-                lookup: Lookup | None, judge: str | None = None) -> dict[str, Any] | None:
+def tim_section(
+    records: list[dict[str, Any]],
+    settings: list[str],
+    modes: dict[str, str],
+    lookup: Lookup | None,
+    judge: str | None = None,
+) -> dict[str, Any] | None:
     """One dataset's TIM protocol (plain data for summary.json); None without a Base and a TaLM setting.
     ``lookup(prompt id, inputs)``: the judge's cached value (None: not asked); None without --judge."""
     base, tools = roles(settings, modes)
@@ -318,9 +335,21 @@ def tim_section(records: list[dict[str, Any]], settings: list[str], modes: dict[
         shares[(t, r["key"])] = win_share((orders[0], orders[1]))
 
     section: dict[str, Any] = {
-        "judge": judge, "base": base, "tools": tools, "labels": {s: LABELS.get(s, s) for s in [base, *tools]},
-        "unparseable": unparseable, "not_judged": not_judged, "prm": NO_PRM,
-        "pairing": {}, "table": {}, "bins": {}, "errors": {}, "complexity": {}, "correlation": {}, "monitor": {}, "tool_use": {},
+        "judge": judge,
+        "base": base,
+        "tools": tools,
+        "labels": {s: LABELS.get(s, s) for s in [base, *tools]},
+        "unparseable": unparseable,
+        "not_judged": not_judged,
+        "prm": NO_PRM,
+        "pairing": {},
+        "table": {},
+        "bins": {},
+        "errors": {},
+        "complexity": {},
+        "correlation": {},
+        "monitor": {},
+        "tool_use": {},
         "high_risk": {},
     }
     base_runs = list(_clean(records, base).values())
@@ -331,14 +360,23 @@ def tim_section(records: list[dict[str, Any]], settings: list[str], modes: dict[
         judged = [(r["problem_id"], w) for _, r in right if (w := shares.get((t, r["key"]))) is not None]
         votes = [w for _, w in judged]
         section["pairing"][t] = {
-            "pairs": len(ps), "both_right": len(right), "base_only": sum(_right(b) and not _right(r) for b, r in ps),
-            "tool_only": sum(_right(r) and not _right(b) for b, r in ps), "neither": sum(not (_right(b) or _right(r))
-                                                                                       for b, r in ps),
-            "judged": len(judged), "consistent_tool": votes.count(1.0), "consistent_base": votes.count(0.0),
+            "pairs": len(ps),
+            "both_right": len(right),
+            "base_only": sum(_right(b) and not _right(r) for b, r in ps),
+            "tool_only": sum(_right(r) and not _right(b) for b, r in ps),
+            "neither": sum(not (_right(b) or _right(r)) for b, r in ps),
+            "judged": len(judged),
+            "consistent_tool": votes.count(1.0),
+            "consistent_base": votes.count(0.0),
             "inconsistent": votes.count(0.5),
             # [ours] the Miss Rates paired on the same problems, beside the paper's unpaired averages
-            "miss_delta": _mean([(b["problem_id"], mt - mb) for b, r in right
-                                 if (mb := miss.get(b["key"])) is not None and (mt := miss.get(r["key"])) is not None]),
+            "miss_delta": _mean(
+                [
+                    (b["problem_id"], mt - mb)
+                    for b, r in right
+                    if (mb := miss.get(b["key"])) is not None and (mt := miss.get(r["key"])) is not None
+                ]
+            ),
         }
         section["table"][t] = _row([r for _, r in ps], miss, judged)
         section["tool_use"][t] = _mean([(r["problem_id"], float(int(r.get("tcn") or 0) > 0)) for _, r in ps])
@@ -350,46 +388,75 @@ def tim_section(records: list[dict[str, Any]], settings: list[str], modes: dict[
         section["correlation"][t] = _correlation([r for _, r in ps if _right(r)], miss, sols)
         section["monitor"][t] = _monitor([r for _, r in right], shares, miss, t)
         section["high_risk"][t] = _high_risk([r for _, r in right], shares, miss, t)
-    section["runs"] = [_run_row(r, miss, errors, shares, sols) for s in [base, *tools]
-                       for r in _clean(records, s).values()]
+    section["runs"] = [
+        _run_row(r, miss, errors, shares, sols) for s in [base, *tools] for r in _clean(records, s).values()
+    ]
     return section
 
 
-def _monitor(runs: list[dict[str, Any]], shares: dict[tuple[str, str], float | None],
-             miss: dict[str, float | None], tool: str) -> dict[str, Any]:
+def _monitor(
+    runs: list[dict[str, Any]], shares: dict[tuple[str, str], float | None], miss: dict[str, float | None], tool: str
+) -> dict[str, Any]:
     """tuiagent's own myopia monitor (``tim_flag``, [ours]) against the judged metrics, on the TaLM runs
     of the pairs both right: does a flag go with a higher Miss Rate and more Base wins?"""
     out = {}
     for name, flagged in (("flagged", True), ("not_flagged", False)):
         rs = [r for r in runs if bool(r.get("tim_flag")) is flagged]
-        out[name] = {"runs": len(rs), "miss_rate": _mean(_misses(rs, miss)),
-                     "base_win_rate": _mean([(r["problem_id"], 1 - w) for r in rs
-                                             if (w := shares.get((tool, r["key"]))) is not None])}
+        out[name] = {
+            "runs": len(rs),
+            "miss_rate": _mean(_misses(rs, miss)),
+            "base_win_rate": _mean(
+                [(r["problem_id"], 1 - w) for r in rs if (w := shares.get((tool, r["key"]))) is not None]
+            ),
+        }
     return out
 
 
-def _high_risk(runs: list[dict[str, Any]], shares: dict[tuple[str, str], float | None],
-               miss: dict[str, float | None], tool: str) -> list[dict[str, Any]]:
+def _high_risk(
+    runs: list[dict[str, Any]], shares: dict[tuple[str, str], float | None], miss: dict[str, float | None], tool: str
+) -> list[dict[str, Any]]:
     """Section 5.6's high-risk solutions for a manual audit: right, Base wins the comparison in both
     orders, the top HIGH_RISK by Miss Rate (the paper also asks for a PRM flag, which tuiagent lacks)."""
     lost = [r for r in runs if shares.get((tool, r["key"])) == 0.0]
     lost.sort(key=lambda r: (miss.get(r["key"]) is None, -(miss.get(r["key"]) or 0.0), r["key"]))
-    return [{"key": r["key"], "miss_rate": miss.get(r["key"]), "tool_calls": int(r.get("tcn") or 0),
-             "tim_flag": r.get("tim_flag"), "trajectory": r.get("trajectory")} for r in lost[:HIGH_RISK]]
+    return [
+        {
+            "key": r["key"],
+            "miss_rate": miss.get(r["key"]),
+            "tool_calls": int(r.get("tcn") or 0),
+            "tim_flag": r.get("tim_flag"),
+            "trajectory": r.get("trajectory"),
+        }
+        for r in lost[:HIGH_RISK]
+    ]
 
 
-def _run_row(r: dict[str, Any], miss: dict[str, float | None], errors: dict[str, dict[str, bool] | None],
-             shares: dict[tuple[str, str], float | None], sols: dict[str, Solution | None]) -> dict[str, Any]:
+def _run_row(
+    r: dict[str, Any],
+    miss: dict[str, float | None],
+    errors: dict[str, dict[str, bool] | None],
+    shares: dict[tuple[str, str], float | None],
+    sols: dict[str, Solution | None],
+) -> dict[str, Any]:
     """One run's TIM numbers (tim-runs.csv): None where the metric does not apply or was not judged."""
     s = sols.get(r["key"])
     code = complexity(s.codes) if s else None
     said = errors.get(r["key"])
-    return {"dataset": r["dataset"], "problem_id": r["problem_id"], "seed": r["seed"], "setting": r["setting"],
-            "correct": _right(r), "tool_calls": int(r.get("tcn") or 0), "bin": tool_bin(int(r.get("tcn") or 0)),
-            "win_share": shares.get((r["setting"], r["key"])), "miss_rate": miss.get(r["key"]),
-            **{k: None if said is None else said[k] for k in ERROR_NAMES},
-            "code_blocks": code["blocks"] if code else 0, "loc": code["loc"] if code else None,
-            "cc": code["cc"] if code else None}
+    return {
+        "dataset": r["dataset"],
+        "problem_id": r["problem_id"],
+        "seed": r["seed"],
+        "setting": r["setting"],
+        "correct": _right(r),
+        "tool_calls": int(r.get("tcn") or 0),
+        "bin": tool_bin(int(r.get("tcn") or 0)),
+        "win_share": shares.get((r["setting"], r["key"])),
+        "miss_rate": miss.get(r["key"]),
+        **{k: None if said is None else said[k] for k in ERROR_NAMES},
+        "code_blocks": code["blocks"] if code else 0,
+        "loc": code["loc"] if code else None,
+        "cc": code["cc"] if code else None,
+    }
 
 
 def runs_csv(sections: dict[str, Any]) -> str:
@@ -404,8 +471,13 @@ def runs_csv(sections: dict[str, Any]) -> str:
     return buf.getvalue()
 
 
-def tim_sections(records: list[dict[str, Any]], settings: list[str], modes: dict[str, str],
-                 store: JudgementStore | None, judge: str | None) -> dict[str, Any]:
+def tim_sections(
+    records: list[dict[str, Any]],
+    settings: list[str],
+    modes: dict[str, str],
+    store: JudgementStore | None,
+    judge: str | None,
+) -> dict[str, Any]:
     """``tim_section`` of each dataset, reading ``judge``'s judgements from ``store`` (None: no judge)."""
     lookup: Lookup | None = None
     if store is not None and judge is not None:
@@ -424,51 +496,79 @@ def _misses(runs: list[dict[str, Any]], miss: dict[str, float | None]) -> Points
 
 def _row(runs: list[dict[str, Any]], miss: dict[str, float | None], shares: Points | None) -> dict[str, Any]:
     """Table 2's row of one setting: Final Acc. over its runs, Miss Rate over its right ones, Win Rate."""
-    return {"final_acc": _mean([(r["problem_id"], float(_right(r))) for r in runs]),
-            "miss_rate": _mean(_misses(runs, miss)), "win_rate": _mean(shares or []), "prm_acc": None,
-            "right": sum(map(_right, runs)),
-            "right_with_reference": sum(_right(r) and bool(r.get("reference")) for r in runs)}
+    return {
+        "final_acc": _mean([(r["problem_id"], float(_right(r))) for r in runs]),
+        "miss_rate": _mean(_misses(runs, miss)),
+        "win_rate": _mean(shares or []),
+        "prm_acc": None,
+        "right": sum(map(_right, runs)),
+        "right_with_reference": sum(_right(r) and bool(r.get("reference")) for r in runs),
+    }
 
 
-def _bins(runs: list[dict[str, Any]], right: list[tuple[dict[str, Any], dict[str, Any]]],
-          shares: dict[tuple[str, str], float | None], miss: dict[str, float | None],
-          sols: dict[str, Solution | None], tool: str) -> dict[str, Any]:
+def _bins(
+    runs: list[dict[str, Any]],
+    right: list[tuple[dict[str, Any], dict[str, Any]]],
+    shares: dict[tuple[str, str], float | None],
+    miss: dict[str, float | None],
+    sols: dict[str, Solution | None],
+    tool: str,
+) -> dict[str, Any]:
     """Figure 2 by the TaLM run's executed tool calls: Base's Win Rate over it, its Miss Rate, its code."""
     out = {}
     for lo, hi in TOOL_BINS:
         label = bin_label(lo, hi)
         inside = [r for r in runs if tool_bin(int(r.get("tcn") or 0)) == label and _right(r)]
-        won = [(r["problem_id"], 1 - s) for _, r in right if tool_bin(int(r.get("tcn") or 0)) == label
-               and (s := shares.get((tool, r["key"]))) is not None]
-        out[label] = {"runs_right": len(inside), "base_win_rate": _mean(won), "miss_rate": _mean(_misses(inside, miss)),
-                      **_complexity_row(inside, sols)}
+        won = [
+            (r["problem_id"], 1 - s)
+            for _, r in right
+            if tool_bin(int(r.get("tcn") or 0)) == label and (s := shares.get((tool, r["key"]))) is not None
+        ]
+        out[label] = {
+            "runs_right": len(inside),
+            "base_win_rate": _mean(won),
+            "miss_rate": _mean(_misses(inside, miss)),
+            **_complexity_row(inside, sols),
+        }
     return out
 
 
-def _error_shift(right: list[tuple[dict[str, Any], dict[str, Any]]],
-                 errors: dict[str, dict[str, bool] | None]) -> dict[str, Any]:
+def _error_shift(
+    right: list[tuple[dict[str, Any], dict[str, Any]]], errors: dict[str, dict[str, bool] | None]
+) -> dict[str, Any]:
     """Figure 4: each error type's rate in Base and TaLM on the pairs both judged, and Δ = TaLM − Base."""
-    both = [(b["problem_id"], eb, et) for b, t in right
-            if (eb := errors.get(b["key"])) and (et := errors.get(t["key"]))]
+    both = [
+        (b["problem_id"], eb, et) for b, t in right if (eb := errors.get(b["key"])) and (et := errors.get(t["key"]))
+    ]
     out: dict[str, Any] = {"pairs": len(both)}
     for kind in (*ERROR_TYPES, "none_of_the_above"):
-        out[kind] = {"base": _mean([(p, float(eb[kind])) for p, eb, _ in both]),
-                     "tool": _mean([(p, float(et[kind])) for p, _, et in both]),
-                     "delta": _mean([(p, float(et[kind]) - float(eb[kind])) for p, eb, et in both])}
+        out[kind] = {
+            "base": _mean([(p, float(eb[kind])) for p, eb, _ in both]),
+            "tool": _mean([(p, float(et[kind])) for p, _, et in both]),
+            "delta": _mean([(p, float(et[kind]) - float(eb[kind])) for p, eb, et in both]),
+        }
     return out
 
 
 def _complexity_row(runs: list[dict[str, Any]], sols: dict[str, Solution | None]) -> dict[str, Any]:
     measured = [(r["problem_id"], c) for r in runs if (s := sols.get(r["key"])) and (c := complexity(s.codes))]
-    return {"loc": _mean([(p, c["loc"]) for p, c in measured]), "cc": _mean([(p, c["cc"]) for p, c in measured]),
-            "runs_with_code": len(measured), "unparsed_blocks": sum(c["unparsed"] for _, c in measured)}
+    return {
+        "loc": _mean([(p, c["loc"]) for p, c in measured]),
+        "cc": _mean([(p, c["cc"]) for p, c in measured]),
+        "runs_with_code": len(measured),
+        "unparsed_blocks": sum(c["unparsed"] for _, c in measured),
+    }
 
 
-def _correlation(runs: list[dict[str, Any]], miss: dict[str, float | None],
-                 sols: dict[str, Solution | None]) -> dict[str, Any]:
+def _correlation(
+    runs: list[dict[str, Any]], miss: dict[str, float | None], sols: dict[str, Solution | None]
+) -> dict[str, Any]:
     """Figure 3: Pearson r of lines of code and of cyclomatic complexity with the Miss Rate, over right runs."""
-    points = [(c, m) for r in runs if (m := miss.get(r["key"])) is not None
-              and (s := sols.get(r["key"])) and (c := complexity(s.codes))]
+    points = [
+        (c, m)
+        for r in runs
+        if (m := miss.get(r["key"])) is not None and (s := sols.get(r["key"])) and (c := complexity(s.codes))
+    ]
     return {k: pearson([c[k] for c, _ in points], [m for _, m in points]) for k in ("loc", "cc")}
 
 
@@ -498,57 +598,152 @@ def tim_tables(section: dict[str, Any], dataset: str) -> list[tuple[str, list[st
     rows = []
     for s, row in section["table"].items():
         paper = PAPER.get(labels[s], {})
-        rows.append([labels[s], s, _pct(row["final_acc"]), _pct(row["miss_rate"]), _pct(row["win_rate"]),
-                     "not computed",
-                     *(" / ".join(f"{v:.1f}" for v in paper[m]) if m in paper else "–"
-                       for m in ("GPT-4.1", "average of 7"))])
-    tables.append((f"{dataset}: TIM, Tables 2 and 3 layout (%, 95% bootstrap CI over problems; Miss and Win Rate "
-                   f"on right answers; Base's Win Rate is against {section['tools'][0]})",
-                   ["Variant", "setting", "Final Acc. (↑)", "Miss Rate (↓)", "Win Rate (↑)", "PRM Acc. (↑)",
-                    *paper_cols], rows))
-    tables.append((f"{dataset}: TIM pairing (Base {base} against each TaLM setting; Win Rate counts both orders)",
-                   ["setting", "pairs", "both right", "Base only", "TaLM only", "neither", "judged",
-                    "TaLM wins both orders", "Base wins both orders", "orders disagree",
-                    "Δ Miss Rate (TaLM − Base), paired"],
-                   [[s, *(str(p[k]) for k in ("pairs", "both_right", "base_only", "tool_only", "neither", "judged",
-                                                "consistent_tool", "consistent_base", "inconsistent")),
-                     _pct(p["miss_delta"])]
-                    for s, p in section["pairing"].items()]))
+        rows.append(
+            [
+                labels[s],
+                s,
+                _pct(row["final_acc"]),
+                _pct(row["miss_rate"]),
+                _pct(row["win_rate"]),
+                "not computed",
+                *(" / ".join(f"{v:.1f}" for v in paper[m]) if m in paper else "–" for m in ("GPT-4.1", "average of 7")),
+            ]
+        )
+    tables.append(
+        (
+            f"{dataset}: TIM, Tables 2 and 3 layout (%, 95% bootstrap CI over problems; Miss and Win Rate "
+            f"on right answers; Base's Win Rate is against {section['tools'][0]})",
+            ["Variant", "setting", "Final Acc. (↑)", "Miss Rate (↓)", "Win Rate (↑)", "PRM Acc. (↑)", *paper_cols],
+            rows,
+        )
+    )
+    tables.append(
+        (
+            f"{dataset}: TIM pairing (Base {base} against each TaLM setting; Win Rate counts both orders)",
+            [
+                "setting",
+                "pairs",
+                "both right",
+                "Base only",
+                "TaLM only",
+                "neither",
+                "judged",
+                "TaLM wins both orders",
+                "Base wins both orders",
+                "orders disagree",
+                "Δ Miss Rate (TaLM − Base), paired",
+            ],
+            [
+                [
+                    s,
+                    *(
+                        str(p[k])
+                        for k in (
+                            "pairs",
+                            "both_right",
+                            "base_only",
+                            "tool_only",
+                            "neither",
+                            "judged",
+                            "consistent_tool",
+                            "consistent_base",
+                            "inconsistent",
+                        )
+                    ),
+                    _pct(p["miss_delta"]),
+                ]
+                for s, p in section["pairing"].items()
+            ],
+        )
+    )
     bins = [bin_label(lo, hi) for lo, hi in TOOL_BINS]
-    tables.append((f"{dataset}: TIM Figure 2, reasoning behavior vs. tool usage (bins of the TaLM run's tool calls; "
-                   "right answers; the paper's figure prints no values in this copy)",
-                   ["setting", "metric", *bins],
-                   [[s, name, *(fmt(section["bins"][s][b][key]) for b in bins)]
-                    for s in section["tools"] for name, key, fmt in
-                    (("Win Rate (Base over TaLM)", "base_win_rate", _pct), ("Miss Rate", "miss_rate", _pct),
-                     ("lines per code block", "loc", _num), ("cyclomatic complexity per block", "cc", _num))]))
-    tables.append((f"{dataset}: TIM Figure 4, error types on pairs both right (rate %, Δ = TaLM − Base, paired "
-                   "bootstrap CI over problems)", ["setting", "error type", "Base", "TaLM", "Δ"],
-                   [[s, ERROR_NAMES[k], _pct(e[k]["base"]), _pct(e[k]["tool"]), _pct(e[k]["delta"])]
-                    for s, e in section["errors"].items() for k in ERROR_NAMES]))
-    tables.append((f"{dataset}: TIM Figure 3, code complexity vs. Miss Rate (Pearson r over right TaLM runs, "
-                   "Fisher-z 95% CI, permutation p)",
-                   ["setting", "metric", "mean per run", "Pearson r", "95% CI", "p", "n", "paper: r over 7 TaLMs"],
-                   [[s, name, _num(section["complexity"][s][k]), *_corr(section["correlation"][s][k]),
-                     PAPER_CORRELATION[k]]
-                    for s in section["tools"]
-                    for name, k in (("Line of Code", "loc"), ("Cyclomatic Complexity", "cc"))]))
-    tables.append((f"{dataset}: TIM Figure 5, Code Interpreter invocation rate (share of runs with an executed call, %)",
-                   ["setting", "invocation rate", *(f"paper {m}" for m in PAPER_TOOL_USE)],
-                   [[s, _pct(m), *(f"{v:.1f}" for v in PAPER_TOOL_USE.values())]
-                    for s, m in section["tool_use"].items()]))
-    tables.append((f"{dataset}: tuiagent's TIM monitor (ours, rule-based) against the judged metrics (TaLM runs of "
-                   "pairs both right)", ["setting", "monitor", "runs", "Miss Rate", "Win Rate (Base over TaLM)"],
-                   [[s, name.replace("_", " "), str(m[name]["runs"]), _pct(m[name]["miss_rate"]),
-                     _pct(m[name]["base_win_rate"])]
-                    for s, m in section["monitor"].items() for name in ("flagged", "not_flagged")]))
-    risky = [[s, h["key"], "–" if h["miss_rate"] is None else f"{100 * h['miss_rate']:.1f}", str(h["tool_calls"]),
-              {True: "yes", False: "no"}.get(h["tim_flag"], "–"), str(h["trajectory"] or "–")]
-             for s, hs in section["high_risk"].items() for h in hs]
+    tables.append(
+        (
+            f"{dataset}: TIM Figure 2, reasoning behavior vs. tool usage (bins of the TaLM run's tool calls; "
+            "right answers; the paper's figure prints no values in this copy)",
+            ["setting", "metric", *bins],
+            [
+                [s, name, *(fmt(section["bins"][s][b][key]) for b in bins)]
+                for s in section["tools"]
+                for name, key, fmt in (
+                    ("Win Rate (Base over TaLM)", "base_win_rate", _pct),
+                    ("Miss Rate", "miss_rate", _pct),
+                    ("lines per code block", "loc", _num),
+                    ("cyclomatic complexity per block", "cc", _num),
+                )
+            ],
+        )
+    )
+    tables.append(
+        (
+            f"{dataset}: TIM Figure 4, error types on pairs both right (rate %, Δ = TaLM − Base, paired "
+            "bootstrap CI over problems)",
+            ["setting", "error type", "Base", "TaLM", "Δ"],
+            [
+                [s, ERROR_NAMES[k], _pct(e[k]["base"]), _pct(e[k]["tool"]), _pct(e[k]["delta"])]
+                for s, e in section["errors"].items()
+                for k in ERROR_NAMES
+            ],
+        )
+    )
+    tables.append(
+        (
+            f"{dataset}: TIM Figure 3, code complexity vs. Miss Rate (Pearson r over right TaLM runs, "
+            "Fisher-z 95% CI, permutation p)",
+            ["setting", "metric", "mean per run", "Pearson r", "95% CI", "p", "n", "paper: r over 7 TaLMs"],
+            [
+                [s, name, _num(section["complexity"][s][k]), *_corr(section["correlation"][s][k]), PAPER_CORRELATION[k]]
+                for s in section["tools"]
+                for name, k in (("Line of Code", "loc"), ("Cyclomatic Complexity", "cc"))
+            ],
+        )
+    )
+    tables.append(
+        (
+            f"{dataset}: TIM Figure 5, Code Interpreter invocation rate (share of runs with an executed call, %)",
+            ["setting", "invocation rate", *(f"paper {m}" for m in PAPER_TOOL_USE)],
+            [[s, _pct(m), *(f"{v:.1f}" for v in PAPER_TOOL_USE.values())] for s, m in section["tool_use"].items()],
+        )
+    )
+    tables.append(
+        (
+            f"{dataset}: tuiagent's TIM monitor (ours, rule-based) against the judged metrics (TaLM runs of "
+            "pairs both right)",
+            ["setting", "monitor", "runs", "Miss Rate", "Win Rate (Base over TaLM)"],
+            [
+                [
+                    s,
+                    name.replace("_", " "),
+                    str(m[name]["runs"]),
+                    _pct(m[name]["miss_rate"]),
+                    _pct(m[name]["base_win_rate"]),
+                ]
+                for s, m in section["monitor"].items()
+                for name in ("flagged", "not_flagged")
+            ],
+        )
+    )
+    risky = [
+        [
+            s,
+            h["key"],
+            "–" if h["miss_rate"] is None else f"{100 * h['miss_rate']:.1f}",
+            str(h["tool_calls"]),
+            {True: "yes", False: "no"}.get(h["tim_flag"], "–"),
+            str(h["trajectory"] or "–"),
+        ]
+        for s, hs in section["high_risk"].items()
+        for h in hs
+    ]
     if risky:
-        tables.append((f"{dataset}: high-risk solutions for a manual audit (section 5.6: right, Base wins both orders, "
-                       f"top {HIGH_RISK} by Miss Rate; without the paper's PRM filter; `tuiagent replay FILE`)",
-                       ["setting", "run", "Miss Rate", "tool calls", "monitor flag", "trajectory"], risky))
+        tables.append(
+            (
+                f"{dataset}: high-risk solutions for a manual audit (section 5.6: right, Base wins both orders, "
+                f"top {HIGH_RISK} by Miss Rate; without the paper's PRM filter; `tuiagent replay FILE`)",
+                ["setting", "run", "Miss Rate", "tool calls", "monitor flag", "trajectory"],
+                risky,
+            )
+        )
     return tables
 
 
@@ -563,25 +758,38 @@ def tim_notes(section: dict[str, Any]) -> list[str]:
     """What the tables rest on, in sentences: the judge (or that one is needed), unparseable replies, PRM."""
     u = section["unparseable"]
     if section["judge"] is None:
-        judge = ("Win Rate, Miss Rate and the error types need a judge: run again with --judge MODEL (the runs are "
-                 "kept; only the judgements are asked).")
+        judge = (
+            "Win Rate, Miss Rate and the error types need a judge: run again with --judge MODEL (the runs are "
+            "kept; only the judgements are asked)."
+        )
     else:
-        judge = (f"Judge {section['judge']}: left out of the figures for an unparseable reply: Win Rate "
-                 f"{u['win_rate']} comparison(s), Miss Rate {u['miss_rate']} run(s), error types {u['error_types']} "
-                 "run(s). A judge much weaker than the paper's GPT-5 makes these figures noisy; read them with "
-                 "their n and intervals.")
+        judge = (
+            f"Judge {section['judge']}: left out of the figures for an unparseable reply: Win Rate "
+            f"{u['win_rate']} comparison(s), Miss Rate {u['miss_rate']} run(s), error types {u['error_types']} "
+            "run(s). A judge much weaker than the paper's GPT-5 makes these figures noisy; read them with "
+            "their n and intervals."
+        )
         n = section["not_judged"]
         if any(n.values()):
-            judge += (f" Not judged (asked in a later pass, or too long for the judge's context: the eval's log "
-                      f"says): Win Rate {n['win_rate']} comparison(s), Miss Rate {n['miss_rate']} run(s), error "
-                      f"types {n['error_types']} run(s).")
+            judge += (
+                f" Not judged (asked in a later pass, or too long for the judge's context: the eval's log "
+                f"says): Win Rate {n['win_rate']} comparison(s), Miss Rate {n['miss_rate']} run(s), error "
+                f"types {n['error_types']} run(s)."
+            )
     rows = section["table"].values()
     right, with_ref = sum(r["right"] for r in rows), sum(r["right_with_reference"] for r in rows)
-    reference = (f"Miss Rate needs the dataset's reference solutions: {with_ref} of the {right} right runs have "
-                 "one." if with_ref < right else "")
-    return [judge, *([reference] if reference else []), NO_PRM + ".",
-            "Paper figures: Tables 2 and 3, GPT-4.1 and the average of its seven models, on PyMath (competition "
-            "problems) with GPT-5 as judge; they are not the same problems or model."]
+    reference = (
+        f"Miss Rate needs the dataset's reference solutions: {with_ref} of the {right} right runs have one."
+        if with_ref < right
+        else ""
+    )
+    return [
+        judge,
+        *([reference] if reference else []),
+        NO_PRM + ".",
+        "Paper figures: Tables 2 and 3, GPT-4.1 and the average of its seven models, on PyMath (competition "
+        "problems) with GPT-5 as judge; they are not the same problems or model.",
+    ]
 
 
 def _bars(means: list[dict[str, Any]]) -> tuple[list[float], list[float], list[float]]:
@@ -598,12 +806,15 @@ def plot_tim(section: dict[str, Any], directory: Path, dataset: str, plt: Any) -
     their 95% intervals."""
     bins = [bin_label(lo, hi) for lo, hi in TOOL_BINS]
     fig, axes = plt.subplots(1, 2, figsize=(9, 3.4))
-    for ax, key, title in ((axes[0], "base_win_rate", "(a) Win Rate, Base over TaLM"), (axes[1], "miss_rate",
-                                                                                      "(b) Miss Rate")):
+    for ax, key, title in (
+        (axes[0], "base_win_rate", "(a) Win Rate, Base over TaLM"),
+        (axes[1], "miss_rate", "(b) Miss Rate"),
+    ):
         for n, s in enumerate(section["tools"]):
             values, low, high = _bars([section["bins"][s][b][key] for b in bins])
-            ax.errorbar([i + 0.06 * n for i in range(len(bins))], values, yerr=[low, high], marker="o", capsize=3,
-                        label=s)
+            ax.errorbar(
+                [i + 0.06 * n for i in range(len(bins))], values, yerr=[low, high], marker="o", capsize=3, label=s
+            )
         ax.set_xticks(range(len(bins)), bins)
         ax.set_ylim(0, 100)
         ax.set_xlabel("tool calls in the TaLM run")
@@ -620,11 +831,22 @@ def plot_tim(section: dict[str, Any], directory: Path, dataset: str, plt: Any) -
     width = 0.8 / max(len(section["tools"]), 1)
     for n, s in enumerate(section["tools"]):
         deltas, low, high = _bars([section["errors"][s][k]["delta"] for k in kinds])
-        ax.bar([i + n * width for i in range(len(kinds))], [0 if math.isnan(d) else d for d in deltas],
-               yerr=[low, high], capsize=3, width=width, label=s)
+        ax.bar(
+            [i + n * width for i in range(len(kinds))],
+            [0 if math.isnan(d) else d for d in deltas],
+            yerr=[low, high],
+            capsize=3,
+            width=width,
+            label=s,
+        )
     ax.axhline(0, color="black", linewidth=0.6)
-    ax.set_xticks([i + 0.4 - width / 2 for i in range(len(kinds))], [ERROR_NAMES[k] for k in kinds], rotation=20,
-                  ha="right", fontsize=8)
+    ax.set_xticks(
+        [i + 0.4 - width / 2 for i in range(len(kinds))],
+        [ERROR_NAMES[k] for k in kinds],
+        rotation=20,
+        ha="right",
+        fontsize=8,
+    )
     ax.set_ylabel("Δ = TaLM − Base (points)")
     ax.set_title(f"{dataset}: change in reasoning error rates after tool use (TIM Figure 4)", fontsize=9)
     ax.legend(fontsize=7)

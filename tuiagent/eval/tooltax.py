@@ -36,8 +36,12 @@ TOOL_CONDITIONS = ("noop", "full", "oracle", "evidence", "max1")
 # [ours] one symptom per failed trajectory ("the dominant symptom", section 2.4), the first that holds
 DOMINANCE = ("E", "B", "D", "C", "A", "F")
 TAXONOMY = {
-    "A": "Under-computation", "B": "Tool-execution error", "C": "Evidence drift", "D": "Integration failure",
-    "E": "No successful output", "F": "Planning mismatch",
+    "A": "Under-computation",
+    "B": "Tool-execution error",
+    "C": "Evidence drift",
+    "D": "Integration failure",
+    "E": "No successful output",
+    "F": "Planning mismatch",
 }
 EVIDENCE_F1_DRIFT = 0.5  # [paper] Type C: Evidence-F1 < 0.5 (section 2.4)
 Z95 = 1.959964  # [ours] the 95% normal quantile of the Wilson intervals
@@ -75,8 +79,8 @@ def wilson(k: int, n: int) -> list[float | None]:
     if n == 0:
         return [None, None]
     p = k / n
-    centre = (p + Z95 ** 2 / (2 * n)) / (1 + Z95 ** 2 / n)
-    half = Z95 * math.sqrt(p * (1 - p) / n + Z95 ** 2 / (4 * n * n)) / (1 + Z95 ** 2 / n)
+    centre = (p + Z95**2 / (2 * n)) / (1 + Z95**2 / n)
+    half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / (1 + Z95**2 / n)
     return [_r(max(0.0, centre - half)), _r(min(1.0, centre + half))]
 
 
@@ -86,15 +90,22 @@ def share(k: int, n: int) -> dict[str, Any]:
 
 # -- scopes ----------------------------------------------------------------------------------------
 
+
 def scopes(records: Iterable[dict[str, Any]]) -> tuple[str, dict[str, Callable[[dict[str, Any]], bool]]]:
     """("distractors" or "clean", {scope name: which records it holds}): the pooled distractor
     variants and each type when the eval has any, else the questions as written."""
-    kinds = sorted({str(r["variant"])[len(DISTRACTOR_PREFIX):] for r in records
-                    if str(r.get("variant") or "").startswith(DISTRACTOR_PREFIX)})
+    kinds = sorted(
+        {
+            str(r["variant"])[len(DISTRACTOR_PREFIX) :]
+            for r in records
+            if str(r.get("variant") or "").startswith(DISTRACTOR_PREFIX)
+        }
+    )
     if not kinds:
         return "clean", {"clean": lambda r: not r.get("variant")}
     out: dict[str, Callable[[dict[str, Any]], bool]] = {
-        "pooled": lambda r: str(r.get("variant") or "").startswith(DISTRACTOR_PREFIX)}
+        "pooled": lambda r: str(r.get("variant") or "").startswith(DISTRACTOR_PREFIX)
+    }
     for kind in kinds:
         out[TYPE_NAMES.get(kind, kind)] = _is_variant(DISTRACTOR_PREFIX + kind)
     return "distractors", out
@@ -118,14 +129,16 @@ def per_unit(runs: dict[Key, dict[str, Any]]) -> dict[tuple[str, str], float]:
 
 # -- the metrics -----------------------------------------------------------------------------------
 
+
 def accuracy(runs: dict[Key, dict[str, Any]]) -> dict[str, Any]:
     units = per_unit(runs)
     mean, lo, hi = bootstrap_mean(list(units.values())) if units else (math.nan,) * 3
     return {"accuracy": _r(mean), "ci": [_r(lo), _r(hi)], "units": len(units), "runs": len(runs)}
 
 
-def delta(a: dict[Key, dict[str, Any]], b: dict[Key, dict[str, Any]],
-          units: set[tuple[str, str]] | None = None) -> dict[str, Any]:
+def delta(
+    a: dict[Key, dict[str, Any]], b: dict[Key, dict[str, Any]], units: set[tuple[str, str]] | None = None
+) -> dict[str, Any]:
     """Acc(a) - Acc(b) on the units both have (or ``units``), with a paired bootstrap 95% CI."""
     ua, ub = per_unit(a), per_unit(b)
     common = sorted((set(ua) & set(ub)) if units is None else units)
@@ -166,8 +179,12 @@ def attribution(runs: dict[str, dict[Key, dict[str, Any]]]) -> dict[str, Any] | 
     classes = {k: source(*(bool(_ok(runs[c][k])) for c in CHAIN[:3])) for k in wrong}
     n = len(wrong)
     counts = {c: sum(v == c for v in classes.values()) for c in ("genuine", "sty", "frc", "cmp")}
-    out = {"n_w": n, "paired_runs": len(keys), **{c: share(k, n) for c, k in counts.items()},
-           "proto": share(n - counts["genuine"], n)}
+    out = {
+        "n_w": n,
+        "paired_runs": len(keys),
+        **{c: share(k, n) for c, k in counts.items()},
+        "proto": share(n - counts["genuine"], n),
+    }
     out["classes"] = {"|".join(map(str, k)): v for k, v in classes.items()}
     return out
 
@@ -191,16 +208,29 @@ def overlap(runs: dict[str, dict[Key, dict[str, Any]]]) -> dict[str, Any] | None
     return share(sum(bool(_ok(runs["cot"][k])) for k in benefited), len(benefited))
 
 
-def gap_closure(setting: dict[Key, dict[str, Any]], full: dict[Key, dict[str, Any]], cot: dict[Key, dict[str, Any]],
-                *, n_boot: int = 2000, seed: int = 0) -> dict[str, Any]:
+def gap_closure(
+    setting: dict[Key, dict[str, Any]],
+    full: dict[Key, dict[str, Any]],
+    cot: dict[Key, dict[str, Any]],
+    *,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> dict[str, Any]:
     """Cls. (Table 7): the fraction of the Full-to-CoT gap a setting recovers, (Acc(s) - Acc(Full)) /
     (Acc(CoT) - Acc(Full)), on the units all three have; a bootstrap 95% CI over units (resamples
     whose gap is 0 left out). None when CoT does not beat Full (no gap to close)."""
     us, uf, uc = per_unit(setting), per_unit(full), per_unit(cot)
     common = sorted(set(us) & set(uf) & set(uc))
     arr = np.array([[us[u], uf[u], uc[u]] for u in common], dtype=float).reshape(-1, 3)
-    out: dict[str, Any] = {"units": len(common), "accuracy": None, "full": None, "cot": None,
-                           "delta_vs_full": None, "cls": None, "cls_ci": [None, None]}
+    out: dict[str, Any] = {
+        "units": len(common),
+        "accuracy": None,
+        "full": None,
+        "cot": None,
+        "delta_vs_full": None,
+        "cls": None,
+        "cls_ci": [None, None],
+    }
     if not common:
         return out
     s, f, c = arr.mean(axis=0)
@@ -250,10 +280,16 @@ def gold_steps(reference: str, judged: Judged = NOT_JUDGED) -> int | None:
 def plan_inputs(record: dict[str, Any], pieces: Sequence[RunPiece]) -> dict[str, str]:
     """The plan-mismatch judge's inputs: the question the run was given, the reference, the run as
     the model wrote it (its turns, the code inside them, and the outputs it got back)."""
-    solution = "\n".join(p.text if p.kind == "turn" else f"```output\n{p.text.rstrip()}\n```"
-                         for p in pieces if p.kind in ("turn", "output"))
-    return {"question": str(record.get("question") or ""), "reference": str(record.get("reference") or ""),
-            "solution": solution}
+    solution = "\n".join(
+        p.text if p.kind == "turn" else f"```output\n{p.text.rstrip()}\n```"
+        for p in pieces
+        if p.kind in ("turn", "output")
+    )
+    return {
+        "question": str(record.get("question") or ""),
+        "reference": str(record.get("reference") or ""),
+        "solution": solution,
+    }
 
 
 def tool_steps(code: str) -> int:
@@ -288,17 +324,22 @@ def used_text(pieces: Sequence[RunPiece]) -> str:
     return "\n".join(p.text for p in pieces if p.kind in ("turn", "code"))
 
 
-def mean_evidence_f1(runs: dict[Key, dict[str, Any]],
-                     load: Callable[[dict[str, Any]], Sequence[RunPiece] | None]) -> dict[str, Any]:
+def mean_evidence_f1(
+    runs: dict[Key, dict[str, Any]], load: Callable[[dict[str, Any]], Sequence[RunPiece] | None]
+) -> dict[str, Any]:
     """A condition's mean Evidence-F1 over its runs (Table 2 reports it beside accuracy), and how many
     runs it is over (those with a trajectory and a question with numbers)."""
     values = []
     for r in runs.values():
         pieces = load(r)
         question = str(r.get("question") or "")
-        f1 = None if pieces is None else evidence_f1(used_text(pieces), question,
-                                                     str(r.get("clean_question") or question),
-                                                     str(r.get("reference") or ""))
+        f1 = (
+            None
+            if pieces is None
+            else evidence_f1(
+                used_text(pieces), question, str(r.get("clean_question") or question), str(r.get("reference") or "")
+            )
+        )
         if f1 is not None:
             values.append(f1)
     return {"mean": _r(sum(values) / len(values)) if values else None, "runs": len(values)}
@@ -310,11 +351,20 @@ def holds_gold(text: str, gold: str) -> bool:
         target = float(gold.replace(",", ""))
     except ValueError:
         return gold.strip() != "" and gold.strip() in text
-    return any(math.isclose(float(n), target, rel_tol=1e-9, abs_tol=1e-9) for n in numbers_in(text) if n.count(".") <= 1)
+    return any(
+        math.isclose(float(n), target, rel_tol=1e-9, abs_tol=1e-9) for n in numbers_in(text) if n.count(".") <= 1
+    )
 
 
-def symptoms(pieces: Sequence[RunPiece], *, gold: str, question: str, clean_question: str = "",
-             reference: str = "", judged: Judged = NOT_JUDGED) -> dict[str, Any]:
+def symptoms(
+    pieces: Sequence[RunPiece],
+    *,
+    gold: str,
+    question: str,
+    clean_question: str = "",
+    reference: str = "",
+    judged: Judged = NOT_JUDGED,
+) -> dict[str, Any]:
     """The A-F symptoms of one failed tool trajectory (section 2.4) and the dominant one. B, D, E are read
     off the trajectory exactly; C from Evidence-F1 (``evidence_f1``), A from the gold steps
     (``gold_steps``) against the successful cells' computations; F by elimination: a wrong answer with
@@ -350,9 +400,12 @@ def load_pieces(record: dict[str, Any]) -> tuple[RunPiece, ...] | None:
     return run_pieces(trajectory.load(Path(path)).events)
 
 
-def taxonomy(runs: dict[Key, dict[str, Any]],
-             load: Callable[[dict[str, Any]], Sequence[RunPiece] | None] = load_pieces,
-             judged: Judged = NOT_JUDGED, judge_plans: bool = False) -> dict[str, Any]:
+def taxonomy(
+    runs: dict[Key, dict[str, Any]],
+    load: Callable[[dict[str, Any]], Sequence[RunPiece] | None] = load_pieces,
+    judged: Judged = NOT_JUDGED,
+    judge_plans: bool = False,
+) -> dict[str, Any]:
     """The A-F symptoms of a tool condition's failed runs: each type's share (a run may show several),
     the dominant type's counts and each run's dominant type; with ``judge_plans``, what the judge
     said of the Type F runs' plans. Each record gives the question the run was given, a variant's
@@ -369,9 +422,14 @@ def taxonomy(runs: dict[Key, dict[str, Any]],
         if pieces is None:
             missing += 1
             continue
-        s = symptoms(pieces, gold=str(r.get("gold", "")), question=str(r.get("question") or ""),
-                     clean_question=str(r.get("clean_question") or ""), reference=str(r.get("reference") or ""),
-                     judged=judged)
+        s = symptoms(
+            pieces,
+            gold=str(r.get("gold", "")),
+            question=str(r.get("question") or ""),
+            clean_question=str(r.get("clean_question") or ""),
+            reference=str(r.get("reference") or ""),
+            judged=judged,
+        )
         per_run[key] = s["dominant"]
         if judge_plans and s["dominant"] == "F":
             value = judged.plan(plan_inputs(r, pieces))
@@ -381,10 +439,15 @@ def taxonomy(runs: dict[Key, dict[str, Any]],
         if s["evidence_f1"] is not None:
             f1s.append(s["evidence_f1"])
     n = len(per_run)
-    return {"failed": n, "no_trajectory": missing, "any": {t: share(k, n) for t, k in flags.items()},
-            "dominant": {t: share(sum(v == t for v in per_run.values()), n) for t in TAXONOMY},
-            "evidence_f1": _r(sum(f1s) / len(f1s)) if f1s else None, "f_plans": plans if judge_plans else None,
-            "runs": {"|".join(map(str, k)): v for k, v in per_run.items()}}
+    return {
+        "failed": n,
+        "no_trajectory": missing,
+        "any": {t: share(k, n) for t, k in flags.items()},
+        "dominant": {t: share(sum(v == t for v in per_run.values()), n) for t in TAXONOMY},
+        "evidence_f1": _r(sum(f1s) / len(f1s)) if f1s else None,
+        "f_plans": plans if judge_plans else None,
+        "runs": {"|".join(map(str, k)): v for k, v in per_run.items()},
+    }
 
 
 def crosstab(types: dict[str, str], classes: dict[str, str]) -> dict[str, dict[str, Any]]:
@@ -393,12 +456,15 @@ def crosstab(types: dict[str, str], classes: dict[str, str]) -> dict[str, dict[s
     out = {}
     for t in TAXONOMY:
         keys = [k for k, v in types.items() if v == t and k in classes]
-        out[t] = {"n": len(keys), **{c: share(sum(classes[k] == c for k in keys), len(keys))
-                                      for c in ("genuine", "sty", "frc", "cmp")}}
+        out[t] = {
+            "n": len(keys),
+            **{c: share(sum(classes[k] == c for k in keys), len(keys)) for c in ("genuine", "sty", "frc", "cmp")},
+        }
     return out
 
 
 # -- the whole section -----------------------------------------------------------------------------
+
 
 def condition_settings(names: list[str], conditions: dict[str, str | None]) -> dict[str, str]:
     """Each condition's setting: the one named after it, else the first whose condition it is."""
@@ -416,10 +482,14 @@ def gstep_settings(names: list[str], guards: dict[str, list[str]]) -> list[str]:
     return [n for n in names if {"gstep", "all"} & set(guards.get(n) or [])]
 
 
-def tooltax(records: list[dict[str, Any]], names: list[str], conditions: dict[str, str | None],
-            guards: dict[str, list[str]] | None = None,
-            load: Callable[[dict[str, Any]], Sequence[RunPiece] | None] = load_pieces,
-            judged: Judged = NOT_JUDGED) -> dict[str, Any] | None:
+def tooltax(
+    records: list[dict[str, Any]],
+    names: list[str],
+    conditions: dict[str, str | None],
+    guards: dict[str, list[str]] | None = None,
+    load: Callable[[dict[str, Any]], Sequence[RunPiece] | None] = load_pieces,
+    judged: Judged = NOT_JUDGED,
+) -> dict[str, Any] | None:
     """The tool-use-tax section of one dataset (its records), or None without Agent-Full and NoTool-CoT;
     ``judged``: the judge's answers for the taxonomy (eval.judging.taxonomy_judged)."""
     which = condition_settings(names, conditions)
@@ -428,17 +498,23 @@ def tooltax(records: list[dict[str, Any]], names: list[str], conditions: dict[st
     load = memo(load)
     gsteps = gstep_settings(names, guards or {})
     kind, chosen = scopes(records)
-    out: dict[str, Any] = {"scope": kind, "settings": {CONDITION_LABELS[c]: s for c, s in which.items()},
-                           "missing": [CONDITION_LABELS[c] for c in CONDITION_LABELS if c not in which],
-                           "scopes": {}}
+    out: dict[str, Any] = {
+        "scope": kind,
+        "settings": {CONDITION_LABELS[c]: s for c, s in which.items()},
+        "missing": [CONDITION_LABELS[c] for c in CONDITION_LABELS if c not in which],
+        "scopes": {},
+    }
     for scope, keep in chosen.items():
         mine = [r for r in records if keep(r)]
         runs = {c: by_key(r for r in mine if r["setting"] == s) for c, s in which.items()}
         runs = {c: v for c, v in runs.items() if v}
         section: dict[str, Any] = {
             "accuracy": {CONDITION_LABELS[c]: accuracy(v) for c, v in runs.items()},
-            "deltas": decomposition(runs), "attribution": attribution(runs), "overlap": overlap(runs),
-            "gstep": {}}
+            "deltas": decomposition(runs),
+            "attribution": attribution(runs),
+            "overlap": overlap(runs),
+            "gstep": {},
+        }
         for g in gsteps:
             grecs = by_key(r for r in mine if r["setting"] == g)
             if grecs and "full" in runs and "cot" in runs:
@@ -447,8 +523,11 @@ def tooltax(records: list[dict[str, Any]], names: list[str], conditions: dict[st
         section["best_cls"] = max(closures) if closures else None
         if scope in ("pooled", "clean"):  # what reads trajectories: once, on the main scope
             section["evidence_f1"] = {CONDITION_LABELS[c]: mean_evidence_f1(v, load) for c, v in runs.items()}
-            section["taxonomy"] = {CONDITION_LABELS[c]: taxonomy(runs[c], load, judged, judge_plans=c == "full")
-                                   for c in TOOL_CONDITIONS if c in runs}
+            section["taxonomy"] = {
+                CONDITION_LABELS[c]: taxonomy(runs[c], load, judged, judge_plans=c == "full")
+                for c in TOOL_CONDITIONS
+                if c in runs
+            }
             full_tax = section["taxonomy"].get(CONDITION_LABELS["full"])
             if full_tax and section["attribution"]:
                 section["crosstab"] = crosstab(full_tax["runs"], section["attribution"]["classes"])
@@ -456,9 +535,9 @@ def tooltax(records: list[dict[str, Any]], names: list[str], conditions: dict[st
     return out
 
 
-
-def memo(load: Callable[[dict[str, Any]], Sequence[RunPiece] | None]
-         ) -> Callable[[dict[str, Any]], Sequence[RunPiece] | None]:
+def memo(
+    load: Callable[[dict[str, Any]], Sequence[RunPiece] | None],
+) -> Callable[[dict[str, Any]], Sequence[RunPiece] | None]:
     """``load`` reading each run's trajectory once."""
     seen: dict[str, Sequence[RunPiece] | None] = {}
 

@@ -11,9 +11,15 @@ from tuiagent.presets import CONDITION_LABELS
 
 Table = tuple[str, list[str], list[list[str]]]
 SOURCES = (("genuine", "Gen."), ("sty", "Δsty−"), ("frc", "Δfrc−"), ("cmp", "Δcmp−"))
-DELTAS = (("gap", "Gap = Full − CoT"), ("sty", "Δsty = FCStyle − CoT"), ("frc", "Δfrc = NoopTool − FCStyle"),
-          ("cmp", "Δcmp = Full − NoopTool"), ("oracle", "Δoracle = OracleCalc − Full"),
-          ("context", "Δcontext = OracleEvid − Full"), ("turns", "Full − Max1Turn (ours)"))
+DELTAS = (
+    ("gap", "Gap = Full − CoT"),
+    ("sty", "Δsty = FCStyle − CoT"),
+    ("frc", "Δfrc = NoopTool − FCStyle"),
+    ("cmp", "Δcmp = Full − NoopTool"),
+    ("oracle", "Δoracle = OracleCalc − Full"),
+    ("context", "Δcontext = OracleEvid − Full"),
+    ("turns", "Full − Max1Turn (ours)"),
+)
 
 
 def pct(value: float | None) -> str:
@@ -56,58 +62,108 @@ def tooltax_tables(t: dict[str, Any], dataset: str, validity: dict[str, Any] | N
             cells.append(f"{with_ci(a['accuracy'], a['ci'])} (n={a['units']})" if a else "–")
         f1 = (f1s.get(label) or {}).get("mean")
         rows.append([label, setting or "not run", *cells, "–" if f1 is None else f"{f1:.2f}", paper(f"acc_{c}")])
-    tables.append((f"{dataset}: Table 2 layout: accuracy (%) of the seven conditions {where}; 95% bootstrap CI "
-                   "over problems; Evidence-F1 over the question's quantities, mean over runs", header, rows))
+    tables.append(
+        (
+            f"{dataset}: Table 2 layout: accuracy (%) of the seven conditions {where}; 95% bootstrap CI "
+            "over problems; Evidence-F1 over the question's quantities, mean over runs",
+            header,
+            rows,
+        )
+    )
 
     rows = []
     for s in scopes:
         d = t["scopes"][s]["deltas"]
         rows.append([s, *(_delta(d.get(key)) for key, _ in DELTAS), largest_cost(d)])
     for model in PAPER_GSM8K["gap"]:
-        rows.append([f"paper: {model}", *(_paper_delta("gap" if key == "gap" else f"delta_{key}", model)
-                                          for key, _ in DELTAS), ""])
-    tables.append((f"{dataset}: Table 3 layout: Δ decomposition of the CoT-to-Tool gap (pp) {where}; paired "
-                   "bootstrap 95% CI; Δsty, Δfrc, Δcmp on the problems all four chain conditions have (they sum "
-                   "to the Gap there); the largest cost is the most negative of the three (the paper's bold)",
-                   ["scope", *(name for _, name in DELTAS), "largest cost"], rows))
+        rows.append(
+            [
+                f"paper: {model}",
+                *(_paper_delta("gap" if key == "gap" else f"delta_{key}", model) for key, _ in DELTAS),
+                "",
+            ]
+        )
+    tables.append(
+        (
+            f"{dataset}: Table 3 layout: Δ decomposition of the CoT-to-Tool gap (pp) {where}; paired "
+            "bootstrap 95% CI; Δsty, Δfrc, Δcmp on the problems all four chain conditions have (they sum "
+            "to the Gap there); the largest cost is the most negative of the three (the paper's bold)",
+            ["scope", *(name for _, name in DELTAS), "largest cost"],
+            rows,
+        )
+    )
 
     rows = []
     for s in scopes:
         a = t["scopes"][s]["attribution"]
         if a:
-            rows.append([s, str(a["n_w"]), *(with_ci(a[k]["share"], a[k]["ci"]) for k, _ in SOURCES),
-                         with_ci(a["proto"]["share"], a["proto"]["ci"])])
+            rows.append(
+                [
+                    s,
+                    str(a["n_w"]),
+                    *(with_ci(a[k]["share"], a[k]["ci"]) for k, _ in SOURCES),
+                    with_ci(a["proto"]["share"], a["proto"]["ci"]),
+                ]
+            )
     for model in PAPER_GSM8K["proto"]:
-        rows.append([f"paper: {model}", "", *(_paper_share(k, model) for k, _ in SOURCES),
-                     _paper_share("proto", model)])
+        rows.append(
+            [f"paper: {model}", "", *(_paper_share(k, model) for k, _ in SOURCES), _paper_share("proto", model)]
+        )
     if rows:
-        tables.append((f"{dataset}: Table 4 layout: sample-level Δ attribution (% of the N_w wrong Agent-Full runs) "
-                       f"{where}; Proto. = Δsty− + Δfrc− + Δcmp−; Wilson 95% CI",
-                       ["scope", "N_w", *(h for _, h in SOURCES), "Proto."], rows))
+        tables.append(
+            (
+                f"{dataset}: Table 4 layout: sample-level Δ attribution (% of the N_w wrong Agent-Full runs) "
+                f"{where}; Proto. = Δsty− + Δfrc− + Δcmp−; Wilson 95% CI",
+                ["scope", "N_w", *(h for _, h in SOURCES), "Proto."],
+                rows,
+            )
+        )
 
     main = t["scopes"][scopes[0]]
     if main.get("crosstab"):
-        rows = [[f"{k} ({TAXONOMY[k]})", str(v["n"]), *(pct(v[c]["share"]) for c, _ in SOURCES)]
-                for k, v in main["crosstab"].items()]
-        tables.append((f"{dataset}: Table 5 layout: A–F × Δ cross-tabulation of the wrong Agent-Full runs (row %), "
-                       f"{scopes[0]}; each run under its dominant symptom (E, B, D, C, A, F in that order)",
-                       ["type", "n", *(h for _, h in SOURCES)], rows))
+        rows = [
+            [f"{k} ({TAXONOMY[k]})", str(v["n"]), *(pct(v[c]["share"]) for c, _ in SOURCES)]
+            for k, v in main["crosstab"].items()
+        ]
+        tables.append(
+            (
+                f"{dataset}: Table 5 layout: A–F × Δ cross-tabulation of the wrong Agent-Full runs (row %), "
+                f"{scopes[0]}; each run under its dominant symptom (E, B, D, C, A, F in that order)",
+                ["type", "n", *(h for _, h in SOURCES)],
+                rows,
+            )
+        )
     if main.get("taxonomy"):
         rows = []
         for label, tx in main["taxonomy"].items():
-            rows.append([label, str(tx["failed"]),
-                         *(f"{pct(tx['dominant'][k]['share'])} ({pct(tx['any'][k]['share'])})" for k in TAXONOMY),
-                         "–" if tx["evidence_f1"] is None else f"{tx['evidence_f1']:.2f}"])
-        tables.append((f"{dataset}: A–F failure taxonomy of each tool condition's failed runs, {scopes[0]}: % dominant "
-                       "(% showing it at all); B, D, E read off the trajectory, C = Evidence-F1 < 0.5, A = fewer "
-                       "computations than the gold steps (GSM8K's annotations, else the judge's count), F by "
-                       "elimination", ["condition", "failed", *(f"{k} {TAXONOMY[k]}" for k in TAXONOMY),
-                                       "mean Evid-F1"], rows))
+            rows.append(
+                [
+                    label,
+                    str(tx["failed"]),
+                    *(f"{pct(tx['dominant'][k]['share'])} ({pct(tx['any'][k]['share'])})" for k in TAXONOMY),
+                    "–" if tx["evidence_f1"] is None else f"{tx['evidence_f1']:.2f}",
+                ]
+            )
+        tables.append(
+            (
+                f"{dataset}: A–F failure taxonomy of each tool condition's failed runs, {scopes[0]}: % dominant "
+                "(% showing it at all); B, D, E read off the trajectory, C = Evidence-F1 < 0.5, A = fewer "
+                "computations than the gold steps (GSM8K's annotations, else the judge's count), F by "
+                "elimination",
+                ["condition", "failed", *(f"{k} {TAXONOMY[k]}" for k in TAXONOMY), "mean Evid-F1"],
+                rows,
+            )
+        )
         plans = (main["taxonomy"].get(CONDITION_LABELS["full"]) or {}).get("f_plans")
         if plans and sum(plans.values()) > plans["not_judged"]:
-            tables.append((f"{dataset}: the judge on the Type F (planning mismatch) Agent-Full runs: a coherent but "
-                           "wrong plan?", ["yes", "no", "unparseable", "not judged"],
-                           [[str(plans[k]) for k in ("coherent_wrong", "not", "unparseable", "not_judged")]]))
+            tables.append(
+                (
+                    f"{dataset}: the judge on the Type F (planning mismatch) Agent-Full runs: a coherent but "
+                    "wrong plan?",
+                    ["yes", "no", "unparseable", "not judged"],
+                    [[str(plans[k]) for k in ("coherent_wrong", "not", "unparseable", "not_judged")]],
+                )
+            )
 
     rows = []
     for s in scopes:
@@ -115,40 +171,70 @@ def tooltax_tables(t: dict[str, Any], dataset: str, validity: dict[str, Any] | N
         if o:
             rows.append([s, str(o["of"]), str(o["count"]), with_ci(o["share"], o["ci"])])
     rows += [[f"paper: {m}", "", "", f"{v:.1f}"] for m, v in PAPER_GSM8K["overlap"].items()]
-    tables.append((f"{dataset}: Table 6 layout: capability overlap {where}: TB = tool-benefited runs (Agent-Full "
-                   "right, Agent-NoopTool wrong), CoT = those NoTool-CoT also solves; Wilson 95% CI",
-                   ["scope", "TB", "CoT", "Ovlp. (%)"], rows))
+    tables.append(
+        (
+            f"{dataset}: Table 6 layout: capability overlap {where}: TB = tool-benefited runs (Agent-Full "
+            "right, Agent-NoopTool wrong), CoT = those NoTool-CoT also solves; Wilson 95% CI",
+            ["scope", "TB", "CoT", "Ovlp. (%)"],
+            rows,
+        )
+    )
 
     rows = []
     for s in scopes:
         for name, g in t["scopes"][s]["gstep"].items():
             d = g["delta_vs_full"] or {}
-            rows.append([s, name, pct(g["full"]), pct(g["cot"]),
-                         "–" if g["full"] is None else pct(g["full"] - g["cot"]), pct(g["accuracy"]),
-                         with_ci(d.get("value"), d.get("ci")), with_ci(g["cls"], g["cls_ci"])])
+            rows.append(
+                [
+                    s,
+                    name,
+                    pct(g["full"]),
+                    pct(g["cot"]),
+                    "–" if g["full"] is None else pct(g["full"] - g["cot"]),
+                    pct(g["accuracy"]),
+                    with_ci(d.get("value"), d.get("ci")),
+                    with_ci(g["cls"], g["cls_ci"]),
+                ]
+            )
     if rows:
         for s in scopes:
             if len(t["scopes"][s]["gstep"]) > 1 and t["scopes"][s]["best_cls"] is not None:
                 rows.append([s, "the better (the paper's Cls.)", "", "", "", "", "", pct(t["scopes"][s]["best_cls"])])
-        rows.append(["paper: Qwen3-4B", "Gate / +CRITIC", "50.64", "82.64", "-32.00", "69.12 / 74.88", "+24.24",
-                     "75.75"])
+        rows.append(
+            ["paper: Qwen3-4B", "Gate / +CRITIC", "50.64", "82.64", "-32.00", "69.12 / 74.88", "+24.24", "75.75"]
+        )
         rows.append(["paper: Qwen3-32B", "better of the two", "", "", "", "", "", "23.21"])
-        tables.append((f"{dataset}: Table 7 layout: G-STEP gap closure {where}: Gap = Full − CoT, Cls. = (Acc − Full) "
-                       "/ (CoT − Full), bootstrap 95% CI; '–' where CoT does not beat Full (no gap to close)",
-                       ["scope", "setting", "Full", "CoT", "Gap", "Acc", "Δ vs Full", "Cls. (%)"], rows))
+        tables.append(
+            (
+                f"{dataset}: Table 7 layout: G-STEP gap closure {where}: Gap = Full − CoT, Cls. = (Acc − Full) "
+                "/ (CoT − Full), bootstrap 95% CI; '–' where CoT does not beat Full (no gap to close)",
+                ["scope", "setting", "Full", "CoT", "Gap", "Acc", "Δ vs Full", "Cls. (%)"],
+                rows,
+            )
+        )
     if validity is not None:
         tables.append((f"{dataset}: distractor validity", ["check", "result"], validity_rows(validity)))
     if t["missing"]:
-        tables.append((f"{dataset}: conditions not run (the quantities that need them are '–')", ["condition"],
-                       [[m] for m in t["missing"]]))
+        tables.append(
+            (
+                f"{dataset}: conditions not run (the quantities that need them are '–')",
+                ["condition"],
+                [[m] for m in t["missing"]],
+            )
+        )
     return tables
 
 
 def validity_rows(v: dict[str, Any]) -> list[list[str]]:
     rows = [["every number and sentence of the question kept", "checked (variants that lost one are left out)"]]
     if v.get("judge"):
-        rows.append(["answer unchanged (judge)", f"{v['judge']}: {v['judged']} judged, {v['changed']} change it (left "
-                     f"out), {v['unparseable']} unparseable (kept)"])
+        rows.append(
+            [
+                "answer unchanged (judge)",
+                f"{v['judge']}: {v['judged']} judged, {v['changed']} change it (left "
+                f"out), {v['unparseable']} unparseable (kept)",
+            ]
+        )
     else:
         rows.append(["answer unchanged (judge)", "not checked: pass --judge MODEL"])
     return rows
@@ -162,8 +248,11 @@ def _delta(d: dict[str, Any] | None) -> str:
 
 def largest_cost(deltas: dict[str, Any]) -> str:
     """The most negative of Δsty, Δfrc, Δcmp ("–" when none is negative or they are missing)."""
-    values = {name.split(" ")[0]: deltas[key]["value"] for key, name in DELTAS[1:4]
-              if deltas.get(key) and deltas[key]["value"] is not None}
+    values = {
+        name.split(" ")[0]: deltas[key]["value"]
+        for key, name in DELTAS[1:4]
+        if deltas.get(key) and deltas[key]["value"] is not None
+    }
     worst = min(values, key=lambda k: values[k], default=None)
     return worst if worst is not None and values[worst] < 0 else "–"
 

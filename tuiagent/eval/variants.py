@@ -33,8 +33,11 @@ CODE_CUES: dict[str, tuple[str, str]] = {
 SEARCH_CUES: dict[str, tuple[str, str]] = {
     "web_index": ("Source: [WEB_INDEX_742]\n", ""),
     "reference": ("[REFERENCE]\n", ""),
-    "answer": ("", "\nConclude your response by providing the final answer within <answer></answer> tags. "
-                   "Do not generate any content after the </answer> tag."),
+    "answer": (
+        "",
+        "\nConclude your response by providing the final answer within <answer></answer> tags. "
+        "Do not generate any content after the </answer> tag.",
+    ),
 }
 CUES = {**CODE_CUES, **SEARCH_CUES}
 CUE_PREFIX = "cue:"
@@ -55,13 +58,13 @@ DISTRACTOR_PREFIX = "distractor:"
 PROMPT_VERSION = 1
 DISTRACTORS: dict[str, str] = {
     "thematic": "thematic background: add one or two sentences of background about the story's setting or "
-                "theme (history, place, people) that have nothing to do with the quantities asked about",
+    "theme (history, place, people) that have nothing to do with the quantities asked about",
     "paraphrase": "semantic paraphrase: add one sentence that restates a fact already given, in other words, "
-                  "without introducing any new quantity",
+    "without introducing any new quantity",
     "parallel": "parallel entity: add one sentence about a similar person or object with its own numbers, which "
-                "the question does not ask about",
+    "the question does not ask about",
     "hedged": "hedged uncertainty: add one sentence with a hedged, uncertain remark (for example that someone "
-              "thinks a number might have been different) that does not change the facts the question uses",
+    "thinks a number might have been different) that does not change the facts the question uses",
 }
 PROMPT = """Rewrite the math word problem below by adding exactly one distractor of this type:
 {description}.
@@ -80,7 +83,7 @@ def _clean(text: str) -> str:
     text = text.strip()
     for prefix in ("Rewritten problem:", "Problem:", "Here is the rewritten problem:"):
         if text.lower().startswith(prefix.lower()):
-            text = text[len(prefix):].strip()
+            text = text[len(prefix) :].strip()
     return text.strip().strip('"').strip()
 
 
@@ -125,15 +128,29 @@ async def generate_distractor(backend: Any, question: str, kind: str, *, max_tok
     pieces = [t.text async for t in backend.stream(rendered, Sampling(temperature=0.0, max_tokens=max_tokens), [])]
     text = _clean("".join(pieces))
     ok, why = valid_variant(question, text)
-    return {"model": backend.model_id, "kind": kind, "prompt_version": PROMPT_VERSION, "prompt": prompt,
-            "question": question, "variant": text, "valid": ok, "invalid_reason": why,
-            "created": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    return {
+        "model": backend.model_id,
+        "kind": kind,
+        "prompt_version": PROMPT_VERSION,
+        "prompt": prompt,
+        "question": question,
+        "variant": text,
+        "valid": ok,
+        "invalid_reason": why,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
 
 
-async def distractor_variants(problems: list[Problem], kinds: list[str], *, model_id: str,
-                              backend_factory: Callable[[], Any], close_backend: bool = True,
-                              on_progress: Callable[[int, int], None] | None = None,
-                              log: Callable[[str], None] = lambda m: None) -> tuple[list[Problem], list[dict[str, Any]]]:
+async def distractor_variants(
+    problems: list[Problem],
+    kinds: list[str],
+    *,
+    model_id: str,
+    backend_factory: Callable[[], Any],
+    close_backend: bool = True,
+    on_progress: Callable[[int, int], None] | None = None,
+    log: Callable[[str], None] = lambda m: None,
+) -> tuple[list[Problem], list[dict[str, Any]]]:
     """The distractor variants of ``problems`` (valid ones), generating what the cache lacks with a
     backend from ``backend_factory`` (called only when something is missing; the backend is closed
     after unless ``close_backend`` is false, e.g. when it is the eval's own).
@@ -142,8 +159,7 @@ async def distractor_variants(problems: list[Problem], kinds: list[str], *, mode
     missing = [(p, k) for p, k in todo if not cache_file(model_id, p.question, k).exists()]
     backend = None
     if missing:
-        log(f"generating {len(missing)} distractor variant(s) with {model_id} "
-            f"(cached in {cache_dir(model_id)})")
+        log(f"generating {len(missing)} distractor variant(s) with {model_id} (cached in {cache_dir(model_id)})")
         backend = backend_factory()
     variants: list[Problem] = []
     invalid: list[dict[str, Any]] = []
@@ -162,12 +178,21 @@ async def distractor_variants(problems: list[Problem], kinds: list[str], *, mode
                 on_progress(n, len(todo))
             ok, why = valid_variant(problem.question, str(entry.get("variant") or ""))  # today's checks
             if ok:
-                variants.append(with_variant(problem, DISTRACTOR_PREFIX + kind, entry["variant"],
-                                             distractor=kind, generated_by=entry["model"], cache=str(path),
-                                             clean_question=problem.question))
+                variants.append(
+                    with_variant(
+                        problem,
+                        DISTRACTOR_PREFIX + kind,
+                        entry["variant"],
+                        distractor=kind,
+                        generated_by=entry["model"],
+                        cache=str(path),
+                        clean_question=problem.question,
+                    )
+                )
             else:
-                invalid.append({"dataset": problem.dataset, "id": problem.id, "kind": kind,
-                                "why": why, "cache": str(path)})
+                invalid.append(
+                    {"dataset": problem.dataset, "id": problem.id, "kind": kind, "why": why, "cache": str(path)}
+                )
     finally:
         if backend is not None and close_backend:
             await backend.aclose()

@@ -27,8 +27,9 @@ def export_runs(paths: Sequence[Path], fmt: str, *, shade: bool = False, math: b
         return run_md(runs[0], math=math) if len(runs) == 1 else comparison_md(runs, math=math)
     from tuiagent.export.html import comparison_html, run_html
 
-    return (run_html(runs[0], shade=shade, math=math) if len(runs) == 1
-            else comparison_html(runs, shade=shade, math=math))
+    return (
+        run_html(runs[0], shade=shade, math=math) if len(runs) == 1 else comparison_html(runs, shade=shade, math=math)
+    )
 
 
 def default_output(paths: Sequence[Path], fmt: str) -> Path:

@@ -54,8 +54,14 @@ def load_run(path: Path) -> Run:
         text, spans = texts.get(cell.turn, ""), tokens.get(cell.turn)
         steps.append(Step(cell, _located(text, cell.prose, spans), _located(text, cell.code or "", spans)))
     started = next((e for e in events if isinstance(e, ev.RunStarted)), None)
-    return Run(Path(path), summary(events), steps, started.gold if started else None,
-               list(loaded.warnings), bool(events) and isinstance(events[-1], ev.RunFinished))
+    return Run(
+        Path(path),
+        summary(events),
+        steps,
+        started.gold if started else None,
+        list(loaded.warnings),
+        bool(events) and isinstance(events[-1], ev.RunFinished),
+    )
 
 
 def answer_line(run: Run, *, math: bool = False) -> str:
@@ -85,8 +91,13 @@ def facts(run: Run, *, math: bool = False) -> list[tuple[str, str]]:
 
 def status_words(cell: StepCell) -> str:
     """``call 2 · ✓ ok · 12 ms``."""
-    label = {"ok": "✓ ok", "error": f"✗ {cell.error_name or 'error'}", "timeout": "⏱ timed out",
-             "skipped": "⊘ not run", "running": "… running"}.get(cell.status, cell.status)
+    label = {
+        "ok": "✓ ok",
+        "error": f"✗ {cell.error_name or 'error'}",
+        "timeout": "⏱ timed out",
+        "skipped": "⊘ not run",
+        "running": "… running",
+    }.get(cell.status, cell.status)
     ms = f" · {cell.duration_s * 1000:.0f} ms" if cell.duration_s is not None else ""
     return f"call {cell.call} · {label}{ms}"
 

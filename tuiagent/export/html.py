@@ -87,9 +87,16 @@ def _code_styles(code: str) -> list[tuple[int, int, str, str]]:
     out, pos = [], 0
     for ttype, value in PythonLexer(stripnl=False, ensurenl=False).get_tokens(code):
         style = CODE_STYLE.style_for_token(ttype)
-        css = ";".join(filter(None, [f"color:#{style['color']}" if style["color"] else "",
-                                     "font-weight:bold" if style["bold"] else "",
-                                     "font-style:italic" if style["italic"] else ""]))
+        css = ";".join(
+            filter(
+                None,
+                [
+                    f"color:#{style['color']}" if style["color"] else "",
+                    "font-weight:bold" if style["bold"] else "",
+                    "font-style:italic" if style["italic"] else "",
+                ],
+            )
+        )
         if css:
             out.append((pos, pos + len(value), css, ""))
         pos += len(value)
@@ -126,7 +133,9 @@ def _step(step: Step, heading: str, shade: bool, math: bool) -> str:
         parts.append(f'<div class="verdict"><b>{escape(v.guard)}</b> · {escape(v.action)}: {escape(v.text)}</div>')
     if c.answer is not None:
         answer = render_latex(c.answer) if math else c.answer
-        parts.append(f'<div class="answer">answer attempt: {escape(answer)}{" (final)" if c.answer_final else ""}</div>')
+        parts.append(
+            f'<div class="answer">answer attempt: {escape(answer)}{" (final)" if c.answer_final else ""}</div>'
+        )
     return f'<section class="step{" pruned" if c.pruned else ""}">{"".join(parts)}</section>'
 
 
@@ -138,15 +147,18 @@ def _facts(run: Run, math: bool) -> str:
 def _legend(shade: bool) -> str:
     if not shade:
         return ""
-    spans = "".join(f'<span style="background:{colour}">p&lt;{upper:g}</span>'
-                    for upper, colour in zip(BAND_LIMITS, BAND_COLOURS, strict=True))
-    return (f'<p class="legend">Token confidence ({escape(legend())}; hover a shaded token for its p): '
-            f"{spans}</p>")
+    spans = "".join(
+        f'<span style="background:{colour}">p&lt;{upper:g}</span>'
+        for upper, colour in zip(BAND_LIMITS, BAND_COLOURS, strict=True)
+    )
+    return f'<p class="legend">Token confidence ({escape(legend())}; hover a shaded token for its p): {spans}</p>'
 
 
 def _page(title: str, body: str) -> str:
-    return (f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
-            f"<style>{CSS}</style></head><body>{body}</body></html>\n")
+    return (
+        f'<!DOCTYPE html>\n<html lang="en"><head><meta charset="utf-8"><title>{escape(title)}</title>'
+        f"<style>{CSS}</style></head><body>{body}</body></html>\n"
+    )
 
 
 def _mark(run: Run) -> str:
@@ -171,18 +183,26 @@ def comparison_html(runs: Sequence[Run], *, shade: bool = False, math: bool = Tr
     names = [f"{i + 1}. {r.path.stem}" for i, r in enumerate(runs)]
     head = "".join(f"<th>{escape(n)}{_mark(r)}</th>" for n, r in zip(names, runs, strict=True))
     table = [dict(facts(r, math=math)) for r in runs]
-    rows = [f"<tr><td>{escape(k)}</td>" + "".join(f"<td>{escape(t[k])}</td>" for t in table) + "</tr>"
-            for k, _ in facts(runs[0])]
+    rows = [
+        f"<tr><td>{escape(k)}</td>" + "".join(f"<td>{escape(t[k])}</td>" for t in table) + "</tr>"
+        for k, _ in facts(runs[0])
+    ]
     by_turn = [{s.cell.turn: s for s in r.steps} for r in runs]
     aligned = align([[s.cell for s in r.steps] for r in runs])
     diverge = first_divergence(aligned)
     steps = []
     for i, row in enumerate(aligned):
-        cells = "".join("<td>" + (_step(by_turn[k][c.turn], "h3", shade, math) if c is not None else "") + "</td>"
-                        for k, c in enumerate(row))
-        steps.append(f'<tr{" class=diverge" if i == diverge else ""}>{cells}</tr>')
-    note = "" if diverge is None else '<p>The red line marks the first step where the runs differ.</p>'
-    body = [f"<h1>tuiagent comparison of {len(runs)} runs</h1>",
-            f'<table class="compare"><tr><th></th>{head}</tr>{"".join(rows)}</table>', _legend(shade), note,
-            f'<table class="compare"><tr>{"".join(f"<th>{escape(n)}</th>" for n in names)}</tr>{"".join(steps)}</table>']
+        cells = "".join(
+            "<td>" + (_step(by_turn[k][c.turn], "h3", shade, math) if c is not None else "") + "</td>"
+            for k, c in enumerate(row)
+        )
+        steps.append(f"<tr{' class=diverge' if i == diverge else ''}>{cells}</tr>")
+    note = "" if diverge is None else "<p>The red line marks the first step where the runs differ.</p>"
+    body = [
+        f"<h1>tuiagent comparison of {len(runs)} runs</h1>",
+        f'<table class="compare"><tr><th></th>{head}</tr>{"".join(rows)}</table>',
+        _legend(shade),
+        note,
+        f'<table class="compare"><tr>{"".join(f"<th>{escape(n)}</th>" for n in names)}</tr>{"".join(steps)}</table>',
+    ]
     return _page("tuiagent comparison", "\n".join(body))

@@ -57,8 +57,15 @@ def _version(package: str) -> str:
         return "unknown"
 
 
-def eval_log(runs: Sequence[RunSample], *, task: str, setting: str, dataset: str | None = None,
-             metadata: Mapping[str, Any] | None = None, eval_set_id: str | None = None) -> EvalLog:
+def eval_log(
+    runs: Sequence[RunSample],
+    *,
+    task: str,
+    setting: str,
+    dataset: str | None = None,
+    metadata: Mapping[str, Any] | None = None,
+    eval_set_id: str | None = None,
+) -> EvalLog:
     """The runs of one setting (one model) as one inspect eval log. As inspect scores epochs, a
     sample's epochs (an eval's seeds) are reduced to their mean score first, and the accuracy and
     its stderr are inspect's own metrics over those, for the samples with a gold."""
@@ -88,8 +95,9 @@ def eval_log(runs: Sequence[RunSample], *, task: str, setting: str, dataset: str
     starts = [run_start(r.events).t for r in runs]
     ends = [r.events[-1].t for r in runs]
     created = utc(min(starts))
-    eval_id = hashlib.sha256("\n".join([task, setting, model, *sorted(s.uuid or "" for s in samples)])
-                             .encode()).hexdigest()[:22]
+    eval_id = hashlib.sha256(
+        "\n".join([task, setting, model, *sorted(s.uuid or "" for s in samples)]).encode()
+    ).hexdigest()[:22]
     epochs: dict[str | int, list[Any]] = {}
     for s in samples:
         if s.scores:
@@ -105,38 +113,84 @@ def eval_log(runs: Sequence[RunSample], *, task: str, setting: str, dataset: str
     usage = ModelUsage()
     for s in samples:
         usage = usage + s.model_usage[model]
-    described = {"setting": setting, "guards": guards_label(runs[0].events), "guard_settings": guards,
-                 "mode": first.mode, "run_settings": first.settings, "sampling": first.sampling,
-                 "backend": first.backend, **(metadata or {})}
+    described = {
+        "setting": setting,
+        "guards": guards_label(runs[0].events),
+        "guard_settings": guards,
+        "mode": first.mode,
+        "run_settings": first.settings,
+        "sampling": first.sampling,
+        "backend": first.backend,
+        **(metadata or {}),
+    }
     settings = first.settings
     spec = EvalSpec(
-        eval_set_id=eval_set_id, eval_id=eval_id, run_id=eval_id, created=created.isoformat(), task=task, task_id=eval_id,
-        task_display_name=f"{task} · {setting}", task_args={"setting": setting}, solver="tuiagent",
+        eval_set_id=eval_set_id,
+        eval_id=eval_id,
+        run_id=eval_id,
+        created=created.isoformat(),
+        task=task,
+        task_id=eval_id,
+        task_display_name=f"{task} · {setting}",
+        task_args={"setting": setting},
+        solver="tuiagent",
         solver_args={"guards": sorted(guards), "guard_settings": guards, "mode": first.mode},
-        dataset=EvalDataset(name=dataset or task, samples=len({s.id for s in samples}),
-                            sample_ids=list(dict.fromkeys(str(s.id) for s in samples))),
-        model=model, model_generate_config=generate_config(first.sampling),
-        config=EvalConfig(epochs=n_epochs, epochs_reducer=[reducer] if reducer else None,
-                          token_limit=settings.get("max_tokens"), time_limit=_int(settings.get("max_wall_s"))),
-        packages={"tuiagent": _version("tuiagent"), "inspect_ai": _version("inspect_ai")}, metadata=described,
+        dataset=EvalDataset(
+            name=dataset or task,
+            samples=len({s.id for s in samples}),
+            sample_ids=list(dict.fromkeys(str(s.id) for s in samples)),
+        ),
+        model=model,
+        model_generate_config=generate_config(first.sampling),
+        config=EvalConfig(
+            epochs=n_epochs,
+            epochs_reducer=[reducer] if reducer else None,
+            token_limit=settings.get("max_tokens"),
+            time_limit=_int(settings.get("max_wall_s")),
+        ),
+        packages={"tuiagent": _version("tuiagent"), "inspect_ai": _version("inspect_ai")},
+        metadata=described,
     )
     log = EvalLog(
-        status="success", eval=spec,
-        plan=EvalPlan(steps=[EvalPlanStep(solver="tuiagent", params={"guards": guards, "mode": first.mode,
-                                                                       "run_settings": settings})],
-                      config=generate_config(first.sampling)),
-        results=EvalResults(total_samples=len(samples), completed_samples=sum(s.error is None for s in samples),
-                            scores=[EvalScore(name=SCORER, scorer=SCORER, reducer=reducer, scored_samples=len(reduced),
-                                              unscored_samples=len(dict.fromkeys(s.id for s in samples)) - len(reduced),
-                                              metrics=metrics)]
-                            if reduced else []),
-        stats=EvalStats(started_at=created.isoformat(), completed_at=utc(max(ends)).isoformat(),
-                        model_usage={model: usage}),
+        status="success",
+        eval=spec,
+        plan=EvalPlan(
+            steps=[
+                EvalPlanStep(solver="tuiagent", params={"guards": guards, "mode": first.mode, "run_settings": settings})
+            ],
+            config=generate_config(first.sampling),
+        ),
+        results=EvalResults(
+            total_samples=len(samples),
+            completed_samples=sum(s.error is None for s in samples),
+            scores=[
+                EvalScore(
+                    name=SCORER,
+                    scorer=SCORER,
+                    reducer=reducer,
+                    scored_samples=len(reduced),
+                    unscored_samples=len(dict.fromkeys(s.id for s in samples)) - len(reduced),
+                    metrics=metrics,
+                )
+            ]
+            if reduced
+            else [],
+        ),
+        stats=EvalStats(
+            started_at=created.isoformat(), completed_at=utc(max(ends)).isoformat(), model_usage={model: usage}
+        ),
         samples=samples,
     )
     if reduced:  # set after: EvalLog's validator takes reductions beside results only as dicts
-        log.reductions = [EvalSampleReductions(scorer=SCORER, reducer=reducer, samples=[
-            EvalSampleScore(**r.score.model_dump(exclude={"history"}), sample_id=r.sample_id) for r in reduced])]
+        log.reductions = [
+            EvalSampleReductions(
+                scorer=SCORER,
+                reducer=reducer,
+                samples=[
+                    EvalSampleScore(**r.score.model_dump(exclude={"history"}), sample_id=r.sample_id) for r in reduced
+                ],
+            )
+        ]
     return log
 
 
@@ -197,14 +251,20 @@ def export_inspect(paths: Sequence[Path], out: Path | None = None) -> tuple[list
         while run_id in ids:  # the same run given twice (or copied): inspect needs distinct ids
             run_id += "+"
         ids.add(run_id)
-        key = repr((started.model_id, started.mode, sorted(guard_settings(loaded.events).items()),
-                    sorted(started.settings.items()), sorted(started.sampling.items())))
+        key = repr(
+            (
+                started.model_id,
+                started.mode,
+                sorted(guard_settings(loaded.events).items()),
+                sorted(started.settings.items()),
+                sorted(started.sampling.items()),
+            )
+        )
         labels.setdefault(key, setting_label(loaded.events))
         groups.setdefault(key, []).append((path, run_id))
     file_out = out is not None and out.suffix.lower() in (".eval", ".json")
     if file_out and len(groups) > 1:
-        raise UserError(f"the runs are of {len(groups)} settings, which make {len(groups)} logs: "
-                        "give -o a directory")
+        raise UserError(f"the runs are of {len(groups)} settings, which make {len(groups)} logs: give -o a directory")
     directory = out if out is not None and not file_out else Path(paths[0]).parent
     written = []
     used: dict[str, int] = {}

@@ -41,13 +41,18 @@ if TYPE_CHECKING:
 SCORER = "tuiagent_answer"  # ours: the name the score has in inspect (right/wrong against the gold)
 TOOL = "python"  # ours: the tool a code block calls, as inspect names tool calls
 # Ours: the tool as the model is told of it (core.prompts.TOOL_SYSTEM), for the model events' tool list.
-TOOL_DESCRIPTION = ("Python run in a Jupyter kernel where math, sympy, numpy (as np) and fractions are imported; "
-                    "what it prints comes back in an ```output block.")
+TOOL_DESCRIPTION = (
+    "Python run in a Jupyter kernel where math, sympy, numpy (as np) and fractions are imported; "
+    "what it prints comes back in an ```output block."
+)
 # How a turn stopped (TurnEnded.stop) in inspect's words (StopReason); ours.
 STOP_REASONS: dict[str, StopReason] = {"eos": "stop", "length": "max_tokens"}
 # A run's end (RunFinished.reason) that is one of inspect's sample limits, with the budget behind it.
-LIMITS = {"token_budget": ("token", "max_tokens"), "time_budget": ("time", "max_wall_s"),
-          "tool_budget": ("custom", "max_tool_calls")}
+LIMITS = {
+    "token_budget": ("token", "max_tokens"),
+    "time_budget": ("time", "max_wall_s"),
+    "tool_budget": ("custom", "max_tool_calls"),
+}
 
 
 @dataclass(frozen=True)
@@ -85,10 +90,15 @@ def _opening(started: ev.RunStarted, prefix: str) -> list[ChatMessage]:
 
     system, user = prompts.messages(started.problem, mode=started.mode)
     if system["content"] in started.prompt and user["content"] in started.prompt:
-        return [ChatMessageSystem(id=f"{prefix}:system", content=system["content"], source="input"),
-                ChatMessageUser(id=f"{prefix}:problem", content=user["content"], source="input")]
-    return [ChatMessageUser(id=f"{prefix}:prompt", content=started.prompt, source="input",
-                            metadata={"rendered_prompt": True})]
+        return [
+            ChatMessageSystem(id=f"{prefix}:system", content=system["content"], source="input"),
+            ChatMessageUser(id=f"{prefix}:problem", content=user["content"], source="input"),
+        ]
+    return [
+        ChatMessageUser(
+            id=f"{prefix}:prompt", content=started.prompt, source="input", metadata={"rendered_prompt": True}
+        )
+    ]
 
 
 def _call_id(call: int | None) -> str:
@@ -135,7 +145,9 @@ class _Run:
         return self.ids.setdefault((s.kind, s.turn, s.call, s.source, s.text), f"{self.prefix}:{len(self.ids) + 1}")
 
 
-def _messages(segments: Iterable[Segment], run: _Run, marks: Mapping[int, PruneMark] | None = None) -> list[ChatMessage]:
+def _messages(
+    segments: Iterable[Segment], run: _Run, marks: Mapping[int, PruneMark] | None = None
+) -> list[ChatMessage]:
     """Segments of a working context (the prompt left out) as inspect messages; ``marks``: what a
     guard pruned from each turn, named in each pruned message's metadata."""
     from inspect_ai.model import ChatMessageAssistant, ChatMessageTool, ChatMessageUser
@@ -151,32 +163,58 @@ def _messages(segments: Iterable[Segment], run: _Run, marks: Mapping[int, PruneM
         if mark is not None and s.kind in mark.parts:
             meta.update(pruned_by=mark.label + (f" ({mark.detail})" if mark.detail else ""), pruned=[s.kind])
         if s.kind == "model":
-            out.append(ChatMessageAssistant(id=run.id(s), content=s.text, model=run.model, source="generate",
-                                            metadata=meta))
+            out.append(
+                ChatMessageAssistant(id=run.id(s), content=s.text, model=run.model, source="generate", metadata=meta)
+            )
         elif s.kind == "code":
             last_call = s.call
-            call = ToolCall(id=_call_id(s.call), function=TOOL, arguments={"code": run.code.get(s.call or 0, s.text)},
-                            view=ToolCallContent(title=TOOL, format="markdown", content=s.text))
+            call = ToolCall(
+                id=_call_id(s.call),
+                function=TOOL,
+                arguments={"code": run.code.get(s.call or 0, s.text)},
+                view=ToolCallContent(title=TOOL, format="markdown", content=s.text),
+            )
             previous = out[-1] if out else None
-            if (isinstance(previous, ChatMessageAssistant) and not previous.tool_calls and previous.metadata
-                    and previous.metadata.get("turn") == s.turn):
+            if (
+                isinstance(previous, ChatMessageAssistant)
+                and not previous.tool_calls
+                and previous.metadata
+                and previous.metadata.get("turn") == s.turn
+            ):
                 previous.tool_calls = [call]
                 previous.metadata["call"] = s.call
                 if "pruned" in meta:  # the code left the context (its prose may have stayed)
-                    previous.metadata.update(pruned_by=meta["pruned_by"],
-                                             pruned=[*previous.metadata.get("pruned", []), "code"])
+                    previous.metadata.update(
+                        pruned_by=meta["pruned_by"], pruned=[*previous.metadata.get("pruned", []), "code"]
+                    )
             else:
-                out.append(ChatMessageAssistant(id=run.id(s), content="", tool_calls=[call], model=run.model,
-                                                source="generate", metadata=meta | {"call": s.call}))
+                out.append(
+                    ChatMessageAssistant(
+                        id=run.id(s),
+                        content="",
+                        tool_calls=[call],
+                        model=run.model,
+                        source="generate",
+                        metadata=meta | {"call": s.call},
+                    )
+                )
         elif s.kind == "tool":
             call_no = s.call if s.call is not None else last_call
             result = run.results.get(call_no or 0)
-            out.append(ChatMessageTool(id=run.id(s), content=result.shown if result else s.text,
-                                       tool_call_id=_call_id(call_no), function=TOOL, error=_tool_error(result),
-                                       metadata=meta | {"call": call_no, "context_text": s.text}))
+            out.append(
+                ChatMessageTool(
+                    id=run.id(s),
+                    content=result.shown if result else s.text,
+                    tool_call_id=_call_id(call_no),
+                    function=TOOL,
+                    error=_tool_error(result),
+                    metadata=meta | {"call": call_no, "context_text": s.text},
+                )
+            )
         else:  # a note the loop or a guard appended
-            out.append(ChatMessageUser(id=run.id(s), content=s.text, source="input",
-                                       metadata=meta | {"source": s.source}))
+            out.append(
+                ChatMessageUser(id=run.id(s), content=s.text, source="input", metadata=meta | {"source": s.source})
+            )
     return out
 
 
@@ -198,29 +236,42 @@ def _whole_run(events: Sequence[ev.Event]) -> list[Segment]:
 def _python_tool() -> ToolInfo:
     from inspect_ai.tool import ToolInfo, ToolParam, ToolParams
 
-    return ToolInfo(name=TOOL, description=TOOL_DESCRIPTION,
-                    parameters=ToolParams(properties={"code": ToolParam(type="string", description="the cell")},
-                                          required=["code"]))
+    return ToolInfo(
+        name=TOOL,
+        description=TOOL_DESCRIPTION,
+        parameters=ToolParams(properties={"code": ToolParam(type="string", description="the cell")}, required=["code"]),
+    )
 
 
-def _turn_output(turn_messages: Sequence[ChatMessage], turn: ev.TurnEnded, model: str, context_tokens: int,
-                 tokens: Sequence[ev.TokenDelta]) -> ModelOutput:
+def _turn_output(
+    turn_messages: Sequence[ChatMessage],
+    turn: ev.TurnEnded,
+    model: str,
+    context_tokens: int,
+    tokens: Sequence[ev.TokenDelta],
+) -> ModelOutput:
     """A turn as the model call's output (its prose and code make one assistant message), with each
     sampled token's log-probability when the backend gave them all."""
     from inspect_ai.model import ChatCompletionChoice, ChatMessageAssistant, Logprob, Logprobs, ModelOutput, ModelUsage
 
-    message = next((m for m in turn_messages if isinstance(m, ChatMessageAssistant)),
-                   ChatMessageAssistant(content="", model=model, source="generate"))
+    message = next(
+        (m for m in turn_messages if isinstance(m, ChatMessageAssistant)),
+        ChatMessageAssistant(content="", model=model, source="generate"),
+    )
     stop: StopReason = "tool_calls" if message.tool_calls else STOP_REASONS.get(turn.stop, "unknown")
     logprobs = None
     if tokens and all(t.logprob is not None for t in tokens):
         logprobs = Logprobs(content=[Logprob(token=t.text, logprob=t.logprob or 0.0) for t in tokens])
     choice = ChatCompletionChoice(message=message, stop_reason=stop, logprobs=logprobs)
-    return ModelOutput(model=model, choices=[choice],
-                       completion=turn.text,
-                       usage=ModelUsage(input_tokens=context_tokens, output_tokens=turn.tokens,
-                                        total_tokens=context_tokens + turn.tokens),
-                       metadata={"turn": turn.turn, "stop": turn.stop})
+    return ModelOutput(
+        model=model,
+        choices=[choice],
+        completion=turn.text,
+        usage=ModelUsage(
+            input_tokens=context_tokens, output_tokens=turn.tokens, total_tokens=context_tokens + turn.tokens
+        ),
+        metadata={"turn": turn.turn, "stop": turn.stop},
+    )
 
 
 def _transcript(events: Sequence[ev.Event], run: _Run, opening: list[ChatMessage]) -> list[InspectEvent]:
@@ -257,26 +308,68 @@ def _transcript(events: Sequence[ev.Event], run: _Run, opening: list[ChatMessage
         context.apply(e)
         if isinstance(e, ev.TurnEnded) and turn is not None:
             began, seen = turn
-            output = _turn_output(_messages(context.segments[before:], run), e, model, began.context_tokens,
-                                  [t for t in tokens if t.turn == e.turn])
-            out.append(ModelEvent(model=model, input=seen, tools=tools, tool_choice="auto" if tools else "none",
-                                  config=config, output=output, completed=utc(e.t),
-                                  working_time=max(e.t - began.t, 0.0), **at(began)))
+            output = _turn_output(
+                _messages(context.segments[before:], run),
+                e,
+                model,
+                began.context_tokens,
+                [t for t in tokens if t.turn == e.turn],
+            )
+            out.append(
+                ModelEvent(
+                    model=model,
+                    input=seen,
+                    tools=tools,
+                    tool_choice="auto" if tools else "none",
+                    config=config,
+                    output=output,
+                    completed=utc(e.t),
+                    working_time=max(e.t - began.t, 0.0),
+                    **at(began),
+                )
+            )
             turn = None
         elif isinstance(e, ev.ToolResult):
             code = run.code.get(e.call, "")
-            out.append(ToolEvent(id=_call_id(e.call), function=TOOL, arguments={"code": code},
-                                 view=ToolCallContent(title=TOOL, format="markdown", content=f"```python\n{code}\n```"),
-                                 result=e.shown, error=_tool_error(e), completed=utc(e.t),
-                                 working_time=e.duration_s, metadata={"call": e.call, "executed": e.executed},
-                                 **at(e)))
+            out.append(
+                ToolEvent(
+                    id=_call_id(e.call),
+                    function=TOOL,
+                    arguments={"code": code},
+                    view=ToolCallContent(title=TOOL, format="markdown", content=f"```python\n{code}\n```"),
+                    result=e.shown,
+                    error=_tool_error(e),
+                    completed=utc(e.t),
+                    working_time=e.duration_s,
+                    metadata={"call": e.call, "executed": e.executed},
+                    **at(e),
+                )
+            )
         elif isinstance(e, ev.GuardVerdict):
-            info(f"guard {e.guard}", e, {"hook": e.hook, "action": e.action, "note": verdict_note(e).text,
-                                         "reason": e.reason, "text": e.text, "turn": e.turn, "data": e.data})
+            info(
+                f"guard {e.guard}",
+                e,
+                {
+                    "hook": e.hook,
+                    "action": e.action,
+                    "note": verdict_note(e).text,
+                    "reason": e.reason,
+                    "text": e.text,
+                    "turn": e.turn,
+                    "data": e.data,
+                },
+            )
         elif isinstance(e, ev.ContextPruned):
-            info(f"guard {e.guard}", e, {"action": "pruned" if e.keep is not None else "truncated for a resample",
-                                         "removed_text": e.removed_text, "keep": e.keep,
-                                         "truncate_to": e.truncate_to})
+            info(
+                f"guard {e.guard}",
+                e,
+                {
+                    "action": "pruned" if e.keep is not None else "truncated for a resample",
+                    "removed_text": e.removed_text,
+                    "keep": e.keep,
+                    "truncate_to": e.truncate_to,
+                },
+            )
         elif isinstance(e, ev.GuardToggled) and e.reason not in ("on at start", "") and not is_fork_mark(e):
             info(f"guard {e.guard}", e, {"enabled": e.enabled, "settings": e.settings, "reason": e.reason})
         elif isinstance(e, ev.Notice):
@@ -287,11 +380,20 @@ def _transcript(events: Sequence[ev.Event], run: _Run, opening: list[ChatMessage
         began, seen = turn
         streamed = [t for t in tokens if t.turn == began.turn]
         last = streamed[-1] if streamed else began
-        out.append(ModelEvent(model=model, input=seen, tools=tools, tool_choice="auto" if tools else "none",
-                              config=config, output=ModelOutput.from_content(model, "".join(t.text for t in streamed),
-                                                                             stop_reason="unknown"),
-                              error="the run stopped during this turn: its text as far as it streamed",
-                              completed=utc(last.t), working_time=max(last.t - began.t, 0.0), **at(began)))
+        out.append(
+            ModelEvent(
+                model=model,
+                input=seen,
+                tools=tools,
+                tool_choice="auto" if tools else "none",
+                config=config,
+                output=ModelOutput.from_content(model, "".join(t.text for t in streamed), stop_reason="unknown"),
+                error="the run stopped during this turn: its text as far as it streamed",
+                completed=utc(last.t),
+                working_time=max(last.t - began.t, 0.0),
+                **at(began),
+            )
+        )
     return out
 
 
@@ -344,25 +446,47 @@ def sample(run: RunSample) -> EvalSample:
     transcript = _transcript(events, pieces, opening)
     outputs = [m.output for m in transcript if isinstance(m, ModelEvent)]
     turns = [e for e in events if isinstance(e, ev.TurnStarted)]
-    usage = ModelUsage(input_tokens=sum(t.context_tokens for t in turns), output_tokens=s.generated_tokens,
-                       total_tokens=sum(t.context_tokens for t in turns) + s.generated_tokens)
+    usage = ModelUsage(
+        input_tokens=sum(t.context_tokens for t in turns),
+        output_tokens=s.generated_tokens,
+        total_tokens=sum(t.context_tokens for t in turns) + s.generated_tokens,
+    )
     metadata: dict[str, Any] = {
-        "run_id": started.run_id, "model_id": started.model_id, "backend": started.backend, "mode": started.mode,
-        "guards": s.guards, "guard_settings": guard_settings(events), "run_settings": started.settings,
-        "sampling": started.sampling, "end_reason": s.reason, "answer": s.answer, "correct": s.correct,
-        "gold": started.gold, "tool_calls": s.tool_calls, "erroneous_calls": s.erroneous_calls,
-        "generated_tokens": s.generated_tokens, "context_tokens": s.context_tokens, "wall_s": s.wall_s,
-        "turns": len(turns), **{k: v for k, v in run_metrics(events).items() if v is not None},
-        "trajectory": str(run.path) if run.path else s.trajectory, "parent": started.parent,
+        "run_id": started.run_id,
+        "model_id": started.model_id,
+        "backend": started.backend,
+        "mode": started.mode,
+        "guards": s.guards,
+        "guard_settings": guard_settings(events),
+        "run_settings": started.settings,
+        "sampling": started.sampling,
+        "end_reason": s.reason,
+        "answer": s.answer,
+        "correct": s.correct,
+        "gold": started.gold,
+        "tool_calls": s.tool_calls,
+        "erroneous_calls": s.erroneous_calls,
+        "generated_tokens": s.generated_tokens,
+        "context_tokens": s.context_tokens,
+        "wall_s": s.wall_s,
+        "turns": len(turns),
+        **{k: v for k, v in run_metrics(events).items() if v is not None},
+        "trajectory": str(run.path) if run.path else s.trajectory,
+        "parent": started.parent,
     }
     metadata.update({k: v for k, v in run.metadata.items() if k not in metadata})
     scores = None
     if s.correct is not None:
-        scores = {SCORER: Score(value=CORRECT if s.correct else INCORRECT, answer=s.answer,
-                                explanation=f"{'no answer' if s.answer is None else f'answer {s.answer!r}'}, "
-                                            f"gold {started.gold!r}: "
-                                            f"{'right' if s.correct else 'wrong'} (the run ended: {s.reason})",
-                                metadata={"gold": started.gold, "end_reason": s.reason})}
+        scores = {
+            SCORER: Score(
+                value=CORRECT if s.correct else INCORRECT,
+                answer=s.answer,
+                explanation=f"{'no answer' if s.answer is None else f'answer {s.answer!r}'}, "
+                f"gold {started.gold!r}: "
+                f"{'right' if s.correct else 'wrong'} (the run ended: {s.reason})",
+                metadata={"gold": started.gold, "end_reason": s.reason},
+            )
+        }
     limit = None
     if s.reason in LIMITS:
         kind, budget = LIMITS[s.reason]
@@ -376,8 +500,21 @@ def sample(run: RunSample) -> EvalSample:
         message = why or ("the trajectory has no end: the run did not finish" if finished is None else s.reason)
         error = EvalError(message=message, traceback="", traceback_ansi="")
     return EvalSample(
-        id=run.id, epoch=run.epoch, input=started.problem, target=started.gold or "", messages=messages,
-        output=outputs[-1] if outputs else ModelOutput(model=model), scores=scores, metadata=metadata,
-        events=transcript, model_usage={model: usage}, started_at=utc(started.t).isoformat(),
-        completed_at=utc(events[-1].t).isoformat(), total_time=s.wall_s, working_time=s.wall_s,
-        uuid=uuid, error=error, limit=limit)
+        id=run.id,
+        epoch=run.epoch,
+        input=started.problem,
+        target=started.gold or "",
+        messages=messages,
+        output=outputs[-1] if outputs else ModelOutput(model=model),
+        scores=scores,
+        metadata=metadata,
+        events=transcript,
+        model_usage={model: usage},
+        started_at=utc(started.t).isoformat(),
+        completed_at=utc(events[-1].t).isoformat(),
+        total_time=s.wall_s,
+        working_time=s.wall_s,
+        uuid=uuid,
+        error=error,
+        limit=limit,
+    )

@@ -58,30 +58,50 @@ def split_records(v2: Sequence[dict[str, Any]], v1: Sequence[dict[str, Any]] = (
     records of questions not collected as v2 (they serve the gate only)."""
     seen = {r["qid"] for r in v2}
     extra = [r for r in v1 if r["qid"] not in seen]
-    return Split(train=[r for r in v2 if not is_heldout(r["qid"])] + extra,
-                 heldout=[r for r in v2 if is_heldout(r["qid"])], reused=len(extra))
+    return Split(
+        train=[r for r in v2 if not is_heldout(r["qid"])] + extra,
+        heldout=[r for r in v2 if is_heldout(r["qid"])],
+        reused=len(extra),
+    )
 
 
 def _blocks(records: Sequence[dict[str, Any]]) -> list[tuple[int, dict[str, Any], dict[str, Any]]]:
-    return [(r["qid"], r, b) for r in records if r.get("v") == RECORD_VERSION
-            for b in r["tool"].get("blocks", []) if b.get("executed")]
+    return [
+        (r["qid"], r, b)
+        for r in records
+        if r.get("v") == RECORD_VERSION
+        for b in r["tool"].get("blocks", [])
+        if b.get("executed")
+    ]
 
 
 def attc_data(records: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(confidence, run right, question id) per executed block with a confidence."""
-    rows = [(b["attc"]["confidence"], bool(r["tool"]["correct"]), q) for q, r, b in _blocks(records)
-            if b["attc"].get("confidence") is not None]
-    return (np.array([x[0] for x in rows], dtype=float), np.array([x[1] for x in rows], dtype=bool),
-            np.array([x[2] for x in rows], dtype=int))
+    rows = [
+        (b["attc"]["confidence"], bool(r["tool"]["correct"]), q)
+        for q, r, b in _blocks(records)
+        if b["attc"].get("confidence") is not None
+    ]
+    return (
+        np.array([x[0] for x in rows], dtype=float),
+        np.array([x[1] for x in rows], dtype=bool),
+        np.array([x[2] for x in rows], dtype=int),
+    )
 
 
 def necessity_data(records: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(P(unnecessary) from the model judge, the tool was needed = the CoT run is wrong, question id)
     per executed block the model judge answered (not a rule fallback)."""
-    rows = [(b["necessity"]["model"]["p_unnecessary"], not r["cot"]["correct"], q) for q, r, b in _blocks(records)
-            if b["necessity"].get("model", {}).get("judge") == "model"]
-    return (np.array([x[0] for x in rows], dtype=float), np.array([x[1] for x in rows], dtype=bool),
-            np.array([x[2] for x in rows], dtype=int))
+    rows = [
+        (b["necessity"]["model"]["p_unnecessary"], not r["cot"]["correct"], q)
+        for q, r, b in _blocks(records)
+        if b["necessity"].get("model", {}).get("judge") == "model"
+    ]
+    return (
+        np.array([x[0] for x in rows], dtype=float),
+        np.array([x[1] for x in rows], dtype=bool),
+        np.array([x[2] for x in rows], dtype=int),
+    )
 
 
 @dataclass
@@ -96,16 +116,21 @@ class HeldoutSeparation:
     balanced_accuracy: float
 
 
-def heldout_separation(fit: Separation, scores: np.ndarray, positive: np.ndarray, groups: np.ndarray) -> HeldoutSeparation:
+def heldout_separation(
+    fit: Separation, scores: np.ndarray, positive: np.ndarray, groups: np.ndarray
+) -> HeldoutSeparation:
     oriented = scores if fit.act == "below" else -scores
     acts = fit.acts(scores)
     return HeldoutSeparation(
-        n=len(scores), groups=len(set(groups.tolist())), auroc=auroc(oriented, positive),
+        n=len(scores),
+        groups=len(set(groups.tolist())),
+        auroc=auroc(oriented, positive),
         interval=bootstrap_auroc(oriented, positive, groups) if len(scores) else (float("nan"),) * 2,
         action_rate=float(acts.mean()) if len(acts) else float("nan"),
         action_rate_pos=float(acts[positive].mean()) if positive.any() else float("nan"),
         action_rate_neg=float(acts[~positive].mean()) if (~positive).any() else float("nan"),
-        balanced_accuracy=balanced_accuracy(acts, positive))
+        balanced_accuracy=balanced_accuracy(acts, positive),
+    )
 
 
 def tau_part(qid: int) -> str:
@@ -144,8 +169,9 @@ def gate_data(records: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray
     return x, y, w, info
 
 
-def fit_gstep(train: Sequence[dict[str, Any]], heldout: Sequence[dict[str, Any]], *, token_cost: float = TOKEN_COST,
-              seed: int = 0) -> GateResult:
+def fit_gstep(
+    train: Sequence[dict[str, Any]], heldout: Sequence[dict[str, Any]], *, token_cost: float = TOKEN_COST, seed: int = 0
+) -> GateResult:
     """The gate on the training questions, tau on the validation held-out questions (by the measured
     continues), both reported on the test held-out questions."""
     from guards.gstep import Gate
@@ -160,8 +186,11 @@ def fit_gstep(train: Sequence[dict[str, Any]], heldout: Sequence[dict[str, Any]]
     part = np.array([tau_part(int(i["qid"])) for i in hinfo])
     val, test = part == "validation", part == "test"
     if not val.any() or not test.any():
-        return GateResult(False, "no held-out question with a measured continue in "
-                          f"{'validation' if not val.any() else 'test'}", train_samples=len(y))
+        return GateResult(
+            False,
+            f"no held-out question with a measured continue in {'validation' if not val.any() else 'test'}",
+            train_samples=len(y),
+        )
     scaler, mlp = fit_gate(x, y, w, seed=seed)
     p = Gate.from_sklearn(scaler, mlp).p_continue(hx)
     by_qid = {r["qid"]: r for r in measured}
@@ -174,11 +203,20 @@ def fit_gstep(train: Sequence[dict[str, Any]], heldout: Sequence[dict[str, Any]]
         taus = {"always": 0.0, "paper": PAPER_TAU, **({"chosen": choice.tau} if choice.tau is not None else {})}
         return {k: net_effect(p[mask], delta[mask], extra[mask], t, token_cost) for k, t in taus.items()}
 
-    return GateResult(True, train_samples=len(y), budget=budget, validation_samples=int(val.sum()), test_samples=int(test.sum()),
-                      test_auroc=auroc(p[test], hy[test].astype(bool)),
-                      accuracy_05=float(((p[test] >= 0.5).astype(int) == hy[test]).mean()),
-                      majority=float(max(hy[test].mean(), 1 - hy[test].mean())), choice=choice,
-                      validation=at(val), test=at(test), gate=(scaler, mlp))
+    return GateResult(
+        True,
+        train_samples=len(y),
+        budget=budget,
+        validation_samples=int(val.sum()),
+        test_samples=int(test.sum()),
+        test_auroc=auroc(p[test], hy[test].astype(bool)),
+        accuracy_05=float(((p[test] >= 0.5).astype(int) == hy[test]).mean()),
+        majority=float(max(hy[test].mean(), 1 - hy[test].mean())),
+        choice=choice,
+        validation=at(val),
+        test=at(test),
+        gate=(scaler, mlp),
+    )
 
 
 def _sizes(n: int) -> list[int]:
@@ -227,8 +265,10 @@ def learning_curve(split: Split, *, seed: int = 0) -> list[dict[str, Any]]:
     collected = [r for r in split.train if r.get("v") == RECORD_VERSION]
     for pool, records, measure in (("collected", collected, blocks), ("all", list(split.train), gate)):
         for n in _sizes(len(records)):
-            runs = [measure([records[i] for i in rng.choice(len(records), n, replace=False)])
-                    for _ in range(CURVE_REPEATS if n < len(records) else 1)]
+            runs = [
+                measure([records[i] for i in rng.choice(len(records), n, replace=False)])
+                for _ in range(CURVE_REPEATS if n < len(records) else 1)
+            ]
             row: dict[str, Any] = {"pool": pool, "train_questions": n}
             for key in sorted({k for r in runs for k in r}):
                 finite = [r[key] for r in runs if key in r and not np.isnan(r[key])]
@@ -261,39 +301,64 @@ def _default(guard: str) -> float:
     return float(guard_class(guard).Settings().threshold)
 
 
-def fit_all(v2: Sequence[dict[str, Any]], v1: Sequence[dict[str, Any]] = (), *, model: str, seed: int = 0,
-            curve: bool = True) -> Result:
+def fit_all(
+    v2: Sequence[dict[str, Any]], v1: Sequence[dict[str, Any]] = (), *, model: str, seed: int = 0, curve: bool = True
+) -> Result:
     split = split_records(v2, v1)
     conf, right, g = attc_data(split.train)
-    attc = fit_separation(conf, right, g, act="below", default=_default("attc"), seed=seed) if right.any() and (~right).any() else None
+    attc = (
+        fit_separation(conf, right, g, act="below", default=_default("attc"), seed=seed)
+        if right.any() and (~right).any()
+        else None
+    )
     attc_h = heldout_separation(attc, *attc_data(split.heldout)) if attc else None
     p, need, ng = necessity_data(split.train)
-    nec = fit_separation(p, need, ng, act="above", default=_default("necessity"), seed=seed) if need.any() and (~need).any() else None
+    nec = (
+        fit_separation(p, need, ng, act="above", default=_default("necessity"), seed=seed)
+        if need.any() and (~need).any()
+        else None
+    )
     nec_h = heldout_separation(nec, *necessity_data(split.heldout)) if nec else None
     gate = fit_gstep(split.train, split.heldout, seed=seed)
-    recommended, reasons = list(FLAG_ONLY), {
-        "necessity": "flag mode only annotates: a run generates exactly what `none` generates",
-        "tim": "the monitor only flags at the end: a run generates exactly what `none` generates",
-        "attc": "not measured in a run here: it appends a sentence after every executed call, so it changes "
-                "every run with a tool call; off until an eval shows it does not lower accuracy",
-        "prunetir": "not fitted here (it never acted on the default model under the default budget)",
-    }
+    recommended, reasons = (
+        list(FLAG_ONLY),
+        {
+            "necessity": "flag mode only annotates: a run generates exactly what `none` generates",
+            "tim": "the monitor only flags at the end: a run generates exactly what `none` generates",
+            "attc": "not measured in a run here: it appends a sentence after every executed call, so it changes "
+            "every run with a tool call; off until an eval shows it does not lower accuracy",
+            "prunetir": "not fitted here (it never acted on the default model under the default budget)",
+        },
+    )
     c = gate.choice
     if c is not None and c.tau is not None:
         row, tested = gate.validation["chosen"], gate.test["chosen"]
-        on_test = (f"; on the {gate.test_samples} test questions it fixed {tested['fixed']} and broke "
-                   f"{tested['broken']}")
+        on_test = f"; on the {gate.test_samples} test questions it fixed {tested['fixed']} and broke {tested['broken']}"
         if row["fixed"] - row["broken"] >= GSTEP_MARGIN:
             recommended.insert(0, "gstep")
-            reasons["gstep"] = (f"at tau {c.tau:.3g} continues fixed {row['fixed']} and broke {row['broken']} "
-                                f"validation questions{on_test}")
+            reasons["gstep"] = (
+                f"at tau {c.tau:.3g} continues fixed {row['fixed']} and broke {row['broken']} "
+                f"validation questions{on_test}"
+            )
         else:
-            reasons["gstep"] = (f"its best tau gains {row['fixed'] - row['broken']} validation question(s), under "
-                                f"the margin of {GSTEP_MARGIN} that tau chosen on the same questions needs{on_test}")
+            reasons["gstep"] = (
+                f"its best tau gains {row['fixed'] - row['broken']} validation question(s), under "
+                f"the margin of {GSTEP_MARGIN} that tau chosen on the same questions needs{on_test}"
+            )
     else:
         reasons["gstep"] = "no tau helps on the validation questions: never continue" if gate.trained else gate.why
-    return Result(model, split, attc, attc_h, nec, nec_h, gate,
-                  learning_curve(split, seed=seed) if curve else [], recommended, reasons)
+    return Result(
+        model,
+        split,
+        attc,
+        attc_h,
+        nec,
+        nec_h,
+        gate,
+        learning_curve(split, seed=seed) if curve else [],
+        recommended,
+        reasons,
+    )
 
 
 def _f(v: float, digits: int = 3) -> str:
@@ -302,8 +367,10 @@ def _f(v: float, digits: int = 3) -> str:
 
 def render_toml(res: Result, meta: dict[str, Any], gate_file: str | None) -> str:
     a, n, g = res.attc, res.necessity, res.gstep
-    description = (f"what solve and the app start with on {res.model}: the guards its calibration "
-                   f"({meta['date']}) shows do not lower held-out accuracy")
+    description = (
+        f"what solve and the app start with on {res.model}: the guards its calibration "
+        f"({meta['date']}) shows do not lower held-out accuracy"
+    )
     lines = [
         f"# Calibration of {res.model} for tuiagent's guards, written by `tuiagent calibrate`; the report is",
         f"# {meta['report']}. Every value here is [calibration]: fitted on the training questions below and",
@@ -315,26 +382,35 @@ def render_toml(res: Result, meta: dict[str, Any], gate_file: str | None) -> str
         "",
     ]
     if a is not None:
-        how = (f"Youden's J, blocks of right vs wrong runs separate (AUROC {_f(a.auroc)}, 95% interval "
-               f"{_f(a.interval[0])}-{_f(a.interval[1])})" if a.separated else
-               f"no separation (AUROC {_f(a.auroc)}, 95% interval {_f(a.interval[0])}-{_f(a.interval[1])}): "
-               f"rethink on {a.action_rate:.0%} of training blocks")
+        how = (
+            f"Youden's J, blocks of right vs wrong runs separate (AUROC {_f(a.auroc)}, 95% interval "
+            f"{_f(a.interval[0])}-{_f(a.interval[1])})"
+            if a.separated
+            else f"no separation (AUROC {_f(a.auroc)}, 95% interval {_f(a.interval[0])}-{_f(a.interval[1])}): "
+            f"rethink on {a.action_rate:.0%} of training blocks"
+        )
         lines += ["[guards.attc]", f"threshold = {a.threshold:.4f}  # [calibration] {how}", ""]
     if n is not None:
-        how = (f"Youden's J (AUROC {_f(n.auroc)}, 95% interval {_f(n.interval[0])}-{_f(n.interval[1])})"
-               if n.separated else
-               f"no separation (AUROC {_f(n.auroc)}, 95% interval {_f(n.interval[0])}-{_f(n.interval[1])}): "
-               f"enforce would skip {n.action_rate:.0%} of training blocks")
+        how = (
+            f"Youden's J (AUROC {_f(n.auroc)}, 95% interval {_f(n.interval[0])}-{_f(n.interval[1])})"
+            if n.separated
+            else f"no separation (AUROC {_f(n.auroc)}, 95% interval {_f(n.interval[0])}-{_f(n.interval[1])}): "
+            f"enforce would skip {n.action_rate:.0%} of training blocks"
+        )
         lines += ["[guards.necessity]", f"threshold = {n.threshold:.4f}  # [calibration] model judge: {how}", ""]
     if g.trained and g.choice is not None:
         lines.append("[guards.gstep]")
         if g.choice.tau is None or gate_file is None:
-            lines.append('weights = "off"  # [calibration] no tau had a positive net effect on the validation '
-                         "questions: never continue")
+            lines.append(
+                'weights = "off"  # [calibration] no tau had a positive net effect on the validation '
+                "questions: never continue"
+            )
         else:
-            lines += [f'weights = "{gate_file}"  # [calibration] the gate fitted on the training questions',
-                      f"tau = {g.choice.tau:.4f}  # [calibration] best net effect of a continue on the validation "
-                      "questions (reported on the test questions in the report)"]
+            lines += [
+                f'weights = "{gate_file}"  # [calibration] the gate fitted on the training questions',
+                f"tau = {g.choice.tau:.4f}  # [calibration] best net effect of a continue on the validation "
+                "questions (reported on the test questions in the report)",
+            ]
         lines.append("")
     lines += [
         "[presets.recommended]",
@@ -393,9 +469,12 @@ def render_report(res: Result, meta: dict[str, Any], command: str) -> str:
     if a is None or ah is None:
         lines += ["Not fitted: the training blocks lack a right or a wrong run.", ""]
     else:
-        why_not = ("the training interval lies below 0.5: blocks of wrong runs are the more confident, the reverse "
-                   "of ATTC's premise" if a.interval[1] < 0.5 else "the training interval includes 0.5, or too few "
-                   "questions")
+        why_not = (
+            "the training interval lies below 0.5: blocks of wrong runs are the more confident, the reverse "
+            "of ATTC's premise"
+            if a.interval[1] < 0.5
+            else "the training interval includes 0.5, or too few questions"
+        )
         lines += [
             f"Executed code blocks with a confidence: {a.n} in training ({a.n_positive} in right runs, "
             f"{a.groups} questions), {ah.n} held out ({ah.groups} questions).",
@@ -405,10 +484,13 @@ def render_report(res: Result, meta: dict[str, Any], command: str) -> str:
             f"| training | {_f(a.auroc)} | {_f(a.interval[0])} - {_f(a.interval[1])} |",
             f"| held-out | {_f(ah.auroc)} | {_f(ah.interval[0])} - {_f(ah.interval[1])} |",
             "",
-            (f"Separated on training blocks: threshold {a.threshold:.4f} by Youden's J." if a.separated else
-             f"**No separation** ({why_not}): "
-             f"threshold {a.threshold:.4f}, the {RARE:.0%} quantile of training confidences (at most the reference "
-             f"{_default('attc'):g}), so ATTC rarely says rethink."),
+            (
+                f"Separated on training blocks: threshold {a.threshold:.4f} by Youden's J."
+                if a.separated
+                else f"**No separation** ({why_not}): "
+                f"threshold {a.threshold:.4f}, the {RARE:.0%} quantile of training confidences (at most the reference "
+                f"{_default('attc'):g}), so ATTC rarely says rethink."
+            ),
             f"On held-out blocks at this threshold: rethink on {_f(ah.action_rate * 100, 0)}% of blocks "
             f"({_f(ah.action_rate_pos * 100, 0)}% in right runs, {_f(ah.action_rate_neg * 100, 0)}% in wrong runs); "
             f"balanced accuracy {_f(ah.balanced_accuracy)}. ATTC still appends its trust sentence after every other "
@@ -417,8 +499,11 @@ def render_report(res: Result, meta: dict[str, Any], command: str) -> str:
         ]
     lines += ["## Necessity, model judge threshold", ""]
     if n is None or nh is None:
-        lines += ["Not fitted: no model-judge verdicts on blocks of both kinds (tool needed: CoT wrong; not needed: "
-                  "CoT right).", ""]
+        lines += [
+            "Not fitted: no model-judge verdicts on blocks of both kinds (tool needed: CoT wrong; not needed: "
+            "CoT right).",
+            "",
+        ]
     else:
         lines += [
             "A block counts as needed when the model's own chain-of-thought run got the question wrong, as not "
@@ -430,8 +515,11 @@ def render_report(res: Result, meta: dict[str, Any], command: str) -> str:
             f"| training | {_f(n.auroc)} | {_f(n.interval[0])} - {_f(n.interval[1])} |",
             f"| held-out | {_f(nh.auroc)} | {_f(nh.interval[0])} - {_f(nh.interval[1])} |",
             "",
-            (f"Separated: threshold {n.threshold:.4f} by Youden's J." if n.separated else
-             f"**No separation**: threshold {n.threshold:.4f}, so enforce mode would rarely skip."),
+            (
+                f"Separated: threshold {n.threshold:.4f} by Youden's J."
+                if n.separated
+                else f"**No separation**: threshold {n.threshold:.4f}, so enforce mode would rarely skip."
+            ),
             f"Held out at this threshold, enforce would skip {_f(nh.action_rate * 100, 0)}% of blocks "
             f"({_f(nh.action_rate_pos * 100, 0)}% of needed ones, {_f(nh.action_rate_neg * 100, 0)}% of the others).",
             "",
@@ -457,26 +545,52 @@ def render_report(res: Result, meta: dict[str, Any], command: str) -> str:
         for name, table in (("validation", g.validation), ("test", g.test)):
             for key, r in table.items():
                 label = {"always": "0 (always)", "paper": f"{PAPER_TAU:g} (paper)"}.get(key, f"{r['tau']:.4g} (chosen)")
-                lines.append(f"| {name} | {label} | {r['continues']} | {r['fixed']} | {r['broken']} | "
-                             f"{r['tokens']:.0f} | {r['net']:+.2f} |")
-        lines += ["", (f"Chosen tau {c.tau:.4g} (validation net {c.net:+.2f}); its test row is the estimate that "
-                       "no choice has seen." if c.tau is not None else
-                       "No tau has a positive net effect on the validation questions: **never continue** (weights "
-                       "off)."), ""]
-    lines += ["## Learning curve (held-out metrics against training questions; mean of random subsets)", "",
-              "ATTC and necessity, over the questions collected here (they alone have per-block data):", "",
-              "| training questions | ATTC balanced accuracy | ATTC rethink rate | necessity balanced accuracy |",
-              "|---|---|---|---|"]
+                lines.append(
+                    f"| {name} | {label} | {r['continues']} | {r['fixed']} | {r['broken']} | "
+                    f"{r['tokens']:.0f} | {r['net']:+.2f} |"
+                )
+        lines += [
+            "",
+            (
+                f"Chosen tau {c.tau:.4g} (validation net {c.net:+.2f}); its test row is the estimate that "
+                "no choice has seen."
+                if c.tau is not None
+                else "No tau has a positive net effect on the validation questions: **never continue** (weights off)."
+            ),
+            "",
+        ]
+    lines += [
+        "## Learning curve (held-out metrics against training questions; mean of random subsets)",
+        "",
+        "ATTC and necessity, over the questions collected here (they alone have per-block data):",
+        "",
+        "| training questions | ATTC balanced accuracy | ATTC rethink rate | necessity balanced accuracy |",
+        "|---|---|---|---|",
+    ]
     for r in (r for r in res.curve if r["pool"] == "collected"):
-        lines.append(f"| {r['train_questions']} | {_f(r.get('attc_bacc', np.nan))} | "
-                     f"{_f(r.get('attc_rethink', np.nan))} | {_f(r.get('nec_bacc', np.nan))} |")
-    lines += ["", "The G-STEP gate, over every training question (reused v1 records included):", "",
-              "| training questions | gate AUROC on held-out samples |", "|---|---|"]
+        lines.append(
+            f"| {r['train_questions']} | {_f(r.get('attc_bacc', np.nan))} | "
+            f"{_f(r.get('attc_rethink', np.nan))} | {_f(r.get('nec_bacc', np.nan))} |"
+        )
+    lines += [
+        "",
+        "The G-STEP gate, over every training question (reused v1 records included):",
+        "",
+        "| training questions | gate AUROC on held-out samples |",
+        "|---|---|",
+    ]
     for r in (r for r in res.curve if r["pool"] == "all"):
         lines.append(f"| {r['train_questions']} | {_f(r.get('gate_auroc', np.nan))} |")
-    lines += ["", "Balanced accuracy 0.5 and AUROC 0.5 are chance. A curve still rising at the right end says "
-              "more collection would pay; a flat one at chance says the signal is not there.", "",
-              "## Recommended preset", "", f"guards = {json.dumps(res.recommended)}", ""]
+    lines += [
+        "",
+        "Balanced accuracy 0.5 and AUROC 0.5 are chance. A curve still rising at the right end says "
+        "more collection would pay; a flat one at chance says the signal is not there.",
+        "",
+        "## Recommended preset",
+        "",
+        f"guards = {json.dumps(res.recommended)}",
+        "",
+    ]
     lines += [f"- {guard}: {why}" for guard, why in res.reasons.items()]
     lines.append("")
     return "\n".join(lines)
@@ -493,9 +607,18 @@ def write(res: Result, out_dir: Path, meta: dict[str, Any], command: str) -> Pat
         gate_file = f"{res.model}-gstep.npz"
         assert g.gate is not None, "a trained gate has its (scaler, mlp)"
         scaler, mlp = g.gate
-        export_gate(scaler, mlp, out_dir / gate_file, {"model": res.model, "created": meta["date"],
-                                                   "train_samples": g.train_samples, "tau": g.choice.tau,
-                                                   "max_tool_calls": g.budget})
+        export_gate(
+            scaler,
+            mlp,
+            out_dir / gate_file,
+            {
+                "model": res.model,
+                "created": meta["date"],
+                "train_samples": g.train_samples,
+                "tau": g.choice.tau,
+                "max_tool_calls": g.budget,
+            },
+        )
     meta = {**meta, "report": f"{res.model}.md"}
     (out_dir / f"{res.model}.md").write_text(render_report(res, meta, command), encoding="utf-8")
     path = out_dir / f"{res.model}.toml"
@@ -508,29 +631,66 @@ def question_range(records: Sequence[dict[str, Any]]) -> str:
     return f"{ids[0]}-{ids[-1]} ({len(ids)} questions)" if ids else "none"
 
 
-def calibrate(model: str | None, data: Path, start: int, n: int, records: Path, out_dir: Path, *,
-              reuse: Path | None = None, models_file: Path | None = None, threads: int | None = None,
-              concurrency: int = 1, command: str = "tuiagent calibrate", log: Any = print) -> Path:
+def calibrate(
+    model: str | None,
+    data: Path,
+    start: int,
+    n: int,
+    records: Path,
+    out_dir: Path,
+    *,
+    reuse: Path | None = None,
+    models_file: Path | None = None,
+    threads: int | None = None,
+    concurrency: int = 1,
+    command: str = "tuiagent calibrate",
+    log: Any = print,
+) -> Path:
     """Collect (resumable), fit, write; returns the calibration file."""
     from tuiagent.runner import RunRequest, resolve_spec
 
     spec = resolve_spec(RunRequest(problem="", model=model, models_file=models_file))
     if n > 0:
-        asyncio.run(collect(spec.id, data, start, n, records, reuse=reuse, models_file=models_file,
-                            threads=threads, concurrency=concurrency, log=log))
-    v2 = list({r["qid"]: r for r in load_records(records)  # one per question, the last written
-               if r.get("v") == RECORD_VERSION and r.get("model") == spec.id}.values())
+        asyncio.run(
+            collect(
+                spec.id,
+                data,
+                start,
+                n,
+                records,
+                reuse=reuse,
+                models_file=models_file,
+                threads=threads,
+                concurrency=concurrency,
+                log=log,
+            )
+        )
+    v2 = list(
+        {
+            r["qid"]: r
+            for r in load_records(records)  # one per question, the last written
+            if r.get("v") == RECORD_VERSION and r.get("model") == spec.id
+        }.values()
+    )
     v1 = [r for r in (load_records(reuse) if reuse else []) if r.get("model") == spec.id]
     if not v2:
         raise ValueError(f"no v2 records of {spec.id} in {records}: collect some first (--n)")
     log(f"[calibrate] fitting on {len(v2)} collected + {len(v1)} reused records")
     res = fit_all(v2, v1, model=spec.id)
-    meta = {"model": spec.id, "date": datetime.date.today().isoformat(), "data": str(data),
-            "questions": question_range(v2), "train_questions": len(res.split.train),
-            "reused_questions": res.split.reused, "heldout_questions": len(res.split.heldout),
-            "command": command}
+    meta = {
+        "model": spec.id,
+        "date": datetime.date.today().isoformat(),
+        "data": str(data),
+        "questions": question_range(v2),
+        "train_questions": len(res.split.train),
+        "reused_questions": res.split.reused,
+        "heldout_questions": len(res.split.heldout),
+        "command": command,
+    }
     path = write(res, out_dir, meta, command)
     log(render_report(res, {**meta, "report": ""}, command))
-    log(f"[calibrate] wrote {path} and its report; name it from models.toml: "
-        f'[models."{spec.id}"] calibration = "{path.resolve()}"')
+    log(
+        f"[calibrate] wrote {path} and its report; name it from models.toml: "
+        f'[models."{spec.id}"] calibration = "{path.resolve()}"'
+    )
     return path

@@ -63,26 +63,49 @@ async def blocks_of(problem: str, events: Sequence[Any], judge: Any | None) -> l
         result = results.get(block.call)
         necessary, p_rule, _ = arithmetic_judge(block.code, question=problem)
         entry: dict[str, Any] = {
-            "call": block.call, "turn": block.turn,
+            "call": block.call,
+            "turn": block.turn,
             "executed": bool(result and result.executed),
             "error": bool(result and (result.error or result.timed_out)),
             "attc": {"confidence": conf, "mean_logprob": mean, "tokens": n},
             "necessity": {"rule": {"necessary": necessary, "p_unnecessary": p_rule}},
         }
         if judge is not None:
-            view = RunView(problem=problem, mode="tool", turn=block.turn, turn_text=texts.get(block.turn, ""),
-                           turn_tokens=tokens.get(block.turn, []), calls=(), segments=(), max_tool_calls=0,
-                           tools_suspended=False, judge=judge)
+            view = RunView(
+                problem=problem,
+                mode="tool",
+                turn=block.turn,
+                turn_text=texts.get(block.turn, ""),
+                turn_tokens=tokens.get(block.turn, []),
+                calls=(),
+                segments=(),
+                max_tool_calls=0,
+                tools_suspended=False,
+                judge=judge,
+            )
             verdict = await guard.on_code(block.code, view)
-            entry["necessity"]["model"] = {k: v for k, v in verdict.data.items()
-                                           if k not in ("mode", "threshold", "skipped")}
+            entry["necessity"]["model"] = {
+                k: v for k, v in verdict.data.items() if k not in ("mode", "threshold", "skipped")
+            }
         out.append(entry)
     return out
 
 
-async def collect(model: str | None, data: Path, start: int, n: int, records: Path, *,
-                  reuse: Path | None = None, models_file: Path | None = None, script: Path | None = None,
-                  threads: int | None = None, judge: bool = True, concurrency: int = 1, log: Any = print) -> int:
+async def collect(
+    model: str | None,
+    data: Path,
+    start: int,
+    n: int,
+    records: Path,
+    *,
+    reuse: Path | None = None,
+    models_file: Path | None = None,
+    script: Path | None = None,
+    threads: int | None = None,
+    judge: bool = True,
+    concurrency: int = 1,
+    log: Any = print,
+) -> int:
     """Run the questions ``start .. start+n-1`` not yet in ``records`` as v2; returns how many
     records were appended. ``reuse``: a v1 records file whose CoT runs are taken over."""
     from tuiagent.backends import open_backend
@@ -96,8 +119,10 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
     done = {r.get("qid") for r in store.records if r.get("v") == RECORD_VERSION}
     old = {r["qid"]: r for r in (load_records(reuse) if reuse else []) if r.get("model") == spec.id}
     todo = [q for q in read_questions(data, start, n) if q[0] not in done]
-    log(f"[calibrate] {len(done)} already in {records}; {len(todo)} to run "
-        f"({sum(q[0] in old for q in todo)} of them reuse a v1 CoT run)")
+    log(
+        f"[calibrate] {len(done)} already in {records}; {len(todo)} to run "
+        f"({sum(q[0] in old for q in todo)} of them reuse a v1 CoT run)"
+    )
     if not todo:
         return 0
     if threads:
@@ -136,19 +161,28 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
         runs = ("tool",) if qid in old else ("cot", "tool")
         for part in runs + (("continue",) if is_heldout(qid) else ()):
             events: list[Any] = []
-            request = RunRequest(problem=question, model=spec.id, models_file=models_file, script=script,
-                                 gold=gold, settings=RunSettings(mode="cot" if part == "cot" else "tool"),
-                                 sampling_overrides={"temperature": 0.0}, out=out,
-                                 guards=("gstep",) if part == "continue" else (),
-                                 guard_settings={"gstep": CONTINUE_ALWAYS} if part == "continue" else {})
+            request = RunRequest(
+                problem=question,
+                model=spec.id,
+                models_file=models_file,
+                script=script,
+                gold=gold,
+                settings=RunSettings(mode="cot" if part == "cot" else "tool"),
+                sampling_overrides={"temperature": 0.0},
+                out=out,
+                guards=("gstep",) if part == "continue" else (),
+                guard_settings={"gstep": CONTINUE_ALWAYS} if part == "continue" else {},
+            )
             raise_if_kernel_failed(await run_problem(request, events.append, backend=backend, spec=spec), events)
             parts[part] = events
         record = record_from_events(qid, question, gold, spec.id, parts["tool"], parts.get("cot", parts["tool"]))
         record["v"] = RECORD_VERSION
         if qid in old:
             if old[qid]["tool"]["answer"] != record["tool"]["answer"]:
-                raise RuntimeError(f"q{qid}: the tool run answered {record['tool']['answer']!r}, the v1 record "
-                                   f"{old[qid]['tool']['answer']!r}: runs are not reproducible here")
+                raise RuntimeError(
+                    f"q{qid}: the tool run answered {record['tool']['answer']!r}, the v1 record "
+                    f"{old[qid]['tool']['answer']!r}: runs are not reproducible here"
+                )
             record["cot"] = old[qid]["cot"]
         if "continue" in parts:
             record["continue"] = run_part(parts["continue"], full=False)
@@ -158,17 +192,28 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
         store.append(record)
         written += 1
         confs = [b["attc"]["confidence"] for b in record["tool"]["blocks"]]
-        log(f"[calibrate] q{qid}: tool {record['tool']['answer']!r} "
+        log(
+            f"[calibrate] q{qid}: tool {record['tool']['answer']!r} "
             f"({'right' if record['tool']['correct'] else 'wrong'}, {len(record['tool']['calls'])} calls, "
             f"conf {', '.join('n/a' if c is None else f'{c:.3f}' for c in confs) or '-'}), "
             f"cot {record['cot']['answer']!r} ({'right' if record['cot']['correct'] else 'wrong'}), "
-            + (f"continue {record['continue']['answer']!r} ({'right' if record['continue']['correct'] else 'wrong'}), "
-               if "continue" in record else "")
-            + f"gold {gold}; {record['wall_s']:.0f} s; {len(done) + written} in file")
+            + (
+                f"continue {record['continue']['answer']!r} ({'right' if record['continue']['correct'] else 'wrong'}), "
+                if "continue" in record
+                else ""
+            )
+            + f"gold {gold}; {record['wall_s']:.0f} s; {len(done) + written} in file"
+        )
 
     try:
-        await run_batch(todo, lambda item: one(*item), concurrency=concurrency, finish_on_interrupt="calibrate",
-                        unit="question", log=log)
+        await run_batch(
+            todo,
+            lambda item: one(*item),
+            concurrency=concurrency,
+            finish_on_interrupt="calibrate",
+            unit="question",
+            log=log,
+        )
     finally:
         store.close()
         await backend.aclose()

@@ -34,14 +34,21 @@ def auroc(scores: ArrayLike, positive: ArrayLike) -> float:
         j = i
         while j + 1 < len(s) and sorted_s[j + 1] == sorted_s[i]:
             j += 1
-        ranks[order[i:j + 1]] = (i + j) / 2 + 1
+        ranks[order[i : j + 1]] = (i + j) / 2 + 1
         i = j + 1
     u = ranks[y].sum() - len(pos) * (len(pos) + 1) / 2
     return float(u / (len(pos) * len(neg)))
 
 
-def bootstrap_auroc(scores: ArrayLike, positive: ArrayLike, groups: ArrayLike, *,
-                    n_boot: int = N_BOOT, level: float = LEVEL, seed: int = 0) -> tuple[float, float]:
+def bootstrap_auroc(
+    scores: ArrayLike,
+    positive: ArrayLike,
+    groups: ArrayLike,
+    *,
+    n_boot: int = N_BOOT,
+    level: float = LEVEL,
+    seed: int = 0,
+) -> tuple[float, float]:
     """A percentile interval for the AUROC, resampling whole questions (``groups``) with replacement,
     since the blocks of one run share its label and are not independent."""
     s = np.asarray(scores, dtype=np.float64)
@@ -85,9 +92,16 @@ class Separation:
         return s < self.threshold if self.act == "below" else s >= self.threshold
 
 
-def fit_separation(scores: ArrayLike, positive: ArrayLike, groups: ArrayLike, *,
-                   act: Literal["below", "above"], rare: float = RARE, default: float | None = None,
-                   seed: int = 0) -> Separation:
+def fit_separation(
+    scores: ArrayLike,
+    positive: ArrayLike,
+    groups: ArrayLike,
+    *,
+    act: Literal["below", "above"],
+    rare: float = RARE,
+    default: float | None = None,
+    seed: int = 0,
+) -> Separation:
     """Fit a threshold for a guard that acts on low (``act="below"``) or high scores.
 
     ``positive``: the blocks where acting is wrong (ATTC: blocks of right runs, which a rethink
@@ -125,9 +139,17 @@ def fit_separation(scores: ArrayLike, positive: ArrayLike, groups: ArrayLike, *,
         threshold = min(threshold, default) if act == "below" else max(threshold, default)
     threshold = float(min(max(threshold, 1e-6), 1.0))
     acting = s < threshold if act == "below" else s >= threshold
-    return Separation(auroc=a, interval=(lo, hi), separated=separated, threshold=threshold, act=act,
-                      action_rate=float(acting.mean()) if len(s) else 0.0, n=len(s), n_positive=int(y.sum()),
-                      groups=len(set(np.asarray(groups).tolist())))
+    return Separation(
+        auroc=a,
+        interval=(lo, hi),
+        separated=separated,
+        threshold=threshold,
+        act=act,
+        action_rate=float(acting.mean()) if len(s) else 0.0,
+        n=len(s),
+        n_positive=int(y.sum()),
+        groups=len(set(np.asarray(groups).tolist())),
+    )
 
 
 def balanced_accuracy(acts: np.ndarray, positive: ArrayLike) -> float:
@@ -152,8 +174,9 @@ class TauChoice:
     table: list[dict[str, float]]  # per candidate tau: continues, fixed, broken, tokens, net
 
 
-def net_effect(p: np.ndarray, delta: np.ndarray, extra_tokens: np.ndarray, tau: float,
-               token_cost: float = TOKEN_COST) -> dict[str, float]:
+def net_effect(
+    p: np.ndarray, delta: np.ndarray, extra_tokens: np.ndarray, tau: float, token_cost: float = TOKEN_COST
+) -> dict[str, float]:
     """Over questions where p >= tau (the gate says continue): +1 per wrong->right, -1 per
     right->wrong (``delta`` = correct after the continue - correct at commit), minus the extra
     tokens times ``token_cost``."""
@@ -161,12 +184,24 @@ def net_effect(p: np.ndarray, delta: np.ndarray, extra_tokens: np.ndarray, tau: 
     d = np.asarray(delta)[go]
     tokens = float(np.asarray(extra_tokens, dtype=np.float64)[go].sum())
     fixed, broken = int((d > 0).sum()), int((d < 0).sum())
-    return {"tau": float(tau), "continues": int(go.sum()), "fixed": fixed, "broken": broken, "tokens": tokens,
-            "net": fixed - broken - token_cost * tokens}
+    return {
+        "tau": float(tau),
+        "continues": int(go.sum()),
+        "fixed": fixed,
+        "broken": broken,
+        "tokens": tokens,
+        "net": fixed - broken - token_cost * tokens,
+    }
 
 
-def choose_tau(p: ArrayLike, delta: ArrayLike, extra_tokens: ArrayLike, *,
-               token_cost: float = TOKEN_COST, taus: Sequence[float] | None = None) -> TauChoice:
+def choose_tau(
+    p: ArrayLike,
+    delta: ArrayLike,
+    extra_tokens: ArrayLike,
+    *,
+    token_cost: float = TOKEN_COST,
+    taus: Sequence[float] | None = None,
+) -> TauChoice:
     """The tau with the largest positive net effect (the highest such tau on a tie: fewer
     continues); never-continue (tau None, net 0) when no tau beats doing nothing."""
     p_arr = np.asarray(p, dtype=np.float64)

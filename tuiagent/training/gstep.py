@@ -51,8 +51,13 @@ def gate_input_from_record(record: dict[str, Any]) -> GateInput:
     starts = [(t["text"], tool_block_start(t["text"], t["stop"], "tool")) for t in turns]
     calls = tuple((c[0], c[1], bool(c[2])) for c in tool["calls"] if c[3])
     budget = budget_remaining(record_budget(record), len(calls))
-    return GateInput(turn_index=len(turns), calls=calls, reasoning=reasoning_text(starts),
-                     final_text=tool.get("final_text", turns[-1]["text"] if turns else ""), budget=budget)
+    return GateInput(
+        turn_index=len(turns),
+        calls=calls,
+        reasoning=reasoning_text(starts),
+        final_text=tool.get("final_text", turns[-1]["text"] if turns else ""),
+        budget=budget,
+    )
 
 
 def record_budget(record: dict[str, Any]) -> int:
@@ -67,8 +72,10 @@ def train_budget(records: Iterable[dict[str, Any]]) -> int:
     one frame and are refused."""
     budgets = sorted({record_budget(r) for r in records})
     if len(budgets) != 1:
-        raise ValueError(f"the records were collected with tool budgets {budgets}: a gate is trained at one budget, "
-                         "collect with one max_tool_calls")
+        raise ValueError(
+            f"the records were collected with tool budgets {budgets}: a gate is trained at one budget, "
+            "collect with one max_tool_calls"
+        )
     return budgets[0]
 
 
@@ -106,21 +113,27 @@ def run_part(events: Sequence[Any], *, full: bool) -> dict[str, Any]:
     if not full:
         return part
     codes = {e.call: e.code for e in events if isinstance(e, ev.CodeBlock)}
-    calls = [[codes.get(e.call, ""), e.shown, bool(e.error or e.timed_out), bool(e.executed)]
-             for e in events if isinstance(e, ev.ToolResult)]
+    calls = [
+        [codes.get(e.call, ""), e.shown, bool(e.error or e.timed_out), bool(e.executed)]
+        for e in events
+        if isinstance(e, ev.ToolResult)
+    ]
     turns = [{"text": e.text, "stop": e.stop} for e in events if isinstance(e, ev.TurnEnded)]
-    part.update({
-        "max_tool_calls": int(started.settings.get("max_tool_calls", 4)),
-        "calls": calls,  # [code, shown output, error (exception or timeout), executed]
-        "turns": turns,
-        "final_text": turns[-1]["text"] if turns else "",
-        "erroneous_calls": finished.erroneous_calls,
-    })
+    part.update(
+        {
+            "max_tool_calls": int(started.settings.get("max_tool_calls", 4)),
+            "calls": calls,  # [code, shown output, error (exception or timeout), executed]
+            "turns": turns,
+            "final_text": turns[-1]["text"] if turns else "",
+            "erroneous_calls": finished.erroneous_calls,
+        }
+    )
     return part
 
 
-def record_from_events(qid: int, question: str, gold: str, model: str,
-                       tool_events: Sequence[Any], cot_events: Sequence[Any]) -> dict[str, Any]:
+def record_from_events(
+    qid: int, question: str, gold: str, model: str, tool_events: Sequence[Any], cot_events: Sequence[Any]
+) -> dict[str, Any]:
     """One compact record per question::
 
         {"v": 1, "qid": line index in the data file, "question", "gold", "model",
@@ -159,8 +172,9 @@ def read_questions(path: Path, start: int, n: int) -> list[tuple[int, str, str]]
             item = json.loads(line)
             gold = gsm8k_gold(str(item.get("answer", "")))
             if gold is None or "question" not in item:
-                raise ValueError(f"{path}:{i + 1}: a GSM8K line has a 'question' and an 'answer' ending in "
-                                 "'#### <number>'")
+                raise ValueError(
+                    f"{path}:{i + 1}: a GSM8K line has a 'question' and an 'answer' ending in '#### <number>'"
+                )
             out.append((i, item["question"], gold))
     return out
 
@@ -174,8 +188,10 @@ def open_records(records: Path, model: str, what: str) -> JsonlStore:
     store = JsonlStore(records, key="qid")
     others = sorted({str(r.get("model")) for r in store.records} - {model})
     if others:
-        raise ValueError(f"{records} holds runs of {', '.join(others)}, not {model}: {what} is model-specific, "
-                         "use one records file per model")
+        raise ValueError(
+            f"{records} holds runs of {', '.join(others)}, not {model}: {what} is model-specific, "
+            "use one records file per model"
+        )
     return store
 
 
@@ -185,9 +201,18 @@ def scratch_dir(model: str) -> Path:
     return paths.data_dir() / "gstep-collect" / model
 
 
-async def collect(model: str | None, data: Path, start: int, n: int, records: Path, *,
-                  models_file: Path | None = None, script: Path | None = None, threads: int | None = None,
-                  log: Any = print) -> int:
+async def collect(
+    model: str | None,
+    data: Path,
+    start: int,
+    n: int,
+    records: Path,
+    *,
+    models_file: Path | None = None,
+    script: Path | None = None,
+    threads: int | None = None,
+    log: Any = print,
+) -> int:
     """Run the questions not yet in ``records``; returns how many records were appended."""
     from tuiagent.runner import RunRequest, open_model, raise_if_kernel_failed, resolve_spec, run_problem
 
@@ -213,19 +238,28 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
             parts = {}
             for mode in ("cot", "tool"):
                 events: list[Any] = []
-                request = RunRequest(problem=text, model=spec.id, models_file=models_file, script=script,
-                                     gold=gold, settings=RunSettings(mode=mode),
-                                     sampling_overrides={"temperature": 0.0}, out=out)
+                request = RunRequest(
+                    problem=text,
+                    model=spec.id,
+                    models_file=models_file,
+                    script=script,
+                    gold=gold,
+                    settings=RunSettings(mode=mode),
+                    sampling_overrides={"temperature": 0.0},
+                    out=out,
+                )
                 raise_if_kernel_failed(await run_problem(request, events.append, backend=backend, spec=spec), events)
                 parts[mode] = events
             record = record_from_events(qid, text, gold, spec.id, parts["tool"], parts["cot"])
             record["wall_s"] = round(time.monotonic() - t0, 2)
             store.append(record)
             written += 1
-            log(f"[gstep collect] q{qid}: tool {record['tool']['answer']!r} "
+            log(
+                f"[gstep collect] q{qid}: tool {record['tool']['answer']!r} "
                 f"({'right' if record['tool']['correct'] else 'wrong'}, {len(record['tool']['calls'])} calls), "
                 f"cot {record['cot']['answer']!r} ({'right' if record['cot']['correct'] else 'wrong'}), "
-                f"gold {gold}; {record['wall_s']:.0f} s; {len(done) + written} in file")
+                f"gold {gold}; {record['wall_s']:.0f} s; {len(done) + written} in file"
+            )
 
         try:
             await run_batch(todo, question, finish_on_interrupt="gstep collect", unit="question", log=log)
@@ -237,7 +271,9 @@ async def collect(model: str | None, data: Path, start: int, n: int, records: Pa
 # -- samples, training, report -------------------------------------------------------------------
 
 
-def samples(records: Iterable[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
+def samples(
+    records: Iterable[dict[str, Any]],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
     """(X, y, sample weights, groups = question ids, info) — one sample per question whose tool run
     ended at an answer attempt (the only state at which the gate is ever consulted)."""
     from guards.gstep_features import features
@@ -300,13 +336,15 @@ def export_gate(scaler: Any, mlp: Any, path: Path, meta: dict[str, Any]) -> None
         raise ValueError(f"the gate needs both classes in training, got {list(mlp.classes_)}")
     if not isinstance(meta.get("max_tool_calls"), int):
         raise ValueError("a gate's meta names the tool budget it was trained at (max_tool_calls)")
-    arrays = {"mean": np.asarray(scaler.mean_, dtype=np.float64), "scale": np.asarray(scaler.scale_, dtype=np.float64),
-              "train_sd": np.sqrt(np.asarray(scaler.var_, dtype=np.float64))}
+    arrays = {
+        "mean": np.asarray(scaler.mean_, dtype=np.float64),
+        "scale": np.asarray(scaler.scale_, dtype=np.float64),
+        "train_sd": np.sqrt(np.asarray(scaler.var_, dtype=np.float64)),
+    }
     for i, (coef, intercept) in enumerate(zip(mlp.coefs_, mlp.intercepts_)):
         arrays[f"W{i}"] = np.asarray(coef, dtype=np.float64)
         arrays[f"b{i}"] = np.asarray(intercept, dtype=np.float64)
-    meta = {**meta, "feature_names": FEATURE_NAMES, "n_layers": len(mlp.coefs_),
-            "format": "gstep-gate-v2"}
+    meta = {**meta, "feature_names": FEATURE_NAMES, "n_layers": len(mlp.coefs_), "format": "gstep-gate-v2"}
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("wb") as f:
         # numpy's stub lets **arrays fill savez's allow_pickle: bool; the keys are W0, b0, ... only
@@ -321,12 +359,25 @@ def _metrics(y: np.ndarray, p: np.ndarray, tau: float) -> dict[str, float]:
     precision = tp / (tp + fp) if tp + fp else 0.0
     recall = tp / (tp + fn) if tp + fn else 0.0
     f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
-    return {"accuracy": float((pred == y).mean()) if len(y) else 0.0, "precision": precision,
-            "recall": recall, "f1": f1, "predicted_continue": float(pred.mean()) if len(y) else 0.0}
+    return {
+        "accuracy": float((pred == y).mean()) if len(y) else 0.0,
+        "precision": precision,
+        "recall": recall,
+        "f1": f1,
+        "predicted_continue": float(pred.mean()) if len(y) else 0.0,
+    }
 
 
-def cross_validate(x: np.ndarray, y: np.ndarray, w: np.ndarray, groups: np.ndarray, *, folds: int = 5,
-                   taus: Sequence[float] = (0.5, 0.05), seed: int = 0) -> dict[Any, Any]:
+def cross_validate(
+    x: np.ndarray,
+    y: np.ndarray,
+    w: np.ndarray,
+    groups: np.ndarray,
+    *,
+    folds: int = 5,
+    taus: Sequence[float] = (0.5, 0.05),
+    seed: int = 0,
+) -> dict[Any, Any]:
     """GroupKFold by question id; mean and sd over held-out folds of each metric (continue = positive):
     ``{tau: {metric: (mean, sd)}}``, and under ``"pooled"`` ``{tau: {metric: value}}`` over all
     out-of-fold predictions."""
@@ -345,15 +396,19 @@ def cross_validate(x: np.ndarray, y: np.ndarray, w: np.ndarray, groups: np.ndarr
         oof[test_idx] = p
         for t in taus:
             per[t].append(_metrics(y[test_idx], p, t))
-    out: dict[Any, Any] = {t: {k: (float(np.mean([m[k] for m in ms])), float(np.std([m[k] for m in ms])))
-                               for k in ms[0]} for t, ms in per.items() if ms}
+    out: dict[Any, Any] = {
+        t: {k: (float(np.mean([m[k] for m in ms])), float(np.std([m[k] for m in ms]))) for k in ms[0]}
+        for t, ms in per.items()
+        if ms
+    }
     seen = ~np.isnan(oof)
     out["pooled"] = {t: _metrics(y[seen], oof[seen], t) for t in taus}
     return out
 
 
-def split_questions(groups: np.ndarray, y: np.ndarray, *, test_fraction: float = 0.2,
-                    seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+def split_questions(
+    groups: np.ndarray, y: np.ndarray, *, test_fraction: float = 0.2, seed: int = 0
+) -> tuple[np.ndarray, np.ndarray]:
     """Indices (train, held out): question ids are split, stratified by label, so no held-out question
     is ever trained on."""
     rng = np.random.default_rng(seed)
@@ -383,8 +438,17 @@ def summarise(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
     }
 
 
-def train(records_path: Path, out: Path, report: Path | None, *, tau: float = 0.05, seed: int = 0,
-          folds: int = 5, test_fraction: float = 0.2, log: Any = print) -> dict[str, Any]:
+def train(
+    records_path: Path,
+    out: Path,
+    report: Path | None,
+    *,
+    tau: float = 0.05,
+    seed: int = 0,
+    folds: int = 5,
+    test_fraction: float = 0.2,
+    log: Any = print,
+) -> dict[str, Any]:
     """Cross-validate, fit on a training split, evaluate on held-out questions, write weights + report."""
     from guards.gstep import Gate
 
@@ -429,8 +493,14 @@ def _pm(pair: tuple[float, float]) -> str:
     return f"{pair[0]:.3f} ± {pair[1]:.3f}"
 
 
-def render_report(summary: dict[str, Any], meta: dict[str, Any], cv: dict[Any, Any],
-                  held: dict[float, dict[str, float]], tau: float, info: Sequence[dict[str, Any]]) -> str:
+def render_report(
+    summary: dict[str, Any],
+    meta: dict[str, Any],
+    cv: dict[Any, Any],
+    held: dict[float, dict[str, float]],
+    tau: float,
+    info: Sequence[dict[str, Any]],
+) -> str:
     kinds = Counter(i["kind"] for i in info)
     lines = [
         f"# G-STEP gate for {meta['model']}",
@@ -466,15 +536,23 @@ def render_report(summary: dict[str, Any], meta: dict[str, Any], cv: dict[Any, A
     for t, m in cv.items():
         if t == "pooled":
             continue
-        lines.append(f"| p >= {t} | {_pm(m['accuracy'])} | {_pm(m['precision'])} | {_pm(m['recall'])} | "
-                     f"{_pm(m['f1'])} | {_pm(m['predicted_continue'])} |")
-    lines += ["", "Mean ± sd over the folds; a precision or recall with nothing to count in a fold (no predicted "
-              "or no actual continue) counts as 0 there. Pooled over all out-of-fold predictions:", "",
-              "| threshold | accuracy | precision | recall | F1 | share predicted continue |",
-              "|---|---|---|---|---|---|"]
+        lines.append(
+            f"| p >= {t} | {_pm(m['accuracy'])} | {_pm(m['precision'])} | {_pm(m['recall'])} | "
+            f"{_pm(m['f1'])} | {_pm(m['predicted_continue'])} |"
+        )
+    lines += [
+        "",
+        "Mean ± sd over the folds; a precision or recall with nothing to count in a fold (no predicted "
+        "or no actual continue) counts as 0 there. Pooled over all out-of-fold predictions:",
+        "",
+        "| threshold | accuracy | precision | recall | F1 | share predicted continue |",
+        "|---|---|---|---|---|---|",
+    ]
     for t, m in cv.get("pooled", {}).items():
-        lines.append(f"| p >= {t} | {m['accuracy']:.3f} | {m['precision']:.3f} | {m['recall']:.3f} | "
-                     f"{m['f1']:.3f} | {m['predicted_continue']:.3f} |")
+        lines.append(
+            f"| p >= {t} | {m['accuracy']:.3f} | {m['precision']:.3f} | {m['recall']:.3f} | "
+            f"{m['f1']:.3f} | {m['predicted_continue']:.3f} |"
+        )
     lines += [
         "",
         f"## Shipped gate on held-out questions ({meta['heldout_questions']} questions never trained on; "
@@ -484,21 +562,33 @@ def render_report(summary: dict[str, Any], meta: dict[str, Any], cv: dict[Any, A
         "|---|---|---|---|---|---|",
     ]
     for t, m in held.items():
-        lines.append(f"| p >= {t} | {m['accuracy']:.3f} | {m['precision']:.3f} | {m['recall']:.3f} | "
-                     f"{m['f1']:.3f} | {m['predicted_continue']:.3f} |")
+        lines.append(
+            f"| p >= {t} | {m['accuracy']:.3f} | {m['precision']:.3f} | {m['recall']:.3f} | "
+            f"{m['f1']:.3f} | {m['predicted_continue']:.3f} |"
+        )
     n_commit, n_cont = meta["label_counts"]["commit"], meta["label_counts"]["continue"]
     baseline = max(n_commit, n_cont) / max(1, n_commit + n_cont)
     pooled = cv.get("pooled", {}).get(0.5)
-    reading = (f"Majority-class baseline (always {'commit' if n_commit >= n_cont else 'continue'}): accuracy "
-               f"{baseline:.3f}.")
+    reading = (
+        f"Majority-class baseline (always {'commit' if n_commit >= n_cont else 'continue'}): accuracy {baseline:.3f}."
+    )
     if pooled:
         verdict = "does not beat" if pooled["accuracy"] <= baseline else "beats"
-        reading += (f" At p >= 0.5 the pooled out-of-fold accuracy is {pooled['accuracy']:.3f}: the gate {verdict} "
-                    f"the baseline on this much data ({meta['samples']} samples).")
-    lines += ["", "## Reading", "", reading, "",
-              f"The guard uses tau = {tau} [paper]: at that threshold the gate asks to continue often; the "
-              "safety rules (no progress, 3 extra turns, tool budget) bound the cost. Retrain as more records "
-              "arrive with the same command.", ""]
+        reading += (
+            f" At p >= 0.5 the pooled out-of-fold accuracy is {pooled['accuracy']:.3f}: the gate {verdict} "
+            f"the baseline on this much data ({meta['samples']} samples)."
+        )
+    lines += [
+        "",
+        "## Reading",
+        "",
+        reading,
+        "",
+        f"The guard uses tau = {tau} [paper]: at that threshold the gate asks to continue often; the "
+        "safety rules (no progress, 3 extra turns, tool budget) bound the cost. Retrain as more records "
+        "arrive with the same command.",
+        "",
+    ]
     return "\n".join(lines)
 
 
@@ -516,9 +606,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     c.add_argument("--start", type=int, default=0)
     c.add_argument("--n", type=int, default=200)
     c.add_argument("--records", type=Path, required=True)
-    c.add_argument("--threads", type=int, default=None,
-                   help="llama.cpp threads (default: the model's setting, else all CPUs); 1 is faster on a busy "
-                        "machine, where spinning threads wait for each other")
+    c.add_argument(
+        "--threads",
+        type=int,
+        default=None,
+        help="llama.cpp threads (default: the model's setting, else all CPUs); 1 is faster on a busy "
+        "machine, where spinning threads wait for each other",
+    )
     t = sub.add_parser("train", help="train the gate from records; write weights and a report")
     t.add_argument("--records", type=Path, required=True)
     t.add_argument("--out", type=Path, required=True)
@@ -530,13 +624,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
 
     if args.command == "collect":
+
         def log(msg: str) -> None:
             print(msg, flush=True)
 
         try:
-            n = asyncio.run(collect(args.model, args.data, args.start, args.n, args.records,
-                                    models_file=args.models, script=args.script, threads=args.threads,
-                                    log=log))
+            n = asyncio.run(
+                collect(
+                    args.model,
+                    args.data,
+                    args.start,
+                    args.n,
+                    args.records,
+                    models_file=args.models,
+                    script=args.script,
+                    threads=args.threads,
+                    log=log,
+                )
+            )
         except (KeyboardInterrupt, asyncio.CancelledError):
             log("[gstep collect] stopped")
             return 130

@@ -89,18 +89,33 @@ class TuiAgentApp(App[object]):
         Binding("ctrl+l", "choose_model", "Model", priority=True),
         Binding("ctrl+t", "toggle_dark", "Light/dark", priority=True),
         Binding("f9", "export", "Export…", priority=True, tooltip="the run or comparison shown, to Markdown or HTML"),
-        Binding("f8", "toggle_shade", "Token confidence", priority=True,
-                tooltip="shade text and code by each token's probability; hover a token for its value"),
-        Binding("f10", "toggle_raw_math", "Raw math", priority=True,
-                tooltip="show the model's LaTeX as it wrote it, or again as readable math"),
+        Binding(
+            "f8",
+            "toggle_shade",
+            "Token confidence",
+            priority=True,
+            tooltip="shade text and code by each token's probability; hover a token for its value",
+        ),
+        Binding(
+            "f10",
+            "toggle_raw_math",
+            "Raw math",
+            priority=True,
+            tooltip="show the model's LaTeX as it wrote it, or again as readable math",
+        ),
     ]
 
     model_state: reactive[tuple[str, str, str]] = reactive(("", "idle", ""))
     shade_tokens: reactive[bool] = reactive(False)  # token confidence drawn (f8), on every screen
     raw_math: reactive[bool] = reactive(False)  # the model's LaTeX shown as written (f10), on every screen
 
-    def __init__(self, config: AppConfig | None = None, *, backend: Backend | None = None,
-                 backend_factory: Callable[[], Backend] | None = None):
+    def __init__(
+        self,
+        config: AppConfig | None = None,
+        *,
+        backend: Backend | None = None,
+        backend_factory: Callable[[], Backend] | None = None,
+    ):
         super().__init__()
         self.config = config or AppConfig()
         self.session = ModelSession(self.config, backend=backend, backend_factory=backend_factory)
@@ -292,11 +307,16 @@ class TuiAgentApp(App[object]):
             except UserError as e:
                 self.report(e, title="fork")
                 return
-            recorded = Preset(self.AS_RECORDED, RunSpec(guards=guards, guard_settings=settings),
-                              description="the parent's settings: repeats its next step exactly")
+            recorded = Preset(
+                self.AS_RECORDED,
+                RunSpec(guards=guards, guard_settings=settings),
+                description="the parent's settings: repeats its next step exactly",
+            )
             choices = [recorded, *named]
-            self.push_screen(PresetsScreen(choices, f"fork after step {at}: run it under (enter)"),
-                             lambda preset: with_settings(at, preset))
+            self.push_screen(
+                PresetsScreen(choices, f"fork after step {at}: run it under (enter)"),
+                lambda preset: with_settings(at, preset),
+            )
 
         if step is None:
             self.push_screen(EditValueScreen("fork after step (0: before the first turn)", 0), with_step)
@@ -417,15 +437,23 @@ class TuiAgentApp(App[object]):
 
         self.shade_tokens = not self.shade_tokens
         if self.shade_tokens:
-            self.notify(f"shaded: {legend()} (darker: less sure); hover a token for its p; each code block "
-                        "names its least sure token", title="token confidence: on", timeout=5, markup=False)
+            self.notify(
+                f"shaded: {legend()} (darker: less sure); hover a token for its p; each code block "
+                "names its least sure token",
+                title="token confidence: on",
+                timeout=5,
+                markup=False,
+            )
         else:
             self.notify("token confidence: off", timeout=2)
 
     def action_toggle_raw_math(self) -> None:
         self.raw_math = not self.raw_math
-        self.notify("math: the LaTeX as the model wrote it" if self.raw_math else "math: rendered for reading",
-                    timeout=2, markup=False)
+        self.notify(
+            "math: the LaTeX as the model wrote it" if self.raw_math else "math: rendered for reading",
+            timeout=2,
+            markup=False,
+        )
 
     def action_toggle_dark(self) -> None:
         self.theme = "textual-light" if self.current_theme.dark else "textual-dark"
@@ -443,8 +471,11 @@ class TuiAgentApp(App[object]):
                 continue
             seen.add(b.description)
             key = self.get_key_display(Binding(b.key.split(",")[0].strip(), b.action))
-            yield SystemCommand(b.description, f"key: {key}" + (f" · {b.tooltip}" if b.tooltip else ""),
-                                partial(self._run_binding, b.action, node))
+            yield SystemCommand(
+                b.description,
+                f"key: {key}" + (f" · {b.tooltip}" if b.tooltip else ""),
+                partial(self._run_binding, b.action, node),
+            )
 
     def _run_binding(self, action: str, node: Any) -> None:
         self.call_later(self.run_action, action, node)
@@ -454,8 +485,12 @@ def _with(config: AppConfig, **changes: Any) -> AppConfig:
     return replace(config, **changes)
 
 
-def make_app(config: AppConfig | None = None, *, backend: Backend | None = None,
-             backend_factory: Callable[[], Backend] | None = None) -> TuiAgentApp:
+def make_app(
+    config: AppConfig | None = None,
+    *,
+    backend: Backend | None = None,
+    backend_factory: Callable[[], Backend] | None = None,
+) -> TuiAgentApp:
     """The app for ``config``. Tests pass a ``backend`` (shared by every run) or a
     ``backend_factory`` (a fresh backend per run, e.g. a ScriptedBackend)."""
     return TuiAgentApp(config, backend=backend, backend_factory=backend_factory)

@@ -18,8 +18,15 @@ def describe_event(e: ev.Event) -> str:
             first = e.code.strip().splitlines()[0] if e.code.strip() else ""
             return f"code block · call {e.call} · {first[:60]}"
         case ev.ToolResult():
-            state = ("not run" if not e.executed else "timed out" if e.timed_out
-                     else f"error {e.error_name or ''}".strip() if e.error else "ok")
+            state = (
+                "not run"
+                if not e.executed
+                else "timed out"
+                if e.timed_out
+                else f"error {e.error_name or ''}".strip()
+                if e.error
+                else "ok"
+            )
             return f"tool result · call {e.call} · {state} · {e.duration_s * 1000:.0f} ms"
         case ev.GuardVerdict():
             return f"{e.guard} · {e.action} · {verdict_note(e).text}"
@@ -45,4 +52,5 @@ def is_guard_decision(e: ev.Event) -> bool:
     if isinstance(e, ev.GuardVerdict):
         return shown(e)
     return isinstance(e, (ev.ContextPruned, ev.GuardToggled)) and not (
-        isinstance(e, ev.GuardToggled) and e.reason == "on at start")
+        isinstance(e, ev.GuardToggled) and e.reason == "on at start"
+    )

@@ -76,9 +76,13 @@ def states_from_chain(chain: GuardChain) -> dict[str, GuardState]:
     for name in sorted(chain.classes):
         cls = chain.classes[name]
         out[name] = GuardState(
-            name=name, enabled=name in chain.enabled, settings=dataclasses.asdict(chain.settings[name]),
+            name=name,
+            enabled=name in chain.enabled,
+            settings=dataclasses.asdict(chain.settings[name]),
             doc=(cls.__doc__ or "").strip().splitlines()[0] if cls.__doc__ else "",
-            reason=chain.disabled_reason.get(name, ""), fields=field_infos(name))
+            reason=chain.disabled_reason.get(name, ""),
+            fields=field_infos(name),
+        )
     return out
 
 

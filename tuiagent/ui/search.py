@@ -75,14 +75,19 @@ class RunSearch(Provider):
         for n, (i, line) in enumerate(event_hits(screen.events, query)):
             if n >= MAX_HITS:
                 break
-            yield Hit(0.9, Content.assemble(("in this run · ", "$text-muted"), line),
-                      lambda i=i: screen.go(i + 1), help="jump to this event")
+            yield Hit(
+                0.9,
+                Content.assemble(("in this run · ", "$text-muted"), line),
+                lambda i=i: screen.go(i + 1),
+                help="jump to this event",
+            )
 
 
 class SavedRunsSearch(Provider):
     """Across the saved runs (read once, when the palette opens, in a thread)."""
 
     if TYPE_CHECKING:  # the app this runs in (textual types it App[object])
+
         @property
         def app(self) -> TuiAgentApp: ...
 
@@ -99,8 +104,12 @@ class SavedRunsSearch(Provider):
                 continue
             mark = {"right": " ✓", "wrong": " ✗"}.get(info.result, "")
             line = f"{info.when} · {info.problem[:50]} · {info.answer or info.reason}{mark} · {info.guards}"
-            yield Hit(0.5, Content.assemble(("saved run · ", "$text-muted"), line),
-                      lambda path=info.path: app.open_replay(path), help=f"replay {info.path.name}")
+            yield Hit(
+                0.5,
+                Content.assemble(("saved run · ", "$text-muted"), line),
+                lambda path=info.path: app.open_replay(path),
+                help=f"replay {info.path.name}",
+            )
             n += 1
             if n >= MAX_HITS:
                 break

@@ -29,8 +29,9 @@ from tuiagent.runner import RunRequest, guard_chain, open_model, resolve_spec
 class ModelSession:
     """Resolves the model spec, opens the backend once, and remembers the guard choices for the next run."""
 
-    def __init__(self, config: Any, *, backend: Backend | None = None,
-                 backend_factory: Callable[[], Backend] | None = None):
+    def __init__(
+        self, config: Any, *, backend: Backend | None = None, backend_factory: Callable[[], Backend] | None = None
+    ):
         self.config = config
         self.spec: ModelSpec | None = None
         self.backend = backend
@@ -133,10 +134,20 @@ class ModelSession:
         made so far; or under a compare ``column``'s spec laid over that config instead of the choices."""
         c = self.config
         base = replace(c.run_spec, guards=(), guard_settings={})
-        chosen = column if column is not None else RunSpec(guards=tuple(sorted(self.enabled)),
-                                                           guard_settings=self.overrides)
-        return RunRequest.of(base.merged(chosen), problem, model=c.model, models_file=c.models_file,
-                             script=c.script, gold=gold or None, out=c.out, sandbox=c.sandbox, network=c.network)
+        chosen = (
+            column if column is not None else RunSpec(guards=tuple(sorted(self.enabled)), guard_settings=self.overrides)
+        )
+        return RunRequest.of(
+            base.merged(chosen),
+            problem,
+            model=c.model,
+            models_file=c.models_file,
+            script=c.script,
+            gold=gold or None,
+            out=c.out,
+            sandbox=c.sandbox,
+            network=c.network,
+        )
 
     def chain(self, request: RunRequest | None = None) -> GuardChain:
         """A chain with every installed guard configured (so any can be switched on mid-run)."""

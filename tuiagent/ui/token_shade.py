@@ -11,8 +11,9 @@ from textual.style import Style
 from tuiagent.export.confidence import BAND_LIMITS, TokenSpans, band
 
 # The background of each band, least sure first (BAND_LIMITS).
-BANDS: tuple[tuple[float, str], ...] = tuple(zip(BAND_LIMITS, ("on $error 55%", "on $warning 50%", "on $warning 20%"),
-                                                 strict=True))
+BANDS: tuple[tuple[float, str], ...] = tuple(
+    zip(BAND_LIMITS, ("on $error 55%", "on $warning 50%", "on $warning 20%"), strict=True)
+)
 
 
 def shade(content: Content, tokens: TokenSpans) -> Content:
@@ -27,7 +28,9 @@ def shade(content: Content, tokens: TokenSpans) -> Content:
         if end <= start:
             continue
         b = None if p is None else band(p)
-        if b is not None and p is not None:  # a shaded token reads its p on hover (certain ones share no meta: fewer segments)
+        if (
+            b is not None and p is not None
+        ):  # a shaded token reads its p on hover (certain ones share no meta: fewer segments)
             spans.append(Span(start, end, Style.from_meta({"p": round(p, 4)})))
         if b != run_band or start != run_end:
             if run_band is not None:
@@ -42,8 +45,9 @@ def shade(content: Content, tokens: TokenSpans) -> Content:
 def formulas(content: Content, starts_ends: list[tuple[int, int]]) -> Content:
     """``content`` with each rendered formula (its start and end) marked, so its hover says the p it
     is shaded by is its least sure token's."""
-    return Content(content.plain, [*content.spans, *(Span(a, b, Style.from_meta({"formula": True}))
-                                                     for a, b in starts_ends)])
+    return Content(
+        content.plain, [*content.spans, *(Span(a, b, Style.from_meta({"formula": True})) for a, b in starts_ends)]
+    )
 
 
 def hovered(event: MouseEvent, otherwise: str) -> str:

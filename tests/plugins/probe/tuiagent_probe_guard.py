@@ -30,8 +30,11 @@ class ProbeGuard(GuardBase):
 
     def on_tool_result(self, call: Call, view: RunView) -> Verdict:
         n, limit = len(call.output), self.settings.max_chars
-        return Verdict(FLAG if n > limit else PASS, reason=f"output of {n} chars",
-                       data={"call": call.call, "chars": n, "max_chars": limit, "long": n > limit})
+        return Verdict(
+            FLAG if n > limit else PASS,
+            reason=f"output of {n} chars",
+            data={"call": call.call, "chars": n, "max_chars": limit, "long": n > limit},
+        )
 
     @classmethod
     def note(cls, v: VerdictRecord) -> str:
@@ -41,10 +44,18 @@ class ProbeGuard(GuardBase):
     def display(cls, v: VerdictRecord) -> Display:
         d = v.data
         ratio = min(d["chars"] / (2 * d["max_chars"]), 1.0)
-        return Display("code", call=d.get("call"), lines=((
-            Span("PROBE ", "bold"), Gauge(ratio, 0.5, above="warn", below="ok"),
-            Span(f" {d['chars']} chars", "bold"), Span(" long" if d["long"] else " short", "warn" if d["long"] else "ok"),
-        ),))
+        return Display(
+            "code",
+            call=d.get("call"),
+            lines=(
+                (
+                    Span("PROBE ", "bold"),
+                    Gauge(ratio, 0.5, above="warn", below="ok"),
+                    Span(f" {d['chars']} chars", "bold"),
+                    Span(" long" if d["long"] else " short", "warn" if d["long"] else "ok"),
+                ),
+            ),
+        )
 
     @classmethod
     def run_budget(cls, settings: ProbeSettings) -> dict[str, float]:

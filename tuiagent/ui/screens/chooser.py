@@ -43,8 +43,12 @@ class ChooserScreen(ModalScreen[Any]):
         with Vertical():
             yield Label(self.title_text)
             numbered = len(rows) <= 10
-            yield OptionList(*(Option(Content.assemble((f"{i} ", "$text-muted"), content) if numbered else content)
-                               for i, (content, _) in enumerate(rows)))
+            yield OptionList(
+                *(
+                    Option(Content.assemble((f"{i} ", "$text-muted"), content) if numbered else content)
+                    for i, (content, _) in enumerate(rows)
+                )
+            )
 
     def on_mount(self) -> None:
         self.query_one(OptionList).focus()

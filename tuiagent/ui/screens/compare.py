@@ -40,12 +40,14 @@ MAX_COLUMNS = 4
 
 
 def fork_label(events: list[ev.Event]) -> str:
-    """" · fork of …ID @ step N" for a fork (the tail of the parent's run id), "" for any other run."""
+    """ " · fork of …ID @ step N" for a fork (the tail of the parent's run id), "" for any other run."""
     started = events[0] if events and isinstance(events[0], ev.RunStarted) else None
     if started is None or not started.parent:
         return ""
     parent = str(started.parent.get("run_id", ""))
-    return f" · fork of …{parent.rsplit('-', 1)[-1]} @ step {started.parent.get('step')}"  # a run id ends in its own hex
+    return (
+        f" · fork of …{parent.rsplit('-', 1)[-1]} @ step {started.parent.get('step')}"  # a run id ends in its own hex
+    )
 
 
 class CompareScreen(Screen[None]):
@@ -90,8 +92,12 @@ class CompareScreen(Screen[None]):
         return True
 
     def _column_input(self, spec: str) -> Input:
-        box = Input(spec, placeholder="guards: none | all | a preset | attc prunetir attc.threshold=0.9", compact=True,
-                    classes="column-spec")
+        box = Input(
+            spec,
+            placeholder="guards: none | all | a preset | attc prunetir attc.threshold=0.9",
+            compact=True,
+            classes="column-spec",
+        )
         box.tooltip = "the guards of this column: none, all, a preset, or guard names and guard.key=value settings"
         return box
 
@@ -163,8 +169,9 @@ class CompareScreen(Screen[None]):
 
     def action_run(self) -> None:
         if self.has_class("-files"):
-            self.notify("these are saved runs; open the compare screen with f4 from a fresh app to run live",
-                        severity="warning")
+            self.notify(
+                "these are saved runs; open the compare screen with f4 from a fresh app to run live", severity="warning"
+            )
             return
         problem = self.query_one("#compare-problem", ProblemInput).text.strip()
         if not problem:
@@ -253,8 +260,12 @@ class CompareScreen(Screen[None]):
         """The batched engine the columns run on together (a local model), or None (see ModelSession)."""
         session = self.app.session
         await session.ready_event().wait()
-        if session.batched is None and session.spec is not None and session.spec.backend == "llama_cpp" \
-                and session.backend is not None:
+        if (
+            session.batched is None
+            and session.spec is not None
+            and session.spec.backend == "llama_cpp"
+            and session.backend is not None
+        ):
             self.notify(f"loading {session.model_id} as a batched engine, so the {columns} columns run together")
         try:
             return await session.columns_backend(columns)
@@ -262,16 +273,18 @@ class CompareScreen(Screen[None]):
             self.app.report(e, title="the batched engine did not load; the columns run one after another")
             return None
 
-    async def _column(self, i: int, spec: RunSpec, problem: str, gold: str | None,
-                      batched: BatchedBackend | None = None) -> ev.RunFinished:
+    async def _column(
+        self, i: int, spec: RunSpec, problem: str, gold: str | None, batched: BatchedBackend | None = None
+    ) -> ev.RunFinished:
         session = self.app.session
         backend, owned = (batched.session(), True) if batched is not None else await session.backend_for_run()
         # A column runs with its own guards and settings over the app's config: nothing chosen on the
         # solve screen's guard panel carries over.
         request = session.request(problem, gold, column=spec)
         try:
-            return await run_problem(request, partial(self._on_event, i), backend=backend, spec=session.spec,
-                                     guards=session.chain(request))
+            return await run_problem(
+                request, partial(self._on_event, i), backend=backend, spec=session.spec, guards=session.chain(request)
+            )
         finally:
             if owned:
                 await backend.aclose()
@@ -298,5 +311,6 @@ class CompareScreen(Screen[None]):
             return
         math = not self.app.raw_math
         self.query_one(CompareGrid).show([step_cells(evs) for evs in self.events], math=math)
-        self.query_one(CompareSummary).show(self.labels, [summary(evs) if evs else None for evs in self.events],
-                                            self.errors, math=math)
+        self.query_one(CompareSummary).show(
+            self.labels, [summary(evs) if evs else None for evs in self.events], self.errors, math=math
+        )

@@ -15,6 +15,10 @@ class ConfirmCodeScreen(QuestionScreen):
     ]
 
     def __init__(self, code: str) -> None:
-        super().__init__("Run this code block in the kernel?  y runs it, n skips it",
-                         Syntax(code, "python", theme="ansi_dark", word_wrap=True), "Run (y)", "Skip (n)")
+        super().__init__(
+            "Run this code block in the kernel?  y runs it, n skips it",
+            Syntax(code, "python", theme="ansi_dark", word_wrap=True),
+            "Run (y)",
+            "Skip (n)",
+        )
         self.code = code

@@ -20,5 +20,6 @@ class ExportScreen(ChooserScreen):
         super().__init__(f"export {what} (enter or a digit); the file goes beside the trajectory")
 
     def choices(self) -> list[tuple[Content, tuple[str, bool]]]:
-        return [(Content.assemble((f"{name:<30}", "bold"), (doc, "$text-muted")), value)
-                for value, name, doc in CHOICES]
+        return [
+            (Content.assemble((f"{name:<30}", "bold"), (doc, "$text-muted")), value) for value, name, doc in CHOICES
+        ]

@@ -54,20 +54,25 @@ class HelpScreen(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         sections = [
-            (f"This screen ({type(self.below).__name__.removesuffix('Screen').lower()})",
-             list(self.below.BINDINGS)),
-            ("Everywhere", list(self.app.BINDINGS) + [Binding("ctrl+p", "command_palette", "Command palette"),
-                                                      Binding("ctrl+q", "quit", "Quit")]),
+            (f"This screen ({type(self.below).__name__.removesuffix('Screen').lower()})", list(self.below.BINDINGS)),
+            (
+                "Everywhere",
+                list(self.app.BINDINGS)
+                + [Binding("ctrl+p", "command_palette", "Command palette"), Binding("ctrl+q", "quit", "Quit")],
+            ),
             ("Trajectory", list(TrajectoryView.BINDINGS) + [Binding("tab", "focus_next", "Next code block / output")]),
             ("A focused code block", list(CodeBlockView.BINDINGS)),
             ("A focused output", list(ToolOutput.BINDINGS)),
             ("A pruned step's ✂ line", list(StepHeader.BINDINGS)),
-            ("Guard panel (ctrl+g)", list(GuardList.BINDINGS) + list(GuardPanel.BINDINGS)
-             + [Binding("up,down", "x", "Move")]),
+            (
+                "Guard panel (ctrl+g)",
+                list(GuardList.BINDINGS) + list(GuardPanel.BINDINGS) + [Binding("up,down", "x", "Move")],
+            ),
         ]
         with VerticalScroll():
-            yield Static(Content.styled("Keys  (esc closes; every action is also in the command palette, ctrl+p)",
-                                        "bold"))
+            yield Static(
+                Content.styled("Keys  (esc closes; every action is also in the command palette, ctrl+p)", "bold")
+            )
             fields = self.below.FIELDS if isinstance(self.below, FieldsScreen) else []
             if fields:
                 yield Static("Fields (tab moves between them)", classes="section")

@@ -14,8 +14,13 @@ class ModelCrashedScreen(QuestionScreen):
     ]
 
     def __init__(self, message: str) -> None:
-        super().__init__("The model process crashed; the app is fine.  r reloads the model, n leaves it (f5 later)",
-                         message, "Reload model (r)", "Not now (n)", classes="-error")
+        super().__init__(
+            "The model process crashed; the app is fine.  r reloads the model, n leaves it (f5 later)",
+            message,
+            "Reload model (r)",
+            "Not now (n)",
+            classes="-error",
+        )
         self.message = message
 
     def on_mount(self) -> None:

@@ -39,10 +39,17 @@ class ModelsScreen(ChooserScreen):
                     state = install_state(spec)
                 except Exception as e:  # noqa: BLE001 - one odd entry must not hide the others
                     state = f"unknown ({type(e).__name__})"
-                rows.append((Content.assemble(
-                    ("● " if spec.id == self.current else "  ", "$text-success"), (f"{spec.id:<24}", "bold"),
-                    (f"{spec.backend:<10}", "$text-muted"),
-                    (state[:40], "$text-success" if state == "ready" else "$text-warning")), spec.id))
+                rows.append(
+                    (
+                        Content.assemble(
+                            ("● " if spec.id == self.current else "  ", "$text-success"),
+                            (f"{spec.id:<24}", "bold"),
+                            (f"{spec.backend:<10}", "$text-muted"),
+                            (state[:40], "$text-success" if state == "ready" else "$text-warning"),
+                        ),
+                        spec.id,
+                    )
+                )
         except UserError as e:
             self.app.report(e, title="models.toml")
         return rows

@@ -110,8 +110,11 @@ class OpenRunScreen(ModalScreen[tuple[str, list[Path]] | None]):
         with Vertical() as box:
             box.border_title = f"saved runs · {_shown(self.directory)}"
             yield Label("⏎ replay · ␣ mark · c compare · e export · s/r sort · / filter · esc close", id="help")
-            yield Input(placeholder="/ filter: words in problem, answer, model, guards, right, wrong (a path + enter opens it)",
-                        id="filter", compact=True)
+            yield Input(
+                placeholder="/ filter: words in problem, answer, model, guards, right, wrong (a path + enter opens it)",
+                id="filter",
+                compact=True,
+            )
             yield DataTable(id="runs", cursor_type="row", zebra_stripes=True)
             if not self.runs:
                 yield Label("no runs yet: solve a problem first (f2)")

@@ -10,13 +10,24 @@ from tuiagent.ui.screens.chooser import ChooserScreen
 
 
 class PresetsScreen(ChooserScreen):
-    def __init__(self, presets: list[Preset],
-                 title: str = "apply a preset to the guards (enter); settings not in it go back to their defaults"):
+    def __init__(
+        self,
+        presets: list[Preset],
+        title: str = "apply a preset to the guards (enter); settings not in it go back to their defaults",
+    ):
         super().__init__(title)
         self.presets = presets
 
     def choices(self) -> list[tuple[Content, Preset]]:
-        return [(Content.assemble(
-            (f"{p.name:<14}", "bold"), (" ".join(p.guards) or "no guards", ""),
-            (f"  {' '.join(setting_words(p.spec))}", "$text-muted"),
-            (f"  {p.description[:60]}" if p.description else "", "$text-muted")), p) for p in self.presets]
+        return [
+            (
+                Content.assemble(
+                    (f"{p.name:<14}", "bold"),
+                    (" ".join(p.guards) or "no guards", ""),
+                    (f"  {' '.join(setting_words(p.spec))}", "$text-muted"),
+                    (f"  {p.description[:60]}" if p.description else "", "$text-muted"),
+                ),
+                p,
+            )
+            for p in self.presets
+        ]

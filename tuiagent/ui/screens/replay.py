@@ -60,7 +60,6 @@ class ReplayScreen(Screen[None]):
         Binding("f", "fork", "Fork from this step…"),
     ]
 
-
     def __init__(self) -> None:
         super().__init__()
         self.path: Path | None = None
@@ -129,8 +128,9 @@ class ReplayScreen(Screen[None]):
         current = self.events[i - 1]
         turn = next((e.turn for e in reversed(self.events[:i]) if isinstance(e, ev.TurnStarted)), 0)
         self.query_one(ReplayBar).show(i, n, turn, f"{current.type} · {describe_event(current)}")
-        self.query_one(ContextView).show(working_context(self.events[:i]),
-                                         working_context(self.events[: i - 1]) if i > 1 else None)
+        self.query_one(ContextView).show(
+            working_context(self.events[:i]), working_context(self.events[: i - 1]) if i > 1 else None
+        )
         widget = next((w for w in reversed(self.widgets[:i]) if w is not None), None)
         trajectory = self.query_one(TrajectoryView)
         trajectory.show_until(i)

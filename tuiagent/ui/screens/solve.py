@@ -91,8 +91,13 @@ class SolveScreen(Screen[None]):
                 yield Button("Run ^r", id="run", variant="primary", compact=True)
                 yield Button("Stop ^s", id="stop", variant="error", compact=True, disabled=True)
                 yield Label("gold answer ⇥", id="gold-label")
-                yield Input(config.gold or "", placeholder="optional", id="gold", compact=True,
-                            tooltip="the right answer, if you know it: the run is then marked right or wrong")
+                yield Input(
+                    config.gold or "",
+                    placeholder="optional",
+                    id="gold",
+                    compact=True,
+                    tooltip="the right answer, if you know it: the run is then marked right or wrong",
+                )
         with Horizontal(id="main"):
             yield TrajectoryView(flush_s=config.flush_s, id="trajectory")
             yield GuardPanel(id="guards")
@@ -208,9 +213,12 @@ class SolveScreen(Screen[None]):
 
     def action_toggle_confirm(self) -> None:
         self.ask_before_code = not self.ask_before_code
-        self.notify("each code block waits for your yes (y) or no (n)" if self.ask_before_code
-                    else "code blocks run without asking", title="ask before running code: " +
-                    ("on" if self.ask_before_code else "off"))
+        self.notify(
+            "each code block waits for your yes (y) or no (n)"
+            if self.ask_before_code
+            else "code blocks run without asking",
+            title="ask before running code: " + ("on" if self.ask_before_code else "off"),
+        )
 
     async def _approve(self, code: str) -> bool:
         """Asked by the loop before each block runs; read live, so ctrl+k applies mid-run."""
@@ -312,8 +320,15 @@ class SolveScreen(Screen[None]):
         try:
             point = fork_point(load(parent).events, step, parent)
             base = self.app.session.request(point.started.problem, point.started.gold)
-            request = fork_request(point, None if preset is None else preset.spec, models_file=base.models_file,
-                                   script=base.script, sandbox=base.sandbox, network=base.network, out=base.out)
+            request = fork_request(
+                point,
+                None if preset is None else preset.spec,
+                models_file=base.models_file,
+                script=base.script,
+                sandbox=base.sandbox,
+                network=base.network,
+                out=base.out,
+            )
         except (UserError, ValueError) as e:  # ValueError: a preset's budget no run can keep
             self.app.report(e, title="fork")
             return
@@ -339,8 +354,15 @@ class SolveScreen(Screen[None]):
             self.chain = session.chain(self.request)
             if fork is not None:  # the fork's guards while it runs; the panel's own come back after
                 self.query_one(GuardPanel).show(states_from_chain(self.chain))
-            await run_problem(self.request, self.on_run_event, backend=backend, spec=session.spec, guards=self.chain,
-                              approve=self._approve, fork=fork)
+            await run_problem(
+                self.request,
+                self.on_run_event,
+                backend=backend,
+                spec=session.spec,
+                guards=self.chain,
+                approve=self._approve,
+                fork=fork,
+            )
         finally:
             self.chain = None
             if fork is not None:
@@ -403,8 +425,10 @@ class SolveScreen(Screen[None]):
         """The guards on now and every setting that differs from its default, as a compare column."""
         states = self.query_one(GuardPanel).states
         on = [name for name, s in states.items() if s.enabled]
-        changed = {name: {k: v for k, v in states[name].settings.items()
-                          if asdict(guard_class(name).Settings()).get(k) != v} for name in on}
+        changed = {
+            name: {k: v for k, v in states[name].settings.items() if asdict(guard_class(name).Settings()).get(k) != v}
+            for name in on
+        }
         return grammar().text(RunSpec(guards=tuple(on), guard_settings=changed))
 
     def presets(self) -> list[Preset] | None:

@@ -57,8 +57,9 @@ class CodeBlockView(Widget, can_focus=True):
             super().__init__()
             self.what = what
 
-    def __init__(self, turn: int, call: int, code: str, *, tokens: TokenSpans | None = None,
-                 classes: str | None = None):
+    def __init__(
+        self, turn: int, call: int, code: str, *, tokens: TokenSpans | None = None, classes: str | None = None
+    ):
         super().__init__(classes=classes)
         self.turn, self.call, self.code = turn, call, code
         self.tokens = tokens or TokenSpans()  # the code's tokens and their probabilities
@@ -78,8 +79,17 @@ class CodeBlockView(Widget, can_focus=True):
         self.started = time.monotonic()
         self.status = "running"
 
-    def set_result(self, *, executed: bool, error: bool, timed_out: bool, died: bool, duration_s: float,
-                   error_name: str | None, shown: str = "") -> None:
+    def set_result(
+        self,
+        *,
+        executed: bool,
+        error: bool,
+        timed_out: bool,
+        died: bool,
+        duration_s: float,
+        error_name: str | None,
+        shown: str = "",
+    ) -> None:
         self.duration_s = duration_s if executed else None
         self.error_name = error_name
         if not executed:

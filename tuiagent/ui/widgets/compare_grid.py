@@ -36,8 +36,11 @@ def cell_content(cell: StepCell | None, *, prose_lines: int = 3, diverges: bool 
     if cell.prose:
         prose = (render_math(cell.prose) if math else cell.prose).splitlines()
         text = "\n".join(prose[-prose_lines:])
-        lines.append(Content.styled(("…" if len(prose) > prose_lines else "") + text,
-                                    "$text-muted" if cell.pruned is not None else ""))
+        lines.append(
+            Content.styled(
+                ("…" if len(prose) > prose_lines else "") + text, "$text-muted" if cell.pruned is not None else ""
+            )
+        )
     if cell.code is not None:
         mark, style = _STATUS.get(cell.status, ("?", ""))
         dur = f" {cell.duration_s * 1000:.0f} ms" if cell.duration_s is not None else ""
@@ -51,8 +54,13 @@ def cell_content(cell: StepCell | None, *, prose_lines: int = 3, diverges: bool 
     for v in cell.verdicts:
         lines.append(Content.assemble((f"{v.guard} ", "bold $text-accent"), (v.text, "$text-muted")))
     if cell.answer is not None:
-        lines.append(Content.assemble(("answer ", "$text-muted"), (render_latex(cell.answer) if math else cell.answer, "bold"),
-                                      ("" if cell.answer_final else " (attempt)", "$text-muted")))
+        lines.append(
+            Content.assemble(
+                ("answer ", "$text-muted"),
+                (render_latex(cell.answer) if math else cell.answer, "bold"),
+                ("" if cell.answer_final else " (attempt)", "$text-muted"),
+            )
+        )
     return Content("\n").join(lines)
 
 
@@ -89,7 +97,7 @@ class CompareGrid(VerticalScroll, can_focus=True):
         cells = [c for row in self.rows for c in row]
         existing = [w for w in grid.children if isinstance(w, Static)]  # all of them: only cells are mounted
         if len(existing) > len(cells):
-            for w in existing[len(cells):]:
+            for w in existing[len(cells) :]:
                 w.remove()
             existing = existing[: len(cells)]
         new = []

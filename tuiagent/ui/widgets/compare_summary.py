@@ -24,10 +24,16 @@ def summary_content(label: str, s: RunSummary | None, error: str = "", *, math: 
         verdict = ("✗ wrong", "bold $text-error")
     else:
         verdict = ("", "")
-    answer = Content.assemble(("answer ", "$text-muted"), (("—" if s.answer is None else render_latex(s.answer) if math else s.answer), "bold"), " ", verdict)
+    answer = Content.assemble(
+        ("answer ", "$text-muted"),
+        (("—" if s.answer is None else render_latex(s.answer) if math else s.answer), "bold"),
+        " ",
+        verdict,
+    )
     numbers = Content.styled(
         f"{s.tool_calls} calls ({s.erroneous_calls} err) · {s.context_tokens} ctx tok · {s.wall_s:.1f} s · {s.reason}",
-        "$text-muted")
+        "$text-muted",
+    )
     return Content("\n").join([title, answer, numbers])
 
 
@@ -37,12 +43,18 @@ class CompareSummary(Horizontal):
     CompareSummary > Static { width: 1fr; height: auto; padding: 0 1; }
     """
 
-    def show(self, labels: Sequence[str], summaries: Sequence[RunSummary | None], errors: Sequence[str] = (), *,
-             math: bool = True) -> None:
+    def show(
+        self,
+        labels: Sequence[str],
+        summaries: Sequence[RunSummary | None],
+        errors: Sequence[str] = (),
+        *,
+        math: bool = True,
+    ) -> None:
         errors = list(errors) + [""] * (len(labels) - len(errors))
         cells = [summary_content(label, s, err, math=math) for label, s, err in zip(labels, summaries, errors)]
         existing = [w for w in self.children if isinstance(w, Static)]  # all of them: only cells are mounted
-        for w in existing[len(cells):]:
+        for w in existing[len(cells) :]:
             w.remove()
         for i, content in enumerate(cells):
             if i < len(existing):

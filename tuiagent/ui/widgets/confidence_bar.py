@@ -32,8 +32,15 @@ def bar_content(
         def pos(v: float) -> float:
             return math.log10(max(v, 10**-9))
 
-        bar = bar_content(None if value is None else pos(value), None if threshold is None else pos(threshold),
-                          width=width, lo=pos(lo), hi=pos(hi), above=above, below=below)
+        bar = bar_content(
+            None if value is None else pos(value),
+            None if threshold is None else pos(threshold),
+            width=width,
+            lo=pos(lo),
+            hi=pos(hi),
+            above=above,
+            below=below,
+        )
         return Content.assemble((f"{lo:g}", "$text-muted"), bar, (f"{hi:g} log", "$text-muted"))  # a labelled scale
     cells = [" "] * width
     span = hi - lo
@@ -75,9 +82,18 @@ class ConfidenceBar(Widget):
     label: reactive[str] = reactive("")
     decision: reactive[str] = reactive("")
 
-    def __init__(self, label: str = "", value: float | None = None, threshold: float | None = None,
-                 decision: str = "", *, lo: float = 0.0, hi: float = 1.0, id: str | None = None,
-                 classes: str | None = None):
+    def __init__(
+        self,
+        label: str = "",
+        value: float | None = None,
+        threshold: float | None = None,
+        decision: str = "",
+        *,
+        lo: float = 0.0,
+        hi: float = 1.0,
+        id: str | None = None,
+        classes: str | None = None,
+    ):
         super().__init__(id=id, classes=classes)
         self.lo, self.hi = lo, hi
         self.set_reactive(ConfidenceBar.label, label)

@@ -71,8 +71,9 @@ class ContextView(VerticalScroll, can_focus=True):
                 new = w
         removed = [s for s in (previous.segments if previous is not None else []) if _key(s) not in after]
         if removed:
-            widgets.append(Static(f"removed by this event ({sum(len(s.text) for s in removed)} chars):",
-                                  classes="-label"))
+            widgets.append(
+                Static(f"removed by this event ({sum(len(s.text) for s in removed)} chars):", classes="-label")
+            )
             widgets.extend(Static(Content(s.text), classes="-removed") for s in removed)
             new = new or widgets[-len(removed) - 1]
         self.border_subtitle = f"{len(context.segments)} segments · {len(context.text)} chars"

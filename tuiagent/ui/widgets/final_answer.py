@@ -55,16 +55,23 @@ class FinalAnswer(Widget):
     def render(self) -> Content:
         f = self.finished
         if f.answer is None:
-            head = Content.assemble(("no answer", "bold $text-warning"),
-                                    (f"  · {_REASONS.get(f.reason, f.reason)}", "$text-muted"))
+            head = Content.assemble(
+                ("no answer", "bold $text-warning"), (f"  · {_REASONS.get(f.reason, f.reason)}", "$text-muted")
+            )
         else:
             verdict: tuple[str, str] = ("", "")
             if f.correct is True:
                 verdict = ("  ✓ right", "bold $text-success")
             elif f.correct is False:
                 verdict = (f"  ✗ wrong (gold {self.gold})" if self.gold else "  ✗ wrong", "bold $text-error")
-            head = Content.assemble(("ANSWER  ", "bold $text-muted"), (for_terminal(render_latex(f.answer) if self.math else f.answer), "bold reverse"), verdict)
+            head = Content.assemble(
+                ("ANSWER  ", "bold $text-muted"),
+                (for_terminal(render_latex(f.answer) if self.math else f.answer), "bold reverse"),
+                verdict,
+            )
         tail = Content.styled(
             f"{_REASONS.get(f.reason, f.reason)} · {f.tool_calls} tool call{'s' * (f.tool_calls != 1)} ({f.erroneous_calls} erroneous) · "
-            f"{f.generated_tokens} tokens · {f.context_tokens} context tokens · {f.wall_s:.1f} s", "$text-muted")
+            f"{f.generated_tokens} tokens · {f.context_tokens} context tokens · {f.wall_s:.1f} s",
+            "$text-muted",
+        )
         return Content("\n").join([head, tail])

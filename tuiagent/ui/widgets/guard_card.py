@@ -19,8 +19,9 @@ class GuardCard(Widget):
     GuardCard.-current { background: $primary-muted; }
     """
 
-    def __init__(self, turn: int, guard: str, display: Display, *, answer: str | None = None,
-                 classes: str | None = None):
+    def __init__(
+        self, turn: int, guard: str, display: Display, *, answer: str | None = None, classes: str | None = None
+    ):
         super().__init__(classes=classes)
         self.turn, self.guard, self.shown, self.answer = turn, guard, display, answer
         self.final: bool | None = None
@@ -44,7 +45,10 @@ class GuardCard(Widget):
         lines = [line_content(line) for line in self.shown.lines]
         if self.shown.attempt:
             marker = "" if self.final is None else ("  (final)" if self.final else "  (not final: keep going)")
-            what = (("answer attempt ", "$text-muted"), (render_latex(self.answer) if self.math else self.answer, "bold")) if self.answer else (
-                ("final submission ", "$text-muted"), ("without \\boxed{}", "bold"))  # G-STEP is asked at either
+            what = (
+                (("answer attempt ", "$text-muted"), (render_latex(self.answer) if self.math else self.answer, "bold"))
+                if self.answer
+                else (("final submission ", "$text-muted"), ("without \\boxed{}", "bold"))
+            )  # G-STEP is asked at either
             lines.insert(0, Content.assemble((f"{self.shown.title} ", "bold"), *what, (marker, "$text-muted")))
         return Content("\n").join(lines)

@@ -76,8 +76,9 @@ class GuardList(OptionList):
         value = format_value(s.settings.get(info.name))
         hint = "◂ ▸" if info.kind in ("int", "float", "choice") else ("␣" if info.kind == "bool" else "⏎")
         label = info.name if len(info.name) <= 15 else info.name[:14] + "…"
-        return Content.assemble(("  ", ""), (f"{label:<16}", "$text-muted"), (f"{value:>6}", "bold"),
-                                (f" {hint}", "$text-muted"))
+        return Content.assemble(
+            ("  ", ""), (f"{label:<16}", "$text-muted"), (f"{value:>6}", "bold"), (f" {hint}", "$text-muted")
+        )
 
     def current(self) -> tuple[str, FieldInfo | None] | None:
         if self.highlighted is None or not (0 <= self.highlighted < len(self.rows)):

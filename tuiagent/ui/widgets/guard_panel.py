@@ -22,8 +22,15 @@ class GuardPanel(Vertical):
     BINDINGS = [
         Binding("p", "preset", "Preset"),
         Binding("a", "screen.all_guards", "All guards off/on", show=False),
-        *(Binding(str(n), f"preset({n})", f"Preset {n}" + {0: " (none)", 1: " (all)"}.get(n, " (as p lists them)"),
-                  show=False) for n in range(10)),
+        *(
+            Binding(
+                str(n),
+                f"preset({n})",
+                f"Preset {n}" + {0: " (none)", 1: " (all)"}.get(n, " (as p lists them)"),
+                show=False,
+            )
+            for n in range(10)
+        ),
     ]
 
     DEFAULT_CSS = """
@@ -35,8 +42,9 @@ class GuardPanel(Vertical):
     class Changed(Message):
         """The user changed a guard: ``enabled`` and/or one ``setting`` (name, new value)."""
 
-        def __init__(self, guard: str, enabled: bool | None = None, setting: tuple[str, object] | None = None,
-                     edit: bool = False) -> None:
+        def __init__(
+            self, guard: str, enabled: bool | None = None, setting: tuple[str, object] | None = None, edit: bool = False
+        ) -> None:
             super().__init__()
             self.guard, self.enabled, self.setting, self.edit = guard, enabled, setting, edit
 

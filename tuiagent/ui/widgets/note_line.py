@@ -49,6 +49,7 @@ class NoteLine(Widget):
     def render(self) -> Content:
         style = _KIND_STYLE.get(self.kind, "")
         if self.kind == "problem":
-            return Content.assemble(("problem ", "bold $text-secondary"),
-                                    Content(render_math(self.text) if self.math else self.text))
+            return Content.assemble(
+                ("problem ", "bold $text-secondary"), Content(render_math(self.text) if self.math else self.text)
+            )
         return Content.assemble((f"{self.label} ", f"bold {style}"), (self.text.rstrip(), style))

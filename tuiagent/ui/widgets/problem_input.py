@@ -13,8 +13,14 @@ class ProblemInput(TextArea):
     """
 
     def __init__(self, text: str = "", *, id: str | None = None):
-        super().__init__(text, id=id, soft_wrap=True, show_line_numbers=False, tab_behavior="focus",
-                         placeholder="Type or paste a math problem · ctrl+r runs it · esc leaves the box")
+        super().__init__(
+            text,
+            id=id,
+            soft_wrap=True,
+            show_line_numbers=False,
+            tab_behavior="focus",
+            placeholder="Type or paste a math problem · ctrl+r runs it · esc leaves the box",
+        )
         self.border_title = "problem"
 
     def on_mount(self) -> None:

@@ -23,6 +23,9 @@ class ReplayBar(Widget):
         if not self.total:
             return Content.styled(self.text, "$text-muted")
         return Content.assemble(
-            (f"event {self.position}/{self.total}", "bold"), ("  step ", "$text-muted"), (str(self.turn), "bold"),
-            ("  ", ""), Content(self.text),
+            (f"event {self.position}/{self.total}", "bold"),
+            ("  step ", "$text-muted"),
+            (str(self.turn), "bold"),
+            ("  ", ""),
+            Content(self.text),
         )

@@ -72,7 +72,7 @@ class StatusLine(Widget):
             self.tool_calls += 1
             self.errors += e.error or e.timed_out
         elif isinstance(e, ev.Notice) and e.message.startswith(SANDBOX_NOTICE):
-            self.sandbox = e.message[len(SANDBOX_NOTICE):].split(" ", 1)[0]
+            self.sandbox = e.message[len(SANDBOX_NOTICE) :].split(" ", 1)[0]
         elif isinstance(e, ev.RunFinished):
             self.tokens, self.tool_calls, self.errors = e.generated_tokens, e.tool_calls, e.erroneous_calls
             self.context_tokens = e.context_tokens
@@ -105,18 +105,35 @@ class StatusLine(Widget):
 
     def render(self) -> Content:
         e = int(self.elapsed())
-        state_style = {"running": "bold $text-accent", "waiting": "bold $text-warning", "answer": "bold $text-success", "cancelled": "bold $text-warning",
-                       "error": "bold $text-error", "backend_crashed": "bold $text-error",
-                       "kernel_failed": "bold $text-error"}.get(self.state, "bold")
+        state_style = {
+            "running": "bold $text-accent",
+            "waiting": "bold $text-warning",
+            "answer": "bold $text-success",
+            "cancelled": "bold $text-warning",
+            "error": "bold $text-error",
+            "backend_crashed": "bold $text-error",
+            "kernel_failed": "bold $text-error",
+        }.get(self.state, "bold")
         sep = ("  ", "")
         line = Content.assemble(
-            (self.state, state_style), sep,
-            (str(self.tokens), "bold"), (" tok", "$text-muted"), sep,
-            (f"{self.rate():.1f}", "bold"), (" tok/s", "$text-muted"), sep,
-            (str(self.tool_calls), "bold"), (" calls", "$text-muted"),
-            (f" ({self.errors} err)" if self.errors else "", "$text-error"), sep,
-            ("ctx ", "$text-muted"), (str(self.context_tokens), "bold"), (" tok", "$text-muted"), sep,
-            ("time ", "$text-muted"), (f"{e // 60:02d}:{e % 60:02d}", "bold"),
+            (self.state, state_style),
+            sep,
+            (str(self.tokens), "bold"),
+            (" tok", "$text-muted"),
+            sep,
+            (f"{self.rate():.1f}", "bold"),
+            (" tok/s", "$text-muted"),
+            sep,
+            (str(self.tool_calls), "bold"),
+            (" calls", "$text-muted"),
+            (f" ({self.errors} err)" if self.errors else "", "$text-error"),
+            sep,
+            ("ctx ", "$text-muted"),
+            (str(self.context_tokens), "bold"),
+            (" tok", "$text-muted"),
+            sep,
+            ("time ", "$text-muted"),
+            (f"{e // 60:02d}:{e % 60:02d}", "bold"),
         )
         if not self.sandbox:
             return line

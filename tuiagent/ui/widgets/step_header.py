@@ -47,8 +47,9 @@ class StepHeader(Widget):
         self.mark = mark
         self.can_focus = True
         self.add_class("-pruned")
-        self.tooltip = ("Pruned from the working context by a guard; the trajectory keeps it. "
-                        "Enter or click to show or hide.")
+        self.tooltip = (
+            "Pruned from the working context by a guard; the trajectory keeps it. Enter or click to show or hide."
+        )
         self.refresh()
 
     def render(self) -> Content:
@@ -62,8 +63,9 @@ class StepHeader(Widget):
                 what = "code and output pruned"
             arrow = "▸ show" if self.collapsed else "▾ hide"
             detail = f" · {m.detail}" if m.detail else ""
-            return Content.assemble(("✂ ", "bold"), (m.label, "bold reverse"), f" {what}{detail} · turn {self.turn}  ",
-                                    (arrow, "underline"))
+            return Content.assemble(
+                ("✂ ", "bold"), (m.label, "bold reverse"), f" {what}{detail} · turn {self.turn}  ", (arrow, "underline")
+            )
         bits = [f"turn {self.turn}"]
         if self.context_tokens:
             bits.append(f"{self.context_tokens} context tokens")

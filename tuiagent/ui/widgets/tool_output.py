@@ -82,7 +82,7 @@ class ToolOutput(Widget, can_focus=True):
         if self.truncated and not self.expanded:
             keep = COLLAPSED_LINES - 2
             hidden = len(lines) - keep
-            lines = lines[:HEAD] + lines[-(keep - HEAD):]
+            lines = lines[:HEAD] + lines[-(keep - HEAD) :]
         parts = [Content.styled(f"{head} · call {self.call}", "bold")]
         if not self.text:
             parts.append(Content.styled("(nothing printed)", "$text-muted"))

@@ -58,9 +58,13 @@ class TopBar(Widget):
         state = self.state
         if self.state == "loading":
             state = f"loading {time.monotonic() - self.since:.0f} s"
-        right = Content.assemble(("model ", "$text-muted"), (self.model or "—", "bold"), " ",
-                                 (f"{dot} {state}", style),
-                                 (f" · {self.detail}" if self.detail else "", "$text-muted"))
+        right = Content.assemble(
+            ("model ", "$text-muted"),
+            (self.model or "—", "bold"),
+            " ",
+            (f"{dot} {state}", style),
+            (f" · {self.detail}" if self.detail else "", "$text-muted"),
+        )
         left = Content.assemble(("tuiagent ", "bold $text-accent"), (self.title, "bold"))
         gap = max(1, self.size.width - left.cell_length - right.cell_length)
         if left.cell_length + right.cell_length + 1 > self.size.width:

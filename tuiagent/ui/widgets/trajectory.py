@@ -213,8 +213,15 @@ class TrajectoryView(VerticalScroll, can_focus=True):
     def _on_ToolResult(self, e: ev.ToolResult) -> Widget:
         view = self.code.get(e.call)
         if view is not None:
-            view.set_result(executed=e.executed, error=e.error, timed_out=e.timed_out, died=e.died,
-                            duration_s=e.duration_s, error_name=e.error_name, shown=e.shown)
+            view.set_result(
+                executed=e.executed,
+                error=e.error,
+                timed_out=e.timed_out,
+                died=e.died,
+                duration_s=e.duration_s,
+                error_name=e.error_name,
+                shown=e.shown,
+            )
         turn = view.turn if view is not None else self.turn
         out = self.outputs[e.call] = ToolOutput(turn, e)
         return self._add(out, turn)
