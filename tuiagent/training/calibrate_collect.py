@@ -19,6 +19,7 @@ from typing import Any
 
 from tuiagent.backends.base import Sessions
 from tuiagent.core.batch import run_batch
+from tuiagent.core.run_spec import RunSpec
 from tuiagent.training.gstep import (
     load_records,
     open_records,
@@ -34,6 +35,18 @@ HELDOUT_EVERY = 5  # [ours] question ids divisible by this are held out from eve
 
 # G-STEP sending every answer back: any gate gives p >= 0 (a calibration may have set weights off)
 CONTINUE_ALWAYS = {"tau": 0.0, "weights": "auto"}
+# What each collected run is, greedy: the no-tool run, the tool run, and (held-out questions) the
+# tool run with G-STEP sending every answer back.
+PARTS = {
+    "cot": RunSpec(guards=(), run={"mode": "cot"}, sampling={"temperature": 0.0}),
+    "tool": RunSpec(guards=(), run={"mode": "tool"}, sampling={"temperature": 0.0}),
+    "continue": RunSpec(
+        guards=("gstep",),
+        guard_settings={"gstep": CONTINUE_ALWAYS},
+        run={"mode": "tool"},
+        sampling={"temperature": 0.0},
+    ),
+}
 
 
 def is_heldout(qid: int) -> bool:
@@ -110,7 +123,6 @@ async def collect(
     records were appended. ``reuse``: a v1 records file whose CoT runs are taken over."""
     from tuiagent.backends import open_backend
     from tuiagent.core.judge import Judge
-    from tuiagent.protocol import RunSettings
     from tuiagent.runner import RunRequest, open_model, raise_if_kernel_failed, resolve_spec, run_problem
 
     base = RunRequest(problem="", model=model, models_file=models_file, script=script)
@@ -161,17 +173,8 @@ async def collect(
         runs = ("tool",) if qid in old else ("cot", "tool")
         for part in runs + (("continue",) if is_heldout(qid) else ()):
             events: list[Any] = []
-            request = RunRequest(
-                problem=question,
-                model=spec.id,
-                models_file=models_file,
-                script=script,
-                gold=gold,
-                settings=RunSettings(mode="cot" if part == "cot" else "tool"),
-                sampling_overrides={"temperature": 0.0},
-                out=out,
-                guards=("gstep",) if part == "continue" else (),
-                guard_settings={"gstep": CONTINUE_ALWAYS} if part == "continue" else {},
+            request = RunRequest.of(
+                PARTS[part], question, model=spec.id, models_file=models_file, script=script, gold=gold, out=out
             )
             raise_if_kernel_failed(await run_problem(request, events.append, backend=backend, spec=spec), events)
             parts[part] = events

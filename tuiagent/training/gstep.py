@@ -29,6 +29,7 @@ import numpy as np
 from guards.gstep_features import GateInput, budget_remaining, reasoning_text
 from tuiagent.core.batch import run_batch
 from tuiagent.core.jsonl_store import JsonlStore
+from tuiagent.core.run_spec import RunSpec
 from tuiagent.parsing import gsm8k_gold, tool_block_start
 from tuiagent.protocol import RunSettings
 
@@ -238,15 +239,9 @@ async def collect(
             parts = {}
             for mode in ("cot", "tool"):
                 events: list[Any] = []
-                request = RunRequest(
-                    problem=text,
-                    model=spec.id,
-                    models_file=models_file,
-                    script=script,
-                    gold=gold,
-                    settings=RunSettings(mode=mode),
-                    sampling_overrides={"temperature": 0.0},
-                    out=out,
+                greedy = RunSpec(guards=(), run={"mode": mode}, sampling={"temperature": 0.0})
+                request = RunRequest.of(
+                    greedy, text, model=spec.id, models_file=models_file, script=script, gold=gold, out=out
                 )
                 raise_if_kernel_failed(await run_problem(request, events.append, backend=backend, spec=spec), events)
                 parts[mode] = events
