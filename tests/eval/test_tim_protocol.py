@@ -34,11 +34,10 @@ from tuiagent.eval.tim_protocol import (
     pearson,
     runs_csv,
     solution,
-    tim_notes,
     tim_sections,
-    tim_tables,
     win_inputs,
 )
+from tuiagent.eval.tim_tables import tim_notes, tim_tables
 from tuiagent.presets import load_presets, resolve_settings
 
 KERNELS = {"jupyter": lambda gold=None: CalcKernel()}

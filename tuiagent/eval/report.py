@@ -37,7 +37,8 @@ from tuiagent.eval.cue_probe import cue_section, cue_table
 from tuiagent.eval.estimators import estimators
 from tuiagent.eval.prunetir_analysis import plot_stuck, prunetir_section, prunetir_tables
 from tuiagent.eval.stats import TOOL_BINS, bin_label, bootstrap_mean, mcnemar_exact, paired_bootstrap, tool_bin
-from tuiagent.eval.tim_protocol import plot_tim, runs_csv, tim_notes, tim_sections, tim_tables
+from tuiagent.eval.tim_protocol import runs_csv, tim_sections
+from tuiagent.eval.tim_tables import plot_tim, tim_notes, tim_tables
 from tuiagent.eval.tooltax import NOT_JUDGED, Judged, tooltax
 from tuiagent.eval.tooltax_tables import tooltax_tables
 from tuiagent.eval.variants import DISTRACTOR_PREFIX
