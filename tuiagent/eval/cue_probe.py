@@ -20,6 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 from tuiagent.eval.judging import needed
+from tuiagent.eval.stats import rounded
 from tuiagent.eval.variants import CUE_PREFIX
 
 FIGURES = {
@@ -41,10 +42,6 @@ def _rate(rs: list[dict[str, Any]]) -> float | None:
 
 def _acc(rs: list[dict[str, Any]]) -> float | None:
     return sum(r.get("correct") is True for r in rs) / len(rs) if rs else None
-
-
-def _round(value: float | None) -> float | None:
-    return None if value is None else round(value, 4)
 
 
 def _diff(a: float | None, b: float | None) -> float | None:
@@ -72,12 +69,12 @@ def figure(
         ry, rn, acc_y, acc_free = _rate(y), _rate(n), _acc(y), _acc(free)
         out["all" if cue is None else cue[len(CUE_PREFIX) :]] = {
             "runs": len(y),
-            "tool_rate_y": _round(ry),
-            "tool_rate_n": _round(rn),
+            "tool_rate_y": rounded(ry),
+            "tool_rate_n": rounded(rn),
             "delta_tool_y_n": _diff(ry, rn),
-            "accuracy_y": _round(acc_y),
-            "accuracy_n": _round(_acc(n)),
-            "accuracy_y_no_tool": _round(acc_free),
+            "accuracy_y": rounded(acc_y),
+            "accuracy_n": rounded(_acc(n)),
+            "accuracy_y_no_tool": rounded(acc_free),
             "utility_holds": None if acc_y is None or acc_free is None else acc_y <= acc_free,
         }
     return out

@@ -22,7 +22,7 @@ import math
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from tuiagent.eval.stats import bootstrap_mean
+from tuiagent.eval.stats import bootstrap_mean, rounded
 
 Equivalent = Callable[[str, str], bool]
 
@@ -107,10 +107,6 @@ def ks_for(seeds: int) -> list[int]:
     return [*out, seeds]
 
 
-def _round(value: float) -> float | None:
-    return None if math.isnan(value) else round(value, 4)
-
-
 def estimators(
     problems: Sequence[Sequence[dict[str, Any]]], equivalent: Equivalent = verify_equivalent
 ) -> dict[str, dict[str, Any]]:
@@ -134,5 +130,5 @@ def estimators(
             ("maj", [maj_at_k(none, groups, k) for _, _, none, groups in usable]),
         ):
             mean, lo, hi = bootstrap_mean(values)
-            out[f"{name}@{k}"] = {"value": _round(mean), "ci": [_round(lo), _round(hi)], "problems": len(values)}
+            out[f"{name}@{k}"] = {"value": rounded(mean), "ci": [rounded(lo), rounded(hi)], "problems": len(values)}
     return dict(sorted(out.items(), key=lambda kv: (kv[0].split("@")[0] != "pass", int(kv[0].split("@")[1]))))

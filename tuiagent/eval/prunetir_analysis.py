@@ -23,7 +23,7 @@ from typing import Any
 
 from tuiagent.core import events as ev
 from tuiagent.core import trajectory
-from tuiagent.eval.stats import bootstrap_diff, bootstrap_mean, wilson
+from tuiagent.eval.stats import bootstrap_diff, bootstrap_mean, rounded, wilson
 
 OK, ERR, NO_CALL, CUT = "o", "e", ".", "|"
 STUCK_K = 8  # [ours] turns after an error the curve goes out to (the guard's turn_limit is 3 [default])
@@ -84,10 +84,6 @@ def episodes(trace: str) -> list[tuple[str, str]]:
     return out
 
 
-def _round(value: float | None, digits: int = 4) -> float | None:
-    return None if value is None or value != value else round(float(value), digits)
-
-
 def stuck_curve(traces: Iterable[str], k_max: int = STUCK_K) -> dict[str, Any]:
     """Per k = 1..k_max: episodes still open after k-1 turns whose run had a k-th turn (at risk),
     those resolved at it, the rate and its Wilson interval, and the share resolved by turn k
@@ -106,9 +102,9 @@ def stuck_curve(traces: Iterable[str], k_max: int = STUCK_K) -> dict[str, Any]:
                 "k": k,
                 "at_risk": len(at_risk),
                 "resolved": resolved,
-                "p": _round(resolved / len(at_risk)) if at_risk else None,
-                "ci": [_round(lo), _round(hi)],
-                "resolved_by_k": _round(1 - open_share) if at_risk else None,
+                "p": rounded(resolved / len(at_risk)) if at_risk else None,
+                "ci": [rounded(lo), rounded(hi)],
+                "resolved_by_k": rounded(1 - open_share) if at_risk else None,
             }
         )
     ends = {end: sum(e == end for _, e in eps) for end in ("resolved", "cut", "ended")}
@@ -121,9 +117,9 @@ def _stats(values: Sequence[float]) -> dict[str, Any]:
     mean, lo, hi = bootstrap_mean(list(values))
     return {
         "runs": len(values),
-        "mean": _round(mean),
-        "ci": [_round(lo), _round(hi)],
-        "median": _round(statistics.median(values)),
+        "mean": rounded(mean),
+        "ci": [rounded(lo), rounded(hi)],
+        "median": rounded(statistics.median(values)),
     }
 
 
@@ -144,8 +140,8 @@ def errors_by_outcome(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         out[measure] = {
             "correct": _stats(sides["correct"]),
             "incorrect": _stats(sides["incorrect"]),
-            "delta": _round(diff),
-            "delta_ci": [_round(lo), _round(hi)],
+            "delta": rounded(diff),
+            "delta_ci": [rounded(lo), rounded(hi)],
         }
     out["accuracy_by_errors"] = {}
     judged = [r for r in records if r.get("correct") is not None]
@@ -156,8 +152,8 @@ def errors_by_outcome(records: Sequence[dict[str, Any]]) -> dict[str, Any]:
         lo, hi = wilson(right, len(rs))
         out["accuracy_by_errors"][f"{low}+" if last else str(low)] = {
             "runs": len(rs),
-            "accuracy": _round(right / len(rs)) if rs else None,
-            "ci": [_round(lo), _round(hi)],
+            "accuracy": rounded(right / len(rs)) if rs else None,
+            "ci": [rounded(lo), rounded(hi)],
         }
     return out
 

@@ -36,7 +36,16 @@ from tuiagent.eval.attc_audit import attc_section, attc_tables, plot_attc
 from tuiagent.eval.cue_probe import cue_section, cue_table
 from tuiagent.eval.estimators import estimators
 from tuiagent.eval.prunetir_analysis import plot_stuck, prunetir_section, prunetir_tables
-from tuiagent.eval.stats import TOOL_BINS, bin_label, bootstrap_mean, mcnemar_exact, paired_bootstrap, tool_bin
+from tuiagent.eval.stats import (
+    TOOL_BINS,
+    bin_label,
+    bootstrap_mean,
+    mcnemar_exact,
+    paired_bootstrap,
+    right,
+    rounded,
+    tool_bin,
+)
 from tuiagent.eval.tim_protocol import runs_csv, tim_sections
 from tuiagent.eval.tim_tables import plot_tim, tim_notes, tim_tables
 from tuiagent.eval.tooltax import NOT_JUDGED, Judged, tooltax
@@ -59,19 +68,9 @@ def totals() -> tuple[str, ...]:
     return tuple(k for k, _ in LOOP_TOTALS + guard_totals())
 
 
-def _ok(record: dict[str, Any]) -> float:
-    return 1.0 if record.get("correct") is True else 0.0
-
-
-def _round(value: float | None, digits: int = 4) -> float | None:
-    if value is None or (isinstance(value, float) and math.isnan(value)):
-        return None
-    return round(float(value), digits)
-
-
 def _diff(a: float | None, b: float | None) -> float | None:
     """``a - b`` rounded, or None when either is missing."""
-    return None if a is None or b is None else _round(a - b)
+    return None if a is None or b is None else rounded(a - b)
 
 
 def _by(records: Iterable[dict[str, Any]], *keys: str) -> dict[tuple[Any, ...], list[dict[str, Any]]]:
@@ -88,13 +87,13 @@ def _unit(r: dict[str, Any]) -> str:
 def _per_unit(records: list[dict[str, Any]]) -> dict[str, float]:
     """Mean correctness per problem (unit) over its seeds."""
     groups = _by(records, "problem_id", "variant")
-    return {_unit(rs[0]): sum(map(_ok, rs)) / len(rs) for rs in groups.values()}
+    return {_unit(rs[0]): sum(map(right, rs)) / len(rs) for rs in groups.values()}
 
 
 def _pairs(a: list[dict[str, Any]], b: list[dict[str, Any]]) -> list[tuple[float, float]]:
     """(a correct, b correct) for each (unit, seed) both have."""
     index = {(_unit(r), r["seed"]): r for r in b}
-    return [(_ok(r), _ok(index[(_unit(r), r["seed"])])) for r in a if (_unit(r), r["seed"]) in index]
+    return [(right(r), right(index[(_unit(r), r["seed"])])) for r in a if (_unit(r), r["seed"]) in index]
 
 
 def _mean_value(record: dict[str, Any], key: str) -> float:
@@ -105,7 +104,7 @@ def _mean_value(record: dict[str, Any], key: str) -> float:
 
 
 def accuracy(records: list[dict[str, Any]]) -> float | None:
-    return sum(map(_ok, records)) / len(records) if records else None
+    return sum(map(right, records)) / len(records) if records else None
 
 
 def setting_row(records: list[dict[str, Any]], base: list[dict[str, Any]] | None) -> dict[str, Any]:
@@ -114,15 +113,15 @@ def setting_row(records: list[dict[str, Any]], base: list[dict[str, Any]] | None
     row: dict[str, Any] = {
         "runs": len(records),
         "problems": len(units),
-        "accuracy": _round(accuracy(records)),
-        "acc_ci": [_round(lo), _round(hi)],
-        "tool_call_rate": _round(sum(r.get("tcn", 0) > 0 for r in records) / len(records)) if records else None,
+        "accuracy": rounded(accuracy(records)),
+        "acc_ci": [rounded(lo), rounded(hi)],
+        "tool_call_rate": rounded(sum(r.get("tcn", 0) > 0 for r in records) / len(records)) if records else None,
         "errors": sum(r.get("reason") == "error" for r in records),
         "no_answer": sum(r.get("answer") is None for r in records),
     }
     for key in MEANS:
         values = [_mean_value(r, key) for r in records if isinstance(r.get(key), (int, float))]
-        row[key] = _round(sum(values) / len(values), 2) if values else None
+        row[key] = rounded(sum(values) / len(values), 2) if values else None
     for key in totals():
         row[key] = total(records, key)
     est = estimators(list(_by(records, "problem_id", "variant").values()))
@@ -137,12 +136,12 @@ def setting_row(records: list[dict[str, Any]], base: list[dict[str, Any]] | None
         c = sum(1 for x, y in pairs if x and not y)  # this right, baseline wrong
         row.update(
             {
-                "delta": _round(diff),
-                "delta_ci": [_round(dlo), _round(dhi)],
+                "delta": rounded(diff),
+                "delta_ci": [rounded(dlo), rounded(dhi)],
                 "paired_problems": len(common),
                 "mcnemar_b": b,
                 "mcnemar_c": c,
-                "p_mcnemar": _round(mcnemar_exact(b, c)),
+                "p_mcnemar": rounded(mcnemar_exact(b, c)),
             }
         )
     return row
@@ -167,7 +166,7 @@ def tool_bins(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     for lo, hi in TOOL_BINS:
         label = bin_label(lo, hi)
         rs = [r for r in records if tool_bin(int(r.get("tcn") or 0)) == label]
-        out[label] = {"runs": len(rs), "accuracy": _round(accuracy(rs))}
+        out[label] = {"runs": len(rs), "accuracy": rounded(accuracy(rs))}
     return out
 
 
@@ -180,14 +179,14 @@ def distractor_section(records: list[dict[str, Any]], settings: list[str]) -> di
         rs = [r for r in records if r["setting"] == s]
         with_variant = {r["problem_id"] for r in rs if r.get("variant") in variants}
         clean = [r for r in rs if not r.get("variant") and r["problem_id"] in with_variant]
-        row: dict[str, Any] = {"clean": {"runs": len(clean), "accuracy": _round(accuracy(clean))}}
+        row: dict[str, Any] = {"clean": {"runs": len(clean), "accuracy": rounded(accuracy(clean))}}
         for v in variants:
             vr = [r for r in rs if r.get("variant") == v]
             kind = v[len(DISTRACTOR_PREFIX) :]
             ids = {r["problem_id"] for r in vr}
             base = [r for r in clean if r["problem_id"] in ids]
             a, b = accuracy(vr), accuracy(base)
-            row[kind] = {"runs": len(vr), "accuracy": _round(a), "delta_vs_clean": _diff(a, b)}
+            row[kind] = {"runs": len(vr), "accuracy": rounded(a), "delta_vs_clean": _diff(a, b)}
         out[s] = row
     return out
 

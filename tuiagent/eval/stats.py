@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 
@@ -72,6 +73,16 @@ def bootstrap_diff(
     ].mean(axis=1)
     low, high = np.quantile(boot, [alpha / 2, 1 - alpha / 2])
     return diff, float(low), float(high)
+
+
+def rounded(value: float | None, digits: int = 4) -> float | None:
+    """``value`` rounded for a report; None for a missing or NaN value."""
+    return None if value is None or math.isnan(value) else round(float(value), digits)
+
+
+def right(record: dict[str, Any]) -> float:
+    """1.0 for a run whose answer is right, else 0.0 (wrong or unknown)."""
+    return 1.0 if record.get("correct") is True else 0.0
 
 
 def wilson(successes: int, n: int, *, z: float = 1.959964) -> tuple[float, float]:

@@ -24,7 +24,8 @@ import numpy as np
 
 from tuiagent.core.steps import run_pieces
 from tuiagent.eval.datasets import numbers_in
-from tuiagent.eval.stats import bootstrap_mean, paired_bootstrap
+from tuiagent.eval.stats import bootstrap_mean, paired_bootstrap, right, rounded
+from tuiagent.eval.stats import wilson as stats_wilson
 from tuiagent.eval.variants import DISTRACTOR_PREFIX
 from tuiagent.presets import CONDITION_LABELS
 from tuiagent.protocol import RunPiece
@@ -44,7 +45,6 @@ TAXONOMY = {
     "F": "Planning mismatch",
 }
 EVIDENCE_F1_DRIFT = 0.5  # [paper] Type C: Evidence-F1 < 0.5 (section 2.4)
-Z95 = 1.959964  # [ours] the 95% normal quantile of the Wilson intervals
 
 # [paper] figures the paper gives in its text for GSM8K-Sem-Distractor, per model (percent; Gap in pp,
 # Full - CoT). Table 1/3.3: Gap; 3.3: OracleCalc vs Full for Qwen3-4B; Table 4 (3.4 and I.7): Proto.,
@@ -66,26 +66,14 @@ PAPER_GSM8K: dict[str, dict[str, float]] = {
 Key = tuple[str, str, int]  # (problem id, variant, seed)
 
 
-def _ok(r: dict[str, Any]) -> float:
-    return 1.0 if r.get("correct") is True else 0.0
-
-
-def _r(value: float | None, digits: int = 4) -> float | None:
-    return None if value is None or math.isnan(value) else round(float(value), digits)
-
-
 def wilson(k: int, n: int) -> list[float | None]:
-    """The 95% Wilson score interval of a proportion k/n ([None, None] when n is 0)."""
-    if n == 0:
-        return [None, None]
-    p = k / n
-    centre = (p + Z95**2 / (2 * n)) / (1 + Z95**2 / n)
-    half = Z95 * math.sqrt(p * (1 - p) / n + Z95**2 / (4 * n * n)) / (1 + Z95**2 / n)
-    return [_r(max(0.0, centre - half)), _r(min(1.0, centre + half))]
+    """The 95% Wilson score interval of a proportion k/n, rounded ([None, None] when n is 0)."""
+    low, high = stats_wilson(k, n)
+    return [rounded(low), rounded(high)]
 
 
 def share(k: int, n: int) -> dict[str, Any]:
-    return {"count": k, "of": n, "share": _r(k / n) if n else None, "ci": wilson(k, n)}
+    return {"count": k, "of": n, "share": rounded(k / n) if n else None, "ci": wilson(k, n)}
 
 
 # -- scopes ----------------------------------------------------------------------------------------
@@ -123,7 +111,7 @@ def per_unit(runs: dict[Key, dict[str, Any]]) -> dict[tuple[str, str], float]:
     """Mean correctness of each unit (problem, variant) over its seeds."""
     sums: dict[tuple[str, str], list[float]] = {}
     for (pid, variant, _), r in runs.items():
-        sums.setdefault((pid, variant), []).append(_ok(r))
+        sums.setdefault((pid, variant), []).append(right(r))
     return {u: sum(v) / len(v) for u, v in sums.items()}
 
 
@@ -133,7 +121,7 @@ def per_unit(runs: dict[Key, dict[str, Any]]) -> dict[tuple[str, str], float]:
 def accuracy(runs: dict[Key, dict[str, Any]]) -> dict[str, Any]:
     units = per_unit(runs)
     mean, lo, hi = bootstrap_mean(list(units.values())) if units else (math.nan,) * 3
-    return {"accuracy": _r(mean), "ci": [_r(lo), _r(hi)], "units": len(units), "runs": len(runs)}
+    return {"accuracy": rounded(mean), "ci": [rounded(lo), rounded(hi)], "units": len(units), "runs": len(runs)}
 
 
 def delta(
@@ -143,7 +131,7 @@ def delta(
     ua, ub = per_unit(a), per_unit(b)
     common = sorted((set(ua) & set(ub)) if units is None else units)
     mean, lo, hi = paired_bootstrap([ua[u] - ub[u] for u in common])
-    return {"value": _r(mean), "ci": [_r(lo), _r(hi)], "units": len(common)}
+    return {"value": rounded(mean), "ci": [rounded(lo), rounded(hi)], "units": len(common)}
 
 
 def decomposition(runs: dict[str, dict[Key, dict[str, Any]]]) -> dict[str, Any]:
@@ -175,8 +163,8 @@ def attribution(runs: dict[str, dict[Key, dict[str, Any]]]) -> dict[str, Any] | 
     if not all(c in runs for c in CHAIN):
         return None
     keys = sorted(set.intersection(*(set(runs[c]) for c in CHAIN)))
-    wrong = [k for k in keys if not _ok(runs["full"][k])]
-    classes = {k: source(*(bool(_ok(runs[c][k])) for c in CHAIN[:3])) for k in wrong}
+    wrong = [k for k in keys if not right(runs["full"][k])]
+    classes = {k: source(*(bool(right(runs[c][k])) for c in CHAIN[:3])) for k in wrong}
     n = len(wrong)
     counts = {c: sum(v == c for v in classes.values()) for c in ("genuine", "sty", "frc", "cmp")}
     out = {
@@ -204,8 +192,8 @@ def overlap(runs: dict[str, dict[Key, dict[str, Any]]]) -> dict[str, Any] | None
     if not all(c in runs for c in ("full", "noop", "cot")):
         return None
     keys = set(runs["full"]) & set(runs["noop"]) & set(runs["cot"])
-    benefited = [k for k in keys if _ok(runs["full"][k]) and not _ok(runs["noop"][k])]
-    return share(sum(bool(_ok(runs["cot"][k])) for k in benefited), len(benefited))
+    benefited = [k for k in keys if right(runs["full"][k]) and not right(runs["noop"][k])]
+    return share(sum(bool(right(runs["cot"][k])) for k in benefited), len(benefited))
 
 
 def gap_closure(
@@ -234,10 +222,10 @@ def gap_closure(
     if not common:
         return out
     s, f, c = arr.mean(axis=0)
-    out.update(accuracy=_r(s), full=_r(f), cot=_r(c), delta_vs_full=delta(setting, full, set(common)))
+    out.update(accuracy=rounded(s), full=rounded(f), cot=rounded(c), delta_vs_full=delta(setting, full, set(common)))
     if c - f <= 0:
         return out
-    out["cls"] = _r((s - f) / (c - f))
+    out["cls"] = rounded((s - f) / (c - f))
     rng = np.random.default_rng(seed)
     means = arr[rng.integers(0, len(common), size=(n_boot, len(common)))].mean(axis=1)
     gaps = means[:, 2] - means[:, 1]
@@ -245,7 +233,7 @@ def gap_closure(
     if kept.any():
         ratios = (means[kept, 0] - means[kept, 1]) / gaps[kept]
         lo, hi = np.quantile(ratios, [0.025, 0.975])
-        out["cls_ci"] = [_r(float(lo)), _r(float(hi))]
+        out["cls_ci"] = [rounded(float(lo)), rounded(float(hi))]
     return out
 
 
@@ -342,7 +330,7 @@ def mean_evidence_f1(
         )
         if f1 is not None:
             values.append(f1)
-    return {"mean": _r(sum(values) / len(values)) if values else None, "runs": len(values)}
+    return {"mean": rounded(sum(values) / len(values)) if values else None, "runs": len(values)}
 
 
 def holds_gold(text: str, gold: str) -> bool:
@@ -388,7 +376,7 @@ def symptoms(
     }
     flags["F"] = not any(flags.values())
     dominant = next(t for t in DOMINANCE if flags[t])
-    return {"flags": flags, "dominant": dominant, "evidence_f1": _r(f1), "gold_steps": steps}
+    return {"flags": flags, "dominant": dominant, "evidence_f1": rounded(f1), "gold_steps": steps}
 
 
 def load_pieces(record: dict[str, Any]) -> tuple[RunPiece, ...] | None:
@@ -416,7 +404,7 @@ def taxonomy(
     missing = 0
     plans = {"coherent_wrong": 0, "not": 0, "unparseable": 0, "not_judged": 0}
     for key, r in sorted(runs.items()):
-        if _ok(r):
+        if right(r):
             continue
         pieces = load(r)
         if pieces is None:
@@ -444,7 +432,7 @@ def taxonomy(
         "no_trajectory": missing,
         "any": {t: share(k, n) for t, k in flags.items()},
         "dominant": {t: share(sum(v == t for v in per_run.values()), n) for t in TAXONOMY},
-        "evidence_f1": _r(sum(f1s) / len(f1s)) if f1s else None,
+        "evidence_f1": rounded(sum(f1s) / len(f1s)) if f1s else None,
         "f_plans": plans if judge_plans else None,
         "runs": {"|".join(map(str, k)): v for k, v in per_run.items()},
     }
