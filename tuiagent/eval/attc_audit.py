@@ -30,10 +30,10 @@ from pathlib import Path
 from typing import Any
 
 from tuiagent.core import events as ev
-from tuiagent.core import trajectory
 from tuiagent.core.judge_prompts import UNPARSEABLE, prompt
 from tuiagent.core.judge_store import JudgementStore
 from tuiagent.eval.judging import Item, judge_eval, judged
+from tuiagent.eval.results import has_trajectory, question_of, run_events
 from tuiagent.eval.stats import wilson
 
 CONFLICT = prompt("attc_conflict")
@@ -60,14 +60,13 @@ def whole_response(events: Iterable[ev.Event]) -> str:
 def audit_inputs(record: dict[str, Any]) -> dict[str, dict[str, str]] | None:
     """Per prompt id, the inputs this run is asked with (tool ignored: incorrect runs; tool wrong:
     correct ones); {} for a run without an executed call, None without a trajectory."""
-    path = record.get("trajectory")
-    if not path or not Path(path).is_file():
+    if not has_trajectory(record):
         return None
     if not record.get("tcn"):
         return {}
-    events = trajectory.load(Path(path)).events
+    events = run_events(record) or []
     response = whole_response(events)
-    question = next((e.problem for e in events if isinstance(e, ev.RunStarted)), "")
+    question = question_of(events)
     case = {
         "idx": record["problem_id"],
         "question": question,

@@ -21,12 +21,11 @@ from pathlib import Path
 from typing import Any
 
 from guards.necessity import TOOL_TYPE
-from tuiagent.core import trajectory
-from tuiagent.core.events import RunStarted
 from tuiagent.core.judge import Judge, JudgeModels
 from tuiagent.core.judge_prompts import UNPARSEABLE, JudgePrompt, prompt
 from tuiagent.core.judge_store import JudgementStore, judgement_key
 from tuiagent.core.steps import run_pieces
+from tuiagent.eval.results import question_of, run_events
 from tuiagent.eval.tooltax import (
     CHAIN,
     TOOL_CONDITIONS,
@@ -65,12 +64,10 @@ def check_judge(judge: str, model: str, models_file: Path | None, log: Callable[
 
 def executed_calls(record: dict[str, Any]) -> tuple[str, list[str]] | None:
     """(the question the run saw, the code of its executed calls) from its trajectory; None without one."""
-    path = record.get("trajectory")
-    if not path or not Path(path).exists():
+    events = run_events(record)
+    if events is None:
         return None
-    events = trajectory.load(Path(path)).events
-    question = next((e.problem for e in events if isinstance(e, RunStarted)), "")
-    return question, [p.text for p in run_pieces(events) if p.kind == "code" and p.executed]
+    return question_of(events), [p.text for p in run_pieces(events) if p.kind == "code" and p.executed]
 
 
 def necessity_inputs(question: str, code: str) -> dict[str, str]:

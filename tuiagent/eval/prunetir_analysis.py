@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from tuiagent.core import events as ev
-from tuiagent.core import trajectory
+from tuiagent.eval.results import run_events
 from tuiagent.eval.stats import bootstrap_diff, bootstrap_mean, rounded, wilson
 
 OK, ERR, NO_CALL, CUT = "o", "e", ".", "|"
@@ -56,10 +56,8 @@ def record_trace(record: dict[str, Any]) -> str | None:
     trajectory; None when neither is there."""
     if isinstance(record.get("turn_trace"), str):
         return str(record["turn_trace"])
-    path = record.get("trajectory")
-    if not path or not Path(path).is_file():
-        return None
-    return turn_trace(trajectory.load(Path(path)).events)
+    events = run_events(record)
+    return None if events is None else turn_trace(events)
 
 
 def episodes(trace: str) -> list[tuple[str, str]]:

@@ -13,6 +13,8 @@ import json
 from pathlib import Path
 from typing import Any
 
+from tuiagent.core import trajectory
+from tuiagent.core.events import Event, RunStarted
 from tuiagent.core.jsonl_store import JsonlStore
 from tuiagent.errors import UserError
 
@@ -23,6 +25,22 @@ MANIFEST = "eval.json"
 def run_key(dataset: str, problem_id: str, variant: str, setting: str, seed: int) -> str:
     unit = f"{problem_id}~{variant}" if variant else problem_id
     return f"{dataset}/{unit}/{setting}/{seed}"
+
+
+def has_trajectory(record: dict[str, Any]) -> bool:
+    """Whether the run's trajectory file is there (an eval's results may be read without them)."""
+    path = record.get("trajectory")
+    return isinstance(path, str) and bool(path) and Path(path).is_file()
+
+
+def run_events(record: dict[str, Any]) -> list[Event] | None:
+    """The events of the run's trajectory; None when the file is not there."""
+    return trajectory.load(Path(record["trajectory"])).events if has_trajectory(record) else None
+
+
+def question_of(events: list[Event]) -> str:
+    """The question the run saw (its RunStarted's problem: a cue or a distractor included)."""
+    return next((e.problem for e in events if isinstance(e, RunStarted)), "")
 
 
 class ResultsError(UserError):

@@ -20,19 +20,17 @@ import io
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tuiagent.backends.base import ContextOverflow
-from tuiagent.core import trajectory
-from tuiagent.core.events import RunStarted
 from tuiagent.core.judge import Judge, pair_winner
 from tuiagent.core.judge_prompts import ERROR_TYPES, UNPARSEABLE, JudgePrompt, prompt
 from tuiagent.core.judge_store import JudgementStore
 from tuiagent.core.steps import run_pieces
 from tuiagent.eval.judging import judged
+from tuiagent.eval.results import question_of, run_events
 from tuiagent.eval.stats import TOOL_BINS, bin_label, tool_bin
 
 WIN, MISS, ERRORS = prompt("win_rate"), prompt("miss_rate"), prompt("error_types")
@@ -76,11 +74,10 @@ class Solution:
 
 def solution(record: dict[str, Any]) -> Solution | None:
     """The run's solution from its trajectory; None without one."""
-    path = record.get("trajectory")
-    if not path or not Path(path).exists():
+    events = run_events(record)
+    if events is None:
         return None
-    events = trajectory.load(Path(path)).events
-    question = next((e.problem for e in events if isinstance(e, RunStarted)), "")
+    question = question_of(events)
     parts, pieces = [], run_pieces(events)
     for piece in pieces:
         if piece.kind == "turn":

@@ -17,13 +17,13 @@ import math
 import re
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from tuiagent.core.steps import run_pieces
 from tuiagent.eval.datasets import numbers_in
+from tuiagent.eval.results import run_events
 from tuiagent.eval.stats import bootstrap_mean, paired_bootstrap, right, rounded
 from tuiagent.eval.stats import wilson as stats_wilson
 from tuiagent.eval.variants import DISTRACTOR_PREFIX
@@ -380,12 +380,8 @@ def symptoms(
 
 
 def load_pieces(record: dict[str, Any]) -> tuple[RunPiece, ...] | None:
-    from tuiagent.core import trajectory
-
-    path = record.get("trajectory")
-    if not path or not Path(path).exists():
-        return None
-    return run_pieces(trajectory.load(Path(path)).events)
+    events = run_events(record)
+    return None if events is None else run_pieces(events)
 
 
 def taxonomy(
