@@ -133,7 +133,7 @@ def test_eval_config(write_script, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     record = json.loads((out / "results.jsonl").read_text(encoding="utf-8").splitlines()[0])
-    assert_the_preset_reached(read(Path(record["trajectory"])))
+    assert_the_preset_reached(read(out / record["trajectory"]))  # relative to the eval directory
 
 
 def test_fork_preset(write_script, tmp_path):

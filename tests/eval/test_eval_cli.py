@@ -52,7 +52,7 @@ def test_demo_eval_runs_resumes_and_reports(write_script, tmp_path):
     )
     bakery = next(r for r in lines if r["key"] == "demo/bakery/none/0")
     assert (bakery["correct"], bakery["tcn"], bakery["erroneous"]) == (True, 1, 0)
-    trajectory = [json.loads(x) for x in open(bakery["trajectory"])]
+    trajectory = [json.loads(x) for x in open(out / bakery["trajectory"])]  # relative to the eval directory
     assert next(e for e in trajectory if e.get("type") == "ToolResult")["shown"] == "153"  # a real kernel ran it
     assert {p.name for p in out.iterdir()} >= {
         "results.jsonl",

@@ -60,6 +60,22 @@ async def test_every_problem_under_every_setting_and_seed(tmp_path, dataset):
     assert summary["datasets"]["tiny"]["settings"]["attc"]["accuracy"] == 1.0
 
 
+async def test_a_moved_eval_directory_keeps_its_trajectories(tmp_path, dataset):
+    cfg = config(tmp_path, dataset(2), "none")
+    await run_eval(cfg, backend_factory=Factory(solve_right), kernels=KERNELS, log=lambda m: None)
+    written = [json.loads(line) for line in (cfg.out / "results.jsonl").read_text().splitlines()]
+    assert {r["trajectory"] for r in written} == {"runs/tiny/none/1-s0.jsonl", "runs/tiny/none/2-s0.jsonl"}
+    moved = cfg.out.rename(tmp_path / "moved")
+    records = ResultStore(moved).records.values()
+    assert all(Path(r["trajectory"]).is_file() and Path(r["trajectory"]).is_relative_to(moved) for r in records)
+    assert summary_from_store(moved)["datasets"]["tiny"]["settings"]["none"]["accuracy"] == 1.0
+    # results written before paths were relative name the old directory: found again under runs/
+    old = tmp_path / "older"
+    lines = [{**r, "trajectory": str(old / r["trajectory"])} for r in written]
+    (moved / "results.jsonl").write_text("".join(json.dumps(r) + "\n" for r in lines))
+    assert all(Path(r["trajectory"]).is_file() for r in ResultStore(moved).records.values())
+
+
 async def test_interrupted_eval_resumes_without_rerunning(tmp_path, dataset):
     cfg = config(tmp_path, dataset(4), "none", "attc")
     release = asyncio.Event()

@@ -459,7 +459,7 @@ def test_the_protocol_end_to_end_with_a_scripted_judge(write_script, dataset, tm
     assert "6 run(s) planned, 6 already done: 0 to run" in done.stderr
     # problem 2's three runs wrote the same solution: each of the three prompts is asked one question
     assert "judge judge: 3 TIM judgement(s) asked" in done.stderr
-    records = [json.loads(x) for x in (out / "results.jsonl").read_text().splitlines()]
+    records = list(ResultStore(out).records.values())
     assert judgements(out) == expected_judgements(records) and len(judgements(out)) == 3
     t = json.loads((out / "summary.json").read_text())["datasets"]["tiny"]["tim"]
     assert t["table"]["full"]["win_rate"]["value"] == 0.5  # "A" in both orders: position bias, half a win

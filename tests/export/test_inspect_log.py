@@ -311,7 +311,7 @@ def test_eval_on_the_demo_set_writes_one_log_per_setting(write_script, tmp_path)
             assert s.scores[SCORER].value == ("C" if record["correct"] else "I") and s.epoch == record["seed"] + 1
             assert (s.metadata["setting"], s.metadata["tcn"]) == (setting, record["tcn"])
             assert (
-                s.metadata["trajectory"] == record["trajectory"]
+                Path(s.metadata["trajectory"]) == (out / record["trajectory"]).resolve()  # results: relative
                 and s.metadata["question_hash"] == record["question_hash"]
             )
             calls = [e for e in s.events if isinstance(e, ModelEvent)]
@@ -323,7 +323,7 @@ def test_eval_on_the_demo_set_writes_one_log_per_setting(write_script, tmp_path)
                 assert [t.result for t in s.events if isinstance(t, ToolEvent)] == ["153"]  # a real kernel ran it
         right = sum(records[(setting, p)]["correct"] for p in ("bakery", "books")) / 2
         assert log.results.scores[0].metrics["accuracy"].value == right
-    Path(records[("none", "books")]["trajectory"]).unlink()  # a run whose trajectory is gone is left out, named
+    (out / records[("none", "books")]["trajectory"]).unlink()  # a run whose trajectory is gone is left out, named
     again = tuiagent("eval", str(out), "--report-only", "-q", "-f", "json", "--inspect-log")
     assert again.returncode == 0, again.stderr
     assert "left out of the inspect logs: demo/books/none/0" in again.stderr

@@ -57,6 +57,9 @@ class ResultStore:
         self._lines = JsonlStore(self.path, key="key")
         self.records: dict[str, dict[str, Any]] = self._lines.latest
         self.skipped_lines = self._lines.skipped_lines
+        for record in self.records.values():
+            if record.get("trajectory"):
+                record["trajectory"] = self._located(str(record["trajectory"]))
 
     # -- the manifest ---------------------------------------------------------------------------
 
@@ -99,8 +102,31 @@ class ResultStore:
         return not (retry_errors and record.get("reason") == "error")
 
     def append(self, record: dict[str, Any]) -> None:
-        """Write one finished run: flushed and fsynced before this returns."""
-        self._lines.append(record)
+        """Write one finished run: flushed and fsynced before this returns. A trajectory under this
+        directory is written relative to it, so a moved or copied eval directory keeps its runs."""
+        path = record.get("trajectory")
+        self._lines.append({**record, "trajectory": self._relative(path)} if path else record)
+        self.records[record["key"]] = record
+
+    def _relative(self, path: str) -> str:
+        try:
+            return Path(path).resolve().relative_to(self.dir.resolve()).as_posix()
+        except ValueError:  # outside the directory (merged shards point into theirs)
+            return path
+
+    def _located(self, path: str) -> str:
+        """A recorded trajectory path as an absolute one: a relative path is under this directory; an
+        absolute one that is gone (results written before paths were relative, in a directory since
+        moved) is looked for under this directory's ``runs/``."""
+        p = Path(path)
+        if not p.is_absolute():
+            return str(self.dir.resolve() / p)
+        if not p.exists() and "runs" in p.parts:
+            at = len(p.parts) - 1 - p.parts[::-1].index("runs")
+            moved = self.dir.joinpath(*p.parts[at:])
+            if moved.is_file():
+                return str(moved)
+        return path
 
     def close(self) -> None:
         self._lines.close()
