@@ -50,6 +50,20 @@ def test_recorded_events_load_back_the_same(tmp_path):
     assert load(tmp_path / "run.jsonl") == Loaded(run, [])
 
 
+def test_a_run_that_ends_before_its_first_event_leaves_no_file(tmp_path):
+    # a run cancelled before it began (the app's first start, a kernel that never came up) would list
+    # as an empty run; a file that held a run before is kept as it is
+    with Recorder(tmp_path / "never.jsonl"):
+        pass
+    assert not (tmp_path / "never.jsonl").exists()
+    started = ev.Notice(level="info", message="started")
+    with Recorder(tmp_path / "run.jsonl") as rec:
+        rec.write(started)
+    with Recorder(tmp_path / "run.jsonl"):  # reopened to append, nothing appended
+        pass
+    assert load(tmp_path / "run.jsonl").events == [started]
+
+
 @pytest.mark.parametrize(
     "bad, why",
     [

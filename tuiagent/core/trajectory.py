@@ -43,7 +43,10 @@ class Recorder:
             self._file: IO[str] | None = self.path.open("a", encoding="utf-8")
         except OSError as e:
             raise TrajectoryError(f"cannot write trajectory {self.path}: {e.strerror}; choose another --out") from None
-        if os.fstat(self._file.fileno()).st_size == 0:
+        # a file this recorder started and closes with no event in it (a run cancelled before it
+        # began) is removed: it would list as an empty run
+        self._empty_new = os.fstat(self._file.fileno()).st_size == 0
+        if self._empty_new:
             self._write_line({"schema": SCHEMA, "version": SCHEMA_VERSION})
         elif not _starts_as_trajectory(self.path):
             self._file.close()
@@ -55,6 +58,7 @@ class Recorder:
 
     def write(self, event: Event) -> None:
         self._write_line(to_dict(event))
+        self._empty_new = False
 
     def _write_line(self, data: dict[str, Any]) -> None:
         if self._file is None:
@@ -70,6 +74,8 @@ class Recorder:
             os.fsync(self._file.fileno())
             self._file.close()
             self._file = None
+            if self._empty_new:
+                self.path.unlink(missing_ok=True)
 
     def __enter__(self) -> Recorder:
         return self
