@@ -30,3 +30,19 @@ def test_list_filter_show(tmp_path):
     assert "plain" in [json.loads(line)["id"] for line in out.stdout.splitlines()]
     assert r.invoke(runs_app, ["show", "pla"]).exit_code == 0
     assert r.invoke(runs_app, ["show", "nosuch"]).exit_code == 2
+
+
+def test_list_shows_math_as_it_reads_and_raw_math_as_written():
+    from tuiagent.core import events as ev
+    from tuiagent.core.trajectory import Recorder
+
+    runs = Path(os.environ["TUIAGENT_DATA_DIR"]) / "runs"
+    with Recorder(runs / "halves.jsonl") as rec:
+        rec.write(ev.RunStarted("r1", r"Halve \(3 \times 17\) apples", "m", "scripted", "tool", "", {}, {}))
+        rec.write(ev.RunFinished("answer", r"\frac{51}{2}", None, 0, 0, 9, 9, 0.5))
+    r = CliRunner()
+    shown = r.invoke(runs_app, ["list"]).stdout
+    assert "⁵¹⁄₂" in shown and "Halve 3 × 17 apples" in shown and "\\frac" not in shown
+    raw = r.invoke(runs_app, ["list", "--raw-math"]).stdout
+    assert r"\frac{51}{2}" in raw and r"\(3 \times 17\)" in raw
+    assert json.loads(r.invoke(runs_app, ["list", "--json"]).stdout)["answer"] == r"\frac{51}{2}"  # data as written

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, TextIO
 
 from tuiagent import paths
 from tuiagent.core.events import SCHEMA
+from tuiagent.mathtext import render_latex, render_math
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,14 @@ class RunInfo:
     calls: int | None = None
     tokens: int | None = None
     wall_s: float | None = None
+
+    def shown(self, *, math: bool = True) -> RunInfo:
+        """This run with its problem and answer as they read (their math rendered, as the app and
+        the transcripts show it), or, with ``math`` off, as written."""
+        if not math:
+            return self
+        answer = None if self.answer is None else render_latex(self.answer)
+        return replace(self, problem=render_math(self.problem), answer=answer)
 
     @property
     def result(self) -> str:

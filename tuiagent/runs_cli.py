@@ -101,8 +101,10 @@ def list_runs(
     since: Annotated[str | None, typer.Option("--since", help="On or after this date (YYYY-MM-DD, local).")] = None,
     until: Annotated[str | None, typer.Option("--until", help="On or before this date (YYYY-MM-DD, local).")] = None,
     json_: JsonOpt = False,
+    raw_math: RawMathOpt = False,
 ) -> None:
-    """Saved runs, newest first: date, id, model, guards, answer, right/wrong, problem."""
+    """Saved runs, newest first: date, id, model, guards, answer, right/wrong, problem (their math
+    rendered; --json keeps them as written)."""
     if right and wrong:
         raise typer.BadParameter("give --right or --wrong, not both", param_hint="--right/--wrong")
     first, last = _day(since, "--since"), _day(until, "--until")
@@ -131,7 +133,7 @@ def list_runs(
         for info in found:
             typer.echo(json.dumps(_record(info), ensure_ascii=False))
         return
-    for info in found:
+    for info in (i.shown(math=not raw_math) for i in found):
         mark = {"right": "right", "wrong": "wrong"}.get(info.result, "-")
         answer = (info.answer if info.answer is not None else info.reason)[:12]
         typer.echo(

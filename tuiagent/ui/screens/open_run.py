@@ -7,7 +7,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from textual import events
 from textual.app import ComposeResult
@@ -22,6 +22,11 @@ from textual.widgets import DataTable, Input, Label
 from guards.chain import available
 from tuiagent import paths
 from tuiagent.runs import RunInfo, recent_runs
+
+if TYPE_CHECKING:
+    from textual import getters
+
+    from tuiagent.ui.app import TuiAgentApp
 
 # (title, width, sort key) of each column; the problem's width (None) is what the others leave.
 COLUMNS: list[tuple[str, int | None, Callable[[RunInfo], Any]]] = [
@@ -56,11 +61,19 @@ def guards_shown(guards: str, installed: set[str]) -> str:
     return "all" if installed and set(guards.split("+")) == installed else guards
 
 
-def _cells(info: RunInfo, marked: bool, widths: dict[str, int], installed: set[str]) -> list[Content | str]:
+def _when(info: RunInfo, marked: bool) -> Content:
+    """The first cell: the mark, then month-day hour:minute."""
+    return Content.assemble(("■" if marked else "", "$text-accent"), info.when[5:])
+
+
+def _cells(
+    info: RunInfo, marked: bool, widths: dict[str, int], installed: set[str], *, math: bool = True
+) -> list[Content | str]:
+    info = info.shown(math=math)
     mark = {"right": ("✓", "$text-success"), "wrong": ("✗", "$text-error")}.get(info.result, ("", ""))
     answer = info.answer if info.answer is not None else ("—" if info.reason == "answer" else info.reason)
     return [
-        Content.assemble(("■" if marked else "", "$text-accent"), info.when[5:]),  # month-day hour:minute
+        _when(info, marked),
         _fit(info.problem, widths["problem"]),
         Content.styled(_fit(answer, widths["answer"]), "bold" if info.answer is not None else "$text-muted"),
         Content.styled(*mark),
@@ -74,6 +87,9 @@ def _cells(info: RunInfo, marked: bool, widths: dict[str, int], installed: set[s
 
 class OpenRunScreen(ModalScreen[tuple[str, list[Path]] | None]):
     """Returns ("replay", [path]), ("compare", paths) or ("export", paths); None when closed."""
+
+    if TYPE_CHECKING:  # the app this runs in, typed the way textual types its own (textual.getters.app)
+        app = getters.app(TuiAgentApp)
 
     BINDINGS = [
         Binding("escape", "close", "Close"),
@@ -120,6 +136,7 @@ class OpenRunScreen(ModalScreen[tuple[str, list[Path]] | None]):
                 yield Label("no runs yet: solve a problem first (f2)")
 
     def on_mount(self) -> None:
+        self.watch(self.app, "raw_math", lambda _: self._fill(), init=False)
         self._columns(self.app.size.width)
         table = self.query_one(DataTable)
         (table if self.runs else self.query_one("#filter", Input)).focus()
@@ -151,8 +168,10 @@ class OpenRunScreen(ModalScreen[tuple[str, list[Path]] | None]):
         key = COLUMNS[self.sort_column][2]
         self.shown = sorted((r for r in self.runs if r.matches(query)), key=key, reverse=self.descending)
         table.clear()
+        math = not self.app.raw_math
         for info in self.shown:
-            table.add_row(*_cells(info, info.path in self.marked, self.widths, self.installed), key=str(info.path))
+            cells = _cells(info, info.path in self.marked, self.widths, self.installed, math=math)
+            table.add_row(*cells, key=str(info.path))
         for title, _, _ in COLUMNS:  # the sorted column says so
             arrow = (" ▼" if self.descending else " ▲") if title == COLUMNS[self.sort_column][0] else ""
             # textual annotates Column.label as rich Text and draws a Content as well
@@ -218,7 +237,7 @@ class OpenRunScreen(ModalScreen[tuple[str, list[Path]] | None]):
         self.marked ^= {info.path}
         table = self.query_one(DataTable)
         row = table.cursor_row
-        table.update_cell_at(Coordinate(row, 0), _cells(info, info.path in self.marked, self.widths, self.installed)[0])
+        table.update_cell_at(Coordinate(row, 0), _when(info, info.path in self.marked))
         table.move_cursor(row=min(row + 1, len(self.shown) - 1))
 
     def _marked(self) -> list[Path]:
