@@ -104,7 +104,7 @@ class ATTC(GuardBase):
 
     name: ClassVar[str] = "attc"
     order: ClassVar[int] = 30
-    main_settings = ("threshold",)
+    main_settings = ("threshold", "wording")
     summary = (("attc_trust", "trust"), ("attc_rethink", "rethink"))
     SCALE = (0.80, 1.00)  # [ours] the confidence bar's range: every block of the default model lands in it
     _STYLE = {"trust": "bold ok", "rethink": "bold warn", "timeout": "bold error"}

@@ -283,7 +283,7 @@ class GStep(GuardBase):
 
     name = "gstep"
     order = 40
-    main_settings = ("tau", "max_extra_turns", "critic")
+    main_settings = ("tau", "max_extra_turns", "critic", "force_call")
     summary = (("gate_continues", "gate cont"),)
     _STYLE = {
         "commit": "bold ok",

@@ -244,7 +244,7 @@ class PruneTIR(GuardBase):
     name: ClassVar[str] = "prunetir"
     order: ClassVar[int] = 10
     Settings: ClassVar[type] = PruneTIRSettings
-    main_settings = ("turn_limit", "retry_limit", "stp", "stpr", "rtts")
+    main_settings = ("turn_limit", "retry_limit", "stp", "stpr", "rtts", "suspend_turns")
     summary = (("stuck", "stuck"),)
 
     @classmethod

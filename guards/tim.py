@@ -125,7 +125,7 @@ class TIM(GuardBase):
 
     name: ClassVar[str] = "tim"
     order: ClassVar[int] = 50
-    main_settings = ("monitor", "prompt")
+    main_settings = ("monitor", "prompt", "wording")
     # the cheap flag for ATTC's "tool ignored" (the key stays, so older results read); eval.attc_audit judges it
     summary = (("tool_ignored", "last out = gold, wrong"), ("tim_flag", "TIM flags"))
 

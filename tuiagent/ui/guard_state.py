@@ -65,9 +65,9 @@ def field_infos(name: str) -> list[FieldInfo]:
         else:
             kind, choices = "text", ()
         out.append(FieldInfo(f.name, kind, choices, f.metadata.get("doc", ""), f.metadata.get("tag", "default")))
-    if shown is not None:
-        out.sort(key=lambda fi: shown.index(fi.name))
-    return out[:5]
+    if shown is None:
+        return out[:5]
+    return sorted(out, key=lambda fi: shown.index(fi.name))
 
 
 def states_from_chain(chain: GuardChain) -> dict[str, GuardState]:
