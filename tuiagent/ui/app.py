@@ -424,6 +424,9 @@ class TuiAgentApp(App[object]):
         if choice is None:
             return
         fmt, shade = choice
+        if fmt == "inspect":
+            self._export_inspect(paths)
+            return
         out = default_output(paths, fmt)
         try:
             out.write_text(export_runs(paths, fmt, shade=shade, math=not self.raw_math), encoding="utf-8")
@@ -431,6 +434,24 @@ class TuiAgentApp(App[object]):
             self.report(e, title="export")
             return
         self.notify(str(out), title=f"exported ({fmt})", timeout=8)
+
+    @work(exclusive=True, group="export", exit_on_error=False, name="export inspect")
+    async def _export_inspect(self, paths: list[Path]) -> None:
+        """inspect_ai logs of ``paths`` beside the first run (importing inspect_ai takes seconds: off the UI)."""
+        from tuiagent.export.inspect_log import export_inspect
+
+        try:
+            written, _ = await asyncio.to_thread(export_inspect, paths)
+        except (UserError, OSError) as e:
+            self.report(e, title="export")
+            return
+        folder = written[0].parent
+        self.notify(
+            f"{', '.join(p.name for p in written)} in {folder}; open with: inspect view --log-dir {folder}",
+            title=f"exported ({len(written)} inspect log{'s' if len(written) > 1 else ''})",
+            timeout=10,
+            markup=False,
+        )
 
     def action_toggle_shade(self) -> None:
         from tuiagent.export.confidence import legend

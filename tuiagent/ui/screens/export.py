@@ -1,4 +1,5 @@
-"""Export what the screen shows (a run, or a comparison) to Markdown or HTML, beside its trajectory."""
+"""Export what the screen shows (a run, or a comparison) to Markdown, HTML or inspect_ai logs, beside
+its trajectory."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ CHOICES = [
     (("md", False), "Markdown", "the summary, every step, its code, output and guard notes"),
     (("html", False), "HTML page", "one self-contained file: code highlighted, pruned steps kept and marked"),
     (("html", True), "HTML page, token confidence", "as above, each token shaded by its probability"),
+    (("inspect", False), "inspect log", "inspect_ai .eval logs, one per setting, for inspect view"),
 ]
 
 
