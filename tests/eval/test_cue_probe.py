@@ -205,3 +205,31 @@ async def test_the_model_under_test_as_judge_is_said_loudly(tmp_path, dataset):
     )
     await run_eval(cfg, backend_factory=Factory(cued_turns), kernels=KERNELS, log=logs.append)
     assert any(m.startswith("WARNING: the judge is the model under test (scripted)") for m in logs)
+
+
+async def test_the_judging_passes_share_one_judge_model(tmp_path, dataset, monkeypatch):
+    from tuiagent.core import judge as judge_module
+
+    opened: list[str] = []
+    real = judge_module.open_backend
+    monkeypatch.setattr(judge_module, "open_backend", lambda spec: opened.append(spec.id) or real(spec))
+    says = '{"tool_necessary": false, "reason": "trivial"}'
+    cfg = EvalConfig(
+        datasets=[str(dataset(2))],
+        settings=resolve_settings(["none"]),
+        out=tmp_path / "out",
+        model="scripted",
+        models_file=models_file(tmp_path, [says] * 4 + ["\\boxed{0}"] * 40),
+        cues=["cell"],
+        judge="judge",
+        attc_audit=True,
+    )
+
+    def with_a_call(job):  # every tool run makes a call: ATTC's audit has runs to read
+        i = number_in(job.problem.question)
+        return ([code_turn(f"{i} + {i}")] if job.setting.mode == "tool" else []) + [answer_turn(str(2 * i))]
+
+    await run_eval(cfg, backend_factory=Factory(with_a_call), kernels=KERNELS, log=lambda m: None)
+    prompts = {json.loads(line)["prompt"] for line in (cfg.out / JUDGEMENTS).read_text(encoding="utf-8").splitlines()}
+    assert "necessity" in prompts and any(p.startswith("attc_") for p in prompts)  # two passes judged
+    assert opened == ["judge"]  # through one load of the judge model

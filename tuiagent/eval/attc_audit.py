@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from tuiagent.core import events as ev
+from tuiagent.core.judge import JudgeModels
 from tuiagent.core.judge_prompts import UNPARSEABLE, prompt
 from tuiagent.core.judge_store import JudgementStore
 from tuiagent.eval.judging import Item, judge_eval, judged
@@ -97,9 +98,14 @@ async def audit_eval(
     directory: Path,
     records: Iterable[dict[str, Any]],
     log: Callable[[str], None],
+    *,
+    models: JudgeModels | None = None,
 ) -> None:
-    """The audit's judging pass over an eval's runs (cached, resumable: ``eval.judging``)."""
-    await judge_eval(judge_id, models_file, directory, audit_items(list(records)), log, "ATTC audit question(s)")
+    """The audit's judging pass over an eval's runs (cached, resumable: ``eval.judging``; ``models``:
+    a judge model already open, shared with other passes)."""
+    await judge_eval(
+        judge_id, models_file, directory, audit_items(list(records)), log, "ATTC audit question(s)", models=models
+    )
 
 
 async def audit_directory(directory: Path, judge_id: str, models_file: Path | None, log: Callable[[str], None]) -> None:

@@ -25,6 +25,7 @@ from kernels.base import Kernel, KernelFailed
 from tuiagent import paths
 from tuiagent.backends.base import BackendCrashed, Failover, Sessions
 from tuiagent.core.batch import run_batch
+from tuiagent.core.judge import JudgeModels
 from tuiagent.core.run_spec import RunSpec
 from tuiagent.errors import UserError
 from tuiagent.eval.attc_audit import audit_eval
@@ -573,6 +574,51 @@ async def build_problems(
     return everything, invalid, validity
 
 
+async def judge_runs(
+    cfg: EvalConfig,
+    store: ResultStore,
+    described: dict[str, Any],
+    previous: dict[str, Any],
+    log: Callable[[str], None],
+) -> None:
+    """The judging passes after the runs (the cue probe's calls, ATTC's audit, the TIM metrics, the
+    A-F taxonomy), each cached in the directory's judgements.jsonl, through one judge model opened
+    once for all of them."""
+    judge = cfg.judge or ""
+    models = JudgeModels(cfg.models_file)
+    try:
+        if cfg.cues:
+            tool = {s.name for s in cfg.settings if s.mode == "tool"}
+            items = necessity_items(cue_probe_runs(store.records.values(), tool))
+            await judge_eval(judge, cfg.models_file, store.dir, items, log, "call(s)", models=models)
+        if cfg.attc_audit:
+            await audit_eval(judge, cfg.models_file, store.dir, store.records.values(), log, models=models)
+        if (cfg.protocol or previous.get("protocol")) == "tim":
+            from tuiagent.eval.tim_protocol import judge_tim
+
+            # every setting the directory reports, earlier sessions' included (as the report reads them)
+            names = list(described)
+            modes = {n: str(d.get("run", {}).get("mode", "tool")) for n, d in described.items()}
+            await with_judge(
+                judge,
+                cfg.models_file,
+                store.dir,
+                lambda j: judge_tim(j, list(store.records.values()), names, modes, log),
+                models=models,
+            )
+        settings = [s.name for s in cfg.settings]
+        conditions = {s.name: s.condition for s in cfg.settings}
+        await with_judge(
+            judge,
+            cfg.models_file,
+            store.dir,
+            lambda j: judge_taxonomy(j, list(store.records.values()), settings, conditions, log),
+            models=models,
+        )
+    finally:
+        await models.aclose()
+
+
 async def run_eval(
     cfg: EvalConfig,
     *,
@@ -693,39 +739,8 @@ async def run_eval(
         try:
             async with runner:
                 await runner.run(jobs)
-            if cfg.judge and cfg.cues:
-                tool = {s.name for s in cfg.settings if s.mode == "tool"}
-                await judge_eval(
-                    cfg.judge,
-                    cfg.models_file,
-                    store.dir,
-                    necessity_items(cue_probe_runs(store.records.values(), tool)),
-                    log,
-                    "call(s)",
-                )
-            if cfg.judge and cfg.attc_audit:
-                await audit_eval(cfg.judge, cfg.models_file, store.dir, store.records.values(), log)
-            if cfg.judge and (cfg.protocol or previous.get("protocol")) == "tim":
-                from tuiagent.eval.tim_protocol import judge_tim
-
-                # every setting the directory reports, earlier sessions' included (as the report reads them)
-                names = list(described)
-                modes = {n: str(d.get("run", {}).get("mode", "tool")) for n, d in described.items()}
-                await with_judge(
-                    cfg.judge,
-                    cfg.models_file,
-                    store.dir,
-                    lambda judge: judge_tim(judge, list(store.records.values()), names, modes, log),
-                )
             if cfg.judge:
-                names = [s.name for s in cfg.settings]
-                conditions = {s.name: s.condition for s in cfg.settings}
-                await with_judge(
-                    cfg.judge,
-                    cfg.models_file,
-                    store.dir,
-                    lambda judge: judge_taxonomy(judge, list(store.records.values()), names, conditions, log),
-                )
+                await judge_runs(cfg, store, described, previous, log)
         except (asyncio.CancelledError, KeyboardInterrupt):
             runner.outcome.cancelled = True
             raise

@@ -109,18 +109,26 @@ async def judge_items(
 
 
 async def with_judge(
-    judge_id: str, models_file: Path | None, directory: Path, work: Callable[[Judge], Awaitable[Any]]
+    judge_id: str,
+    models_file: Path | None,
+    directory: Path,
+    work: Callable[[Judge], Awaitable[Any]],
+    *,
+    models: JudgeModels | None = None,
 ) -> Any:
     """A judging pass after an eval's runs: ``work`` asks a judge cached in ``directory``'s
-    judgements.jsonl (what the cache holds is not asked again), then the judge model is closed; what
-    ``work`` returns."""
-    models = JudgeModels(models_file)
+    judgements.jsonl (what the cache holds is not asked again); what ``work`` returns. The judge
+    model is ``models``' (its owner closes it: several passes share one load), else opened for this
+    pass and closed after it."""
+    owned = models is None
+    opened = JudgeModels(models_file) if models is None else models
     store = JudgementStore(directory)
     try:
-        return await work(Judge(judge_id, models=models, store=store))
+        return await work(Judge(judge_id, models=opened, store=store))
     finally:
         store.close()
-        await models.aclose()
+        if owned:
+            await opened.aclose()
 
 
 async def judge_eval(
@@ -130,9 +138,13 @@ async def judge_eval(
     items: Iterable[Item],
     log: Callable[[str], None],
     what: str = "question(s)",
+    *,
+    models: JudgeModels | None = None,
 ) -> None:
     """A judging pass after an eval's runs: the questions of ``items`` not yet in ``directory``'s cache."""
-    await with_judge(judge_id, models_file, directory, lambda judge: judge_items(judge, items, log, what))
+    await with_judge(
+        judge_id, models_file, directory, lambda judge: judge_items(judge, items, log, what), models=models
+    )
 
 
 def judged(store: JudgementStore, judge: str, question: JudgePrompt, inputs: dict[str, str]) -> Any:
