@@ -93,27 +93,27 @@ def errors(*present: str) -> dict:
 
 # The judge's replies in the order judge_tim asks: Win Rate (each tool setting's pairs both right, TaLM as A
 # then as B), Miss Rate (right runs with a reference, by key), error types (the pairs' runs, each once).
-JUDGE = [
+JUDGE = [  # asked problem by problem: its comparisons, then its Miss Rates, then its error types
     win("A"),
     win("B"),  # full, problem 1: TaLM wins both orders -> 1
-    win("B"),
-    win("B"),  # full, problem 2: each order prefers B (position bias) -> 0.5
     win("B"),
     win("A"),  # tim-prompt, problem 1: Base wins both orders -> 0
     steps(4, [1]),  # tiny/1/cot: 0.25
     steps(4, [1, 3]),  # tiny/1/full: 0.5
     steps(2, []),  # tiny/1/tim-prompt: 0
-    {"text": "I think two steps are missing."},  # tiny/2/cot: unparseable
-    steps(5, [1, 2, 3, 4, 5]),  # tiny/2/full: 1.0
-    steps(2, [2]),  # tiny/3/full: 0.5
-    steps(2, [3]),  # tiny/3/tim-prompt: a missing step that is no gold step: unparseable
     errors(),  # tiny/1/cot: none of the above
     errors("logic", "assumption"),  # tiny/1/full
-    errors("algebra_arithmetic"),  # tiny/2/cot
-    errors("logic"),  # tiny/2/full
     reply(
         {k: {"exists": "no"} for k in ("logic", "assumption", "creativity", "algebra_arithmetic", "none_of_the_above")}
     ),  # tiny/1/tim-prompt: contradicts itself
+    win("B"),
+    win("B"),  # full, problem 2: each order prefers B (position bias) -> 0.5
+    {"text": "I think two steps are missing."},  # tiny/2/cot: unparseable
+    steps(5, [1, 2, 3, 4, 5]),  # tiny/2/full: 1.0
+    errors("algebra_arithmetic"),  # tiny/2/cot
+    errors("logic"),  # tiny/2/full
+    steps(2, [2]),  # tiny/3/full: 0.5
+    steps(2, [3]),  # tiny/3/tim-prompt: a missing step that is no gold step: unparseable
 ]
 
 
@@ -296,7 +296,7 @@ class ShortContext(ScriptedBackend):
 async def test_a_question_too_long_for_the_judge_is_left_out_counted_and_asked_later(evaluated):
     out, records = evaluated
     store = JudgementStore(out)
-    replies = JUDGE[:2] + JUDGE[4:]  # all but problem 2's two orders
+    replies = JUDGE[:10] + JUDGE[12:]  # all but problem 2's two orders
     short = Judge(
         "judge", backend=ShortContext([split_tokens(r["text"], -0.1) for r in replies], model_id="judge"), store=store
     )
@@ -308,7 +308,7 @@ async def test_a_question_too_long_for_the_judge_is_left_out_counted_and_asked_l
     assert t["not_judged"] == {"win_rate": 1, "miss_rate": 0, "error_types": 0}
     assert "Not judged (asked in a later pass, or too long for the judge's context" in tim_notes(t)[0]
 
-    later = Judge("judge", backend=scripted_judge(JUDGE[2:4]), store=store)  # a judge with a longer context
+    later = Judge("judge", backend=scripted_judge(JUDGE[10:12]), store=store)  # a judge with a longer context
     assert await judge_tim(later, records, SETTINGS, MODES, said.append) == 2
     assert tim_sections(records, SETTINGS, MODES, store, "judge")["tiny"]["table"]["full"]["win_rate"]["value"] == 0.75
 

@@ -150,6 +150,10 @@ def plan(records: list[dict[str, Any]], base: str, tools: list[str]) -> Plan:
     return Plan(wins, sorted(misses, key=lambda r: r["key"]), errors)
 
 
+def _problem(record: dict[str, Any]) -> tuple[str, str]:
+    return str(record["problem_id"]), str(record.get("variant") or "")
+
+
 async def judge_tim(
     judge: Judge, records: list[dict[str, Any]], settings: list[str], modes: dict[str, str], log: Callable[[str], None]
 ) -> int:
@@ -175,16 +179,19 @@ async def judge_tim(
 
     for dataset in sorted({r["dataset"] for r in records}):
         todo = plan([r for r in records if r["dataset"] == dataset], base, tools)
-        for _, b, t in todo.wins:
-            sb, st = sol(b), sol(t)
-            for inputs in win_inputs(sb, st) if sb and st else []:
-                await ask(WIN, inputs)
-        for r in todo.misses:
-            if s := sol(r):
-                await ask(MISS, miss_inputs(s, r["reference"]))
-        for r in todo.errors:
-            if s := sol(r):
-                await ask(ERRORS, error_inputs(s))
+        # problem by problem, so that a pass stopped early (a slow local judge) has every metric on
+        # the problems it reached rather than one metric on all of them
+        for problem in sorted({_problem(r) for r in [*todo.misses, *todo.errors]}):
+            for _, b, t in (w for w in todo.wins if _problem(w[1]) == problem):
+                sb, st = sol(b), sol(t)
+                for inputs in win_inputs(sb, st) if sb and st else []:
+                    await ask(WIN, inputs)
+            for r in (r for r in todo.misses if _problem(r) == problem):
+                if s := sol(r):
+                    await ask(MISS, miss_inputs(s, r["reference"]))
+            for r in (r for r in todo.errors if _problem(r) == problem):
+                if s := sol(r):
+                    await ask(ERRORS, error_inputs(s))
     asked = judge.cost.calls - before
     if asked:
         log(f"judge {judge.model_id}: {asked} TIM judgement(s) asked")
