@@ -46,3 +46,17 @@ def test_list_shows_math_as_it_reads_and_raw_math_as_written():
     raw = r.invoke(runs_app, ["list", "--raw-math"]).stdout
     assert r"\frac{51}{2}" in raw and r"\(3 \times 17\)" in raw
     assert json.loads(r.invoke(runs_app, ["list", "--json"]).stdout)["answer"] == r"\frac{51}{2}"  # data as written
+
+
+def test_the_guards_on_at_start_are_read_past_the_sandbox_notice(tmp_path):
+    from tuiagent.core import events as ev
+    from tuiagent.core.trajectory import Recorder
+    from tuiagent.runs import run_info
+
+    with Recorder(tmp_path / "run.jsonl") as rec:
+        rec.write(ev.RunStarted("r1", "2+2", "m", "scripted", "tool", "", {}, {}))
+        rec.write(ev.Notice(level="info", message="kernel sandbox: strict"))
+        for guard in ("necessity", "tim"):
+            rec.write(ev.GuardToggled(guard=guard, enabled=True, settings={}, reason="on at start"))
+    info = run_info(tmp_path / "run.jsonl")
+    assert info is not None and info.guards == "necessity+tim"

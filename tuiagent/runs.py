@@ -85,6 +85,8 @@ def _guards_on(f: TextIO) -> str:
     on: list[str] = []
     for _ in range(HEAD_LINES):
         record = _object(f.readline())
+        if record.get("type") == "Notice":  # the sandbox's notices come first
+            continue
         if record.get("type") != "GuardToggled":
             break
         if record.get("enabled") and record.get("reason") in ("on at start", ""):
