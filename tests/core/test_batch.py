@@ -30,6 +30,25 @@ async def test_every_item_runs_at_most_concurrency_at_a_time():
     assert sorted(done) == [0, 1, 2, 3, 4] and most == 2
 
 
+async def test_an_item_waiting_for_another_holds_no_worker():
+    lead, follow, other = "lead", "follow", "other"
+    items = [lead, follow, other]
+    released, order = asyncio.Event(), []
+
+    async def work(item: str) -> None:
+        if item is lead:
+            await released.wait()  # until "other" ran: it can only run if "follow" does not hold the second worker
+        if item is other:
+            released.set()
+        order.append(item)
+
+    waits_for = {id(follow): lead}
+    assert (
+        await asyncio.wait_for(run_batch(items, work, concurrency=2, after=lambda i: waits_for.get(id(i))), 30) is False
+    )
+    assert order == [other, lead, follow]
+
+
 async def test_a_failing_job_cancels_the_others_and_is_raised():
     cancelled = asyncio.Event()
     waiting = asyncio.Event()

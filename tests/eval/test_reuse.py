@@ -190,4 +190,5 @@ def test_with_runs_in_flight_each_problems_first_setting_leads_its_others():
         ("0", "attc"),
         ("1", "attc"),
     ]
-    assert sorted(ordered, key=jobs.index) == jobs and len(leaders) == 5
+    assert sorted(ordered, key=jobs.index) == jobs and len(leaders) == 10
+    assert all(leaders[id(j)] is jobs[jobs.index(j) // 3 * 3] for j in jobs if j.setting.name != "none")

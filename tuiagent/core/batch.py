@@ -1,5 +1,5 @@
-"""The one worker pool of the eval and the training collections: independent jobs, ``concurrency``
-at a time, and what an interrupt does to them.
+"""The one worker pool of the eval and the training collections: jobs, ``concurrency`` at a time,
+each one after the job it waits for (if any), and what an interrupt does to them.
 
 By default Ctrl-C stops at once: ``asyncio.run`` cancels the main task, and with it every job in
 flight, whose results are not written (an eval's runs are redone on resuming). With
@@ -25,16 +25,35 @@ async def run_batch(
     work: Callable[[Item], Awaitable[None]],
     *,
     concurrency: int = 1,
+    after: Callable[[Item], Item | None] | None = None,
     finish_on_interrupt: str | None = None,
     unit: str = "job",
     log: Callable[[str], None] = print,
 ) -> bool:
     """``work(item)`` for each item, ``concurrency`` workers taking them in order; True when an
-    interrupt stopped it early. ``finish_on_interrupt`` is the label its messages start with (see
-    the module docstring); ``unit`` names an item in them. The first exception of a job cancels the
-    others and is raised."""
-    pending = iter(items)
+    interrupt stopped it early. ``after(item)``: an item of the batch that must have finished first
+    (the eval's other settings of a problem reuse its first setting's turns); a worker takes the
+    first item that may start, so one that waits holds no worker. ``finish_on_interrupt`` is the
+    label its messages start with (see the module docstring); ``unit`` names an item in them. The
+    first exception of a job cancels the others and is raised."""
+    pending = list(items)
+    in_batch = {id(item) for item in pending}
+    finished: set[int] = set()
+    changed = asyncio.Condition()
     stop = asyncio.Event()
+
+    def may_start(item: Item) -> bool:
+        first = after(item) if after is not None else None
+        return first is None or id(first) not in in_batch or id(first) in finished
+
+    async def take() -> Item | None:
+        async with changed:
+            while pending and not stop.is_set():
+                ready = next((i for i, item in enumerate(pending) if may_start(item)), None)
+                if ready is not None:
+                    return pending.pop(ready)
+                await changed.wait()  # every pending item waits for one in flight
+            return None
 
     async def worker() -> None:
         while True:
@@ -42,14 +61,18 @@ async def run_batch(
                 await asyncio.sleep(SIGNAL_SETTLE_S)
             if stop.is_set():
                 return
-            try:
-                item = next(pending)
-            except StopIteration:
+            item = await take()
+            if item is None:
                 return
-            await work(item)
+            try:
+                await work(item)
+            finally:
+                async with changed:
+                    finished.add(id(item))
+                    changed.notify_all()
 
     with _finishing_on_interrupt(finish_on_interrupt, unit, stop, log):
-        workers = [asyncio.create_task(worker()) for _ in range(min(max(1, concurrency), len(items)))]
+        workers = [asyncio.create_task(worker()) for _ in range(min(max(1, concurrency), len(pending)))]
         try:
             await asyncio.gather(*workers)
         except BaseException:

@@ -174,14 +174,11 @@ def plan(problems: list[Problem], settings: list[Preset], seeds: int) -> list[Jo
     return [Job(p, s, seed) for p in problems for seed in range(seeds) for s in settings]
 
 
-Leaders = dict[tuple[str, str, int], tuple[Job, asyncio.Event]]
-
-
-def reuse_order(jobs: list[Job], concurrency: int) -> tuple[list[Job], Leaders]:
+def reuse_order(jobs: list[Job], concurrency: int) -> tuple[list[Job], dict[int, Job]]:
     """With reused generations and several runs in flight: ``concurrency`` problems at a time, first
-    every one's first setting, then every one's second, ...; and per problem its first job and an
-    event its other settings wait on until that one has finished (so they reuse its turns rather
-    than generate them beside it)."""
+    every one's first setting, then every one's second, ...; and, by ``id``, the job each of a
+    problem's other settings starts after (its first setting's, so they reuse its turns rather than
+    generate them beside it)."""
     groups: dict[tuple[str, str, int], list[Job]] = {}
     for job in jobs:
         groups.setdefault(job.group, []).append(job)
@@ -191,7 +188,7 @@ def reuse_order(jobs: list[Job], concurrency: int) -> tuple[list[Job], Leaders]:
         block = [groups[k] for k in keys[start : start + concurrency]]
         for i in range(max(len(g) for g in block)):
             ordered += [g[i] for g in block if i < len(g)]
-    return ordered, {k: (g[0], asyncio.Event()) for k, g in groups.items() if len(g) > 1}
+    return ordered, {id(job): g[0] for g in groups.values() for job in g[1:]}
 
 
 class EvalRunner:
@@ -453,7 +450,7 @@ class EvalRunner:
         self._open_shared()
         self._warn_other_engines(jobs)
         await self._start_pools(todo)
-        leaders: Leaders = {}
+        leaders: dict[int, Job] = {}
         if self.memo is not None and self.concurrency > 1:
             todo, leaders = reuse_order(todo, self.concurrency)
         failures_in_a_row = 0
@@ -484,23 +481,8 @@ class EvalRunner:
                 outcome.ran += 1
                 failures_in_a_row = 0
 
-        async def work(job: Job) -> None:
-            leader = leaders.get(job.group)
-            if leader is None:
-                await attempt(job)
-                return
-            first, first_done = leader
-            if first is job:
-                try:
-                    await attempt(job)
-                finally:
-                    first_done.set()
-            else:
-                await first_done.wait()  # its first setting's turns, to reuse
-                await attempt(job)
-
         try:
-            await run_batch(todo, work, concurrency=self.concurrency)
+            await run_batch(todo, attempt, concurrency=self.concurrency, after=lambda job: leaders.get(id(job)))
         finally:
             outcome.wall_s = time.monotonic() - started
         return outcome
