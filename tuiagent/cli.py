@@ -16,6 +16,7 @@ from rich.text import Text
 
 from kernels.base import KernelFailed
 from tuiagent.core.run_spec import DEFAULTS, RunSpec
+from tuiagent.core.termination import cancelled_on_termination
 from tuiagent.errors import UserError
 from tuiagent.options import NetworkOpt, RawMathOpt, SandboxOpt, check_sandbox
 from tuiagent.presets import DEFAULT_PRESET
@@ -160,7 +161,7 @@ def solve(
     raw_math: RawMathOpt = False,
 ) -> None:
     """Solve one problem and stream a readable transcript (or JSON events)."""
-    from tuiagent.core.events import FAILURE_REASONS, RunFinished, RunStarted
+    from tuiagent.core.events import FAILURE_REASONS, RunStarted
     from tuiagent.runner import RunRequest, run_problem, trajectory_path
     from tuiagent.transcript import JsonPrinter, TranscriptPrinter
 
@@ -207,23 +208,8 @@ def solve(
         printer(event)
 
     stopped_by: list[signal.Signals] = []
-
-    async def run_until_stopped() -> RunFinished:
-        """The run, cancelled like Ctrl-C cancels it when the terminal closes (SIGHUP) or the system
-        asks the process to end (SIGTERM), so the end is recorded and the kernel shut down."""
-        task, loop = asyncio.current_task(), asyncio.get_running_loop()
-        assert task is not None  # asyncio.run runs this coroutine as a task
-
-        def stop(sig: signal.Signals) -> None:
-            stopped_by.append(sig)
-            task.cancel()
-
-        for sig in (signal.SIGTERM, signal.SIGHUP):
-            loop.add_signal_handler(sig, stop, sig)
-        return await run_problem(request, on_event, approve=approve)
-
     try:
-        finished = asyncio.run(run_until_stopped())
+        finished = asyncio.run(cancelled_on_termination(run_problem(request, on_event, approve=approve), stopped_by))
     except (KeyboardInterrupt, asyncio.CancelledError):  # the loop recorded its end ("cancelled")
         how = "terminated" if stopped_by else "interrupted"
         if started:

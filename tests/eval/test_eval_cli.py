@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import json
+import signal
 import subprocess
 import sys
+import time
+
+import pytest
 
 from tests.eval.helpers import answer_turn, code_turn
+from tuiagent.eval.results import ResultStore
 
 
 def tuiagent(*args: str) -> subprocess.CompletedProcess:
@@ -136,3 +141,32 @@ def test_the_cue_probe_with_a_judge_end_to_end(write_script, tmp_path):
     )
     assert unknown.returncode == 2 and "unknown model 'nosuch'" in unknown.stderr and "Traceback" not in unknown.stderr
     assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("sig, code", [(signal.SIGTERM, 143), (signal.SIGINT, 130)], ids=["sigterm", "ctrl-c"])
+def test_a_stopped_eval_records_its_session_and_says_how_to_go_on(write_script, tmp_path, sig, code):
+    models = tmp_path / "slow.toml"
+    models.write_text(
+        '[models.scripted-slow]\nbackend = "scripted"\nchat_template = "raw"\n'
+        '[models.scripted-slow.source]\nkind = "script"\npath = ""\n[models.scripted-slow.options]\ndelay_s = 0.05\n',
+        encoding="utf-8",
+    )
+    script, out = write_script("word " * 400), tmp_path / "out"  # 20 s a run
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "tuiagent", "eval", "demo", "--limit", "2", "-c", "none", "--models", str(models)]
+        + ["-m", "scripted-slow", "--script", str(script), "--out", str(out), "-q"],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not any(out.glob("runs/*/*/*.jsonl")) and time.monotonic() < deadline:  # a run is in flight
+            time.sleep(0.05)
+        assert any(out.glob("runs/*/*/*.jsonl")), "no run started within 60 s"
+        proc.send_signal(sig)
+        assert proc.wait(timeout=60) == code
+    finally:
+        proc.kill()
+    said = proc.stderr.read()
+    assert ("terminated" if sig == signal.SIGTERM else "interrupted") in said and "run the same command again" in said
+    assert ResultStore(out).manifest()["sessions"][-1]["interrupted"] is True

@@ -7,6 +7,7 @@ harness, the runner and the model are imported when the command runs.
 from __future__ import annotations
 
 import asyncio
+import signal
 import sys
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,6 +16,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from tuiagent.core.run_spec import DEFAULTS
+from tuiagent.core.termination import cancelled_on_termination
 from tuiagent.options import SandboxOpt, check_sandbox
 
 if TYPE_CHECKING:
@@ -425,15 +427,19 @@ def _run_with_progress(cfg: EvalConfig, err: Console, quiet: bool) -> EvalOutcom
         if n == total or n % 10 == 0:
             log(f"distractor variants: {n}/{total}")
 
+    stopped_by: list[signal.Signals] = []
     with progress:
         try:
             return asyncio.run(
-                run_eval(cfg, log=log, on_plan=on_plan, on_record=on_record, on_variant_progress=on_variant)
+                cancelled_on_termination(
+                    run_eval(cfg, log=log, on_plan=on_plan, on_record=on_record, on_variant_progress=on_variant),
+                    stopped_by,
+                )
             )
-        except KeyboardInterrupt:
+        except (KeyboardInterrupt, asyncio.CancelledError):  # eval.json records the session as interrupted
             progress.stop()
             err.print(
-                f"interrupted: {state.done} run(s) of this session are saved in {cfg.out / 'results.jsonl'}; "
-                "run the same command again to continue where it stopped"
+                f"{'terminated' if stopped_by else 'interrupted'}: {state.done} run(s) of this session are saved in "
+                f"{cfg.out / 'results.jsonl'}; run the same command again to continue where it stopped"
             )
-            sys.exit(130)
+            sys.exit(128 + (stopped_by[0] if stopped_by else signal.SIGINT))
