@@ -12,7 +12,7 @@ from fractions import Fraction
 import pytest
 
 from tuiagent.eval.report import print_terminal, summarize, to_csv, to_markdown, write_reports
-from tuiagent.eval.stats import mcnemar_exact, paired_bootstrap, tool_bin
+from tuiagent.eval.stats import bootstrap_diff, mcnemar_exact, paired_bootstrap, tool_bin
 
 
 def rec(setting: str, pid: int, correct: bool, *, seed: int = 0, tcn: int = 1, **extra) -> dict:
@@ -60,6 +60,9 @@ def test_bootstrap_and_bins():
     mean, low, high = paired_bootstrap([1, 0, 1, 1, 0, 1, 1, 1])
     assert mean == 0.75 and 0.3 < low <= mean <= high <= 1.0
     assert paired_bootstrap([1, 0, 1]) == paired_bootstrap([1, 0, 1])  # seeded
+    outcomes = [1, 0, 1, 1, 0, 1, 1, 1, 0, 0, 1, 1]  # the same runs, ended in another order: the same interval
+    assert paired_bootstrap(outcomes) == paired_bootstrap(outcomes[::-1]) == paired_bootstrap(sorted(outcomes))
+    assert bootstrap_diff(outcomes, [0, 1, 0]) == bootstrap_diff(outcomes[::-1], [1, 0, 0])
     assert [tool_bin(n) for n in (0, 3, 4, 7, 8, 11, 12, 40)] == [
         "0-3",
         "0-3",

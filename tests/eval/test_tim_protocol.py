@@ -341,6 +341,7 @@ def test_the_intervals_resample_problems_not_runs():
     values = [0.0, 1.0, 1.0, 0.5, 0.25, 1.0, 0.0]
     one_each = [(str(i), v) for i, v in enumerate(values)]
     assert cluster_bootstrap(one_each) == pytest.approx(bootstrap_mean(values))  # draw for draw
+    assert cluster_bootstrap(one_each[::-1]) == cluster_bootstrap(one_each)  # whatever order the runs ended in
     seeds = [("a", 1.0)] * 10 + [("b", 0.0)] * 10  # two problems, ten seeds each
     mean, low, high = cluster_bootstrap(seeds)
     assert (mean, low, high) == (0.5, 0.0, 1.0)  # two problems say little, however many seeds

@@ -39,8 +39,10 @@ def mcnemar_exact(b: int, c: int) -> float:
 def paired_bootstrap(
     diffs: Sequence[float], *, n_boot: int = 2000, alpha: float = 0.05, seed: int = 0
 ) -> tuple[float, float, float]:
-    """(mean, low, high): the mean of per-unit paired differences with a percentile bootstrap CI."""
-    d = np.asarray(diffs, dtype=float)
+    """(mean, low, high): the mean of per-unit paired differences with a percentile bootstrap CI. The
+    values are sorted first, so the interval depends on the sample, not on the order its runs ended in
+    (two settings with the same outcomes get the same interval)."""
+    d = np.sort(np.asarray(diffs, dtype=float))
     if d.size == 0:
         return float("nan"), float("nan"), float("nan")
     mean = float(d.mean())
@@ -62,8 +64,9 @@ def bootstrap_mean(
 def bootstrap_diff(
     a: Sequence[float], b: Sequence[float], *, n_boot: int = 2000, alpha: float = 0.05, seed: int = 0
 ) -> tuple[float, float, float]:
-    """(mean(a) - mean(b), low, high) of two independent samples, each resampled on its own (percentile CI)."""
-    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    """(mean(a) - mean(b), low, high) of two independent samples, each resampled on its own (percentile CI;
+    each sorted first, as in ``paired_bootstrap``)."""
+    x, y = np.sort(np.asarray(a, dtype=float)), np.sort(np.asarray(b, dtype=float))
     if x.size == 0 or y.size == 0:
         return float("nan"), float("nan"), float("nan")
     diff = float(x.mean() - y.mean())

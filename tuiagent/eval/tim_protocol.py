@@ -274,16 +274,18 @@ def cluster_bootstrap(
     """(mean, low, high): the mean of the values with a percentile bootstrap CI over problems, each drawn
     problem bringing all its values (its seeds move together). With one value per problem it is
     ``stats.bootstrap_mean`` draw for draw."""
-    ids = list(dict.fromkeys(p for p, _ in points))
-    where = {p: i for i, p in enumerate(ids)}
-    sums, counts = np.zeros(len(ids)), np.zeros(len(ids))
+    totals: dict[str, list[float]] = {}
     for p, v in points:
-        sums[where[p]] += v
-        counts[where[p]] += 1
+        total = totals.setdefault(p, [0.0, 0.0])
+        total[0] += v
+        total[1] += 1
+    # problems in the order of their mean (as stats.paired_bootstrap sorts), not of their runs' ending
+    ordered = sorted(totals.values(), key=lambda t: (t[0] / t[1], t[1]))
+    sums, counts = np.array([t[0] for t in ordered]), np.array([t[1] for t in ordered])
     mean = float(sums.sum() / counts.sum())
-    if len(ids) == 1:
+    if len(ordered) == 1:
         return mean, mean, mean
-    draws = np.random.default_rng(seed).integers(0, len(ids), size=(n_boot, len(ids)))
+    draws = np.random.default_rng(seed).integers(0, len(ordered), size=(n_boot, len(ordered)))
     low, high = np.quantile(sums[draws].sum(axis=1) / counts[draws].sum(axis=1), [alpha / 2, 1 - alpha / 2])
     return mean, float(low), float(high)
 
