@@ -11,23 +11,23 @@ from tuiagent.eval.datasets import Problem
 from tuiagent.eval.harness import EvalConfig, run_eval
 from tuiagent.eval.report import summary_from_store, to_markdown
 from tuiagent.eval.results import ResultStore
-from tuiagent.eval.variants import DISTRACTORS, distractor_prompt, distractor_variants, valid_variant
+from tuiagent.eval.variants import DISTRACTORS, distractor_prompt, distractor_variants, insert_distractor, valid_variant
 from tuiagent.presets import resolve_settings
 
 KINDS = ["thematic", "parallel"]
 
 
-def writer(problems, *, drop_number_for: str | None = None):
-    """A scripted model that answers each generation request, in order, with a rewrite."""
+def writer(problems, *, question_for: str | None = None):
+    """A scripted model that answers each generation request, in order, with the text to add."""
     turns = []
     for p in problems:
         for kind in KINDS:
-            if p.id == drop_number_for and kind == "parallel":
-                text = "Her friend has 17 apples. What is the sum?"  # lost the question's numbers
+            if p.id == question_for and kind == "parallel":
+                text = "Her friend has 17 apples. What is the sum?"  # asks a question of its own
             elif kind == "thematic":
-                text = "The village fair is famous for its music. " + p.question
+                text = 'Added text: "The village fair is famous for its music."\n\nThis adds background.'
             else:
-                text = p.question + " Her cousin has 17 apples."
+                text = "Her cousin has 17 apples."
             turns.append(split_tokens(text, -0.1))
     calls = []
 
@@ -40,7 +40,7 @@ def writer(problems, *, drop_number_for: str | None = None):
 
 def test_prompt_and_validity():
     prompt = distractor_prompt("What is 3 plus 3?", "hedged")
-    assert "hedged uncertainty" in prompt and prompt.endswith("What is 3 plus 3?") and "Rewrite" in prompt
+    assert "hedged uncertainty" in prompt and "What is 3 plus 3?" in prompt and "added text only" in prompt
     assert set(DISTRACTORS) == {"thematic", "paraphrase", "parallel", "hedged"}
     assert valid_variant("What is 3 plus 3?", "Some think it was 4. What is 3 plus 3?") == (True, "")
     assert valid_variant("What is 3 plus 30?", "What is 3 plus three tens? Maybe.")[0] is False
@@ -49,23 +49,44 @@ def test_prompt_and_validity():
     assert valid_variant(two, "Ann has 3 pens. Her  brother has 5.\nHow many pens does she have?") == (True, "")
     ok, why = valid_variant(two, "Ann has 3 pens. The answer is 3, as her brother says it is.")  # no question
     assert not ok and "sentence" in why and "How many pens" in why
+    assert valid_variant(two, "Ann has 3 pens. Has Bo 5? How many pens does she have?") == (
+        False,
+        "the added text asks a question",
+    )
+
+
+def test_the_distractor_goes_between_the_sentences_and_the_question_keeps_its_text():
+    three = "Ann has 3 pens.  Bo has 2.  How many pens do they have?"  # GSM8K's double spaces kept
+    places = {insert_distractor(three, "Cy has 9.", kind) for kind in ["thematic", "parallel", "hedged", "x", "y"]}
+    assert places <= {
+        "Ann has 3 pens.  Cy has 9. Bo has 2.  How many pens do they have?",
+        "Ann has 3 pens.  Bo has 2.  Cy has 9. How many pens do they have?",
+    }
+    assert len(places) == 2  # the place depends on the type (and the question), never before the first sentence
+    assert insert_distractor(three, "Cy has 9.", "parallel") == insert_distractor(three, "Cy has 9.", "parallel")
+    assert insert_distractor("What is 1 plus 1?", "Cy has 9.", "parallel") == "Cy has 9. What is 1 plus 1?"
+    assert insert_distractor(three, "", "parallel") == three
 
 
 async def test_variants_are_generated_once_and_cached_with_model_and_prompt():
     problems = [Problem("tiny", "1", "What is 1 plus 1?", "2"), Problem("tiny", "2", "What is 2 plus 2?", "4")]
-    factory, calls = writer(problems, drop_number_for="2")
+    factory, calls = writer(problems, question_for="2")
     variants, invalid = await distractor_variants(problems, KINDS, model_id="writer", backend_factory=factory)
     assert [(v.id, v.variant) for v in variants] == [
         ("1", "distractor:thematic"),
         ("1", "distractor:parallel"),
         ("2", "distractor:thematic"),
     ]
-    assert variants[1].question == "What is 1 plus 1? Her cousin has 17 apples." and variants[1].gold == "2"
-    assert [(i["id"], i["kind"]) for i in invalid] == [("2", "parallel")] and "missing" in invalid[0]["why"]
+    assert (
+        variants[0].question == "The village fair is famous for its music. What is 1 plus 1?"
+    )  # label, quotes, rest cut
+    assert variants[1].question == "Her cousin has 17 apples. What is 1 plus 1?" and variants[1].gold == "2"
+    assert [(i["id"], i["kind"]) for i in invalid] == [("2", "parallel")] and "question" in invalid[0]["why"]
     files = sorted((paths.cache_dir() / "eval" / "distractors" / "writer").glob("*.json"))
     assert len(files) == 4
     entry = json.loads(files[0].read_text())
     assert entry["model"] == "writer" and entry["prompt"] == distractor_prompt(entry["question"], entry["kind"])
+    assert entry["reply"] and entry["added"] in entry["variant"]
     again, _ = await distractor_variants(problems, KINDS, model_id="writer", backend_factory=factory)
     assert calls == [1] and [v.question for v in again] == [v.question for v in variants]  # from the cache
 

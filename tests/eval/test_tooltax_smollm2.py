@@ -1,6 +1,6 @@
 """`tuiagent eval --protocol tooltax --distractors` end to end on the real SmolLM2-135M, with a scripted
-judge: SmolLM2 writes the hedged variant (too small a model to keep the question: it is left out, or
-judged), the parallel-entity variant is a hand-written one already in the cache (so the section is
+judge: SmolLM2 writes the hedged variant's added text (inserted into the question; left out when it
+asks a question, else judged), the parallel-entity variant is a hand-written one already in the cache (so the section is
 on distractors whatever SmolLM2 writes), and the seven conditions run in real kernels."""
 
 from __future__ import annotations
@@ -84,7 +84,7 @@ def test_the_protocol_with_distractors_on_smollm2(tmp_path: Path, smollm2_path):
     assert t["missing"] == [] and len(t["settings"]) == 7
     validity = summary["distractor_validity"]
     assert validity["judge"] == "judge" and validity["changed"] == 0
-    assert t["scope"] == "distractors" and list(t["scopes"])[:2] == ["pooled", "PED"]
+    assert t["scope"] == "distractors" and list(t["scopes"])[0] == "pooled" and "PED" in t["scopes"]
     assert [v["kind"] for v in summary["invalid_variants"]] in ([], ["hedged"])
     kept = 2 - len(summary["invalid_variants"])  # the variants run: the judge was asked about each
     assert validity["judged"] == kept and len(t["scopes"]) == 1 + kept

@@ -55,7 +55,7 @@ def cue_variants(problems: list[Problem], cues: list[str]) -> list[Problem]:
 # -- distractors -----------------------------------------------------------------------------------
 
 DISTRACTOR_PREFIX = "distractor:"
-PROMPT_VERSION = 1
+PROMPT_VERSION = 2  # 2: the writer writes the distractor alone, inserted by insert_distractor
 DISTRACTORS: dict[str, str] = {
     "thematic": "thematic background: add one or two sentences of background about the story's setting or "
     "theme (history, place, people) that have nothing to do with the quantities asked about",
@@ -66,13 +66,15 @@ DISTRACTORS: dict[str, str] = {
     "hedged": "hedged uncertainty: add one sentence with a hedged, uncertain remark (for example that someone "
     "thinks a number might have been different) that does not change the facts the question uses",
 }
-PROMPT = """Rewrite the math word problem below by adding exactly one distractor of this type:
-{description}.
+# [ours] The paper's generation prompts (its Appendix K.1, Figures 5-8) are not in our copy. The
+# writer is asked for the distractor alone and the sentence is inserted here (the paper: "the noise
+# distribution is independent of the position", Appendix F.2): a small model asked to rewrite the
+# whole problem verbatim returns it unchanged (the default model did so for 24 of 25 questions).
+PROMPT = """Here is a math word problem:
 
-Rules: keep every original sentence, every number and the question itself exactly as they are; the correct answer must not change; do not solve the problem. Reply with the rewritten problem only.
+{question}
 
-Problem:
-{question}"""
+Write what should be added to it: {description}. It must not change the correct answer, must not ask a question and must not solve the problem. Reply with the added text only."""
 
 
 def distractor_prompt(question: str, kind: str) -> str:
@@ -80,11 +82,12 @@ def distractor_prompt(question: str, kind: str) -> str:
 
 
 def _clean(text: str) -> str:
+    """The writer's added text: its first paragraph, without a label or quotes around it."""
     text = text.strip()
-    for prefix in ("Rewritten problem:", "Problem:", "Here is the rewritten problem:"):
+    for prefix in ("Added text:", "Added sentence:", "Sentence:", "Distractor:"):
         if text.lower().startswith(prefix.lower()):
             text = text[len(prefix) :].strip()
-    return text.strip().strip('"').strip()
+    return " ".join(text.split("\n\n", 1)[0].split()).strip().strip('"').strip()
 
 
 _SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
@@ -94,10 +97,22 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
+def insert_distractor(question: str, added: str, kind: str) -> str:
+    """``question`` with ``added`` before one of its sentences after the first (the last one, the
+    question, included), at a place fixed by a hash of the question and the type [ours]; before a
+    one-sentence question. The question's own text is kept as it is, spaces included."""
+    text = question.strip()
+    if not added:
+        return text
+    starts = [m.end() for m in _SENTENCE_END.finditer(text)]  # where the second, third, ... sentence begins
+    at = starts[int(hashlib.sha1(f"{kind}\n{text}".encode()).hexdigest(), 16) % len(starts)] if starts else 0
+    return f"{text[:at]}{added} {text[at:]}"
+
+
 def valid_variant(original: str, variant: str) -> tuple[bool, str]:
-    """A rewrite keeps the question's numbers and every one of its sentences as written (what the
-    prompt asks) and adds text; (ok, why not). Whether the answer is unchanged is the judge's
-    question (eval.judging.check_answers_unchanged)."""
+    """A variant keeps the question's numbers and every one of its sentences as written, adds text and
+    asks nothing more; (ok, why not). Whether the answer is unchanged is the judge's question
+    (eval.judging.check_answers_unchanged)."""
     if not variant or len(variant) <= len(original.strip()):
         return False, "no text was added"
     missing = [n for n in dict.fromkeys(numbers_in(original)) if n not in numbers_in(variant)]
@@ -107,6 +122,8 @@ def valid_variant(original: str, variant: str) -> tuple[bool, str]:
     lost = [s for s in _SENTENCE_END.split(original.strip()) if s.strip() and _flat(s) not in flat]
     if lost:
         return False, f"a sentence of the question was changed or left out: {lost[0][:80]!r}"
+    if variant.count("?") > original.count("?"):
+        return False, "the added text asks a question"
     return True, ""
 
 
@@ -119,22 +136,26 @@ def cache_file(model_id: str, question: str, kind: str) -> Path:
     return cache_dir(model_id) / f"{kind}-{digest}.json"
 
 
-async def generate_distractor(backend: Any, question: str, kind: str, *, max_tokens: int = 512) -> dict[str, Any]:
+async def generate_distractor(backend: Any, question: str, kind: str, *, max_tokens: int = 128) -> dict[str, Any]:
     """Ask the model for one variant (greedy). Returns the cache entry (not yet written)."""
     from tuiagent.protocol import Sampling
 
     prompt = distractor_prompt(question, kind)
     rendered = backend.render_chat([{"role": "user", "content": prompt}])
     pieces = [t.text async for t in backend.stream(rendered, Sampling(temperature=0.0, max_tokens=max_tokens), [])]
-    text = _clean("".join(pieces))
-    ok, why = valid_variant(question, text)
+    reply = "".join(pieces)
+    added = _clean(reply)
+    variant = insert_distractor(question, added, kind)
+    ok, why = valid_variant(question, variant)
     return {
         "model": backend.model_id,
         "kind": kind,
         "prompt_version": PROMPT_VERSION,
         "prompt": prompt,
         "question": question,
-        "variant": text,
+        "reply": reply,
+        "added": added,
+        "variant": variant,
         "valid": ok,
         "invalid_reason": why,
         "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
