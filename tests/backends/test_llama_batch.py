@@ -75,8 +75,21 @@ def references(single):
 
 def test_the_worker_says_it_holds_n_seq_sequences(batched, single):
     assert batched.n_seq == N_SEQ and batched.info["kv_cells"] == N_CTX * 8  # 4, the store, 3 pads (repacked)
-    assert batched.info["engine"] == "batched (weights repacked, steps padded to 4)"
+    assert batched.info["engine"] == "batched (weights repacked, steps padded to 4; ubatches of at most 4 columns)"
     assert single.n_seq is None and single.info["kv_cells"] == N_CTX
+
+
+def test_the_engine_fingerprint_is_the_same_however_many_sequences_are_in_flight(batched, single, smollm2_path):
+    """Runs are exact at any concurrency (test below on the default model), so an eval resumed at
+    another --concurrency reuses its generations and does not warn of another engine."""
+    from tuiagent.backends.llama_cpp import LlamaCppBackend
+
+    wider = LlamaCppBackend(smollm2_path, model_id="smollm2-135m", n_ctx=N_CTX, n_threads=2, n_seq=2 * N_SEQ)
+    try:
+        assert wider.engine == batched.engine and wider.engine.startswith("batched:")
+    finally:
+        asyncio.run(wider.aclose())
+    assert single.engine != batched.engine and single.engine.startswith("single:")
 
 
 async def test_concurrent_streams_each_get_exactly_their_own_text_and_logprobs(batched, references):

@@ -180,9 +180,10 @@ class BatchEngine:
         self.n_vocab = int(lc.llama_vocab_n_tokens(self.vocab.vocab))
         self._batch = lc.llama_batch_init(params.n_batch, 0, 1)
         self._lp_buf = np.empty(self.n_vocab, dtype=np.float32)
+        # what decides the numbers (the engine fingerprint hashes it), the same for any n_seq (Exactness)
         self.describe = (
-            f"batched (weights {'repacked, steps padded to ' + str(self.group) if self.repack else 'plain'}"
-            + (f"; ubatches of {STEP_COLUMNS})" if n_seq > STEP_COLUMNS else ")")
+            f"batched (weights {'repacked, steps padded to ' + str(self.group) if self.repack else 'plain'}; "
+            f"ubatches of at most {STEP_COLUMNS} columns)"
         )
         self.store = _Sequence(self.n_seq)
         self.sequences = [_Sequence(i) for i in range(self.n_seq)]

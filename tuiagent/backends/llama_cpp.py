@@ -372,12 +372,14 @@ class RunSession:
 def engine_fingerprint(model_path: str, options: dict[str, Any], info: dict[str, Any]) -> str:
     """What decides a generation's numbers besides its prompt and sampling: the weights, the engine
     (single or batched) and its options, the llama.cpp build. Equal fingerprints, equal prompts and
-    equal histories give bit-identical tokens and logprobs (the eval reuses generations on it)."""
+    equal histories give bit-identical tokens and logprobs (the eval reuses generations on it). The
+    batched engine's sequence count is left out: its runs are the same however many are in flight
+    (llama_batch, Exactness; its ``describe`` names what is not)."""
     kind = "batched" if info.get("n_seq") else "single"
     what = {
         "model": Path(model_path).name,
         "size": Path(model_path).stat().st_size,
-        "options": {k: v for k, v in options.items() if k != "model_path"},
+        "options": {k: v for k, v in options.items() if k not in ("model_path", "n_seq")},
         "engine": info.get("engine", kind),
         "llama_cpp": version("llama-cpp-python"),
         "system_info": info.get("system_info", ""),
