@@ -66,6 +66,10 @@ def test_the_distractor_goes_between_the_sentences_and_the_question_keeps_its_te
     assert insert_distractor(three, "Cy has 9.", "parallel") == insert_distractor(three, "Cy has 9.", "parallel")
     assert insert_distractor("What is 1 plus 1?", "Cy has 9.", "parallel") == "Cy has 9. What is 1 plus 1?"
     assert insert_distractor(three, "", "parallel") == three
+    titled = "Mr. Gardner bakes 20 cookies for Dr. Lee at 9 a.m. on Monday. How many are left?"
+    assert {insert_distractor(titled, "Cy has 9.", kind) for kind in ["thematic", "parallel", "hedged", "x"]} == {
+        "Mr. Gardner bakes 20 cookies for Dr. Lee at 9 a.m. on Monday. Cy has 9. How many are left?"
+    }  # never inside "Mr. Gardner", "Dr. Lee" or "a.m. on"
 
 
 async def test_variants_are_generated_once_and_cached_with_model_and_prompt():

@@ -91,6 +91,22 @@ def _clean(text: str) -> str:
 
 
 _SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
+_ABBREVIATIONS = {
+    "Mr.",
+    "Mrs.",
+    "Ms.",
+    "Dr.",
+    "Prof.",
+    "St.",
+    "Jr.",
+    "Sr.",
+    "vs.",
+    "etc.",
+    "e.g.",
+    "i.e.",
+    "a.m.",
+    "p.m.",
+}
 
 
 def _flat(text: str) -> str:
@@ -104,7 +120,9 @@ def insert_distractor(question: str, added: str, kind: str) -> str:
     text = question.strip()
     if not added:
         return text
-    starts = [m.end() for m in _SENTENCE_END.finditer(text)]  # where the second, third, ... sentence begins
+    starts = [  # where the second, third, ... sentence begins ("Mr. Gardner" goes on)
+        m.end() for m in _SENTENCE_END.finditer(text) if text[: m.start()].split()[-1] not in _ABBREVIATIONS
+    ]
     at = starts[int(hashlib.sha1(f"{kind}\n{text}".encode()).hexdigest(), 16) % len(starts)] if starts else 0
     return f"{text[:at]}{added} {text[at:]}"
 
