@@ -151,6 +151,28 @@ def test_gstep_settings_get_their_closure_in_the_section():
     assert table7[2] == ["clean", "the better (the paper's Cls.)", "", "", "", "", "", "100.0"]
 
 
+def test_a_gstep_setting_whose_gate_was_off_says_so_beside_its_closure():
+    off = "gate off (calibration: never continue)"  # what the guard records when a calibration turned it off
+    records = (
+        [rec("full", str(i), i < 2) for i in range(5)]
+        + [rec("cot", str(i), i < 4) for i in range(5)]
+        + [rec("gate", str(i), i < 2, gate_continues=off) for i in range(5)]
+        + [rec("live", str(i), i < 3, gate_continues=i % 2) for i in range(5)]
+    )
+    t = tooltax(
+        records,
+        ["full", "cot", "gate", "live"],
+        {"full": "full", "cot": "cot"},
+        guards={"gate": ["gstep"], "live": ["gstep"]},
+    )
+    closures = t["scopes"]["clean"]["gstep"]
+    assert (closures["gate"]["gate_off"], closures["gate"]["cls"]) == (True, 0.0) and closures["live"][
+        "gate_off"
+    ] is False
+    table7 = next(rows for title, _, rows in tooltax_tables(t, "d") if "Table 7" in title)
+    assert [r[1] for r in table7[:2]] == ["gate (gate off in every run)", "live"]
+
+
 QUESTION = "Tom has 3 apples and 4 pears. His friend has 17 apples. How many fruits does Tom have?"
 CLEAN = "Tom has 3 apples and 4 pears. How many fruits does Tom have?"
 

@@ -503,6 +503,8 @@ def tooltax(
             grecs = by_key(r for r in mine if r["setting"] == g)
             if grecs and "full" in runs and "cot" in runs:
                 section["gstep"][g] = gap_closure(grecs, runs["full"], runs["cot"])
+                # the gate was off in every run (a calibration that found no tau to help): say so beside its Cls.
+                section["gstep"][g]["gate_off"] = all(isinstance(r.get("gate_continues"), str) for r in grecs.values())
         closures = [v["cls"] for v in section["gstep"].values() if v["cls"] is not None]
         section["best_cls"] = max(closures) if closures else None
         if scope in ("pooled", "clean"):  # what reads trajectories: once, on the main scope

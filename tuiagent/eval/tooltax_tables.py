@@ -187,7 +187,7 @@ def tooltax_tables(t: dict[str, Any], dataset: str, validity: dict[str, Any] | N
             rows.append(
                 [
                     s,
-                    name,
+                    f"{name} (gate off in every run)" if g.get("gate_off") else name,
                     pct(g["full"]),
                     pct(g["cot"]),
                     "–" if g["full"] is None else pct(g["full"] - g["cot"]),
