@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from guards.gstep import GATE_OFF
 from tuiagent.core.steps import run_pieces
 from tuiagent.eval.datasets import numbers_in
 from tuiagent.eval.results import run_events
@@ -504,7 +505,7 @@ def tooltax(
             if grecs and "full" in runs and "cot" in runs:
                 section["gstep"][g] = gap_closure(grecs, runs["full"], runs["cot"])
                 # the gate was off in every run (a calibration that found no tau to help): say so beside its Cls.
-                section["gstep"][g]["gate_off"] = all(isinstance(r.get("gate_continues"), str) for r in grecs.values())
+                section["gstep"][g]["gate_off"] = all(r.get("gate_continues") == GATE_OFF for r in grecs.values())
         closures = [v["cls"] for v in section["gstep"].values() if v["cls"] is not None]
         section["best_cls"] = max(closures) if closures else None
         if scope in ("pooled", "clean"):  # what reads trajectories: once, on the main scope

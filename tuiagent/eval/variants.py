@@ -87,7 +87,7 @@ def _clean(text: str) -> str:
     for prefix in ("Added text:", "Added sentence:", "Sentence:", "Distractor:"):
         if text.lower().startswith(prefix.lower()):
             text = text[len(prefix) :].strip()
-    return " ".join(text.split("\n\n", 1)[0].split()).strip().strip('"').strip()
+    return _flat(text.split("\n\n", 1)[0]).strip('"').strip()
 
 
 _SENTENCE_END = re.compile(r"(?<=[.?!])\s+")
