@@ -5,6 +5,7 @@ prompt, stop strings, cancel and logprobs, and the exactness the module docstrin
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import threading
 
@@ -353,3 +354,51 @@ def test_on_the_default_model_a_sequence_is_the_same_alone_and_beside_any_number
         assert run(six, held=(2, 4)) == {i: alone[i] for i in six}  # beside 5
     finally:
         engine.close()
+
+
+VERDICT_SCHEMA = {
+    "type": "object",
+    "properties": {"verdict": {"enum": ["right", "wrong"]}, "why": {"type": "string", "maxLength": 40}},
+    "required": ["verdict", "why"],
+    "additionalProperties": False,
+}
+
+
+def _is_verdict(text: str) -> bool:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError:
+        return False
+    return (
+        isinstance(value, dict)
+        and list(value) == ["verdict", "why"]
+        and value["verdict"] in ("right", "wrong")
+        and isinstance(value["why"], str)
+        and len(value["why"]) <= 40
+    )
+
+
+async def test_a_json_schema_holds_a_reply_on_both_engines_and_only_its_own_sequence(batched, single, references):
+    """stream_json (judges' structured outputs): SmolLM2, asked for a verdict, answers in prose; held to
+    the schema it answers in the schema's JSON on both engines; and in a batch, free streams beside
+    the held ones are bit for bit what they are alone (a grammar belongs to one sequence)."""
+    sampling = Sampling(temperature=0.0, max_tokens=64)
+    ask = "Is 17 * 23 = 391 right? Give your verdict."
+    free_text = "".join(t.text for t in (await tokens_of(single, prompt_of(single, ask), sampling=sampling))[0])
+    assert not _is_verdict(free_text)  # so the check below can fail
+    for backend in (single, batched):
+        stream = backend.stream_json(prompt_of(backend, ask), sampling, VERDICT_SCHEMA)
+        tokens = [t async for t in stream]
+        assert _is_verdict("".join(t.text for t in tokens)) and stream.stop_reason == "eos"
+        assert all(t.logprob is not None and t.logprob <= 0 for t in tokens)
+    held = [batched.stream_json(prompt_of(batched, q), sampling, VERDICT_SCHEMA) for q in QUESTIONS[:2]]
+
+    async def text_of(stream):
+        return "".join([t.text async for t in stream])
+
+    results = await asyncio.gather(
+        *(text_of(s) for s in held), *(tokens_of(batched, prompt_of(batched, q)) for q in QUESTIONS[2:])
+    )
+    assert all(_is_verdict(text) for text in results[:2])
+    for (tokens, _), ((ref, _), _) in zip(results[2:], references[2:]):  # references without stops
+        assert [(t.text, t.logprob) for t in tokens] == [(t.text, t.logprob) for t in ref]

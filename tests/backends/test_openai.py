@@ -437,3 +437,26 @@ async def test_vllm_shaped_stream_stop_reason_is_learned_and_used():
     end = [_vllm_choice("ok", ["ok", "<|im_end|>"], [-0.1, -0.2], "stop", None)]
     completions.chunks = end
     assert await _run(b, "P", GREEDY, stop) == ([Token("ok", -0.1)], "eos")
+
+
+VERDICT = {
+    "type": "object",
+    "properties": {"verdict": {"enum": ["right", "wrong"]}},
+    "required": ["verdict"],
+    "additionalProperties": False,
+}
+
+
+async def test_a_json_schema_goes_in_each_servers_field_and_holds_the_reply(backend):
+    """stream_json on the real llama_cpp.server (it reads ``grammar``); vLLM reads ``response_format``
+    and llama-server ``json_schema`` (checked on the request)."""
+    ask = _prompt("Is 17 * 23 = 391 right? Answer in a sentence.")
+    free = _text(await _collect(backend, ask, GREEDY))
+    assert not free.lstrip().startswith("{")  # so the check below can fail
+    stream = backend.stream_json(ask, GREEDY, VERDICT)
+    reply = json.loads(_text([t async for t in stream]))
+    assert reply in ({"verdict": "right"}, {"verdict": "wrong"})
+    request = backend._request("P", GREEDY, [], VERDICT)["extra_body"]
+    assert request["response_format"] == {"type": "json_schema", "json_schema": {"name": "reply", "schema": VERDICT}}
+    assert request["json_schema"] == VERDICT and 'root ::= "{"' in request["grammar"]
+    assert "response_format" not in backend._request("P", GREEDY, []).get("extra_body", {})

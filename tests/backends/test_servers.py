@@ -86,3 +86,14 @@ async def test_base_urls_in_models_toml_make_a_pool(tmp_path):
 def test_bad_server_lists_are_clear_errors(tmp_path, source, message):
     with pytest.raises(ConfigError, match=message):
         _models(tmp_path, source)
+
+
+async def test_a_judges_json_reply_goes_to_the_pools_pinned_server_and_fails_over_the_same_way():
+    a, b = _dead_server(), _dead_server()
+    pool = ServerPool([a, b])
+    schema = {"type": "object"}
+    with pytest.raises(BackendCrashed, match=rf"{a.base_url} failed and is taken out"):
+        [t async for t in pool.stream_json("hi", Sampling(max_tokens=1), schema)]
+    with pytest.raises(BackendCrashed, match=rf"{b.base_url} failed and is taken out"):  # pinned anew, to b
+        [t async for t in pool.stream_json("hi", Sampling(max_tokens=1), schema)]
+    await pool.aclose()

@@ -4,6 +4,7 @@ of the real engine on a CUDA machine (``gpu`` marker, model from TUIAGENT_VLLM_M
 from __future__ import annotations
 
 import asyncio
+import importlib.util
 import math
 import os
 import subprocess
@@ -21,7 +22,7 @@ from tests.backends.vllm_standins import (
     steps,
 )
 from tuiagent.backends.base import BackendCrashed, ContextOverflow
-from tuiagent.backends.vllm import VLLMBackend, VLLMError, create
+from tuiagent.backends.vllm import VLLMBackend, VLLMError, _json_constraint, create
 from tuiagent.config.spec import ModelSpec, Source
 from tuiagent.errors import ConfigError
 from tuiagent.protocol import Sampling, Token
@@ -309,3 +310,27 @@ async def test_a_dead_engine_process_is_backend_crashed():
         async for token in backend.stream("P", Sampling(max_tokens=100), []):
             got.append(token)
     assert got and "fix:" in str(err.value) and backend.engine.aborted == []
+
+
+async def test_a_json_schema_reaches_vllms_structured_outputs():
+    schema = {"type": "object", "properties": {"verdict": {"enum": ["yes", "no"]}}}
+    engine = StandInEngine(steps('{"verdict": "no"}'))
+    backend = VLLMBackend(
+        engine,
+        model_id="stand-in",
+        sampling_params=StandInSamplingParams,
+        json_constraint=lambda s: {"structured_outputs": ("json", s)},
+    )
+    assert text(await collect_stream(backend.stream_json("P", SAMPLING, schema))) == '{"verdict": "no"}'
+    assert engine.requests[0][1].structured_outputs == ("json", schema)
+    await collect(backend)
+    assert engine.requests[1][1].structured_outputs is None  # a free generation stays free
+    plain, _ = make(steps("x"))  # a vLLM without structured outputs
+    with pytest.raises(VLLMError, match="no structured outputs.*without --judge-json"):
+        await collect_stream(plain.stream_json("P", SAMPLING, schema))
+    if importlib.util.find_spec("vllm") is None:
+        assert _json_constraint() is None  # no vLLM here: nothing to hold a reply with
+
+
+async def collect_stream(stream):
+    return [t async for t in stream]

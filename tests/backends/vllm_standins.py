@@ -41,6 +41,7 @@ class StandInSamplingParams:
     stop: list[str] | None = None
     logprobs: int | None = None
     output_kind: StandInRequestOutputKind = StandInRequestOutputKind.CUMULATIVE
+    structured_outputs: Any = None
 
     def __post_init__(self) -> None:
         if self.top_k < -1 or self.top_k == 0:

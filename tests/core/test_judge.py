@@ -12,9 +12,10 @@ import pytest
 
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.backends.templates import render_named
-from tuiagent.core.judge import Judge, JudgeModels, pair_winner
+from tuiagent.core.judge import Judge, JudgeModels, ask, judge_model, judge_name, pair_winner
 from tuiagent.core.judge_prompts import PROMPTS, UNPARSEABLE, json_object, prompt
 from tuiagent.core.judge_store import JUDGEMENTS, JudgementStore
+from tuiagent.errors import UserError
 from tuiagent.protocol import JudgeReply
 
 PAPERS = Path("/work/shared/papers")
@@ -246,3 +247,139 @@ def test_the_papers_prompts_are_verbatim(prompt_id, paper, cut):
     text = text[: text.index(cut)] if cut else text
     template = _flat(text.replace("{{", "{").replace("}}", "}"))
     assert template in _flat(files[0].read_text(encoding="utf-8"))
+
+
+# -- replies held to the prompts' JSON schemas (--judge-json) ---------------------------------------
+
+
+async def test_a_json_judge_sends_each_prompts_schema_and_caches_apart_from_free_replies(tmp_path):
+    inputs = {"question": "q", "response_str": "r", "ground_truth": "g"}
+    free = scripted('{"analysis": "a", "true_false": false}')
+    await Judge("judge", backend=free, store=JudgementStore(tmp_path)).single(CORRECT, **inputs)
+    assert free.schemas == []  # a free judge never asks for structured output
+    held = scripted('{"analysis": "a", "true_false": true}')
+    judge = Judge(judge_name("judge", True), backend=held, store=JudgementStore(tmp_path))
+    assert judge.model_id == "judge" and judge.json_replies
+    assert await judge.single(CORRECT, **inputs) is True  # asked again: the free reply is another judgement
+    assert held.schemas == [CORRECT.schema] and judge.cost.cached == 0
+    records = list(JudgementStore(tmp_path).latest.values())
+    assert {(r["judge"], r["json_schema"]) for r in records} == {("judge", False), ("judge+json", True)}
+
+
+async def test_a_prompt_without_a_schema_is_the_same_judgement_for_a_json_judge(tmp_path):
+    audit = prompt("attc_conflict")
+    assert audit.schema is None  # it asks for \boxed{}, not JSON
+    await Judge("judge", backend=scripted("\\boxed{1}"), store=JudgementStore(tmp_path)).single(audit, response="x")
+    again = scripted("\\boxed{2}")
+    judge = Judge(judge_name("judge", True), backend=again, store=JudgementStore(tmp_path))
+    assert await judge.single(audit, response="x") == 1 and again.prompts == [] and again.schemas == []
+
+
+def test_judge_names_round_trip():
+    assert judge_model(judge_name("m", True)) == ("m", True)
+    assert judge_model(judge_name("m", False)) == ("m", False)
+
+
+async def test_a_backend_without_structured_outputs_is_a_clear_error():
+    class Plain:  # a Backend without stream_json
+        model_id = "plain"
+
+        def __init__(self):
+            self.inner = scripted("{}")
+
+        def render_chat(self, messages):
+            return self.inner.render_chat(messages)
+
+        def stream(self, prompt, sampling, stop):
+            return self.inner.stream(prompt, sampling, stop)
+
+    with pytest.raises(UserError, match="cannot hold a reply to a JSON schema.*without --judge-json"):
+        await ask(Plain(), "question", 8, CORRECT.schema)
+
+
+def test_every_json_prompt_has_a_schema_that_its_parser_accepts_a_conforming_reply_of():
+    """Each schema transcribes its prompt's printed format: a reply built from the schema parses."""
+    conforming = {
+        "correctness": {"analysis": "same", "true_false": True},
+        "necessity": {"tool_necessary": False, "reason": "trivial"},
+        "win_rate": {
+            k: {c: {"score": 1, "explanation": ""} for c in ("logic", "assumption", "creativity", "algebra_arithmetic")}
+            | {"final_score": {"score": 1}}
+            for k in ("A_grades", "B_grades")
+        }
+        | {"best_solution": "B"},
+        "miss_rate": {"gold_steps": [{"step": 1, "summary": "s"}], "missing_steps": []},
+        "error_types": {
+            k: {"exists": "yes" if k == "none_of_the_above" else "no", "explanation": ""}
+            for k in ("logic", "assumption", "creativity", "algebra_arithmetic", "none_of_the_above")
+        },
+    }
+    with_schema = {pid for pid, p in PROMPTS.items() if p.schema is not None}
+    assert with_schema == set(conforming)
+    for pid, reply in conforming.items():
+        schema = PROMPTS[pid].schema
+        assert schema is not None and list(schema["properties"]) == list(reply)  # the printed order
+        assert PROMPTS[pid].parse(JudgeReply(json.dumps(reply))) != UNPARSEABLE, pid
+
+
+# -- judgements in flight together (--concurrency) --------------------------------------------------
+
+
+class Overlapping(ScriptedBackend):
+    """A scripted judge that counts its streams in flight (each token takes a moment)."""
+
+    def __init__(self, replies: list[str]):
+        super().__init__([split_tokens(r, -0.1) for r in replies], model_id="judge", delay_s=0.01)
+        self.in_flight = self.most = 0
+
+    async def generate(self, out, prompt, sampling, stop):
+        self.in_flight += 1
+        self.most = max(self.most, self.in_flight)
+        try:
+            async for t in super().generate(out, prompt, sampling, stop):
+                yield t
+        finally:
+            self.in_flight -= 1
+
+
+async def test_judgements_go_concurrency_at_a_time_in_the_order_asked_and_a_repeat_is_asked_once(tmp_path):
+    backend = Overlapping(['{"analysis": "a", "true_false": true}'] * 6)
+    judge = Judge("judge", backend=backend, store=JudgementStore(tmp_path), concurrency=3)
+    items = [(CORRECT, {"question": f"q{i}", "response_str": "r", "ground_truth": "g"}) for i in range(5)]
+    records = await judge.judgements([*items, items[0]])  # the first question again, while it is in flight
+    assert backend.most == 3 and len(backend.prompts) == 5  # never more than 3; the repeat waited for the answer
+    assert backend.prompts == [
+        render_named("chatml", [{"role": "user", "content": CORRECT.render(**i)}]) for _, i in items
+    ]
+    assert [r["inputs"]["question"] for r in records] == ["q0", "q1", "q2", "q3", "q4", "q0"]
+    assert judge.cost.calls == 5 and judge.cost.cached == 1
+
+
+async def test_one_judgement_at_a_time_by_default():
+    backend = Overlapping(['{"true_false": true}'] * 3)
+    judge = Judge("judge", backend=backend)
+    await judge.judgements(
+        [(CORRECT, {"question": f"q{i}", "response_str": "r", "ground_truth": "g"}) for i in range(3)]
+    )
+    assert backend.most == 1
+
+
+async def test_a_local_judge_with_concurrency_is_loaded_as_the_batched_engine(tmp_path):
+    models = tmp_path / "models.toml"
+    models.write_text(
+        '[models.local]\nbackend = "llama_cpp"\n[models.local.source]\nkind = "path"\npath = "x.gguf"\n'
+        '[models.other]\nbackend = "scripted"\n[models.other.source]\nkind = "script"\npath = "s.jsonl"\n',
+        encoding="utf-8",
+    )
+    opened = []
+
+    def record(spec, **options):
+        opened.append((spec.id, options))
+        return scripted("ok")
+
+    pool = JudgeModels(models, opener=record, concurrency=4)
+    await pool("local")
+    await pool("other")
+    assert opened == [("local", {"n_seq": 4}), ("other", {})]
+    assert Judge("local", models=pool)._slots._value == 4  # its judgements go 4 at a time
+    await pool.aclose()

@@ -86,7 +86,14 @@ def test_a_bad_setting_exits_2_before_any_run(tmp_path):
     assert not (tmp_path / "x").exists()
 
 
-def test_the_cue_probe_with_a_judge_end_to_end(write_script, tmp_path):
+def test_judge_json_without_a_judge_is_a_clear_error_before_any_run(tmp_path):
+    bad = tuiagent("eval", "demo", "-m", "scripted", "--judge-json", "--out", str(tmp_path / "x"))
+    assert bad.returncode != 0 and "Traceback" not in bad.stderr and "pass --judge MODEL" in bad.stderr
+    assert not (tmp_path / "x").exists()
+
+
+@pytest.mark.parametrize("held", [False, True], ids=["free", "judge-json"])
+def test_the_cue_probe_with_a_judge_end_to_end(write_script, tmp_path, held):
     script = write_script(code_turn("150 + 3"), answer_turn("153"))
     judge = write_script({"text": '{"tool_necessary": false, "reason": "easy"}'}, name="judge.jsonl")
     models = tmp_path / "models.toml"
@@ -112,6 +119,7 @@ def test_the_cue_probe_with_a_judge_end_to_end(write_script, tmp_path):
         "cell",
         "--judge",
         "judge",
+        *(["--judge-json"] if held else []),
         "-c",
         "none",
         "--out",
@@ -124,7 +132,8 @@ def test_the_cue_probe_with_a_judge_end_to_end(write_script, tmp_path):
     assert "8 run(s) planned" in done.stderr and "judge judge: 4 call(s) judged" in done.stderr  # N and Y of 2 problems
     summary = (out / "summary.md").read_text(encoding="utf-8")
     assert "tool not needed (Definition 1): items the no-tool run solves" in summary
-    assert "judge judge: 4 judgement(s) (necessity: 4 judged, 3 unparseable)" in summary  # its script ran out
+    name = "judge+json" if held else "judge"  # replies held to the schema are judgements of their own
+    assert f"judge {name}: 4 judgement(s) (necessity: 4 judged, 3 unparseable)" in summary  # its script ran out
 
     unknown = tuiagent(
         "eval",

@@ -17,10 +17,11 @@ import pytest
 from tests.eval.helpers import CalcKernel, Factory, answer_turn, number_in
 from tuiagent.backends.base import ContextOverflow
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
-from tuiagent.core.judge import Judge
+from tuiagent.core.judge import Judge, judge_name
 from tuiagent.core.judge_store import JUDGEMENTS, JudgementStore
 from tuiagent.core.run_spec import RunSpec
 from tuiagent.eval.harness import EvalConfig, run_eval
+from tuiagent.eval.judging import judge_cost
 from tuiagent.eval.merge import merge_shards
 from tuiagent.eval.report import summary_from_store, to_markdown
 from tuiagent.eval.results import ResultStore
@@ -511,3 +512,18 @@ def test_the_protocol_on_smollm2(write_script, dataset, tmp_path):
     t = json.loads((out / "summary.json").read_text())["datasets"]["tiny"]["tim"]
     assert t["pairing"]["full"]["pairs"] == 2 and t["judge"] == "judge"
     assert "TIM Figure 3, code complexity vs. Miss Rate" in (out / "summary.md").read_text()
+
+
+async def test_a_json_judge_gets_each_prompts_schema_and_its_figures_are_its_own(evaluated, tmp_path):
+    """--judge-json: every TIM question goes with its prompt's schema, and the figures are read under
+    the judge's own name (a free judge's judgements in the same cache are other judgements)."""
+    _, records = evaluated
+    store = JudgementStore(tmp_path)
+    backend = scripted_judge(JUDGE)
+    judge = Judge(judge_name("judge", True), backend=backend, store=store)
+    assert await judge_tim(judge, records, SETTINGS, MODES, log=lambda m: None) == len(JUDGE)
+    assert len(backend.schemas) == len(JUDGE) and all(s["type"] == "object" for s in backend.schemas)
+    held = tim_sections(records, SETTINGS, MODES, store, "judge+json")["tiny"]
+    assert held["table"]["full"]["win_rate"]["value"] == 0.75 and held["unparseable"]["miss_rate"] == 2
+    assert tim_sections(records, SETTINGS, MODES, store, "judge")["tiny"]["table"]["full"]["win_rate"]["n"] == 0
+    assert judge_cost(store, "judge+json")["judgements"] == len(JUDGE) and judge_cost(store, "judge")["judgements"] == 0

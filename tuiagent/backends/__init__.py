@@ -14,6 +14,9 @@ _MODULES = {
     "openai": "tuiagent.backends.openai",
     "scripted": "tuiagent.backends.scripted",
 }
+# The backends loaded as a batched engine for several sequences in flight (option n_seq); the others
+# serve concurrent requests as they are (a server, vLLM) or one after another.
+BATCHED_BACKENDS = ("llama_cpp",)
 
 
 def open_backend(spec: ModelSpec, **options: object) -> Backend:
@@ -23,4 +26,4 @@ def open_backend(spec: ModelSpec, **options: object) -> Backend:
     return backend
 
 
-__all__ = ["Backend", "GenerationStats", "Sampling", "Token", "TokenStream", "open_backend"]
+__all__ = ["BATCHED_BACKENDS", "Backend", "GenerationStats", "Sampling", "Token", "TokenStream", "open_backend"]

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from tuiagent.errors import UserError
 from tuiagent.protocol import Sampling, TokenStream
@@ -71,6 +71,15 @@ class ExactReplay(Protocol):
     def fresh(self) -> None:
         """The next generation does not continue the cache of the one before."""
         ...
+
+
+@runtime_checkable
+class JsonReplies(Protocol):
+    """A backend whose generation can be held to a JSON schema (structured outputs: a llama.cpp
+    grammar, vLLM's or a server's ``response_format``), for judges (``core.judge``): the stream
+    yields only text the schema allows, with each token's log-probability before the constraint."""
+
+    def stream_json(self, prompt: str, sampling: Sampling, schema: Mapping[str, Any]) -> TokenStream: ...
 
 
 @runtime_checkable

@@ -32,6 +32,7 @@ from tuiagent.backends.llama_model import (
     PieceDecoder,
     Vocab,
     import_llama_cpp,
+    json_grammar,
     logprob_of,
 )
 from tuiagent.protocol import Sampling, Token
@@ -66,6 +67,7 @@ class Request:
     done: Callable[[Generation | BaseException], None]
     forced: Sequence[int] | None = None  # decode these ids instead of sampling (a recorded turn again)
     session: int | None = None  # the run it belongs to: its sequence is kept for it (see Sessions)
+    schema: str | None = None  # sample only what this JSON schema (its text) allows
 
 
 @dataclass
@@ -289,7 +291,7 @@ class BatchEngine:
         max_new = int(sampling.max_tokens) if request.forced is None else len(request.forced)
         seq.run = _Run(
             request,
-            self._sampler(sampling, seed),
+            self._sampler(sampling, seed, request.schema),
             PieceDecoder(request.stops),
             min(max_new, self.n_ctx - len(tokens)),
             Generation(prompt_tokens=len(tokens), layout="batched"),
@@ -353,8 +355,9 @@ class BatchEngine:
         stored = min(self.store.canonical, _common(self.store.tokens, tokens) // self.chunk * self.chunk, last_chunk)
         return (stored, True, False) if stored > own else (own, False, False)
 
-    def _sampler(self, sampling: Sampling, seed: int) -> Any:
-        """The chain ``Llama._init_sampler`` (0.3.36) builds for ``LlamaModel.generate``'s arguments."""
+    def _sampler(self, sampling: Sampling, seed: int, schema: str | None = None) -> Any:
+        """The chain ``Llama._init_sampler`` (0.3.36) builds for ``LlamaModel.generate``'s arguments
+        (a JSON schema's grammar after the penalties, as there)."""
         chain = self._internals.LlamaSampler()
         chain.add_penalties(
             n_vocab=self.n_vocab,
@@ -363,6 +366,8 @@ class BatchEngine:
             penalty_freq=0.0,
             penalty_present=0.0,
         )
+        if schema is not None:
+            chain.add_grammar(self._model, json_grammar(schema))
         temp = float(sampling.temperature)
         if temp <= 0:
             chain.add_greedy()

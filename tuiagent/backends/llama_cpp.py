@@ -22,7 +22,7 @@ import sys
 import tempfile
 import threading
 import time
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from dataclasses import asdict
 from importlib.metadata import version
 from multiprocessing.connection import Connection
@@ -240,6 +240,10 @@ class LlamaCppBackend:
     ) -> TokenStream:
         return TokenStream(self._generate, prompt, sampling, stop, session=session)
 
+    def stream_json(self, prompt: str, sampling: Sampling, schema: Mapping[str, Any]) -> TokenStream:
+        """A generation held to the JSON schema ``schema`` by a llama.cpp grammar (see JsonReplies)."""
+        return TokenStream(self._generate, prompt, sampling, [], schema=json.dumps(schema))
+
     def replay(
         self, prompt: str, token_ids: Sequence[int], stop: Sequence[str], *, session: int | None = None
     ) -> TokenStream:
@@ -276,6 +280,7 @@ class LlamaCppBackend:
         stop: Sequence[str],
         forced: list[int] | None = None,
         session: int | None = None,
+        schema: str | None = None,
     ) -> AsyncGenerator[Token, None]:
         if self._closed:
             raise RuntimeError(f"backend {self.model_id!r} is closed")
@@ -292,7 +297,7 @@ class LlamaCppBackend:
         done = False
         try:
             self._in_worker.add(rid)
-            self._send(("generate", rid, tokens, asdict(sampling), list(stop), forced, session))
+            self._send(("generate", rid, tokens, asdict(sampling), list(stop), forced, session, schema))
             while True:
                 message = await queue.get()
                 kind = message[0]

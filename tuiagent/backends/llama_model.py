@@ -111,6 +111,30 @@ def import_llama_cpp() -> Any:
     return llama_cpp
 
 
+# llama-cpp-python 0.3.36's converter lets a JSON string hold raw control characters, which JSON
+# forbids: a small judge then writes a newline inside a string and its reply does not parse. [ours]
+_LAX_CHAR = r'char ::= [^"\\]'
+_JSON_CHAR = r'char ::= [^"\\\x7F\x00-\x1F]'
+
+
+def json_gbnf(schema: str) -> str:
+    """The GBNF grammar of the JSON schema ``schema`` (its JSON text): llama-cpp-python's converter,
+    with strings held to JSON's characters."""
+    from llama_cpp.llama_grammar import json_schema_to_gbnf
+
+    grammar: str = json_schema_to_gbnf(schema)
+    return grammar.replace(_LAX_CHAR, _JSON_CHAR, 1)
+
+
+def json_grammar(schema: str | None) -> Any:
+    """The llama.cpp grammar holding a generation to the JSON schema ``schema`` (its JSON text); None for None."""
+    if schema is None:
+        return None
+    from llama_cpp.llama_grammar import LlamaGrammar
+
+    return LlamaGrammar.from_string(json_gbnf(schema), verbose=False)
+
+
 def _silence(level: int, text: bytes, user_data: ctypes.c_void_p) -> None:
     """A llama.cpp log callback that drops everything."""
 
@@ -249,12 +273,14 @@ class LlamaModel:
         cancel: threading.Event,
         emit: Callable[[list[Token]], None],
         forced: Sequence[int] | None = None,
+        schema: str | None = None,
     ) -> Generation:
         """Sample a continuation of ``tokens``; ``emit`` gets the tokens as they become safe to show.
         Raises ``Cancelled`` when ``cancel`` is set (checked once per token and between prompt chunks).
 
         ``forced``: decode these ids instead of sampling (a recorded turn, replayed exactly: the
-        same evaluations in the same layout, and the logprobs the model gives them now)."""
+        same evaluations in the same layout, and the logprobs the model gives them now).
+        ``schema``: sample only what this JSON schema (its text) allows; logprobs stay the model's."""
         llm, vocab = self.llm, self.vocab
         out = Generation(prompt_tokens=len(tokens))
         t0 = time.perf_counter()
@@ -277,6 +303,7 @@ class LlamaModel:
                 typical_p=1.0,
                 repeat_penalty=float(sampling.repeat_penalty),
                 reset=True,
+                grammar=json_grammar(schema),
             )
             max_new = min(int(sampling.max_tokens), self.n_ctx - len(tokens))
         decoder = PieceDecoder(stop)

@@ -108,7 +108,8 @@ class Worker:
             elif kind == "fresh":
                 model.fresh()
             elif kind == "generate":
-                self.generate(model, *message[1:6])  # one sequence: a session changes nothing
+                rid, tokens, sampling, stops, forced, _session, schema = message[1:]  # one sequence: no sessions
+                self.generate(model, rid, tokens, sampling, stops, forced, schema)
 
     def serve_batched(self, engine: BatchEngine) -> None:
         """Messages between the engine's steps: wait for one only when nothing is in flight."""
@@ -126,7 +127,7 @@ class Worker:
             elif kind == "end_session":
                 engine.end_session(message[1])
             elif kind == "generate":
-                rid, tokens, sampling, stops, forced, session = message[1:]
+                rid, tokens, sampling, stops, forced, session, schema = message[1:]
                 engine.submit(
                     Request(
                         rid,
@@ -138,6 +139,7 @@ class Worker:
                         self.finisher(rid),
                         forced,
                         session,
+                        schema,
                     )
                 )
 
@@ -155,13 +157,14 @@ class Worker:
         sampling: dict[str, Any],
         stops: list[str],
         forced: list[int] | None = None,
+        schema: str | None = None,
     ) -> None:
         cancel = self.cancels[rid]
         result: Generation | BaseException
         try:
             if cancel.is_set():
                 raise Cancelled
-            result = model.generate(tokens, Sampling(**sampling), stops, cancel, self.emitter(rid), forced)
+            result = model.generate(tokens, Sampling(**sampling), stops, cancel, self.emitter(rid), forced, schema)
         except Exception as e:  # noqa: BLE001 - Cancelled, or raised again in the app
             result = e
         self.finish(rid, result)

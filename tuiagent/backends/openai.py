@@ -12,16 +12,18 @@ and server failures become a ``ModelServerError`` naming the URL and what to che
 
 from __future__ import annotations
 
+import json
 import math
 import os
 import re
 import threading
 import time
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from typing import Any
 
 from tuiagent.backends.alignment import TokenAligner, estimate_tokens
 from tuiagent.backends.base import ContextOverflow, GenerationStats
+from tuiagent.backends.llama_model import json_gbnf
 from tuiagent.backends.servers import ModelServerError, ServerPool, ServerUnreachable
 from tuiagent.backends.stops import StopMatcher
 from tuiagent.backends.templates import NAMED_TEMPLATES, render_named
@@ -147,12 +149,22 @@ class OpenAIBackend:
         """The sampled tokens until a stop string (not yielded), end of sequence or max_tokens."""
         return TokenStream(self._generate, prompt, sampling, stop)
 
+    def stream_json(self, prompt: str, sampling: Sampling, schema: Mapping[str, Any]) -> TokenStream:
+        """A reply held to the JSON schema ``schema`` by the server's structured outputs (JsonReplies;
+        ``_request`` says which fields carry it)."""
+        return TokenStream(self._generate, prompt, sampling, [], schema=schema)
+
     async def _generate(
-        self, out: TokenStream, prompt: str, sampling: Sampling, stop: Sequence[str]
+        self,
+        out: TokenStream,
+        prompt: str,
+        sampling: Sampling,
+        stop: Sequence[str],
+        schema: Mapping[str, Any] | None = None,
     ) -> AsyncGenerator[Token, None]:
         stops = [s for s in stop if s]
         send_stops = self.server_stop == "always" or (self.server_stop == "auto" and self.server_reports_stop_reason)
-        request = self._request(prompt, sampling, stops if send_stops else [])
+        request = self._request(prompt, sampling, stops if send_stops else [], schema)
         matcher = StopMatcher(stops)
         aligner = TokenAligner()
         self.stats.calls += 1
@@ -267,7 +279,13 @@ class OpenAIBackend:
             "context it was started with, e.g. llama_cpp.server --n_ctx, does this)."
         )
 
-    def _request(self, prompt: str, sampling: Sampling, stops: list[str]) -> dict[str, Any]:
+    def _request(
+        self, prompt: str, sampling: Sampling, stops: list[str], schema: Mapping[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """The completions request; with ``schema``, in each server's field for it: ``response_format``
+        (the OpenAI form, vLLM's), ``json_schema`` (llama-server's) and ``grammar`` (llama_cpp.server's,
+        a GBNF grammar by llama-cpp-python's converter when it is installed). A server ignores the
+        fields it does not know."""
         request: dict[str, Any] = {
             "model": self.served_model,
             "prompt": prompt,
@@ -289,6 +307,8 @@ class OpenAIBackend:
         if sampling.repeat_penalty != 1.0:
             extra["repeat_penalty"] = sampling.repeat_penalty  # llama.cpp's name
             extra["repetition_penalty"] = sampling.repeat_penalty  # vLLM's name
+        if schema is not None:
+            extra.update(_schema_fields(schema))
         extra.update(self.extra_body)
         if extra:
             request["extra_body"] = extra
@@ -411,6 +431,19 @@ class OpenAIBackend:
 
 
 _MISSING = object()
+
+
+def _schema_fields(schema: Mapping[str, Any]) -> dict[str, Any]:
+    """The request fields that hold a completion to ``schema`` on each kind of server (see ``_request``)."""
+    fields: dict[str, Any] = {
+        "response_format": {"type": "json_schema", "json_schema": {"name": "reply", "schema": dict(schema)}},
+        "json_schema": dict(schema),
+    }
+    try:
+        fields["grammar"] = json_gbnf(json.dumps(schema))
+    except ImportError:  # a client machine without llama-cpp-python: the other two fields remain
+        pass
+    return fields
 
 
 def _message(exc: Exception) -> str:

@@ -19,8 +19,9 @@ from __future__ import annotations
 import asyncio
 import json
 import re
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from tuiagent.backends.base import GenerationStats
 from tuiagent.backends.stops import StopMatcher
@@ -81,10 +82,16 @@ class ScriptedBackend:
         self.delay_s = delay_s
         self.stats = GenerationStats()
         self.prompts: list[str] = []  # every prompt it was given, for tests and replay checks
+        self.schemas: list[Mapping[str, Any]] = []  # every JSON schema ``stream_json`` was given
         self._next = 0
 
     def stream(self, prompt: str, sampling: Sampling, stop: Sequence[str]) -> TokenStream:
         return TokenStream(self.generate, prompt, sampling, stop)
+
+    def stream_json(self, prompt: str, sampling: Sampling, schema: Mapping[str, Any]) -> TokenStream:
+        """The next turn, as ``stream`` gives it: the script, not the schema, says what it is."""
+        self.schemas.append(schema)
+        return TokenStream(self.generate, prompt, sampling, [])
 
     async def generate(
         self, out: TokenStream, prompt: str, sampling: Sampling, stop: Sequence[str]

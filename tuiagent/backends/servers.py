@@ -10,8 +10,8 @@ and what stays exact across servers: docs/scaling.md.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
-from typing import Protocol
+from collections.abc import AsyncGenerator, Mapping, Sequence
+from typing import Any, Protocol
 
 from tuiagent.backends.base import BackendCrashed, GenerationStats
 from tuiagent.errors import UserError
@@ -34,6 +34,8 @@ class Server(Protocol):
     stats: GenerationStats
 
     def stream(self, prompt: str, sampling: Sampling, stop: Sequence[str]) -> TokenStream: ...
+
+    def stream_json(self, prompt: str, sampling: Sampling, schema: Mapping[str, Any]) -> TokenStream: ...
 
     def count_tokens(self, text: str) -> int: ...
 
@@ -97,9 +99,16 @@ class ServerPool:
 
     def stream(self, prompt: str, sampling: Sampling, stop: Sequence[str]) -> TokenStream:
         """Outside a session: every call on one pinned server (moved on when that one fails)."""
+        return self._pinned().stream(prompt, sampling, stop)
+
+    def stream_json(self, prompt: str, sampling: Sampling, schema: Mapping[str, Any]) -> TokenStream:
+        """A judge's reply held to ``schema`` (JsonReplies), outside a session as ``stream``."""
+        return self._pinned().stream_json(prompt, sampling, schema)
+
+    def _pinned(self) -> ServerSession:
         if self._default is None or self._default.server.base_url in self.down:
             self._default = self.session()
-        return self._default.stream(prompt, sampling, stop)
+        return self._default
 
     def count_tokens(self, text: str) -> int:
         return self.servers[0].count_tokens(text)
@@ -129,12 +138,24 @@ class ServerSession:
     def stream(self, prompt: str, sampling: Sampling, stop: Sequence[str]) -> TokenStream:
         return TokenStream(self._relay, prompt, sampling, stop)
 
+    def stream_json(self, prompt: str, sampling: Sampling, schema: Mapping[str, Any]) -> TokenStream:
+        return TokenStream(self._relay, prompt, sampling, [], schema=schema)
+
     async def _relay(
-        self, out: TokenStream, prompt: str, sampling: Sampling, stop: Sequence[str]
+        self,
+        out: TokenStream,
+        prompt: str,
+        sampling: Sampling,
+        stop: Sequence[str],
+        schema: Mapping[str, Any] | None = None,
     ) -> AsyncGenerator[Token, None]:
         if self.base_url in self.pool.down:  # taken out since this run's last turn
             raise BackendCrashed(f"the server at {self.base_url} was taken out ({self.pool.down[self.base_url]})")
-        inner = self.server.stream(prompt, sampling, stop)
+        inner = (
+            self.server.stream(prompt, sampling, stop)
+            if schema is None
+            else self.server.stream_json(prompt, sampling, schema)
+        )
         try:
             async for token in inner:
                 yield token

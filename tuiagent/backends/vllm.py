@@ -14,7 +14,7 @@ import inspect
 import re
 import time
 import uuid
-from collections.abc import AsyncGenerator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from typing import Any
 
 from tuiagent.backends.alignment import TokenAligner, estimate_tokens
@@ -38,7 +38,9 @@ class VLLMBackend:
     ``engine`` is anything with vLLM's ``generate(prompt, sampling_params, request_id)`` async
     generator and ``abort(request_id)``; ``sampling_params`` builds the request's parameters
     (vLLM's ``SamplingParams``); ``delta_kind`` is ``RequestOutputKind.DELTA`` where vLLM has it
-    (None: outputs are cumulative and diffed here). ``create`` wires the real ones.
+    (None: outputs are cumulative and diffed here); ``json_constraint`` turns a JSON schema into the
+    SamplingParams fields that hold a generation to it (None: this vLLM has no structured outputs).
+    ``create`` wires the real ones.
     """
 
     determinism: Determinism = "none"  # a request's numbers depend on what it is batched with
@@ -54,6 +56,7 @@ class VLLMBackend:
         chat_template: str = "hf",
         context_size: int = 4096,
         owns_engine: bool = False,
+        json_constraint: Callable[[Mapping[str, Any]], dict[str, Any]] | None = None,
     ):
         self.model_id = model_id
         self.engine = engine
@@ -64,11 +67,19 @@ class VLLMBackend:
         self._sampling_params = sampling_params
         self._delta_kind = delta_kind
         self._owns_engine = owns_engine
+        self._json_constraint = json_constraint
 
     # ------------------------------------------------------------ generation
 
-    def sampling_params(self, sampling: Sampling, stop: Sequence[str], max_tokens: int | None = None) -> Any:
-        """vLLM SamplingParams for ``sampling``: sampled-token logprobs, stop strings, deltas."""
+    def sampling_params(
+        self,
+        sampling: Sampling,
+        stop: Sequence[str],
+        max_tokens: int | None = None,
+        schema: Mapping[str, Any] | None = None,
+    ) -> Any:
+        """vLLM SamplingParams for ``sampling``: sampled-token logprobs, stop strings, deltas, and the
+        structured output ``schema`` asks for."""
         kwargs: dict[str, Any] = {
             "temperature": sampling.temperature,
             "top_p": sampling.top_p,
@@ -82,6 +93,13 @@ class VLLMBackend:
             kwargs["top_k"] = sampling.top_k
         if self._delta_kind is not None:
             kwargs["output_kind"] = self._delta_kind
+        if schema is not None:
+            if self._json_constraint is None:
+                raise VLLMError(
+                    f"this vLLM has no structured outputs, so {self.model_id!r} cannot hold a judge's reply to "
+                    "JSON: upgrade vLLM (StructuredOutputsParams or GuidedDecodingParams), or judge without --judge-json"
+                )
+            kwargs.update(self._json_constraint(schema))
         return self._sampling_params(**kwargs)
 
     def _crashed(self, exc: Exception) -> BackendCrashed:
@@ -95,8 +113,17 @@ class VLLMBackend:
         """The sampled tokens until a stop string (not yielded), end of sequence or max_tokens."""
         return TokenStream(self._generate, prompt, sampling, stop)
 
+    def stream_json(self, prompt: str, sampling: Sampling, schema: Mapping[str, Any]) -> TokenStream:
+        """A generation held to the JSON schema ``schema`` (JsonReplies) by vLLM's structured outputs."""
+        return TokenStream(self._generate, prompt, sampling, [], schema=schema)
+
     async def _generate(
-        self, out: TokenStream, prompt: str, sampling: Sampling, stop: Sequence[str]
+        self,
+        out: TokenStream,
+        prompt: str,
+        sampling: Sampling,
+        stop: Sequence[str],
+        schema: Mapping[str, Any] | None = None,
     ) -> AsyncGenerator[Token, None]:
         stops = [s for s in stop if s]
         max_tokens = sampling.max_tokens
@@ -105,7 +132,7 @@ class VLLMBackend:
             if n_prompt >= self.context_size:
                 raise ContextOverflow(n_prompt, self.context_size, self.model_id)
             max_tokens = min(max_tokens, self.context_size - n_prompt)
-        params = self.sampling_params(sampling, stops, max_tokens)
+        params = self.sampling_params(sampling, stops, max_tokens, schema)
         request_id = f"tuiagent-{uuid.uuid4().hex}"
         matcher = StopMatcher(stops)
         aligner = TokenAligner()
@@ -309,6 +336,7 @@ def create(spec: ModelSpec, **options: Any) -> VLLMBackend:
         delta_kind = RequestOutputKind.DELTA
     except ImportError:
         delta_kind = None
+    json_constraint = _json_constraint()
     try:
         from vllm.v1.engine.async_llm import AsyncLLM as Engine
     except ImportError:
@@ -345,4 +373,22 @@ def create(spec: ModelSpec, **options: Any) -> VLLMBackend:
         chat_template=spec.chat_template,
         context_size=spec.context_size,
         owns_engine=True,
+        json_constraint=json_constraint,
     )
+
+
+def _json_constraint() -> Callable[[Mapping[str, Any]], dict[str, Any]] | None:
+    """This vLLM's structured outputs for a JSON schema: ``structured_outputs`` (0.10.2 on; the only
+    form from 0.12) or ``guided_decoding`` (before); None when it has neither."""
+    try:
+        from vllm.sampling_params import StructuredOutputsParams
+
+        return lambda schema: {"structured_outputs": StructuredOutputsParams(json=dict(schema))}
+    except ImportError:
+        pass
+    try:
+        from vllm.sampling_params import GuidedDecodingParams
+
+        return lambda schema: {"guided_decoding": GuidedDecodingParams(json=dict(schema))}
+    except ImportError:
+        return None

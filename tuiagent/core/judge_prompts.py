@@ -16,6 +16,8 @@ from typing import Any
 
 from guards.necessity import PAPER_PROMPT as NECESSITY_PROMPT
 from guards.necessity import read_paper_reply
+from tuiagent.core import judge_schemas
+from tuiagent.core.judge_schemas import Schema
 from tuiagent.protocol import JudgeReply
 
 UNPARSEABLE = "unparseable"
@@ -24,7 +26,9 @@ UNPARSEABLE = "unparseable"
 @dataclass(frozen=True)
 class JudgePrompt:
     """A question for the judge: ``template`` with ``{inputs}``; ``pair`` names the two inputs a
-    pairwise prompt swaps for its second order (None: a single question)."""
+    pairwise prompt swaps for its second order (None: a single question); ``schema``: the JSON schema of
+    the reply the prompt asks for, for a judge that constrains its replies (``core.judge_schemas``; None:
+    the reply is not JSON)."""
 
     id: str
     version: int
@@ -34,6 +38,7 @@ class JudgePrompt:
     max_tokens: int
     inputs: tuple[str, ...]
     pair: tuple[str, str] | None = None
+    schema: Schema | None = None
 
     def render(self, **inputs: str) -> str:
         missing = set(self.inputs) - set(inputs)
@@ -341,6 +346,7 @@ PROMPTS: dict[str, JudgePrompt] = {
             parse_necessity,
             128,
             ("question", "tool_type", "tool_content"),
+            schema=judge_schemas.NECESSITY,
         ),
         JudgePrompt(
             "correctness",
@@ -350,6 +356,7 @@ PROMPTS: dict[str, JudgePrompt] = {
             parse_correctness,
             256,
             ("question", "response_str", "ground_truth"),
+            schema=judge_schemas.CORRECTNESS,
         ),
         # max_tokens [ours]: the JSON asks for eight scores with explanations
         JudgePrompt(
@@ -361,6 +368,7 @@ PROMPTS: dict[str, JudgePrompt] = {
             1024,
             ("problem", "a", "b"),
             pair=("a", "b"),
+            schema=judge_schemas.WIN_RATE,
         ),
         # max_tokens [ours]: the prompts ask for one \boxed{} and nothing else; room for a judge that reasons first
         JudgePrompt(
@@ -400,6 +408,7 @@ PROMPTS: dict[str, JudgePrompt] = {
             parse_miss_rate,
             1024,
             ("problem", "solution", "gold"),
+            schema=judge_schemas.MISS_RATE,
         ),
         JudgePrompt(
             "error_types",
@@ -409,6 +418,7 @@ PROMPTS: dict[str, JudgePrompt] = {
             parse_error_types,
             768,
             ("problem", "solution"),
+            schema=judge_schemas.ERROR_TYPES,
         ),
         JudgePrompt(
             "answer_unchanged",

@@ -100,15 +100,25 @@ async def audit_eval(
     log: Callable[[str], None],
     *,
     models: JudgeModels | None = None,
+    concurrency: int = 1,
 ) -> None:
     """The audit's judging pass over an eval's runs (cached, resumable: ``eval.judging``; ``models``:
-    a judge model already open, shared with other passes)."""
+    a judge model already open, shared with other passes; else one opened with ``concurrency``)."""
     await judge_eval(
-        judge_id, models_file, directory, audit_items(list(records)), log, "ATTC audit question(s)", models=models
+        judge_id,
+        models_file,
+        directory,
+        audit_items(list(records)),
+        log,
+        "ATTC audit question(s)",
+        models=models,
+        concurrency=concurrency,
     )
 
 
-async def audit_directory(directory: Path, judge_id: str, models_file: Path | None, log: Callable[[str], None]) -> None:
+async def audit_directory(
+    directory: Path, judge_id: str, models_file: Path | None, log: Callable[[str], None], concurrency: int = 1
+) -> None:
     """``--report-only --attc-audit``: audit the runs an eval directory already holds, and say so in
     its manifest (the report reads the audit's judge from there)."""
     from tuiagent.eval.judging import check_judge
@@ -117,7 +127,7 @@ async def audit_directory(directory: Path, judge_id: str, models_file: Path | No
     store = ResultStore(directory)
     manifest = store.manifest() or {}
     check_judge(judge_id, str(manifest.get("model")), models_file, log)
-    await audit_eval(judge_id, models_file, store.dir, store.records.values(), log)
+    await audit_eval(judge_id, models_file, store.dir, store.records.values(), log, concurrency=concurrency)
     store.write_manifest(manifest | {"attc_audit": judge_id, "judge": manifest.get("judge") or judge_id})
 
 

@@ -142,6 +142,17 @@ def eval_command(
             ),
         ),
     ] = None,
+    judge_json: Annotated[
+        bool,
+        typer.Option(
+            "--judge-json",
+            help=(
+                "Hold the judge's replies to the JSON schema each paper's prompt prints (structured outputs: a llama.cpp "
+                "grammar, vLLM, a server's response_format), so a small judge cannot break the format; cached apart "
+                "from free replies. The prompts stay verbatim; pairwise questions still go both ways."
+            ),
+        ),
+    ] = False,
     attc_audit: Annotated[
         bool,
         typer.Option(
@@ -248,6 +259,12 @@ def eval_command(
     from tuiagent.runner import RunRequest, resolve_spec
 
     err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+    if judge_json:
+        from tuiagent.core.judge import judge_name
+
+        if not judge:
+            raise UserError("--judge-json holds a judge's replies to JSON: pass --judge MODEL (a models.toml id) too")
+        judge = judge_name(judge, True)
     if inspect_log:  # before any run: an eval that cannot write its logs should not start
         from tuiagent.export.inspect_log import require_inspect
 
@@ -271,7 +288,7 @@ def eval_command(
 
             if not judge:
                 raise UserError("--attc-audit needs a judge: pass --judge MODEL (a models.toml id)")
-            asyncio.run(audit_directory(directory, judge, models, lambda m: err.print(m)))
+            asyncio.run(audit_directory(directory, judge, models, lambda m: err.print(m), concurrency))
     else:
         spec = resolve_spec(RunRequest(problem="", model=model, models_file=models))
         directory = (out or default_out(datasets, spec.id, name)).expanduser()

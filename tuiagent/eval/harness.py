@@ -47,7 +47,6 @@ from tuiagent.eval.tooltax import CHAIN
 from tuiagent.eval.variants import cue_variants, distractor_variants
 from tuiagent.presets import Preset
 
-BATCHED_BACKENDS = ("llama_cpp",)  # loaded with ``concurrency`` sequences (n_seq)
 PER_RUN_BACKENDS = ("scripted",)
 MAX_FAILURES_IN_A_ROW = 5
 
@@ -289,7 +288,7 @@ class EvalRunner:
 
     def _open_shared(self) -> None:
         if self.backend_factory is None and self.spec.backend not in PER_RUN_BACKENDS and self.shared_backend is None:
-            from tuiagent.backends import open_backend
+            from tuiagent.backends import BATCHED_BACKENDS, open_backend
             from tuiagent.runner import RunRequest, open_model
 
             if self.spec.backend in BATCHED_BACKENDS:
@@ -494,7 +493,11 @@ async def judge_variants(
     """The distractor variants the judge ``cfg.judge`` says keep their answer (eval.judging), its
     judgements cached with the eval's."""
     result: tuple[list[Problem], list[dict[str, Any]], dict[str, Any]] = await with_judge(
-        cfg.judge or "", cfg.models_file, cfg.out, lambda judge: check_answers_unchanged(judge, variants, log)
+        cfg.judge or "",
+        cfg.models_file,
+        cfg.out,
+        lambda judge: check_answers_unchanged(judge, variants, log),
+        concurrency=cfg.concurrency,
     )
     return result
 
@@ -567,7 +570,7 @@ async def judge_runs(
     A-F taxonomy), each cached in the directory's judgements.jsonl, through one judge model opened
     once for all of them."""
     judge = cfg.judge or ""
-    models = JudgeModels(cfg.models_file)
+    models = JudgeModels(cfg.models_file, concurrency=cfg.concurrency)
     try:
         if cfg.cues:
             tool = {s.name for s in cfg.settings if s.mode == "tool"}

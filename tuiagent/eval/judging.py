@@ -21,9 +21,9 @@ from pathlib import Path
 from typing import Any
 
 from guards.necessity import TOOL_TYPE
-from tuiagent.core.judge import Judge, JudgeModels
+from tuiagent.core.judge import Judge, JudgeModels, answering, judge_model, key_of
 from tuiagent.core.judge_prompts import UNPARSEABLE, JudgePrompt, prompt
-from tuiagent.core.judge_store import JudgementStore, judgement_key
+from tuiagent.core.judge_store import JudgementStore
 from tuiagent.core.steps import run_pieces
 from tuiagent.eval.results import question_of, run_events
 from tuiagent.eval.tooltax import (
@@ -46,7 +46,7 @@ PLAN_MISMATCH = prompt("plan_mismatch")
 
 def same_model_warning(judge: str, model: str) -> str | None:
     """The loud line when the judge is the model under test (it grades its own runs)."""
-    if judge != model:
+    if judge_model(judge)[0] != model:
         return None
     return (
         f"WARNING: the judge is the model under test ({model}): it grades its own runs; pass another "
@@ -56,7 +56,7 @@ def same_model_warning(judge: str, model: str) -> str | None:
 
 def check_judge(judge: str, model: str, models_file: Path | None, log: Callable[[str], None]) -> None:
     """At start: an unknown judge id is a ConfigError; the model under test as judge is said loudly."""
-    JudgeModels(models_file).spec(judge)
+    JudgeModels(models_file).spec(judge_model(judge)[0])
     warning = same_model_warning(judge, model)
     if warning:
         log(warning)
@@ -96,13 +96,11 @@ def necessity_items(records: Iterable[dict[str, Any]]) -> Iterator[Item]:
 async def judge_items(
     judge: Judge, items: Iterable[Item], log: Callable[[str], None], what: str = "question(s)"
 ) -> int:
-    """Ask the judge every question of ``items`` not yet in its cache; how many were asked (logged as
-    "N ``what`` judged")."""
-    asked = 0
-    for question, inputs in items:
-        before = judge.cost.calls
-        await judge.judgement(question, inputs)
-        asked += judge.cost.calls - before
+    """Ask the judge every question of ``items`` not yet in its cache (its concurrency in flight); how
+    many were asked (logged as "N ``what`` judged")."""
+    before = judge.cost.calls
+    await judge.judgements(items)
+    asked = judge.cost.calls - before
     if asked:
         log(f"judge {judge.model_id}: {asked} {what} judged")
     return asked
@@ -115,13 +113,14 @@ async def with_judge(
     work: Callable[[Judge], Awaitable[Any]],
     *,
     models: JudgeModels | None = None,
+    concurrency: int = 1,
 ) -> Any:
     """A judging pass after an eval's runs: ``work`` asks a judge cached in ``directory``'s
     judgements.jsonl (what the cache holds is not asked again); what ``work`` returns. The judge
     model is ``models``' (its owner closes it: several passes share one load), else opened for this
-    pass and closed after it."""
+    pass, with ``concurrency`` judgements in flight, and closed after it."""
     owned = models is None
-    opened = JudgeModels(models_file) if models is None else models
+    opened = JudgeModels(models_file, concurrency=concurrency) if models is None else models
     store = JudgementStore(directory)
     try:
         return await work(Judge(judge_id, models=opened, store=store))
@@ -140,16 +139,22 @@ async def judge_eval(
     what: str = "question(s)",
     *,
     models: JudgeModels | None = None,
+    concurrency: int = 1,
 ) -> None:
     """A judging pass after an eval's runs: the questions of ``items`` not yet in ``directory``'s cache."""
     await with_judge(
-        judge_id, models_file, directory, lambda judge: judge_items(judge, items, log, what), models=models
+        judge_id,
+        models_file,
+        directory,
+        lambda judge: judge_items(judge, items, log, what),
+        models=models,
+        concurrency=concurrency,
     )
 
 
 def judged(store: JudgementStore, judge: str, question: JudgePrompt, inputs: dict[str, str]) -> Any:
     """The judge's cached value for one question; None when it was not judged."""
-    return (store.get(judgement_key(judge, question.id, question.version, inputs)) or {}).get("value")
+    return (store.get(key_of(judge, question, inputs)) or {}).get("value")
 
 
 def taxonomy_judged(store: JudgementStore, judge: str) -> Judged:
@@ -184,7 +189,7 @@ async def judge_taxonomy(
         for reference in sorted({str(r.get("reference") or "") for r in failed}):
             if reference.strip() and gold_steps(reference) is None:
                 await judge.single(GOLD_STEPS, reference=reference)
-        judged = taxonomy_judged(judge.store, judge.model_id)
+        judged = taxonomy_judged(judge.store, judge.name)
         for r in failed:
             pieces = load_pieces(r) if r["setting"] == which["full"] else None
             if pieces is None:
@@ -227,7 +232,7 @@ def needed(values: list[Any]) -> bool | None:
 
 def judge_cost(store: JudgementStore, judge: str) -> dict[str, Any]:
     """The cost of every judgement ``judge`` made for this eval, from its cache records."""
-    mine = [r for r in store.latest.values() if r.get("judge") == judge]
+    mine = [r for r in store.latest.values() if r.get("judge") == answering(judge, prompt(r["prompt"]))]
     per_prompt: dict[str, dict[str, int]] = {}
     for r in mine:
         counts = per_prompt.setdefault(r["prompt"], {"judged": 0, "unparseable": 0})
@@ -256,10 +261,12 @@ async def check_answers_unchanged(
     that does not parse keeps the variant and is counted (the check says nothing about it)."""
     kept, dropped = [], []
     unparseable = 0
-    for v in variants:
-        value = await judge.single(
-            ANSWER_UNCHANGED, original=str(v.meta["clean_question"]), variant=v.question, answer=v.gold
-        )
+    asked = [
+        (ANSWER_UNCHANGED, {"original": str(v.meta["clean_question"]), "variant": v.question, "answer": v.gold})
+        for v in variants
+    ]
+    for v, record in zip(variants, await judge.judgements(asked)):
+        value = record["value"]
         if value is False:
             dropped.append(
                 {

@@ -32,6 +32,7 @@ from pathlib import Path
 from typing import Any
 
 from guards.chain import available, presenter
+from tuiagent.core.judge import judge_model
 from tuiagent.eval.attc_audit import attc_section, attc_tables, plot_attc
 from tuiagent.eval.cue_probe import cue_section, cue_table
 from tuiagent.eval.estimators import estimators
@@ -463,6 +464,8 @@ def judge_line(judge: dict[str, Any]) -> str:
         f"judge {judge['judge']}: {judge['judgements']} judgement(s) ({prompts}); {judge['prompt_tokens']} "
         f"prompt + {judge['generated_tokens']} generated tokens, {judge['seconds']} s"
     )
+    if judge_model(judge["judge"])[1]:
+        line += " (--judge-json: its replies to the prompts that ask for JSON held to the format they print)"
     return f"{judge['warning']}\n{line}" if judge.get("warning") else line
 
 

@@ -15,6 +15,7 @@ the report (``tim_section`` here; its tables and plots in ``eval.tim_tables``) o
 
 from __future__ import annotations
 
+import asyncio
 import csv
 import io
 import math
@@ -177,6 +178,7 @@ async def judge_tim(
         except ContextOverflow:  # not cached: a judge with a larger context asks it later
             too_long += 1
 
+    questions: list[tuple[JudgePrompt, dict[str, str]]] = []
     for dataset in sorted({r["dataset"] for r in records}):
         todo = plan([r for r in records if r["dataset"] == dataset], base, tools)
         # problem by problem, so that a pass stopped early (a slow local judge) has every metric on
@@ -184,14 +186,14 @@ async def judge_tim(
         for problem in sorted({_problem(r) for r in [*todo.misses, *todo.errors]}):
             for _, b, t in (w for w in todo.wins if _problem(w[1]) == problem):
                 sb, st = sol(b), sol(t)
-                for inputs in win_inputs(sb, st) if sb and st else []:
-                    await ask(WIN, inputs)
+                questions += [(WIN, inputs) for inputs in (win_inputs(sb, st) if sb and st else [])]
             for r in (r for r in todo.misses if _problem(r) == problem):
                 if s := sol(r):
-                    await ask(MISS, miss_inputs(s, r["reference"]))
+                    questions.append((MISS, miss_inputs(s, r["reference"])))
             for r in (r for r in todo.errors if _problem(r) == problem):
                 if s := sol(r):
-                    await ask(ERRORS, error_inputs(s))
+                    questions.append((ERRORS, error_inputs(s)))
+    await asyncio.gather(*(ask(p, inputs) for p, inputs in questions))  # the judge's concurrency, in this order
     asked = judge.cost.calls - before
     if asked:
         log(f"judge {judge.model_id}: {asked} TIM judgement(s) asked")
