@@ -118,6 +118,29 @@ def test_the_judges_items():
     assert (fig["runs"], fig["tool_rate_y"], fig["tool_rate_n"], fig["delta_tool_y_n"]) == (2, 0.5, 0.0, 0.5)
 
 
+def test_code_and_search_cues_are_pooled_apart_and_together():
+    """With both families run, each has its pooled row (the aligned cues and the paper's swapped-cue
+    control) beside the pool of all; with one family only, the pool of all alone."""
+    records = hand_made() + [  # the search cue [REFERENCE]: the tool on item 1 only
+        r
+        for pid, tcn in (("1", 1), ("2", 0), ("3", 1), ("4", 0))
+        for r in (run(pid, "none", "cue:reference", tcn=tcn), run(pid, "cot", "cue:reference"))
+    ]
+    figs = cue_section(records, ["none", "cot"], {"none": "tool", "cot": "cot"})["none"]["figures"]["all"]
+    assert list(figs) == ["cell", "reference", "all code", "all search", "all"]
+    assert figs["all code"] == figs["cell"] and figs["reference"]["delta_tool_y_n"] == 0.25  # 2/4 - 1/4
+    assert figs["all search"] == figs["reference"]
+    pooled = figs["all"]  # 8 cued runs, 5 with a call; N: each cue's items once per cue, 2 of 8
+    assert (pooled["runs"], pooled["tool_rate_y"], pooled["tool_rate_n"], pooled["delta_tool_y_n"]) == (
+        8,
+        0.625,
+        0.25,
+        0.375,
+    )
+    only_code = cue_section(hand_made(), ["none", "cot"], {"none": "tool", "cot": "cot"})["none"]["figures"]["all"]
+    assert list(only_code) == ["cell", "all"]
+
+
 def test_without_a_no_tool_setting_only_the_all_items_figure():
     records = [r for r in hand_made() if r["setting"] == "none"]
     section = cue_section(records, ["none"], {"none": "tool"})["none"]

@@ -13,6 +13,11 @@ not contribute to task performance": the items where it is not needed. Which ite
 
 Beside each figure, Definition 1's utility condition, P(R=1 | x_c, T_s) <= P(R=1 | x_c, T != T_s):
 the tool setting's accuracy on the cued items against the no-tool setting's on the same items.
+
+Each figure is given per cue, pooled over each family of cues that ran (``code`` and ``search``)
+when both did, and over all cues. The tool here is a Python kernel, so the code-semantic cues are the
+ones aligned with it and the search-semantic ones are the paper's swapped-cue control (section 5.4:
+a cue not aligned with the tool), which is why the families are pooled apart.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from typing import Any
 
 from tuiagent.eval.judging import needed
 from tuiagent.eval.stats import rounded
-from tuiagent.eval.variants import CUE_PREFIX
+from tuiagent.eval.variants import CODE_CUES, CUE_PREFIX, SEARCH_CUES
 
 FIGURES = {
     "all": "all items",
@@ -48,36 +53,52 @@ def _diff(a: float | None, b: float | None) -> float | None:
     return None if a is None or b is None else round(a - b, 4)
 
 
+FAMILIES = {"code": CODE_CUES, "search": SEARCH_CUES}  # the paper's code- and search-semantic cues
+
+
+def _pools(cues: list[str]) -> dict[str, list[str]]:
+    """The cue variants each pooled row covers: each family that ran when both did, then all."""
+    families = {
+        f"all {name}": [c for c in cues if c[len(CUE_PREFIX) :] in members] for name, members in FAMILIES.items()
+    }
+    ran = {name: members for name, members in families.items() if members}
+    return {**(ran if len(ran) > 1 else {}), "all": cues}
+
+
+def _cue_figure(
+    runs: dict[str, list[dict[str, Any]]], no_tool: dict[str, list[dict[str, Any]]], cues: list[str], items: set[Item]
+) -> dict[str, Any]:
+    """Y and N tool rates, ΔTool Y-N and the utility condition over the cue variants ``cues``, pooled."""
+    y: list[dict[str, Any]] = []
+    n: list[dict[str, Any]] = []
+    free: list[dict[str, Any]] = []
+    for cue in cues:
+        cued = [r for r in runs.get(cue, []) if _item(r) in items]
+        keys = {_item(r) for r in cued}
+        y += cued
+        n += [r for r in runs.get("", []) if _item(r) in keys]
+        free += [r for r in no_tool.get(cue, []) if _item(r) in keys]
+    ry, rn, acc_y, acc_free = _rate(y), _rate(n), _acc(y), _acc(free)
+    return {
+        "runs": len(y),
+        "tool_rate_y": rounded(ry),
+        "tool_rate_n": rounded(rn),
+        "delta_tool_y_n": _diff(ry, rn),
+        "accuracy_y": rounded(acc_y),
+        "accuracy_n": rounded(_acc(n)),
+        "accuracy_y_no_tool": rounded(acc_free),
+        "utility_holds": None if acc_y is None or acc_free is None else acc_y <= acc_free,
+    }
+
+
 def figure(
     runs: dict[str, list[dict[str, Any]]], no_tool: dict[str, list[dict[str, Any]]], cues: list[str], items: set[Item]
 ) -> dict[str, Any]:
-    """Per cue and over all cues: Y and N tool rates, ΔTool Y-N, and the utility condition, on ``items``.
-    ``runs`` / ``no_tool``: the tool / no-tool setting's runs by variant ("" for the question as written)."""
-    out: dict[str, Any] = {}
-    every_y: list[dict[str, Any]] = []
-    every_n: list[dict[str, Any]] = []
-    every_free: list[dict[str, Any]] = []
-    for cue in [*cues, None]:
-        if cue is None:
-            y, n, free = every_y, every_n, every_free
-        else:
-            y = [r for r in runs.get(cue, []) if _item(r) in items]
-            keys = {_item(r) for r in y}
-            n = [r for r in runs.get("", []) if _item(r) in keys]
-            free = [r for r in no_tool.get(cue, []) if _item(r) in keys]
-            every_y, every_n, every_free = every_y + y, every_n + n, every_free + free
-        ry, rn, acc_y, acc_free = _rate(y), _rate(n), _acc(y), _acc(free)
-        out["all" if cue is None else cue[len(CUE_PREFIX) :]] = {
-            "runs": len(y),
-            "tool_rate_y": rounded(ry),
-            "tool_rate_n": rounded(rn),
-            "delta_tool_y_n": _diff(ry, rn),
-            "accuracy_y": rounded(acc_y),
-            "accuracy_n": rounded(_acc(n)),
-            "accuracy_y_no_tool": rounded(acc_free),
-            "utility_holds": None if acc_y is None or acc_free is None else acc_y <= acc_free,
-        }
-    return out
+    """Per cue, per family of cues (when both ran) and over all cues: Y and N tool rates, ΔTool Y-N,
+    and the utility condition, on ``items``. ``runs`` / ``no_tool``: the tool / no-tool setting's runs
+    by variant ("" for the question as written); a pooled N counts each cue's items once per cue."""
+    out = {cue[len(CUE_PREFIX) :]: _cue_figure(runs, no_tool, [cue], items) for cue in cues}
+    return out | {name: _cue_figure(runs, no_tool, members, items) for name, members in _pools(cues).items()}
 
 
 def cue_section(
