@@ -213,6 +213,25 @@ async def test_llama_cpp_concurrency_loads_the_batched_engine_with_a_message(tmp
     assert opened == [{"n_seq": 8}]  # the worker loads the model with 8 sequences
 
 
+async def test_a_stored_run_of_another_question_text_runs_again(tmp_path, dataset):
+    """A resumed eval keys runs by problem id, variant, setting and seed; a run stored for another text
+    of that question (a distractor variant written again, an edited dataset) is not reused."""
+    data = dataset(3)
+    cfg = config(tmp_path, data, "none")
+    await run_eval(cfg, backend_factory=Factory(solve_right), kernels=KERNELS, log=lambda m: None)
+    lines = data.read_text().splitlines()
+    lines[1] = json.dumps({"question": "What is 7 plus 7?", "answer": "7 + 7 = 14\n#### 14"})  # problem 2, edited
+    data.write_text("\n".join(lines) + "\n")
+    again, said = Factory(solve_right), []
+    outcome = await run_eval(cfg, backend_factory=again, kernels=KERNELS, log=said.append)
+    assert again.keys == ["tiny/2/none/0"] and (outcome.ran, outcome.already_done) == (1, 2)
+    assert any("1 run(s)" in m and "another question text" in m for m in said)
+    record = ResultStore(cfg.out).records["tiny/2/none/0"]
+    assert (record["question"], record["answer"], record["correct"]) == ("What is 7 plus 7?", "14", True)
+    quiet = Factory(solve_right)  # a third time: nothing is stale any more
+    assert (await run_eval(cfg, backend_factory=quiet, kernels=KERNELS, log=lambda m: None)).ran == 0
+
+
 async def test_resuming_runs_made_by_another_engine_is_called_out(tmp_path, dataset, monkeypatch):
     from dataclasses import replace
 

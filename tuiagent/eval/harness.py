@@ -66,6 +66,10 @@ class Job:
     def key(self) -> str:
         return run_key(self.problem.dataset, self.problem.id, self.problem.variant, self.setting.name, self.seed)
 
+    def done_in(self, store: ResultStore, retry_errors: bool = False) -> bool:
+        """Whether ``store`` holds this run, of this very question."""
+        return store.done(self.key, question_hash=self.problem.question_hash(), retry_errors=retry_errors)
+
 
 @dataclass
 class EvalConfig:
@@ -442,8 +446,14 @@ class EvalRunner:
     async def run(self, jobs: list[Job]) -> EvalOutcome:
         """Run the jobs not yet in the store, ``concurrency`` at a time."""
         outcome = self.outcome = EvalOutcome(total=len(jobs), model=self.spec.id)
-        todo = [j for j in jobs if not self.store.done(j.key, retry_errors=self.cfg.retry_errors)]
+        todo = [j for j in jobs if not j.done_in(self.store, self.cfg.retry_errors)]
         outcome.already_done = len(jobs) - len(todo)
+        stale = [j for j in todo if self.store.stale(j.key, j.problem.question_hash())]
+        if stale:
+            self.log(
+                f"note: {len(stale)} run(s) in {self.store.dir} were of another question text under the same key "
+                "(a distractor variant written again, or an edited dataset): they run again and replace those"
+            )
         if not todo:
             return outcome
         self._open_shared()
@@ -720,7 +730,7 @@ async def run_eval(
             }
         )
         if on_plan:
-            on_plan(len(jobs), sum(store.done(j.key, retry_errors=cfg.retry_errors) for j in jobs))
+            on_plan(len(jobs), sum(j.done_in(store, cfg.retry_errors) for j in jobs))
         try:
             async with runner:
                 await runner.run(jobs)

@@ -95,11 +95,18 @@ class ResultStore:
 
     # -- records --------------------------------------------------------------------------------
 
-    def done(self, key: str, *, retry_errors: bool = False) -> bool:
+    def done(self, key: str, *, question_hash: str | None = None, retry_errors: bool = False) -> bool:
+        """Whether the run ``key`` is stored; with ``question_hash``, a stored run of another question
+        text under that key (a distractor variant written again, a dataset edited) is not done."""
         record = self.records.get(key)
-        if record is None:
+        if record is None or self.stale(key, question_hash):
             return False
         return not (retry_errors and record.get("reason") == "error")
+
+    def stale(self, key: str, question_hash: str | None) -> bool:
+        """The stored run ``key`` was given another question than the one whose hash is ``question_hash``."""
+        stored = (self.records.get(key) or {}).get("question_hash")
+        return question_hash is not None and stored is not None and stored != question_hash
 
     def append(self, record: dict[str, Any]) -> None:
         """Write one finished run: flushed and fsynced before this returns. A trajectory under this
