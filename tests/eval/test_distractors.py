@@ -11,7 +11,14 @@ from tuiagent.eval.datasets import Problem
 from tuiagent.eval.harness import EvalConfig, run_eval
 from tuiagent.eval.report import summary_from_store, to_markdown
 from tuiagent.eval.results import ResultStore
-from tuiagent.eval.variants import DISTRACTORS, distractor_prompt, distractor_variants, insert_distractor, valid_variant
+from tuiagent.eval.variants import (
+    DISTRACTORS,
+    distractor_prompt,
+    distractor_variants,
+    insert_distractor,
+    solution_values,
+    valid_variant,
+)
 from tuiagent.presets import resolve_settings
 
 KINDS = ["thematic", "parallel"]
@@ -55,6 +62,22 @@ def test_prompt_and_validity():
     )
 
 
+def test_a_variant_that_states_a_value_of_the_solution_is_left_out():
+    """The writing prompt says the added text must not solve the problem: it may not state the gold
+    answer or a GSM8K step's result that the question does not state itself."""
+    reference = "She paid 100 * 3/4 = <<100*3/4=75>>75.\nThe loss was 100 - 75 = <<100-75=25>>25.\n#### 25"
+    solved = solution_values("25", reference)
+    assert solved == {75.0, 25.0}
+    question = "A hotel spent $100. Clients paid 3/4 of it. What was the loss?"
+    at = "A hotel spent $100. "
+    assert valid_variant(question, question.replace(at, at + "The hotel is in Ohio. "), solved) == (True, "")
+    for told, value in (("The loss was $25.", "25"), ("Clients paid $75.00 in all.", "75.00")):
+        ok, why = valid_variant(question, question.replace(at, at + told + " "), solved)
+        assert (ok, why) == (False, f"the added text states a value of the solution ({value})")
+    assert valid_variant(question, question.replace(at, at + "It spent $100 last year too. "), {100.0})[0]  # given
+    assert valid_variant(question, question.replace(at, at + "The loss was $25. "))[0]  # no solution: unchecked
+
+
 def test_the_distractor_goes_between_the_sentences_and_the_question_keeps_its_text():
     three = "Ann has 3 pens.  Bo has 2.  How many pens do they have?"  # GSM8K's double spaces kept
     places = {insert_distractor(three, "Cy has 9.", kind) for kind in ["thematic", "parallel", "hedged", "x", "y"]}
@@ -93,6 +116,19 @@ async def test_variants_are_generated_once_and_cached_with_model_and_prompt():
     assert entry["reply"] and entry["added"] in entry["variant"]
     again, _ = await distractor_variants(problems, KINDS, model_id="writer", backend_factory=factory)
     assert calls == [1] and [v.question for v in again] == [v.question for v in variants]  # from the cache
+
+
+async def test_a_written_variant_that_states_the_answer_or_a_step_is_left_out():
+    reference = "Bo has 2 * 3 = <<2*3=6>>6 pens.\nTogether 3 + 6 = <<3+6=9>>9.\n#### 9"
+    problem = Problem(
+        "tiny", "1", "Ann has 3 pens. Bo has twice as many. How many do they have?", "9", reference=reference
+    )
+    for told, why in (("Cy has 1 pen.", None), ("Bo has 6 pens.", "(6)"), ("They have 9 in all.", "(9)")):
+        backend = ScriptedBackend([split_tokens(told, -0.1)], model_id=f"writer-{len(told)}", template="chatml")
+        variants, invalid = await distractor_variants(
+            [problem], ["thematic"], model_id=backend.model_id, backend_factory=lambda b=backend: b
+        )
+        assert (len(variants), [i["why"][-3:] for i in invalid]) == ((1, []) if why is None else (0, [why]))
 
 
 async def test_eval_reports_accuracy_per_distractor_type_beside_clean(tmp_path, dataset):

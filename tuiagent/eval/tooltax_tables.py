@@ -226,7 +226,10 @@ def tooltax_tables(t: dict[str, Any], dataset: str, validity: dict[str, Any] | N
 
 
 def validity_rows(v: dict[str, Any]) -> list[list[str]]:
-    rows = [["every number and sentence of the question kept", "checked (variants that lost one are left out)"]]
+    rows = [
+        ["every number and sentence of the question kept", "checked (variants that lost one are left out)"],
+        ["asks no question, states no value of the solution", "checked (the gold answer, GSM8K's step results)"],
+    ]
     if v.get("judge"):
         rows.append(
             [

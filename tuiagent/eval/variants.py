@@ -13,7 +13,7 @@ import hashlib
 import json
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from pathlib import Path
 from typing import Any
 
@@ -127,9 +127,21 @@ def insert_distractor(question: str, added: str, kind: str) -> str:
     return f"{text[:at]}{added} {text[at:]}"
 
 
-def valid_variant(original: str, variant: str) -> tuple[bool, str]:
-    """A variant keeps the question's numbers and every one of its sentences as written, adds text and
-    asks nothing more; (ok, why not). Whether the answer is unchanged is the judge's question
+_STEP_RESULT = re.compile(r"<<[^<>]*=\s*([^<>]+?)\s*>>")
+
+
+def solution_values(gold: str, reference: str = "") -> set[float]:
+    """The values a problem's solution reaches: its gold answer and, in a GSM8K worked answer, the
+    result of each calculator annotation (``<<48/2=24>>``)."""
+    found = numbers_in(gold) + [n for r in _STEP_RESULT.findall(reference) for n in numbers_in(r)]
+    return {float(n) for n in found}
+
+
+def valid_variant(original: str, variant: str, solved: Collection[float] = ()) -> tuple[bool, str]:
+    """A variant keeps the question's numbers and every one of its sentences as written, adds text,
+    asks nothing more and, given ``solved`` (``solution_values``), states no value of the solution that
+    the question does not (the writing prompt's "must not solve the problem" [ours: the check]);
+    (ok, why not). Whether the answer is unchanged is the judge's question
     (eval.judging.check_answers_unchanged)."""
     if not variant or len(variant) <= len(original.strip()):
         return False, "no text was added"
@@ -142,6 +154,10 @@ def valid_variant(original: str, variant: str) -> tuple[bool, str]:
         return False, f"a sentence of the question was changed or left out: {lost[0][:80]!r}"
     if variant.count("?") > original.count("?"):
         return False, "the added text asks a question"
+    given = {float(n) for n in numbers_in(original)}
+    told = [n for n in numbers_in(variant) if float(n) in solved and float(n) not in given]
+    if told:
+        return False, f"the added text states a value of the solution ({told[0]})"
     return True, ""
 
 
@@ -215,7 +231,8 @@ async def distractor_variants(
                 tmp.replace(path)
             if on_progress:
                 on_progress(n, len(todo))
-            ok, why = valid_variant(problem.question, str(entry.get("variant") or ""))  # today's checks
+            solved = solution_values(problem.gold, problem.reference)
+            ok, why = valid_variant(problem.question, str(entry.get("variant") or ""), solved)  # today's checks
             if ok:
                 variants.append(
                     with_variant(
