@@ -272,7 +272,7 @@ def test_the_tables_use_the_papers_names_and_show_its_figures():
     table4 = next((h, rows) for title, h, rows in tables if "Table 4" in title)
     assert table4[0][-1] == "Proto." and table4[1][-3][0] == "paper: Qwen3-4B" and table4[1][-3][-1] == "79.4"
     validity = next(rows for title, _, rows in tables if "validity" in title)
-    assert "1 change it" in validity[1][1]
+    assert "1 change it" in validity[2][1] and "states no value of the solution" in validity[1][0]
 
 
 async def test_an_eval_with_distractors_a_judge_and_the_seven_conditions(tmp_path, dataset):
