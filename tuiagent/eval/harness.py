@@ -522,7 +522,8 @@ async def build_problems(
     on_progress: Callable[[int, int], None] | None = None,
 ) -> tuple[list[Problem], list[dict[str, Any]], dict[str, Any] | None]:
     """The clean problems plus their cue and distractor variants, the invalid distractors apart (those
-    that lost a number or a sentence, and with ``cfg.judge`` those whose answer it says changes), and the judge's
+    that fail the text checks of ``eval.variants.valid_variant``, and with ``cfg.judge`` those whose answer it says
+    changes), and the judge's
     tally of that check (None without distractors; ``judge`` None when nothing checked the answers)."""
     problems = load_problems(cfg)
     variants: list[Problem] = []
@@ -554,8 +555,8 @@ async def build_problems(
         )
         if invalid:
             log(
-                f"{len(invalid)} distractor variant(s) lost a number or a sentence of the question and are left out "
-                "(listed in the report)"
+                f"{len(invalid)} distractor variant(s) failed the text checks (a number or sentence of the question "
+                "lost, a question asked, a value of the solution stated) and are left out (listed in the report)"
             )
         validity = {"judge": None, "judged": 0, "changed": 0, "unparseable": 0}
         if cfg.judge:
