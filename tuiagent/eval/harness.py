@@ -522,9 +522,9 @@ async def build_problems(
     on_progress: Callable[[int, int], None] | None = None,
 ) -> tuple[list[Problem], list[dict[str, Any]], dict[str, Any] | None]:
     """The clean problems plus their cue and distractor variants, the invalid distractors apart (those
-    that fail the text checks of ``eval.variants.valid_variant``, and with ``cfg.judge`` those whose answer it says
-    changes), and the judge's
-    tally of that check (None without distractors; ``judge`` None when nothing checked the answers)."""
+    that fail the text checks of ``eval.variants.valid_variant``, and with ``cfg.judge`` those whose
+    answer it says changes), and the judge's tally of that check (None without distractors; ``judge``
+    None when nothing checked the answers)."""
     problems = load_problems(cfg)
     variants: list[Problem] = []
     invalid: list[dict[str, Any]] = []
