@@ -149,9 +149,12 @@ def test_without_a_no_tool_setting_only_the_all_items_figure():
     assert rows[0][:3] == ["none", "all items (4)", "cell"] and "acc Y (no tool)" in header
 
 
-def models_file(tmp_path, replies: list[str]):
+def models_file(tmp_path, replies: list[str], logprobs: list[float] | None = None):
+    """A models.toml with a scripted judge that gives ``replies`` in order (with ``logprobs``, each
+    reply's tokens carry its log-probability; else none)."""
     judge = tmp_path / "judge.jsonl"
-    judge.write_text("".join(json.dumps({"text": r}) + "\n" for r in replies), encoding="utf-8")
+    lines = [{"text": r} | ({"logprob": logprobs[i]} if logprobs else {}) for i, r in enumerate(replies)]
+    judge.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
     path = tmp_path / "models.toml"
     path.write_text(
         f'[models.judge]\nbackend = "scripted"\n[models.judge.source]\nkind = "script"\n'

@@ -3,6 +3,8 @@ worked out here by hand; the paper-layout tables (eval.tooltax_tables) name the 
 
 from __future__ import annotations
 
+import math
+
 import pytest
 
 from tuiagent.eval.tooltax import (
@@ -300,7 +302,7 @@ async def test_an_eval_with_distractors_a_judge_and_the_seven_conditions(tmp_pat
     writer_factory, _ = writer(problems)
     # validity: p1 thematic, p1 parallel, p2 thematic, p2 parallel (the scripted judge starts its replies
     # again in the taxonomy's pass after the runs: its "yes" to the gold steps of "2 + 2 = 4" is no count)
-    models = models_file(tmp_path, ["yes", "no", "yes", "maybe"])
+    models = models_file(tmp_path, ["yes", "no", "yes", "maybe"], [math.log(p) for p in (0.9, 0.6, 0.5, 0.8)])
     cfg = EvalConfig(
         datasets=[str(dataset(2))],
         settings=resolve_settings([], protocol="tooltax"),
@@ -325,7 +327,13 @@ async def test_an_eval_with_distractors_a_judge_and_the_seven_conditions(tmp_pat
     assert evidence.problem == "What is 2 plus 2?"  # the clean question
     assert "cousin" in records["tiny/2~distractor:parallel/full/0"]["question"]
     summary = summary_from_store(cfg.out)
-    assert summary["distractor_validity"] == {"judge": "judge", "judged": 4, "changed": 1, "unparseable": 1}
+    assert summary["distractor_validity"] == {
+        "judge": "judge",
+        "judged": 4,
+        "changed": 1,
+        "unparseable": 1,
+        "reply_p": 0.7,  # the mean probability of its four replies
+    }
     assert [(v["id"], v["kind"]) for v in summary["invalid_variants"]] == [("1", "parallel")]
     t = summary["datasets"]["tiny"]["tooltax"]
     assert t["scope"] == "distractors" and list(t["scopes"]) == ["pooled", "PED", "TB"]
@@ -347,6 +355,7 @@ async def test_an_eval_with_distractors_a_judge_and_the_seven_conditions(tmp_pat
     assert full["failed"] == 1 and full["dominant"]["D"]["count"] == 1  # its output was the gold, 4
     markdown = to_markdown(summary)
     assert "Table 2 layout" in markdown and "judge: 4 judged, 1 change it" in markdown
+    assert "the mean probability of its replies is 0.70 (0.50: a coin flip)" in markdown
 
 
 def test_the_judge_counts_gold_steps_without_annotations_and_judges_type_f_plans():

@@ -16,6 +16,7 @@ whether a Type F run's plan is coherent but wrong. Each pass goes through ``with
 
 from __future__ import annotations
 
+import math
 from collections.abc import Awaitable, Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -258,15 +259,21 @@ async def check_answers_unchanged(
 ) -> tuple[list[Any], list[dict[str, Any]], dict[str, Any]]:
     """The distractor variants (``Problem``s with a ``clean_question``) whose answer the judge says is
     unchanged; those it says change it, as invalid entries; and the tally for the report. A reply
-    that does not parse keeps the variant and is counted (the check says nothing about it)."""
+    that does not parse keeps the variant and is counted (the check says nothing about it). The tally
+    also gives the mean probability the judge gave its reply's first token (``reply_p``; None without
+    log-probabilities): near 0.5, its yes and no are a coin flip."""
     kept, dropped = [], []
     unparseable = 0
+    sure: list[float] = []
     asked = [
         (ANSWER_UNCHANGED, {"original": str(v.meta["clean_question"]), "variant": v.question, "answer": v.gold})
         for v in variants
     ]
     for v, record in zip(variants, await judge.judgements(asked)):
         value = record["value"]
+        first = (record.get("tokens") or [[None, None]])[0]
+        if first[1] is not None:
+            sure.append(math.exp(first[1]))
         if value is False:
             dropped.append(
                 {
@@ -288,5 +295,11 @@ async def check_answers_unchanged(
     return (
         kept,
         dropped,
-        {"judge": judge.model_id, "judged": len(variants), "changed": len(dropped), "unparseable": unparseable},
+        {
+            "judge": judge.model_id,
+            "judged": len(variants),
+            "changed": len(dropped),
+            "unparseable": unparseable,
+            "reply_p": round(sum(sure) / len(sure), 3) if sure else None,
+        },
     )

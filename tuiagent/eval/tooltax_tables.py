@@ -235,7 +235,12 @@ def validity_rows(v: dict[str, Any]) -> list[list[str]]:
             [
                 "answer unchanged (judge)",
                 f"{v['judge']}: {v['judged']} judged, {v['changed']} change it (left "
-                f"out), {v['unparseable']} unparseable (kept)",
+                f"out), {v['unparseable']} unparseable (kept)"
+                + (
+                    f"; the mean probability of its replies is {v['reply_p']:.2f} (0.50: a coin flip)"
+                    if v.get("reply_p") is not None
+                    else ""
+                ),
             ]
         )
     else:
