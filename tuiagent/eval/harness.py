@@ -679,9 +679,13 @@ async def run_eval(
             and cfg.distractor_model in (None, spec.id)
             and spec.backend not in PER_RUN_BACKENDS
         )
-        if reuse:  # the eval's own model writes the variants: load it once
-            runner._open_shared()
-            distractor_backend = lambda: runner.shared_backend  # noqa: E731
+        if reuse:  # the eval's own model writes what the cache lacks: loaded on first need, once
+
+            def own_model() -> Any:
+                runner._open_shared()
+                return runner.shared_backend
+
+            distractor_backend = own_model
         try:
             problems, invalid, validity = await build_problems(
                 cfg,
