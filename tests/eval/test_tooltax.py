@@ -442,3 +442,22 @@ def test_each_condition_gets_its_mean_evidence_f1():
     assert f1["Agent-Full"] == {"mean": 0.75, "runs": 2}  # 1.0 and 0.5
     assert f1["NoTool-CoT"] == {"mean": 0.0, "runs": 1}
     assert sorted(loads) == ["c1", "f1", "f2"]  # each trajectory read once (the taxonomy's too)
+
+
+def test_the_report_has_the_section_for_the_chain_distractors_or_g_step_not_for_full_and_cot_alone():
+    """A TIM or cue-probe eval runs Agent-Full and NoTool-CoT only: their gap is in the accuracy table,
+    and a tool-use-tax section of conditions not run would be noise."""
+    from tuiagent.eval.report import summarize, to_markdown
+    from tuiagent.eval.tooltax import reported
+
+    both = {"full": "full", "cot": "cot"}
+    pair = [rec("full", "1", True), rec("cot", "1", False)]
+    assert not reported(pair, ["full", "cot"], both, {})
+    assert reported(chain_records(), list(CHAIN), {c: c for c in CHAIN}, {})
+    assert reported([*pair, rec("full", "1", False, "distractor:parallel")], ["full", "cot"], both, {})
+    assert reported([*pair, rec("gate", "1", True)], ["full", "cot", "gate"], both, {"gate": ["gstep"]})
+    assert not reported(chain_records()[:1], ["cot"], {"cot": "cot"}, {"cot": ["gstep"]})  # no Full
+    for r in pair:
+        r.update(dataset="d", key=f"d/1/{r['setting']}/0")
+    summary = summarize(pair, settings=["full", "cot"], conditions=both)
+    assert summary["datasets"]["d"]["tooltax"] is None and "Table 2 layout" not in to_markdown(summary)

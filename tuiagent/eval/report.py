@@ -49,7 +49,7 @@ from tuiagent.eval.stats import (
 )
 from tuiagent.eval.tim_protocol import runs_csv, tim_sections
 from tuiagent.eval.tim_tables import plot_tim, tim_notes, tim_tables
-from tuiagent.eval.tooltax import NOT_JUDGED, Judged, tooltax
+from tuiagent.eval.tooltax import NOT_JUDGED, Judged, reported, tooltax
 from tuiagent.eval.tooltax_tables import tooltax_tables
 from tuiagent.eval.variants import DISTRACTOR_PREFIX
 
@@ -238,7 +238,11 @@ def summarize(
         datasets[dataset] = {
             "settings": {s: setting_row(v, None if s == baseline else base) for s, v in clean.items()},
             "tool_bins": {s: tool_bins(v) for s, v in clean.items()},
-            "tooltax": tooltax(rs, names, conditions, guards, judged=judged),
+            "tooltax": (
+                tooltax(rs, names, conditions, guards, judged=judged)
+                if reported(rs, names, conditions, guards or {})
+                else None
+            ),
             "distractors": distractor_section(rs, names),
             "cues": cue_section(rs, names, modes or {}, verdicts),
             "prunetir": prunetir_section(clean, specs or {}, setting_row),

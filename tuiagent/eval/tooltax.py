@@ -467,6 +467,19 @@ def gstep_settings(names: list[str], guards: dict[str, list[str]]) -> list[str]:
     return [n for n in names if {"gstep", "all"} & set(guards.get(n) or [])]
 
 
+def reported(
+    records: list[dict[str, Any]], names: list[str], conditions: dict[str, str | None], guards: dict[str, list[str]]
+) -> bool:
+    """Whether a report has the tool-use-tax section: for the degradation chain whole, for distractor
+    variants, or for a G-STEP setting's gap closure [ours]. An eval with Agent-Full and NoTool-CoT
+    alone (the TIM protocol, the cue probe) would show their gap, which its accuracy table already
+    does, among tables of conditions not run."""
+    which = set(condition_settings(names, conditions))
+    if set(CHAIN) <= which:
+        return True
+    return {"full", "cot"} <= which and (scopes(records)[0] == "distractors" or bool(gstep_settings(names, guards)))
+
+
 def tooltax(
     records: list[dict[str, Any]],
     names: list[str],
