@@ -114,6 +114,11 @@ def test_the_judges_items():
     }
     section = cue_section(hand_made(), ["none", "cot"], {"none": "tool", "cot": "cot"}, verdicts)["none"]
     assert (section["items"]["judge"], section["items"]["judge_unsure"]) == (2, 1)  # 1 and 4; 3 is unsure
+    assert section["items"]["judge_without_calls"] == 1  # item 4: no call with the cue or without
+    _, rows = cue_table({"none": section})
+    assert "tool not needed (Definition 1): items the judge calls no call necessary in (2, 1 without any call)" in {
+        r[1] for r in rows
+    }
     fig = section["figures"]["judge"]["cell"]
     assert (fig["runs"], fig["tool_rate_y"], fig["tool_rate_n"], fig["delta_tool_y_n"]) == (2, 0.5, 0.0, 0.5)
 
@@ -192,7 +197,7 @@ async def test_an_eval_with_the_probe_and_a_judge(tmp_path, dataset):
     assert len(lines) == 2  # one executed call in each cued tool run
     summary = summary_from_store(cfg.out)
     section = summary["datasets"]["tiny"]["cues"]["none"]
-    assert section["items"] == {"all": 2, "no_tool": 2, "judge": 1, "judge_unsure": 1}
+    assert section["items"] == {"all": 2, "no_tool": 2, "judge": 1, "judge_unsure": 1, "judge_without_calls": 0}
     assert section["figures"]["no_tool"]["cell"]["delta_tool_y_n"] == 1.0
     judge = summary["judge"]
     assert judge["prompts"] == {"necessity": {"judged": 2, "unparseable": 1}} and judge["warning"] is None

@@ -140,9 +140,22 @@ def cue_section(
             not_needed = {i for i, v in said.items() if v and all(x is False for x in v)}
             section["items"]["judge"] = len(not_needed)
             section["items"]["judge_unsure"] = sum(None in v for v in said.values())
+            called = {_item(r) for rs in runs.values() for r in rs if (r.get("tcn") or 0) > 0}
+            # the items in with no call in any run: there ΔTool is 0 whatever the cue did elsewhere
+            section["items"]["judge_without_calls"] = len(not_needed - called)
             section["figures"]["judge"] = figure(runs, free, cues, not_needed)
         out[s] = section
     return out
+
+
+def _without_calls(items: dict[str, int], name: str) -> str:
+    """The judge's set names how many of its items had no call at all (a judge that calls every call
+    necessary leaves only those, where ΔTool Y-N is 0 by construction)."""
+    return (
+        f", {items['judge_without_calls']} without any call"
+        if name == "judge" and "judge_without_calls" in items
+        else ""
+    )
 
 
 def cue_table(cues: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
@@ -163,7 +176,7 @@ def cue_table(cues: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
     rows = []
     for s, section in cues.items():
         for name, fig in section["figures"].items():
-            label = f"{FIGURES[name]} ({section['items'][name]})"
+            label = f"{FIGURES[name]} ({section['items'][name]}{_without_calls(section['items'], name)})"
             for cue, c in fig.items():
                 rows.append(
                     [
