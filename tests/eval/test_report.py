@@ -115,6 +115,21 @@ def test_forms(tmp_path, capsys):
     assert json.loads((tmp_path / "summary.json").read_text())["datasets"]["d"]["settings"]["attc"]["accuracy"] == 0.9
 
 
+def test_runs_cut_by_the_wall_clock_are_named_as_load_dependent():
+    rs = records()
+    rs[3] = {**rs[3], "reason": "time_budget", "answer": None, "correct": False}
+    summary = summarize(rs, settings=["base", "attc"], baseline="base")
+    assert summary["time_cut"] == [rs[3]["key"]]
+    md = to_markdown(summary)
+    assert "## Runs cut by the wall-time budget" in md and f"- {rs[3]['key']}" in md and "machine's load" in md
+    assert "wall-time budget" not in to_markdown(summarize(records(), baseline="base"))
+    from rich.console import Console
+
+    console = Console(file=io.StringIO(), width=300)
+    print_terminal(summary, console)
+    assert "1 run(s) ended at the wall-time budget" in console.file.getvalue()
+
+
 def test_png_plots_or_a_message(tmp_path, monkeypatch):
     summary = summarize(records(), settings=["base", "attc"], baseline="base")
     if "matplotlib" in sys.modules or _has_matplotlib():

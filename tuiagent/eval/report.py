@@ -256,6 +256,7 @@ def summarize(
         "runs": len(records),
         "datasets": datasets,
         "invalid_variants": invalid_variants or [],
+        "time_cut": sorted(r["key"] for r in records if r.get("reason") == "time_budget"),
         "distractor_validity": distractor_validity,
         "judge": judge,
         "audit_judge": audit_judge,
@@ -445,11 +446,24 @@ def to_markdown(summary: dict[str, Any]) -> str:
             out += [f"- {line}" for line in tim_notes(summary["datasets"][dataset]["tim"])] + [""]
     if judges(summary):
         out += ["## Judge", "", *(judge_line(j) for j in judges(summary)), ""]
+    if summary.get("time_cut"):
+        out += ["## Runs cut by the wall-time budget", "", time_cut_line(summary["time_cut"]), ""]
+        out += [f"- {key}" for key in summary["time_cut"]] + [""]
     if summary["invalid_variants"]:
         out += ["## Distractor variants left out", ""]
         out += [f"- {v['dataset']}/{v['id']} {v['kind']}: {v['why']}" for v in summary["invalid_variants"]]
         out.append("")
     return "\n".join(out)
+
+
+def time_cut_line(keys: list[str]) -> str:
+    """Why runs ended by the wall clock are not exact figures: where the clock stops them depends on
+    the machine's load (other runs in flight, other jobs), not only on the model and the settings."""
+    return (
+        f"{len(keys)} run(s) ended at the wall-time budget (--max-time): where the clock cut them depends on "
+        "the machine's load, so they can end elsewhere on a rerun, unlike every other run; a larger --max-time "
+        "(or fewer runs in flight) lets them end by the model, the tokens or the tool calls."
+    )
 
 
 def judges(summary: dict[str, Any]) -> list[dict[str, Any]]:
@@ -521,6 +535,8 @@ def print_terminal(summary: dict[str, Any], console: Any = None) -> None:
             console.print(line)
     for j in judges(summary):
         console.print(judge_line(j))
+    if summary.get("time_cut"):
+        console.print(time_cut_line(summary["time_cut"]))
     if summary["invalid_variants"]:
         console.print(f"{len(summary['invalid_variants'])} distractor variant(s) left out (see summary.md)")
 
