@@ -185,6 +185,30 @@ class ContextPruned(Event):
 
 
 @dataclass(frozen=True)
+class Intervention(Event):
+    """Something put into the run in place of what the run itself produced, by a person (an edit
+    that a fork continues from, a fault armed in the app) or by a protocol (``eval --inject``).
+
+    ``target``: what was replaced: "output" (a tool output; the kernel keeps the state the
+    original code left), "code" (a code block, run for real in its place) or "text" (the model's
+    text of turn ``turn``, kept to ``token`` tokens, then ``replacement`` appended). ``fault``: the
+    kind of an injected fault ("wrong-number", "error", "empty", "timeout", "stale"), None for an
+    edit. ``replaced`` keeps what was there, ``replacement`` what the model reads instead;
+    ``detail`` says how a fault was made (its rule, the value changed, the seed)."""
+
+    target: str
+    by: str  # "person" or "protocol"
+    turn: int
+    replaced: str
+    replacement: str
+    call: int | None = None
+    token: int | None = None
+    fault: str | None = None
+    detail: dict[str, Any] = field(default_factory=dict)
+    type: ClassVar[str] = "Intervention"
+
+
+@dataclass(frozen=True)
 class RunFinished(Event):
     """The run ended. ``reason``: answer, no_answer, tool_budget, token_budget, turn_length (one turn
     reached the model's ``max_tokens`` per turn with run budget left), time_budget, cancelled, error,
@@ -218,6 +242,7 @@ EVENT_TYPES: dict[str, type[Event]] = {
         GuardVerdict,
         GuardToggled,
         ContextPruned,
+        Intervention,
         RunFinished,
     )
 }
