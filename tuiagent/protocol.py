@@ -142,7 +142,9 @@ class RunSettings:
     exec_timeout_s: float = 5.0  # [ref]
     output_chars: int = 400  # [ref] first 200 + last 200 characters of the tool output
     max_tokens: int = 3072  # [default] generated tokens over the whole run
-    max_wall_s: float = 600.0  # [default]
+    # [default] for solve, fork and the app; None: no wall clock, an eval's default (its runs end by
+    # tokens, calls and turns, so a result does not depend on the machine's load)
+    max_wall_s: float | None = 600.0
     explicit: tuple[str, ...] = ()
     raised: tuple[tuple[str, str], ...] = ()
 
@@ -162,6 +164,8 @@ class RunSettings:
             ("output_chars", _MAX_COUNT),
         ):
             value, positive = getattr(self, name), name == "exec_timeout_s"
+            if value is None and name == "max_wall_s":
+                continue
             if (
                 isinstance(value, bool)
                 or not isinstance(value, (int, float))
@@ -187,7 +191,8 @@ def budget_words(settings: Mapping[str, Any]) -> str:
     for budget in BUDGETS:
         if budget in settings:
             note = f" (ours: {raised[budget]} needs it)" if budget in raised else " (set)" if budget in explicit else ""
-            words.append(f"{budget}={settings[budget]:g}{note}")
+            value = "none" if settings[budget] is None else f"{settings[budget]:g}"
+            words.append(f"{budget}={value}{note}")
     return " ".join(words)
 
 
@@ -210,7 +215,7 @@ def with_guard_needs(settings: RunSettings, needs: Mapping[str, Mapping[str, flo
                 )
             if not isinstance(least, (int, float)) or isinstance(least, bool):
                 raise BudgetError(f"guard {guard} declares {budget} = {least!r}, not a number")
-            if budget in settings.explicit or least <= values[budget]:
+            if budget in settings.explicit or values[budget] is None or least <= values[budget]:
                 continue
             values[budget] = math.ceil(least) if isinstance(values[budget], int) else float(least)
             raised[budget] = guard

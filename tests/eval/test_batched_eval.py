@@ -1,6 +1,7 @@
 """An eval on the real local model (SmolLM2-135M through llama.cpp) with 4 runs in flight on the
 batched engine: killed with SIGKILL midway and resumed, it ends with the same results, turn for
-turn, as the same eval run one at a time on the single-sequence engine. Kernels: the CalcKernel
+turn, as the same eval run one at a time on the single-sequence engine, and no run of either is cut by
+a wall clock (an eval has none unless asked). Kernels: the CalcKernel
 test double from the pool (the model and its engine are what this test is about)."""
 
 from __future__ import annotations
@@ -96,3 +97,8 @@ def test_four_in_flight_killed_and_resumed_equals_one_at_a_time(tmp_path, proble
     runs = content(four)
     assert runs == content(tmp_path / "one")
     assert all(numbers[CONTENT.index("generated_tokens")] > 0 and turns[0] for numbers, turns in runs.values())
+    # no wall clock (an eval's default): no run ends where the load put it, 1 or 4 in flight
+    for out in (four, tmp_path / "one"):
+        records = ResultStore(out).records.values()
+        assert all(r["reason"] != "time_budget" for r in records)
+        assert all(load(Path(r["trajectory"])).events[0].settings["max_wall_s"] is None for r in records)

@@ -15,6 +15,7 @@ model, the kernel or the user, and when it ends (docs/architecture.md#one-run).
 from __future__ import annotations
 
 import asyncio
+import math
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import asdict, fields, replace
@@ -414,6 +415,9 @@ class _Run:
     # -- one turn -------------------------------------------------------------------------------
 
     def _remaining_wall(self) -> float:
+        """Seconds left of the wall-time budget; infinite when the run has none (an eval's default)."""
+        if self.settings.max_wall_s is None:
+            return math.inf
         return self.settings.max_wall_s - (time.monotonic() - self.started)
 
     async def _turn(self) -> AsyncIterator[None]:
@@ -440,7 +444,7 @@ class _Run:
         layout: Layout | None = None
         try:
             async with (
-                asyncio.timeout(self._remaining_wall()),
+                asyncio.timeout(None if math.isinf(left := self._remaining_wall()) else left),
                 backend.stream(self.context.text, sampling, stop) as stream,
             ):
                 async for token in stream:

@@ -121,6 +121,8 @@ def convert(key: str, value: Any, where: str) -> Any:
         if key == "evidence" and value != "oracle":
             raise ConfigError(f"evidence can only be oracle, not {value!r}", key=where)
         return value
+    if key == "max_wall_s" and (value is None or str(value).strip().lower() in ("none", "off")):
+        return None  # no wall clock
     try:
         number = kind(value)
     except (TypeError, ValueError):

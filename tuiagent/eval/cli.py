@@ -180,7 +180,13 @@ def eval_command(
     ] = None,
     max_time: Annotated[
         float | None,
-        typer.Option(min=1, help=f"Wall-time budget per run in seconds (default {DEFAULTS.max_wall_s:g})."),
+        typer.Option(
+            min=1,
+            help=(
+                "Wall-time budget per run in seconds. Default: none, so a run ends by tokens, tool calls and turns "
+                "and its record does not depend on the machine's load (an eval made before this default: 600)."
+            ),
+        ),
     ] = None,
     timeout: Annotated[
         float | None,

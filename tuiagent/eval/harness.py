@@ -71,6 +71,14 @@ class Job:
         return store.done(self.key, question_hash=self.problem.question_hash(), retry_errors=retry_errors)
 
 
+# [ours] What an eval's runs get unless its options or a setting say otherwise: no wall clock, so a
+# run ends by tokens, tool calls and turns, and its record does not depend on the machine's load
+# (``--max-time`` asks for a budget). Fingerprints hash the budget in force; one without
+# ``max_wall_s`` was made when evals defaulted to 600 s (``LEGACY_WALL_S``).
+EVAL_RUN_DEFAULTS: dict[str, Any] = {"max_wall_s": None}
+LEGACY_WALL_S = 600.0
+
+
 @dataclass
 class EvalConfig:
     """What one ``tuiagent eval`` does. ``base``: the eval-wide budgets and sampling (the options
@@ -224,15 +232,26 @@ class EvalRunner:
 
     # -- requests -------------------------------------------------------------------------------
 
-    def base_run(self) -> dict[str, Any]:
-        """The eval-wide spec as the settings' fingerprints hash it (unchanged since before RunSpec)."""
-        return {"run": dict(self.cfg.base.run), "sampling": dict(self.cfg.base.sampling)}
+    def base(self) -> RunSpec:
+        """The eval-wide spec: the eval's defaults (no wall clock) under the options given."""
+        return RunSpec(run=dict(EVAL_RUN_DEFAULTS)).merged(self.cfg.base)
+
+    def base_run(self, *, legacy: bool = False) -> dict[str, Any]:
+        """The eval-wide spec as the settings' fingerprints hash it (unchanged since before RunSpec):
+        a wall-time budget of 600 s is left out, as evals made when it was the default hashed it;
+        ``legacy``: the base such an eval would have hashed for the same options."""
+        run = dict(self.base().run)
+        if legacy and "max_wall_s" not in self.cfg.base.run:
+            run.pop("max_wall_s")
+        elif run.get("max_wall_s") == LEGACY_WALL_S:
+            run.pop("max_wall_s")
+        return {"run": run, "sampling": dict(self.cfg.base.sampling)}
 
     def request(self, job: Job) -> Any:
         """The job's run: its setting's spec over the eval-wide one, sampled with the job's seed."""
         from tuiagent.runner import RunRequest
 
-        spec = self.cfg.base.merged(job.setting.spec).merged(RunSpec(sampling={"seed": job.seed}))
+        spec = self.base().merged(job.setting.spec).merged(RunSpec(sampling={"seed": job.seed}))
         return RunRequest.of(
             spec,
             evidence_question(job.problem, job.setting),
@@ -670,7 +689,9 @@ async def run_eval(
             on_record=on_record,
         )
         fingerprints = {s.name: s.fingerprint(runner.base_run()) for s in cfg.settings}
-        store.check_compatible(spec.id, fingerprints)
+        store.check_compatible(
+            spec.id, fingerprints, {s.name: s.fingerprint(runner.base_run(legacy=True)) for s in cfg.settings}
+        )
         runner.check(cfg.settings)  # before anything costly: a bad setting fails here
         reuse = (
             cfg.distractors
@@ -722,7 +743,7 @@ async def run_eval(
                 "cues": cfg.cues,
                 "distractors": cfg.distractors,
                 "distractor_model": cfg.distractor_model or (spec.id if cfg.distractors else None),
-                "run": cfg.base.run,
+                "run": runner.base().run,  # the budgets in force (no wall clock unless asked)
                 "sampling": cfg.base.sampling,
                 "concurrency": runner.concurrency,
                 "invalid_variants": invalid,

@@ -461,8 +461,8 @@ def time_cut_line(keys: list[str]) -> str:
     the machine's load (other runs in flight, other jobs), not only on the model and the settings."""
     return (
         f"{len(keys)} run(s) ended at the wall-time budget (--max-time): where the clock cut them depends on "
-        "the machine's load, so they can end elsewhere on a rerun, unlike every other run; a larger --max-time "
-        "(or fewer runs in flight) lets them end by the model, the tokens or the tool calls."
+        "the machine's load, so they can end elsewhere on a rerun, unlike every other run; without --max-time "
+        "(an eval's default: no wall clock) they end by the model, the tokens or the tool calls."
     )
 
 

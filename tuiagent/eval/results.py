@@ -76,8 +76,10 @@ class ResultStore:
         tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False, default=str) + "\n", encoding="utf-8")
         tmp.replace(self.dir / MANIFEST)
 
-    def check_compatible(self, model: str, fingerprints: dict[str, str]) -> None:
-        """Refuse to mix runs of another model, or of a setting whose definition changed, in one file."""
+    def check_compatible(self, model: str, fingerprints: dict[str, str], legacy: dict[str, str] | None = None) -> None:
+        """Refuse to mix runs of another model, or of a setting whose definition changed, in one file.
+        ``legacy``: each setting's fingerprint as an eval made under the old 600 s default wall-time
+        budget hashed it; a match says to pass ``--max-time 600``."""
         models = {r.get("model") for r in self.records.values()} - {model}
         if models:
             raise ResultsError(
@@ -87,6 +89,12 @@ class ResultStore:
         for record in self.records.values():
             name, fp = record.get("setting"), record.get("setting_fp")
             if name in fingerprints and fp != fingerprints[name]:
+                if legacy and fp == legacy.get(name):
+                    raise ResultsError(
+                        f"{self.path}: the runs of setting {name!r} were made under the old default wall-time "
+                        "budget of 600 s; evals now run without a wall clock unless asked\n"
+                        "  fix: pass --max-time 600 to go on with them as they were made, or another --out"
+                    )
                 raise ResultsError(
                     f"{self.path}: setting {name!r} was defined differently when its runs were written "
                     "(guards, guard settings, budgets or sampling changed)\n"
