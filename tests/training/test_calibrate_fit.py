@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
+import scipy.stats
 
 from tuiagent.config.calibration import load_calibration
 from tuiagent.presets import load_preset_file
 from tuiagent.training import calibrate as cal
-from tuiagent.training.calibrate_fit import RARE, auroc, choose_tau, fit_separation
+from tuiagent.training.calibrate_fit import N_BOOT, RARE, auroc, bootstrap_auroc, choose_tau, fit_separation
 
 
 def test_auroc_counts_ties_as_half():
@@ -17,6 +18,33 @@ def test_auroc_counts_ties_as_half():
     assert auroc([0.5, 0.5], [False, True]) == 0.5
     assert auroc([0.9, 0.1], [False, True]) == 0.0
     assert np.isnan(auroc([0.1, 0.2], [True, True]))
+
+
+def test_auroc_is_the_mann_whitney_u_and_sklearns_roc_auc():
+    from sklearn.metrics import roc_auc_score
+
+    scores = np.array([0.2, 0.5, 0.5, 0.7, 0.1, 0.9, 0.5, 0.3, 0.8, 0.8])  # ties within and across classes
+    positive = np.array([False, True, False, True, False, True, True, False, False, True])
+    u = scipy.stats.mannwhitneyu(scores[positive], scores[~positive]).statistic
+    assert auroc(scores, positive) == pytest.approx(u / (5 * 5), abs=1e-12)
+    assert auroc(scores, positive) == pytest.approx(roc_auc_score(positive, scores), abs=1e-12)
+
+
+def test_auroc_interval_resamples_questions_through_scipy():
+    rng = np.random.default_rng(4)
+    groups = np.repeat(np.arange(14), 2)  # two blocks per question, one label per question
+    positive = np.repeat(rng.random(14) < 0.5, 2)
+    scores = rng.random(28) + 0.3 * positive
+    low, high = bootstrap_auroc(scores, positive, groups)
+    members = [np.flatnonzero(groups == q) for q in range(14)]
+    values = []
+    for draw in np.random.default_rng(0).integers(0, 14, (N_BOOT, 14)):  # by hand: whole questions
+        idx = np.concatenate([members[k] for k in draw])
+        values.append(auroc(scores[idx], positive[idx]))
+    kept = np.array(values)[~np.isnan(values)]  # one-class resamples left out
+    assert 0 < kept.size < N_BOOT
+    assert (low, high) == pytest.approx(tuple(np.quantile(kept, [0.025, 0.975])), abs=1e-12)
+    assert bootstrap_auroc(scores, positive, groups) == (low, high)  # seeded
 
 
 def test_separable_blocks_give_auroc_near_one_and_a_threshold_between_the_groups():

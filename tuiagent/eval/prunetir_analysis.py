@@ -21,6 +21,8 @@ from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
+import scipy.stats
+
 from tuiagent.core import events as ev
 from tuiagent.eval.results import run_events
 from tuiagent.eval.stats import bootstrap_diff, bootstrap_mean, rounded, wilson
@@ -85,16 +87,20 @@ def episodes(trace: str) -> list[tuple[str, str]]:
 def stuck_curve(traces: Iterable[str], k_max: int = STUCK_K) -> dict[str, Any]:
     """Per k = 1..k_max: episodes still open after k-1 turns whose run had a k-th turn (at risk),
     those resolved at it, the rate and its Wilson interval, and the share resolved by turn k
-    (Kaplan-Meier: an episode that ends unresolved leaves the risk set); and how the episodes ended."""
+    (Kaplan-Meier, ``scipy.stats.ecdf`` of the turns to resolution: an episode that ends unresolved
+    is right-censored at its last turn, so it leaves the risk set after it); and how the episodes ended."""
     eps = [e for t in traces for e in episodes(t)]
+    km = scipy.stats.ecdf(
+        scipy.stats.CensoredData(
+            uncensored=[len(a) for a, end in eps if end == "resolved"],
+            right=[len(a) for a, end in eps if end != "resolved"],
+        )
+    ).cdf
     curve = []
-    open_share = 1.0
     for k in range(1, k_max + 1):
         at_risk = [a for a, _ in eps if len(a) >= k]
         resolved = sum(a[k - 1] == OK for a in at_risk)
         lo, hi = wilson(resolved, len(at_risk))
-        if at_risk:
-            open_share *= 1 - resolved / len(at_risk)
         curve.append(
             {
                 "k": k,
@@ -102,7 +108,7 @@ def stuck_curve(traces: Iterable[str], k_max: int = STUCK_K) -> dict[str, Any]:
                 "resolved": resolved,
                 "p": rounded(resolved / len(at_risk)) if at_risk else None,
                 "ci": [rounded(lo), rounded(hi)],
-                "resolved_by_k": rounded(1 - open_share) if at_risk else None,
+                "resolved_by_k": rounded(float(km.evaluate(k))) if at_risk else None,
             }
         )
     ends = {end: sum(e == end for _, e in eps) for end in ("resolved", "cut", "ended")}

@@ -18,12 +18,12 @@ from __future__ import annotations
 import asyncio
 import csv
 import io
-import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
+import scipy.stats
 
 from tuiagent.backends.base import ContextOverflow
 from tuiagent.core.judge import Judge, pair_winner
@@ -32,7 +32,7 @@ from tuiagent.core.judge_store import JudgementStore
 from tuiagent.core.steps import run_pieces
 from tuiagent.eval.judging import judged
 from tuiagent.eval.results import question_of, run_events
-from tuiagent.eval.stats import TOOL_BINS, bin_label, tool_bin
+from tuiagent.eval.stats import N_BOOT, TOOL_BINS, bin_label, percentile_ci, tool_bin
 
 WIN, MISS, ERRORS = prompt("win_rate"), prompt("miss_rate"), prompt("error_types")
 # [paper] Table 3's variant names for the protocol's three settings; another setting shows by its name.
@@ -223,24 +223,24 @@ def miss_rate(value: Any) -> float | None:
 
 
 def pearson(x: list[float], y: list[float], *, permutations: int = PERMUTATIONS, seed: int = 0) -> dict[str, Any]:
-    """Pearson r (section 5.3 uses Pearson), a Fisher-z 95% interval (n > 3) and a two-sided
-    permutation p (``permutations`` shuffles of y; [ours], in place of the t-test, without scipy)."""
+    """Pearson r (section 5.3 uses Pearson) with its Fisher-z 95% interval (n > 3) and a two-sided
+    permutation p ([ours], in place of the t-test): ``scipy.stats.pearsonr`` with a
+    ``PermutationMethod`` of ``permutations`` shuffles of y (exact over all n! orders when there are
+    no more than that), seeded, and the result's ``confidence_interval()``. scipy's two-sided p
+    doubles the smaller one-sided p. None where r is undefined (n < 3, a constant side)."""
     n = len(x)
     out: dict[str, Any] = {"n": n, "r": None, "ci": [None, None], "p": None}
     a, b = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
     if n < 3 or a.std() == 0 or b.std() == 0:
         return out
-    a, b = a - a.mean(), b - b.mean()
-    r = float(a @ b / math.sqrt((a @ a) * (b @ b)))
-    rng = np.random.default_rng(seed)
-    as_far = 0
-    for start in range(0, permutations, 1000):  # in chunks: 1000 x n at a time
-        shuffled = rng.permuted(np.tile(b, (min(1000, permutations - start), 1)), axis=1)
-        as_far += int(np.sum(np.abs(shuffled @ a) / math.sqrt((a @ a) * (b @ b)) >= abs(r) - 1e-12))
-    out.update(r=round(r, 4), p=round((as_far + 1) / (permutations + 1), 4))
+    # batch: 1000 shuffles x n at a time (the shuffles the hand-written test drew, in its order)
+    method = scipy.stats.PermutationMethod(n_resamples=permutations, batch=1000, rng=np.random.default_rng(seed))
+    res = scipy.stats.pearsonr(a, b, method=method)
+    r = float(res.statistic)
+    out.update(r=round(r, 4), p=round(float(res.pvalue), 4))
     if n > 3 and abs(r) < 1:
-        z, half = math.atanh(r), 1.96 / math.sqrt(n - 3)
-        out["ci"] = [round(math.tanh(z - half), 4), round(math.tanh(z + half), 4)]
+        ci = res.confidence_interval(confidence_level=0.95)
+        out["ci"] = [round(float(ci.low), 4), round(float(ci.high), 4)]
     return out
 
 
@@ -271,11 +271,12 @@ Points = list[tuple[str, float]]  # (problem id, value): a run's or a pair's num
 
 
 def cluster_bootstrap(
-    points: Points, *, n_boot: int = 2000, alpha: float = 0.05, seed: int = 0
+    points: Points, *, n_boot: int = N_BOOT, alpha: float = 0.05, seed: int = 0
 ) -> tuple[float, float, float]:
     """(mean, low, high): the mean of the values with a percentile bootstrap CI over problems, each drawn
-    problem bringing all its values (its seeds move together). With one value per problem it is
-    ``stats.bootstrap_mean`` draw for draw."""
+    problem bringing all its values (its seeds move together): scipy's paired bootstrap of the problems'
+    sums and counts (``stats.percentile_ci``). With one value per problem it is ``stats.bootstrap_mean``
+    draw for draw."""
     totals: dict[str, list[float]] = {}
     for p, v in points:
         total = totals.setdefault(p, [0.0, 0.0])
@@ -287,9 +288,15 @@ def cluster_bootstrap(
     mean = float(sums.sum() / counts.sum())
     if len(ordered) == 1:
         return mean, mean, mean
-    draws = np.random.default_rng(seed).integers(0, len(ordered), size=(n_boot, len(ordered)))
-    low, high = np.quantile(sums[draws].sum(axis=1) / counts[draws].sum(axis=1), [alpha / 2, 1 - alpha / 2])
-    return mean, float(low), float(high)
+    low, high = percentile_ci(
+        (sums, counts),
+        lambda s, c, axis=-1: s.sum(axis=axis) / c.sum(axis=axis),
+        paired=True,
+        n_boot=n_boot,
+        level=1 - alpha,
+        seed=seed,
+    )
+    return mean, low, high
 
 
 def _mean(points: Points) -> dict[str, Any]:

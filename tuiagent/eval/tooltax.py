@@ -25,7 +25,7 @@ from guards.gstep import GATE_OFF
 from tuiagent.core.steps import run_pieces
 from tuiagent.eval.datasets import numbers_in
 from tuiagent.eval.results import run_events
-from tuiagent.eval.stats import bootstrap_mean, paired_bootstrap, right, rounded
+from tuiagent.eval.stats import N_BOOT, bootstrap_mean, paired_bootstrap, percentile_ci, right, rounded
 from tuiagent.eval.stats import wilson as stats_wilson
 from tuiagent.eval.variants import DISTRACTOR_PREFIX
 from tuiagent.presets import CONDITION_LABELS
@@ -202,12 +202,13 @@ def gap_closure(
     full: dict[Key, dict[str, Any]],
     cot: dict[Key, dict[str, Any]],
     *,
-    n_boot: int = 2000,
+    n_boot: int = N_BOOT,
     seed: int = 0,
 ) -> dict[str, Any]:
     """Cls. (Table 7): the fraction of the Full-to-CoT gap a setting recovers, (Acc(s) - Acc(Full)) /
-    (Acc(CoT) - Acc(Full)), on the units all three have; a bootstrap 95% CI over units (resamples
-    whose gap is 0 left out). None when CoT does not beat Full (no gap to close)."""
+    (Acc(CoT) - Acc(Full)), on the units all three have; a paired bootstrap 95% CI over units (scipy's,
+    through ``stats.percentile_ci``; resamples whose gap is 0 left out). None when CoT does not beat Full
+    (no gap to close)."""
     us, uf, uc = per_unit(setting), per_unit(full), per_unit(cot)
     common = sorted(set(us) & set(uf) & set(uc))
     arr = np.array([[us[u], uf[u], uc[u]] for u in common], dtype=float).reshape(-1, 3)
@@ -227,14 +228,17 @@ def gap_closure(
     if c - f <= 0:
         return out
     out["cls"] = rounded((s - f) / (c - f))
-    rng = np.random.default_rng(seed)
-    means = arr[rng.integers(0, len(common), size=(n_boot, len(common)))].mean(axis=1)
-    gaps = means[:, 2] - means[:, 1]
-    kept = gaps != 0
-    if kept.any():
-        ratios = (means[kept, 0] - means[kept, 1]) / gaps[kept]
-        lo, hi = np.quantile(ratios, [0.025, 0.975])
-        out["cls_ci"] = [rounded(float(lo)), rounded(float(hi))]
+
+    def ratio(acc_s: np.ndarray, acc_f: np.ndarray, acc_c: np.ndarray, axis: int = -1) -> Any:
+        gain, gap = acc_s.mean(axis=axis) - acc_f.mean(axis=axis), acc_c.mean(axis=axis) - acc_f.mean(axis=axis)
+        return np.where(gap != 0, gain / np.where(gap != 0, gap, 1), np.nan)  # no gap: nan, left out
+
+    lo, hi = (
+        percentile_ci(tuple(arr.T), ratio, paired=True, n_boot=n_boot, seed=seed)
+        if len(common) > 1
+        else ((s - f) / (c - f),) * 2  # one unit: its ratio (stats module docstring)
+    )
+    out["cls_ci"] = [rounded(lo), rounded(hi)]
     return out
 
 

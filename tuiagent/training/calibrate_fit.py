@@ -1,15 +1,17 @@
-"""The fits behind ``tuiagent calibrate``, in plain numpy: separation (AUROC with a bootstrap
-interval over questions) and a threshold for a score, and G-STEP's tau by the net effect of a
-continue. No model, no I/O; tests feed them synthetic data.
+"""The fits behind ``tuiagent calibrate``, in numpy and scipy.stats: separation (AUROC as scipy's
+Mann-Whitney U, with a percentile bootstrap interval over questions) and a threshold for a score,
+and G-STEP's tau by the net effect of a continue. No model, no I/O; tests feed them synthetic data.
 """
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+import scipy.stats
 from numpy.typing import ArrayLike
 
 RARE = 0.05  # [ours] "rarely intervenes": the guard acts on at most this share of training blocks
@@ -19,24 +21,16 @@ MIN_QUESTIONS = 10  # [ours] fewer questions on either side is too little to cal
 
 
 def auroc(scores: ArrayLike, positive: ArrayLike) -> float:
-    """P(score of a random positive > score of a random negative), ties counting one half
-    (the Mann-Whitney U statistic over n_pos * n_neg); nan without both classes."""
+    """P(score of a random positive > score of a random negative), ties counting one half: the
+    Mann-Whitney U of the positives over n_pos * n_neg, U from scipy's average ranks
+    (``scipy.stats.rankdata``; what ``scipy.stats.mannwhitneyu`` returns as its statistic, at a tenth of
+    its cost, which the 2000 bootstrap resamples pay); nan without both classes."""
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(positive, dtype=bool)
     pos, neg = s[y], s[~y]
     if not len(pos) or not len(neg):
         return float("nan")
-    order = np.argsort(s, kind="mergesort")
-    ranks = np.empty(len(s))
-    sorted_s = s[order]
-    i = 0
-    while i < len(s):  # average ranks over ties
-        j = i
-        while j + 1 < len(s) and sorted_s[j + 1] == sorted_s[i]:
-            j += 1
-        ranks[order[i : j + 1]] = (i + j) / 2 + 1
-        i = j + 1
-    u = ranks[y].sum() - len(pos) * (len(pos) + 1) / 2
+    u = scipy.stats.rankdata(s)[y].sum() - len(pos) * (len(pos) + 1) / 2
     return float(u / (len(pos) * len(neg)))
 
 
@@ -50,22 +44,39 @@ def bootstrap_auroc(
     seed: int = 0,
 ) -> tuple[float, float]:
     """A percentile interval for the AUROC, resampling whole questions (``groups``) with replacement,
-    since the blocks of one run share its label and are not independent."""
+    since the blocks of one run share its label and are not independent: ``scipy.stats.bootstrap``
+    over the question ids, seeded. Resamples with one class only (AUROC undefined) are left out;
+    (nan, nan) when every resample has one class. One question: every resample is that question, so
+    the interval is its AUROC alone (scipy's bootstrap needs two)."""
     s = np.asarray(scores, dtype=np.float64)
     y = np.asarray(positive, dtype=bool)
     g = np.asarray(groups)
     ids = np.unique(g)
+    if len(ids) < 2:
+        a = auroc(s, y)
+        return a, a
     members = [np.flatnonzero(g == q) for q in ids]
-    rng = np.random.default_rng(seed)
-    values = []
-    for _ in range(n_boot):
-        idx = np.concatenate([members[k] for k in rng.integers(0, len(ids), len(ids))])
-        a = auroc(s[idx], y[idx])
-        if not np.isnan(a):
-            values.append(a)
-    if not values:
+
+    def resampled(draw: np.ndarray) -> float:
+        idx = np.concatenate([members[k] for k in draw])
+        return auroc(s[idx], y[idx])
+
+    with warnings.catch_warnings():
+        # scipy warns when an interval end is nan: the one-class resamples, left out below
+        warnings.simplefilter("ignore", scipy.stats.DegenerateDataWarning)
+        res = scipy.stats.bootstrap(
+            (np.arange(len(ids)),),
+            resampled,
+            vectorized=False,
+            n_resamples=n_boot,
+            confidence_level=level,
+            method="percentile",
+            rng=np.random.default_rng(seed),
+        )
+    values = res.bootstrap_distribution[~np.isnan(res.bootstrap_distribution)]
+    if not values.size:
         return float("nan"), float("nan")
-    lo, hi = np.quantile(values, [(1 - level) / 2, 1 - (1 - level) / 2])
+    lo, hi = scipy.stats.quantile(values, [(1 - level) / 2, (1 + level) / 2])
     return float(lo), float(hi)
 
 
