@@ -7,6 +7,7 @@ import signal
 import sys
 import threading
 from collections.abc import Awaitable, Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -159,6 +160,20 @@ def solve(
         bool, typer.Option("--confirm", help="Ask on the terminal before each code block runs.")
     ] = False,
     raw_math: RawMathOpt = False,
+    inject: Annotated[
+        str | None,
+        typer.Option(
+            "--inject",
+            help=(
+                "Inject a fault into a tool output: wrong-number, error, empty, timeout or stale "
+                "(docs/evaluating.md, Injected faults); recorded as an Intervention."
+            ),
+        ),
+    ] = None,
+    inject_at: Annotated[int, typer.Option("--inject-at", min=1, help="The executed tool call --inject hits.")] = 1,
+    broken_tool: Annotated[
+        bool, typer.Option("--broken-tool", help="With --inject: every later run of the same code gets the fault too.")
+    ] = False,
 ) -> None:
     """Solve one problem and stream a readable transcript (or JSON events)."""
     from tuiagent.core.events import FAILURE_REASONS, RunStarted
@@ -198,6 +213,16 @@ def solve(
         )
     except ValueError as e:  # a budget no run can keep (RunSettings says which)
         raise typer.BadParameter(str(e)) from None
+    if inject is not None:
+        from tuiagent.core.faults import FaultPlan, fault_seed, parse_kinds
+
+        kinds = parse_kinds(inject)
+        if len(kinds) != 1:
+            raise UserError("solve --inject takes one fault kind (eval --inject takes several)")
+        plan = FaultPlan(kinds[0], at=inject_at, broken=broken_tool, seed=fault_seed(text, seed or 0, kinds[0]))
+        request = replace(request, faults=plan)
+    elif inject_at != 1 or broken_tool:
+        raise UserError("--inject-at and --broken-tool go with --inject KIND")
     approve = terminal_approver() if confirm else None
     printer = JsonPrinter(sys.stdout) if json_out else TranscriptPrinter(math=not raw_math)
     started: list[RunStarted] = []

@@ -19,6 +19,7 @@ from tuiagent.backends import Backend, open_backend
 from tuiagent.config.loader import load_models
 from tuiagent.config.spec import ModelSpec
 from tuiagent.core.events import Event, Notice, RunFinished
+from tuiagent.core.faults import FaultInjector, FaultPlan
 from tuiagent.core.fork import ForkPoint, guards_at
 from tuiagent.core.judge import JudgeModels
 from tuiagent.core.loop import Agent
@@ -45,6 +46,7 @@ class RunRequest:
     kernel: str = DEFAULT_KERNEL  # the tool kernel, by its "tuiagent.kernels" entry-point name (noop, oracle ...)
     sandbox: str = "auto"  # what kernel cells may do: auto, policy, netns, off (kernels.sandbox)
     network: bool = False  # cells may use the network (the sandbox refuses it otherwise)
+    faults: FaultPlan | None = None  # a fault injected into a tool output (eval --inject, solve --inject)
 
     @classmethod
     def of(cls, spec: RunSpec, problem: str, **fields: Any) -> RunRequest:
@@ -202,6 +204,7 @@ async def run_problem(
     fork: ForkPoint | None = None,
     judge_models: JudgeModels | None = None,
     notices: Sequence[Notice] = (),
+    faults: FaultInjector | None = None,
 ) -> RunFinished:
     """Run one problem to the end, calling ``on_event`` for every event; returns the summary event.
 
@@ -214,6 +217,8 @@ async def run_problem(
     ``judge_models``: the models a guard's judge may name, to share them across runs; by default
     this run opens its own from ``request.models_file`` and closes them at its end. ``notices``
     are recorded after the sandbox's, right after the run starts (the eval's: a retry elsewhere).
+    ``faults``: the injector of the run's tool faults, to arm one while it runs (the app); by default
+    one of ``request.faults`` when the request has a plan.
     """
     spec = spec or resolve_spec(request)
     owned = backend is None
@@ -251,6 +256,7 @@ async def run_problem(
                     notices=[*sandbox_notices(kernel), *notices],
                     kernel_failed=failed,
                     judge_models=judges,
+                    faults=faults if faults is not None else FaultInjector(request.faults) if request.faults else None,
                 )
                 async for event in agent.stream(request.problem, gold=request.gold, run_id=run_id, fork=fork):
                     on_event(event)

@@ -33,6 +33,7 @@ class TranscriptPrinter:
         self.math = math
         self._turn = MathStream(render=math)
         self._guards_on = 0
+        self._injected: dict[int, str] = {}  # call -> the fault its output carries
 
     def _write(self, text: str) -> None:
         if text:
@@ -60,10 +61,16 @@ class TranscriptPrinter:
                 style = "red" if event.error else ("green" if event.executed else "yellow")
                 label = "timed out" if event.timed_out else ("error" if event.error else "ok")
                 status = f"{label}, {event.duration_s * 1000:.0f} ms" if event.executed else "not run"
+                if event.call in self._injected:
+                    status += f", injected: {self._injected[event.call]}"
                 c.print(_text(f"```output  [call {event.call}: {status}]", style=style))
                 if event.shown:
                     c.print(_text(event.shown), style=style)
                 c.print(_text("```", style=style))
+            case ev.Intervention() if event.target == "output" and event.fault:
+                if event.call is not None:
+                    self._injected[event.call] = event.fault
+                c.print(_text(f"[injected by {event.by}] {intervention_line(event)}", style="bold yellow"))
             case ev.ContextAppended() if event.source != "tool":
                 c.print(_text(event.text.rstrip(), style="magenta"))
             case ev.GuardVerdict() if event.action != "pass":
@@ -107,6 +114,24 @@ class TranscriptPrinter:
         )
         if event.trajectory:
             self.console.print(_text(f"trajectory: {event.trajectory}", style="dim"))
+
+
+def intervention_line(event: ev.Intervention) -> str:
+    """What an injected fault did, in a line (the transcript, the app)."""
+    d = event.detail
+    where = f"call {event.call}" if event.call is not None else f"turn {event.turn}"
+    if event.fault == "wrong-number":
+        what = f"{d.get('old')} -> {d.get('new')}" if d.get("applied", True) else "no number in the output: unchanged"
+    elif event.fault == "error":
+        what = f"{d.get('exception')} at line {d.get('line')}"
+    elif event.fault == "timeout":
+        what = f"reported as timed out after {d.get('timeout_s', 0):g} s"
+    elif event.fault == "stale":
+        what = "the previous output repeated" if d.get("previous") else "no previous output: shown empty"
+    else:
+        what = "the output emptied"
+    again = " (the same code again: broken tool)" if d.get("repeat") else ""
+    return f"{event.fault} at {where}: {what}{again}"
 
 
 def _numbers(data: dict[str, Any]) -> str:

@@ -159,3 +159,12 @@ def test_export_dialog(snap_compare, size, theme):
         await pilot.pause(0.3)
 
     assert snap_compare(app, terminal_size=size, run_before=export)
+
+
+def test_solve_injected_output(snap_compare):
+    """A run whose tool output was injected (solve --inject wrong-number): the output marked as such."""
+
+    async def injected(pilot):
+        await fed(pilot, "injected.jsonl")
+
+    assert snap_compare(solve_app(), terminal_size=(100, 30), run_before=injected)

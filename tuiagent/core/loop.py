@@ -22,7 +22,7 @@ from dataclasses import asdict, fields, replace
 from typing import Any
 
 from guards.chain import GuardChain, Toggle
-from kernels.base import CellResult, Kernel, KernelFailed
+from kernels.base import CellResult, Kernel, KernelFailed, Output
 from tuiagent.backends.base import Backend, BackendCrashed
 from tuiagent.core import prompts
 from tuiagent.core.context import WorkingContext, prose_end
@@ -34,6 +34,7 @@ from tuiagent.core.events import (
     Event,
     GuardToggled,
     GuardVerdict,
+    Intervention,
     Notice,
     RunFinished,
     RunStarted,
@@ -42,6 +43,7 @@ from tuiagent.core.events import (
     TurnEnded,
     TurnStarted,
 )
+from tuiagent.core.faults import FaultInjector
 from tuiagent.core.fork import ForkPoint, fork_notice, restore_kernel, restore_model
 from tuiagent.core.judge import ask as ask_judge
 from tuiagent.core.steps import run_pieces
@@ -106,12 +108,15 @@ class Agent:
         notices: Sequence[Notice] = (),
         kernel_failed: KernelFailed | None = None,
         judge_models: Callable[[str], Awaitable[Backend]] | None = None,
+        faults: FaultInjector | None = None,
     ):
         """``approve``, when given, is asked before each code block runs (the "ask before running
         code" setting); a block it declines is answered with a note instead of an output.
         ``kernel_failed``: the tool kernel could not start, so a run is recorded to say so and ends
         at once as ``kernel_failed``. ``judge_models``: the open backend of a models.toml id, for a
-        guard's judge that names a model other than the one under test (the runner's JudgeModels)."""
+        guard's judge that names a model other than the one under test (the runner's JudgeModels).
+        ``faults``: the faults injected into tool outputs (``core.faults``: a plan, or armed by a person
+        while the run goes on); each is recorded as an Intervention right before its output."""
         self.backend = backend
         self.kernel = kernel
         self.sampling = sampling or Sampling()
@@ -122,6 +127,7 @@ class Agent:
         self.notices = tuple(notices)  # recorded right after RunStarted (the runner's: the sandbox in force)
         self.kernel_failed = kernel_failed
         self.judge_models = judge_models
+        self.faults = faults
         if self.settings.mode == "tool" and kernel is None and kernel_failed is None:
             raise ValueError("tool mode needs a kernel")
 
@@ -527,13 +533,55 @@ class _Run:
         if kernel is None:  # Agent refuses tool mode without one, and only tool mode calls the tool
             raise RuntimeError("tool mode needs a kernel")
         # the run's wall-time budget holds during a cell too
-        result = await kernel.execute(code, max(min(self.settings.exec_timeout_s, self._remaining_wall()), 0.1))
-        self.erroneous_calls += result.error
+        limit = max(min(self.settings.exec_timeout_s, self._remaining_wall()), 0.1)
+        result = await kernel.execute(code, limit)
         shown = prompts.truncate_middle(result.text, self.settings.output_chars)
+        result, shown = self._injected(call, code, shown, result, limit)
+        self.erroneous_calls += result.error
         self._output(call, code, shown, result, executed=True)
         if result.restarted:
             self.emit(Notice(level="warning", message="the kernel was restarted; its variables were lost"))
         self._apply(await self._consult("on_tool_result", self.calls[-1]))
+
+    def _injected(self, call: int, code: str, shown: str, result: CellResult, limit: float) -> tuple[CellResult, str]:
+        """The output the model reads: the kernel's, or a fault in its place (``core.faults``),
+        recorded as an Intervention right before it. The kernel keeps the state the real cell left."""
+        faults = self.agent.faults
+        if faults is None:
+            return result, shown
+        previous = next((c.output for c in reversed(self.calls) if c.executed), None)
+        made = faults.fault(run_id=self.run_id, call=call, code=code, shown=shown, previous=previous, timeout_s=limit)
+        if made is None:
+            return result, shown
+        plan, fault = made
+        self.emit(
+            Intervention(
+                target="output",
+                by=plan.by,
+                turn=self.turn,
+                replaced=shown,
+                replacement=fault.text,
+                call=call,
+                fault=fault.kind,
+                detail=fault.detail,
+            )
+        )
+        if fault.kind == "wrong-number" and not fault.detail.get("applied", True):
+            return result, shown
+        # as the kernel reports each: a traceback as an error output, a timeout as a note, the rest as printed
+        outputs = (Output(kind="error" if fault.error else "stdout", text=fault.text),) if fault.text else ()
+        return (
+            replace(
+                result,
+                outputs=() if fault.timed_out else outputs,
+                notes=(fault.text,) if fault.timed_out else (),
+                error=fault.error,
+                timed_out=fault.timed_out,
+                error_name=fault.error_name,
+                duration_s=limit if fault.timed_out else result.duration_s,
+            ),
+            fault.text,
+        )
 
     async def _skip_reason(self, code: str) -> str | None:
         """Text shown instead of running the block, or None to run it (budget, suspension, a guard's skip)."""

@@ -130,6 +130,27 @@ def eval_command(
             help="These cues instead (repeat): cell, usr_bin, code (code-semantic), web_index, reference, answer (search-semantic).",
         ),
     ] = None,
+    inject: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--inject",
+            help=(
+                "Fault injection: also run every problem with each of these faults in a tool output (comma-separate or "
+                "repeat): wrong-number, error, empty, timeout, stale; the same fault under every setting, paired with "
+                "the clean runs in the report's 'Injected faults' section."
+            ),
+        ),
+    ] = None,
+    inject_at: Annotated[
+        int,
+        typer.Option("--inject-at", min=1, help="With --inject: the executed tool call the fault hits (default 1)."),
+    ] = 1,
+    broken_tool: Annotated[
+        bool,
+        typer.Option(
+            "--broken-tool", help="With --inject: every later run of the same code gets the fault too (a broken tool)."
+        ),
+    ] = False,
     judge: Annotated[
         str | None,
         typer.Option(
@@ -320,6 +341,11 @@ def eval_command(
         for c in cues:
             if c not in CUES:
                 raise UserError(f"unknown cue {c!r}; use {', '.join(CUES)}")
+        from tuiagent.core.faults import parse_kinds
+
+        kinds = parse_kinds(inject or [])
+        if (inject_at != 1 or broken_tool) and not kinds:
+            raise UserError("--inject-at and --broken-tool go with --inject KIND[,KIND...]")
         run = {
             k: v
             for k, v in {
@@ -355,6 +381,9 @@ def eval_command(
             attc_audit=attc_audit,
             shard=shards,
             protocol=protocol,
+            inject=kinds,
+            inject_at=inject_at,
+            broken_tool=broken_tool,
         )
         outcome = _run_with_progress(cfg, err, quiet)
         failed = outcome.failed

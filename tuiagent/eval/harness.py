@@ -30,6 +30,7 @@ from tuiagent.core.run_spec import RunSpec
 from tuiagent.errors import UserError
 from tuiagent.eval.attc_audit import audit_eval
 from tuiagent.eval.datasets import Fields, Problem, load_dataset, select
+from tuiagent.eval.faults_report import fault_variants, is_injected, job_plan
 from tuiagent.eval.judging import (
     check_answers_unchanged,
     check_judge,
@@ -108,6 +109,9 @@ class EvalConfig:
     attc_audit: bool = False  # --attc-audit: the judge audits whole runs as ATTC's reference does (eval.attc_audit)
     shard: tuple[int, int] | None = None  # (I, N): only shard I of N of the problems (eval.shards)
     protocol: str | None = None  # --protocol (tim: its judge pass after the runs, eval.tim_protocol)
+    inject: list[str] = field(default_factory=list)  # --inject: fault kinds, each a variant (eval.faults_report)
+    inject_at: int = 1  # --inject-at: the executed call the fault hits
+    broken_tool: bool = False  # --broken-tool: later runs of the same code get the fault too
 
 
 @dataclass
@@ -260,6 +264,7 @@ class EvalRunner:
             script=self.cfg.script,
             gold=job.problem.gold,
             out=self.trajectory(job),
+            faults=job_plan(job.problem, job.seed),
         )
 
     def trajectory(self, job: Job) -> Path:
@@ -550,6 +555,8 @@ async def build_problems(
     validity: dict[str, Any] | None = None
     if cfg.cues:
         variants += cue_variants(problems, cfg.cues)
+    if cfg.inject:
+        variants += fault_variants(problems, cfg.inject, cfg.inject_at, cfg.broken_tool)
     if cfg.distractors:
         from tuiagent.runner import RunRequest, open_model, resolve_spec
 
@@ -719,7 +726,10 @@ async def run_eval(
         except BaseException:
             await runner.aclose()
             raise
-        jobs = plan(problems, cfg.settings, cfg.seeds)
+        # a fault is in a tool output: a no-tool setting's injected run would be its clean run again
+        jobs = [
+            j for j in plan(problems, cfg.settings, cfg.seeds) if j.setting.mode == "tool" or not is_injected(j.problem)
+        ]
         previous = store.manifest() or {}
         was = (previous["shard"]["index"], previous["shard"]["count"]) if previous.get("shard") else None
         if store.records and was != cfg.shard:
@@ -752,6 +762,11 @@ async def run_eval(
                 "judge": cfg.judge or previous.get("judge"),
                 "protocol": cfg.protocol or previous.get("protocol"),
                 "attc_audit": cfg.judge if cfg.attc_audit else previous.get("attc_audit"),
+                "inject": (
+                    {"kinds": cfg.inject, "at": cfg.inject_at, "broken": cfg.broken_tool}
+                    if cfg.inject
+                    else previous.get("inject")
+                ),
                 "shard": describe(load_problems(cfg, whole=True), cfg.shard) if cfg.shard else None,
             }
         )

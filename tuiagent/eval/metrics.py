@@ -14,6 +14,7 @@ from typing import Any
 from guards.chain import available, presenter
 from tuiagent.core import events as ev
 from tuiagent.core.steps import run_metrics, run_pieces
+from tuiagent.eval.faults_report import injection_of, tool_verdicts
 from tuiagent.eval.prunetir_analysis import turn_trace
 from tuiagent.protocol import RunRecord
 
@@ -52,6 +53,8 @@ def run_record(events: list[ev.Event], count_tokens: Callable[[str], int] | None
         "suspended": base["rtts"],
         "stp": base["stp"],
         **guard_metrics(run),
+        "injection": injection_of(events),  # an injected fault (eval --inject; eval.faults_report)
+        "tool_verdicts": tool_verdicts(events),
         "notices": [e.message for e in events if isinstance(e, ev.Notice) and e.level == "error"][:3],
         "trajectory": finished.trajectory,
     }

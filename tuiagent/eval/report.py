@@ -36,6 +36,7 @@ from tuiagent.core.judge import judge_model
 from tuiagent.eval.attc_audit import attc_section, attc_tables, plot_attc
 from tuiagent.eval.cue_probe import cue_section, cue_table
 from tuiagent.eval.estimators import estimators
+from tuiagent.eval.faults_report import faults_section, faults_tables, plot_faults
 from tuiagent.eval.prunetir_analysis import plot_stuck, prunetir_section, prunetir_tables
 from tuiagent.eval.stats import (
     TOOL_BINS,
@@ -248,6 +249,7 @@ def summarize(
             "prunetir": prunetir_section(clean, specs or {}, setting_row),
             "attc_audit": attc_section(clean, audits) if audits is not None else None,
             "tim": (tim or {}).get(dataset),
+            "faults": faults_section(rs, names, baseline),
         }
     return {
         "model": model or next((r.get("model") for r in records), None),
@@ -408,6 +410,8 @@ def _section_tables(summary: dict[str, Any], dataset: str) -> list[tuple[str, li
         tables += attc_tables(d["attc_audit"], dataset, (summary.get("audit_judge") or {}).get("judge"), _cell)
     if d.get("tim"):
         tables += tim_tables(d["tim"], dataset)
+    if d.get("faults"):
+        tables += faults_tables(d["faults"], dataset, _cell)
     return tables
 
 
@@ -593,6 +597,8 @@ def plot(summary: dict[str, Any], directory: Path) -> list[Path] | str:
         written += [plot_attc(d["attc_audit"], dataset, directory, plt)] if d.get("attc_audit") else []
         if d.get("tim"):
             written += plot_tim(d["tim"], directory, dataset, plt)
+        faults = plot_faults(d["faults"], dataset, directory, plt) if d.get("faults") else None
+        written += [faults] if faults else []
     return written
 
 

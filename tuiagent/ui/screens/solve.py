@@ -20,6 +20,7 @@ from textual.widgets import Button, Footer, Input, Label
 from guards.base import SettingsError
 from guards.chain import Change, GuardChain, guard_class
 from tuiagent.core import events as ev
+from tuiagent.core.faults import FaultInjector
 from tuiagent.core.fork import ForkPoint
 from tuiagent.core.run_spec import RunSpec
 from tuiagent.core.trajectory import TrajectoryError, load
@@ -28,6 +29,7 @@ from tuiagent.presets import Preset, grammar
 from tuiagent.runner import RunRequest, run_problem, trajectory_path
 from tuiagent.ui.guard_state import states_from_chain, validate
 from tuiagent.ui.screens.confirm_code import ConfirmCodeScreen
+from tuiagent.ui.screens.fault_menu import FaultMenuScreen
 from tuiagent.ui.widgets.code_block import CodeBlockView
 from tuiagent.ui.widgets.guard_panel import GuardPanel
 from tuiagent.ui.widgets.problem_input import ProblemInput
@@ -61,6 +63,14 @@ class SolveScreen(Screen[None]):
         Binding("f6", "rerun_as", "Rerun as…", priority=True),
         Binding("ctrl+f", "fork", "Fork…", priority=True, show=False),
         Binding("f12", "compare_parent", "Compare with parent", priority=True, show=False),
+        Binding(
+            "ctrl+b",
+            "inject_fault",
+            "Inject fault…",
+            priority=True,
+            show=False,
+            tooltip="while a run goes on: arm a fault (wrong number, error, empty, timeout, stale) for its next tool output",
+        ),
     ]
 
     FIELDS = [  # the fields one can type in, for the help screen
@@ -81,6 +91,7 @@ class SolveScreen(Screen[None]):
         self.finished: ev.RunFinished | None = None
         self.answer: str | None = None
         self.ask_before_code = self.app.config.confirm
+        self.faults: FaultInjector | None = None  # the running solve's: a fault armed here hits its next output
 
     def compose(self) -> ComposeResult:
         config = self.app.config
@@ -172,6 +183,8 @@ class SolveScreen(Screen[None]):
         if action == "stop" and not self.running:
             return None
         if action in ("run", "new", "fork") and self.running:
+            return None
+        if action == "inject_fault" and not self.running:
             return None
         if action == "fork" and self.run_path is None:
             return None
@@ -352,6 +365,7 @@ class SolveScreen(Screen[None]):
             backend, owned = await session.backend_for_run()
             self.request = request
             self.chain = session.chain(self.request)
+            self.faults = FaultInjector(request.faults)
             if fork is not None:  # the fork's guards while it runs; the panel's own come back after
                 self.query_one(GuardPanel).show(states_from_chain(self.chain))
             await run_problem(
@@ -362,9 +376,11 @@ class SolveScreen(Screen[None]):
                 guards=self.chain,
                 approve=self._approve,
                 fork=fork,
+                faults=self.faults,
             )
         finally:
             self.chain = None
+            self.faults = None
             if fork is not None:
                 self._show_guards()
             trajectory.stop_stream()
@@ -475,6 +491,23 @@ class SolveScreen(Screen[None]):
             self.notify("run something first: a fork continues a saved run", severity="warning")
             return
         self.app.ask_fork(self.run_path, None)
+
+    def action_inject_fault(self) -> None:
+        """Choose a fault kind; it is armed for the next tool output of the running solve."""
+        if not self.running:
+            self.notify("a fault is armed during a run: start one with ctrl+r", severity="warning")
+            return
+
+        def arm(kind: str | None) -> None:
+            if kind is None:
+                return
+            if self.faults is None or not self.running:
+                self.notify("the run ended before the fault was armed", severity="warning")
+                return
+            self.faults.arm(kind)
+            self.notify(f"{kind} armed: the next tool output is corrupted", timeout=4)
+
+        self.app.push_screen(FaultMenuScreen(), arm)
 
     def action_compare_parent(self) -> None:
         if self.parent_path is not None and self.run_path is not None:

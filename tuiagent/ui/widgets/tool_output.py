@@ -31,6 +31,16 @@ def output_text(result: ev.ToolResult) -> str:
     return for_terminal(text or result.shown)
 
 
+def injected_what(e: ev.Intervention) -> str:
+    """The fault in a few words, and what the kernel really printed (its first line)."""
+    real = e.replaced.strip().splitlines()
+    said = f"{e.fault} by {e.by}" if e.fault else f"edited by {e.by}"
+    if e.detail.get("repeat"):
+        said += " (the same code again)"
+    kernel = for_terminal(real[0][:40] + ("…" if len(real[0]) > 40 or len(real) > 1 else "")) if real else "nothing"
+    return f"{said}; the kernel printed: {kernel}"
+
+
 class ToolOutput(Widget, can_focus=True):
     """The output block of one call."""
 
@@ -46,16 +56,22 @@ class ToolOutput(Widget, can_focus=True):
     }
     ToolOutput.-error { border-left: outer $error; color: $text-error; }
     ToolOutput.-skipped { border-left: outer $warning; color: $text-warning; }
+    ToolOutput.-injected { border-left: thick $warning; }
     ToolOutput:focus { background: $accent-muted 30%; }
     ToolOutput.-current { background: $primary-muted; }
     """
 
     expanded: reactive[bool] = reactive(False, layout=True)
 
-    def __init__(self, turn: int, result: ev.ToolResult, *, classes: str | None = None):
+    def __init__(
+        self, turn: int, result: ev.ToolResult, *, injected: ev.Intervention | None = None, classes: str | None = None
+    ):
+        """``injected``: the fault that replaced this output (an Intervention), drawn as such."""
         super().__init__(classes=classes)
         self.turn, self.call = turn, result.call
         self.result = result
+        self.injected = injected
+        self.set_class(injected is not None, "-injected")
         self.text = output_text(result)
         self.lines = [_RULE if _DASHES.match(line) else line for line in self.text.splitlines()] or [""]
         self.set_class(result.error or result.timed_out or result.died, "-error")
@@ -84,6 +100,10 @@ class ToolOutput(Widget, can_focus=True):
             hidden = len(lines) - keep
             lines = lines[:HEAD] + lines[-(keep - HEAD) :]
         parts = [Content.styled(f"{head} · call {self.call}", "bold")]
+        if self.injected is not None:
+            parts[0] = Content.assemble(
+                parts[0], ("  ⚠ injected: ", "bold $text-warning"), (injected_what(self.injected), "$text-warning")
+            )
         if not self.text:
             parts.append(Content.styled("(nothing printed)", "$text-muted"))
         elif hidden:

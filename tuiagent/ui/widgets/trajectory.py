@@ -64,6 +64,7 @@ class TrajectoryView(VerticalScroll, can_focus=True):
         self._batch: list[Widget] | None = None  # widgets drawn by load(), mounted together
         self.code: dict[int, CodeBlockView] = {}
         self.outputs: dict[int, ToolOutput] = {}
+        self.injected: dict[int, ev.Intervention] = {}  # call -> the fault its output carries
         self.marks: dict[int, PruneMark] = {}
         self.pruned_items: dict[int, list[Widget]] = {}
         self.attempts: list[GuardCard] = []  # cards about answer attempts (marked final or not)
@@ -210,6 +211,11 @@ class TrajectoryView(VerticalScroll, can_focus=True):
         view.set_running()
         return self._add(view, e.turn)
 
+    def _on_Intervention(self, e: ev.Intervention) -> None:
+        """An injected fault: its output (the next ToolResult of the call) is drawn marked."""
+        if e.target == "output" and e.call is not None:
+            self.injected[e.call] = e
+
     def _on_ToolResult(self, e: ev.ToolResult) -> Widget:
         view = self.code.get(e.call)
         if view is not None:
@@ -223,7 +229,7 @@ class TrajectoryView(VerticalScroll, can_focus=True):
                 shown=e.shown,
             )
         turn = view.turn if view is not None else self.turn
-        out = self.outputs[e.call] = ToolOutput(turn, e)
+        out = self.outputs[e.call] = ToolOutput(turn, e, injected=self.injected.get(e.call))
         return self._add(out, turn)
 
     def _on_GuardVerdict(self, e: ev.GuardVerdict) -> Widget | None:
