@@ -86,6 +86,8 @@ class TranscriptPrinter:
                 )
             case ev.Notice():
                 c.print(_text(f"[{event.level}] {event.message}", style=_STYLE.get(event.level, "")))
+            case ev.Intervention():
+                c.print(_text(intervention_line(event), style="bold yellow"))
             case ev.RunFinished():
                 self._summary(event)
 
@@ -107,6 +109,24 @@ class TranscriptPrinter:
         )
         if event.trajectory:
             self.console.print(_text(f"trajectory: {event.trajectory}", style="dim"))
+
+
+def intervention_line(e: ev.Intervention) -> str:
+    """An Intervention in one line: what was replaced, where, by whom, and by what."""
+    if e.target == "text":
+        what = f"text of step {e.turn} from token {e.token}"
+        by_what = f"then {_quote(e.replacement)}" if e.replacement else "nothing added"
+    else:
+        what = f"{e.target} of call {e.call} (step {e.turn})"
+        by_what = f"now {_quote(e.replacement)}"
+    kind = "fault" if e.fault else "edit"
+    fault = f" ({e.fault})" if e.fault else ""
+    return f"[{kind}] {what} replaced by a {e.by}{fault}: was {_quote(e.replaced)}, {by_what}"
+
+
+def _quote(text: str, limit: int = 60) -> str:
+    one = " ".join(text.split())
+    return repr(one if len(one) <= limit else one[: limit - 1] + "…")
 
 
 def _numbers(data: dict[str, Any]) -> str:
