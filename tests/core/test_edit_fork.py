@@ -236,3 +236,42 @@ def test_edit_and_continue_from_the_command_line(tmp_path, write_script):
         assert bad.returncode == 2, (args, bad.stderr)
         assert message in bad.stderr and "Traceback" not in bad.stderr
         assert bad.stderr.startswith("error: ")
+
+
+async def test_the_edit_shows_in_the_transcript_compare_and_the_exports(parent, tmp_path, kernel):
+    from io import StringIO
+
+    from rich.console import Console
+
+    from tuiagent.core.compare import step_cells
+    from tuiagent.export import export_runs
+    from tuiagent.transcript import TranscriptPrinter
+
+    point = edit_point(load(parent).events, 2, "output", "41", path=parent)
+    await record(tmp_path / "fork.jsonl", kernel, [answer("41")], fork=point)
+    events = load(tmp_path / "fork.jsonl").events
+    buffer = StringIO()
+    printer = TranscriptPrinter(Console(file=buffer, width=200))
+    for e in events:
+        printer(e)
+    assert "[edit] output of call 2 (step 2) replaced by a person: was '42', now '41'" in buffer.getvalue()
+    cells = step_cells(events)
+    assert [(c.turn, c.forked, c.edited) for c in cells] == [
+        (1, False, ""),
+        (2, True, "output of call 2 edited"),
+        (3, False, ""),
+    ]
+    assert "> ✎ output of call 2 edited" in export_runs([tmp_path / "fork.jsonl"], "md")
+    assert "✎ output of call 2 edited" in export_runs([tmp_path / "fork.jsonl"], "html")
+    both = export_runs([parent, tmp_path / "fork.jsonl"], "md")
+    assert "✎ output of call 2 edited" in both
+
+    inspect_sample = pytest.importorskip("tuiagent.export.inspect_sample")
+    pytest.importorskip("inspect_ai")
+    sample = inspect_sample.sample(inspect_sample.RunSample(events, "q", 1))
+    assert sample.metadata["interventions"] == [
+        {"target": "output", "by": "person", "turn": 2, "replaced": "42", "replacement": "41", "call": 2,
+         "token": None, "fault": None, "detail": {}}
+    ]  # fmt: skip
+    info = [e for e in sample.events if getattr(e, "source", "") == "intervention by a person"]
+    assert len(info) == 1 and info[0].data["action"] == "output of call 2 edited"
