@@ -60,3 +60,33 @@ def test_the_guards_on_at_start_are_read_past_the_sandbox_notice(tmp_path):
             rec.write(ev.GuardToggled(guard=guard, enabled=True, settings={}, reason="on at start"))
     info = run_info(tmp_path / "run.jsonl")
     assert info is not None and info.guards == "necessity+tim"
+
+
+def test_runs_with_interventions_are_marked_and_filtered():
+    from tuiagent.core import events as ev
+    from tuiagent.core.trajectory import Recorder
+
+    runs = Path(os.environ["TUIAGENT_DATA_DIR"]) / "runs"
+    for name, interventions in [
+        ("plain", []),
+        ("edited", [("output", None), ("text", None)]),
+        ("faulty", [("output", "empty")]),
+    ]:
+        with Recorder(runs / f"{name}.jsonl") as rec:
+            rec.write(ev.RunStarted(name, "2+2", "m", "scripted", "tool", "", {}, {}))
+            for target, fault in interventions:
+                rec.write(
+                    ev.Intervention(target=target, by="person", turn=1, replaced="4", replacement="5", fault=fault)
+                )
+            rec.write(ev.RunFinished("answer", "4", None, 1, 0, 9, 9, 0.5))
+    r = CliRunner()
+    listed = {
+        json.loads(line)["id"]: json.loads(line) for line in r.invoke(runs_app, ["list", "--json"]).stdout.splitlines()
+    }
+    assert {k: v["interventions"] for k, v in listed.items()} == {
+        "plain": [],
+        "edited": ["output", "text"],
+        "faulty": ["fault:output"],
+    }
+    only = r.invoke(runs_app, ["list", "--interventions"]).stdout.splitlines()
+    assert len(only) == 2 and any("output+text" in line for line in only) and not any("plain" in line for line in only)

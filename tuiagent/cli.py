@@ -293,20 +293,45 @@ def fork(
     sandbox: SandboxOpt = "auto",
     allow_network: NetworkOpt = False,
     raw_math: RawMathOpt = False,
+    output: Annotated[
+        str | None,
+        typer.Option(
+            "--output",
+            help="Edit: step N's tool output is this (TEXT, or @FILE); the kernel keeps what the original code left.",
+        ),
+    ] = None,
+    code: Annotated[
+        str | None,
+        typer.Option("--code", help="Edit: step N's code block is this (TEXT or @FILE), run for real in its place."),
+    ] = None,
+    at_token: Annotated[
+        int | None,
+        typer.Option(
+            "--at-token", min=0, help="Edit: keep step N's first K tokens, then --text, and let the model go on."
+        ),
+    ] = None,
+    text: Annotated[
+        str | None, typer.Option("--text", help="With --at-token: text (or @FILE) appended after the kept tokens.")
+    ] = None,
 ) -> None:
     """Fork a saved run at a step: same working context, model and kernel state rebuilt, other guards or sampling.
 
     Without -g, --preset or --no-guards the fork keeps the parent's guards and settings, so it
-    repeats the parent's next turn exactly (a check that the rebuild worked)."""
+    repeats the parent's next turn exactly (a check that the rebuild worked). With --output,
+    --code or --at-token it edits step N instead and continues from there (docs/runs.md)."""
     from tuiagent.core.events import FAILURE_REASONS
-    from tuiagent.core.fork import fork_point
+    from tuiagent.core.fork import edit_point, fork_point
     from tuiagent.core.trajectory import load
     from tuiagent.runner import fork_request, run_problem
     from tuiagent.transcript import JsonPrinter, TranscriptPrinter
 
+    edit = edit_asked(output, code, at_token, text)
     loaded = load(run)
     print_warnings(loaded.warnings)
-    point = fork_point(loaded.events, step, run)
+    if edit is None:
+        point = fork_point(loaded.events, step, run)
+    else:
+        point = edit_point(loaded.events, step, edit[0], edit[1], token=at_token, path=run)
     given = given_spec(
         guard,
         set_,
@@ -336,9 +361,50 @@ def fork(
     except (KeyboardInterrupt, asyncio.CancelledError):
         err.print("interrupted; the fork so far is in its trajectory file")
         raise typer.Exit(130) from None
-    err.print(f"fork of {point.parent_run_id} after step {step}: {finished.trajectory}", markup=False)
+    where = f"after step {step}" if point.edit is None else f"at step {step} ({point.edit.what} edited)"
+    err.print(f"fork of {point.parent_run_id} {where}: {finished.trajectory}", markup=False)
     if finished.reason in FAILURE_REASONS:
         raise typer.Exit(1)
+
+
+def edit_asked(output: str | None, code: str | None, at_token: int | None, text: str | None) -> tuple[str, str] | None:
+    """The edit ``fork`` was asked for, as (target, replacement), or None; a value ``@FILE`` is
+    that file's text. More than one edit, or --text without --at-token, is a ForkError."""
+    from tuiagent.core.fork import ForkError
+
+    given = [
+        name for name, value in (("--output", output), ("--code", code), ("--at-token", at_token)) if value is not None
+    ]
+    if len(given) > 1:
+        raise ForkError(f"{' and '.join(given)} are two edits: a fork makes one", fix="keep one of them")
+    if text is not None and at_token is None:
+        raise ForkError("--text goes with --at-token K: the text comes after the turn's first K tokens")
+    if output is not None:
+        return "output", edit_value(output, "--output").rstrip("\n")
+    if code is not None:
+        return "code", edit_value(code, "--code").rstrip("\n")
+    if at_token is not None:
+        return "text", edit_value(text, "--text") if text is not None else ""
+    return None
+
+
+def edit_value(value: str, option: str) -> str:
+    """``value``, or the text of the file ``@PATH`` names (``@@...``: a value that starts with @)."""
+    from tuiagent.core.fork import ForkError
+
+    if value.startswith("@@"):
+        return value[1:]
+    if not value.startswith("@"):
+        return value
+    path = Path(value[1:]).expanduser()
+    try:
+        return path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as e:
+        why = "there is no such file" if isinstance(e, FileNotFoundError) else (getattr(e, "strerror", None) or str(e))
+        raise ForkError(
+            f"{option} {value}: cannot read {path}: {why}",
+            fix=f"name a UTF-8 text file, or write the text itself after {option}",
+        ) from None
 
 
 def preset_named(name: str, model: str | None = None, models_file: Path | None = None) -> Preset:

@@ -27,6 +27,7 @@ class RunInfo:
     calls: int | None = None
     tokens: int | None = None
     wall_s: float | None = None
+    interventions: str = ""  # what its Intervention events replaced ("output", "code+text"), "" when none
 
     def shown(self, *, math: bool = True) -> RunInfo:
         """This run with its problem and answer as they read (their math rendered, as the app and
@@ -94,6 +95,24 @@ def _guards_on(f: TextIO) -> str:
     return "+".join(sorted(on)) or "none"
 
 
+INTERVENTION = b'"type": "Intervention"'  # how the recorder writes the event's type
+
+
+def _interventions(path: Path) -> str:
+    """The targets of the run's Intervention events (an edit a fork continues from, an injected
+    fault), joined with "+"; "" when it has none (most runs: one scan for the type, no parsing)."""
+    data = path.read_bytes()
+    if INTERVENTION not in data:
+        return ""
+    targets = []
+    for line in data.splitlines():
+        if INTERVENTION in line:
+            record = _object(line.decode("utf-8", errors="replace"))
+            target = str(record.get("target", "?"))
+            targets.append(f"fault:{target}" if record.get("fault") else target)
+    return "+".join(dict.fromkeys(targets))
+
+
 def run_info(path: Path) -> RunInfo | None:
     """The summary of one trajectory file, or None when it is not one."""
     try:
@@ -104,6 +123,7 @@ def run_info(path: Path) -> RunInfo | None:
             guards = _guards_on(f)
         last = _object(_last_line(path))
         mtime = path.stat().st_mtime
+        interventions = _interventions(path)
     except OSError:
         return None
     finished = last if last.get("type") == "RunFinished" else {}
@@ -121,6 +141,7 @@ def run_info(path: Path) -> RunInfo | None:
         finished.get("tool_calls"),
         finished.get("generated_tokens"),
         finished.get("wall_s"),
+        interventions,
     )
 
 

@@ -69,6 +69,7 @@ def _record(info: RunInfo) -> dict[str, Any]:
         "tool_calls": info.calls,
         "generated_tokens": info.tokens,
         "wall_s": info.wall_s,
+        "interventions": info.interventions.split("+") if info.interventions else [],
     }
 
 
@@ -100,11 +101,17 @@ def list_runs(
     wrong: Annotated[bool, typer.Option("--wrong", help="Only runs graded wrong.")] = False,
     since: Annotated[str | None, typer.Option("--since", help="On or after this date (YYYY-MM-DD, local).")] = None,
     until: Annotated[str | None, typer.Option("--until", help="On or before this date (YYYY-MM-DD, local).")] = None,
+    interventions: Annotated[
+        bool,
+        typer.Option(
+            "--interventions", help="Only runs with an intervention: an edit a fork went on from, an injected fault."
+        ),
+    ] = False,
     json_: JsonOpt = False,
     raw_math: RawMathOpt = False,
 ) -> None:
-    """Saved runs, newest first: date, id, model, guards, answer, right/wrong, problem (their math
-    rendered; --json keeps them as written)."""
+    """Saved runs, newest first: date, id, model, guards, answer, right/wrong, what was edited or
+    injected ("-": nothing), problem (their math rendered; --json keeps them as written)."""
     if right and wrong:
         raise typer.BadParameter("give --right or --wrong, not both", param_hint="--right/--wrong")
     first, last = _day(since, "--since"), _day(until, "--until")
@@ -118,6 +125,8 @@ def list_runs(
         if guard and not set(guard) <= set(info.guards.split("+")):
             continue
         if (right and info.result != "right") or (wrong and info.result != "wrong"):
+            continue
+        if interventions and not info.interventions:
             continue
         day = date.fromisoformat(info.when[:10])
         if (first and day < first) or (last and day > last):
@@ -139,7 +148,8 @@ def list_runs(
         typer.echo(
             for_terminal(
                 f"{info.when}  {info.path.stem[:24]:<24}  {info.model[:16]:<16}  "
-                f"{info.guards[:16]:<16}  {answer:<12}  {mark:<5}  {info.problem[:40]}"
+                f"{info.guards[:16]:<16}  {answer:<12}  {mark:<5}  {(info.interventions or '-')[:12]:<12}  "
+                f"{info.problem[:40]}"
             )
         )
 

@@ -93,6 +93,8 @@ class TranscriptPrinter:
                 )
             case ev.Notice():
                 c.print(_text(f"[{event.level}] {event.message}", style=_STYLE.get(event.level, "")))
+            case ev.Intervention():
+                c.print(_text(intervention_line(event), style="bold yellow"))
             case ev.RunFinished():
                 self._summary(event)
 
@@ -116,8 +118,8 @@ class TranscriptPrinter:
             self.console.print(_text(f"trajectory: {event.trajectory}", style="dim"))
 
 
-def intervention_line(event: ev.Intervention) -> str:
-    """What an injected fault did, in a line (the transcript, the app)."""
+def fault_line(event: ev.Intervention) -> str:
+    """What an injected fault did, in a line."""
     d = event.detail
     where = f"call {event.call}" if event.call is not None else f"turn {event.turn}"
     if event.fault == "wrong-number":
@@ -132,6 +134,25 @@ def intervention_line(event: ev.Intervention) -> str:
         what = "the output emptied"
     again = " (the same code again: broken tool)" if d.get("repeat") else ""
     return f"{event.fault} at {where}: {what}{again}"
+
+
+def intervention_line(e: ev.Intervention) -> str:
+    """An Intervention in one line: what an injected fault did, or what an edit replaced, where, by
+    whom, and by what."""
+    if e.fault:
+        return fault_line(e)
+    if e.target == "text":
+        what = f"text of step {e.turn} from token {e.token}"
+        by_what = f"then {_quote(e.replacement)}" if e.replacement else "nothing added"
+    else:
+        what = f"{e.target} of call {e.call} (step {e.turn})"
+        by_what = f"now {_quote(e.replacement)}"
+    return f"[edit] {what} replaced by a {e.by}: was {_quote(e.replaced)}, {by_what}"
+
+
+def _quote(text: str, limit: int = 60) -> str:
+    one = " ".join(text.split())
+    return repr(one if len(one) <= limit else one[: limit - 1] + "…")
 
 
 def _numbers(data: dict[str, Any]) -> str:

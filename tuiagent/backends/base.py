@@ -74,6 +74,19 @@ class ExactReplay(Protocol):
 
 
 @runtime_checkable
+class ExactResume(Protocol):
+    """A backend that can go on with a recorded generation from one of its tokens (an edit fork of
+    the model's text, ``tuiagent.core.fork.Edit``): ``kept`` (recorded ids) are decoded as sampling
+    decoded them, then ``text``'s tokens, then the model samples on. With no text the
+    continuation is the recorded one, token for token and logprob for logprob; the stream yields
+    the kept tokens too, and its ``token_ids`` hold every id."""
+
+    def resume(
+        self, prompt: str, sampling: Sampling, stop: Sequence[str], kept: Sequence[int], text: str
+    ) -> TokenStream: ...
+
+
+@runtime_checkable
 class JsonReplies(Protocol):
     """A backend whose generation can be held to a JSON schema (structured outputs: a llama.cpp
     grammar, vLLM's or a server's ``response_format``), for judges (``core.judge``): the stream

@@ -68,6 +68,7 @@ class Request:
     forced: Sequence[int] | None = None  # decode these ids instead of sampling (a recorded turn again)
     session: int | None = None  # the run it belongs to: its sequence is kept for it (see Sessions)
     schema: str | None = None  # sample only what this JSON schema (its text) allows
+    prefix: Sequence[int] | None = None  # these ids in place of the first ones sampled (an edit fork's kept text)
 
 
 @dataclass
@@ -473,6 +474,9 @@ class BatchEngine:
         ids = run.out.token_ids
         forced = run.request.forced
         tok = int(run.sampler.sample(self._ctx, idx)) if forced is None else int(forced[len(ids)])
+        prefix = run.request.prefix
+        if prefix and len(ids) < len(prefix):  # sampled all the same: the sampler's state goes on as it did
+            tok = int(prefix[len(ids)])
         ptr = self._lc.llama_get_logits_ith(self._ctx.ctx, idx)
         lp = logprob_of(np.ctypeslib.as_array(ptr, shape=(self.n_vocab,)), tok, self._lp_buf)
         ids.append(tok)

@@ -258,6 +258,21 @@ class LlamaCppBackend:
             session=session,
         )
 
+    def resume(
+        self,
+        prompt: str,
+        sampling: Sampling,
+        stop: Sequence[str],
+        kept: Sequence[int],
+        text: str,
+        *,
+        session: int | None = None,
+    ) -> TokenStream:
+        """A recorded generation of ``prompt`` kept to the ids ``kept``, then ``text``, then sampled
+        on (see ``ExactResume``)."""
+        prefix = [*kept, *(self.tokenize(text, add_bos=False) if text else [])]
+        return TokenStream(self._generate, prompt, sampling, stop, session=session, prefix=prefix)
+
     def session(self) -> RunSession:
         """This backend for one run: on the batched engine its calls keep one sequence (see
         ``llama_batch``, Sessions) until ``aclose``. Runs in flight together should each have one."""
@@ -281,6 +296,7 @@ class LlamaCppBackend:
         forced: list[int] | None = None,
         session: int | None = None,
         schema: str | None = None,
+        prefix: list[int] | None = None,
     ) -> AsyncGenerator[Token, None]:
         if self._closed:
             raise RuntimeError(f"backend {self.model_id!r} is closed")
@@ -297,7 +313,7 @@ class LlamaCppBackend:
         done = False
         try:
             self._in_worker.add(rid)
-            self._send(("generate", rid, tokens, asdict(sampling), list(stop), forced, session, schema))
+            self._send(("generate", rid, tokens, asdict(sampling), list(stop), forced, session, schema, prefix))
             while True:
                 message = await queue.get()
                 kind = message[0]
@@ -369,6 +385,11 @@ class RunSession:
 
     def replay(self, prompt: str, token_ids: Sequence[int], stop: Sequence[str]) -> TokenStream:
         return self.backend.replay(prompt, token_ids, stop, session=self.id)
+
+    def resume(
+        self, prompt: str, sampling: Sampling, stop: Sequence[str], kept: Sequence[int], text: str
+    ) -> TokenStream:
+        return self.backend.resume(prompt, sampling, stop, kept, text, session=self.id)
 
     async def aclose(self) -> None:
         self.backend.end_session(self.id)

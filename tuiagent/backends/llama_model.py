@@ -274,13 +274,16 @@ class LlamaModel:
         emit: Callable[[list[Token]], None],
         forced: Sequence[int] | None = None,
         schema: str | None = None,
+        prefix: Sequence[int] | None = None,
     ) -> Generation:
         """Sample a continuation of ``tokens``; ``emit`` gets the tokens as they become safe to show.
         Raises ``Cancelled`` when ``cancel`` is set (checked once per token and between prompt chunks).
 
         ``forced``: decode these ids instead of sampling (a recorded turn, replayed exactly: the
         same evaluations in the same layout, and the logprobs the model gives them now).
-        ``schema``: sample only what this JSON schema (its text) allows; logprobs stay the model's."""
+        ``schema``: sample only what this JSON schema (its text) allows; logprobs stay the model's.
+        ``prefix``: these ids in place of the first ones sampled, then sampling goes on (an edit
+        fork's kept tokens and text, ``_resumed``)."""
         llm, vocab = self.llm, self.vocab
         out = Generation(prompt_tokens=len(tokens))
         t0 = time.perf_counter()
@@ -294,17 +297,22 @@ class LlamaModel:
         else:
             llm.set_seed(self.default_seed if sampling.seed is None else int(sampling.seed) & 0xFFFFFFFF)
             temp = float(sampling.temperature)
-            gen = llm.generate(
-                tokens,
-                temp=temp if temp > 0 else 0.0,
-                top_k=int(sampling.top_k),
-                top_p=float(sampling.top_p),
-                min_p=self.min_p,
-                typical_p=1.0,
-                repeat_penalty=float(sampling.repeat_penalty),
-                reset=True,
-                grammar=json_grammar(schema),
-            )
+
+            def sample(prompt: list[int]) -> Generator[int, None, None]:
+                sampled: Generator[int, None, None] = llm.generate(
+                    prompt,
+                    temp=temp if temp > 0 else 0.0,
+                    top_k=int(sampling.top_k),
+                    top_p=float(sampling.top_p),
+                    min_p=self.min_p,
+                    typical_p=1.0,
+                    repeat_penalty=float(sampling.repeat_penalty),
+                    reset=True,
+                    grammar=json_grammar(schema),
+                )
+                return sampled
+
+            gen = sample(tokens) if not prefix else self._resumed(sample, tokens, list(prefix))
             max_new = min(int(sampling.max_tokens), self.n_ctx - len(tokens))
         decoder = PieceDecoder(stop)
         ids = out.token_ids
@@ -348,6 +356,30 @@ class LlamaModel:
         for tok in ids:
             yield int(tok)
             self.llm.eval([int(tok)])
+
+    def _resumed(
+        self, sample: Callable[[list[int]], Generator[int, None, None]], tokens: list[int], prefix: list[int]
+    ) -> Generator[int, None, None]:
+        """Sampling with ``prefix`` in place of its first ids. While the sampled ids are the prefix's
+        (an edit that changed nothing) this is the plain generation, sampler state included, so it
+        goes on bit for bit as recorded; from the first id that differs the rest of the prefix is
+        decoded a token at a time (as ``_decode``) and sampling starts again after it."""
+        sampled = sample(tokens)
+        n = 0
+        try:
+            for tok in sampled:
+                if n < len(prefix) and tok != prefix[n]:
+                    break  # not evaluated yet: the logits that chose it are still current
+                n += 1
+                yield tok
+            else:
+                return
+        finally:
+            sampled.close()
+        for tok in prefix[n:]:
+            yield tok
+            self.llm.eval([tok])
+        yield from sample(tokens + prefix)
 
     def fresh(self) -> None:
         """Make the next call fresh: drop what follows the canonical chunks (kept for reuse)."""

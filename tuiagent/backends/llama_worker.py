@@ -108,8 +108,8 @@ class Worker:
             elif kind == "fresh":
                 model.fresh()
             elif kind == "generate":
-                rid, tokens, sampling, stops, forced, _session, schema = message[1:]  # one sequence: no sessions
-                self.generate(model, rid, tokens, sampling, stops, forced, schema)
+                rid, tokens, sampling, stops, forced, _session, schema, prefix = message[1:]  # one sequence
+                self.generate(model, rid, tokens, sampling, stops, forced, schema, prefix)
 
     def serve_batched(self, engine: BatchEngine) -> None:
         """Messages between the engine's steps: wait for one only when nothing is in flight."""
@@ -127,7 +127,7 @@ class Worker:
             elif kind == "end_session":
                 engine.end_session(message[1])
             elif kind == "generate":
-                rid, tokens, sampling, stops, forced, session, schema = message[1:]
+                rid, tokens, sampling, stops, forced, session, schema, prefix = message[1:]
                 engine.submit(
                     Request(
                         rid,
@@ -140,6 +140,7 @@ class Worker:
                         forced,
                         session,
                         schema,
+                        prefix,
                     )
                 )
 
@@ -158,13 +159,16 @@ class Worker:
         stops: list[str],
         forced: list[int] | None = None,
         schema: str | None = None,
+        prefix: list[int] | None = None,
     ) -> None:
         cancel = self.cancels[rid]
         result: Generation | BaseException
         try:
             if cancel.is_set():
                 raise Cancelled
-            result = model.generate(tokens, Sampling(**sampling), stops, cancel, self.emitter(rid), forced, schema)
+            result = model.generate(
+                tokens, Sampling(**sampling), stops, cancel, self.emitter(rid), forced, schema, prefix
+            )
         except Exception as e:  # noqa: BLE001 - Cancelled, or raised again in the app
             result = e
         self.finish(rid, result)

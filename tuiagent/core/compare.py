@@ -114,6 +114,7 @@ class StepCell:
     stop: str = ""
     tokens: int = 0
     forked: bool = False  # a fork's first own step (the steps before it are its parent's)
+    edited: str = ""  # what an Intervention replaced in this step, in words ("output of call 2 edited")
 
 
 def verdict_note(v: ev.GuardVerdict) -> VerdictNote:
@@ -136,7 +137,9 @@ def step_cells(events: Sequence[ev.Event]) -> list[StepCell]:
         if isinstance(e, ev.TokenDelta):
             live_text[e.turn] = live_text.get(e.turn, "") + e.text
     started = events[0] if events and isinstance(events[0], ev.RunStarted) else None
-    first_own = started.parent.get("step", -1) + 1 if started is not None and started.parent else None
+    first_own = None
+    if started is not None and started.parent:  # an edit fork's own part starts inside the step it edits
+        first_own = started.parent.get("step", -1) + (0 if started.parent.get("edit") else 1)
     for s in steps(events):
         text = s.text or live_text.get(s.turn, "")
         prose = text
@@ -169,9 +172,17 @@ def step_cells(events: Sequence[ev.Event]) -> list[StepCell]:
                 stop=s.stop,
                 tokens=s.tokens,
                 forked=s.turn == first_own,
+                edited="; ".join(intervention_label(i) for i in s.interventions),
             )
         )
     return cells
+
+
+def intervention_label(e: ev.Intervention) -> str:
+    """An Intervention in a few words: "output of call 2 edited", "text from token 5 edited", "output of
+    call 2 faulted (empty)"."""
+    what = f"text from token {e.token}" if e.target == "text" else f"{e.target} of call {e.call}"
+    return f"{what} faulted ({e.fault})" if e.fault else f"{what} edited"
 
 
 def first_divergence(rows: Sequence[Sequence[StepCell | None]]) -> int | None:

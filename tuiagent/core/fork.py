@@ -5,6 +5,10 @@ A fork copies the parent's events up to the cut (the start of turn ``step + 1``)
 what the text alone does not hold: the model's state (the recorded turns decoded again with their
 token ids, ``ExactReplay``, so the parent's settings repeat its next turn bit for bit) and the
 kernel's (the executed cells run again); each check is a Notice. Why and how: docs/runs.md#forking-a-run.
+
+An edit is a fork point plus a replacement (``edit_point``): a step's tool output, its code block,
+or its text from a token on; the fork records it as an ``Intervention`` and goes on from exactly
+there (docs/runs.md#editing-and-continuing).
 """
 
 from __future__ import annotations
@@ -27,6 +31,12 @@ FORK_MARK = "forked from run"  # the Notice after the prefix: the fork's own eve
 
 
 def fork_notice(point: ForkPoint) -> ev.Notice:
+    if point.edit is not None:
+        where = f"at token {point.edit.token} of" if point.edit.target == "text" else "at"
+        return ev.Notice(
+            level="info",
+            message=f"{FORK_MARK} {point.parent_run_id} {where} step {point.step}, its {point.edit.what} edited",
+        )
     return ev.Notice(level="info", message=f"{FORK_MARK} {point.parent_run_id} after step {point.step}")
 
 
@@ -36,7 +46,13 @@ def is_fork_mark(e: ev.Event) -> bool:
 
 
 class ForkError(UserError):
-    """A run that cannot be forked at the step asked for."""
+    """A run that cannot be forked (or edited) at the step asked for: one line, then the fix. Exit code 2."""
+
+    exit_code = 2
+
+    def __init__(self, problem: str, *, fix: str | None = None):
+        self.problem, self.fix = problem, fix
+        super().__init__(problem + (f"\n  fix: {fix}" if fix else ""))
 
 
 @dataclass(frozen=True)
@@ -59,6 +75,57 @@ class Cell:
     shown: str
 
 
+EDIT_TARGETS = ("output", "code", "text")
+
+
+@dataclass(frozen=True)
+class Edit:
+    """What an edit fork puts in place of what the parent had, and what the loop needs to go on.
+
+    ``output``: the tool output of call ``call`` (``result``: the parent's ToolResult; the kernel
+    re-runs the original cell, so its state is what the original code left). ``code``: the code
+    block of call ``call`` (``turn_end``: the parent's TurnEnded, whose text gets the new code; the
+    kernel is rebuilt by the cells before it, then the new code runs). ``text``: turn ``turn`` kept
+    to its first ``token`` tokens (``kept``, with their ids ``kept_ids`` when recorded), then
+    ``replacement``, then the model goes on generating that turn."""
+
+    target: str
+    turn: int
+    replaced: str
+    replacement: str
+    call: int | None = None
+    token: int | None = None
+    result: ev.ToolResult | None = None
+    turn_end: ev.TurnEnded | None = None
+    kept: tuple[tuple[str, float | None], ...] = ()
+    kept_ids: tuple[int, ...] | None = None
+
+    @property
+    def what(self) -> str:
+        """The edited item in words: "output of call 2", "code of call 2", "text"."""
+        return f"{self.target} of call {self.call}" if self.call is not None else self.target
+
+    def event(self, by: str = "person") -> ev.Intervention:
+        return ev.Intervention(
+            target=self.target,
+            by=by,
+            turn=self.turn,
+            replaced=self.replaced,
+            replacement=self.replacement,
+            call=self.call,
+            token=self.token,
+        )
+
+    def turn_text(self) -> str:
+        """``code``: the turn's text with the new code in place of the old."""
+        assert self.turn_end is not None
+        text = self.turn_end.text
+        start = text.rfind(self.replaced, self.turn_end.prose_end or 0)
+        if start < 0:
+            start = text.rfind(self.replaced)
+        return text[:start] + self.replacement + text[start + len(self.replaced) :]
+
+
 @dataclass(frozen=True)
 class ForkPoint:
     """Where a fork starts: the parent's events before the cut, and what rebuilding needs."""
@@ -72,11 +139,15 @@ class ForkPoint:
     inexact: str
     next_layout: Layout | None  # how the parent's turn after the cut met the cache, if it had one
     cells: tuple[Cell, ...]
+    edit: Edit | None = None  # an edit fork: what it replaces (``edit_point``)
 
     @property
     def parent(self) -> dict[str, Any]:
-        """What the fork's RunStarted records about its parent."""
-        return {"run_id": self.parent_run_id, "trajectory": self.parent_path, "step": self.step}
+        """What the fork's RunStarted records about its parent (and the edit it starts with)."""
+        parent: dict[str, Any] = {"run_id": self.parent_run_id, "trajectory": self.parent_path, "step": self.step}
+        if self.edit is not None:
+            parent["edit"] = self.edit.target
+        return parent
 
     @property
     def elapsed_s(self) -> float:
@@ -113,6 +184,96 @@ def fork_point(events: Sequence[ev.Event], step: int, path: str | Path | None = 
         next_layout=nxt.layout if nxt is not None else None,
         cells=_cells(prefix),
     )
+
+
+def edit_point(
+    events: Sequence[ev.Event],
+    step: int,
+    target: str,
+    replacement: str,
+    *,
+    token: int | None = None,
+    path: str | Path | None = None,
+) -> ForkPoint:
+    """The fork of ``events`` that replaces step ``step``'s ``target`` ("output", "code" or
+    "text") with ``replacement`` and goes on from there (``token``: for "text", how many of the
+    turn's tokens to keep). Steps, calls and tokens are numbered as ``replay`` and ``runs show``
+    show them: step N is turn N, tokens count from 0."""
+    if target not in EDIT_TARGETS:
+        raise ForkError(f"{target!r} is not something a fork can edit: {', '.join(EDIT_TARGETS)}")
+    if not events or not isinstance(events[0], ev.RunStarted):
+        raise ForkError(f"{path or 'the run'} has no start (RunStarted): there is nothing to fork")
+    started = events[0]
+    starts = {e.turn: i for i, e in enumerate(events) if isinstance(e, ev.TurnStarted)}
+    if step not in starts:
+        turns = len(starts)
+        which = f"steps 1 to {turns}" if turns > 1 else "step 1" if turns else "no step"
+        raise ForkError(
+            f"step {step} is not a step of this run: it has {turns} turn{'s' * (turns != 1)}, so {which}",
+            fix="`tuiagent runs show RUN` numbers its steps",
+        )
+    begin = starts[step]
+    end = min((i for t, i in starts.items() if t > step), default=len(events))
+    turn = events[begin:end]
+    ended = next((e for e in turn if isinstance(e, ev.TurnEnded)), None)
+    block = next((e for e in turn if isinstance(e, ev.CodeBlock)), None)
+    result = next(
+        (e for e in turn if isinstance(e, ev.ToolResult) and block is not None and e.call == block.call), None
+    )
+    nxt = next((e for e in events[end:] if isinstance(e, ev.TurnEnded)), None)
+    show = "`tuiagent runs show RUN` shows each step's code and output"
+    edit: Edit
+    if target == "output":
+        if block is None or result is None:
+            raise ForkError(f"step {step} has no tool output to replace: its turn asked for no tool call", fix=show)
+        cut = events.index(result)
+        edit = Edit("output", step, result.shown, replacement, call=block.call, result=result)
+        prefix, cells, next_layout = tuple(events[1:cut]), _cells([*events[1:cut], result]), _layout(nxt)
+    elif target == "code":
+        if block is None or ended is None:
+            raise ForkError(f"step {step} has no code block to replace", fix=show)
+        cut = events.index(ended)
+        edit = Edit("code", step, block.code, replacement, call=block.call, turn_end=ended)
+        prefix, next_layout = tuple(events[1:cut]), _layout(nxt)
+        cells = _cells(prefix)
+    else:
+        if ended is None:
+            raise ForkError(f"step {step}'s turn did not end in the record: there is no text to keep")
+        tokens = tuple((e.text, e.logprob) for e in turn if isinstance(e, ev.TokenDelta))
+        if token is None or not 0 <= token <= len(tokens):
+            raise ForkError(
+                f"token {token} is not in step {step}: its turn has {len(tokens)} tokens",
+                fix=f"keep 0 to {len(tokens)} tokens (--at-token {len(tokens)} keeps the whole turn)",
+            )
+        ids = tuple(ended.token_ids[:token]) if ended.token_ids is not None else None
+        edit = Edit(
+            "text",
+            step,
+            "".join(t for t, _ in tokens[token:]),
+            replacement,
+            token=token,
+            kept=tokens[:token],
+            kept_ids=ids if ids is not None and len(ids) == token else None,
+        )
+        prefix, next_layout = tuple(events[1:begin]), ended.layout
+        cells = _cells(prefix)
+    chain, inexact = _model_chain(started, prefix)
+    return ForkPoint(
+        parent_run_id=started.run_id,
+        parent_path=str(path) if path is not None else None,
+        step=step,
+        started=started,
+        prefix=prefix,
+        chain=chain,
+        inexact=inexact,
+        next_layout=next_layout,
+        cells=cells,
+        edit=edit,
+    )
+
+
+def _layout(ended: ev.TurnEnded | None) -> Layout | None:
+    return ended.layout if ended is not None else None
 
 
 def guards_at(point: ForkPoint) -> tuple[tuple[str, ...], dict[str, dict[str, Any]]]:

@@ -23,7 +23,7 @@ from typing import Any
 
 from guards.chain import GuardChain, Toggle
 from kernels.base import CellResult, Kernel, KernelFailed, Output
-from tuiagent.backends.base import Backend, BackendCrashed
+from tuiagent.backends.base import Backend, BackendCrashed, ExactResume
 from tuiagent.core import prompts
 from tuiagent.core.context import WorkingContext, prose_end
 from tuiagent.core.events import (
@@ -44,7 +44,7 @@ from tuiagent.core.events import (
     TurnStarted,
 )
 from tuiagent.core.faults import FaultInjector
-from tuiagent.core.fork import ForkPoint, fork_notice, restore_kernel, restore_model
+from tuiagent.core.fork import Edit, ForkPoint, fork_notice, restore_kernel, restore_model
 from tuiagent.core.judge import ask as ask_judge
 from tuiagent.core.steps import run_pieces
 from tuiagent.core.trajectory import Recorder, new_run_id
@@ -65,6 +65,7 @@ from tuiagent.protocol import (
     RunView,
     Sampling,
     TokenLP,
+    TokenStream,
     TurnStop,
     Verdict,
     tools_return_turn,
@@ -247,12 +248,20 @@ class _Run:
         before it is approved and run)."""
         if self.agent.kernel_failed is not None:
             raise self.agent.kernel_failed
+        edit = self.fork.edit if self.fork is not None else None
         if self.fork is not None:
             await self._resume(self.fork)
             yield
         if self.agent.guards is not None:
             self._toggled(self.agent.guards.start())
+        if edit is not None and edit.target != "text":  # the step the edit is in goes on first
+            async for _ in self._edited_step(edit):
+                yield
         self._apply(await self._consult("on_start"))
+        if edit is not None and edit.target == "text":
+            self.emit(edit.event())
+            async for _ in self._turn(edit):
+                yield
         while True:
             async for _ in self._turn():
                 yield
@@ -303,6 +312,35 @@ class _Run:
         )
         if rebuilt is not None:
             self.emit(rebuilt)
+
+    async def _edited_step(self, edit: Edit) -> AsyncIterator[None]:
+        """An edit fork's step from its edit on: a tool output shown in place of the recorded one
+        (the guards then read it), or a code block in place of the recorded one, run for real."""
+        self.emit(edit.event())
+        if edit.target == "output":
+            assert edit.result is not None and edit.call is not None
+            code = next(e.code for e in reversed(self.history) if isinstance(e, CodeBlock) and e.call == edit.call)
+            result = CellResult(outputs=(Output("stdout", edit.replacement),), duration_s=edit.result.duration_s)
+            self._output(edit.call, code, edit.replacement, result, executed=edit.result.executed)
+            self._apply(await self._consult("on_tool_result", self.calls[-1]))
+            return
+        ended = edit.turn_end
+        assert ended is not None
+        text = edit.turn_text()
+        self.turn_text = text
+        self.generated += ended.tokens
+        self.emit(
+            TurnEnded(
+                turn=ended.turn,
+                text=text,
+                stop=ended.stop,
+                tokens=ended.tokens,
+                prose_end=prose_end(text, ended.stop, self.context.mode),
+            )
+        )
+        yield
+        async for _ in self._act(ended.stop):
+            yield
 
     def _finish(self, reason: EndReason, answer: str | None) -> None:
         correct = is_correct(self.gold, answer) if self.gold is not None else None
@@ -426,8 +464,9 @@ class _Run:
             return math.inf
         return self.settings.max_wall_s - (time.monotonic() - self.started)
 
-    async def _turn(self) -> AsyncIterator[None]:
-        """Generate one turn, then act on it: run its code, or end the run."""
+    async def _turn(self, edit: Edit | None = None) -> AsyncIterator[None]:
+        """Generate one turn, then act on it: run its code, or end the run. ``edit``: an edit fork's
+        turn, which starts with the recorded turn's first tokens and the edit's text (``_resumed``)."""
         remaining_tokens = self.settings.max_tokens - self.generated
         if remaining_tokens <= 0:
             raise _Finish("token_budget", self.last_attempt)
@@ -451,7 +490,7 @@ class _Run:
         try:
             async with (
                 asyncio.timeout(None if math.isinf(left := self._remaining_wall()) else left),
-                backend.stream(self.context.text, sampling, stop) as stream,
+                self._stream(sampling, stop, edit) as stream,
             ):
                 async for token in stream:
                     self.turn_tokens.append(TokenLP(token.text, token.logprob))
@@ -472,6 +511,26 @@ class _Run:
 
         async for _ in self._act(stop_reason):
             yield
+
+    def _stream(self, sampling: Sampling, stop: list[str], edit: Edit | None) -> TokenStream:
+        """The turn's generation. An edit of the model's text continues the recorded turn: on a
+        backend that can (``ExactResume``, the same model, ids recorded) from its kept ids, exactly;
+        elsewhere the kept tokens and the edit's text are taken over as recorded and the model
+        continues from their text."""
+        backend = self.agent.backend
+        if edit is None:
+            return backend.stream(self.context.text, sampling, stop)
+        exact = self.fork is not None and backend.model_id == self.fork.started.model_id
+        if exact and edit.kept_ids is not None and isinstance(backend, ExactResume):
+            return backend.resume(self.context.text, sampling, stop, edit.kept_ids, edit.replacement)
+        taken = [*edit.kept, *([(edit.replacement, None)] if edit.replacement else [])]
+        for text, logprob in taken:
+            self.turn_tokens.append(TokenLP(text, logprob))
+            self.emit(TokenDelta(turn=self.turn, text=text, logprob=logprob))
+        left = max(1, sampling.max_tokens - len(taken))
+        return backend.stream(
+            self.context.text + "".join(t for t, _ in taken), replace(sampling, max_tokens=left), stop
+        )
 
     def _end_turn(self, stop: TurnStop, token_ids: list[int] | None = None, layout: Layout | None = None) -> None:
         text = "".join(t.text for t in self.turn_tokens)

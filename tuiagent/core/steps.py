@@ -28,6 +28,7 @@ class Step:
     notes: list[ev.ContextAppended] = field(default_factory=list)
     pruned: list[ev.ContextPruned] = field(default_factory=list)
     answer: ev.AnswerAttempt | None = None
+    interventions: list[ev.Intervention] = field(default_factory=list)  # what was put in place of the run's own
 
 
 def run_pieces(events: Sequence[ev.Event]) -> tuple[RunPiece, ...]:
@@ -47,9 +48,13 @@ def run_pieces(events: Sequence[ev.Event]) -> tuple[RunPiece, ...]:
 
 def steps(events: Iterable[ev.Event]) -> list[Step]:
     out: list[Step] = []
+    early: list[ev.Intervention] = []  # an edit of a turn's text comes before the turn starts
     for e in events:
         if isinstance(e, ev.TurnStarted):
-            out.append(Step(turn=e.turn))
+            out.append(Step(turn=e.turn, interventions=[i for i in early if i.turn == e.turn]))
+            early = [i for i in early if i.turn != e.turn]
+        elif isinstance(e, ev.Intervention):
+            (out[-1].interventions if out and out[-1].turn == e.turn else early).append(e)
         elif not out:
             continue
         elif isinstance(e, ev.TurnEnded):

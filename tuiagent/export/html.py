@@ -118,6 +118,8 @@ def _step(step: Step, heading: str, shade: bool, math: bool) -> str:
     parts = [f"<{heading}>Step {c.turn}{' · ✂ pruned' if c.pruned else ''}</{heading}>"]
     if c.pruned:
         parts.append(f'<div class="prune">{escape(pruned_words(c))}</div>')
+    if c.edited:
+        parts.append(f'<div class="prune edited">✎ {escape(c.edited)}</div>')
     prose_gone = " gone" if c.pruned and "model" in c.pruned.parts else ""  # struck through: left the context
     code_gone = " gone" if c.pruned and c.pruned.whole else ""
     if c.prose:

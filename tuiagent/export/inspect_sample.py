@@ -25,7 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from tuiagent.core import events as ev
 from tuiagent.core import prompts
-from tuiagent.core.compare import PruneMark, pruned_parts, summary, verdict_note
+from tuiagent.core.compare import PruneMark, intervention_label, pruned_parts, summary, verdict_note
 from tuiagent.core.context import WorkingContext
 from tuiagent.core.fork import is_fork_mark
 from tuiagent.core.steps import run_metrics
@@ -374,6 +374,9 @@ def _transcript(events: Sequence[ev.Event], run: _Run, opening: list[ChatMessage
             info(f"guard {e.guard}", e, {"enabled": e.enabled, "settings": e.settings, "reason": e.reason})
         elif isinstance(e, ev.Notice):
             info("tuiagent", e, {"level": e.level, "message": e.message})
+        elif isinstance(e, ev.Intervention):
+            data = {k: v for k, v in ev.to_dict(e).items() if k not in ("type", "t")}
+            info(f"intervention by a {e.by}", e, {"action": intervention_label(e), **data})
     if turn is not None:  # the run stopped during a turn (a kill, a crash): what it had streamed
         from inspect_ai.model import ModelOutput
 
@@ -473,6 +476,11 @@ def sample(run: RunSample) -> EvalSample:
         **{k: v for k, v in run_metrics(events).items() if v is not None},
         "trajectory": str(run.path) if run.path else s.trajectory,
         "parent": started.parent,
+        "interventions": [
+            {k: v for k, v in ev.to_dict(e).items() if k not in ("type", "t")}
+            for e in events
+            if isinstance(e, ev.Intervention)
+        ],
     }
     metadata.update({k: v for k, v in run.metadata.items() if k not in metadata})
     scores = None

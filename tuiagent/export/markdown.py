@@ -30,6 +30,8 @@ def _steps(run: Run, level: str, math: bool) -> list[str]:
         out.append(f"{level} Step {c.turn}" + (" · ✂ pruned" if c.pruned else ""))
         if c.pruned:
             out.append(f"> {pruned_words(c)}")
+        if c.edited:
+            out.append(f"> ✎ {c.edited}")
         if c.prose:
             out.append(render_math(c.prose) if math else c.prose)
         if c.code is not None:

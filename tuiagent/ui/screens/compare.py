@@ -45,9 +45,8 @@ def fork_label(events: list[ev.Event]) -> str:
     if started is None or not started.parent:
         return ""
     parent = str(started.parent.get("run_id", ""))
-    return (
-        f" · fork of …{parent.rsplit('-', 1)[-1]} @ step {started.parent.get('step')}"  # a run id ends in its own hex
-    )
+    edit = f" ({started.parent['edit']} edited)" if started.parent.get("edit") else ""
+    return f" · fork of …{parent.rsplit('-', 1)[-1]} @ step {started.parent.get('step')}{edit}"  # a run id ends in its own hex
 
 
 class CompareScreen(Screen[None]):

@@ -28,6 +28,8 @@ def cell_content(cell: StepCell | None, *, prose_lines: int = 3, diverges: bool 
     head = [(f"turn {cell.turn}", "bold")]
     if cell.forked:
         head.append(("  ⑂ fork starts here", "bold $text-warning"))
+    if cell.edited:
+        head.append((f"  ✎ {cell.edited}", "bold $text-warning"))
     if diverges:
         head.append(("  ≠ first divergence", "bold $text-accent"))
     if cell.pruned is not None:

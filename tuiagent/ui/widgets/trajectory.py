@@ -17,7 +17,7 @@ from textual.widget import Widget
 
 from guards.chain import presenter
 from tuiagent.core import events as ev
-from tuiagent.core.compare import PruneMark, pruned_parts
+from tuiagent.core.compare import PruneMark, intervention_label, pruned_parts
 from tuiagent.core.context import turn_prose_end
 from tuiagent.parsing import final_answer
 from tuiagent.ui.widgets.banner import Banner
@@ -289,6 +289,14 @@ class TrajectoryView(VerticalScroll, can_focus=True):
 
     def _on_Notice(self, e: ev.Notice) -> Widget:
         return self._add(NoteLine(self.turn, e.level, e.level, e.message))
+
+    def _on_Intervention(self, e: ev.Intervention) -> Widget:
+        """What a person (an edit) or a protocol (a fault) put in place of the run's own, in its step."""
+        title = f"⚡ fault ({e.fault}) by a {e.by}:" if e.fault else f"✎ edited by a {e.by}:"
+        was = " ".join(e.replaced.split())
+        now = " ".join(e.replacement.split())
+        detail = f"{intervention_label(e)} · was {was[:80]!r}" + (f" · now {now[:80]!r}" if now else "")
+        return self._add(NoteLine(e.turn, "warning", title, detail), e.turn)
 
     def _on_GuardToggled(self, e: ev.GuardToggled) -> Widget | None:
         if e.reason == "on at start":
