@@ -211,11 +211,6 @@ class TrajectoryView(VerticalScroll, can_focus=True):
         view.set_running()
         return self._add(view, e.turn)
 
-    def _on_Intervention(self, e: ev.Intervention) -> None:
-        """An injected fault: its output (the next ToolResult of the call) is drawn marked."""
-        if e.target == "output" and e.call is not None:
-            self.injected[e.call] = e
-
     def _on_ToolResult(self, e: ev.ToolResult) -> Widget:
         view = self.code.get(e.call)
         if view is not None:
@@ -290,8 +285,12 @@ class TrajectoryView(VerticalScroll, can_focus=True):
     def _on_Notice(self, e: ev.Notice) -> Widget:
         return self._add(NoteLine(self.turn, e.level, e.level, e.message))
 
-    def _on_Intervention(self, e: ev.Intervention) -> Widget:
-        """What a person (an edit) or a protocol (a fault) put in place of the run's own, in its step."""
+    def _on_Intervention(self, e: ev.Intervention) -> Widget | None:
+        """An injected fault: its output (the next ToolResult of the call) is drawn marked. An edit: what a
+        person put in place of the run's own, a line in its step."""
+        if e.fault and e.target == "output" and e.call is not None:
+            self.injected[e.call] = e
+            return None
         title = f"⚡ fault ({e.fault}) by a {e.by}:" if e.fault else f"✎ edited by a {e.by}:"
         was = " ".join(e.replaced.split())
         now = " ".join(e.replacement.split())
