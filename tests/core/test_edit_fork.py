@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from kernels.jupyter import JupyterKernel
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
 from tuiagent.core.context import working_context
@@ -29,12 +28,6 @@ def code_turn(code: str) -> list:
 
 def answer(text: str) -> list:
     return split_tokens(f"So the answer is \\boxed{{{text}}}.", -0.02)
-
-
-@pytest.fixture
-async def kernel(tmp_path: Path):
-    async with JupyterKernel(images_dir=tmp_path / "images") as k:
-        yield k
 
 
 async def record(path: Path, kernel, turns, *, fork=None) -> tuple[list[ev.Event], ScriptedBackend]:

@@ -6,13 +6,11 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 from typer.testing import CliRunner
 
 from guards.chain import GuardChain
-from kernels.jupyter import JupyterKernel
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.cli import app
 from tuiagent.core import events as ev
@@ -112,12 +110,6 @@ def test_injector_plan_broken_tool_and_armed():
 
 def turn(code: str, prose: str = "Let me compute.") -> list:
     return split_tokens(f"{prose}\n```python\n{code}\n```\n```output", -0.01)
-
-
-@pytest.fixture
-async def kernel(tmp_path: Path):
-    async with JupyterKernel(images_dir=tmp_path / "images") as k:
-        yield k
 
 
 async def run(kernel, *turns, plan: FaultPlan, guards: GuardChain | None = None) -> list[ev.Event]:

@@ -4,9 +4,6 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import pytest
-
-from kernels.jupyter import JupyterKernel
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
 from tuiagent.core.loop import Agent
@@ -15,12 +12,6 @@ from tuiagent.protocol import RunSettings
 
 def turn(code: str, prose: str = "Let me compute.") -> list:
     return split_tokens(f"{prose}\n```python\n{code}\n```\n```output", -0.01)
-
-
-@pytest.fixture
-async def kernel(tmp_path: Path):
-    async with JupyterKernel(images_dir=tmp_path / "images") as k:
-        yield k
 
 
 async def run(kernel, *turns, settings: RunSettings | None = None) -> list[ev.Event]:

@@ -158,9 +158,7 @@ class ForkPoint:
 
 def fork_point(events: Sequence[ev.Event], step: int, path: str | Path | None = None) -> ForkPoint:
     """The fork of ``events`` (a recorded run) after its step ``step`` (0: before the first turn)."""
-    if not events or not isinstance(events[0], ev.RunStarted):
-        raise ForkError(f"{path or 'the run'} has no start (RunStarted): there is nothing to fork")
-    started = events[0]
+    started = _run_start(events, path)
     turn_starts = [i for i, e in enumerate(events) if isinstance(e, ev.TurnStarted)]
     if not 0 <= step < len(turn_starts):
         turns = len(turn_starts)
@@ -171,8 +169,28 @@ def fork_point(events: Sequence[ev.Event], step: int, path: str | Path | None = 
         )
     cut = turn_starts[step]
     prefix = tuple(events[1:cut])
-    chain, inexact = _model_chain(started, prefix)
     nxt = next((e for e in events[cut:] if isinstance(e, ev.TurnEnded)), None)
+    return _point(started, step, prefix, path, _layout(nxt), _cells(prefix))
+
+
+def _run_start(events: Sequence[ev.Event], path: str | Path | None) -> ev.RunStarted:
+    first = events[0] if events else None
+    if not isinstance(first, ev.RunStarted):
+        raise ForkError(f"{path or 'the run'} has no start (RunStarted): there is nothing to fork")
+    return first
+
+
+def _point(
+    started: ev.RunStarted,
+    step: int,
+    prefix: tuple[ev.Event, ...],
+    path: str | Path | None,
+    next_layout: Layout | None,
+    cells: tuple[Cell, ...],
+    edit: Edit | None = None,
+) -> ForkPoint:
+    """The ForkPoint of a prefix: with the model turns to decode again, or why the record cannot give them."""
+    chain, inexact = _model_chain(started, prefix)
     return ForkPoint(
         parent_run_id=started.run_id,
         parent_path=str(path) if path is not None else None,
@@ -181,8 +199,9 @@ def fork_point(events: Sequence[ev.Event], step: int, path: str | Path | None = 
         prefix=prefix,
         chain=chain,
         inexact=inexact,
-        next_layout=nxt.layout if nxt is not None else None,
-        cells=_cells(prefix),
+        next_layout=next_layout,
+        cells=cells,
+        edit=edit,
     )
 
 
@@ -201,9 +220,7 @@ def edit_point(
     show them: step N is turn N, tokens count from 0."""
     if target not in EDIT_TARGETS:
         raise ForkError(f"{target!r} is not something a fork can edit: {', '.join(EDIT_TARGETS)}")
-    if not events or not isinstance(events[0], ev.RunStarted):
-        raise ForkError(f"{path or 'the run'} has no start (RunStarted): there is nothing to fork")
-    started = events[0]
+    started = _run_start(events, path)
     starts = {e.turn: i for i, e in enumerate(events) if isinstance(e, ev.TurnStarted)}
     if step not in starts:
         turns = len(starts)
@@ -257,19 +274,7 @@ def edit_point(
         )
         prefix, next_layout = tuple(events[1:begin]), ended.layout
         cells = _cells(prefix)
-    chain, inexact = _model_chain(started, prefix)
-    return ForkPoint(
-        parent_run_id=started.run_id,
-        parent_path=str(path) if path is not None else None,
-        step=step,
-        started=started,
-        prefix=prefix,
-        chain=chain,
-        inexact=inexact,
-        next_layout=next_layout,
-        cells=cells,
-        edit=edit,
-    )
+    return _point(started, step, prefix, path, next_layout, cells, edit)
 
 
 def _layout(ended: ev.TurnEnded | None) -> Layout | None:
