@@ -66,7 +66,8 @@ def test_the_key_follows_the_flags_and_the_users_cmake_args_win():
     mine = llama_build.plan(env={"CMAKE_ARGS": "-DGGML_NATIVE=ON"}, flags=HASWELL, machine="x86_64")
     assert (mine.cmake_args, mine.source) == ("-DGGML_NATIVE=ON", "user") and mine.key not in (spr.key, hsw.key)
     arm = llama_build.plan(env={}, flags=set(), machine="aarch64")
-    assert (arm.cmake_args, arm.source) == ("", "default")
+    assert (arm.cmake_args, arm.source) == ("-DLLAVA_BUILD=OFF", "default")  # llama.cpp's native build
+    assert "-DLLAVA_BUILD=OFF" in spr.cmake_args.split()  # the multimodal library is never loaded
 
 
 def test_wheels_are_cached_per_key_unless_pip_caching_is_off(tmp_path):
