@@ -1,0 +1,46 @@
+"""Rough edges a new user meets on the command line (issue 39): real processes, as a person runs them."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+from tuiagent.config import shipped_models_file
+
+
+def tuiagent(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "tuiagent", *args], capture_output=True, text=True, timeout=120, cwd=cwd
+    )
+
+
+def test_an_untouched_copy_of_the_shipped_models_toml_works_with_models(tmp_path):
+    copy = tmp_path / "elsewhere" / "models.toml"
+    copy.parent.mkdir()
+    shutil.copy(str(shipped_models_file()), copy)
+    listed = tuiagent("models", "--models", str(copy))
+    assert listed.returncode == 0, listed.stderr
+    guards = tuiagent("guards", "--models", str(copy))
+    assert guards.returncode == 0, guards.stderr
+    assert "attc.threshold = 0.9112" in guards.stdout  # the shipped calibration is still found
+
+
+def test_a_missing_calibration_file_names_the_paths_tried_and_a_fix_that_works(tmp_path):
+    models = tmp_path / "models.toml"
+    models.write_text(
+        '[models.m]\nbackend = "scripted"\ncalibration = "calibration/m.toml"\n[models.m.source]\nkind = "script"\n'
+    )
+    out = tuiagent("models", "--models", str(models))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert str(tmp_path / "calibration" / "m.toml") in out.stderr and "fix:" in out.stderr
+    assert "remove the key" in out.stderr
+
+
+def test_the_commands_models_toml_names_exist():
+    text = Path(str(shipped_models_file())).read_text(encoding="utf-8")
+    helped = tuiagent("--help").stdout
+    for command in ("doctor", "calibrate", "fetch"):
+        assert f"`tuiagent {command}" in text and command in helped
+    assert "tuiagent paths" not in text
