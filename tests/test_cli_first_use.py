@@ -44,3 +44,21 @@ def test_the_commands_models_toml_names_exist():
     for command in ("doctor", "calibrate", "fetch"):
         assert f"`tuiagent {command}" in text and command in helped
     assert "tuiagent paths" not in text
+
+
+def test_guards_shows_the_value_a_run_gets_and_where_it_comes_from(tmp_path):
+    shown = tuiagent("guards")
+    assert shown.returncode == 0, shown.stderr
+    line = next(x for x in shown.stdout.splitlines() if "attc.threshold" in x)
+    assert "attc.threshold = 0.9112" in line and "calibration/qwen2.5-coder-1.5b.toml" in line
+    assert "default 0.97 [ref]" in line
+    models = tmp_path / "models.toml"
+    models.write_text(
+        '[models.m]\nbackend = "scripted"\n[models.m.source]\nkind = "script"\n'
+        "[models.m.guards.attc]\nthreshold = 0.8\n"
+    )
+    own = tuiagent("guards", "--models", str(models), "-m", "m")
+    assert own.returncode == 0, own.stderr
+    line = next(x for x in own.stdout.splitlines() if "attc.threshold" in x)
+    assert "attc.threshold = 0.8" in line and str(models) in line
+    assert "attc.threshold = 0.97  [ref]" in tuiagent("guards", "-m", "scripted").stdout  # no calibration
