@@ -62,3 +62,15 @@ def test_guards_shows_the_value_a_run_gets_and_where_it_comes_from(tmp_path):
     line = next(x for x in own.stdout.splitlines() if "attc.threshold" in x)
     assert "attc.threshold = 0.8" in line and str(models) in line
     assert "attc.threshold = 0.97  [ref]" in tuiagent("guards", "-m", "scripted").stdout  # no calibration
+
+
+def test_fork_says_the_kernel_sandbox_once(write_script, tmp_path):
+    script = write_script("Compute.\n```python\nprint(6 * 7)\n```\n```output", "So \\boxed{42}.")
+    common = ["-m", "scripted", "--script", str(script)]
+    parent = tuiagent("solve", "What is 6 times 7?", *common, "--out", str(tmp_path / "parent.jsonl"))
+    assert parent.returncode == 0, parent.stderr
+    assert parent.stdout.count("kernel sandbox: ") == 1
+    fork = tuiagent("fork", str(tmp_path / "parent.jsonl"), "-s", "1", *common, "--out", str(tmp_path / "f.jsonl"))
+    assert fork.returncode == 0, fork.stderr
+    assert fork.stdout.count("kernel sandbox: ") == 1, fork.stdout
+    assert "forked from run" in fork.stdout

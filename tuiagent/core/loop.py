@@ -268,9 +268,13 @@ class _Run:
 
     async def _resume(self, point: ForkPoint) -> None:
         """Take over the parent's events before the fork point, then rebuild the model's and the
-        kernel's states (each check recorded as a Notice)."""
+        kernel's states (each check recorded as a Notice). A parent's notice this run has recorded
+        already (the sandbox in force, when it is the same) is not taken over a second time."""
         code: dict[int, CodeBlock] = {}
+        said = {(n.level, n.message) for n in self.agent.notices}
         for e in point.prefix:
+            if isinstance(e, Notice) and (e.level, e.message) in said:
+                continue
             self.emit(e)
             if isinstance(e, TurnStarted):
                 self.turn, self.turn_tokens = e.turn, []
