@@ -74,3 +74,26 @@ def test_fork_says_the_kernel_sandbox_once(write_script, tmp_path):
     assert fork.returncode == 0, fork.stderr
     assert fork.stdout.count("kernel sandbox: ") == 1, fork.stdout
     assert "forked from run" in fork.stdout
+
+
+def test_a_problem_that_leaves_no_room_to_answer_is_refused_before_any_work(write_script, tmp_path):
+    from tuiagent.runner import MIN_ROOM_TOKENS
+
+    script = write_script("So \\boxed{1}.")
+    common = ["-m", "scripted", "--script", str(script), "--out", str(tmp_path / "runs")]
+    out = tuiagent("solve", "word " * 4000, *common)
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    error, fix = out.stderr.strip().splitlines()
+    assert "leaves too little room to answer" in error and "of the 4096 tokens of scripted's context" in error
+    assert f"needs at least {MIN_ROOM_TOKENS}" in error and fix.strip().startswith("fix: shorten the problem")
+    assert not (tmp_path / "runs").exists()  # no run was started
+
+
+def test_solve_echoes_a_long_problem_shortened(write_script, tmp_path):
+    script = write_script("So \\boxed{1}.")
+    problem = "How many apples? " + "x" * 2000
+    out = tuiagent("solve", problem, "-m", "scripted", "--script", str(script), "--no-tool", "--out", str(tmp_path))
+    assert out.returncode == 0, out.stderr
+    header = next(line for line in out.stdout.splitlines() if line.startswith("problem: "))
+    assert header.startswith("problem: How many apples? xxx") and header.endswith(f"… ({len(problem):,} chars)")
+    assert len(header) < 260

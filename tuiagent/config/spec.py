@@ -72,6 +72,11 @@ class ModelSpec:
     tokenizer: str | None = None
     calibration: Calibration | None = None  # its guard values are already merged into ``guards``
 
+    @property
+    def context_tokens(self) -> int:
+        """The context window the model is loaded with: llama.cpp's ``options.n_ctx`` where set, else ``context_size``."""
+        return int(self.options.get("n_ctx") or self.context_size)
+
     def guard_setting_origin(self, guard: str, key: str) -> str | None:
         """The file that gives this model's ``guard.key``: its calibration file, or the models.toml of
         its own ``[guards]`` table (which wins over the calibration); None when the guard's default holds."""
