@@ -157,18 +157,17 @@ def list_runs(
         ]
         for info in shown
     ]
-    if rows:
-        for row in [list(LIST_HEADER), *rows]:
-            typer.echo(for_terminal(_columns(row, rows)))
+    for line in _aligned([list(LIST_HEADER), *rows]) if rows else []:
+        typer.echo(for_terminal(line))
 
 
 LIST_HEADER = ("when", "id", "model", "guards", "answer", "graded", "edited", "problem")
 
 
-def _columns(row: list[str], rows: list[list[str]]) -> str:
-    """One line of the list: each column but the last as wide as its widest cell or header."""
-    widths = [max(len(h), *(len(r[i]) for r in rows)) for i, h in enumerate(LIST_HEADER[:-1])]
-    return "  ".join([*(cell.ljust(w) for cell, w in zip(row, widths)), row[-1]]).rstrip()
+def _aligned(table: list[list[str]]) -> list[str]:
+    """The lines of ``table``: each column but the last as wide as its widest cell."""
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
+    return ["  ".join([*(cell.ljust(w) for cell, w in zip(row, widths)), row[-1]]).rstrip() for row in table]
 
 
 def resolve(run: str, directory: Path | None = None) -> Path:
