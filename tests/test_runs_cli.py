@@ -88,5 +88,30 @@ def test_runs_with_interventions_are_marked_and_filtered():
         "edited": ["output", "text"],
         "faulty": ["fault:output"],
     }
-    only = r.invoke(runs_app, ["list", "--interventions"]).stdout.splitlines()
+    only = r.invoke(runs_app, ["list", "--interventions"]).stdout.splitlines()[1:]  # under the header
     assert len(only) == 2 and any("output+text" in line for line in only) and not any("plain" in line for line in only)
+
+
+def test_list_has_a_header_the_whole_model_name_and_no_grade_for_a_cancelled_run():
+    from tuiagent.core import events as ev
+    from tuiagent.core.trajectory import Recorder
+
+    runs = Path(os.environ["TUIAGENT_DATA_DIR"]) / "runs"
+    model = "qwen2.5-coder-1.5b"
+    with Recorder(runs / "stopped.jsonl") as rec:
+        rec.write(ev.RunStarted("r1", "What is 6 times 7?", model, "llama", "tool", "", {}, {}, gold="42"))
+        rec.write(ev.RunFinished("cancelled", None, False, 0, 0, 3, 9, 0.5))
+    with Recorder(runs / "missed.jsonl") as rec:
+        rec.write(ev.RunStarted("r2", "What is 6 times 8?", model, "llama", "tool", "", {}, {}, gold="48"))
+        rec.write(ev.RunFinished("answer", "47", False, 0, 0, 3, 9, 0.5))
+    r = CliRunner()
+    lines = r.invoke(runs_app, ["list"]).stdout.splitlines()
+    assert lines[0].split() == ["when", "id", "model", "guards", "answer", "graded", "edited", "problem"]
+    stopped = next(line for line in lines if "stopped" in line)
+    assert model in stopped and "cancelled" in stopped and "wrong" not in stopped
+    assert stopped.split()[-6] == "-"  # graded: a cancelled run is not
+    assert "wrong" in next(line for line in lines if "missed" in line)
+    assert [json.loads(x)["id"] for x in r.invoke(runs_app, ["list", "--wrong", "--json"]).stdout.splitlines()] == [
+        "missed"
+    ]
+    assert "when" not in r.invoke(runs_app, ["list", "-q", "nothing-matches"]).stdout  # no header without rows

@@ -469,20 +469,35 @@ def terminal_approver() -> Callable[[str], Awaitable[bool]]:
 
 
 @app.command("guards")
-def list_guards() -> None:
-    """List the installed guards and their settings (defaults tagged [paper], [ref] or ours)."""
+def list_guards(model: ModelOpt = None, models: ModelsFileOpt = None) -> None:
+    """List the installed guards and their settings: the value a run on the model starts with (where its
+    calibration file or models.toml sets one, which) and the default (tagged [paper], [ref] or ours)."""
     import dataclasses
 
-    from guards.chain import available, guard_class
+    from guards.chain import available
+    from tuiagent.runner import RunRequest, guard_chain, resolve_spec
 
+    request = RunRequest(problem="", model=model, models_file=models)
+    spec = resolve_spec(request)
+    chain = guard_chain(spec, request, toggleable=True)  # the settings a run gets, as the run makes them
+    assert chain is not None  # toggleable: every installed guard is configured
     console = Console(highlight=False, soft_wrap=True)
+    console.print(
+        Text(f"values for model {spec.id} (--model for another); a preset, --set or the app wins over them", "dim")
+    )
     for name in available():
-        cls = guard_class(name)
+        cls = chain.classes[name]
         console.print(Text(name, style="bold") + Text(f"  {(cls.__doc__ or '').strip().splitlines()[0]}", style="dim"))
+        defaults = cls.Settings()
         for f in dataclasses.fields(cls.Settings):
             tag = f.metadata.get("tag", "default")
             label = "ours" if tag == "default" else tag
-            console.print(f"  {name}.{f.name} = {f.default!r}  [{label}]  {f.metadata.get('doc', '')}", markup=False)
+            value = getattr(chain.settings[name], f.name)
+            origin = spec.guard_setting_origin(name, f.name)
+            where = (
+                f"[{label}]" if origin is None else f"[from {origin}; default {getattr(defaults, f.name)!r} [{label}]]"
+            )
+            console.print(f"  {name}.{f.name} = {value!r}  {where}  {f.metadata.get('doc', '')}", markup=False)
 
 
 @app.command("presets")

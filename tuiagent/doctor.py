@@ -322,7 +322,7 @@ def _engine_capacity(spec: ModelSpec) -> str:
     from tuiagent.backends.llama_model import Vocab
     from tuiagent.config.sources import resolve_model_file
 
-    n_ctx = int(spec.options.get("n_ctx") or spec.context_size)
+    n_ctx = spec.context_tokens
     shape = (
         f"eval --concurrency N: N sequences of {n_ctx} tokens each, plus one for the shared system prompt, "
         "in KV streams rounded up to a multiple of 4 when N > 1"

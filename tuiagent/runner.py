@@ -22,7 +22,7 @@ from tuiagent.core.events import Event, Notice, RunFinished
 from tuiagent.core.faults import FaultInjector, FaultPlan
 from tuiagent.core.fork import ForkPoint, guards_at
 from tuiagent.core.judge import JudgeModels
-from tuiagent.core.loop import Agent
+from tuiagent.core.loop import Agent, opening_prompt
 from tuiagent.core.run_spec import DEFAULT_KERNEL, NOT_SETTINGS, RunSpec
 from tuiagent.core.trajectory import Recorder, new_run_id
 from tuiagent.errors import ConfigError, UserError
@@ -60,6 +60,29 @@ class RunRequest:
             guard_settings={g: dict(v) for g, v in spec.guard_settings.items()},
             kernel=spec.kernel,
             **fields,
+        )
+
+
+# [ours] The fewest tokens of the model's context a new run must have left after its opening prompt:
+# room for a short code block, its output and a \boxed{} answer. A problem that leaves less is refused
+# before any work, instead of running (minutes, on a CPU) to a turn cut off with no answer.
+MIN_ROOM_TOKENS = 256
+
+
+class ProblemTooLong(UserError):
+    """The problem leaves the model too little of its context to answer in."""
+
+
+def check_room(backend: Backend, spec: ModelSpec, request: RunRequest) -> None:
+    """Refuse a problem whose opening prompt leaves under MIN_ROOM_TOKENS of the model's context."""
+    used = backend.count_tokens(opening_prompt(backend, request.problem, request.settings.mode))
+    room = spec.context_tokens - used
+    if room < MIN_ROOM_TOKENS:
+        raise ProblemTooLong(
+            f"the problem leaves too little room to answer: its prompt takes {used} of the {spec.context_tokens} "
+            f"tokens of {spec.id}'s context, {max(room, 0)} left, and a run needs at least {MIN_ROOM_TOKENS}\n"
+            f"  fix: shorten the problem by {MIN_ROOM_TOKENS - room} tokens or more, or use a model with a larger "
+            "context_size (models.toml)"
         )
 
 
@@ -230,6 +253,8 @@ async def run_problem(
     path = trajectory_path(request, run_id)
     finished = None
     try:
+        if fork is None:
+            check_room(backend, spec, request)
         with Recorder(path) as recorder:
             async with contextlib.AsyncExitStack() as stack:
                 if kernel is None:

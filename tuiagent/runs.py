@@ -39,7 +39,10 @@ class RunInfo:
 
     @property
     def result(self) -> str:
-        """ "right", "wrong" or "" (no gold answer, or no answer)."""
+        """ "right", "wrong" or "" (no gold answer, no answer, or cancelled: a run stopped by a person
+        is not graded, though its record holds the grade of no answer)."""
+        if self.reason == "cancelled":
+            return ""
         return "right" if self.correct is True else "wrong" if self.correct is False else ""
 
     def matches(self, query: str) -> bool:

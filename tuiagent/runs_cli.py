@@ -110,8 +110,9 @@ def list_runs(
     json_: JsonOpt = False,
     raw_math: RawMathOpt = False,
 ) -> None:
-    """Saved runs, newest first: date, id, model, guards, answer, right/wrong, what was edited or
-    injected ("-": nothing), problem (their math rendered; --json keeps them as written)."""
+    """Saved runs, newest first: date, id, model, guards, answer, right/wrong ("-": not graded, e.g. a
+    cancelled run), what was edited or injected ("-": nothing), problem (their math rendered; --json
+    keeps them as written)."""
     if right and wrong:
         raise typer.BadParameter("give --right or --wrong, not both", param_hint="--right/--wrong")
     first, last = _day(since, "--since"), _day(until, "--until")
@@ -142,16 +143,31 @@ def list_runs(
         for info in found:
             typer.echo(json.dumps(_record(info), ensure_ascii=False))
         return
-    for info in (i.shown(math=not raw_math) for i in found):
-        mark = {"right": "right", "wrong": "wrong"}.get(info.result, "-")
-        answer = (info.answer if info.answer is not None else info.reason)[:12]
-        typer.echo(
-            for_terminal(
-                f"{info.when}  {info.path.stem[:24]:<24}  {info.model[:16]:<16}  "
-                f"{info.guards[:16]:<16}  {answer:<12}  {mark:<5}  {(info.interventions or '-')[:12]:<12}  "
-                f"{info.problem[:40]}"
-            )
-        )
+    shown = [i.shown(math=not raw_math) for i in found]
+    rows = [
+        [
+            info.when,
+            info.path.stem,
+            info.model,
+            info.guards,
+            (info.answer if info.answer is not None else info.reason)[:12],
+            info.result or "-",
+            (info.interventions or "-")[:12],
+            info.problem[:40],
+        ]
+        for info in shown
+    ]
+    for line in _aligned([list(LIST_HEADER), *rows]) if rows else []:
+        typer.echo(for_terminal(line))
+
+
+LIST_HEADER = ("when", "id", "model", "guards", "answer", "graded", "edited", "problem")
+
+
+def _aligned(table: list[list[str]]) -> list[str]:
+    """The lines of ``table``: each column but the last as wide as its widest cell."""
+    widths = [max(len(row[i]) for row in table) for i in range(len(table[0]) - 1)]
+    return ["  ".join([*(cell.ljust(w) for cell, w in zip(row, widths)), row[-1]]).rstrip() for row in table]
 
 
 def resolve(run: str, directory: Path | None = None) -> Path:

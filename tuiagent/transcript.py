@@ -17,6 +17,14 @@ from tuiagent.protocol import budget_words
 from tuiagent.safetext import for_terminal
 
 _STYLE = {"info": "cyan", "warning": "yellow", "error": "bold red"}
+ECHO_CHARS = 200  # [ours] the most of a problem the header shows; the trajectory and --json keep it whole
+
+
+def echo(problem: str, chars: int) -> str:
+    """The problem as the header shows it: whole, or its start and its length (``chars``, as given)."""
+    if len(problem) <= ECHO_CHARS:
+        return problem
+    return f"{problem[:ECHO_CHARS].rstrip()}… ({chars:,} chars)"
 
 
 def _text(text: str, style: str = "") -> Text:
@@ -46,7 +54,8 @@ class TranscriptPrinter:
             self._write(self._turn.end())
         match event:
             case ev.RunStarted():
-                c.print(_text(f"problem: {render_math(event.problem) if self.math else event.problem}", style="bold"))
+                problem = render_math(event.problem) if self.math else event.problem
+                c.print(_text(f"problem: {echo(problem, len(event.problem))}", style="bold"))
                 c.print(_text(f"model: {event.model_id} ({event.backend}), mode: {event.mode}", style="dim"))
                 c.print(Text(f"budgets: {budget_words(event.settings)}", style="dim"))
             case ev.TurnStarted():

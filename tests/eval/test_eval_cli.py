@@ -179,3 +179,22 @@ def test_a_stopped_eval_records_its_session_and_says_how_to_go_on(write_script, 
     said = proc.stderr.read()
     assert ("terminated" if sig == signal.SIGTERM else "interrupted") in said and "run the same command again" in said
     assert ResultStore(out).manifest()["sessions"][-1]["interrupted"] is True
+
+
+def test_the_eta_comes_from_the_mean_pace_once_a_run_has_finished():
+    from tuiagent.eval.cli import eta
+
+    assert eta(0, 6, 95.0) == "-:--:--"  # no run finished yet
+    assert eta(1, 6, 90.0) == "0:07:30"  # one run of 90 s: five more
+    assert eta(5, 6, 548.0) == "0:01:49"
+    assert eta(6, 6, 600.0) == "0:00:00"
+
+
+def test_the_report_leaves_out_tables_with_no_data_in_one_line(write_script, tmp_path):
+    script = write_script(code_turn("150 + 3"), answer_turn("153"))
+    args = ["eval", "demo", "-m", "scripted", "--script", str(script), "--limit", "2", "-c", "none"]
+    done = tuiagent(*args, "--out", str(tmp_path / "eval"), "-f", "table")
+    assert done.returncode == 0, done.stderr
+    titles = [line for line in done.stdout.splitlines() if line.startswith("demo: ")]
+    assert titles[0].startswith("demo: accuracy") and len(titles) == 4, titles  # 3 tables, then the line
+    assert titles[-1].startswith("demo: no data for PruneTIR finding 1;") and "error episodes" in titles[-1]

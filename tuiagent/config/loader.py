@@ -226,6 +226,24 @@ def _absolute(path: str, file: str) -> str:
     return str(p)
 
 
+def _calibration_file(path: str, file: str, prefix: str) -> str:
+    """A model's calibration file: relative to its models.toml, or else one shipped with tuiagent under
+    that name, so a copy of the shipped models.toml (``--models``) still finds the shipped calibrations."""
+    beside = _absolute(path, file)
+    if Path(beside).is_file() or Path(path).expanduser().is_absolute():
+        return beside
+    shipped = importlib.resources.files("tuiagent") / path
+    if shipped.is_file():
+        return str(shipped)
+    raise ConfigError(
+        f"calibration file not found: {beside} (nor {shipped} among the shipped files)",
+        file=file,
+        key=f"{prefix}.calibration",
+        fix=f"give the file's path, absolute or relative to {Path(file).parent}, or remove the key; "
+        f"`tuiagent calibrate MODEL` writes a new one to {paths.config_dir() / 'calibration'}",
+    )
+
+
 def _parse_source(raw: Any, model_id: str, backend: str, file: str) -> Source:
     t = _Table(file, f"{toml_key(model_id)}.source")
     if "kind" not in raw:  # raw is a table: the model rules checked that
@@ -285,7 +303,7 @@ def _parse_model(model_id: str, raw: Any, file: str) -> ModelSpec:
                 f"write it as [{prefix}.guards.{name}]",
             )
     if "calibration" in values:  # fitted guard values, below the model's own [guards] tables
-        values["calibration"] = load_calibration(_absolute(values["calibration"], file))
+        values["calibration"] = load_calibration(_calibration_file(values["calibration"], file, prefix))
         values["guards"] = merge_guards(values["calibration"].guards, values.get("guards", {}))
     return ModelSpec(id=model_id, origin=file, **values)
 

@@ -71,3 +71,18 @@ class ModelSpec:
     options: dict[str, Any] = field(default_factory=dict)
     tokenizer: str | None = None
     calibration: Calibration | None = None  # its guard values are already merged into ``guards``
+
+    @property
+    def context_tokens(self) -> int:
+        """The context window the model is loaded with: llama.cpp's ``options.n_ctx`` where set, else ``context_size``."""
+        return int(self.options.get("n_ctx") or self.context_size)
+
+    def guard_setting_origin(self, guard: str, key: str) -> str | None:
+        """The file that gives this model's ``guard.key``: its calibration file, or the models.toml of
+        its own ``[guards]`` table (which wins over the calibration); None when the guard's default holds."""
+        if key not in self.guards.get(guard, {}):
+            return None
+        calibrated = self.calibration.guards.get(guard, {}) if self.calibration is not None else {}
+        if key in calibrated and calibrated[key] == self.guards[guard][key]:
+            return self.calibration.file if self.calibration is not None else None
+        return self.origin

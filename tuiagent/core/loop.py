@@ -83,6 +83,11 @@ def resample_sampling(data: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in source.items() if k in _SAMPLING_FIELDS} if isinstance(source, dict) else {}
 
 
+def opening_prompt(backend: Backend, problem: str, mode: str) -> str:
+    """The text a new run of ``problem`` starts from: the chat rendered with the model's template."""
+    return backend.render_chat(prompts.messages(problem, mode=mode))
+
+
 class _Finish(Exception):
     """Ends the run from deep inside the loop with a reason and an answer. A run cut off (a budget)
     or ending without an answer reports the turn's own \\boxed{} if a cut turn has one, else the last
@@ -157,7 +162,7 @@ class _Run:
         if fork is not None:
             prompt = fork.started.prompt
         else:
-            prompt = agent.backend.render_chat(prompts.messages(problem, mode=agent.settings.mode))
+            prompt = opening_prompt(agent.backend, problem, agent.settings.mode)
         self.context = WorkingContext(prompt, mode=agent.settings.mode)  # changed only by events (emit)
         self.turn = 0
         self.calls: list[Call] = []
@@ -268,9 +273,13 @@ class _Run:
 
     async def _resume(self, point: ForkPoint) -> None:
         """Take over the parent's events before the fork point, then rebuild the model's and the
-        kernel's states (each check recorded as a Notice)."""
+        kernel's states (each check recorded as a Notice). A parent's notice this run has recorded
+        already (the sandbox in force, when it is the same) is not taken over a second time."""
         code: dict[int, CodeBlock] = {}
+        said = {(n.level, n.message) for n in self.agent.notices}
         for e in point.prefix:
+            if isinstance(e, Notice) and (e.level, e.message) in said:
+                continue
             self.emit(e)
             if isinstance(e, TurnStarted):
                 self.turn, self.turn_tokens = e.turn, []

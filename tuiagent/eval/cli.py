@@ -429,18 +429,33 @@ class _Tally:
     done: int = 0
 
 
+def eta(done: float, total: float | None, elapsed: float | None) -> str:
+    """Time left at the mean pace of the runs done so far (H:MM:SS), once one has finished. Rich's own
+    column takes its pace from the last 30 seconds only, so with runs longer than that it shows none."""
+    if not done or total is None or elapsed is None:
+        return "-:--:--"
+    left = int(max(total - done, 0) * elapsed / done)
+    return f"{left // 3600}:{left // 60 % 60:02d}:{left % 60:02d}"
+
+
 def _run_with_progress(cfg: EvalConfig, err: Console, quiet: bool) -> EvalOutcome:
     """Run the eval under a rich progress bar (ETA, accuracy so far); Ctrl-C stops it, resumable."""
     from rich.progress import (
         BarColumn,
         MofNCompleteColumn,
         Progress,
+        ProgressColumn,
+        Task,
         TextColumn,
         TimeElapsedColumn,
-        TimeRemainingColumn,
     )
+    from rich.text import Text
 
     from tuiagent.eval.harness import run_eval
+
+    class MeanPaceEta(ProgressColumn):
+        def render(self, task: Task) -> Text:
+            return Text(eta(task.completed, task.total, task.elapsed), style="progress.remaining")
 
     show = not quiet and err.is_terminal
     progress = Progress(
@@ -449,7 +464,7 @@ def _run_with_progress(cfg: EvalConfig, err: Console, quiet: bool) -> EvalOutcom
         MofNCompleteColumn(),
         TimeElapsedColumn(),
         TextColumn("ETA"),
-        TimeRemainingColumn(),
+        MeanPaceEta(),
         TextColumn("{task.fields[status]}"),
         console=err,
         disable=not show,

@@ -252,10 +252,15 @@ Table = tuple[str, list[str], list[list[str]]]
 
 
 def prunetir_tables(section: dict[str, Any], dataset: str, cell: Cell) -> list[Table]:
-    """(title, header, rows) of the section, in the report's cell format ``cell``."""
+    """(title, header, rows) of the section, in the report's cell format ``cell``. Tables with nothing to
+    compare have no rows (the report leaves them out): the first two when no run made an erroneous call,
+    the episodes table when there was no error episode."""
     tables: list[Table] = []
+    errors = section["errors_by_outcome"]
+    if not any(m["count"][o]["mean"] for m in errors.values() for o in ("correct", "incorrect")):
+        errors = {}
     rows = []
-    for s, m in section["errors_by_outcome"].items():
+    for s, m in errors.items():
         for measure, name in (("count", "erroneous calls per run"), ("share", "share of the run's calls")):
             c, i = m[measure]["correct"], m[measure]["incorrect"]
             rows.append(
@@ -303,7 +308,7 @@ def prunetir_tables(section: dict[str, Any], dataset: str, cell: Cell) -> list[T
                         for c in [m["accuracy_by_errors"][b]]
                     ),
                 ]
-                for s, m in section["errors_by_outcome"].items()
+                for s, m in errors.items()
             ],
         )
     )
@@ -346,6 +351,7 @@ def prunetir_tables(section: dict[str, Any], dataset: str, cell: Cell) -> list[T
             [
                 [s, *(str(st[k]) for k in ("episodes", "resolved", "cut", "ended", "later", "runs_without_trace"))]
                 for s, st in section["stuck"].items()
+                if any(x["episodes"] for x in section["stuck"].values())  # else: no rows, left out
             ],
         )
     )

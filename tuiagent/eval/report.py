@@ -415,6 +415,21 @@ def _section_tables(summary: dict[str, Any], dataset: str) -> list[tuple[str, li
     return tables
 
 
+def report_tables(
+    summary: dict[str, Any], dataset: str
+) -> tuple[list[tuple[str, list[str], list[list[str]]]], list[str]]:
+    """The tables of one dataset that have rows, and the short titles of those without (left out)."""
+    tables = _main_tables(summary, dataset) + _section_tables(summary, dataset)
+    empty = [title.split(" (")[0].split(", ")[0] for title, _, rows in tables if not rows]
+    return [t for t in tables if t[2]], empty
+
+
+def empty_line(titles: list[str]) -> str:
+    """One line for the tables left out for want of data (``titles`` as report_tables gives them)."""
+    dataset = titles[0].split(": ")[0]
+    return f"{dataset}: no data for " + "; ".join(t.split(": ", 1)[-1] for t in titles)
+
+
 def _estimator_keys(d: dict[str, Any]) -> list[str]:
     """The pass@k / maj@k columns of a dataset, in the order its settings give them."""
     keys: list[str] = []
@@ -444,8 +459,10 @@ def to_markdown(summary: dict[str, Any]) -> str:
     ]
     for dataset in summary["datasets"]:
         out += [f"## {dataset}", ""]
-        for title, header, rows in _main_tables(summary, dataset) + _section_tables(summary, dataset):
+        tables, empty = report_tables(summary, dataset)
+        for title, header, rows in tables:
             out += [f"### {title}", "", table(header, rows), ""]
+        out += [empty_line(empty), ""] if empty else []
         if summary["datasets"][dataset].get("tim"):
             out += [f"- {line}" for line in tim_notes(summary["datasets"][dataset]["tim"])] + [""]
     if judges(summary):
@@ -528,13 +545,16 @@ def print_terminal(summary: dict[str, Any], console: Any = None) -> None:
 
     console = console or Console(highlight=False)
     for dataset in summary["datasets"]:
-        for title, header, rows in _main_tables(summary, dataset) + _section_tables(summary, dataset):
+        tables, empty = report_tables(summary, dataset)
+        for title, header, rows in tables:
             t = Table(title=title, title_justify="left")
             for i, h in enumerate(header):
                 t.add_column(h, overflow="fold", no_wrap=i == 0, justify="left" if i == 0 else "right")
             for r in rows:
                 t.add_row(*r)
             console.print(t)
+        if empty:
+            console.print(empty_line(empty))
         for line in tim_notes(summary["datasets"][dataset]["tim"]) if summary["datasets"][dataset].get("tim") else []:
             console.print(line)
     for j in judges(summary):
