@@ -19,6 +19,7 @@ from tuiagent.core import trajectory
 from tuiagent.core.events import Event, RunStarted
 from tuiagent.core.jsonl_store import JsonlStore
 from tuiagent.errors import UserError
+from tuiagent.safe_read import CONFIG_BYTES, read_text
 
 RESULTS = "results.jsonl"
 MANIFEST = "eval.json"
@@ -93,7 +94,7 @@ class ResultStore:
         path = self.dir / MANIFEST
         if not path.exists():
             return None
-        manifest: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        manifest: dict[str, Any] = json.loads(read_text(path, limit=CONFIG_BYTES, what="eval manifest"))
         return manifest
 
     def write_manifest(self, data: dict[str, Any]) -> None:
