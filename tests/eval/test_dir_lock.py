@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from tests.eval.helpers import answer_turn
+from tuiagent.errors import ConfigError
 from tuiagent.eval.dir_lock import DirectoryBusy, exclusive
 
 HOLD = (
@@ -61,3 +62,13 @@ def test_a_holder_killed_with_sigkill_leaves_nothing_that_blocks(tmp_path):
         assert (out / "eval.lock").read_text() == f"{os.getpid()}\n"
     with exclusive(out):  # and released again on leaving
         pass
+
+
+def test_a_directory_that_cannot_hold_the_lock_is_a_clear_error(tmp_path):
+    (tmp_path / "file").write_text("x")
+    with (
+        pytest.raises(ConfigError, match="cannot take the eval directory's lock") as refused,
+        exclusive(tmp_path / "file" / "out"),
+    ):
+        pass
+    assert "fix: pass an --out you can write to" in str(refused.value)

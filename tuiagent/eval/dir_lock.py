@@ -28,9 +28,14 @@ class DirectoryBusy(ConfigError):
 def exclusive(directory: Path) -> Iterator[None]:
     """Hold ``directory``'s lock while the block runs; refuse at once (no waiting) when another process holds it."""
     created = not directory.exists()
-    directory.mkdir(parents=True, exist_ok=True)
     path = directory / LOCK
-    fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o644)
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK, 0o644)
+    except OSError as e:
+        raise ConfigError(
+            f"cannot take the eval directory's lock {path}: {e.strerror}", fix="pass an --out you can write to"
+        ) from None
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
