@@ -3,10 +3,12 @@ a holder killed with SIGKILL leaves nothing that blocks the next one."""
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -72,3 +74,49 @@ def test_a_directory_that_cannot_hold_the_lock_is_a_clear_error(tmp_path):
     ):
         pass
     assert "fix: pass an --out you can write to" in str(refused.value)
+
+
+def test_two_real_evals_on_one_out_then_a_kill_9(write_script, tmp_path):
+    """An eval in flight holds its --out: a second is refused naming it; after a kill -9 the next one runs."""
+    models = tmp_path / "slow.toml"
+    models.write_text(
+        '[models.scripted-slow]\nbackend = "scripted"\nchat_template = "raw"\n'
+        '[models.scripted-slow.source]\nkind = "script"\npath = ""\n[models.scripted-slow.options]\ndelay_s = 0.05\n',
+        encoding="utf-8",
+    )
+    slow, out = write_script("word " * 400, name="slow.jsonl"), tmp_path / "out"  # 20 s a run
+    args = ["eval", "demo", "--limit", "2", "-c", "none", "--out", str(out), "-q", "-f", "json"]
+    first = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "tuiagent",
+            *args,
+            "--models",
+            str(models),
+            "-m",
+            "scripted-slow",
+            "--script",
+            str(slow),
+        ],
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        deadline = time.monotonic() + 60
+        while not any(out.glob("runs/*/*/*.jsonl")) and time.monotonic() < deadline:  # a run is in flight
+            time.sleep(0.05)
+        assert any(out.glob("runs/*/*/*.jsonl")), "no run started within 60 s"
+        fast = write_script(answer_turn("153"))
+        second = tuiagent(*args, "-m", "scripted", "--script", str(fast))
+        assert second.returncode == 2 and f"(PID {first.pid})" in second.stderr, second.stderr
+        first.send_signal(signal.SIGKILL)
+        assert first.wait(timeout=60) == -signal.SIGKILL
+    finally:
+        first.kill()
+        first.wait()
+    third = tuiagent(*args, "-m", "scripted", "--script", str(fast))
+    assert third.returncode == 0, third.stderr
+    assert "is writing to" not in third.stderr
+    lines = (out / "results.jsonl").read_text().splitlines()
+    keys = [json.loads(line)["key"] for line in lines]
+    assert len(keys) == len(set(keys)) == 2
