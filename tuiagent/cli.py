@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.text import Text
 
 from kernels.base import KernelFailed
+from tuiagent import safe_read
 from tuiagent.core.run_spec import DEFAULTS, RunSpec
 from tuiagent.core.termination import cancelled_on_termination
 from tuiagent.errors import UserError
@@ -180,7 +181,11 @@ def solve(
     from tuiagent.runner import RunRequest, run_problem, trajectory_path
     from tuiagent.transcript import JsonPrinter, TranscriptPrinter
 
-    text = sys.stdin.read() if problem == "-" else problem
+    text = (
+        safe_read.read_text("-", limit=safe_read.CONFIG_BYTES, what="problem", stdin=True)
+        if problem == "-"
+        else problem
+    )
     if not text.strip():
         raise UserError("the problem is empty: pass the problem text, or - and the text on standard input")
     given = given_spec(
@@ -390,21 +395,17 @@ def edit_asked(output: str | None, code: str | None, at_token: int | None, text:
 
 def edit_value(value: str, option: str) -> str:
     """``value``, or the text of the file ``@PATH`` names (``@@...``: a value that starts with @)."""
-    from tuiagent.core.fork import ForkError
-
     if value.startswith("@@"):
         return value[1:]
     if not value.startswith("@"):
         return value
     path = Path(value[1:]).expanduser()
-    try:
-        return path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as e:
-        why = "there is no such file" if isinstance(e, FileNotFoundError) else (getattr(e, "strerror", None) or str(e))
-        raise ForkError(
-            f"{option} {value}: cannot read {path}: {why}",
-            fix=f"name a UTF-8 text file, or write the text itself after {option}",
-        ) from None
+    return safe_read.read_text(
+        path,
+        limit=safe_read.CONFIG_BYTES,
+        what=f"{option} file",
+        fix=f"name a regular UTF-8 text file, or write the text itself after {option}",
+    )
 
 
 def preset_named(name: str, model: str | None = None, models_file: Path | None = None) -> Preset:

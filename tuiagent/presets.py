@@ -20,7 +20,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from tuiagent import paths
+from tuiagent import paths, safe_read
 from tuiagent.core.run_spec import RUN_KEYS, SAMPLING_KEYS, Grammar, RunSpec, assign, check_guards_on
 from tuiagent.errors import ConfigError, UserError
 
@@ -189,10 +189,9 @@ def find_preset(name: str, *, model: str | None = None, models_file: Path | None
 def load_preset_file(path: Path | str) -> dict[str, Preset]:
     """The presets of one TOML file (``[presets.NAME]`` or ``[configs.NAME]`` tables)."""
     path = Path(path).expanduser()
+    text = safe_read.read_text(path, limit=safe_read.CONFIG_BYTES, what="presets file")
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except OSError as e:
-        raise ConfigError(f"cannot read presets file: {e.strerror}", file=str(path)) from None
+        data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"not valid TOML: {e}", file=str(path)) from None
     table_name = "presets" if "presets" in data else "configs"

@@ -6,9 +6,9 @@ import json
 import time
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
-from tuiagent import paths
+from tuiagent import paths, safe_read
 from tuiagent.core.events import SCHEMA
 from tuiagent.mathtext import render_latex, render_math
 
@@ -62,13 +62,21 @@ class RunInfo:
         return all(word in hay for word in query.lower().split())
 
 
-def _last_line(path: Path, chunk: int = 8192) -> str:
-    with path.open("rb") as f:
-        f.seek(0, 2)
-        size = f.tell()
-        f.seek(max(0, size - chunk))
-        text = f.read().decode("utf-8", errors="replace")
-    return text.rstrip("\n").rsplit("\n", 1)[-1]  # not splitlines: U+2028 inside a JSON string is no line end
+def _lines(data: bytes, n: int) -> list[str]:
+    """The first ``n`` lines of ``data``, split on "\n" only (U+2028 inside a JSON string is no line end)."""
+    out: list[str] = []
+    start = 0
+    while len(out) < n and start < len(data):
+        end = data.find(b"\n", start)
+        end = len(data) if end < 0 else end
+        out.append(data[start:end].decode("utf-8", errors="replace"))
+        start = end + 1
+    return out + [""] * (n - len(out))
+
+
+def _last_line(data: bytes) -> str:
+    end = len(data.rstrip(b"\n"))
+    return data[data.rfind(b"\n", 0, end) + 1 : end].decode("utf-8", errors="replace")
 
 
 def _object(line: str) -> dict[str, Any]:
@@ -85,10 +93,10 @@ def _object(line: str) -> dict[str, Any]:
 HEAD_LINES = 24
 
 
-def _guards_on(f: TextIO) -> str:
+def _guards_on(lines: list[str]) -> str:
     on: list[str] = []
-    for _ in range(HEAD_LINES):
-        record = _object(f.readline())
+    for line in lines[:HEAD_LINES]:
+        record = _object(line)
         if record.get("type") == "Notice":  # the sandbox's notices come first
             continue
         if record.get("type") != "GuardToggled":
@@ -101,10 +109,9 @@ def _guards_on(f: TextIO) -> str:
 INTERVENTION = b'"type": "Intervention"'  # how the recorder writes the event's type
 
 
-def _interventions(path: Path) -> str:
+def _interventions(data: bytes) -> str:
     """The targets of the run's Intervention events (an edit a fork continues from, an injected
     fault), joined with "+"; "" when it has none (most runs: one scan for the type, no parsing)."""
-    data = path.read_bytes()
     if INTERVENTION not in data:
         return ""
     targets = []
@@ -117,18 +124,13 @@ def _interventions(path: Path) -> str:
 
 
 def run_info(path: Path) -> RunInfo | None:
-    """The summary of one trajectory file, or None when it is not one."""
-    try:
-        with path.open(encoding="utf-8", errors="replace") as f:
-            head, started = _object(f.readline()), _object(f.readline())
-            if head.get("schema") != SCHEMA:
-                return None
-            guards = _guards_on(f)
-        last = _object(_last_line(path))
-        mtime = path.stat().st_mtime
-        interventions = _interventions(path)
-    except OSError:
+    """The summary of one trajectory file, or None when it is not one; a file that cannot be read
+    (gone, a FIFO, a device) is a ``safe_read.UnreadableFile``."""
+    data = safe_read.read_bytes(path, limit=safe_read.DATA_BYTES, what="trajectory")
+    head, first, *rest = _lines(data, 2 + HEAD_LINES)
+    if _object(head).get("schema") != SCHEMA:
         return None
+    started, last, mtime = _object(first), _object(_last_line(data)), _mtime(path)
     finished = last if last.get("type") == "RunFinished" else {}
     when = time.strftime("%Y-%m-%d %H:%M", time.localtime(mtime))
     return RunInfo(
@@ -140,25 +142,41 @@ def run_info(path: Path) -> RunInfo | None:
         finished.get("reason", "incomplete"),
         when,
         mtime,
-        guards,
+        _guards_on(rest),
         finished.get("tool_calls"),
         finished.get("generated_tokens"),
         finished.get("wall_s"),
-        interventions,
+        _interventions(data),
     )
 
 
-def recent_runs(directory: Path | None = None, limit: int = 5000, skipped: list[Path] | None = None) -> list[RunInfo]:
-    """The newest trajectories first; files that are not trajectories are left out (and added to ``skipped``)."""
+def recent_runs(
+    directory: Path | None = None, limit: int = 5000, skipped: list[tuple[Path, str]] | None = None
+) -> list[RunInfo]:
+    """The newest trajectories first; files that are not trajectories, or cannot be read (a FIFO, a
+    link to a device), are left out (and added to ``skipped`` with why)."""
     directory = directory or paths.runs_dir()
     if not directory.is_dir():
         return []
-    files = sorted(directory.glob("*.jsonl"), key=lambda p: p.stat().st_mtime, reverse=True)[:limit]
+    files = sorted(directory.glob("*.jsonl"), key=_mtime, reverse=True)[:limit]
     found = []
     for p in files:
-        info = run_info(p)
+        try:
+            info = run_info(p)
+        except safe_read.UnreadableFile as e:
+            if skipped is not None:
+                skipped.append((p, e.problem))
+            continue
         if info is not None:
             found.append(info)
         elif skipped is not None:
-            skipped.append(p)
+            skipped.append((p, "not a trajectory"))
     return found
+
+
+def _mtime(path: Path) -> float:
+    """When the file last changed (0 for a link to nothing): the listing's order."""
+    try:
+        return path.stat().st_mtime
+    except OSError:
+        return 0.0

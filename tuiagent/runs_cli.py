@@ -116,7 +116,7 @@ def list_runs(
     if right and wrong:
         raise typer.BadParameter("give --right or --wrong, not both", param_hint="--right/--wrong")
     first, last = _day(since, "--since"), _day(until, "--until")
-    skipped: list[Path] = []
+    skipped: list[tuple[Path, str]] = []
     found = []
     for info in recent_runs(skipped=skipped):
         if query and not all(w in f"{info.problem} {info.answer or ''}".lower() for w in query.lower().split()):
@@ -135,8 +135,8 @@ def list_runs(
         found.append(info)
         if limit and len(found) >= limit:
             break
-    for path in skipped:
-        err.print(Text("warning: ", style="bold yellow") + Text(for_terminal(f"skipped {path}: not a trajectory")))
+    for path, why in skipped:
+        err.print(Text("warning: ", style="bold yellow") + Text(for_terminal(f"skipped {path}: {why}")))
     if not found and not json_:
         err.print(for_terminal(f"no saved run matches in {paths.runs_dir()}"), markup=False)
     if json_:

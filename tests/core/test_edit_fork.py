@@ -220,7 +220,7 @@ def test_edit_and_continue_from_the_command_line(tmp_path, write_script):
 
     for args, message in [
         (["--output", "1", "--code", "2"], "--output and --code are two edits: a fork makes one"),
-        (["--output", "@missing.txt"], "--output @missing.txt: cannot read missing.txt: there is no such file"),
+        (["--output", "@missing.txt"], "in missing.txt: cannot read the --output file: No such file or directory"),
         (["--at-token", "99"], "token 99 is not in step 1: its turn has"),
         (["--text", "x"], "--text goes with --at-token K"),
         (["-s", "2", "--output", "1"], "step 2 has no tool output to replace"),

@@ -141,7 +141,7 @@ def test_a_file_that_is_not_a_trajectory_is_refused(tmp_path, content, message):
 
 def test_a_file_that_cannot_be_read_is_refused(tmp_path):
     for path in (tmp_path / "missing.jsonl", tmp_path):
-        with pytest.raises(TrajectoryError, match="cannot read trajectory"):
+        with pytest.raises(TrajectoryError, match="cannot read the trajectory"):
             load(path)
 
 

@@ -23,6 +23,7 @@ from collections.abc import AsyncGenerator, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from tuiagent import safe_read
 from tuiagent.backends.base import GenerationStats
 from tuiagent.backends.stops import StopMatcher
 from tuiagent.backends.templates import render_named
@@ -39,16 +40,10 @@ def split_tokens(text: str, logprob: float | None) -> list[Token]:
 
 def load_script(path: Path) -> list[list[Token]]:
     """Parse a script file into turns of tokens; mistakes name the file and line."""
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except OSError as e:
-        raise ConfigError(
-            f"cannot read script: {e.strerror}", file=str(path), fix="pass an existing file with --script"
-        ) from None
-    except UnicodeDecodeError as e:
-        raise ConfigError(
-            f"the script is not UTF-8 text (byte {e.start})", file=str(path), fix="save the script as UTF-8"
-        ) from None
+    text = safe_read.read_text(
+        path, limit=safe_read.SCRIPT_BYTES, what="script", fix="pass a regular file with --script"
+    )
+    lines = text.splitlines()
     turns = []
     for n, line in enumerate(lines, start=1):
         if not line.strip():

@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tuiagent.errors import ConfigError
+from tuiagent.safe_read import CONFIG_BYTES, UnreadableFile, read_text
 
 META_KEYS = {
     "model": str,
@@ -47,16 +48,14 @@ def load_calibration(path: str | Path) -> Calibration:
     """Read and check a calibration file; any problem is a ConfigError naming the file."""
     file = str(Path(path).expanduser())
     try:
-        data = tomllib.loads(Path(file).read_text(encoding="utf-8"))
-    except FileNotFoundError:
+        data = tomllib.loads(read_text(file, limit=CONFIG_BYTES, what="calibration file"))
+    except UnreadableFile as e:
+        if not e.missing:
+            raise
         raise ConfigError(
             "calibration file not found",
             file=file,
             fix="run `tuiagent calibrate MODEL`, or correct or remove the model's `calibration` key",
-        ) from None
-    except (OSError, UnicodeDecodeError) as e:
-        raise ConfigError(
-            f"cannot read the calibration file ({e})", file=file, fix="give a readable UTF-8 TOML file"
         ) from None
     except tomllib.TOMLDecodeError as e:
         raise ConfigError(f"not valid TOML: {e}", file=file, fix="correct the syntax at that line") from None

@@ -23,6 +23,7 @@ from tuiagent.config.calibration import load_calibration, merge_guards
 from tuiagent.config.spec import BACKENDS, CHAT_TEMPLATES, SOURCE_KINDS, ModelSpec, Source
 from tuiagent.errors import ConfigError
 from tuiagent.protocol import Sampling
+from tuiagent.safe_read import CONFIG_BYTES, read_text
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
 
@@ -383,7 +384,7 @@ def load_models(user_file: Path | str | None = None) -> ModelRegistry:
     (the ``--models`` option; it must exist)."""
     shipped = shipped_models_file()
     try:
-        sources: list[tuple[str, str]] = [(str(shipped), shipped.read_text(encoding="utf-8"))]
+        sources: list[tuple[str, str]] = [(str(shipped), shipped.read_text(encoding="utf-8"))]  # our own file
     except OSError as e:
         raise ConfigError(
             f"the shipped models.toml cannot be read ({e})",
@@ -399,12 +400,8 @@ def load_models(user_file: Path | str | None = None) -> ModelRegistry:
             if explicit:
                 raise ConfigError("models file not found", file=str(path), fix="check the path given with --models")
             continue
-        try:
-            sources.append((str(path.resolve()), path.read_text(encoding="utf-8")))
-        except (OSError, UnicodeDecodeError) as e:
-            raise ConfigError(
-                f"cannot read the file ({e})", file=str(path), fix="give a readable UTF-8 TOML file"
-            ) from None
+        text = read_text(path, limit=CONFIG_BYTES, what="models file", fix="give a regular UTF-8 TOML file")
+        sources.append((str(path.resolve()), text))
 
     models: dict[str, ModelSpec] = {}
     default, default_file = None, None

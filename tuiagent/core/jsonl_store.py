@@ -17,14 +17,16 @@ import threading
 from pathlib import Path
 from typing import IO, Any, Self
 
+from tuiagent.safe_read import DATA_BYTES, read_bytes
+
 
 def read_jsonl(path: Path, *, key: str | None = None) -> tuple[list[dict[str, Any]], int]:
     """(the records of the file in order, how many lines were skipped: cut short by a kill, not
     UTF-8, not a JSON object, or without the ``key`` field when one is given)."""
-    if not path.exists():
+    if not path.exists() and not path.is_symlink():
         return [], 0
     records, skipped = [], 0
-    for line in path.read_bytes().split(b"\n"):
+    for line in read_bytes(path, limit=DATA_BYTES, what="records file").split(b"\n"):
         if not line.strip():
             continue
         try:

@@ -4,20 +4,20 @@ from __future__ import annotations
 
 import json
 import os
-import stat
 import time
 import uuid
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import IO, Any
 
+from tuiagent import safe_read
 from tuiagent.core.context import turn_prose_end
 from tuiagent.core.events import SCHEMA, SCHEMA_VERSION, Event, RunStarted, TurnEnded, from_dict, to_dict
 from tuiagent.errors import UserError
 
 MAX_WARNINGS = 5  # bad lines named one by one when loading; the rest are counted in one more warning
 # Ours: a long run's trajectory is a few MB; a line holds one event, its outputs capped by the kernel.
-MAX_FILE_BYTES = 1 << 30
+MAX_FILE_BYTES = safe_read.DATA_BYTES
 MAX_LINE_BYTES = 64 << 20
 
 
@@ -147,26 +147,12 @@ def _with_prose_ends(events: list[Event]) -> list[Event]:
 
 
 def _read_regular_file(path: Path) -> bytes:
-    """The bytes of ``path``, refused unless it is a regular file of at most MAX_FILE_BYTES (so a FIFO
-    or /dev/zero neither blocks nor fills memory)."""
+    """The bytes of ``path`` through ``safe_read`` (a regular file of at most MAX_FILE_BYTES), its
+    refusal a TrajectoryError as the UI's screens expect."""
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-    except OSError as e:
-        raise TrajectoryError(f"cannot read trajectory {path}: {e.strerror}") from None
-    st = os.fstat(fd)
-    if not stat.S_ISREG(st.st_mode):
-        os.close(fd)
-        raise TrajectoryError(f"cannot read trajectory {path}: not a regular file")
-    if st.st_size > MAX_FILE_BYTES:
-        os.close(fd)
-        raise TrajectoryError(
-            f"{path} is {st.st_size >> 20} MB, more than a trajectory can be ({MAX_FILE_BYTES >> 20} MB)"
-        )
-    with os.fdopen(fd, "rb") as f:
-        try:
-            return f.read(MAX_FILE_BYTES + 1)[:MAX_FILE_BYTES]
-        except OSError as e:
-            raise TrajectoryError(f"cannot read trajectory {path}: {e.strerror}") from None
+        return safe_read.read_bytes(path, limit=MAX_FILE_BYTES, what="trajectory")
+    except safe_read.UnreadableFile as e:
+        raise TrajectoryError(str(e)) from None
 
 
 def _starts_as_trajectory(path: Path) -> bool:

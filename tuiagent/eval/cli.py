@@ -278,6 +278,7 @@ def eval_command(
     from tuiagent.errors import UserError
     from tuiagent.eval import report as rp
     from tuiagent.eval.datasets import Fields
+    from tuiagent.eval.dir_lock import exclusive
     from tuiagent.eval.harness import EvalConfig, default_out
     from tuiagent.eval.merge import merge_shards
     from tuiagent.eval.results import MANIFEST
@@ -304,120 +305,123 @@ def eval_command(
         )
     shards = parse_shard(shard) if shard else None
     dirs = [Path(d).expanduser() for d in datasets]
-    if report_only and all((d / MANIFEST).is_file() for d in dirs):  # results directories, not datasets
+    results_dirs = report_only and all((d / MANIFEST).is_file() for d in dirs)  # results directories, not datasets
+    if results_dirs:
         if len(dirs) > 1 and out is None:
             raise UserError(f"merging {len(dirs)} shard directories needs --out DIR for the merged results")
         directory = (out or dirs[0]).expanduser()
-        for line in merge_shards(dirs, directory) if len(dirs) > 1 else []:
-            err.print(f"incomplete: {line}")
-        if attc_audit:
-            from tuiagent.eval.attc_audit import audit_directory
-
-            if not judge:
-                raise UserError("--attc-audit needs a judge: pass --judge MODEL (a models.toml id)")
-            asyncio.run(audit_directory(directory, judge, models, lambda m: err.print(m), concurrency))
     else:
         spec = resolve_spec(RunRequest(problem="", model=model, models_file=models))
         directory = (out or default_out(datasets, spec.id, name)).expanduser()
         if shards and out is None:  # one machine may run several shards: a directory each
             directory = directory.with_name(f"{directory.name}-shard{shards[0]}of{shards[1]}")
+    with exclusive(directory):  # one writer per directory, for the whole command
+        if results_dirs:
+            for line in merge_shards(dirs, directory) if len(dirs) > 1 else []:
+                err.print(f"incomplete: {line}")
+            if attc_audit:
+                from tuiagent.eval.attc_audit import audit_directory
 
-    failed = 0
-    if not report_only:
-        named = cf.load_presets(configs, model=spec.id, models_file=models)
-        default = list(cf.load_preset_file(configs)) if configs else None  # no -c: every config of the file
-        settings = cf.resolve_settings(
-            _split(config) if config else [], named=named, default=default, protocol=protocol
-        )
-        if baseline and baseline not in {s.name for s in settings}:
-            raise UserError(
-                f"--baseline {baseline!r} is not one of the settings: {', '.join(s.name for s in settings)}"
+                if not judge:
+                    raise UserError("--attc-audit needs a judge: pass --judge MODEL (a models.toml id)")
+                asyncio.run(audit_directory(directory, judge, models, lambda m: err.print(m), concurrency))
+
+        failed = 0
+        if not report_only:
+            named = cf.load_presets(configs, model=spec.id, models_file=models)
+            default = list(cf.load_preset_file(configs)) if configs else None  # no -c: every config of the file
+            settings = cf.resolve_settings(
+                _split(config) if config else [], named=named, default=default, protocol=protocol
             )
-        types = _split(distractor_types) or (list(DISTRACTORS) if distractors else [])
-        cues = _split(cue) or (list(CODE_CUES) if cue_probe else [])
-        for kind in types:
-            if kind not in DISTRACTORS:
-                raise UserError(f"unknown distractor type {kind!r}; use {', '.join(DISTRACTORS)}")
-        for c in cues:
-            if c not in CUES:
-                raise UserError(f"unknown cue {c!r}; use {', '.join(CUES)}")
-        from tuiagent.core.faults import parse_kinds
+            if baseline and baseline not in {s.name for s in settings}:
+                raise UserError(
+                    f"--baseline {baseline!r} is not one of the settings: {', '.join(s.name for s in settings)}"
+                )
+            types = _split(distractor_types) or (list(DISTRACTORS) if distractors else [])
+            cues = _split(cue) or (list(CODE_CUES) if cue_probe else [])
+            for kind in types:
+                if kind not in DISTRACTORS:
+                    raise UserError(f"unknown distractor type {kind!r}; use {', '.join(DISTRACTORS)}")
+            for c in cues:
+                if c not in CUES:
+                    raise UserError(f"unknown cue {c!r}; use {', '.join(CUES)}")
+            from tuiagent.core.faults import parse_kinds
 
-        kinds = parse_kinds(inject or [])
-        if (inject_at != 1 or broken_tool) and not kinds:
-            raise UserError("--inject-at and --broken-tool go with --inject KIND[,KIND...]")
-        run = {
-            k: v
-            for k, v in {
-                "max_tool_calls": max_tool_calls,
-                "max_tokens": max_tokens,
-                "max_wall_s": max_time,
-                "exec_timeout_s": timeout,
-            }.items()
-            if v is not None
-        }
-        cfg = EvalConfig(
-            datasets=list(datasets),
-            settings=settings,
-            out=directory,
-            model=spec.id,
-            models_file=models,
-            script=script,
-            seeds=seeds,
-            limit=limit,
-            offset=offset,
-            ids=set(_split(problem_id)) or None,
-            fields=Fields(question_field, answer_field, id_field),
-            distractors=types,
-            distractor_model=distractor_model,
-            cues=cues,
-            concurrency=concurrency,
-            sandbox=check_sandbox(sandbox),
-            base=RunSpec(run=run, sampling={"temperature": temperature} if temperature is not None else {}),
-            retry_errors=retry_errors,
-            baseline=baseline,
-            reuse_generations=reuse_generations,
-            judge=judge,
-            attc_audit=attc_audit,
-            shard=shards,
-            protocol=protocol,
-            inject=kinds,
-            inject_at=inject_at,
-            broken_tool=broken_tool,
-        )
-        outcome = _run_with_progress(cfg, err, quiet)
-        failed = outcome.failed
-        rate = f", {outcome.throughput_per_min:.1f} runs/min" if outcome.ran else ""
+            kinds = parse_kinds(inject or [])
+            if (inject_at != 1 or broken_tool) and not kinds:
+                raise UserError("--inject-at and --broken-tool go with --inject KIND[,KIND...]")
+            run = {
+                k: v
+                for k, v in {
+                    "max_tool_calls": max_tool_calls,
+                    "max_tokens": max_tokens,
+                    "max_wall_s": max_time,
+                    "exec_timeout_s": timeout,
+                }.items()
+                if v is not None
+            }
+            cfg = EvalConfig(
+                datasets=list(datasets),
+                settings=settings,
+                out=directory,
+                model=spec.id,
+                models_file=models,
+                script=script,
+                seeds=seeds,
+                limit=limit,
+                offset=offset,
+                ids=set(_split(problem_id)) or None,
+                fields=Fields(question_field, answer_field, id_field),
+                distractors=types,
+                distractor_model=distractor_model,
+                cues=cues,
+                concurrency=concurrency,
+                sandbox=check_sandbox(sandbox),
+                base=RunSpec(run=run, sampling={"temperature": temperature} if temperature is not None else {}),
+                retry_errors=retry_errors,
+                baseline=baseline,
+                reuse_generations=reuse_generations,
+                judge=judge,
+                attc_audit=attc_audit,
+                shard=shards,
+                protocol=protocol,
+                inject=kinds,
+                inject_at=inject_at,
+                broken_tool=broken_tool,
+            )
+            outcome = _run_with_progress(cfg, err, quiet)
+            failed = outcome.failed
+            rate = f", {outcome.throughput_per_min:.1f} runs/min" if outcome.ran else ""
+            err.print(
+                f"{outcome.ran} run(s) done, {outcome.already_done} already in {directory / 'results.jsonl'}"
+                f"{f', {outcome.failed} failed' if outcome.failed else ''}{rate}"
+            )
+
+        summary = rp.summary_from_store(directory, baseline=baseline)
+        if not summary["datasets"]:
+            raise UserError(f"no results in {directory} yet")
+        if "table" in chosen and not quiet:
+            rp.print_terminal(summary, Console(highlight=False, markup=False, width=max(Console().width, 140)))
+        written, messages = rp.write_reports(summary, directory, chosen - {"table"})
+        for message in messages:
+            err.print(message)
+        if written:
+            err.print("reports: " + ", ".join(str(p) for p in written))
+        if inspect_log:
+            from tuiagent.eval.inspect_logs import write_inspect_logs
+
+            logs = write_inspect_logs(directory, log=err.print)
+            err.print(
+                f"inspect logs: {len(logs)} in {directory / 'inspect'} (open them with "
+                f"`inspect view --log-dir {directory / 'inspect'}`)"
+            )
         err.print(
-            f"{outcome.ran} run(s) done, {outcome.already_done} already in {directory / 'results.jsonl'}"
-            f"{f', {outcome.failed} failed' if outcome.failed else ''}{rate}"
+            f"results: {directory / 'results.jsonl'} (trajectories under {directory / 'runs'}; "
+            "replay one with `tuiagent replay FILE`)"
         )
-
-    summary = rp.summary_from_store(directory, baseline=baseline)
-    if not summary["datasets"]:
-        raise UserError(f"no results in {directory} yet")
-    if "table" in chosen and not quiet:
-        rp.print_terminal(summary, Console(highlight=False, markup=False, width=max(Console().width, 140)))
-    written, messages = rp.write_reports(summary, directory, chosen - {"table"})
-    for message in messages:
-        err.print(message)
-    if written:
-        err.print("reports: " + ", ".join(str(p) for p in written))
-    if inspect_log:
-        from tuiagent.eval.inspect_logs import write_inspect_logs
-
-        logs = write_inspect_logs(directory, log=err.print)
-        err.print(
-            f"inspect logs: {len(logs)} in {directory / 'inspect'} (open them with "
-            f"`inspect view --log-dir {directory / 'inspect'}`)"
-        )
-    err.print(
-        f"results: {directory / 'results.jsonl'} (trajectories under {directory / 'runs'}; "
-        "replay one with `tuiagent replay FILE`)"
-    )
-    if failed:
-        err.print(f"{failed} run(s) failed (above: why); the same command runs them again")
-        raise typer.Exit(1)
+        if failed:
+            err.print(f"{failed} run(s) failed (above: why); the same command runs them again")
+            raise typer.Exit(1)
 
 
 @dataclass

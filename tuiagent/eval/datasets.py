@@ -28,6 +28,7 @@ from typing import Any
 
 from tuiagent.errors import UserError
 from tuiagent.parsing import final_answer, gsm8k_gold
+from tuiagent.safe_read import DATA_BYTES, read_text
 
 DEMO = "demo"
 QUESTION_FIELDS = ("question", "problem", "prompt", "input")
@@ -128,10 +129,7 @@ def reference_solution(data: dict[str, Any], fields: Fields = Fields()) -> str:
 def load_jsonl(path: Path | str, *, name: str | None = None, fields: Fields = Fields()) -> list[Problem]:
     """Problems from a JSONL file; ``name`` (default: the file's stem) names the dataset in results."""
     path = Path(path).expanduser()
-    try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except OSError as e:
-        raise DatasetError(f"cannot read dataset {path}: {e.strerror}") from None
+    lines = read_text(path, limit=DATA_BYTES, what="dataset").splitlines()
     name = name or path.stem
     problems, seen = [], set()
     for n, line in enumerate(lines, start=1):

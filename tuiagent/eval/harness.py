@@ -13,8 +13,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import hashlib
-import re
 import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -41,7 +39,7 @@ from tuiagent.eval.judging import (
     with_judge,
 )
 from tuiagent.eval.metrics import run_record
-from tuiagent.eval.results import ResultStore, run_key
+from tuiagent.eval.results import ResultStore, legacy_safe_name, run_key, safe_name, trajectory_path
 from tuiagent.eval.reuse import GenerationMemo, ReusingBackend
 from tuiagent.eval.shards import describe, shard_name, shard_of
 from tuiagent.eval.tooltax import CHAIN
@@ -136,14 +134,9 @@ def default_out(datasets: list[str], model: str, name: str | None = None) -> Pat
     if not name:
         stems = [Path(d).stem if not d.startswith("hf:") else d[3:] for d in datasets]
         name = "+".join(stems) + "-" + model
-    return paths.data_dir() / "evals" / safe_name(name)
-
-
-def safe_name(text: str) -> str:
-    clean = re.sub(r"[^A-Za-z0-9._+=-]+", "_", text).strip("_") or "x"
-    if clean != text:
-        clean += "-" + hashlib.sha1(text.encode()).hexdigest()[:6]
-    return clean[:120]
+    evals = paths.data_dir() / "evals"
+    old = evals / legacy_safe_name(name)  # one an older version named: it still resumes
+    return old if old.is_dir() else evals / safe_name(name)
 
 
 def load_problems(cfg: EvalConfig, *, whole: bool = False) -> list[Problem]:
@@ -269,13 +262,7 @@ class EvalRunner:
 
     def trajectory(self, job: Job) -> Path:
         p = job.problem
-        return (
-            self.store.dir
-            / "runs"
-            / safe_name(p.dataset)
-            / safe_name(job.setting.name)
-            / f"{safe_name(p.unit)}-s{job.seed}.jsonl"
-        )
+        return trajectory_path(self.store.dir, p.dataset, job.setting.name, p.unit, job.seed)
 
     def check(self, settings: list[Preset]) -> None:
         """Fail before any run when a setting cannot be built (bad guard setting, unknown kernel)."""
@@ -480,6 +467,7 @@ class EvalRunner:
             )
         if not todo:
             return outcome
+        self.store.check_trajectories({j.key: self.trajectory(j) for j in todo})
         self._open_shared()
         self._warn_other_engines(jobs)
         await self._start_pools(todo)

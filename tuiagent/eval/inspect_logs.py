@@ -14,8 +14,7 @@ from pathlib import Path
 from typing import Any
 
 from tuiagent.core.trajectory import TrajectoryError, load
-from tuiagent.eval.harness import safe_name
-from tuiagent.eval.results import ResultStore
+from tuiagent.eval.results import ResultStore, trajectory_path
 from tuiagent.export.inspect_log import eval_log, log_name, require_inspect, write
 from tuiagent.export.inspect_sample import RunSample
 
@@ -33,13 +32,7 @@ def _trajectory(directory: Path, record: dict[str, Any]) -> Path:
     recorded = Path(record["trajectory"]) if record.get("trajectory") else None
     if recorded is not None and recorded.is_file():
         return recorded
-    return (
-        directory
-        / "runs"
-        / safe_name(record["dataset"])
-        / safe_name(record["setting"])
-        / f"{safe_name(_unit(record))}-s{record['seed']}.jsonl"
-    )
+    return trajectory_path(directory, record["dataset"], record["setting"], _unit(record), int(record["seed"]))
 
 
 def write_inspect_logs(directory: Path, log: Callable[[str], None] = print) -> list[Path]:

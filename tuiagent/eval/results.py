@@ -9,7 +9,9 @@ skipped on reading (``skipped_lines`` counts them): the file is a ``core.jsonl_s
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
 from pathlib import Path
 from typing import Any
 
@@ -17,9 +19,34 @@ from tuiagent.core import trajectory
 from tuiagent.core.events import Event, RunStarted
 from tuiagent.core.jsonl_store import JsonlStore
 from tuiagent.errors import UserError
+from tuiagent.safe_read import CONFIG_BYTES, read_text
 
 RESULTS = "results.jsonl"
 MANIFEST = "eval.json"
+MAX_NAME = 120  # [ours] characters of a name made by safe_name: well under a file name's 255 bytes
+
+
+def safe_name(text: str) -> str:
+    """``text`` as one file name: characters outside [A-Za-z0-9._+=-] made "_", at most MAX_NAME long.
+    A name changed or cut short ends in a hash of the whole text, so two texts never share one (and
+    the names older versions gave, which cut that hash off only past MAX_NAME, stay as they were)."""
+    clean = re.sub(r"[^A-Za-z0-9._+=-]+", "_", text).strip("_") or "x"
+    if clean == text and len(clean) <= MAX_NAME:
+        return clean
+    return f"{clean[: MAX_NAME - 7]}-{hashlib.sha1(text.encode()).hexdigest()[:6]}"
+
+
+def legacy_safe_name(text: str) -> str:
+    """The name safe_name gave before it kept the hash of a long text (which then collided)."""
+    clean = re.sub(r"[^A-Za-z0-9._+=-]+", "_", text).strip("_") or "x"
+    if clean != text:
+        clean += "-" + hashlib.sha1(text.encode()).hexdigest()[:6]
+    return clean[:MAX_NAME]
+
+
+def trajectory_path(directory: Path, dataset: str, setting: str, unit: str, seed: int) -> Path:
+    """Where an eval in ``directory`` writes the trajectory of one run: one file per run key."""
+    return directory / "runs" / safe_name(dataset) / safe_name(setting) / f"{safe_name(unit)}-s{seed}.jsonl"
 
 
 def run_key(dataset: str, problem_id: str, variant: str, setting: str, seed: int) -> str:
@@ -67,7 +94,7 @@ class ResultStore:
         path = self.dir / MANIFEST
         if not path.exists():
             return None
-        manifest: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+        manifest: dict[str, Any] = json.loads(read_text(path, limit=CONFIG_BYTES, what="eval manifest"))
         return manifest
 
     def write_manifest(self, data: dict[str, Any]) -> None:
@@ -122,6 +149,18 @@ class ResultStore:
         path = record.get("trajectory")
         self._lines.append({**record, "trajectory": self._relative(path)} if path else record)
         self.records[record["key"]] = record
+
+    def check_trajectories(self, planned: dict[str, Path]) -> None:
+        """Refuse runs (key -> trajectory) that would write a file another run key's trajectory is in,
+        stored or planned: a run starts by removing what its file holds."""
+        owners = {Path(r["trajectory"]).resolve(): k for k, r in self.records.items() if r.get("trajectory")}
+        for key, path in planned.items():
+            owner = owners.setdefault(path.resolve(), key)
+            if owner != key:
+                raise ResultsError(
+                    f"runs {owner} and {key} would share the trajectory file {path}\n"
+                    "  fix: give one of the two problems another id (or pass another --out)"
+                )
 
     def _relative(self, path: str) -> str:
         try:

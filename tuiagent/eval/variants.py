@@ -19,6 +19,7 @@ from typing import Any
 
 from tuiagent import paths
 from tuiagent.eval.datasets import Problem, numbers_in, with_variant
+from tuiagent.safe_read import CONFIG_BYTES, read_text
 
 # -- cues ------------------------------------------------------------------------------------------
 
@@ -222,7 +223,7 @@ async def distractor_variants(
         for n, (problem, kind) in enumerate(todo, start=1):
             path = cache_file(model_id, problem.question, kind)
             if path.exists():
-                entry = json.loads(path.read_text(encoding="utf-8"))
+                entry = json.loads(read_text(path, limit=CONFIG_BYTES, what="cached variant"))
             else:
                 entry = await generate_distractor(backend, problem.question, kind)
                 path.parent.mkdir(parents=True, exist_ok=True)

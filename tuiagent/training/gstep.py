@@ -32,6 +32,7 @@ from tuiagent.core.jsonl_store import JsonlStore
 from tuiagent.core.run_spec import RunSpec
 from tuiagent.parsing import gsm8k_gold, tool_block_start
 from tuiagent.protocol import RunSettings
+from tuiagent.safe_read import DATA_BYTES, read_text
 
 RECORD_VERSION = 1
 
@@ -164,19 +165,15 @@ def load_records(path: Path) -> list[dict[str, Any]]:
 def read_questions(path: Path, start: int, n: int) -> list[tuple[int, str, str]]:
     """(question id = 0-based line index, question, gold) for lines start .. start+n-1."""
     out = []
-    with Path(path).open(encoding="utf-8") as f:
-        for i, line in enumerate(f):
-            if i < start:
-                continue
-            if i >= start + n:
-                break
-            item = json.loads(line)
-            gold = gsm8k_gold(str(item.get("answer", "")))
-            if gold is None or "question" not in item:
-                raise ValueError(
-                    f"{path}:{i + 1}: a GSM8K line has a 'question' and an 'answer' ending in '#### <number>'"
-                )
-            out.append((i, item["question"], gold))
+    lines = read_text(path, limit=DATA_BYTES, what="dataset").split("\n")
+    for i, line in enumerate(lines[start : start + n], start=start):
+        if not line and i == len(lines) - 1:  # after the last line's newline
+            break
+        item = json.loads(line)
+        gold = gsm8k_gold(str(item.get("answer", "")))
+        if gold is None or "question" not in item:
+            raise ValueError(f"{path}:{i + 1}: a GSM8K line has a 'question' and an 'answer' ending in '#### <number>'")
+        out.append((i, item["question"], gold))
     return out
 
 
