@@ -13,16 +13,22 @@ run: $(VENV)/.stamp-run
 	$(BIN)/python -m tuiagent.smoke
 	$(BIN)/tuiagent
 
+# The suite in worker processes (pytest-xdist): one more than the CPUs, since many tests mostly wait
+# (a kernel starting, a cell's time limit); the tests that load a real model keep to one worker
+# (tests/conftest.py). Measured in docs/benchmarks.md ("The test suite"). PYTEST_WORKERS=0: one process.
+PYTEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; print(len(os.sched_getaffinity(0)) + 1)' 2>/dev/null || echo 2)
+PYTEST_PARALLEL = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist loadgroup)
+
 test: $(VENV)/.stamp-test
 	$(MAKE) --no-print-directory lint
 	$(BIN)/python -m tuiagent.smoke
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL)
 
 # The inner loop: the suite without the tests that load a real model (marked slow; gpu ones skip
 # off a GPU anyway) and without the smoke check, which loads one too.
 test-fast: $(VENV)/.stamp-test
 	$(MAKE) --no-print-directory lint
-	$(BIN)/python -m pytest -m "not slow and not gpu"
+	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not slow and not gpu"
 
 bench: $(VENV)/.stamp-test
 	$(BIN)/python bench/bench_kernel.py

@@ -80,3 +80,13 @@ def unsure_trajectory(tmp_path: Path) -> Path:
     path.parent.mkdir()
     path.write_text("\n".join(lines) + "\n", encoding="utf-8")
     return path
+
+
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
+def pytest_collection_modifyitems(config, items):
+    """Under pytest-xdist (`make test` runs `-n 2 --dist loadgroup`) the tests that load a real model
+    (marked slow) go to one worker, one after another: two of them at once would share two cores
+    between four llama.cpp threads, each waiting at the other's barriers."""
+    for item in items:
+        if item.get_closest_marker("slow"):
+            item.add_marker(pytest.mark.xdist_group("model"))

@@ -1,4 +1,5 @@
-"""The real path end to end: the embedded default model writes Python, a real Jupyter kernel runs it."""
+"""The real path end to end: the embedded default model writes Python, a real Jupyter kernel runs it,
+every guard watches (one run: the model on 2 cores is the cost)."""
 
 from __future__ import annotations
 
@@ -27,28 +28,6 @@ def default_model_ready():
     return spec
 
 
-def test_default_model_solves_a_word_problem_with_code(default_model_ready, tmp_path):
-    out = subprocess.run(
-        [sys.executable, "-m", "tuiagent", "solve", WORD_PROBLEM, "--gold", "10", "--json", "--out", str(tmp_path)],
-        capture_output=True,
-        text=True,
-        timeout=1200,
-    )
-    assert out.returncode == 0, out.stderr[-2000:]
-    events = [json.loads(line) for line in out.stdout.splitlines()]
-    code = [e for e in events if e["type"] == "CodeBlock"]
-    results = [e for e in events if e["type"] == "ToolResult" and e["executed"]]
-    finished = events[-1]
-    assert code and results, "the model answered without running code"
-    assert any(r["outputs"] and not r["error"] for r in results)
-    assert finished["type"] == "RunFinished" and finished["reason"] == "answer"
-    assert finished["correct"] is True, finished["answer"]
-    started = events[0]
-    assert started["model_id"] == default_model_ready.id and started["backend"] == "LlamaCppBackend"
-    logprobs = [e["logprob"] for e in events if e["type"] == "TokenDelta" and e["logprob"] is not None]
-    assert logprobs and all(lp <= 0 for lp in logprobs)
-
-
 def test_default_model_with_every_guard_on(default_model_ready, tmp_path):
     out = subprocess.run(
         [
@@ -71,6 +50,14 @@ def test_default_model_with_every_guard_on(default_model_ready, tmp_path):
     )
     assert out.returncode == 0, out.stderr[-2000:]
     events = [json.loads(line) for line in out.stdout.splitlines()]
+    started = events[0]
+    assert started["model_id"] == default_model_ready.id and started["backend"] == "LlamaCppBackend"
+    code = [e for e in events if e["type"] == "CodeBlock"]
+    results = [e for e in events if e["type"] == "ToolResult" and e["executed"]]
+    assert code and results, "the model answered without running code"
+    assert any(r["outputs"] and not r["error"] for r in results)
+    logprobs = [e["logprob"] for e in events if e["type"] == "TokenDelta" and e["logprob"] is not None]
+    assert logprobs and all(lp <= 0 for lp in logprobs)
     on = {e["guard"] for e in events if e["type"] == "GuardToggled" and e["enabled"]}
     assert on == {"attc", "gstep", "necessity", "prunetir", "tim"}, [e for e in events if e["type"] == "GuardToggled"]
     verdicts = [e for e in events if e["type"] == "GuardVerdict"]
@@ -82,3 +69,4 @@ def test_default_model_with_every_guard_on(default_model_ready, tmp_path):
     finished = events[-1]
     assert finished["type"] == "RunFinished" and finished["reason"] in ("answer", "tool_budget", "token_budget")
     assert finished["tool_calls"] >= 1
+    assert finished["correct"] is True or finished["reason"] != "answer", finished["answer"]

@@ -259,15 +259,12 @@ def qwen_path():
     return path
 
 
-# Twelve prompts: the four questions, asked again with other numbers and words.
+# Eight prompts: the four questions, asked again with other numbers and words.
 MANY = [
     *QUESTIONS,
-    *(f"What is {a} times {b}? Explain step by step." for a, b in ((19, 29), (31, 37), (41, 43))),
+    *(f"What is {a} times {b}? Explain step by step." for a, b in ((19, 29), (31, 37))),
     "List three prime numbers greater than 90.",
-    "What is the capital of Italy, and why is it famous?",
-    "Write a Python function that returns the product of a list of numbers.",
     "How many days are there in 7 weeks?",
-    "What is 2 to the power 10?",
 ]
 
 
@@ -276,14 +273,14 @@ def test_on_the_default_model_a_sequence_is_the_same_alone_and_beside_any_number
     """The default model (Q4_K_M: Q4_K weights llama.cpp repacks on AVX2/AVX-512, where 4 columns take
     a gemm and fewer a gemv; Q6_K ones it does not repack, which its tiled matmul takes in ubatches
     of 8 columns or more). Each sequence alone, then beside 2 others (a step of 3, padded to 4), 3,
-    5, 7 and 11 others: tokens and logprobs bit for bit the same, with repacked weights (steps
-    padded to groups of 4 columns) and with plain ones, and the same on an engine of 4 sequences
-    and of 12; so an eval's results do not depend on its concurrency. Free sequences between busy
-    ones (held by another session) leave holes a step fills."""
+    4 and 7 others: tokens and logprobs bit for bit the same, with repacked weights (steps padded
+    to groups of 4 columns) and with plain ones (a step of 8 takes the tiled matmul), and the same
+    on an engine of 4 sequences and of 8; so an eval's results do not depend on its concurrency.
+    Free sequences between busy ones (held by another session) leave holes a step fills."""
     from tuiagent.backends.llama_batch import BatchEngine, Request
 
     assert not {"GGML_CPU_TILED_MM", "GGML_CPU_TILED_MM_FORCE"} & set(os.environ)  # llama.cpp's default: on
-    sampling = Sampling(temperature=0.0, max_tokens=6)
+    sampling = Sampling(temperature=0.0, max_tokens=4)
 
     def runner(engine):
         prompts = [
@@ -330,30 +327,26 @@ def test_on_the_default_model_a_sequence_is_the_same_alone_and_beside_any_number
             repack=repack,
         )
 
-    small = engine_of(4)
-    try:
-        run = runner(small)
-        alone4 = {}
-        for i in range(4):
-            alone4.update(run([i]))
-        assert run([0, 1, 2, 3]) == alone4 and small.max_in_flight == 4
-        assert run([0, 2, 3], held=(1,)) == {i: alone4[i] for i in (0, 2, 3)}
-    finally:
-        small.close()
-    engine = engine_of(12)
+    engine = engine_of(8)
     try:
         run = runner(engine)
         alone = {}
-        for i in range(12):
+        for i in range(8):
             alone.update(run([i]))
-        assert {i: alone[i] for i in range(4)} == alone4  # the engine's size changes nothing
-        assert run(list(range(12))) == alone and engine.max_in_flight == 12  # beside 11 others
-        eight = [0, 2, 3, 4, 6, 7, 9, 11]
-        assert run(eight, held=(1, 5, 8)) == {i: alone[i] for i in eight}  # beside 7, with holes
-        six = [0, 1, 3, 5, 6, 10]
-        assert run(six, held=(2, 4)) == {i: alone[i] for i in six}  # beside 5
+        assert run(list(range(8))) == alone and engine.max_in_flight == 8  # beside 7 others
+        five = [0, 2, 3, 5, 7]
+        assert run(five, held=(1, 4, 6)) == {i: alone[i] for i in five}  # beside 4, with holes
+        three = [1, 4, 6]
+        assert run(three, held=(2,)) == {i: alone[i] for i in three}  # beside 2: a step of 3, padded
     finally:
         engine.close()
+    small = engine_of(4)
+    try:
+        run = runner(small)
+        assert run([0, 1, 2, 3]) == {i: alone[i] for i in range(4)} and small.max_in_flight == 4  # the size
+        assert run([0, 2, 3], held=(1,)) == {i: alone[i] for i in (0, 2, 3)}  # changes nothing
+    finally:
+        small.close()
 
 
 VERDICT_SCHEMA = {

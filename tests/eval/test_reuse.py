@@ -52,17 +52,17 @@ def first_prompt(backend) -> str:
     )
 
 
-async def turn(backend, prompt: str) -> tuple[list[tuple[str, float | None]], object]:
-    stream = backend.stream(prompt, GREEDY, ["\n\n\n"])
+async def turn(backend, prompt: str, sampling: Sampling = GREEDY) -> tuple[list[tuple[str, float | None]], object]:
+    stream = backend.stream(prompt, sampling, ["\n\n\n"])
     tokens = [(t.text, t.logprob) async for t in stream]
     return tokens, stream
 
 
-async def two_turns(backend, second_output: str) -> tuple[list, list, object]:
+async def two_turns(backend, second_output: str, sampling: Sampling = GREEDY) -> tuple[list, list, object]:
     """Turn 1, then turn 2 continuing turn 1's text with a tool output."""
     p1 = first_prompt(backend)
-    t1, s1 = await turn(backend, p1)
-    t2, s2 = await turn(backend, p1 + "".join(t for t, _ in t1) + f"\n```output\n{second_output}\n```\n")
+    t1, s1 = await turn(backend, p1, sampling)
+    t2, s2 = await turn(backend, p1 + "".join(t for t, _ in t1) + f"\n```output\n{second_output}\n```\n", sampling)
     return t1, t2, (s1, s2)
 
 
@@ -92,17 +92,18 @@ async def test_on_the_default_model_the_turns_before_a_divergence_are_decoded_ag
     """On the default model a prompt's logprobs depend on how its cells were evaluated (SmolLM2's do
     not on this engine), so this is where catching up is seen: without turn 1 decoded as it was
     generated, turn 2 comes out different."""
+    short = Sampling(temperature=0.0, max_tokens=16)  # the 1.5B model on 2 cores: few tokens show it
     memo = GenerationMemo(tmp_path)
-    await two_turns(ReusingBackend(qwen_engine, memo), "156")
+    await two_turns(ReusingBackend(qwen_engine, memo), "156", short)
     diverging = ReusingBackend(qwen_engine, memo)
-    d1, d2, _ = await two_turns(diverging, "157")
+    d1, d2, _ = await two_turns(diverging, "157", short)
     assert diverging.replayed_turns == 1 and not diverging.mismatched
-    plain1, plain2, _ = await two_turns(qwen_engine, "157")
+    plain1, plain2, _ = await two_turns(qwen_engine, "157", short)
     assert (d1, d2) == (plain1, plain2)
 
     qwen_engine.reset_cache()  # turn 2's prompt evaluated with nothing of turn 1 in the cells
     alone, _ = await turn(
-        qwen_engine, first_prompt(qwen_engine) + "".join(t for t, _ in d1) + "\n```output\n157\n```\n"
+        qwen_engine, first_prompt(qwen_engine) + "".join(t for t, _ in d1) + "\n```output\n157\n```\n", short
     )
     assert [t for t, _ in alone] == [t for t, _ in plain2]
     assert [lp for _, lp in alone] != [lp for _, lp in plain2]
@@ -147,7 +148,7 @@ async def test_an_eval_of_a_watching_setting_reuses_every_turn_of_none(tmp_path,
             settings=resolve_settings(["none", "tim"]),
             out=out,
             model="smollm2-135m",
-            base=RunSpec(run={"max_tokens": 120, "max_tool_calls": 2}),
+            base=RunSpec(run={"max_tokens": 60, "max_tool_calls": 2}),
             reuse_generations=reuse,
             concurrency=concurrency,
         )

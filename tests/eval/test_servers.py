@@ -20,8 +20,8 @@ from tuiagent.presets import resolve_settings
 
 pytestmark = pytest.mark.slow
 
-PROBLEMS = 4  # of the demo set: enough for both servers to hold runs, few enough for a loaded 2-core machine
-RUN = {"max_tool_calls": 1, "max_tokens": 300}  # short runs: this checks the plumbing, not SmolLM2
+PROBLEMS = 2  # of the demo set: one run in flight on each server, few enough for a loaded 2-core machine
+RUN = {"max_tool_calls": 1, "max_tokens": 120}  # short runs: this checks the plumbing, not SmolLM2
 # what a run's record says about the run itself (not when, where or how fast it ran)
 SAME_RUN = ("answer", "correct", "reason", "tcn", "generated_tokens", "turns", "question_hash")
 
@@ -70,8 +70,24 @@ def _config(tmp_path: Path, models: Path, out: str, shard=None) -> EvalConfig:
     )
 
 
-async def test_a_server_killed_mid_eval_and_the_eval_completes_on_the_other(tmp_path, servers):
-    cfg = _config(tmp_path, _models(tmp_path, servers), "killed")
+async def test_runs_spread_over_both_servers_shards_merge_and_a_server_killed_mid_eval_is_survived(tmp_path, servers):
+    models = _models(tmp_path, servers)
+    whole = _config(tmp_path, models, "whole")
+    await run_eval(whole, log=lambda m: None)
+    unsharded = ResultStore(whole.out).records
+    _generated(unsharded)
+    assert {r["server"] for r in unsharded.values()} == {s.base_url for s in servers}
+    shards = [_config(tmp_path, models, f"shard{i}", (i, 2)) for i in (1, 2)]
+    for cfg in shards:
+        outcome = await run_eval(cfg, log=lambda m: None)
+        assert (outcome.ran, outcome.failed) == (PROBLEMS // 2, 0)
+    assert merge_shards([c.out for c in shards], tmp_path / "merged") == []
+    merged = ResultStore(tmp_path / "merged").records
+    assert sorted(merged) == sorted(unsharded)
+    for key, record in unsharded.items():
+        assert {k: merged[key][k] for k in SAME_RUN} == {k: record[k] for k in SAME_RUN}, key
+
+    cfg = _config(tmp_path, models, "killed")  # last: it kills a server
     killed: list[str] = []
     logged: list[str] = []
 
@@ -92,24 +108,6 @@ async def test_a_server_killed_mid_eval_and_the_eval_completes_on_the_other(tmp_
     notices = [e.message for e in load(Path(retried[0]["trajectory"])).events if isinstance(e, Notice)]
     assert any(m.startswith("started again from scratch on another server") and killed[0] in m for m in notices)
     assert any("starting it again from scratch on another server" in m for m in logged)
-
-
-async def test_runs_spread_over_both_servers_and_merged_shards_equal_the_unsharded_eval(tmp_path, servers):
-    models = _models(tmp_path, servers)
-    whole = _config(tmp_path, models, "whole")
-    await run_eval(whole, log=lambda m: None)
-    unsharded = ResultStore(whole.out).records
-    _generated(unsharded)
-    assert {r["server"] for r in unsharded.values()} == {s.base_url for s in servers}
-    shards = [_config(tmp_path, models, f"shard{i}", (i, 2)) for i in (1, 2)]
-    for cfg in shards:
-        outcome = await run_eval(cfg, log=lambda m: None)
-        assert (outcome.ran, outcome.failed) == (PROBLEMS // 2, 0)
-    assert merge_shards([c.out for c in shards], tmp_path / "merged") == []
-    merged = ResultStore(tmp_path / "merged").records
-    assert sorted(merged) == sorted(unsharded)
-    for key, record in unsharded.items():
-        assert {k: merged[key][k] for k in SAME_RUN} == {k: record[k] for k in SAME_RUN}, key
 
 
 def _generated(records: dict) -> None:
