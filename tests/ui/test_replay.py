@@ -168,3 +168,16 @@ async def test_the_header_names_the_model_that_made_the_saved_run(ui):
         await pilot.pause(0.2)
         bar = app.screen.query_one(TopBar)
         assert (bar.model, bar.state) == ("scripted", "recorded")  # not the app's own model
+
+
+async def test_the_left_side_is_what_happened_and_the_right_what_the_model_saw_as_the_docs_say(ui):
+    """README and docs/app.md describe the two sides; the layout must match them."""
+    from pathlib import Path
+
+    app = make_app(AppConfig(model="scripted", screen="replay", replay=ui.DATA / "guarded.jsonl"))
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.pause(0.2)
+        happened, saw = app.screen.query_one(TrajectoryView), app.screen.query_one(ContextView)
+        assert happened.region.x < saw.region.x and happened.region.y == saw.region.y
+    readme = " ".join((Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8").split())
+    assert "the left side is what had happened by that moment, the right what the model saw" in readme
