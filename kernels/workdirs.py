@@ -16,10 +16,30 @@ from pathlib import Path
 
 _NAME = re.compile(r"tuiagent-(?:kernel|run)-(\d+)-")
 
+# A Unix socket's path holds at most 107 bytes (sun_path), and a kernel's IPC sockets are
+# <kernel dir>/box/ipc-<n>: under a long TMPDIR they cannot be made (ZMQError "File name too long").
+SOCKET_PATH_MAX = 107
+_SOCKET_TAIL = len("/box/ipc-99")
+SHORT_TEMP = "/tmp"  # where a kernel's directory goes when the temp dir is too long for its sockets
+
+
+def _prefix(kind: str) -> str:
+    return f"tuiagent-{kind}-{os.getpid()}-"
+
+
+def kernel_base(tempdir: str | None = None) -> str:
+    """The directory a kernel's directory is made in: the temp dir, or /tmp when the socket paths
+    would not fit under the temp dir (mkdtemp adds 8 characters to the prefix)."""
+    tempdir = tempdir or tempfile.gettempdir()
+    longest = len(os.fsencode(tempdir)) + 1 + len(_prefix("kernel")) + 8 + _SOCKET_TAIL
+    if longest > SOCKET_PATH_MAX and os.access(SHORT_TEMP, os.W_OK | os.X_OK):
+        return SHORT_TEMP
+    return tempdir
+
 
 def make(kind: str) -> Path:
     """A new private (0700) directory for ``kind`` ("kernel" or "run") owned by this process."""
-    return Path(tempfile.mkdtemp(prefix=f"tuiagent-{kind}-{os.getpid()}-"))
+    return Path(tempfile.mkdtemp(prefix=_prefix(kind), dir=kernel_base() if kind == "kernel" else None))
 
 
 def _alive(pid: int) -> bool:
@@ -75,5 +95,7 @@ def empty(directory: Path) -> None:
 
 @functools.cache
 def sweep_once() -> None:
-    """``sweep`` the temp dir, once per process (on the first kernel start)."""
-    sweep()
+    """``sweep`` the temp dir (and /tmp, where kernels go when it is too long), once per process
+    (on the first kernel start)."""
+    for directory in dict.fromkeys((tempfile.gettempdir(), kernel_base())):
+        sweep(Path(directory))

@@ -26,8 +26,8 @@ def bench_soak():
 
 @pytest.mark.slow  # 10-30 s
 async def test_short_soak_leaks_nothing():
-    # A short directory of its own: the kernels' IPC sockets live under it, and a socket's path has
-    # at most 107 bytes (pytest-xdist's tmp_path, popen-gw0/test_short_soak_leaks_nothing0/..., is too long).
+    # A short directory of its own, so the kernels' directories stay in it to be counted: under a
+    # temp dir too long for their IPC sockets (pytest-xdist's tmp_path) they would go to /tmp.
     tmp = Path(tempfile.mkdtemp(prefix="soak-"))
     try:
         result = await bench_soak().soak(tmp, max_runs=16, concurrency=4, batch=8, sample_s=0.5)
