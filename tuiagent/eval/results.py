@@ -26,11 +26,15 @@ MANIFEST = "eval.json"
 MAX_NAME = 120  # [ours] characters of a name made by safe_name: well under a file name's 255 bytes
 
 
+def _clean(text: str) -> str:
+    return re.sub(r"[^A-Za-z0-9._+=-]+", "_", text).strip("_") or "x"
+
+
 def safe_name(text: str) -> str:
     """``text`` as one file name: characters outside [A-Za-z0-9._+=-] made "_", at most MAX_NAME long.
     A name changed or cut short ends in a hash of the whole text, so two texts never share one (and
     the names older versions gave, which cut that hash off only past MAX_NAME, stay as they were)."""
-    clean = re.sub(r"[^A-Za-z0-9._+=-]+", "_", text).strip("_") or "x"
+    clean = _clean(text)
     if clean == text and len(clean) <= MAX_NAME:
         return clean
     return f"{clean[: MAX_NAME - 7]}-{hashlib.sha1(text.encode()).hexdigest()[:6]}"
@@ -38,7 +42,7 @@ def safe_name(text: str) -> str:
 
 def legacy_safe_name(text: str) -> str:
     """The name safe_name gave before it kept the hash of a long text (which then collided)."""
-    clean = re.sub(r"[^A-Za-z0-9._+=-]+", "_", text).strip("_") or "x"
+    clean = _clean(text)
     if clean != text:
         clean += "-" + hashlib.sha1(text.encode()).hexdigest()[:6]
     return clean[:MAX_NAME]
