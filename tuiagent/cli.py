@@ -720,11 +720,16 @@ def export(
 @app.command()
 def compare(
     files: Annotated[list[Path], typer.Argument(help="Two to four trajectory files (.jsonl).")],
-    print_: Annotated[bool, typer.Option("--print", help="Print the summary rows instead of opening the app.")] = False,
+    print_: Annotated[
+        bool, typer.Option("--print", help="Print the summaries and the aligned steps instead of opening the app.")
+    ] = False,
     raw_math: RawMathOpt = False,
 ) -> None:
     """Compare saved runs side by side, steps aligned, with a summary row."""
-    from tuiagent.core.compare import summary
+    from rich import box
+    from rich.table import Table
+
+    from tuiagent.core.compare import align, cell_line, first_divergence, step_cells, summary
     from tuiagent.core.trajectory import load
     from tuiagent.mathtext import render_latex
 
@@ -737,18 +742,27 @@ def compare(
         run_app(screen="compare", compare=tuple(files), raw_math=raw_math)
         return
     console = Console(highlight=False, soft_wrap=True)
-    for path, loaded in zip(files, runs):
+    for i, (path, loaded) in enumerate(zip(files, runs), 1):
         print_warnings(loaded.warnings)
         s = summary(loaded.events)
         right = {True: "right", False: "wrong", None: "-"}[s.correct]
         answer = s.answer if raw_math or s.answer is None else render_latex(s.answer)
         console.print(
             for_terminal(
-                f"{path.name}: guards {s.guards} · answer {answer} ({right}) · {s.tool_calls} tool "
+                f"{i}. {path.name}: guards {s.guards} · answer {answer} ({right}) · {s.tool_calls} tool "
                 f"calls · {s.context_tokens} context tokens · {s.wall_s:.1f} s · {s.reason}"
             ),
             markup=False,
         )
+    rows = align([step_cells(loaded.events) for loaded in runs])
+    diverge = first_divergence(rows)
+    table = Table("step", *(f"{i}." for i in range(1, len(runs) + 1)), box=box.SIMPLE_HEAD, pad_edge=False)
+    for n, row in enumerate(rows):
+        turn = next(c.turn for c in row if c is not None)
+        mark = "≠ " if n == diverge else ""
+        table.add_row(f"{mark}{turn}", *(for_terminal(cell_line(c)) for c in row))
+    console.print(table)
+    console.print("the runs agree step for step" if diverge is None else "≠ marks the first step where the runs differ")
 
 
 def main() -> None:

@@ -138,7 +138,8 @@ async def test_compare_saved_runs(ui):
         assert "answer 481" in texts[2] and "8 calls (8 err)" in texts[2]
         cells = [w.render().plain for w in grid.query("Static")]
         assert any("✂ STP" in c for c in cells) and any("✂ STPR+RTTS" in c for c in cells)
-        assert not screen.check_action("run", ())  # saved runs are not run again
+        assert not screen.check_action("stop", ()) and not screen.check_action("add_column", ())
+        assert screen.check_action("run", ())  # ctrl+r sets their problem up live
 
 
 # -- the headless pieces ---------------------------------------------------------------------------
@@ -163,6 +164,23 @@ def test_the_first_divergence_is_the_first_step_the_runs_did_differently(ui):
     i = first_divergence(rows)
     assert i == 3 and rows[i][1] is None  # turn 4: the guarded run checked again, the plain one had stopped
     assert first_divergence(align([step_cells(events[0])] * 2)) is None
+
+
+def test_runs_still_streaming_the_same_text_do_not_diverge(ui):
+    """Two columns at different points of the same run agree: a turn still being written differs
+    only where its text so far contradicts the other's, a missing step only once its run ended."""
+    events = load(ui.DATA / "plain.jsonl").events
+    started = next(i for i, e in enumerate(events) if isinstance(e, ev.TurnStarted))
+    first_token = next(i for i, e in enumerate(events) if isinstance(e, ev.TokenDelta) and i > started)
+    behind = events[: first_token + 2]  # turn 1, two tokens in
+    ahead = [e for e in events if not isinstance(e, ev.RunFinished)]  # every turn written, not finished
+    rows = align([step_cells(behind), step_cells(ahead)])
+    assert not rows[0][0].settled and rows[0][1].settled
+    assert first_divergence(rows, open_columns=[True, True]) is None
+    assert first_divergence(rows, open_columns=[False, True]) == 0  # the first run ended there: they differ
+    assert first_divergence(rows) == 0  # saved runs (none open) compare whole steps
+    strayed = [*behind[:-1], ev.TokenDelta(turn=1, text="Something else", logprob=-0.1)]
+    assert first_divergence(align([step_cells(strayed), step_cells(ahead)]), open_columns=[True, True]) == 0
 
 
 async def test_run_columns_in_turn_or_together():
@@ -227,3 +245,67 @@ async def test_rerun_as_runs_the_problem_again_under_a_preset_beside_the_current
         assert screen.query_one("#compare-problem").text == "count"
         started = [next(e for e in evs if isinstance(e, ev.RunStarted)) for evs in screen.events]
         assert all(s.problem == "count" and s.gold == "1" for s in started)
+
+
+async def test_rerun_as_after_a_saved_compare_runs_live(ui, tmp_path):
+    """f6 on the solve screen once the compare screen shows saved runs: the saved columns give way
+    to a live comparison (issue 39: it used to relabel the saved columns and refuse to run)."""
+    from tuiagent.ui.screens.compare import CompareScreen
+    from tuiagent.ui.screens.presets import PresetsScreen
+    from tuiagent.ui.widgets.top_bar import TopBar
+
+    app = ui.scripted_app(COUNTER, problem="count", gold="1", guards=("attc",), tmp_path=tmp_path)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await pilot.pause(0.2)
+        app.open_compare([ui.DATA / "plain.jsonl", ui.DATA / "guarded.jsonl"])
+        await ui.wait_for(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.has_class("-files"))
+        await pilot.press("f2")  # back to solve
+        await ui.wait_for(pilot, lambda: not isinstance(app.screen, CompareScreen), 10, "the solve screen")
+        await pilot.press("f6")
+        await ui.wait_for(pilot, lambda: isinstance(app.screen, PresetsScreen), 10, "the preset list")
+        assert "run this problem again under a preset" in app.screen.title_text
+        app.screen.dismiss(next(p for p in app.screen.presets if p.name == "flag-only"))
+        await ui.wait_for(
+            pilot,
+            lambda: (
+                isinstance(app.screen, CompareScreen)
+                and not app.screen.has_class("-files")
+                and len(app.screen.events) == 2
+                and all(any(isinstance(e, ev.RunFinished) for e in evs) for evs in app.screen.events)
+            ),
+            60,
+            "both live columns",
+        )
+        screen = app.screen
+        assert not screen.has_class("-files") and screen.files == []
+        assert screen.labels == ["attc", "necessity+tim"]
+        assert screen.query_one(TopBar).title == "· compare"
+        assert [[e.shown for e in evs if isinstance(e, ev.ToolResult)] for evs in screen.events] == [["1"], ["1"]]
+        assert app.errors == []
+
+
+async def test_ctrl_r_on_saved_runs_sets_up_their_problem_live(ui, tmp_path):
+    from tuiagent.ui.screens.compare import CompareScreen
+
+    saved = [ui.DATA / "plain.jsonl", ui.DATA / "guarded.jsonl"]
+    problem = next(e for e in load(saved[0]).events if isinstance(e, ev.RunStarted)).problem
+    app = ui.scripted_app(COUNTER, screen="compare", compare=tuple(saved), tmp_path=tmp_path)
+    async with app.run_test(size=(140, 40)) as pilot:
+        await ui.wait_for(pilot, lambda: isinstance(app.screen, CompareScreen) and len(app.screen.events) == 2)
+        screen = app.screen
+        await pilot.press("ctrl+r")
+        await ui.wait_for(pilot, lambda: not screen.has_class("-files"), 10, "the live compare")
+        assert screen.query_one("#compare-problem").text == problem
+        columns = [box.value for box in screen.query(".column-spec")]
+        assert columns == [summary(load(p).events).guards.replace("+", " ") for p in saved]
+        assert screen.events == [] and not any(w.is_running for w in screen.workers if w.group == "run")
+        await pilot.press("ctrl+r")  # now it runs
+        await ui.wait_for(
+            pilot,
+            lambda: (
+                len(screen.events) == 2
+                and all(any(isinstance(e, ev.RunFinished) for e in evs) for evs in screen.events)
+            ),
+            60,
+            "both columns",
+        )

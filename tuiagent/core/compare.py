@@ -115,6 +115,7 @@ class StepCell:
     tokens: int = 0
     forked: bool = False  # a fork's first own step (the steps before it are its parent's)
     edited: str = ""  # what an Intervention replaced in this step, in words ("output of call 2 edited")
+    settled: bool = True  # its turn has ended and its call (if any) has a result: nothing here changes now
 
 
 def verdict_note(v: ev.GuardVerdict) -> VerdictNote:
@@ -173,6 +174,7 @@ def step_cells(events: Sequence[ev.Event]) -> list[StepCell]:
                 tokens=s.tokens,
                 forked=s.turn == first_own,
                 edited="; ".join(intervention_label(i) for i in s.interventions),
+                settled=bool(s.stop) and (s.code is None or s.result is not None),
             )
         )
     return cells
@@ -185,17 +187,53 @@ def intervention_label(e: ev.Intervention) -> str:
     return f"{what} faulted ({e.fault})" if e.fault else f"{what} edited"
 
 
-def first_divergence(rows: Sequence[Sequence[StepCell | None]]) -> int | None:
+def first_divergence(rows: Sequence[Sequence[StepCell | None]], open_columns: Sequence[bool] = ()) -> int | None:
     """The index of the first aligned row where the runs did something different (text, code,
-    output or answer; a run that has no such step differs), or None while they agree."""
+    output or answer; a run that has no such step differs), or None while they agree.
 
-    def what(cell: StepCell | None) -> tuple[str, str | None, str, str | None] | None:
-        return None if cell is None else (cell.prose, cell.code, cell.output, cell.answer)
+    While runs stream (``open_columns``: which columns have not finished), a step still being
+    written differs only where its text so far contradicts the other's, and a gap in a column that
+    is still running is no difference yet: two runs at different points of the same text agree."""
+
+    def what(cell: StepCell) -> tuple[str, str | None, str, str | None]:
+        return (cell.prose, cell.code, cell.output, cell.answer)
+
+    def differ(a: StepCell | None, b: StepCell | None, a_open: bool, b_open: bool) -> bool:
+        if a is None or b is None:  # a gap: a difference unless that run may still get there
+            return (a is None and not a_open and b is not None) or (b is None and not b_open and a is not None)
+        if (a.settled or not a_open) and (b.settled or not b_open):
+            return what(a) != what(b)
+        return not (a.prose.startswith(b.prose) or b.prose.startswith(a.prose))
 
     for i, row in enumerate(rows):
-        if len({what(c) for c in row}) > 1:
+        live = [c < len(open_columns) and open_columns[c] for c in range(len(row))]
+        pairs = ((j, k) for j in range(len(row)) for k in range(j + 1, len(row)))
+        if any(differ(row[j], row[k], live[j], live[k]) for j, k in pairs):
             return i
     return None
+
+
+def cell_line(cell: StepCell | None) -> str:
+    """A step in one line, for a plain-text comparison: its call and how it went, the verdicts, the
+    answer, and any edit or prune ("call 1 ok -> 45040 · attc trust · answer 45040")."""
+    if cell is None:
+        return "(no such step)"
+    parts = []
+    if cell.edited:
+        parts.append(f"✎ {cell.edited}")
+    if cell.pruned is not None:
+        parts.append(f"✂ {cell.pruned.label}")
+    if cell.code is not None:
+        out = cell.output.strip().splitlines()
+        result = f" -> {out[-1][:40]}" if cell.status == "ok" and out else ""
+        err = f" {cell.error_name}" if cell.status == "error" and cell.error_name else ""
+        parts.append(f"call {cell.call} {cell.status or '?'}{err}{result}")
+    parts += [f"{v.guard} {v.action}" for v in cell.verdicts]
+    if cell.answer is not None:
+        parts.append(f"answer {cell.answer}" + ("" if cell.answer_final else " (attempt)"))
+    if not parts:
+        parts.append(cell.stop or "text")
+    return " · ".join(parts)
 
 
 def align(runs: Sequence[Sequence[StepCell]]) -> list[tuple[StepCell | None, ...]]:

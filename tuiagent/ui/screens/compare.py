@@ -85,8 +85,8 @@ class CompareScreen(Screen[None]):
         yield Footer()
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
-        """Saved runs cannot be run again here: hide the keys that would."""
-        if self.has_class("-files") and action in ("run", "stop", "add_column", "remove_column"):
+        """Saved runs cannot be stopped or given columns: hide those keys (ctrl+r goes live)."""
+        if self.has_class("-files") and action in ("stop", "add_column", "remove_column"):
             return False
         return True
 
@@ -168,9 +168,7 @@ class CompareScreen(Screen[None]):
 
     def action_run(self) -> None:
         if self.has_class("-files"):
-            self.notify(
-                "these are saved runs; open the compare screen with f4 from a fresh app to run live", severity="warning"
-            )
+            self.run_saved_live()
             return
         problem = self.query_one("#compare-problem", ProblemInput).text.strip()
         if not problem:
@@ -195,12 +193,36 @@ class CompareScreen(Screen[None]):
 
     async def start(self, problem: str, gold: str | None, columns: list[str]) -> None:
         """Fill in the problem and the columns, then run them (rerun-as from the solve screen)."""
+        await self.go_live(problem, gold, columns)
+        self.action_run()
+
+    async def go_live(self, problem: str, gold: str | None, columns: list[str]) -> None:
+        """Leave saved runs (if shown) for a live comparison of ``problem`` under ``columns``."""
         self.query_one("#compare-problem", ProblemInput).text = problem
         self.query_one("#compare-gold", Input).value = gold or ""
         row = self.query_one("#compare-columns")
         await row.remove_children()
         await row.mount_all([self._column_input(c) for c in columns[:MAX_COLUMNS]])
-        self.action_run()
+        if self.has_class("-files"):
+            self.remove_class("-files")
+            self.files, self.events, self.labels, self.errors = [], [], [], []
+            top = self.query_one(TopBar)
+            top.title = "· compare"
+            top.set_model(*self.app.model_state)
+            self.app.ensure_model()
+            self.refresh_bindings()
+            self._refresh()
+
+    @work(exclusive=True, group="go-live", exit_on_error=False, name="go live")
+    async def run_saved_live(self) -> None:
+        """The saved runs' problem again, live, a column per saved run under the guards it started
+        with: edit the columns, then ctrl+r."""
+        first = self.events[0][0] if self.events and self.events[0] else None
+        problem = first.problem if isinstance(first, ev.RunStarted) else ""
+        gold = first.gold if isinstance(first, ev.RunStarted) else None
+        columns = [summary(evs).guards.replace("+", " ") for evs in self.events] or ["none", "all"]
+        await self.go_live(problem, gold, columns)
+        self.notify("a live comparison of the saved runs' problem: edit the columns, then ctrl+r", timeout=6)
 
     def action_stop(self) -> None:
         for worker in self.workers:
@@ -309,7 +331,9 @@ class CompareScreen(Screen[None]):
             self.query_one(CompareGrid).show([[] for _ in labels])
             return
         math = not self.app.raw_math
-        self.query_one(CompareGrid).show([step_cells(evs) for evs in self.events], math=math)
+        running = any(w.group == "run" and w.is_running for w in self.workers)
+        live = [running and not any(isinstance(e, ev.RunFinished) for e in evs) for evs in self.events]
+        self.query_one(CompareGrid).show([step_cells(evs) for evs in self.events], math=math, open_columns=live)
         self.query_one(CompareSummary).show(
             self.labels, [summary(evs) if evs else None for evs in self.events], self.errors, math=math
         )

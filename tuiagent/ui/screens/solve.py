@@ -456,13 +456,14 @@ class SolveScreen(Screen[None]):
             self.app.report(e, title="presets")
             return None
 
-    def choose_preset(self, then: Callable[[Preset | None], None]) -> None:
-        """Offer every preset (:meth:`presets`); ``then`` gets the choice."""
+    def choose_preset(self, then: Callable[[Preset | None], None], title: str | None = None) -> None:
+        """Offer every preset (:meth:`presets`); ``then`` gets the choice; ``title`` says what it is for
+        (by default: applying it to the guards)."""
         from tuiagent.ui.screens.presets import PresetsScreen
 
         presets = self.presets()
         if presets is not None:
-            self.app.push_screen(PresetsScreen(presets), then)
+            self.app.push_screen(PresetsScreen(presets, title) if title else PresetsScreen(presets), then)
 
     def action_rerun_as(self) -> None:
         """This problem again under a preset, beside the current settings, on the compare screen."""
@@ -483,7 +484,9 @@ class SolveScreen(Screen[None]):
             if preset is not None:
                 self.app.rerun_as(problem, gold, [current, preset.name])
 
-        self.choose_preset(chosen)
+        self.choose_preset(
+            chosen, "run this problem again under a preset, beside the current settings, on the compare screen (enter)"
+        )
 
     def action_fork(self) -> None:
         """Fork this run: a step to regenerate from, then the settings (the parent's, or a preset)."""

@@ -86,16 +86,16 @@ class CompareGrid(VerticalScroll, can_focus=True):
     def compose(self) -> ComposeResult:
         yield Grid(id="compare-cells")
 
-    def show(self, runs: Sequence[Sequence[StepCell]], *, math: bool = True) -> None:
+    def show(self, runs: Sequence[Sequence[StepCell]], *, math: bool = True, open_columns: Sequence[bool] = ()) -> None:
         """Redraw for these runs' steps (cells are reused, so a live update only repaints what
-        changed); ``math``: the model's math rendered."""
+        changed); ``math``: the model's math rendered; ``open_columns``: the runs still going."""
         grid = self.query_one(Grid)
         n = max(1, len(runs))
         if n != self.columns:
             self.columns = n
             grid.styles.grid_size_columns = n
         self.rows = align(runs)
-        self.divergence = first_divergence(self.rows) if len(runs) > 1 else None
+        self.divergence = first_divergence(self.rows, open_columns) if len(runs) > 1 else None
         cells = [c for row in self.rows for c in row]
         existing = [w for w in grid.children if isinstance(w, Static)]  # all of them: only cells are mounted
         if len(existing) > len(cells):
