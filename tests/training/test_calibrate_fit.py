@@ -30,15 +30,22 @@ def test_auroc_is_the_mann_whitney_u_and_sklearns_roc_auc():
     assert auroc(scores, positive) == pytest.approx(roc_auc_score(positive, scores), abs=1e-12)
 
 
-def test_auroc_interval_resamples_questions_through_scipy():
+@pytest.mark.parametrize("tied", [False, True], ids=["distinct", "tied scores, uneven questions"])
+def test_auroc_interval_resamples_questions_through_scipy(tied):
     rng = np.random.default_rng(4)
     groups = np.repeat(np.arange(14), 2)  # two blocks per question, one label per question
-    positive = np.repeat(rng.random(14) < 0.5, 2)
+    if tied:
+        groups = np.sort(rng.integers(0, 14, 28))  # one to several blocks a question
+        groups = np.searchsorted(np.unique(groups), groups)
+    n = groups.max() + 1
+    positive = (rng.random(n) < 0.5)[groups]
     scores = rng.random(28) + 0.3 * positive
+    if tied:
+        scores = np.round(scores, 1)  # many ties: each counts one half
     low, high = bootstrap_auroc(scores, positive, groups)
-    members = [np.flatnonzero(groups == q) for q in range(14)]
+    members = [np.flatnonzero(groups == q) for q in range(n)]
     values = []
-    for draw in np.random.default_rng(0).integers(0, 14, (N_BOOT, 14)):  # by hand: whole questions
+    for draw in np.random.default_rng(0).integers(0, n, (N_BOOT, n)):  # by hand: whole questions
         idx = np.concatenate([members[k] for k in draw])
         values.append(auroc(scores[idx], positive[idx]))
     kept = np.array(values)[~np.isnan(values)]  # one-class resamples left out
