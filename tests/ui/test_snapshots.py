@@ -168,3 +168,17 @@ def test_solve_injected_output(snap_compare):
         await fed(pilot, "injected.jsonl")
 
     assert snap_compare(solve_app(), terminal_size=(100, 30), run_before=injected)
+
+
+def test_edit_dialog(snap_compare):
+    """Replay's edit key on a tool output: the output in an editor, what ctrl+s does."""
+    app = make_app(AppConfig(model="scripted", sandbox="off", screen="replay", replay=DATA / "guarded.jsonl"))
+
+    async def edit(pilot):
+        screen = pilot.app.screen
+        await pilot.pause(0.2)
+        screen.go(next(i for i, e in enumerate(screen.events) if e.type == "ToolResult" and e.call == 2) + 1)
+        await pilot.press("e")
+        await pilot.pause(0.3)
+
+    assert snap_compare(app, terminal_size=(120, 36), run_before=edit)

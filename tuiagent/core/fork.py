@@ -277,6 +277,55 @@ def edit_point(
     return _point(started, step, prefix, path, next_layout, cells, edit)
 
 
+@dataclass(frozen=True)
+class EditTarget:
+    """What replay's edit key edits at an event: step ``step``'s ``target`` ("output", "code" or
+    "text"), with what is there now (``current``); for text, the turn's tokens as generated (an edit
+    keeps those it leaves in place: ``text_edit``)."""
+
+    step: int
+    target: str
+    current: str
+    tokens: tuple[str, ...] = ()
+
+
+def edit_target(events: Sequence[ev.Event], position: int) -> EditTarget | None:
+    """The item of a recorded run in view after ``position`` events (the current event is
+    ``events[position - 1]``): a tool output, a code block (also at the end of a turn with code), or
+    the turn's text (at its start, at a token, or at the end of a turn without code); a verdict or
+    a note edits the nearest of those before it in the same step. None before the first turn."""
+    shown = list(events[: max(position, 0)])
+    start = next((i for i in range(len(shown) - 1, -1, -1) if isinstance(shown[i], ev.TurnStarted)), None)
+    if start is None:
+        return None
+    started = shown[start]
+    assert isinstance(started, ev.TurnStarted)
+    turn = list(events[start:])
+    turn = turn[: next((i for i, e in enumerate(turn) if i and isinstance(e, ev.TurnStarted)), len(turn))]
+    block = next((e for e in turn if isinstance(e, ev.CodeBlock)), None)
+    for e in reversed(shown[start:]):
+        if isinstance(e, ev.ToolResult) and e.executed:
+            return EditTarget(started.turn, "output", e.shown)
+        if isinstance(e, ev.CodeBlock) or (isinstance(e, ev.TurnEnded) and block is not None):
+            assert block is not None
+            return EditTarget(started.turn, "code", block.code)
+        if isinstance(e, (ev.TokenDelta, ev.TurnEnded, ev.TurnStarted)):
+            tokens = tuple(x.text for x in turn if isinstance(x, ev.TokenDelta))
+            return EditTarget(started.turn, "text", "".join(tokens), tokens)
+    return None
+
+
+def text_edit(tokens: Sequence[str], edited: str) -> tuple[int, str]:
+    """A turn's text as edited, as a text fork takes it: (how many of the turn's ``tokens`` stay, as
+    generated, at its start; the text after them, which the model reads as its own and goes on from)."""
+    kept, at = 0, 0
+    for token in tokens:
+        if not edited.startswith(token, at):
+            break
+        kept, at = kept + 1, at + len(token)
+    return kept, edited[at:]
+
+
 def _layout(ended: ev.TurnEnded | None) -> Layout | None:
     return ended.layout if ended is not None else None
 

@@ -25,6 +25,7 @@ from textual.worker import Worker, WorkerState
 
 from tuiagent.backends.base import Backend
 from tuiagent.core import events as ev
+from tuiagent.core.fork import EditTarget, ForkPoint
 from tuiagent.core.run_spec import RunSpec
 from tuiagent.errors import UserError
 from tuiagent.presets import Preset
@@ -286,14 +287,9 @@ class TuiAgentApp(App[object]):
     def ask_fork(self, parent: Path, step: int | None) -> None:
         """Ask what a fork of ``parent`` needs (the step, when not given; then its settings) and run
         it on the solve screen."""
-        from tuiagent.core.fork import fork_point, guards_at
+        from tuiagent.core.fork import fork_point
         from tuiagent.core.trajectory import load
         from tuiagent.ui.screens.edit_value import EditValueScreen
-        from tuiagent.ui.screens.presets import PresetsScreen
-
-        def with_settings(at: int, preset: Preset | None) -> None:
-            if preset is not None:
-                self.run_fork(parent, at, None if preset.name == self.AS_RECORDED else preset)
 
         def with_step(value: str | None) -> None:
             if value is None:
@@ -302,26 +298,79 @@ class TuiAgentApp(App[object]):
                 if not value.strip().isdigit():
                     raise UserError(f"{value!r} is not a step number")
                 at = int(value)
-                guards, settings = guards_at(fork_point(load(parent).events, at, parent))
-                named = self.preset_choices()
+                point = fork_point(load(parent).events, at, parent)
             except UserError as e:
                 self.report(e, title="fork")
                 return
-            recorded = Preset(
-                self.AS_RECORDED,
-                RunSpec(guards=guards, guard_settings=settings),
-                description="the parent's settings: repeats its next step exactly",
-            )
-            choices = [recorded, *named]
-            self.push_screen(
-                PresetsScreen(choices, f"fork after step {at}: run it under (enter)"),
-                lambda preset: with_settings(at, preset),
+            self._ask_fork_settings(
+                point, f"fork after step {at}: run it under (enter)", lambda preset: self.run_fork(parent, at, preset)
             )
 
         if step is None:
             self.push_screen(EditValueScreen("fork after step (0: before the first turn)", 0), with_step)
         else:
             with_step(str(step))
+
+    def ask_edit(self, parent: Path, target: EditTarget) -> None:
+        """Edit ``target`` of the saved run ``parent`` in a text area, then choose the settings and
+        continue from the edit as a fork on the solve screen (compared with its parent when it ends)."""
+        from tuiagent.core.fork import edit_point, text_edit
+        from tuiagent.core.trajectory import load
+        from tuiagent.ui.screens.edit_text import EditTextScreen
+
+        if target.target == "text":
+            title = f"step {target.step}: the model's text"
+            hint = "the tokens you leave in place stay as generated; the model reads the rest as its own and goes on"
+        else:
+            title, hint = f"step {target.step}: the {target.target} of its call", ""
+
+        def edited(text: str | None) -> None:
+            if text is None:
+                return
+            if text == target.current:
+                self.notify("nothing changed: f forks without an edit", severity="warning")
+                return
+            token, replacement = text_edit(target.tokens, text) if target.target == "text" else (None, text)
+            try:
+                point = edit_point(
+                    load(parent).events, target.step, target.target, replacement, token=token, path=parent
+                )
+            except UserError as e:
+                self.report(e, title="edit")
+                return
+            where = f" from token {token}" if token is not None else ""
+            self._ask_fork_settings(
+                point,
+                f"{point.edit.what if point.edit else target.target} of step {target.step} edited{where}: continue under (enter)",
+                lambda preset: self.run_fork(parent, target.step, preset, (target.target, replacement, token)),
+            )
+
+        language = "python" if target.target == "code" else None
+        self.push_screen(EditTextScreen(title, target.current, context=hint, language=language), edited)
+
+    def _ask_fork_settings(self, point: ForkPoint, title: str, then: Callable[[Preset | None], object]) -> None:
+        """The settings a fork at ``point`` runs under: the parent's (first: it then repeats the parent
+        exactly where nothing was edited), none, all or a preset; ``then`` gets None for the parent's."""
+        from tuiagent.core.fork import guards_at
+        from tuiagent.ui.screens.presets import PresetsScreen
+
+        try:
+            guards, settings = guards_at(point)
+            named = self.preset_choices()
+        except UserError as e:
+            self.report(e, title="fork")
+            return
+        recorded = Preset(
+            self.AS_RECORDED,
+            RunSpec(guards=guards, guard_settings=settings),
+            description="the parent's settings: repeats its next step exactly",
+        )
+
+        def chosen(preset: Preset | None) -> None:
+            if preset is not None:
+                then(None if preset.name == self.AS_RECORDED else preset)
+
+        self.push_screen(PresetsScreen([recorded, *named], title), chosen)
 
     def presets(self) -> dict[str, Preset]:
         """The presets for the model in use (its calibration's ``recommended``, the user's), read
@@ -342,11 +391,15 @@ class TuiAgentApp(App[object]):
         self.session.config = self.config
 
     @work(exclusive=True, group="fork", exit_on_error=False, name="fork")
-    async def run_fork(self, parent: Path, step: int, preset: Preset | None) -> None:
+    async def run_fork(
+        self, parent: Path, step: int, preset: Preset | None, edit: tuple[str, str, int | None] | None = None
+    ) -> None:
+        """Run a fork of ``parent`` after ``step`` (with ``edit``: (target, replacement, token) at
+        ``step``) on the solve screen."""
         await self.switch_mode("solve")
         screen = self.screen
         assert isinstance(screen, SolveScreen), screen
-        screen.fork(parent, step, preset)
+        screen.fork(parent, step, preset, edit)
 
     def open_compare(self, paths: Iterable[Path]) -> None:
         self.pending["compare"] = [Path(p) for p in paths]

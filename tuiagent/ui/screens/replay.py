@@ -16,6 +16,7 @@ from textual.widgets import Footer
 
 from tuiagent.core import events as ev
 from tuiagent.core.context import working_context
+from tuiagent.core.fork import edit_target
 from tuiagent.core.trajectory import TrajectoryError, load
 from tuiagent.ui.describe import describe_event, is_guard_decision
 from tuiagent.ui.search import RunSearch
@@ -58,12 +59,14 @@ class ReplayScreen(Screen[None]):
         Binding("tab", "switch_pane", "Switch pane", show=False),
         Binding("y", "copy_answer", "Copy answer"),
         Binding("f", "fork", "Fork from this step…"),
+        Binding("e", "edit", "Edit here and continue…"),
     ]
 
     def __init__(self) -> None:
         super().__init__()
         self.path: Path | None = None
-        self.events: list[ev.Event] = []
+        self.events: list[ev.Event] = []  # what replay steps through: the run without its tokens
+        self.recorded: list[ev.Event] = []  # the whole run
         self.widgets: list[Widget | None] = []
         self.position = 0  # events played: the current event is events[position - 1]
 
@@ -108,6 +111,7 @@ class ReplayScreen(Screen[None]):
         if loaded.warnings:
             self.notify("\n".join(loaded.warnings), title="replay: lines skipped", severity="warning", timeout=12)
         self.path = Path(path)
+        self.recorded = loaded.events
         self.events = [e for e in loaded.events if not isinstance(e, ev.TokenDelta)]
         trajectory = self.query_one(TrajectoryView)
         trajectory.reset()
@@ -179,6 +183,19 @@ class ReplayScreen(Screen[None]):
             return
         turn = next((e.turn for e in reversed(self.events[: self.position]) if isinstance(e, ev.TurnStarted)), 1)
         self.app.ask_fork(self.path, max(turn - 1, 0))
+
+    def action_edit(self) -> None:
+        """Edit the item in view (its tool output, its code, or its text from the token in view on) and
+        continue from there as a fork; it opens beside this run in compare when it ends."""
+        if self.path is None:
+            return
+        current = self.events[self.position - 1] if self.position else None
+        at = next((i + 1 for i, e in enumerate(self.recorded) if e is current), 0)  # among the tokens too
+        target = edit_target(self.recorded, at)
+        if target is None:
+            self.notify("step into a turn first (→ or n): e edits its text, code or output", severity="warning")
+            return
+        self.app.ask_edit(self.path, target)
 
     def action_copy_answer(self) -> None:
         fin = next((e for e in reversed(self.events) if isinstance(e, ev.RunFinished)), None)

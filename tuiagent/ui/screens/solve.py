@@ -320,9 +320,13 @@ class SolveScreen(Screen[None]):
         self.parent_path = None
         self._launch(self.app.session.request(problem, gold))
 
-    def fork(self, parent: Path, step: int, preset: Preset | None) -> None:
-        """Fork the saved run ``parent`` after ``step`` under ``preset`` (None: the parent's guards)."""
-        from tuiagent.core.fork import fork_point
+    def fork(
+        self, parent: Path, step: int, preset: Preset | None, edit: tuple[str, str, int | None] | None = None
+    ) -> None:
+        """Fork the saved run ``parent`` after ``step`` under ``preset`` (None: the parent's guards);
+        ``edit`` = (target, replacement, token): continue from that edit of step ``step`` instead, and
+        open the fork beside its parent in compare when it ends."""
+        from tuiagent.core.fork import edit_point, fork_point
         from tuiagent.runner import fork_request
 
         if self.running:
@@ -331,7 +335,12 @@ class SolveScreen(Screen[None]):
         if not self.app.can_run():
             return
         try:
-            point = fork_point(load(parent).events, step, parent)
+            events = load(parent).events
+            if edit is None:
+                point = fork_point(events, step, parent)
+            else:
+                target, replacement, token = edit
+                point = edit_point(events, step, target, replacement, token=token, path=parent)
             base = self.app.session.request(point.started.problem, point.started.gold)
             request = fork_request(
                 point,
@@ -389,7 +398,10 @@ class SolveScreen(Screen[None]):
             self.running = False
             if owned and backend is not None:
                 await backend.aclose()
-        if fork is not None and self.finished is not None:
+        if fork is not None and fork.edit is not None and self.finished is not None and self.run_path is not None:
+            assert self.parent_path is not None
+            self.app.open_compare([self.parent_path, self.run_path])  # the edit beside what it replaced
+        elif fork is not None and self.finished is not None:
             self.notify("fork finished: f12 compares it with its parent", timeout=6)
         if self.finished is not None and self.finished.reason == "backend_crashed":
             self.app.model_crashed(trajectory.events)
