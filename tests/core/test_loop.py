@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 
@@ -180,3 +181,13 @@ async def test_asking_before_code_runs_it_only_when_approved(write_script, canne
     assert "chose not to run" in results[1].shown
     assert any(isinstance(e, ev.Notice) and "declined" in e.message for e in events_so_far)
     assert events_so_far[-1].answer == "42"
+
+
+def test_a_script_turn_may_hold_line_separators(tmp_path):
+    """One turn a "\\n"-ended line: U+2028 or U+0085 inside a turn's text (JSON written without ASCII
+    escapes) stays in that turn."""
+    text = "First\u2028second\u0085third, so \\boxed{1}."
+    path = tmp_path / "script.jsonl"
+    path.write_text(json.dumps({"text": text, "logprob": -0.1}, ensure_ascii=False) + "\n", encoding="utf-8")
+    turns = load_script(path)
+    assert len(turns) == 1 and "".join(t.text for t in turns[0]) == text

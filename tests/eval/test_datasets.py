@@ -30,6 +30,17 @@ def test_gsm8k_shape(tmp_path):
     assert [p.reference for p in problems] == ["48/2 = <<48/2=24>>24", "so"]  # the worked answer, before ####
 
 
+def test_line_separators_inside_a_question_stay_in_it(tmp_path):
+    """JSON written without ASCII escapes may hold U+2028, U+0085 or a form feed inside a string:
+    one record a line means one a "\n" (str.splitlines would cut the record there)."""
+    question = "Line one\u2028line two\u0085three\x0cfour\x1cfive: what is 2 + 2?"
+    path = tmp_path / "raw.jsonl"
+    rows = [{"question": question, "answer": "#### 4"}, {"question": "And 3 + 3?", "answer": "#### 6"}]
+    path.write_text("\r\n".join(json.dumps(r, ensure_ascii=False) for r in rows) + "\r\n", encoding="utf-8")
+    problems = load_jsonl(path)
+    assert [(p.id, p.question, p.gold) for p in problems] == [("1", question, "4"), ("2", "And 3 + 3?", "6")]
+
+
 def test_math_shapes_solution_boxed_or_answer(tmp_path):
     path = write(
         tmp_path / "math.jsonl",

@@ -43,7 +43,7 @@ def load_script(path: Path) -> list[list[Token]]:
     text = safe_read.read_text(
         path, limit=safe_read.SCRIPT_BYTES, what="script", fix="pass a regular file with --script"
     )
-    lines = text.splitlines()
+    lines = text.split("\n")  # not splitlines(): U+2028 and the like may sit inside a turn's JSON string
     turns = []
     for n, line in enumerate(lines, start=1):
         if not line.strip():

@@ -129,7 +129,8 @@ def reference_solution(data: dict[str, Any], fields: Fields = Fields()) -> str:
 def load_jsonl(path: Path | str, *, name: str | None = None, fields: Fields = Fields()) -> list[Problem]:
     """Problems from a JSONL file; ``name`` (default: the file's stem) names the dataset in results."""
     path = Path(path).expanduser()
-    lines = read_text(path, limit=DATA_BYTES, what="dataset").splitlines()
+    # "\n" only: U+2028 and other separators str.splitlines() breaks on may sit inside a JSON string
+    lines = read_text(path, limit=DATA_BYTES, what="dataset").split("\n")
     name = name or path.stem
     problems, seen = [], set()
     for n, line in enumerate(lines, start=1):
