@@ -175,10 +175,17 @@ def test_edit_dialog(snap_compare):
     app = make_app(AppConfig(model="scripted", sandbox="off", screen="replay", replay=DATA / "guarded.jsonl"))
 
     async def edit(pilot):
+        from textual.widgets import TextArea
+
+        from tests.ui.conftest import wait_for
+        from tuiagent.ui.screens.edit_text import EditTextScreen
+
         screen = pilot.app.screen
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: bool(screen.events), 10, "the run")
         screen.go(next(i for i, e in enumerate(screen.events) if e.type == "ToolResult" and e.call == 2) + 1)
         await pilot.press("e")
+        await wait_for(pilot, lambda: isinstance(pilot.app.screen, EditTextScreen), 10, "the editor")
+        pilot.app.screen.query_one(TextArea).cursor_blink = False  # a blinking cursor is drawn or not
         await pilot.pause(0.3)
 
     assert snap_compare(app, terminal_size=(120, 36), run_before=edit)
