@@ -14,7 +14,7 @@ import pytest
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
 from tuiagent.core.context import working_context
-from tuiagent.core.fork import ForkError, edit_point
+from tuiagent.core.fork import ForkError, edit_point, fork_point
 from tuiagent.core.loop import Agent
 from tuiagent.core.steps import steps
 from tuiagent.core.trajectory import Recorder, load
@@ -83,6 +83,21 @@ async def test_an_edited_output_is_what_the_model_reads_and_the_kernel_keeps_the
     reread = load(tmp_path / "fork.jsonl").events
     assert reread == forked and "```output\n41\n```" in working_context(reread).text
     assert [s.result.shown for s in steps(reread) if s.result] == ["set", "41", "6"]
+
+
+async def test_a_fork_of_a_run_with_a_replaced_output_checks_the_kernel_against_its_own_output(
+    parent, tmp_path, kernel
+):
+    """The rebuilt kernel prints what the kernel printed, not the edit (or injected fault) the model
+    read instead: no false "output differs" warning when forking such a run again."""
+    point = edit_point(load(parent).events, 2, "output", "41", path=parent)
+    await record(tmp_path / "edited.jsonl", kernel, [code_turn("print(x)"), answer("41")], fork=point)
+    edited = load(tmp_path / "edited.jsonl").events
+    again = fork_point(edited, 3, tmp_path / "edited.jsonl")
+    assert [c.shown for c in again.cells] == ["set", "42", "6"]  # call 2: the kernel's 42, not the edit's 41
+    forked, _ = await record(tmp_path / "again.jsonl", kernel, [answer("41")], fork=again)
+    rebuilt = [e.message for e in the(ev.Notice, forked) if "kernel state rebuilt" in e.message]
+    assert rebuilt and all("differs" not in m for m in rebuilt), rebuilt
 
 
 async def test_an_edited_code_block_runs_for_real_on_the_state_before_it(parent, tmp_path, kernel):

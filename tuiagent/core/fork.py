@@ -68,7 +68,8 @@ class ModelTurn:
 
 @dataclass(frozen=True)
 class Cell:
-    """An executed cell of the prefix and the output the model was shown."""
+    """An executed cell of the prefix and the output the kernel gave it (what the model was shown,
+    unless an edit or an injected fault replaced that: then what was replaced first)."""
 
     call: int
     code: str
@@ -373,8 +374,12 @@ def _model_chain(started: ev.RunStarted, prefix: Sequence[ev.Event]) -> tuple[tu
 
 def _cells(prefix: Sequence[ev.Event]) -> tuple[Cell, ...]:
     code = {e.call: e.code for e in prefix if isinstance(e, ev.CodeBlock)}
+    printed: dict[int, str] = {}  # a replaced output: the kernel's own, which the rebuilt kernel gives again
+    for e in prefix:
+        if isinstance(e, ev.Intervention) and e.target == "output" and e.call is not None:
+            printed.setdefault(e.call, e.replaced)
     return tuple(
-        Cell(e.call, code.get(e.call, ""), e.shown)
+        Cell(e.call, code.get(e.call, ""), printed.get(e.call, e.shown))
         for e in prefix
         if isinstance(e, ev.ToolResult) and e.executed and e.call in code
     )

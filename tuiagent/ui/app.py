@@ -322,7 +322,8 @@ class TuiAgentApp(App[object]):
             title = f"step {target.step}: the model's text"
             hint = "the tokens you leave in place stay as generated; the model reads the rest as its own and goes on"
         else:
-            title, hint = f"step {target.step}: the {target.target} of its call", ""
+            title = f"step {target.step}: the {target.target} of its call"
+            hint = "selected: typing replaces it, an arrow key keeps it to change a part"
 
         def edited(text: str | None) -> None:
             if text is None:
@@ -346,7 +347,10 @@ class TuiAgentApp(App[object]):
             )
 
         language = "python" if target.target == "code" else None
-        self.push_screen(EditTextScreen(title, target.current, context=hint, language=language), edited)
+        screen = EditTextScreen(
+            title, target.current, context=hint, language=language, selected=target.target != "text"
+        )
+        self.push_screen(screen, edited)
 
     def _ask_fork_settings(self, point: ForkPoint, title: str, then: Callable[[Preset | None], object]) -> None:
         """The settings a fork at ``point`` runs under: the parent's (first: it then repeats the parent

@@ -24,9 +24,13 @@ class EditTextScreen(ModalScreen[str | None]):
     EditTextScreen .edit-context { color: $text-muted; max-height: 4; }
     """
 
-    def __init__(self, title: str, text: str, *, context: str = "", language: str | None = None) -> None:
+    def __init__(
+        self, title: str, text: str, *, context: str = "", language: str | None = None, selected: bool = False
+    ) -> None:
+        """``selected``: the text starts selected, so typing replaces it (an output, a code block)."""
         super().__init__()
         self.title_text, self.text, self.context, self.language = title, text, context, language
+        self.selected = selected
 
     def compose(self) -> ComposeResult:
         with Vertical():
@@ -38,7 +42,10 @@ class EditTextScreen(ModalScreen[str | None]):
     def on_mount(self) -> None:
         area = self.query_one(TextArea)
         area.focus()
-        area.move_cursor(area.document.end)
+        if self.selected:
+            area.select_all()
+        else:
+            area.move_cursor(area.document.end)
 
     def action_save(self) -> None:
         self.dismiss(self.query_one(TextArea).text)
