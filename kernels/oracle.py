@@ -15,6 +15,9 @@ class OracleKernel(NoopKernel):
 
     def __init__(self, *, gold: str | None = None, **_: object) -> None:
         if gold is None or not str(gold).strip():
-            raise ValueError("the oracle kernel needs the gold answer of the run (RunRequest.gold)")
+            raise ValueError(
+                "the oracle kernel prints the run's gold answer at every call, and this run has none: "
+                "give one (--gold ANSWER, or a dataset with answers) or choose another kernel"
+            )
         super().__init__(stub=str(gold).strip())
         self.gold = self.stub

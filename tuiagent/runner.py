@@ -193,6 +193,8 @@ def make_kernel(
         return kernel
     except SandboxUnavailable as e:
         raise UserError(str(e)) from None
+    except ValueError as e:  # what the kernel's constructor refuses (the oracle kernel without a gold answer)
+        raise ConfigError(f"kernel {name!r}: {e}") from None
 
 
 @contextlib.asynccontextmanager

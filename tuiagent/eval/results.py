@@ -18,7 +18,7 @@ from typing import Any
 from tuiagent.core import trajectory
 from tuiagent.core.events import Event, RunStarted
 from tuiagent.core.jsonl_store import JsonlStore
-from tuiagent.errors import UserError
+from tuiagent.errors import ConfigError, UserError
 from tuiagent.safe_read import CONFIG_BYTES, read_text
 
 RESULTS = "results.jsonl"
@@ -98,7 +98,19 @@ class ResultStore:
         path = self.dir / MANIFEST
         if not path.exists():
             return None
-        manifest: dict[str, Any] = json.loads(read_text(path, limit=CONFIG_BYTES, what="eval manifest"))
+        try:
+            manifest = json.loads(read_text(path, limit=CONFIG_BYTES, what="eval manifest"))
+        except json.JSONDecodeError as e:
+            raise ConfigError(
+                f"the eval manifest is not valid JSON ({e.msg}, line {e.lineno} column {e.colno})",
+                file=str(path),
+                fix="restore it from a copy; without one, move it aside and run the eval again with the same "
+                "options (results.jsonl keeps every finished run)",
+            ) from None
+        if not isinstance(manifest, dict):
+            raise ConfigError(
+                "the eval manifest is not a JSON object", file=str(path), fix="restore it from a copy, or move it aside"
+            )
         return manifest
 
     def write_manifest(self, data: dict[str, Any]) -> None:

@@ -1,0 +1,38 @@
+"""Bad input found by the second hostile round (issue 40 item 5): each is one clear line and exit
+code 2 through the real CLI, never a traceback."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.test_cli import tuiagent
+
+
+def test_the_oracle_kernel_without_a_gold_answer(tmp_path):
+    script = tmp_path / "s.jsonl"
+    script.write_text(json.dumps({"text": "So \\boxed{4}.", "logprob": -0.1}) + "\n")
+    out = tuiagent("solve", "What is 2 + 2?", "--preset", "oracle", "-m", "scripted", "--script", str(script))
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "oracle kernel prints the run's gold answer" in out.stderr and "--gold" in out.stderr
+
+
+@pytest.mark.parametrize(
+    "manifest",
+    ['{"model": 5, "settings": "x"', "[1, 2]", "\xff\xfe garbage"],
+    ids=["cut short", "not an object", "not text"],
+)
+def test_a_damaged_eval_manifest_on_report_only_and_on_resume(tmp_path, manifest):
+    results = tmp_path / "ev"
+    results.mkdir()
+    (results / "eval.json").write_bytes(manifest.encode("latin-1"))
+    (results / "results.jsonl").write_text("")
+    report = tuiagent("eval", str(results), "--report-only")
+    assert report.returncode == 2 and "Traceback" not in report.stderr, report.stderr
+    assert "eval.json" in report.stderr and "fix:" in report.stderr
+    data = tmp_path / "d.jsonl"
+    data.write_text(json.dumps({"question": "What is 2 + 2?", "answer": "#### 4"}) + "\n")
+    resume = tuiagent("eval", str(data), "-m", "scripted", "--out", str(results))
+    assert resume.returncode == 2 and "Traceback" not in resume.stderr, resume.stderr
+    assert "eval.json" in resume.stderr
