@@ -220,7 +220,7 @@ def attc_detector(pairs: Sequence[tuple[dict[str, Any], dict[str, Any]]]) -> dic
 def _flags(records: Sequence[dict[str, Any]], key: str) -> int | float | None:
     """The total of a count (or a yes/no) over ``records``: a whole number prints as one."""
     values = [float(r[key]) for r in records if isinstance(r.get(key), (int, float)) and not isinstance(r[key], str)]
-    total = sum(values)
+    total = float(sum(values))
     return (int(total) if total.is_integer() else total) if values else None
 
 
