@@ -120,3 +120,25 @@ async def test_search_within_a_run_and_across_saved_runs(ui):
 
         await ui.wait_for(pilot, lambda: any("in this run" in p for p in prompts()), 10, "hits in this run")
         assert any("saved run" in p for p in prompts())
+
+
+async def test_the_model_column_fits_the_longest_model_name(ui):
+    """A model id such as qwen2.5-coder-1.5b (18 characters) reads whole (issue 39: it was cut to
+    "qwen2.5-cod…")."""
+    import json
+
+    runs = paths.runs_dir()
+    runs.mkdir(parents=True, exist_ok=True)
+    lines = (ui.DATA / "plain.jsonl").read_text(encoding="utf-8").splitlines(keepends=True)
+    for i, line in enumerate(lines):
+        record = json.loads(line)
+        if record.get("type") == "RunStarted":
+            record["model_id"] = "qwen2.5-coder-1.5b"
+            lines[i] = json.dumps(record) + "\n"
+    (runs / "long.jsonl").write_text("".join(lines), encoding="utf-8")
+    app = make_app(AppConfig(model="scripted"))
+    async with app.run_test(size=(160, 40)) as pilot:
+        await pilot.press("ctrl+o")
+        await ui.wait_for(pilot, lambda: isinstance(app.screen, OpenRunScreen), 5)
+        first = [str(c) for c in app.screen.query_one(DataTable).get_row_at(0)]
+        assert "qwen2.5-coder-1.5b" in first

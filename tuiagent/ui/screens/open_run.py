@@ -35,13 +35,14 @@ COLUMNS: list[tuple[str, int | None, Callable[[RunInfo], Any]]] = [
     ("answer", 8, lambda r: r.answer or ""),
     ("✓/✗", 3, lambda r: r.result),
     ("guards", 16, lambda r: r.guards),
-    ("model", 12, lambda r: r.model),
+    ("model", 12, lambda r: r.model),  # widened to the longest model name listed, up to MODEL_MAX
     ("calls", 5, lambda r: -1 if r.calls is None else r.calls),
     ("tokens", 6, lambda r: -1 if r.tokens is None else r.tokens),
     ("time", 6, lambda r: -1.0 if r.wall_s is None else r.wall_s),
 ]
 FILTER_PAUSE_S = 0.15  # the filter applies this long after the last key (ours)
 PROBLEM_MIN = 24  # narrower than this, the row scrolls sideways instead (ours)
+MODEL_MAX = 24  # a model name longer than this is cut (ours)
 
 
 def _shown(directory: Path) -> str:
@@ -147,8 +148,10 @@ class OpenRunScreen(ModalScreen[tuple[str, list[Path]] | None]):
     def _columns(self, screen_width: int) -> None:
         """The columns for this width: the problem takes what the others leave (a cell pads 1 each side)."""
         box = min(int(screen_width * 0.98), 180) - 4  # the dialog's width, border and padding (DEFAULT_CSS)
-        fixed = sum(w or 0 for _, w, _ in COLUMNS) + 2 * len(COLUMNS) + 2  # + the scrollbar
-        widths = {title: width or max(PROBLEM_MIN, box - fixed) for title, width, _ in COLUMNS}
+        given = {title: width for title, width, _ in COLUMNS}
+        given["model"] = min(MODEL_MAX, max([given["model"] or 0, *(len(r.model) for r in self.runs)]))
+        fixed = sum(w or 0 for w in given.values()) + 2 * len(COLUMNS) + 2  # + the scrollbar
+        widths = {title: width or max(PROBLEM_MIN, box - fixed) for title, width in given.items()}
         if widths == self.widths:  # the resize that follows mounting: the rows are there already
             return
         self.widths = widths
