@@ -205,7 +205,7 @@ class PruneTIRSettings:
     )
     resample_temperature: float = setting(
         0.7,
-        "temperature of the resampled turn (the paper asks for > 0 and a new seed)",
+        "temperature of the resampled turn [ours: the paper says to resample, not at what temperature or seed]",
         check=lambda v: 0 < v <= 2,
         allowed="0 < t <= 2",
         tag="default",

@@ -531,7 +531,7 @@ def render_report(res: Result, meta: dict[str, Any], command: str) -> str:
         c = g.choice
         lines += [
             f"Gate trained on {g.train_samples} training samples (tool runs that ended at an answer), labels "
-            f"[paper Table 11]. The held-out questions with a measured continue are split in two [ours]: "
+            f"[ours: a reconstruction of Appendix I's Table 11, not in the paper's text]. The held-out questions with a measured continue are split in two [ours]: "
             f"**validation** ({g.validation_samples} samples; every other held-out id, id/{HELDOUT_EVERY} odd), where "
             f"tau and the preset are chosen, and **test** ({g.test_samples} samples; id/{HELDOUT_EVERY} even), which "
             f"takes part in no choice and is only reported. On the test samples: AUROC {_f(g.test_auroc)}, accuracy "
