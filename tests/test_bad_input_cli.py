@@ -36,3 +36,12 @@ def test_a_damaged_eval_manifest_on_report_only_and_on_resume(tmp_path, manifest
     resume = tuiagent("eval", str(data), "-m", "scripted", "--out", str(results))
     assert resume.returncode == 2 and "Traceback" not in resume.stderr, resume.stderr
     assert "eval.json" in resume.stderr
+
+
+def test_a_script_without_the_scripted_model_is_refused(tmp_path):
+    """--script only means something to the scripted model: with another it was ignored in silence."""
+    script = tmp_path / "s.jsonl"
+    script.write_text(json.dumps({"text": "So \\boxed{4}.", "logprob": -0.1}) + "\n")
+    out = tuiagent("solve", "What is 2 + 2?", "--script", str(script), "-m", "smollm2-135m")
+    assert out.returncode == 2 and "Traceback" not in out.stderr
+    assert "--script replays turns on the scripted model" in out.stderr and "--model scripted" in out.stderr

@@ -92,6 +92,11 @@ def resolve_spec(request: RunRequest) -> ModelSpec:
 
 
 def open_model(spec: ModelSpec, request: RunRequest) -> Backend:
+    if request.script is not None and spec.backend != "scripted":
+        raise ConfigError(
+            f"--script replays turns on the scripted model, but this run's model is {spec.id} ({spec.backend})",
+            fix="add --model scripted, or leave --script out",
+        )
     options = {"script": request.script} if spec.backend == "scripted" else {}
     return open_backend(spec, **options)
 
