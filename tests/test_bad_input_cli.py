@@ -4,6 +4,9 @@ code 2 through the real CLI, never a traceback."""
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 
 import pytest
 
@@ -45,3 +48,36 @@ def test_a_script_without_the_scripted_model_is_refused(tmp_path):
     out = tuiagent("solve", "What is 2 + 2?", "--script", str(script), "-m", "smollm2-135m")
     assert out.returncode == 2 and "Traceback" not in out.stderr
     assert "--script replays turns on the scripted model" in out.stderr and "--model scripted" in out.stderr
+
+
+@pytest.mark.parametrize("value", ["nan", "inf", "-inf"])
+def test_a_preset_or_setting_that_is_not_a_finite_number(tmp_path, value):
+    """nan passed every range check and ran (temperature = nan); inf in an int setting overflowed."""
+    config = tmp_path / "config"
+    config.mkdir()
+    (config / "presets.toml").write_text(f"[presets.odd]\nguards = []\n[presets.odd.sampling]\ntemperature = {value}\n")
+    script = tmp_path / "s.jsonl"
+    script.write_text(json.dumps({"text": "So \\boxed{4}.", "logprob": -0.1}) + "\n")
+    by_preset = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "tuiagent",
+            "solve",
+            "2 + 2?",
+            "--preset",
+            "odd",
+            "-m",
+            "scripted",
+            "--script",
+            str(script),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "TUIAGENT_CONFIG_DIR": str(config)},
+    )
+    by_set = tuiagent("solve", "2 + 2?", "-m", "scripted", "--script", str(script), "--set", f"top_k={value}")
+    for out in (by_preset, by_set):
+        assert out.returncode == 2 and "Traceback" not in out.stderr, out.stderr
+        assert "must be a finite number" in out.stderr or "must be a number" in out.stderr, out.stderr

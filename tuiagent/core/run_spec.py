@@ -16,6 +16,7 @@ may stand among them too (the compare column form, ``attc prunetir attc.threshol
 
 from __future__ import annotations
 
+import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
@@ -125,8 +126,10 @@ def convert(key: str, value: Any, where: str) -> Any:
         return None  # no wall clock
     try:
         number = kind(value)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):  # OverflowError: int(inf)
         raise ConfigError(f"{key} must be a number, not {value!r}", key=where) from None
+    if not math.isfinite(number):  # nan passes every comparison below, inf bounds nothing
+        raise ConfigError(f"{key} must be a finite number, not {value!r}", key=where)
     least = 1 if key == "turn_max_tokens" else 0
     if number < least:
         raise ConfigError(f"{key} must be {least} or more, not {value!r}", key=where)
