@@ -56,6 +56,9 @@ class JsonlAppender:
             raise ValueError(f"a record of {self.path} needs its {self.key!r} field")
         line = json.dumps(record, ensure_ascii=False, default=str) + "\n"
         with self._lock:
+            if self._file is not None and self._replaced():
+                self._file.close()  # what was appended so far went with the old file; go on in the new one
+                self._file = None
             if self._file is None:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
                 self._file = self.path.open("a", encoding="utf-8")
@@ -65,6 +68,18 @@ class JsonlAppender:
             self._file.flush()
             os.fsync(self._file.fileno())
             self._kept(record)
+
+    def _replaced(self) -> bool:
+        """Whether ``path`` is no longer the file this appender has open (moved, deleted, or replaced
+        by another: a ``git stash`` or ``git checkout`` of a tracked results file mid-eval). Appending
+        to the old one would write where nobody can read."""
+        assert self._file is not None
+        try:
+            now = os.stat(self.path)
+        except FileNotFoundError:
+            return True
+        mine = os.fstat(self._file.fileno())
+        return (now.st_dev, now.st_ino) != (mine.st_dev, mine.st_ino)
 
     def _kept(self, record: dict[str, Any]) -> None:
         """Called with each record once it is written."""
@@ -95,6 +110,18 @@ class JsonlStore(JsonlAppender):
         super().__init__(path, key=key)
         self.records, self.skipped_lines = read_jsonl(self.path, key=key)
         self.latest: dict[Any, dict[str, Any]] = {r[key]: r for r in self.records} if key is not None else {}
+
+    def _replaced(self) -> bool:
+        """Whether ``path`` is no longer the file this appender has open (moved, deleted, or replaced
+        by another: a ``git stash`` or ``git checkout`` of a tracked results file mid-eval). Appending
+        to the old one would write where nobody can read."""
+        assert self._file is not None
+        try:
+            now = os.stat(self.path)
+        except FileNotFoundError:
+            return True
+        mine = os.fstat(self._file.fileno())
+        return (now.st_dev, now.st_ino) != (mine.st_dev, mine.st_ino)
 
     def _kept(self, record: dict[str, Any]) -> None:
         self.records.append(record)
