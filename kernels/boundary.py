@@ -22,8 +22,6 @@ from pathlib import Path
 
 from kernels import confine
 
-# Size of the private /tmp (a tmpfs: memory); ours, a scratch space for a cell, not a data store.
-TMP_SIZE_BYTES = 256 * 1024 * 1024
 # Homes hidden from the kernel; the user's own home is added at run time.
 _HIDDEN = ("/root", "/home")
 _DEVICES = ("/dev/null", "/dev/zero", "/dev/full", "/dev/random", "/dev/urandom")
@@ -35,6 +33,23 @@ _PRIVATE_TMP = ("/tmp", "/var/tmp")  # each a fresh tmpfs inside
 # sees the project as the app does.
 PROJECT_PACKAGES = ("kernels", "tuiagent", "guards")
 KERNEL_IMPORTS = (*PROJECT_PACKAGES, "ipykernel_launcher", "ipykernel")
+
+
+# The caps' defaults (ours), each configurable in models.toml's [kernel] table: a scratch space for a
+# cell, not a data store (memory: each of the run's directory and /tmp is a tmpfs); far more files
+# than a cell's own work makes, far fewer than a flood; a thread pool per core and then some.
+DISK_MB, FILES, TASKS = 512, 16_384, 64
+
+
+@dataclass(frozen=True)
+class Caps:
+    """What a kernel may hold whoever runs it (``kernels.confine_caps``); None: no cap. ``bytes`` and
+    ``files`` for each of its writable places (the run's directory and /tmp), ``tasks`` for its
+    threads and processes together."""
+
+    bytes: int | None = DISK_MB << 20
+    files: int | None = FILES
+    tasks: int | None = TASKS
 
 
 @dataclass(frozen=True)
@@ -77,7 +92,10 @@ def describe() -> str:
 
 
 def _namespace_args(network: bool) -> list[str]:
-    args = ["--unshare-all", "--unshare-user", "--cap-drop", "ALL", "--die-with-parent", "--new-session"]
+    # CAP_SYS_ADMIN and CAP_SETPCAP inside the sandbox's own user namespace only, for kernels.confine_caps
+    # to mount the capped tmpfs and drop them all; as uid 0 there, which mounting needs.
+    caps = ["--cap-drop", "ALL", "--cap-add", "CAP_SYS_ADMIN", "--cap-add", "CAP_SETPCAP", "--uid", "0", "--gid", "0"]
+    args = ["--unshare-all", "--unshare-user", *caps, "--die-with-parent", "--new-session"]
     return [*args, "--share-net"] if network else args
 
 
@@ -146,8 +164,13 @@ def hides(path: str, hidden: list[str]) -> bool:
     return _under(os.path.abspath(path), [*hidden, *_PRIVATE_TMP])
 
 
-def prefix(paths: BoundaryPaths, network: bool = False) -> list[str]:
-    """The command line that runs a kernel command inside the boundary (the kernel's argv follows)."""
+def prefix(
+    paths: BoundaryPaths, network: bool = False, caps: Caps | None = None, private_workdir: bool = True
+) -> list[str]:
+    """The command line that runs a kernel command inside the boundary (the kernel's argv follows);
+    ``private_workdir``: the run's directory becomes the kernel's own capped tmpfs (False: the host's
+    directory itself, for one the user gave and wants the files of)."""
+    caps = caps or Caps()
     bwrap = bwrap_binary()
     assert bwrap is not None, "check unavailable() first"
     hidden = hidden_dirs()
@@ -155,7 +178,7 @@ def prefix(paths: BoundaryPaths, network: bool = False) -> list[str]:
     argv = [bwrap, *_namespace_args(network), "--ro-bind", "/", "/", "--proc", "/proc", "--dev", "/dev"]
     for home in hidden:
         argv += ["--tmpfs", home]
-    argv += ["--size", str(TMP_SIZE_BYTES), "--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]
+    argv += ["--tmpfs", "/tmp", "--tmpfs", "/var/tmp"]  # /tmp capped by confine_caps; /var/tmp read-only
     # Python and the project may live under a hidden home or /tmp: bring those back, read-only.
     argv += _binds_back(reads, hidden)
     argv += [
@@ -176,10 +199,13 @@ def prefix(paths: BoundaryPaths, network: bool = False) -> list[str]:
         "JPY_PARENT_PID",
     ]
     config = {
-        "read": [*_SYSTEM, *reads],
-        "write": [str(paths.workdir), str(paths.box), "/tmp"],
+        "read": [*_SYSTEM, *reads, str(paths.connection_file)],
+        "write": [str(paths.workdir), "/tmp"],  # the run's directory first: confine_caps mounts it
+        "sockets": [str(paths.box)],
         "devices": list(_DEVICES),
         "world_readable": ["/etc"],
         "network": network,
+        "caps": {"bytes": caps.bytes, "files": caps.files, "tasks": caps.tasks},
+        "private_workdir": private_workdir,
     }
     return [*argv, "--", sys.executable, "-m", "kernels.confine", json.dumps(config), "--"]

@@ -21,6 +21,11 @@ import struct
 import sys
 from typing import Any
 
+from kernels import confine_caps
+
+# What of the caps holds inside (``files=tmpfs,tasks=pid_max``), for the kernel to report.
+CAPS_ENV = "TUIAGENT_KERNEL_CAPS"
+
 # Landlock uapi (include/uapi/linux/landlock.h).
 FS_EXECUTE, FS_WRITE_FILE, FS_READ_FILE, FS_READ_DIR = 1 << 0, 1 << 1, 1 << 2, 1 << 3
 FS_REMOVE_DIR, FS_REMOVE_FILE, FS_MAKE_CHAR, FS_MAKE_DIR = 1 << 4, 1 << 5, 1 << 6, 1 << 7
@@ -47,6 +52,9 @@ WRITE = (
     | FS_TRUNCATE
 )
 DEVICE = FS_READ_FILE | FS_WRITE_FILE | FS_TRUNCATE
+# The kernel's socket directory: it makes its IPC sockets there and nothing else, so no file a cell
+# writes escapes the caps of the run's directory and /tmp (kernels.confine_caps).
+SOCKETS = READ | FS_MAKE_SOCK | FS_REMOVE_FILE
 
 # Syscall numbers per machine (arch/x86/entry/syscalls/syscall_64.tbl; the generic table for aarch64).
 _SYSCALLS: dict[str, dict[str, Any]] = {
@@ -201,9 +209,15 @@ def _world_readable_rules(top: str) -> list[tuple[str, int]]:
 
 
 def apply_landlock(
-    read: list[str], write: list[str], devices: list[str], world_readable: list[str], network: bool
+    read: list[str],
+    write: list[str],
+    devices: list[str],
+    world_readable: list[str],
+    network: bool,
+    sockets: list[str] | None = None,
 ) -> int:
-    """Restrict this process to the given paths; returns the ABI used. ConfineError if Landlock is missing."""
+    """Restrict this process to the given paths (in ``sockets`` only Unix sockets may be made and
+    removed); returns the ABI used. ConfineError if Landlock is missing."""
     abi = landlock_abi()
     if abi < 1:
         raise ConfineError(errno.ENOSYS, "Landlock is not available in this Linux kernel")
@@ -217,6 +231,7 @@ def apply_landlock(
     )
     try:
         rules = [(p, READ) for p in read] + [(p, WRITE) for p in write] + [(p, DEVICE) for p in devices]
+        rules += [(p, SOCKETS) for p in sockets or ()]
         for top in world_readable:
             rules += _world_readable_rules(top)
         for path, rights in rules:
@@ -280,9 +295,19 @@ def main(argv: list[str]) -> None:
         sys.exit("usage: python -m kernels.confine CONFIG -- ARGV...")
     config = json.loads(argv[0])
     try:
-        apply_landlock(config["read"], config["write"], config["devices"], config["world_readable"], config["network"])
+        if (caps := config.get("caps")) is not None:
+            held = confine_caps.apply(caps, config["write"][0] if config.get("private_workdir", True) else None)
+            os.environ[CAPS_ENV] = ",".join(f"{k}={v}" for k, v in held.items())
+        apply_landlock(
+            config["read"],
+            config["write"],
+            config["devices"],
+            config["world_readable"],
+            config["network"],
+            config.get("sockets", []),
+        )
         apply_seccomp()
-    except ConfineError as e:
+    except OSError as e:  # ConfineError, or a cap that could not be set
         sys.exit(f"tuiagent sandbox: {e.strerror}")
     os.execv(argv[2], argv[2:])
 

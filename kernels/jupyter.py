@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
 import signal
 import time
@@ -18,7 +19,7 @@ from jupyter_client.manager import AsyncKernelManager
 
 from kernels import leftovers, workdirs
 from kernels.base import CellResult, KernelFailed
-from kernels.boundary import BoundaryPaths
+from kernels.boundary import DISK_MB, FILES, TASKS, BoundaryPaths, Caps
 from kernels.failures import StderrTail, failed
 from kernels.launch import launch_kwargs, new_kernel_manager, runtime_box
 from kernels.limits import startup_code
@@ -27,6 +28,8 @@ from kernels.sandbox import launch_prefix, policy_code, resolve
 
 # How often a call waiting on the kernel checks that it is still alive.
 _LIVENESS_POLL_S = 0.1
+# Free space below which a capped tmpfs counts as filled (ours: less than a cell's next write).
+_FULL_BYTES = 64 * 1024
 # How long bwrap gets to exit once the kernel inside it was killed (ours: it takes milliseconds).
 _BWRAP_EXIT_S = 1.0
 
@@ -58,7 +61,11 @@ class JupyterKernel:
       included, not per call (RLIMIT_CPU); past it the kernel is killed and
       restarted with a fresh budget.
     - ``max_processes``: processes/threads the kernel may add to those its
-      user already runs (RLIMIT_NPROC); no effect when running as root.
+      user already runs (RLIMIT_NPROC, which does not bind root); inside the OS boundary also the
+      sandbox's PID namespace's cap, which does (``kernels.confine_caps``).
+    - ``max_files``: inside the OS boundary, the files (inodes) the run's directory and /tmp may
+      each hold; ``disk_limit_mb`` is then each one's size (a tmpfs, where a deleted file still
+      open counts), and a cell that fills one gets ENOSPC, after which the kernel is restarted.
     - ``workdir``: the kernel's cwd; by default a temporary directory made in
       ``start`` and removed by ``shutdown`` (a given one is kept).
     - ``images_dir``: where the app saves display images (never a directory the kernel can
@@ -66,7 +73,8 @@ class JupyterKernel:
     - ``output_limit_chars``: text kept per call; the rest is counted in a note.
     - ``network``: let cells use the host's network (off by default at every level but ``off``).
     - ``disk_limit_mb``: what the run's directory may hold on disk; past it, after a cell, the
-      kernel is restarted and (unless ``workdir`` was given) the directory emptied.
+      kernel is restarted and (unless ``workdir`` was given) the directory emptied. Outside the OS
+      boundary this is counted after each cell; inside it, it is a hard cap (see ``max_files``).
     - ``interrupt_grace_s``: how long a timed-out cell may take to stop after
       the interrupt before the kernel is restarted.
     - ``start_timeout_s``: how long a start or restart may take.
@@ -81,14 +89,15 @@ class JupyterKernel:
         timeout: float = 30.0,
         memory_limit_mb: int | None = 2048,
         cpu_time_limit_s: int | None = 600,
-        max_processes: int | None = 64,
+        max_processes: int | None = TASKS,
         workdir: Path | str | None = None,
         images_dir: Path | str | None = None,
         output_limit_chars: int = 1_000_000,
         interrupt_grace_s: float = 1.0,
         start_timeout_s: float = 60.0,
         sandbox: str = "auto",
-        disk_limit_mb: int | None = 1024,
+        disk_limit_mb: int | None = DISK_MB,
+        max_files: int | None = FILES,
         network: bool = False,
     ) -> None:
         self.timeout = timeout
@@ -100,6 +109,7 @@ class JupyterKernel:
         self._images_dir = Path(images_dir) if images_dir is not None else None
         self._output_limit_chars = output_limit_chars
         self._disk_limit = None if disk_limit_mb is None else disk_limit_mb * 1024 * 1024
+        self.caps = Caps(bytes=self._disk_limit, files=max_files, tasks=max_processes)
         self.network = network  # cells may use the host's network (a setting, off by default)
         self._grace_s = interrupt_grace_s
         self._start_timeout_s = start_timeout_s
@@ -140,7 +150,7 @@ class JupyterKernel:
                 paths = BoundaryPaths(self._workdir, box, self._runtime_dir / "kernel.json")
                 self._km = new_kernel_manager(
                     self._runtime_dir,
-                    launch_prefix(self.level, paths, self.network),
+                    launch_prefix(self.level, paths, self.network, self.caps, self._given_workdir is None),
                     "message" if self.level == "strict" else "signal",
                 )
                 self._stderr = StderrTail()
@@ -335,7 +345,9 @@ class JupyterKernel:
 
     def _over_disk_limit(self) -> str | None:
         """A note when the run's directory holds more than its limit (emptied first, unless given)."""
-        if self._disk_limit is None or self._workdir is None:
+        if self.level == "strict" and (full := self._filled_tmpfs()) is not None:
+            return full
+        if self._disk_limit is None or self._workdir is None or (self.level == "strict" and not self._given_workdir):
             return None
         used = workdirs.disk_use(self._workdir, self._disk_limit)
         if used <= self._disk_limit:
@@ -349,6 +361,35 @@ class JupyterKernel:
         workdirs.empty(self._workdir)
         (self._workdir / ".tmp").mkdir(exist_ok=True)
         return note + "; they were deleted and the kernel was restarted."
+
+    def _filled_tmpfs(self) -> str | None:
+        """A note when a cell filled the run's directory or /tmp inside the OS boundary (each a capped
+        tmpfs, seen from here through the kernel's /proc root); a restart gives it fresh ones."""
+        if self._baseline is None or self._workdir is None:
+            return None
+        root = f"/proc/{self._baseline[0].pid}/root"
+        places = [("/tmp", f"{root}/tmp")]
+        if self._given_workdir is None:  # a given one is the host's directory, counted by _over_disk_limit
+            places.insert(0, ("the run's directory", f"{root}{self._workdir}"))
+        for place, path in places:
+            try:
+                fs = os.statvfs(path)
+            except OSError:  # the kernel is gone: the next call finds out
+                return None
+            out_of = [
+                *(
+                    [f"{self.caps.bytes >> 20} MB"]
+                    if self.caps.bytes and fs.f_bavail * fs.f_frsize < _FULL_BYTES
+                    else []
+                ),
+                *([f"{self.caps.files} files"] if self.caps.files and fs.f_favail == 0 else []),
+            ]
+            if out_of:
+                return (
+                    f"The files the code wrote filled {place} (its cap: {' and '.join(out_of)}); "
+                    "they were deleted and the kernel was restarted."
+                )
+        return None
 
     def _remember_processes(self) -> None:
         """Note the processes the cells started (only possible with the sandbox off), while the

@@ -141,15 +141,18 @@ def kernel_env(level: str, workdir: Path, box: Path) -> dict[str, str]:
         env = {k: v for k, v in os.environ.items() if k in _PASSTHROUGH or k.startswith("LC_")}
     tmp = workdir / ".tmp"
     tmp.mkdir(exist_ok=True)
+    # Inside the OS boundary the box takes only sockets: configuration and caches go to the capped
+    # tmpfs of the run's directory (kernels.confine_caps), where they die with the kernel.
+    state = tmp if level == "strict" else box
     env.update(
         HOME=str(workdir),
         TMPDIR=str(tmp),
         # The user's IPython profile and startup scripts stay out of the kernel.
-        IPYTHONDIR=str(box / "ipython"),
+        IPYTHONDIR=str(state / "ipython"),
         # Per run: a matplotlibrc or font cache one run writes is never read by the next.
-        MPLCONFIGDIR=str(box / "matplotlib"),
-        XDG_CACHE_HOME=str(box / "cache"),
-        XDG_CONFIG_HOME=str(box / "config"),
+        MPLCONFIGDIR=str(state / "matplotlib"),
+        XDG_CACHE_HOME=str(state / "cache"),
+        XDG_CONFIG_HOME=str(state / "config"),
         MPLBACKEND="Agg",
     )
     if not _imports_from_user_site():
@@ -183,11 +186,19 @@ def _unshare_argv() -> tuple[str, ...] | None:
     return None
 
 
-def launch_prefix(level: str, paths: boundary.BoundaryPaths, network: bool = False) -> tuple[str, ...]:
+def launch_prefix(
+    level: str,
+    paths: boundary.BoundaryPaths,
+    network: bool = False,
+    caps: boundary.Caps | None = None,
+    private_workdir: bool = True,
+) -> tuple[str, ...]:
     """What goes before the kernel's command line for the level in force ``level`` (from ``resolve``);
-    ``network`` lets the kernel use the host's network (no namespace, no Landlock TCP rule)."""
+    ``network`` lets the kernel use the host's network (no namespace, no Landlock TCP rule); ``caps``
+    what the kernel may hold (only the OS boundary can make them hold for root), ``private_workdir``
+    see ``boundary.prefix``."""
     if level == "strict":
-        return tuple(boundary.prefix(paths, network))
+        return tuple(boundary.prefix(paths, network, caps, private_workdir))
     if level == "netns" and not network:
         prefix = _unshare_argv()
         assert prefix is not None, "resolve() checked it"

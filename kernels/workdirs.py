@@ -21,6 +21,10 @@ _NAME = re.compile(r"tuiagent-(?:kernel|run)-(\d+)-")
 SOCKET_PATH_MAX = 107
 _SOCKET_TAIL = len("/box/ipc-99")
 SHORT_TEMP = "/tmp"  # where a kernel's directory goes when the temp dir is too long for its sockets
+# Where a kernel's directory goes first: a short path, in memory, and outside /tmp, which cells may
+# write inside the OS boundary; a socket directory under /tmp would be writable through that rule
+# (Landlock rules reach across the mounts below them), past the caps of kernels.confine_caps.
+SHARED_MEMORY = "/dev/shm"
 
 
 def _prefix(kind: str) -> str:
@@ -28,8 +32,11 @@ def _prefix(kind: str) -> str:
 
 
 def kernel_base(tempdir: str | None = None) -> str:
-    """The directory a kernel's directory is made in: the temp dir, or /tmp when the socket paths
-    would not fit under the temp dir (mkdtemp adds 8 characters to the prefix)."""
+    """The directory a kernel's directory is made in: /dev/shm where there is one to write in, else
+    the temp dir, or /tmp when the socket paths would not fit under the temp dir (mkdtemp adds 8
+    characters to the prefix)."""
+    if os.path.isdir(SHARED_MEMORY) and os.access(SHARED_MEMORY, os.W_OK | os.X_OK):
+        return SHARED_MEMORY
     tempdir = tempdir or tempfile.gettempdir()
     longest = len(os.fsencode(tempdir)) + 1 + len(_prefix("kernel")) + 8 + _SOCKET_TAIL
     if longest > SOCKET_PATH_MAX and os.access(SHORT_TEMP, os.W_OK | os.X_OK):

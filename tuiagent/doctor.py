@@ -29,6 +29,7 @@ from tuiagent.errors import ConfigError
 
 if TYPE_CHECKING:
     from kernels.base import CellResult
+    from kernels.boundary import Caps
 
 PACKAGES = ("tuiagent", "llama-cpp-python", "textual", "jupyter-client", "ipykernel", "numpy", "openai", "vllm")
 # The cpuinfo flags that decide which llama.cpp build suits a CPU (see tuiagent.llama_build).
@@ -364,7 +365,7 @@ def kernel_checks() -> Iterator[Check]:
     yield check("sandbox", "info", f"auto is {describe('auto')}")
     yield check("kernel imports", "info", _kernel_imports())
     try:
-        start_s, cell_s, result = asyncio.run(_time_kernel())
+        start_s, cell_s, result, caps = asyncio.run(_time_kernel())
     except KernelFailed as e:
         printed = f" (it printed: {e.stderr.splitlines()[-1]})" if e.stderr else ""
         yield check("kernel start", "fail", f"{e.what}{printed}; likely cause: {e.cause}", e.fix)
@@ -388,6 +389,32 @@ def kernel_checks() -> Iterator[Check]:
         )
     else:
         yield check("first cell", "ok", f"print(1 + 1) -> 2 in {cell_s * 1000:.0f} ms")
+    yield _caps_check(*caps)
+
+
+def _caps_check(caps: Caps | None, held: str) -> Check:
+    """What bounds a kernel's files and tasks here, from what the kernel itself reported (``held``:
+    kernels.confine's ``files=tmpfs,tasks=pid_max``, empty outside the OS boundary)."""
+    if caps is None:
+        return Check(KERNEL, "kernel caps", "info", "the kernel has no caps of its own")
+    inside = dict(part.split("=", 1) for part in held.split(",") if "=" in part)
+    files = (
+        f"the run's directory and /tmp each a tmpfs of {caps.bytes >> 20 if caps.bytes else 'unlimited'} MB "
+        f"and {caps.files} files"
+        if inside.get("files") == "tmpfs"
+        else f"the run's directory counted after each cell ({caps.bytes >> 20 if caps.bytes else 'no'} MB), "
+        "no file-count cap (outside the OS boundary)"
+    )
+    if inside.get("tasks") == "pid_max":
+        tasks, status = f"{caps.tasks} tasks (the PID namespace's pid_max; binds root too)", "ok"
+    elif os.geteuid() != 0:
+        tasks, status = f"{caps.tasks} tasks beyond the user's (RLIMIT_NPROC)", "ok"
+    else:
+        tasks, status = "threads not capped: running as root, where RLIMIT_NPROC does not bind", "warn"
+        if inside:
+            tasks += ", and this Linux has one pid_max for the whole machine (a per-namespace one came in 6.14)"
+    fix = "run as an ordinary user, or on Linux 6.14 or newer with the strict sandbox" if status == "warn" else ""
+    return Check(KERNEL, "kernel caps", status, f"{files}; {tasks}", fix)
 
 
 def _kernel_imports() -> str:
@@ -403,8 +430,10 @@ def _kernel_imports() -> str:
     return f"the project from {'; '.join(shown) or 'nowhere (not found)'}"
 
 
-async def _time_kernel() -> tuple[float, float, CellResult]:
-    """Seconds to start a kernel, seconds for one cell, and that cell's result."""
+async def _time_kernel() -> tuple[float, float, CellResult, tuple[Caps | None, str]]:
+    """Seconds to start a kernel, seconds for one cell, that cell's result, and the kernel's caps with
+    what of them holds inside it."""
+    from kernels.confine import CAPS_ENV
     from tuiagent.runner import make_kernel
 
     kernel = make_kernel("jupyter", sandbox="auto")
@@ -413,7 +442,9 @@ async def _time_kernel() -> tuple[float, float, CellResult]:
         await kernel.start()
         ready = time.perf_counter()
         result = await kernel.execute("print(1 + 1)", timeout=30)
-        return ready - started, time.perf_counter() - ready, result
+        cell_s = time.perf_counter() - ready
+        held = await kernel.execute(f"print(__import__('os').environ.get({CAPS_ENV!r}, ''))", timeout=30)
+        return ready - started, cell_s, result, (getattr(kernel, "caps", None), held.text.strip())
     finally:
         await kernel.shutdown()
 

@@ -17,7 +17,7 @@ from kernels.sandbox import describe as describe_sandbox
 from tuiagent import paths, plugins
 from tuiagent.backends import Backend, open_backend
 from tuiagent.config.loader import load_models
-from tuiagent.config.spec import ModelSpec
+from tuiagent.config.spec import KernelCaps, ModelSpec
 from tuiagent.core.events import Event, Notice, RunFinished
 from tuiagent.core.faults import FaultInjector, FaultPlan
 from tuiagent.core.fork import ForkPoint, guards_at
@@ -186,13 +186,20 @@ def make_kernel(
     gold: str | None = None,
     sandbox: str | None = None,
     network: bool = False,
+    caps: KernelCaps | None = None,
 ) -> Kernel:
-    """An unstarted kernel ``name``, given those of ``images_dir``, ``gold``, ``sandbox`` and ``network``
-    (when asked for) its constructor takes."""
+    """An unstarted kernel ``name``, given those of ``images_dir``, ``gold``, ``sandbox``, ``network``
+    (when asked for) and the ``caps`` of models.toml's [kernel] table its constructor takes."""
     cls = kernel_class(name)
     params = inspect.signature(cls).parameters
     takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
-    offered = {"images_dir": images_dir, "gold": gold, "sandbox": sandbox, "network": network or None}
+    offered: dict[str, object] = {
+        "images_dir": images_dir,
+        "gold": gold,
+        "sandbox": sandbox,
+        "network": network or None,
+    }
+    offered |= caps.kernel_kwargs() if caps is not None else {}
     try:
         kernel: Kernel = cls(**{k: v for k, v in offered.items() if v is not None and (takes_any or k in params)})
         return kernel
@@ -211,6 +218,7 @@ async def kernel_for(
     gold: str | None = None,
     sandbox: str | None = None,
     network: bool = False,
+    caps: KernelCaps | None = None,
 ) -> AsyncIterator[Kernel | None]:
     """A started kernel for tool mode (Jupyter unless ``kernel`` names another; images saved beside
     the trajectory; ``gold`` for kernels that need it, e.g. oracle; ``sandbox`` for those that
@@ -218,7 +226,9 @@ async def kernel_for(
     if settings.mode != "tool":
         yield None
         return
-    async with make_kernel(kernel, images_dir=images_dir, gold=gold, sandbox=sandbox, network=network) as started:
+    async with make_kernel(
+        kernel, images_dir=images_dir, gold=gold, sandbox=sandbox, network=network, caps=caps
+    ) as started:
         yield started
 
 
@@ -274,6 +284,7 @@ async def run_problem(
                             gold=request.gold,
                             sandbox=request.sandbox,
                             network=request.network,
+                            caps=spec.kernel_caps,
                         ),
                     )
                 failed = kernel if isinstance(kernel, KernelFailed) else None

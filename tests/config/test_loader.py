@@ -224,6 +224,9 @@ ERRORS = [
     ),
     ("unknown top-level key", GOOD + '[model.x]\nbackend = "vllm"\n', "model", ["did you mean 'models'"]),
     ("default not a string", "default = 3\n" + GOOD, "default", ["expected a string"]),
+    ("kernel cap zero", "[kernel]\ntasks = 0\n" + GOOD, "kernel.tasks", ["must be greater than 0"]),
+    ("kernel cap not a number", '[kernel]\nfiles = "many"\n' + GOOD, "kernel.files", ["expected an integer"]),
+    ("kernel cap unknown", "[kernel]\ntask = 9\n" + GOOD, "kernel.task", ["did you mean 'tasks'"]),
     ("default unknown", 'default = "nope"\n' + GOOD, "default", ["'nope' is not defined"]),
     ("bad id", GOOD.replace("models.m", 'models."a b"'), 'models."a b"', ["not allowed"]),
     (
@@ -357,3 +360,14 @@ def test_registry_iteration():
     assert [s.id for s in reg] == reg.ids()
     assert len(reg) == 6 and "scripted" in reg and "nope" not in reg
     assert reg.get(None) is reg.get(reg.default)
+
+
+def test_kernel_caps_reach_every_model_and_a_later_file_wins_key_by_key(tmp_path):
+    from tuiagent.config.spec import KernelCaps
+
+    assert load_models().get().kernel_caps == KernelCaps()  # the shipped file sets none: the kernel's defaults
+    write(tmp_path / "config" / "models.toml", "[kernel]\ndisk_mb = 64\ntasks = 8\n")
+    mine = write(tmp_path / "mine.toml", "[kernel]\ntasks = 16\n" + GOOD)
+    registry = load_models(mine)
+    assert {spec.kernel_caps for spec in registry} == {KernelCaps(disk_mb=64, tasks=16)}
+    assert registry.get("m").kernel_caps.kernel_kwargs() == {"disk_limit_mb": 64, "max_processes": 16}

@@ -199,7 +199,8 @@ async def test_max_processes_caps_new_processes():
 
 
 async def test_a_run_directory_over_its_disk_limit_is_emptied_and_the_kernel_restarted():
-    async with JupyterKernel(disk_limit_mb=4) as kernel:
+    # counted by the manager after each cell: the levels without the OS boundary (inside it: test_kernel_caps.py)
+    async with JupyterKernel(disk_limit_mb=4, sandbox="policy") as kernel:
         code = "for i in range(3): open(f'f{i}', 'wb').write(b'x' * (2 << 20))"
         result = await kernel.execute(code, 10)
         assert result.restarted and "limit of a run's directory" in result.text and "deleted" in result.text

@@ -48,6 +48,12 @@ CASES = {
     "mknod a device": "os.mknod('sda', 0o600 | stat.S_IFBLK, os.makedev(8, 0))",
     "open_by_handle_at": "libc.syscall(304, -100, None, 0) == 0 or err()",
     "file bigger than /tmp": "open('/tmp/big', 'wb').write(b'x' * (300 << 20))",
+    # caps that hold for root too (kernels.confine_caps; CAPS below)
+    "a flood of files": "[open(f'f{i}', 'w').close() for i in range(150_000)]",
+    "a flood of files in /tmp": "[open(f'/tmp/f{i}', 'w').close() for i in range(150_000)]",
+    "deleted files held open": "held = []\nfor i in range(40):\n    f = open(f'u{i}', 'wb'); os.unlink(f'u{i}'); held.append(f); f.write(b'x' * (4 << 20)); f.flush()",
+    "thousands of threads": "import threading\ntry:\n    [threading.Thread(target=signal.pause, daemon=True).start() for _ in range(4000)]\nexcept RuntimeError as e:\n    raise OSError(str(e))",
+    "write into the socket directory": "open(SOCKET_DIR + '/x', 'w')",
     # processes, by every route
     "os.fork": "os.fork()",
     "subprocess": "subprocess.run(['true'])",
@@ -84,6 +90,9 @@ CASES = {
     "raw socket": "socket.socket(socket.AF_PACKET, socket.SOCK_RAW)",
 }
 
+# Small caps, so that a flood reaches them in a second (the defaults: kernels.boundary).
+CAPS = boundary.Caps(bytes=64 << 20, files=2_000, tasks=32)
+
 PRELUDE = """
 import ctypes, os, signal, socket, stat, subprocess, sys
 libc = ctypes.CDLL(None, use_errno=True)
@@ -101,7 +110,8 @@ def run_inside(code: str, user: tuple[int, int] | None = None, **names: object) 
         for path in (runtime, workdir, runtime_box(runtime), connection):
             os.chown(path, *user)
     paths = boundary.BoundaryPaths(workdir, runtime_box(runtime), connection)
-    setup = "".join(f"{k} = {v!r}\n" for k, v in {**names, "CONNECTION_FILE": str(connection)}.items())
+    names |= {"CONNECTION_FILE": str(connection), "SOCKET_DIR": str(paths.box)}
+    setup = "".join(f"{k} = {v!r}\n" for k, v in names.items())
     body = (
         PRELUDE + setup + "try:\n" + textwrap.indent(code, "    ") + "\n    print('ESCAPED')\n"
         "except (OSError, socket.gaierror) as e:\n    print('BLOCKED', type(e).__name__, e)\n"
@@ -109,7 +119,7 @@ def run_inside(code: str, user: tuple[int, int] | None = None, **names: object) 
     demote = ["setpriv", f"--reuid={user[0]}", f"--regid={user[1]}", "--clear-groups"] if user else []
     try:
         return subprocess.run(
-            [*demote, *boundary.prefix(paths), sys.executable, "-c", body],
+            [*demote, *boundary.prefix(paths, caps=CAPS), sys.executable, "-c", body],
             capture_output=True,
             text=True,
             timeout=30,
@@ -199,6 +209,8 @@ def _nobody_can_sandbox() -> bool:
         "TCP to loopback",
         "setns into the host network",
         "read the app's environment",
+        "a flood of files",
+        "thousands of threads",
     ],
 )
 def test_the_same_holds_for_an_unprivileged_user(name, user_file, abstract_listener):

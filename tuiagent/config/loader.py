@@ -20,7 +20,7 @@ from typing import Any
 
 from tuiagent import paths
 from tuiagent.config.calibration import load_calibration, merge_guards
-from tuiagent.config.spec import BACKENDS, CHAT_TEMPLATES, SOURCE_KINDS, ModelSpec, Source
+from tuiagent.config.spec import BACKENDS, CHAT_TEMPLATES, SOURCE_KINDS, KernelCaps, ModelSpec, Source
 from tuiagent.errors import ConfigError
 from tuiagent.protocol import Sampling
 from tuiagent.safe_read import CONFIG_BYTES, read_text
@@ -312,21 +312,24 @@ def _parse_model(model_id: str, raw: Any, file: str) -> ModelSpec:
 # ---------------------------------------------------------------- files and the registry
 
 
-def _parse_file(text: str, file: str) -> tuple[dict[str, ModelSpec], str | None]:
+_KERNEL_RULES = {key: _Rule("int", check=_positive) for key in ("disk_mb", "files", "tasks")}
+
+
+def _parse_file(text: str, file: str) -> tuple[dict[str, ModelSpec], str | None, dict[str, int]]:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:  # the message carries "(at line L, column C)"
         raise ConfigError(f"not valid TOML: {e}", file=file, fix="correct the syntax at that line") from None
     top = _Table(file, "")
     for key in data:
-        if key not in ("default", "models"):
-            close = difflib.get_close_matches(key, ["default", "models"], n=1)
+        if key not in ("default", "models", "kernel"):
+            close = difflib.get_close_matches(key, ["default", "models", "kernel"], n=1)
             hint = f"did you mean '{close[0]}'? " if close else ""
             raise ConfigError(
                 "unknown top-level key",
                 file=file,
                 key=key,
-                fix=f"{hint}only 'default' and [models.<id>] tables belong here",
+                fix=f"{hint}only 'default', [kernel] and [models.<id>] tables belong here",
             )
     default = data.get("default")
     if default is not None and not isinstance(default, str):
@@ -336,7 +339,8 @@ def _parse_file(text: str, file: str) -> tuple[dict[str, ModelSpec], str | None]
     models = data.get("models", {})
     if not isinstance(models, dict):
         raise top.error(None, "'models' must be a table of tables", "write each model as [models.<id>]")
-    return {mid: _parse_model(mid, raw, file) for mid, raw in models.items()}, default
+    kernel = _Table(file, "kernel").read(data["kernel"], _KERNEL_RULES) if "kernel" in data else {}
+    return {mid: _parse_model(mid, raw, file) for mid, raw in models.items()}, default, kernel
 
 
 class ModelRegistry:
@@ -405,9 +409,11 @@ def load_models(user_file: Path | str | None = None) -> ModelRegistry:
 
     models: dict[str, ModelSpec] = {}
     default, default_file = None, None
+    caps: dict[str, int] = {}
     for file, text in sources:
-        entries, file_default = _parse_file(text, file)
+        entries, file_default, file_caps = _parse_file(text, file)
         models.update(entries)  # a redefined id replaces the earlier entry whole, keeping its place
+        caps.update(file_caps)  # [kernel] key by key: a later file's value wins
         if file_default is not None:
             default, default_file = file_default, file
     if default is None:
@@ -421,4 +427,6 @@ def load_models(user_file: Path | str | None = None) -> ModelRegistry:
             key="default",
             fix=f"set default to one of: {', '.join(models)}; or define [models.{default}]",
         )
+    kernel_caps = KernelCaps(**caps)
+    models = {mid: dataclasses.replace(spec, kernel_caps=kernel_caps) for mid, spec in models.items()}
     return ModelRegistry(models, default, tuple(f for f, _ in sources))

@@ -14,6 +14,22 @@ CHAT_TEMPLATES = ("chatml", "gguf", "hf", "raw")
 
 
 @dataclass(frozen=True)
+class KernelCaps:
+    """models.toml's ``[kernel]`` table: what a Jupyter kernel may hold, whoever runs it (None: the
+    kernel's own default, ``kernels.boundary``). ``disk_mb`` and ``files`` for each of the run's
+    directory and /tmp, ``tasks`` for its threads and processes (docs/security.md)."""
+
+    disk_mb: int | None = None
+    files: int | None = None
+    tasks: int | None = None
+
+    def kernel_kwargs(self) -> dict[str, int]:
+        """The Jupyter kernel's keyword arguments for the caps that are set."""
+        names = {"disk_mb": "disk_limit_mb", "files": "max_files", "tasks": "max_processes"}
+        return {names[k]: v for k, v in vars(self).items() if v is not None}
+
+
+@dataclass(frozen=True)
 class Source:
     """Where a model's weights come from.
 
@@ -71,6 +87,7 @@ class ModelSpec:
     options: dict[str, Any] = field(default_factory=dict)
     tokenizer: str | None = None
     calibration: Calibration | None = None  # its guard values are already merged into ``guards``
+    kernel_caps: KernelCaps = field(default_factory=KernelCaps)  # the [kernel] table of the files read
 
     @property
     def context_tokens(self) -> int:

@@ -334,7 +334,8 @@ class EvalRunner:
             return self.kernels[name]
         from tuiagent.runner import make_kernel
 
-        return lambda gold=None: make_kernel(name, gold=gold, sandbox=self.cfg.sandbox)
+        caps = self.spec.kernel_caps
+        return lambda gold=None: make_kernel(name, gold=gold, sandbox=self.cfg.sandbox, caps=caps)
 
     async def _start_pools(self, jobs: list[Job]) -> None:
         from kernels.pool import KernelPool
