@@ -23,7 +23,7 @@ from tuiagent.errors import UserError
 from tuiagent.options import NetworkOpt, RawMathOpt, SandboxOpt, check_sandbox
 from tuiagent.presets import DEFAULT_PRESET
 from tuiagent.runs_cli import print_warnings, runs_app
-from tuiagent.safetext import for_terminal
+from tuiagent.safetext import echo, for_terminal, terminal_console
 
 if TYPE_CHECKING:
     from tuiagent.core.events import Event
@@ -36,7 +36,7 @@ app = typer.Typer(
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+err = terminal_console(stderr=True, highlight=False, soft_wrap=True)
 
 ModelOpt = Annotated[
     str | None, typer.Option("--model", "-m", help="Model id from models.toml (default: its `default`).")
@@ -482,7 +482,7 @@ def list_guards(model: ModelOpt = None, models: ModelsFileOpt = None) -> None:
     spec = resolve_spec(request)
     chain = guard_chain(spec, request, toggleable=True)  # the settings a run gets, as the run makes them
     assert chain is not None  # toggleable: every installed guard is configured
-    console = Console(highlight=False, soft_wrap=True)
+    console = terminal_console(highlight=False, soft_wrap=True)
     console.print(
         Text(f"values for model {spec.id} (--model for another); a preset, --set or the app wins over them", "dim")
     )
@@ -507,7 +507,7 @@ def list_presets(model: ModelOpt = None, models: ModelsFileOpt = None) -> None:
     from tuiagent.core.run_spec import setting_words
     from tuiagent.presets import load_presets, user_presets_file
 
-    console = Console(highlight=False, soft_wrap=True)
+    console = terminal_console(highlight=False, soft_wrap=True)
     for name, p in load_presets(model=model, models_file=models).items():
         what = " ".join([*(p.guards or ("no guards",)), *setting_words(p.spec)])
         console.print(Text(name, style="bold") + Text(f"  {what}"))
@@ -545,7 +545,7 @@ def list_models(models: ModelsFileOpt = None) -> None:
             spec.description,
         )
         table.add_row(*(Text(c) for c in cells))
-    Console(highlight=False, width=max(Console().width, 140)).print(table)
+    terminal_console(highlight=False, width=max(Console().width, 140)).print(table)
 
 
 @app.command()
@@ -621,7 +621,7 @@ def fetch(
     registry = load_models(models)
     spec = registry.get(model or registry.default)
     path = resolve_model_file(spec, allow_download=True)
-    Console(highlight=False).print(
+    terminal_console(highlight=False).print(
         f"{spec.id}: ready at {path}" if path else f"{spec.id}: nothing to fetch ({spec.source.kind})"
     )
 
@@ -641,7 +641,7 @@ def doctor(
         found = list(checks.run(models, verify=verify))
         typer.echo(checks.to_json(found))
     else:
-        found = checks.report(checks.run(models, verify=verify), typer.echo)
+        found = checks.report(checks.run(models, verify=verify), echo)
     if checks.counts(found)[0]:
         raise typer.Exit(1)
 
@@ -711,7 +711,7 @@ def export(
     fmt = "html" if html or (not md and out is not None and out.suffix.lower() in (".html", ".htm")) else "md"
     text = export_runs(files, fmt, shade=shade, math=not raw_math)
     if out is None:
-        sys.stdout.write(text)
+        echo(text, end="")
         return
     out.write_text(text, encoding="utf-8")
     err.print(Text(f"wrote {out} ({fmt}, {len(files)} run{'s' if len(files) > 1 else ''})"))
@@ -741,7 +741,7 @@ def compare(
 
         run_app(screen="compare", compare=tuple(files), raw_math=raw_math)
         return
-    console = Console(highlight=False, soft_wrap=True)
+    console = terminal_console(highlight=False, soft_wrap=True)
     for i, (path, loaded) in enumerate(zip(files, runs), 1):
         print_warnings(loaded.warnings)
         s = summary(loaded.events)

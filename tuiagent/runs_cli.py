@@ -9,13 +9,12 @@ from pathlib import Path
 from typing import Annotated, Any
 
 import typer
-from rich.console import Console
 from rich.text import Text
 
 from tuiagent import paths
 from tuiagent.options import RawMathOpt
 from tuiagent.runs import RunInfo, recent_runs
-from tuiagent.safetext import for_terminal
+from tuiagent.safetext import for_terminal, terminal_console
 
 runs_app = typer.Typer(
     help="List, filter and show saved runs.",
@@ -24,7 +23,7 @@ runs_app = typer.Typer(
     rich_markup_mode=None,
     pretty_exceptions_enable=False,
 )
-err = Console(stderr=True, highlight=False, soft_wrap=True)
+err = terminal_console(stderr=True, highlight=False, soft_wrap=True)
 
 JsonOpt = Annotated[bool, typer.Option("--json", help="JSON lines: one object per run (show: per event).")]
 

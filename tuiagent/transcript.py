@@ -14,7 +14,7 @@ from rich.text import Text
 from tuiagent.core import events as ev
 from tuiagent.mathtext import MathStream, render_latex, render_math
 from tuiagent.protocol import budget_words
-from tuiagent.safetext import for_terminal
+from tuiagent.safetext import for_terminal, terminal_console
 
 _STYLE = {"info": "cyan", "warning": "yellow", "error": "bold red"}
 ECHO_CHARS = 200  # [ours] the most of a problem the header shows; the trajectory and --json keep it whole
@@ -37,7 +37,7 @@ class TranscriptPrinter:
     renders), outputs, answer and summary."""
 
     def __init__(self, console: Console | None = None, *, math: bool = True):
-        self.console = console or Console(highlight=False, soft_wrap=True)
+        self.console = console or terminal_console(highlight=False, soft_wrap=True)
         self.math = math
         self._turn = MathStream(render=math)
         self._guards_on = 0

@@ -285,8 +285,9 @@ def eval_command(
     from tuiagent.eval.shards import parse_shard
     from tuiagent.eval.variants import CODE_CUES, CUES, DISTRACTORS
     from tuiagent.runner import RunRequest, resolve_spec
+    from tuiagent.safetext import terminal_console
 
-    err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False)
+    err = terminal_console(stderr=True, highlight=False, soft_wrap=True, markup=False)
     if judge_json:
         from tuiagent.core.judge import judge_name
 
@@ -401,7 +402,7 @@ def eval_command(
         if not summary["datasets"]:
             raise UserError(f"no results in {directory} yet")
         if "table" in chosen and not quiet:
-            rp.print_terminal(summary, Console(highlight=False, markup=False, width=max(Console().width, 140)))
+            rp.print_terminal(summary, terminal_console(highlight=False, markup=False, width=max(Console().width, 140)))
         written, messages = rp.write_reports(summary, directory, chosen - {"table"})
         for message in messages:
             err.print(message)

@@ -540,10 +540,11 @@ def to_csv(summary: dict[str, Any]) -> str:
 
 
 def print_terminal(summary: dict[str, Any], console: Any = None) -> None:
-    from rich.console import Console
     from rich.table import Table
 
-    console = console or Console(highlight=False)
+    from tuiagent.safetext import terminal_console
+
+    console = console or terminal_console(highlight=False)
     for dataset in summary["datasets"]:
         tables, empty = report_tables(summary, dataset)
         for title, header, rows in tables:
