@@ -186,6 +186,14 @@ def find_preset(name: str, *, model: str | None = None, models_file: Path | None
         ) from None
 
 
+def _settings_table(value: Any, file: str, key: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ConfigError(
+            "must be a table of settings", file=file, key=key, fix=f"write it as [{key}] with key = value lines"
+        )
+    return value
+
+
 def load_preset_file(path: Path | str) -> dict[str, Preset]:
     """The presets of one TOML file (``[presets.NAME]`` or ``[configs.NAME]`` tables)."""
     path = Path(path).expanduser()
@@ -193,7 +201,7 @@ def load_preset_file(path: Path | str) -> dict[str, Preset]:
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as e:
-        raise ConfigError(f"not valid TOML: {e}", file=str(path)) from None
+        raise ConfigError(f"not valid TOML: {e}", file=str(path), fix="correct the syntax at that line") from None
     table_name = "presets" if "presets" in data else "configs"
     tables = data.get(table_name)
     if not isinstance(tables, dict) or not tables:
@@ -206,7 +214,7 @@ def load_preset_file(path: Path | str) -> dict[str, Preset]:
     for name, table in tables.items():
         where = f"{table_name}.{name}"
         if not isinstance(table, dict):
-            raise ConfigError("must be a table", file=str(path), key=where)
+            raise ConfigError("must be a table", file=str(path), key=where, fix=f"write it as [{where}] with its keys")
         unknown = set(table) - known_keys
         if unknown:
             raise ConfigError(
@@ -216,7 +224,11 @@ def load_preset_file(path: Path | str) -> dict[str, Preset]:
                 fix=f"use {', '.join(sorted(known_keys))}",
             )
         guards = table.get("guards", [])
-        guards = [guards] if isinstance(guards, str) else list(guards)
+        guards = [guards] if isinstance(guards, str) else guards
+        if not isinstance(guards, list) or not all(isinstance(g, str) for g in guards):
+            raise ConfigError(
+                "must be a guard's name or a list of them", file=str(path), key=f"{where}.guards", fix='e.g. ["attc"]'
+            )
         for g in guards:
             if g not in ("all", "none", *guards_known):
                 raise ConfigError(
@@ -229,7 +241,7 @@ def load_preset_file(path: Path | str) -> dict[str, Preset]:
         spec = RunSpec(guards=tuple(guards))
         condition = table.get("condition")
         if condition is not None:
-            if condition not in CONDITIONS:
+            if not isinstance(condition, str) or condition not in CONDITIONS:
                 raise ConfigError(
                     f"{condition!r} is not a condition",
                     file=str(path),
@@ -238,7 +250,7 @@ def load_preset_file(path: Path | str) -> dict[str, Preset]:
                 )
             spec = spec.merged(RunSpec(run=dict(CONDITIONS[condition]), condition=condition))
         for section, keys in (("run", RUN_KEYS), ("sampling", SAMPLING_KEYS)):
-            for key, value in dict(table.get(section, {})).items():
+            for key, value in _settings_table(table.get(section, {}), str(path), f"{where}.{section}").items():
                 key = "turn_max_tokens" if (section, key) == ("sampling", "max_tokens") else key
                 if key not in keys:
                     raise ConfigError(
@@ -248,9 +260,10 @@ def load_preset_file(path: Path | str) -> dict[str, Preset]:
                         fix=f"use {', '.join(keys)}",
                     )
                 spec = spec.merged(assign(key, value, f"{path}: {where}.{section}"))
-        for guard, values in dict(table.get("guard_settings", {})).items():
-            if not isinstance(values, dict):
-                raise ConfigError("must be a table of settings", file=str(path), key=f"{where}.guard_settings.{guard}")
+        for guard, values in _settings_table(
+            table.get("guard_settings", {}), str(path), f"{where}.guard_settings"
+        ).items():
+            values = _settings_table(values, str(path), f"{where}.guard_settings.{guard}")
             spec = spec.merged(RunSpec(guard_settings={guard: dict(values)}))
         check_guards_on(spec, f"{path}: {where}")
         out[name] = Preset(name=name, spec=spec, description=str(table.get("description", "")), origin=str(path))

@@ -1,5 +1,6 @@
 """The one way tuiagent reads a file it is given or finds: trajectories, scripts, models.toml,
-presets, calibration files, datasets, an eval's eval.json and results.
+presets, calibration files, datasets, an eval's eval.json and results; ``json_loads`` the one way
+their JSON is parsed.
 
 Only a regular file is read (stdin only where ``-`` is given and the caller allows it), and at
 most a size cap. The file is opened with O_NONBLOCK and checked with fstat before any read, so a
@@ -10,10 +11,12 @@ that names the file.
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 import sys
 from pathlib import Path
+from typing import Any
 
 from tuiagent.errors import ConfigError
 
@@ -87,3 +90,13 @@ def read_text(path: Path | str, *, limit: int, what: str = "file", fix: str | No
         raise UnreadableFile(
             f"the {what} is not UTF-8 text (byte {e.start})", file=str(path), fix=f"save the {what} as UTF-8"
         ) from None
+
+
+def json_loads(text: str | bytes) -> Any:
+    """``json.loads``, with nesting deeper than the parser's recursion limit raised as the
+    JSONDecodeError a malformed line gets (``[[[[...`` a few thousand deep is a RecursionError there)."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        doc = text if isinstance(text, str) else text.decode("utf-8", "replace")
+        raise json.JSONDecodeError("nested too deeply", doc, 0) from None

@@ -49,7 +49,7 @@ def load_script(path: Path) -> list[list[Token]]:
         if not line.strip():
             continue
         try:
-            entry = json.loads(line)
+            entry = safe_read.json_loads(line)
             if "tokens" in entry:
                 turns.append([Token(str(t), None if lp is None else float(lp)) for t, lp in entry["tokens"]])
             else:

@@ -17,7 +17,7 @@ import threading
 from pathlib import Path
 from typing import IO, Any, Self
 
-from tuiagent.safe_read import DATA_BYTES, read_bytes
+from tuiagent.safe_read import DATA_BYTES, json_loads, read_bytes
 
 
 def read_jsonl(path: Path, *, key: str | None = None) -> tuple[list[dict[str, Any]], int]:
@@ -30,7 +30,7 @@ def read_jsonl(path: Path, *, key: str | None = None) -> tuple[list[dict[str, An
         if not line.strip():
             continue
         try:
-            record = json.loads(line.decode("utf-8"))
+            record = json_loads(line.decode("utf-8"))
         except ValueError:
             skipped += 1
             continue

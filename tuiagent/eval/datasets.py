@@ -28,7 +28,7 @@ from typing import Any
 
 from tuiagent.errors import UserError
 from tuiagent.parsing import final_answer, gsm8k_gold
-from tuiagent.safe_read import DATA_BYTES, read_text
+from tuiagent.safe_read import DATA_BYTES, json_loads, read_text
 
 DEMO = "demo"
 QUESTION_FIELDS = ("question", "problem", "prompt", "input")
@@ -137,7 +137,7 @@ def load_jsonl(path: Path | str, *, name: str | None = None, fields: Fields = Fi
         if not line.strip():
             continue
         try:
-            data = json.loads(line)
+            data = json_loads(line)
             if not isinstance(data, dict):
                 raise ValueError("not a JSON object")
             question, gold, pid = parse_record(data, fields)

@@ -19,7 +19,7 @@ from tuiagent.core import trajectory
 from tuiagent.core.events import Event, RunStarted
 from tuiagent.core.jsonl_store import JsonlStore
 from tuiagent.errors import ConfigError, UserError
-from tuiagent.safe_read import CONFIG_BYTES, read_text
+from tuiagent.safe_read import CONFIG_BYTES, json_loads, read_text
 
 RESULTS = "results.jsonl"
 MANIFEST = "eval.json"
@@ -99,7 +99,7 @@ class ResultStore:
         if not path.exists():
             return None
         try:
-            manifest = json.loads(read_text(path, limit=CONFIG_BYTES, what="eval manifest"))
+            manifest = json_loads(read_text(path, limit=CONFIG_BYTES, what="eval manifest"))
         except json.JSONDecodeError as e:
             raise ConfigError(
                 f"the eval manifest is not valid JSON ({e.msg}, line {e.lineno} column {e.colno})",
