@@ -168,6 +168,7 @@ class PruneTIRData(TypedDict, total=False):
     wtn_saved_chars: int
     # a stuck episode (STPR, RTTS)
     stuck_in_a_row: int
+    late_success_call: int
     retry_limit: int
     stpr: bool
     rtts: bool
@@ -208,6 +209,14 @@ class PruneTIRSettings:
         "temperature of the resampled turn [ours: the paper says to resample, not at what temperature or seed]",
         check=lambda v: 0 < v <= 2,
         allowed="0 < t <= 2",
+        tag="default",
+    )
+    stpr_keeps_reasoning: bool = setting(
+        False,
+        "STPR keeps the prose of e0's turn and resamples only the tool call [paper: 'resamples a new tool "
+        "call conditioned on the interaction history preceding the initial erroneous call']; off [ours]: the "
+        "whole turn is resampled, reasoning included, so the model can leave the plan that failed (the "
+        "paper's aim: 'explore alternative paths')",
         tag="default",
     )
     resample_seed: int | None = setting(
@@ -313,10 +322,16 @@ class PruneTIR(GuardBase):
                 data=self._counts(self.episode, 0, call),
             )
         attempts = call.turn - ep.e0_turn
-        if not erroneous:
+        if not erroneous and attempts <= self.settings.turn_limit:
             self.episode = None
             self.stuck_in_a_row = 0
             return self._resolved(ep, e0, call, view, attempts)
+        if not erroneous:
+            # [paper] stuck: "fails to reach a successful resolution within a predefined Turn Limit"; turns
+            # without code (an answer G-STEP sent back) let a success come only after it
+            self.episode = None
+            self.stuck_in_a_row += 1
+            return self._stuck(ep, call, view, attempts, late=True)
         ep.errors.append(call.call)
         if attempts < self.settings.turn_limit:
             return Verdict(
@@ -366,7 +381,10 @@ class PruneTIR(GuardBase):
         keep.extend(range(success.segment, len(segs)))
         kept = set(keep)
         removed = [i for i in range(len(segs)) if i not in kept]
-        pruned = [c.call for c in view.calls if c.segment is not None and start <= c.segment < success.segment]
+        pruned_calls = [c for c in view.calls if c.segment is not None and start <= c.segment < success.segment]
+        pruned = [c.call for c in pruned_calls]
+        erroneous_pruned = sum(c.executed and (c.error or c.timed_out) for c in pruned_calls)
+        others = len(pruned) - erroneous_pruned  # blocks that never ran (refused, skipped): not errors
         if switch is not None:
             base["new_strategy_call"] = switch.call
         base.update(
@@ -381,7 +399,9 @@ class PruneTIR(GuardBase):
         return Verdict(
             PRUNE,
             reason=f"STP: episode {ep.number} resolved after {attempts} attempt(s); "
-            f"{len(pruned)} erroneous call(s) pruned" + (" (intent shift kept)" if shifted else ""),
+            f"{erroneous_pruned} erroneous call(s) pruned"
+            + (f" with {others} block(s) that never ran" if others else "")
+            + (" (intent shift kept)" if shifted else ""),
             keep=tuple(keep),
             data=base,
         )
@@ -404,7 +424,7 @@ class PruneTIR(GuardBase):
 
     # -- STPR / RTTS ----------------------------------------------------------------------------
 
-    def _stuck(self, ep: _Episode, call: Call, view: RunView, attempts: int) -> Verdict:
+    def _stuck(self, ep: _Episode, call: Call, view: RunView, attempts: int, late: bool = False) -> Verdict:
         s = self.settings
         n = self.stuck_in_a_row
         rtts = s.rtts and n >= s.retry_limit
@@ -416,8 +436,13 @@ class PruneTIR(GuardBase):
             "rtts": rtts,
         }
         e0 = _find(view.calls, ep.e0)
-        start = _turn_start(e0, view.segments) if e0 is not None and e0.segment is not None else None
+        start = None
+        if e0 is not None and e0.segment is not None:
+            start = e0.segment if s.stpr_keeps_reasoning else _turn_start(e0, view.segments)
         where = f"episode {ep.number} stuck after {attempts} attempt(s)"
+        if late:
+            data["late_success_call"] = call.call
+            where += f" (call {call.call} succeeded only after the turn limit of {s.turn_limit})"
         note, suspended = RTTS_NOTE, f"tool suspended for {s.suspend_turns} turn(s)"
         if rtts:
             data["suspend_turns"] = s.suspend_turns

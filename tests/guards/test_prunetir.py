@@ -713,3 +713,53 @@ async def test_a_budget_the_user_set_is_not_raised(canned_kernel):
     # a larger default than the guard needs stays as it is
     events = await run(RecordingBackend(["\\boxed{1}"]), canned_kernel([]), chain(), RunSettings(max_tool_calls=30))
     assert events[0].settings["max_tool_calls"] == 30 and events[0].settings["raised"] == []
+
+
+# -- the paper's fine print (issue 42) ------------------------------------------------------------
+
+
+def with_necessity(**prunetir) -> GuardChain:
+    """PruneTIR, and necessity in enforce mode: a trivial block is not run, so a turn passes with no call."""
+    return GuardChain({"prunetir": prunetir, "necessity": {"mode": "enforce"}}, {"prunetir", "necessity"})
+
+
+async def test_a_success_after_the_turn_limit_is_stuck_not_resolved(canned_kernel):
+    # [paper] "If an erroneous tool call fails to reach a successful resolution within a predefined
+    # Turn Limit, the model is considered 'stuck'": e0 at turn 2, turns 3-5 write only a block that
+    # necessity does not run, the first success comes at turn 6, three turns past e0 plus the limit.
+    turns = [turn("Attempt 0.", STUCK[0])] + [turn(f"Check {i}.", "print(2 + 3)") for i in range(3)]
+    turns += [turn("Now it works.", "print(base * 6)"), turn("Resampled.", "print(base * 6)"), "\\boxed{42}"]
+    events = await run(
+        RecordingBackend(turns), canned_kernel([*stuck_results(STUCK[:1]), ok("42"), ok("42")]), with_necessity()
+    )
+    vs = verdicts(events)
+    assert [v.action for v in vs] == ["flag", "resample"]
+    late = vs[-1]
+    assert late.data["attempts"] == 4 and late.data["late_success_call"] == 5
+    assert "succeeded only after the turn limit of 3" in late.reason
+
+
+async def test_stp_counts_only_the_erroneous_calls_it_pruned(canned_kernel):
+    # e0 fails, the next turn's block is not run (necessity), the third succeeds: STP prunes both,
+    # but only e0 was an erroneous call
+    turns = [turn("Attempt 0.", STUCK[0]), turn("Check.", "print(2 + 3)"), turn("Fixed.", "print(base * 6)")]
+    events = await run(
+        RecordingBackend([*turns, "\\boxed{42}"]), canned_kernel([*stuck_results(STUCK[:1]), ok("42")]), with_necessity()
+    )
+    stp = verdicts(events)[-1]
+    assert stp.action == "prune" and stp.data["pruned_calls"] == [1, 2]
+    assert "1 erroneous call(s) pruned with 1 block(s) that never ran" in stp.reason
+
+
+async def test_stpr_can_keep_e0s_reasoning_and_resample_only_the_call(canned_kernel):
+    # [paper] STPR "resamples a new tool call conditioned on the interaction history preceding the
+    # initial erroneous call": with stpr_keeps_reasoning the prose of e0's turn stays, its call goes
+    turns = [PRE] + [turn(f"Attempt {i}.", STUCK[i]) for i in range(4)]
+    turns += [turn("Resampled.", "print(base * 6)"), "\\boxed{42}"]
+    backend = RecordingBackend(turns)
+    kernel = canned_kernel([ok("7")] + stuck_results(STUCK[:4]) + [ok("42")])
+    events = await run(backend, kernel, chain(stpr_keeps_reasoning=True))
+    assert backend.prompts[5].startswith(backend.prompts[1]) and backend.prompts[5].rstrip().endswith("Attempt 0.")
+    (cut,) = [e for e in events if isinstance(e, ev.ContextPruned)]
+    assert "Attempt 0." not in cut.removed_text and "magic_0" in cut.removed_text
+    assert verdicts(events)[-1].data["truncate_to"] == 5  # e0's code block, after its prose
