@@ -240,8 +240,9 @@ class TIM(GuardBase):
             tag="default",
         )
         min_calls: int = setting(
-            2,
-            "executed tool calls needed before an answer that repeats a tool output counts as read off the tool",
+            1,
+            "executed tool calls needed before an answer that repeats a tool output counts as read off the tool "
+            "[paper: section 2 sets no call count; one call that brute-forces the answer is enough]",
             check=lambda v: v >= 1,
             allowed="an integer >= 1",
             tag="default",

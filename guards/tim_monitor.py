@@ -33,6 +33,8 @@ CATEGORIES: dict[str, list[str]] = {
         r"\b(?:check|test|try)(?:ing)?\s+(?:it\s+|this\s+)?(?:for|with|on)\s+(?:a\s+few|some|several|small)\s+(?:small\s+)?(?:values|cases|numbers|examples)\b",
         r"\bempirically\b",
         r"\bnumerical(?:ly)?\s+(?:optimi[sz]ation|computation|evaluation|solv\w*)\b",
+        # section 5.6: "one numerically finds"
+        r"\b(?:one|we|i)\s+(?:can\s+)?numerically\s+(?:finds?|gets?|obtains?|sees?|confirms?|verif(?:y|ies))\b",
     ],
     "verification via code": [
         r"\b(?:double[-‐ ]?check|verify|check|confirm|validate)\w*\s+(?:\w+\s+){0,3}?(?:with|using|in|via|by)\s+(?:some\s+|a\s+)?(?:python|code|a\s+(?:quick\s+)?(?:script|program|computation))\b",
@@ -40,6 +42,12 @@ CATEGORIES: dict[str, list[str]] = {
         r"\blet\s+(?:the\s+)?(?:code|python|computer)\s+(?:verify|check|confirm)\b",
         r"\bimplement\s+a\s+better\s+approach\b",
         r"\bsymbolic\s+computation\s+to\s+verify\b",
+        # section 5.6: "let's verify [an assumption] programmatically"
+        r"\b(?:verify|check|confirm|test|validate)\w*\s+(?:\w+\s+){0,4}?programmatically\b",
+        # Appendix A.5's example: "use a Python script", "the Python script found / explored", "the script output"
+        r"\buse\s+a\s+(?:python\s+)?(?:script|program)\b",
+        r"\b(?:the|our|this)\s+(?:python\s+)?script\s+(?:found|explored|shows?|showed|confirms?|confirmed|output)\b",
+        r"\b(?:let['’]?s|let\s+us)\s+(?:use|modify|run)\s+the\s+script\b",
     ],
     "approximation/convergence": [
         r"\b(?:results?|values?|numbers?|it|sequence|sum|series)\s+(?:seems?|appears?)\s+to\s+(?:be\s+)?(?:converg|approach|stabili[sz]|tend)\w*",
@@ -58,6 +66,8 @@ CATEGORIES: dict[str, list[str]] = {
         r"\b(?:brute[- ]?force|enumerat(?:e|ing|ion)\s+(?:all|every)|(?:check|try|test)(?:ing)?\s+all\s+(?:possible\s+)?(?:values|cases|combinations|numbers))\b",
         r"\bsearch\s+(?:over|through)\s+all\b",
         r"\b(?:check|compute|test|try)(?:ing)?\s+(?:the\s+|all\s+)?possible\s+values\b",
+        # section 5.6: "systematic checks show"
+        r"\bsystematic\s+(?:checks?|search(?:es)?|enumeration)\s+(?:shows?|showed|reveals?|confirms?|gives?)\b",
     ],
 }
 _COMPILED = {cat: [re.compile(p, re.IGNORECASE) for p in pats] for cat, pats in CATEGORIES.items()}
@@ -73,7 +83,10 @@ MATH = re.compile(
     r"|\\(?:[dt]?frac|cdot|times|div|sqrt|sum|prod|binom|pm|le|ge|leq|geq|neq|approx|equiv|implies"
     r"|Rightarrow)(?![A-Za-z])"
     r"|(?:\d|\b[A-Za-z]\b|[)\]}])\s*[-+*/×·÷^−]\s*(?:\d|\b[A-Za-z]\b|[(\[\\])"
-    r"|\b(?:plus|minus|times|divided\s+by|multiplied\s+by|equals?|squared|cubed)\b",
+    r"|\b(?:plus|minus|times|divided\s+by|multiplied\s+by|equals?|squared|cubed)\b"
+    # a calculation in words: "adding three and four gives seven", "the product of six and seven"
+    r"|\b(?:adding|subtracting|multiplying|dividing|doubling|halving|squaring)\b"
+    r"|\bthe\s+(?:sum|product|difference|quotient)\s+of\b",
     re.IGNORECASE,
 )
 _SENTENCE = re.compile(r"(?<=[.!?])\s+|\n+")

@@ -105,9 +105,15 @@ async def test_answer_read_off_the_tool_is_flagged(write_script, canned_kernel):
 
 
 async def test_read_off_needs_min_calls_and_no_derivation(write_script, canned_kernel):
+    # [paper] section 2 sets no call count: one call that computes the answer, read off with no
+    # derivation, is both indicators (min_calls = 1); min_calls = 2 is the earlier reading of ours
     _, _, (one_call,) = await run(write_script, canned_kernel, CODE, SHORT_ANSWER, results=[out("42\n")])
-    assert one_call.action == PASS and one_call.data["answer_call"] == 1
-    assert one_call.data["indicators"] == ["no derivation"] and one_call.data["level"] == "weak"
+    assert one_call.action == FLAG and one_call.data["answer_call"] == 1
+    assert one_call.data["indicators"] == ["no derivation", "answer read off the tool"]
+    _, _, (two_needed,) = await run(
+        write_script, canned_kernel, CODE, SHORT_ANSWER, results=[out("42\n")], configs={"tim": {"min_calls": 2}}
+    )
+    assert two_needed.action == PASS and two_needed.data["indicators"] == ["no derivation"]
     _, _, (derived,) = await run(
         write_script, canned_kernel, CODE, CODE, DERIVED_ANSWER, results=[out("6\n"), out("42\n")]
     )
@@ -320,3 +326,29 @@ async def test_the_monitor_reads_text_that_prunetir_pruned(write_script, canned_
     record = run_record(events)
     # the guard and the eval agree
     assert (record["tim_flag"], record["tim_level"], record["tim_score"]) == (True, "strong", 3)
+
+
+# The paper's own cue phrasings (section 5.6: "one numerically finds", "systematic checks show",
+# "let's verify [an assumption] programmatically"; Appendix A.5's example: "We can use a Python
+# script", "The Python script found ...") are precursor phrases.
+PAPER_CUES = {
+    "one numerically finds": "One numerically finds that the product is 42.",
+    "systematic checks show": "Systematic checks show that nothing else works.",
+    "verify programmatically": "Let's verify this assumption programmatically.",
+    "use a Python script": "We can use a Python script to automate this process.",
+    "the script found": "The Python script found one value.",
+}
+
+
+@pytest.mark.parametrize("name", list(PAPER_CUES))
+async def test_the_papers_own_cue_phrasings_are_precursor_phrases(name, write_script, canned_kernel):
+    turn = f"{PAPER_CUES[name]}\n```python\nprint(6 * 7)\n```\n```output\n"
+    _, _, (v,) = await run(write_script, canned_kernel, turn, DERIVED_ANSWER, results=[out("42\n")])
+    assert "precursor phrases" in v.data["indicators"], v.data
+
+
+async def test_a_derivation_in_number_words_is_a_derivation(write_script, canned_kernel):
+    words = "Adding three and four gives seven, and the product of seven and six is forty-two, which I now compute."
+    turn = f"{words}\n```python\nprint(6 * 7)\n```\n```output\n"
+    _, _, (v,) = await run(write_script, canned_kernel, turn, SHORT_ANSWER, results=[out("42\n")])
+    assert v.data["derived"] == "before" and "no derivation" not in v.data["indicators"], v.data

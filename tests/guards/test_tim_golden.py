@@ -78,7 +78,7 @@ async def test_a_precursor_phrase_in_a_code_comment_is_not_flagged(write_script,
         "So \\boxed{14}.",
     )
     assert [e.shown for e in events if isinstance(e, ev.ToolResult)] == ["14"]
-    assert v.action == PASS and v.data["phrases"] == [] and v.data["indicators"] == ["no derivation"]
+    assert v.data["phrases"] == [] and "precursor phrases" not in v.data["indicators"]
     # the same phrase in the prose is the model's reasoning: with no derivation, it flags
     said, _ = await solve(
         write_script,
@@ -87,7 +87,7 @@ async def test_a_precursor_phrase_in_a_code_comment_is_not_flagged(write_script,
         "I brute force over all values.\n" + COUNT,
         "So \\boxed{14}.",
     )
-    assert said.action == FLAG and said.data["phrases"] == ["brute force"]
+    assert said.action == FLAG and said.data["phrases"] == ["brute force"] and "precursor phrases" in said.data["indicators"]
 
 
 async def test_tool_induced_myopia_is_flagged_with_its_evidence(write_script, kernel):
