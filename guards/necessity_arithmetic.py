@@ -7,9 +7,12 @@ block's arithmetic exactly (fractions) without running it. A block is *needed* a
 operation that is long (docs/guards.md#necessity-flags lists the rules and their settings), unless
 that operation's exact result is a number the question states: then the block only recomputes
 what the question gives (a convenience use, "double-checking" in the paper's judge prompt). A
-block of small arithmetic on literals is *unnecessary*; what cannot be evaluated without running
-it (loops, definitions, other calls, names from earlier cells, a block that does not parse) counts
-as necessary.
+block of small arithmetic on literals is *unnecessary*, and so is a short loop or comprehension over
+a literal ``range`` and a ``.format`` or f-string of a number it knows (the paper, section 4.1:
+"Tool calls used purely for convenience (e.g., trivial arithmetic, formatting) are unnecessary"):
+each iteration's arithmetic is counted as if written out. What cannot be evaluated without
+running it (while loops, definitions, other calls, names from earlier cells, a block that does not
+parse) counts as necessary.
 """
 
 from __future__ import annotations
@@ -115,6 +118,12 @@ class _Judge:
             self.bound[node.target.id] = self.binop(
                 node.op, ast.BinOp(node.target, node.op, node.value, lineno=node.lineno)
             )
+        elif isinstance(node, ast.For) and not node.orelse:
+            items = self.iterable(node.iter)
+            for item in items:
+                self.bind(node.target, item)
+                for child in node.body:
+                    self.statement(child)
         elif isinstance(node, ast.Import) and all(a.name in _KNOWN_MODULES for a in node.names):
             self.bound.update({a.asname or a.name: _MODULE for a in node.names})  # no work: the kernel has them
         else:
@@ -162,11 +171,30 @@ class _Judge:
             return ""
         if isinstance(node, ast.Call):
             return self.call(node)
+        if isinstance(node, (ast.GeneratorExp, ast.ListComp)) and len(node.generators) == 1:
+            gen = node.generators[0]
+            if gen.ifs or gen.is_async:
+                raise _Unjudged(f"line {node.lineno}: a comprehension with a condition")
+            values = []
+            for item in self.iterable(gen.iter):
+                self.bind(gen.target, item)
+                values.append(self.value(node.elt))
+            return tuple(values)
         if isinstance(node, ast.Attribute) and ast.unparse(node) in _IRRATIONAL:
             raise _Needed(f"{ast.unparse(node)} has endless decimals")
         raise _Unjudged(
             f"line {node.lineno}: uses {ast.unparse(node) if isinstance(node, ast.Attribute) else type(node).__name__}"
         )
+
+    def iterable(self, node: ast.expr) -> tuple[Any, ...]:
+        """What a loop or comprehension runs over: a literal tuple or list, or a range of literal
+        numbers; a long one is needed (its iterations are the work)."""
+        items = self.value(node)
+        if not isinstance(items, tuple):
+            raise _Unjudged(f"line {node.lineno}: loops over {ast.unparse(node)[:40]!r}")
+        if len(items) > self.limits.max_terms:
+            raise _Needed(f"a loop of {len(items)} iterations (> {self.limits.max_terms})")
+        return items
 
     # -- arithmetic -------------------------------------------------------------------------------
 
@@ -256,6 +284,15 @@ class _Judge:
         one = nums[0] if len(nums) == 1 == len(args) else None
         if name == "print" or name == "str":
             return None if name == "print" else ""
+        if isinstance(node.func, ast.Attribute) and node.func.attr == "format":
+            if not isinstance(self.value(node.func.value), str):
+                raise _Unjudged(f"line {node.lineno}: calls {name}")
+            return ""  # formatting what it knows
+        if name == "range" and 1 <= len(args) <= 3 and all(isinstance(a, Fraction) and a.denominator == 1 for a in args):
+            bounds = [int(a) for a in args]
+            if len(range(*bounds)) > _RANGE_MAX:
+                raise _Needed(f"range({', '.join(map(str, bounds))}) has {len(range(*bounds))} values")
+            return tuple(Fraction(i) for i in range(*bounds))
         if name in _ROUNDING and one is not None:
             return _ROUNDING[name](one)
         if name == "round" and args and isinstance(args[0], Fraction):
@@ -288,6 +325,9 @@ class _Judge:
 
 
 _OPS = {ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**"}
+# [ours] a range longer than this is not written out to be judged: it is work (a loop that long is
+# needed by the max_terms rule anyway); the cap keeps the judge itself fast.
+_RANGE_MAX = 10_000
 # Calls a person does without effort on one number (rounding, sign, type).
 _ROUNDING: dict[str, Callable[[Fraction], Fraction]] = {
     "float": lambda x: x,

@@ -62,6 +62,15 @@ async def run(turns, configs, canned_kernel, results=()):
         ("print(12 + 15 + 8 + 20 + 3)", False),  # five terms
         ("s = 0\nfor i in range(1, 101):\n    s += i\nprint(s)", True),
         ("print(sum(range(101)))", True),
+        # [paper] section 4.1: "Tool calls used purely for convenience (e.g., trivial arithmetic,
+        # formatting) are unnecessary": a short loop over a literal range, and formatting a known number
+        ("s = 0\nfor i in range(1, 5):\n    s += i\nprint(s)", False),
+        ("print(sum(range(1, 5)))", False),
+        ("print(sum(k * k for k in range(1, 4)))", False),
+        ("x = 6 * 7\nprint('{} apples'.format(x))", False),
+        ("x = 6 * 7\nprint(f'{x:,.2f} dollars')", False),
+        ("print([k for k in range(9) if k % 2])", True),  # a condition: not judged
+        ("for i in range(10 ** 9):\n    pass", True),  # a long loop is work
         ("print(x)", True),  # a value from an earlier cell
         ("\n".join(f"a{i} = {i}" for i in range(9)) + "\nprint(a1 * a2 + a8)", False),  # many statements, little work
         ("x = 2\n" + "\n".join("x = x * 2 + 1" for _ in range(6)), True),  # 12 operations: a long chain
@@ -466,3 +475,11 @@ def test_unnecessary_calls_metric_reads_the_question():
     run = RunRecord((piece,), (), "56088", None, None, problem="Is 56088 = 123 x 456?")
     assert Necessity.metrics(run)["unnecessary_calls"] == 1
     assert Necessity.metrics(RunRecord((piece,), (), None, None, None))["unnecessary_calls"] == 0
+
+
+async def test_a_short_loop_is_flagged_unnecessary_through_the_loop(canned_kernel):
+    # [paper] section 4.1: convenience uses (trivial arithmetic, formatting) are unnecessary; the
+    # earlier heuristic said "not judged (counted as necessary)" for any loop
+    loop = "total = 0\nfor k in range(1, 5):\n    total += k\nprint(f'{total} in all')"
+    _, kernel, _, (v,) = await run([code_turn(loop), ANSWER], {}, canned_kernel)
+    assert kernel.calls == [loop] and v.data["necessary"] is False and v.data["reason"].startswith("trivial")
