@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from typing import ClassVar, Literal, TypedDict
 
 from guards.base import GuardBase, setting, verdict_data
-from tuiagent.parsing import last_closed_block
+from tuiagent.parsing import closed_blocks, last_closed_block
 from tuiagent.protocol import (
     INJECT,
     PASS,
@@ -83,16 +83,28 @@ def sampled_tokens(tokens: Sequence[TokenLP]) -> list[tuple[int, int, float | No
     return out
 
 
-def block_confidence(text: str, tokens: Sequence[TokenLP]) -> tuple[float | None, float | None, int]:
-    """(conf, mean logprob, tokens counted) of the last closed code block of a turn; conf None when n/a."""
-    block = last_closed_block(text)
+BlockChoice = Literal["last", "first"]
+TokenRule = Literal["overlap", "start"]
+
+
+def block_confidence(
+    text: str, tokens: Sequence[TokenLP], block_choice: BlockChoice = "last", token_rule: TokenRule = "overlap"
+) -> tuple[float | None, float | None, int]:
+    """(conf, mean logprob, tokens counted) of a closed code block of a turn (its last or its first);
+    conf None when n/a. A token counts when its characters overlap the block, or (``start``) when
+    its first character lies in it."""
+    block = last_closed_block(text) if block_choice == "last" else next(closed_blocks(text), None)
     if block is None:
         return None, None, 0
-    lps = [
-        lp
-        for start, end, lp in sampled_tokens(tokens)
-        if lp is not None and end > block.start and start < block.end and end > start
-    ]
+    if token_rule == "start":
+        spans = [(start, lp) for start, end, lp in sampled_tokens(tokens) if end > start]
+        lps = [lp for start, lp in spans if lp is not None and block.start <= start < block.end]
+    else:
+        lps = [
+            lp
+            for start, end, lp in sampled_tokens(tokens)
+            if lp is not None and end > block.start and start < block.end and end > start
+        ]
     if not lps:
         return None, None, 0
     mean = sum(lps) / len(lps)
@@ -171,6 +183,20 @@ class ATTC(GuardBase):
             tag="ref",
         )
 
+        block: BlockChoice = setting(
+            "last",
+            "which closed ```python block of the turn is scored: last = the one that ran [ours]; first = the "
+            "reference code's (calculate_code_prob_avg takes full_text.find('```python'))",
+            tag="default",
+        )
+        tokens: TokenRule = setting(
+            "overlap",
+            "which sampled tokens count: overlap = every token whose characters overlap the block, fences "
+            "included [ours]; start = those whose first character lies in it through the closing fence, "
+            "the reference code's rule",
+            tag="default",
+        )
+
     def __init__(self, settings: "ATTC.Settings"):
         self.settings = settings
 
@@ -179,7 +205,7 @@ class ATTC(GuardBase):
             return None
         tau = self.settings.threshold
         timed_out = call.timed_out  # the kernel's status [ref]: the reference reads its executor's report
-        conf, mean, n = block_confidence(view.turn_text, view.turn_tokens)
+        conf, mean, n = block_confidence(view.turn_text, view.turn_tokens, self.settings.block, self.settings.tokens)
         data = ATTCData(
             confidence=conf,
             threshold=tau,

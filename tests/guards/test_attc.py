@@ -219,3 +219,42 @@ def test_bad_threshold_is_a_clear_error():
         GuardChain({"attc": {"threshold": 2}}, {"attc"})
     with pytest.raises(SettingsError, match=r"attc\.threshold must be a number"):
         GuardChain({"attc": {"threshold": "high"}}, {"attc"})
+
+
+# The reference code's reading, one setting away [ref: math_eval_confident.py calculate_code_prob_avg,
+# which scores full_text.find("```python"), the first block, over the tokens whose start lies in it].
+TWO_BLOCKS = [
+    Token("First try.\n", -0.01),
+    Token("```python", -2.0),
+    Token("\nprint(6 + 7)\n", -2.0),
+    Token("```", -2.0),
+    Token("\nNo, a product.\n", -0.01),
+    Token("```python", -0.01),
+    Token("\nprint(6 * 7)\n", -0.01),
+    Token("```", -0.01),
+    Token("\n", -0.5),
+    Token("```output", -0.01),
+]
+
+
+async def test_the_block_scored_is_the_last_one_or_the_references_first(canned_kernel):
+    _, _, (last,), _ = await run([TWO_BLOCKS, ANSWER], canned_kernel=canned_kernel)
+    assert last.data["decision"] == "trust" and last.data["mean_logprob"] == pytest.approx(-0.01)
+    _, _, (first,), _ = await run(
+        [TWO_BLOCKS, ANSWER], configs={"attc": {"block": "first"}}, canned_kernel=canned_kernel
+    )
+    assert first.data["decision"] == "rethink" and first.data["mean_logprob"] == pytest.approx(-2.0)
+
+
+async def test_the_references_token_rule_counts_tokens_that_start_in_the_block(canned_kernel):
+    turn = [
+        Token("Compute.\n```", -1.0),  # straddles the opening fence: overlaps it, starts before it
+        Token("python\n", -0.1),
+        Token("print(6 * 7)\n", -0.1),
+        Token("```\n", -0.1),
+        Token("```output", -0.01),
+    ]
+    _, _, (overlap,), _ = await run([turn, ANSWER], canned_kernel=canned_kernel)
+    _, _, (start,), _ = await run([turn, ANSWER], configs={"attc": {"tokens": "start"}}, canned_kernel=canned_kernel)
+    assert overlap.data["tokens"] == 4 and start.data["tokens"] == 3
+    assert start.data["mean_logprob"] == pytest.approx(-0.1)
