@@ -115,6 +115,7 @@ class ATTC(GuardBase):
     """ATTC: trust or rethink each tool result by the code block's token confidence (arXiv 2604.08281)."""
 
     name: ClassVar[str] = "attc"
+    paper_reading = {"threshold": 0.97, "wording": "ref", "block": "first", "tokens": "start"}
     order: ClassVar[int] = 30
     main_settings = ("threshold", "wording")
     summary = (("attc_trust", "trust"), ("attc_rethink", "rethink"))

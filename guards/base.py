@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import field
 from typing import Any, ClassVar, Protocol, TypeVar, cast
 
@@ -93,6 +93,9 @@ class GuardBase:
     order: ClassVar[int] = 100
     main_settings: ClassVar[tuple[str, ...]] = ()  # what the guard panel shows (empty: the first five)
     summary: ClassVar[tuple[tuple[str, str], ...]] = ()  # (metric, column header): totals in eval reports
+    # The settings that give the paper's (or its reference code's) reading where the default is ours:
+    # what the paper profile (preset `paper`, --faithful) sets.
+    paper_reading: ClassVar[Mapping[str, Any]] = {}
 
     @classmethod
     def note(cls, v: VerdictRecord) -> str:

@@ -10,8 +10,10 @@ A guard that raises is switched off for the rest of the run with a visible reaso
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import inspect
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -184,3 +186,32 @@ class GuardChain:
                 break  # the context was cut back: later guards would speak about text that is gone
         toggles, self._toggles = self._toggles, []
         return verdicts, toggles
+
+
+def paper_settings(names: Iterable[str]) -> dict[str, dict[str, Any]]:
+    """The paper profile for the guards ``names``: the settings that give each one its paper's (or
+    reference code's) reading where the default is ours (``paper_reading``)."""
+    out = {}
+    for name in names:
+        reading = getattr(guard_class(name), "paper_reading", {})
+        if reading:
+            out[name] = dict(reading)
+    return out
+
+
+def ours_in_force(name: str, settings: Any) -> list[tuple[str, Any, str]]:
+    """(setting, value, what it does) for each of guard ``name``'s settings whose value in ``settings``
+    is not the paper's: tagged ours and left at its default, or other than the paper reading (a
+    calibrated threshold, say; its doc then starts "not the paper's reading (...)")."""
+    cls = guard_class(name)
+    defaults, reading = cls.Settings(), getattr(cls, "paper_reading", {})
+    found = []
+    for f in dataclasses.fields(cls.Settings):
+        value = getattr(settings, f.name)
+        ours = f.metadata.get("tag", "default") == "default" and value == getattr(defaults, f.name)
+        doc = str(f.metadata.get("doc", ""))
+        if f.name in reading and value != reading[f.name]:
+            found.append((f.name, value, f"not the paper's reading ({reading[f.name]!r}): {doc}"))
+        elif ours:
+            found.append((f.name, value, doc))
+    return found

@@ -282,6 +282,7 @@ class GStep(GuardBase):
     """G-STEP: a learned gate at each final submission -- continue with one more tool call, or commit."""
 
     name = "gstep"
+    paper_reading = {"agreeing_check": False}
     order = 40
     main_settings = ("tau", "max_extra_turns", "critic", "force_call")
     summary = (("gate_continues", "gate cont"),)
@@ -390,6 +391,12 @@ class GStep(GuardBase):
             "commits at once as no progress, the earlier behaviour)",
             tag="paper",
         )
+        agreeing_check: bool = setting(
+            True,
+            "commit, before the gate is asked, when a later call with different code agrees with the earlier "
+            "answer (an independent check, not stagnation); the paper's gate decides alone (off)",
+            tag="default",
+        )
         range_sds: float = setting(
             4.0,
             "warn when a numeric input lies more than this many training sds from the "
@@ -482,7 +489,7 @@ class GStep(GuardBase):
             safety = "no progress since the last continue (same number and last value of successful outputs)" + (
                 "; the forcing prompt was given" if self._forced else ""
             )
-        elif (check := self._agreeing_check(answer, view)) is not None:
+        elif s.agreeing_check and (check := self._agreeing_check(answer, view)) is not None:
             reason = f"an independent check (call {check}) agrees with the earlier answer"
             data.update({"decision": "commit", "reason": reason})
             return Verdict(COMMIT, reason=reason, data=data)

@@ -137,6 +137,7 @@ class Necessity(GuardBase):
     """Necessity: flag (or skip) code blocks a competent model would not need for the question (arXiv 2609.16268)."""
 
     name: ClassVar[str] = "necessity"
+    paper_reading = {"judge": "model", "judge_prompt": "paper"}
     order: ClassVar[int] = 20
     main_settings = ("mode", "judge", "judge_model", "threshold")
     summary = (("unnecessary_calls", "unnec calls"), ("necessity_flags", "nec flags"))

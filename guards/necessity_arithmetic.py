@@ -288,7 +288,11 @@ class _Judge:
             if not isinstance(self.value(node.func.value), str):
                 raise _Unjudged(f"line {node.lineno}: calls {name}")
             return ""  # formatting what it knows
-        if name == "range" and 1 <= len(args) <= 3 and all(isinstance(a, Fraction) and a.denominator == 1 for a in args):
+        if (
+            name == "range"
+            and 1 <= len(args) <= 3
+            and all(isinstance(a, Fraction) and a.denominator == 1 for a in args)
+        ):
             bounds = [int(a) for a in args]
             if len(range(*bounds)) > _RANGE_MAX:
                 raise _Needed(f"range({', '.join(map(str, bounds))}) has {len(range(*bounds))} values")

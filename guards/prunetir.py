@@ -254,6 +254,7 @@ class PruneTIR(GuardBase):
     order: ClassVar[int] = 10
     Settings: ClassVar[type] = PruneTIRSettings
     main_settings = ("turn_limit", "retry_limit", "stp", "stpr", "rtts", "suspend_turns")
+    paper_reading = {"stpr_keeps_reasoning": True}
     summary = (("stuck", "stuck"),)
 
     @classmethod

@@ -124,6 +124,7 @@ class TIM(GuardBase):
     """TIM: prompt against tool-induced myopia and a graded monitor for its signs (arXiv 2511.10899)."""
 
     name: ClassVar[str] = "tim"
+    paper_reading = {"wording": "paper"}
     order: ClassVar[int] = 50
     main_settings = ("monitor", "prompt", "wording")
     # the cheap flag for ATTC's "tool ignored" (the key stays, so older results read); eval.attc_audit judges it
@@ -245,7 +246,7 @@ class TIM(GuardBase):
             "[paper: section 2 sets no call count; one call that brute-forces the answer is enough]",
             check=lambda v: v >= 1,
             allowed="an integer >= 1",
-            tag="default",
+            tag="paper",
         )
         min_words_before: int = setting(
             15,

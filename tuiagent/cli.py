@@ -16,11 +16,11 @@ from rich.console import Console
 from rich.text import Text
 
 from kernels.base import KernelFailed
-from tuiagent import safe_read
+from tuiagent import presets, safe_read
 from tuiagent.core.run_spec import DEFAULTS, RunSpec
 from tuiagent.core.termination import cancelled_on_termination
 from tuiagent.errors import UserError
-from tuiagent.options import NetworkOpt, RawMathOpt, SandboxOpt, check_sandbox
+from tuiagent.options import FaithfulOpt, NetworkOpt, RawMathOpt, SandboxOpt, check_sandbox
 from tuiagent.presets import DEFAULT_PRESET
 from tuiagent.runs_cli import print_warnings, runs_app
 from tuiagent.safetext import echo, for_terminal, terminal_console
@@ -155,6 +155,7 @@ def solve(
         list[str] | None, typer.Option("--guard", "-g", help="Turn a guard on (repeat; `all` for every one).")
     ] = None,
     set_: Annotated[list[str] | None, typer.Option("--set", help=SET_HELP)] = None,
+    faithful: FaithfulOpt = False,
     sandbox: SandboxOpt = "auto",
     allow_network: NetworkOpt = False,
     confirm: Annotated[
@@ -204,6 +205,8 @@ def solve(
     if preset is None and not guard and not set_:
         preset = DEFAULT_PRESET
     spec = preset_named(preset, model, models).spec.merged(given) if preset is not None else given
+    if faithful:
+        spec = presets.faithful(spec)
     try:
         request = RunRequest.of(
             spec,
@@ -281,6 +284,7 @@ def fork(
     ] = None,
     no_guards: Annotated[bool, typer.Option("--no-guards", help="Run the fork with no guard.")] = False,
     set_: Annotated[list[str] | None, typer.Option("--set", help=SET_HELP)] = None,
+    faithful: FaithfulOpt = False,
     max_tool_calls: Annotated[int | None, typer.Option(min=0, help="Tool-call budget (default: the parent's).")] = None,
     max_tokens: Annotated[
         int | None, typer.Option(min=1, help="Generated-token budget (default: the parent's).")
@@ -347,6 +351,10 @@ def fork(
         given = RunSpec(guards=()).merged(given)
     if preset is not None:
         given = preset_named(preset, model or point.started.model_id, models).spec.merged(given)
+    if faithful:
+        from tuiagent.core.fork import guards_at
+
+        given = presets.faithful(given, guards_at(point)[0])
     try:
         request = fork_request(
             point,
@@ -470,7 +478,22 @@ def terminal_approver() -> Callable[[str], Awaitable[bool]]:
 
 
 @app.command("guards")
-def list_guards(model: ModelOpt = None, models: ModelsFileOpt = None) -> None:
+def list_guards(
+    model: ModelOpt = None,
+    models: ModelsFileOpt = None,
+    explain: Annotated[
+        bool,
+        typer.Option(
+            "--explain",
+            help="List only the choices of ours in force (settings tagged ours at their default, or not at the "
+            "paper's reading), under --preset and --faithful: what to state beside a table.",
+        ),
+    ] = False,
+    preset: Annotated[
+        str | None, typer.Option("--preset", help="With --explain: the preset or setting string.")
+    ] = None,
+    faithful: FaithfulOpt = False,
+) -> None:
     """List the installed guards and their settings: the value a run on the model starts with (where its
     calibration file or models.toml sets one, which) and the default (tagged [paper], [ref] or ours)."""
     import dataclasses
@@ -478,6 +501,9 @@ def list_guards(model: ModelOpt = None, models: ModelsFileOpt = None) -> None:
     from guards.chain import available
     from tuiagent.runner import RunRequest, guard_chain, resolve_spec
 
+    if explain:
+        _explain_readings(model, models, preset, faithful)
+        return
     request = RunRequest(problem="", model=model, models_file=models)
     spec = resolve_spec(request)
     chain = guard_chain(spec, request, toggleable=True)  # the settings a run gets, as the run makes them
@@ -499,6 +525,31 @@ def list_guards(model: ModelOpt = None, models: ModelsFileOpt = None) -> None:
                 f"[{label}]" if origin is None else f"[from {origin}; default {getattr(defaults, f.name)!r} [{label}]]"
             )
             console.print(f"  {name}.{f.name} = {value!r}  {where}  {f.metadata.get('doc', '')}", markup=False)
+
+
+def _explain_readings(model: str | None, models: Path | None, preset: str | None, faithful: bool) -> None:
+    """``guards --explain``: the choices of ours in force for the guards a preset turns on."""
+    from guards.chain import ours_in_force
+    from tuiagent.runner import RunRequest, guard_chain, resolve_spec
+
+    spec = preset_named(preset or DEFAULT_PRESET, model, models).spec
+    spec = presets.faithful(spec) if faithful else spec
+    request = RunRequest.of(spec, "", model=model, models_file=models)
+    chain = guard_chain(resolve_spec(request), request)
+    console = terminal_console(highlight=False, soft_wrap=True)
+    label = f"{preset or DEFAULT_PRESET}{' --faithful' if faithful else ''}"
+    if chain is None or not chain.enabled:
+        console.print(Text(f"{label}: no guard is on, so no reading of ours is in force", "dim"))
+        return
+    on = sorted(chain.enabled)
+    found = [(name, *row) for name in on for row in ours_in_force(name, chain.settings[name])]
+    console.print(
+        Text(f"{label}: {len(found)} choice(s) of ours in force in {', '.join(on)}", "bold")
+        + Text(" (docs/guards.md gives each one's reason; --faithful sets the paper's reading where it has one)", "dim")
+    )
+    for name, key, value, doc in found:
+        tag = "" if doc.startswith("not the paper's reading") else "[ours]  "
+        console.print(f"  {name}.{key} = {value!r}  {tag}{doc}", markup=False)
 
 
 @app.command("presets")

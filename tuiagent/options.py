@@ -37,6 +37,17 @@ RawMathOpt = Annotated[
 ]
 
 
+FaithfulOpt = Annotated[
+    bool,
+    typer.Option(
+        "--faithful",
+        help="The paper profile: every guard that is on, under its paper's (or reference code's) reading "
+        "wherever tuiagent has a choice; what you set yourself still wins (`tuiagent guards --explain` "
+        "lists the choices of ours that remain).",
+    ),
+]
+
+
 def check_sandbox(level: str) -> str:
     try:
         return check_level(level)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import json
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -146,12 +147,37 @@ def user_presets_file() -> Path:
     return paths.config_dir() / "presets.toml"
 
 
+PAPER_PRESET = "paper"
+
+
+def paper_preset() -> Preset:
+    """Every guard under its paper's reading wherever the project has a choice (``faithful``)."""
+    spec = faithful(RunSpec(guards=("all",)))
+    return Preset(
+        name=PAPER_PRESET,
+        spec=spec,
+        description="every guard, each under its paper's (or reference code's) reading wherever tuiagent has a "
+        "choice (`tuiagent guards --explain --preset paper` lists the choices of ours left)",
+        origin="tuiagent (built from each guard's paper_reading)",
+    )
+
+
+def faithful(spec: RunSpec, inherited: Sequence[str] = ()) -> RunSpec:
+    """``spec`` with the paper profile of the guards it turns on (or, when it names none, the
+    ``inherited`` ones: a fork's parent's) under its own settings (``--faithful``): what it sets itself wins."""
+    from guards.chain import paper_settings
+
+    named = inherited if spec.guards is None else spec.guards
+    on = _guard_names() if "all" in named else list(named)
+    return RunSpec(guard_settings=paper_settings(on)).merged(spec)
+
+
 def load_presets(
     extra: Path | str | None = None, *, model: str | None = None, models_file: Path | None = None
 ) -> dict[str, Preset]:
-    """Every preset by name: the shipped ones, those of ``model``'s calibration file (its own
-    ``recommended``), the user's, then ``extra``'s (later ones win)."""
-    out = load_preset_file(shipped_presets_file())
+    """Every preset by name: the shipped ones (``paper`` among them), those of ``model``'s calibration
+    file (its own ``recommended``), the user's, then ``extra``'s (later ones win)."""
+    out = {**load_preset_file(shipped_presets_file()), PAPER_PRESET: paper_preset()}
     out.update(calibrated_presets(model, models_file))
     if user_presets_file().is_file():
         out.update(load_preset_file(user_presets_file()))

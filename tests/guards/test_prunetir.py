@@ -744,7 +744,9 @@ async def test_stp_counts_only_the_erroneous_calls_it_pruned(canned_kernel):
     # but only e0 was an erroneous call
     turns = [turn("Attempt 0.", STUCK[0]), turn("Check.", "print(2 + 3)"), turn("Fixed.", "print(base * 6)")]
     events = await run(
-        RecordingBackend([*turns, "\\boxed{42}"]), canned_kernel([*stuck_results(STUCK[:1]), ok("42")]), with_necessity()
+        RecordingBackend([*turns, "\\boxed{42}"]),
+        canned_kernel([*stuck_results(STUCK[:1]), ok("42")]),
+        with_necessity(),
     )
     stp = verdicts(events)[-1]
     assert stp.action == "prune" and stp.data["pruned_calls"] == [1, 2]

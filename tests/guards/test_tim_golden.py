@@ -87,7 +87,11 @@ async def test_a_precursor_phrase_in_a_code_comment_is_not_flagged(write_script,
         "I brute force over all values.\n" + COUNT,
         "So \\boxed{14}.",
     )
-    assert said.action == FLAG and said.data["phrases"] == ["brute force"] and "precursor phrases" in said.data["indicators"]
+    assert (
+        said.action == FLAG
+        and said.data["phrases"] == ["brute force"]
+        and "precursor phrases" in said.data["indicators"]
+    )
 
 
 async def test_tool_induced_myopia_is_flagged_with_its_evidence(write_script, kernel):

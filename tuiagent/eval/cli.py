@@ -17,7 +17,7 @@ import typer
 
 from tuiagent.core.run_spec import DEFAULTS
 from tuiagent.core.termination import cancelled_on_termination
-from tuiagent.options import SandboxOpt, check_sandbox
+from tuiagent.options import FaithfulOpt, SandboxOpt, check_sandbox
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -193,6 +193,7 @@ def eval_command(
         ),
     ] = 1,
     sandbox: SandboxOpt = "auto",
+    faithful: FaithfulOpt = False,
     max_tool_calls: Annotated[
         int | None, typer.Option(min=0, help=f"Tool-call budget (default {DEFAULTS.max_tool_calls}, [ref]).")
     ] = None,
@@ -334,6 +335,8 @@ def eval_command(
             settings = cf.resolve_settings(
                 _split(config) if config else [], named=named, default=default, protocol=protocol
             )
+            if faithful:  # the paper profile over each setting, named apart: it is another setting
+                settings = [cf.Preset(name=f"{p.name} (faithful)", spec=cf.faithful(p.spec)) for p in settings]
             if baseline and baseline not in {s.name for s in settings}:
                 raise UserError(
                     f"--baseline {baseline!r} is not one of the settings: {', '.join(s.name for s in settings)}"

@@ -38,6 +38,7 @@ from tuiagent.eval.cue_probe import cue_section, cue_table
 from tuiagent.eval.estimators import estimators
 from tuiagent.eval.faults_report import faults_section, faults_tables, plot_faults
 from tuiagent.eval.prunetir_analysis import plot_stuck, prunetir_section, prunetir_tables
+from tuiagent.eval.readings import readings_lines, setting_readings
 from tuiagent.eval.stats import (
     TOOL_BINS,
     bin_label,
@@ -465,6 +466,15 @@ def to_markdown(summary: dict[str, Any]) -> str:
         out += [empty_line(empty), ""] if empty else []
         if summary["datasets"][dataset].get("tim"):
             out += [f"- {line}" for line in tim_notes(summary["datasets"][dataset]["tim"])] + [""]
+    if summary.get("readings"):
+        out += [
+            "## Readings",
+            "",
+            "Choices of ours in force per setting (`tuiagent guards --explain`; "
+            "`--faithful` sets each paper's reading where it has one):",
+            "",
+        ]
+        out += [f"- {line}" for line in readings_lines(summary["readings"])] + [""]
     if judges(summary):
         out += ["## Judge", "", *(judge_line(j) for j in judges(summary)), ""]
     if summary.get("time_cut"):
@@ -683,7 +693,7 @@ def summary_from_store(directory: Path, *, baseline: str | None = None) -> dict[
         if manifest.get("protocol") == "tim"
         else None
     )
-    return summarize(
+    summary = summarize(
         store.records.values(),
         settings=[s["name"] for s in settings],
         baseline=baseline or manifest.get("baseline"),
@@ -701,3 +711,5 @@ def summary_from_store(directory: Path, *, baseline: str | None = None) -> dict[
         audit_judge=audit_judge,
         tim=tim,
     )
+    summary["readings"] = setting_readings(settings, manifest.get("model"))
+    return summary

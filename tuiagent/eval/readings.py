@@ -1,0 +1,46 @@
+"""Which readings of the papers an eval's settings ran under: for each setting, the choices of ours in
+force (``guards.chain.ours_in_force``), so a table can say in one line which reading produced it."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tuiagent.errors import UserError
+
+
+def setting_readings(settings: list[dict[str, Any]], model: str | None) -> dict[str, list[str]]:
+    """Per setting of the manifest, ``guard.key = value`` for each choice of ours in force, with the
+    model's own values (calibration, models.toml) as a run on it starts; {} when the model is not
+    known here (copied results) and no setting can be rebuilt."""
+    from guards.chain import ours_in_force
+    from tuiagent.core.run_spec import RunSpec
+    from tuiagent.runner import RunRequest, guard_chain, resolve_spec
+
+    out: dict[str, list[str]] = {}
+    for s in settings:
+        spec = RunSpec(guards=tuple(s.get("guards") or ()), guard_settings=s.get("guard_settings") or {})
+        try:
+            request = RunRequest.of(spec, "", model=model)
+            chain = guard_chain(resolve_spec(request), request)
+        except (UserError, ValueError):  # a model or guard not installed here
+            return {}
+        if chain is None:
+            out[s["name"]] = []
+            continue
+        out[s["name"]] = [
+            f"{name}.{key} = {value!r}"
+            for name in sorted(chain.enabled)
+            for key, value, _ in ours_in_force(name, chain.settings[name])
+        ]
+    return out
+
+
+def readings_lines(readings: dict[str, list[str]]) -> list[str]:
+    """The report's lines: each setting's count of choices of ours, and what they are."""
+    lines = []
+    for name, found in readings.items():
+        if found:
+            lines.append(f"`{name}`: {len(found)} choice(s) of ours in force: {'; '.join(found)}")
+        else:
+            lines.append(f"`{name}`: no choice of ours in force (no guard on, or the paper's reading throughout)")
+    return lines
