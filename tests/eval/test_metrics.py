@@ -50,7 +50,9 @@ async def test_right_answer_with_one_call(tmp_path, canned_kernel):
     assert record["generated_tokens"] == sum(e.tokens for e in events if isinstance(e, ev.TurnEnded))
     assert record["unnecessary_calls"] == 1  # print(6 * 7): literal arithmetic, the rule judge's "unnecessary"
     assert record["trajectory"] == str(tmp_path / "run.jsonl") and Path(record["trajectory"]).exists()
-    assert record["tim_flag"] is False and record["tim_guard_flag"] is None
+    # the TIM monitor's paper reading (section 2 sets no call count): one call whose output is the
+    # answer, with no derivation around it, is two indicators and flags
+    assert record["tim_flag"] is True and record["tim_guard_flag"] is None
 
 
 async def test_tool_ignored_when_the_output_was_right_and_the_answer_is_not(tmp_path, canned_kernel):
