@@ -111,18 +111,6 @@ class JsonlStore(JsonlAppender):
         self.records, self.skipped_lines = read_jsonl(self.path, key=key)
         self.latest: dict[Any, dict[str, Any]] = {r[key]: r for r in self.records} if key is not None else {}
 
-    def _replaced(self) -> bool:
-        """Whether ``path`` is no longer the file this appender has open (moved, deleted, or replaced
-        by another: a ``git stash`` or ``git checkout`` of a tracked results file mid-eval). Appending
-        to the old one would write where nobody can read."""
-        assert self._file is not None
-        try:
-            now = os.stat(self.path)
-        except FileNotFoundError:
-            return True
-        mine = os.fstat(self._file.fileno())
-        return (now.st_dev, now.st_ino) != (mine.st_dev, mine.st_ino)
-
     def _kept(self, record: dict[str, Any]) -> None:
         self.records.append(record)
         if self.key is not None:
