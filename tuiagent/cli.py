@@ -529,20 +529,15 @@ def list_guards(
 
 def _explain_readings(model: str | None, models: Path | None, preset: str | None, faithful: bool) -> None:
     """``guards --explain``: the choices of ours in force for the guards a preset turns on."""
-    from guards.chain import ours_in_force
-    from tuiagent.runner import RunRequest, guard_chain, resolve_spec
+    from tuiagent.eval.readings import choices_in_force
 
     spec = preset_named(preset or DEFAULT_PRESET, model, models).spec
-    spec = presets.faithful(spec) if faithful else spec
-    request = RunRequest.of(spec, "", model=model, models_file=models)
-    chain = guard_chain(resolve_spec(request), request)
+    on, found = choices_in_force(presets.faithful(spec) if faithful else spec, model, models)
     console = terminal_console(highlight=False, soft_wrap=True)
     label = f"{preset or DEFAULT_PRESET}{' --faithful' if faithful else ''}"
-    if chain is None or not chain.enabled:
+    if not on:
         console.print(Text(f"{label}: no guard is on, so no reading of ours is in force", "dim"))
         return
-    on = sorted(chain.enabled)
-    found = [(name, *row) for name in on for row in ours_in_force(name, chain.settings[name])]
     console.print(
         Text(f"{label}: {len(found)} choice(s) of ours in force in {', '.join(on)}", "bold")
         + Text(" (docs/guards.md gives each one's reason; --faithful sets the paper's reading where it has one)", "dim")

@@ -3,35 +3,43 @@ force (``guards.chain.ours_in_force``), so a table can say in one line which rea
 
 from __future__ import annotations
 
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from tuiagent.errors import UserError
+
+if TYPE_CHECKING:
+    from tuiagent.core.run_spec import RunSpec
+
+
+def choices_in_force(
+    spec: RunSpec, model: str | None, models_file: Path | None = None
+) -> tuple[list[str], list[tuple[str, str, Any, str]]]:
+    """The guards ``spec`` turns on (on ``model``, its own values as a run starts) and, for each, the
+    (guard, setting, value, doc) of every choice of ours in force. UserError for a model or guard not here."""
+    from guards.chain import ours_in_force
+    from tuiagent.runner import RunRequest, guard_chain, resolve_spec
+
+    request = RunRequest.of(spec, "", model=model, models_file=models_file)
+    chain = guard_chain(resolve_spec(request), request)
+    on = sorted(chain.enabled) if chain is not None else []
+    return on, [(name, *row) for name in on for row in ours_in_force(name, chain.settings[name])] if chain else []
 
 
 def setting_readings(settings: list[dict[str, Any]], model: str | None) -> dict[str, list[str]]:
     """Per setting of the manifest, ``guard.key = value`` for each choice of ours in force, with the
     model's own values (calibration, models.toml) as a run on it starts; {} when the model is not
     known here (copied results) and no setting can be rebuilt."""
-    from guards.chain import ours_in_force
     from tuiagent.core.run_spec import RunSpec
-    from tuiagent.runner import RunRequest, guard_chain, resolve_spec
 
     out: dict[str, list[str]] = {}
     for s in settings:
         spec = RunSpec(guards=tuple(s.get("guards") or ()), guard_settings=s.get("guard_settings") or {})
         try:
-            request = RunRequest.of(spec, "", model=model)
-            chain = guard_chain(resolve_spec(request), request)
+            _, found = choices_in_force(spec, model)
         except (UserError, ValueError):  # a model or guard not installed here
             return {}
-        if chain is None:
-            out[s["name"]] = []
-            continue
-        out[s["name"]] = [
-            f"{name}.{key} = {value!r}"
-            for name in sorted(chain.enabled)
-            for key, value, _ in ours_in_force(name, chain.settings[name])
-        ]
+        out[s["name"]] = [f"{name}.{key} = {value!r}" for name, key, value, _ in found]
     return out
 
 
