@@ -30,6 +30,7 @@ from tuiagent.core.run_spec import RunSpec
 from tuiagent.errors import UserError
 from tuiagent.presets import Preset
 from tuiagent.ui.errors import describe_error
+from tuiagent.ui.key_order import KeysInOrder
 from tuiagent.ui.run_screen import FieldsScreen, LiveRunScreen, RunScreen
 from tuiagent.ui.screens.compare import CompareScreen
 from tuiagent.ui.screens.replay import ReplayScreen
@@ -71,7 +72,7 @@ class AppConfig:
 SCREENS = Binding.Group("solve/replay/compare", compact=True)
 
 
-class TuiAgentApp(App[object]):
+class TuiAgentApp(KeysInOrder):
     """tuiagent: solve, replay and compare runs of a local model that reasons and writes Python."""
 
     CSS_PATH = "app.tcss"
