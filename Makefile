@@ -46,14 +46,19 @@ $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
+# setuptools' editable install warns that folders named like a package in the working directory may
+# shadow it on import; the project's own folders are the packages, so the notice is only noise on a
+# first `make run` (issue 39). Only that warning is silenced.
+EDITABLE := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install --quiet -e
+
 $(VENV)/.stamp-run: pyproject.toml | $(BIN)/python
 	$(LLAMA_BUILD) install
-	$(BIN)/pip install --quiet -e '.[llama]'
+	$(EDITABLE) '.[llama]'
 	touch $@
 
 $(VENV)/.stamp-test: pyproject.toml | $(BIN)/python
 	$(LLAMA_BUILD) install
-	$(BIN)/pip install --quiet -e '.[llama,test]'
+	$(EDITABLE) '.[llama,test]'
 	touch $@
 
 clean:

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import shlex
 import shutil
 import subprocess
 import sys
@@ -41,6 +43,7 @@ class Installed:
     home: Path  # HOME for the commands
     clone: Path  # the copy, as the user names it
     venv: Path
+    install_printed: str  # what the editable install printed
 
     def run(self, *args: str, env: dict[str, str] | None = None, timeout: float = 240) -> subprocess.CompletedProcess:
         """The installed console script ``tuiagent args``, from the clone, as the user runs it."""
@@ -73,7 +76,7 @@ def _copy_checkout(target: Path) -> None:
         shutil.copytree(REPO, target, ignore=shutil.ignore_patterns(".git", ".venv", "__pycache__", "*.egg-info"))
 
 
-def _install(clone: Path, named: Path) -> Path:
+def _install(clone: Path, named: Path) -> tuple[Path, str]:
     """A venv in ``clone`` with the project installed editable from ``named`` (the path the user gives).
 
     The venv reaches this environment's dependencies through a .pth line (installing them again
@@ -92,7 +95,7 @@ def _install(clone: Path, named: Path) -> Path:
         ).stdout.strip()
     )
     (inner / "_dependencies.pth").write_text(sysconfig.get_paths()["purelib"] + "\n", encoding="utf-8")
-    subprocess.run(
+    done = subprocess.run(
         [
             str(venv / "bin" / "python"),
             "-m",
@@ -107,9 +110,19 @@ def _install(clone: Path, named: Path) -> Path:
         ],
         check=True,
         capture_output=True,
+        text=True,
         timeout=300,
+        env={**os.environ, **makefile_install_env()},
     )
-    return venv
+    return venv, done.stdout + done.stderr
+
+
+def makefile_install_env() -> dict[str, str]:
+    """The variables the Makefile's editable install (its EDITABLE line) runs under."""
+    makefile = (REPO / "Makefile").read_text(encoding="utf-8")
+    found = re.search(r"^EDITABLE := (.*?)\$\(BIN\)/pip", makefile, re.MULTILINE)
+    assert found, "the Makefile's EDITABLE line"
+    return dict(word.split("=", 1) for word in shlex.split(found.group(1)))
 
 
 @pytest.fixture(scope="module", params=["home, through a symlink", "tmp"])
@@ -127,8 +140,8 @@ def installed(request, tmp_path_factory) -> Installed:
         named = home / "src" / "tuiagent"
         named.symlink_to(clone)
     _copy_checkout(clone)
-    venv = _install(clone, named)
-    return Installed(home, named, named / ".venv" if named != clone else venv)
+    venv, printed = _install(clone, named)
+    return Installed(home, named, named / ".venv" if named != clone else venv, printed)
 
 
 @pytest.fixture
@@ -166,6 +179,24 @@ def test_the_project_is_imported_from_the_copy_and_not_from_a_path(installed):
     where, path = done.stdout.splitlines()
     assert Path(where).resolve().is_relative_to(installed.clone.resolve()), where
     assert not {str(installed.clone), str(installed.clone.resolve())} & set(json.loads(path))  # the user's sys.path
+
+
+def test_the_install_prints_nothing(installed):
+    """`make run`'s first lines are tuiagent's own: setuptools' editable-install notice is not shown
+    (issue 39 item 12), and nothing else either."""
+    assert installed.install_printed.strip() == ""
+
+
+def test_the_install_notice_is_there_to_hide(tmp_path):
+    """Without the Makefile's variables the same install prints setuptools' notice (so the test above can fail)."""
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONWARNINGS"}
+    code = "import setuptools.build_meta as b, sys; b.build_editable(sys.argv[1])"
+    for extra, shown in (({}, True), (makefile_install_env(), False)):
+        done = subprocess.run(
+            [sys.executable, "-c", code, str(tmp_path)], cwd=REPO, env={**env, **extra}, capture_output=True, text=True
+        )
+        assert done.returncode == 0, done.stderr
+        assert ("Editable installation" in done.stderr) is shown, done.stderr
 
 
 def test_solve_runs_the_code_in_the_kernel_at_the_default_level(installed, script, data_dirs, tmp_path):
