@@ -4,6 +4,9 @@ backend. The fast test uses doubles for both engines; the slow one runs SmolLM2 
 
 from __future__ import annotations
 
+import asyncio
+import time
+
 import psutil
 import pytest
 
@@ -17,7 +20,9 @@ MODELS = 'default = "local"\n[models.local]\nbackend = "llama_cpp"\n[models.loca
 
 class AnswerEveryStream(ScriptedBackend):
     """Test double for the batched engine: every stream gets the same answer; it counts the streams
-    open at once (columns that ran together overlap)."""
+    open at once (columns that ran together overlap). A stream waits (up to 10 s) for the rest of its
+    round to open, so a column whose kernel started late on a loaded machine still overlaps; columns run
+    one after another never do."""
 
     def __init__(self, n_seq: int) -> None:
         super().__init__([split_tokens("So \\boxed{4}.", -0.1)], model_id="local", delay_s=0.3)
@@ -25,9 +30,14 @@ class AnswerEveryStream(ScriptedBackend):
         self.sessions_closed = 0
 
     async def generate(self, out, prompt, sampling, stop):
-        self._next, self.streams = 0, self.streams + 1
+        self.streams += 1
         self.open += 1
         self.most_open = max(self.most_open, self.open)
+        round_opened = -(-self.streams // self.n_seq) * self.n_seq
+        deadline = time.monotonic() + 10
+        while self.streams < round_opened and time.monotonic() < deadline:
+            await asyncio.sleep(0.02)
+        self._next = 0
         try:
             async for token in super().generate(out, prompt, sampling, stop):
                 yield token

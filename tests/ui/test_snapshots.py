@@ -185,7 +185,12 @@ def test_edit_dialog(snap_compare):
         screen.go(next(i for i, e in enumerate(screen.events) if e.type == "ToolResult" and e.call == 2) + 1)
         await pilot.press("e")
         await wait_for(pilot, lambda: isinstance(pilot.app.screen, EditTextScreen), 10, "the editor")
-        pilot.app.screen.query_one(TextArea).cursor_blink = False  # a blinking cursor is drawn or not
+        area = pilot.app.screen.query_one(TextArea)
+        await wait_for(pilot, lambda: area.has_focus, 10, "the editor's focus")
+        # A blinking cursor is drawn or not; a steady one is drawn, once the lines the TextArea drew
+        # (and cached) while it blinked are dropped.
+        area.cursor_blink = False
+        area.notify_style_update()
         await pilot.pause(0.3)
 
     assert snap_compare(app, terminal_size=(120, 36), run_before=edit)
