@@ -393,3 +393,18 @@ def test_the_worker_gets_our_openmp_wait_unless_the_user_chose_one(smollm2_path,
     finally:
         app.stdin.close()
         app.wait(timeout=30)
+
+
+def test_loading_the_tokenizer_leaves_the_terminal_alone(smollm2_path, monkeypatch, capfd):
+    """The app's process loads the tokenizer while its screen is drawn: the load neither points the
+    standard descriptors elsewhere (llama-cpp-python's verbose=False does, and the screen updates
+    written meanwhile were lost; issue 39 item 4) nor prints anything on them."""
+    import os
+
+    from tuiagent.backends.llama_model import Vocab
+
+    real_dup2, redirected = os.dup2, []
+    monkeypatch.setattr(os, "dup2", lambda fd, fd2, *a: redirected.append(fd2) or real_dup2(fd, fd2, *a))
+    vocab = Vocab.load(str(smollm2_path))
+    assert vocab.tokenize("hello") and redirected == []
+    assert capfd.readouterr() == ("", "")

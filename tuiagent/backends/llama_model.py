@@ -14,7 +14,9 @@ docs/models.md ("llama_cpp"), docs/install.md ("How llama.cpp's threads wait").
 from __future__ import annotations
 
 import codecs
+import contextlib
 import ctypes
+import io
 import math
 import os
 import threading
@@ -171,13 +173,20 @@ class Vocab:
     def load(cls, model_path: str) -> Vocab:
         """The tokenizer alone (in the app's process). llama.cpp's log is silenced here: this
         process holds the terminal (the app's screen), and a vocab-only context warns about its
-        training context of 0. The worker keeps its log, in its own log file."""
+        training context of 0. The worker keeps its log, in its own log file.
+
+        ``verbose=False`` is not the way to quiet it: llama-cpp-python then points file descriptors 1
+        and 2 at /dev/null for the whole load, and the app's screen updates written meanwhile (Textual
+        writes to descriptor 2) are lost, leaving the old screen's rows on the terminal (issue 39
+        item 4). Its Python prints (system info, metadata) go to a buffer instead."""
         global _SILENT_LOG
         llama_cpp = import_llama_cpp()
         if _SILENT_LOG is None:  # kept in a global: llama.cpp holds the pointer
             _SILENT_LOG = llama_cpp.llama_log_callback(_silence)
         llama_cpp.llama_log_set(_SILENT_LOG, ctypes.c_void_p(0))
-        return cls(llama_cpp.Llama(model_path=model_path, vocab_only=True, n_ctx=8, verbose=False), llama_cpp)
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            llm = llama_cpp.Llama(model_path=model_path, vocab_only=True, n_ctx=8, verbose=True)
+        return cls(llm, llama_cpp)
 
     def tokenize(self, text: str, *, add_bos: bool = False) -> list[int]:
         """Tokens of ``text`` with special tokens (``<|im_start|>``...) parsed as such."""
