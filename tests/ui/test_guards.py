@@ -158,3 +158,29 @@ async def test_a_preset_sets_every_guard_and_setting_at_once(ui, tmp_path):
             e for e in load(ui.run_file(app)).events if isinstance(e, ev.GuardToggled) and e.reason == "on at start"
         ]
         assert sorted(e.guard for e in started) == ["necessity", "tim"]
+
+
+async def test_the_preset_list_keeps_a_row_a_line_and_says_the_rest_under_it(ui, tmp_path):
+    """At 100 columns a preset's settings and description cut mid-word and wrapped into the next row;
+    now a row is its name and guards, and the highlighted preset's settings and whole description
+    are shown under the list."""
+    from textual.widgets import OptionList, Static
+
+    from tuiagent.ui.screens.presets import PresetsScreen
+
+    app = ui.scripted_app(THREE_CALLS, problem="sum of parts", tmp_path=tmp_path)
+    async with app.run_test(size=(100, 30)) as pilot:
+        await pilot.pause(0.2)
+        app.screen.query_one(GuardPanel).focus_list()
+        await pilot.press("p")
+        await ui.wait_for(pilot, lambda: isinstance(app.screen, PresetsScreen), 10, "the preset list")
+        screen = app.screen
+        rows = screen.query_one(OptionList)
+        assert all(rows.get_option_at_index(i).prompt.cell_length < 90 for i in range(rows.option_count))
+        light = next(i for i, p in enumerate(screen.presets) if p.name == "light")
+        for _ in range(light):
+            await pilot.press("down")
+        details = screen.query_one("#chooser-details", Static)
+        await ui.wait_for(pilot, lambda: screen.presets[light].description in str(details.render()), 10, "details")
+        await pilot.press("up", "up")
+        await ui.wait_for(pilot, lambda: screen.presets[light].description not in str(details.render()), 10, "moved")

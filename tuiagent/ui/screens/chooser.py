@@ -9,13 +9,14 @@ from textual.binding import Binding
 from textual.containers import Vertical
 from textual.content import Content
 from textual.screen import ModalScreen
-from textual.widgets import Label, OptionList
+from textual.widgets import Label, OptionList, Static
 from textual.widgets.option_list import Option
 
 
 class ChooserScreen(ModalScreen[Any]):
     """Subclasses give the title and, through :meth:`choices` (called in compose, when the app is
-    there), the rows with the value each one returns; a digit chooses the row of that number (from 0)."""
+    there), the rows with the value each one returns; a digit chooses the row of that number (from 0).
+    :meth:`details` may say more of the highlighted row, under the list (rows stay one line each)."""
 
     BINDINGS = [
         Binding("escape", "close", "Close"),
@@ -27,6 +28,9 @@ class ChooserScreen(ModalScreen[Any]):
     ChooserScreen > Vertical { width: 90%; max-width: 110; height: auto; max-height: 80%;
                                border: round $accent; background: $surface; padding: 0 1; }
     ChooserScreen OptionList { height: auto; max-height: 20; border: none; }
+    ChooserScreen > Vertical > Label { width: 100%; }
+    ChooserScreen #chooser-details { height: auto; max-height: 6; color: $text-muted; padding: 0 0 0 2; }
+    ChooserScreen #chooser-details.-empty { display: none; }
     """
 
     def __init__(self, title: str) -> None:
@@ -36,6 +40,10 @@ class ChooserScreen(ModalScreen[Any]):
 
     def choices(self) -> list[tuple[Content, Any]]:
         raise NotImplementedError
+
+    def details(self, value: Any) -> Content:
+        """More about one row's value, shown while it is highlighted (none by default)."""
+        return Content("")
 
     def compose(self) -> ComposeResult:
         rows = self.choices()
@@ -49,9 +57,16 @@ class ChooserScreen(ModalScreen[Any]):
                     for i, (content, _) in enumerate(rows)
                 )
             )
+            yield Static(id="chooser-details", classes="-empty")
 
     def on_mount(self) -> None:
         self.query_one(OptionList).focus()
+
+    def on_option_list_option_highlighted(self, event: OptionList.OptionHighlighted) -> None:
+        text = self.details(self.values[event.option_index])
+        shown = self.query_one("#chooser-details", Static)
+        shown.update(text)
+        shown.set_class(not text.plain, "-empty")
 
     def on_option_list_option_selected(self, event: OptionList.OptionSelected) -> None:
         self.dismiss(self.values[event.option_index])

@@ -20,14 +20,10 @@ class PresetsScreen(ChooserScreen):
 
     def choices(self) -> list[tuple[Content, Preset]]:
         return [
-            (
-                Content.assemble(
-                    (f"{p.name:<14}", "bold"),
-                    (" ".join(p.guards) or "no guards", ""),
-                    (f"  {' '.join(setting_words(p.spec))}", "$text-muted"),
-                    (f"  {p.description[:60]}" if p.description else "", "$text-muted"),
-                ),
-                p,
-            )
-            for p in self.presets
+            (Content.assemble((f"{p.name:<14}", "bold"), " ".join(p.guards) or "no guards"), p) for p in self.presets
         ]
+
+    def details(self, value: Preset) -> Content:
+        """The preset's settings and its description, whole (a row has no room for them)."""
+        settings = " ".join(setting_words(value.spec))
+        return Content("\n".join(part for part in (settings, value.description) if part))
