@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -87,6 +88,25 @@ def test_a_problem_that_leaves_no_room_to_answer_is_refused_before_any_work(writ
     assert "leaves too little room to answer" in error and "of the 4096 tokens of scripted's context" in error
     assert f"needs at least {MIN_ROOM_TOKENS}" in error and fix.strip().startswith("fix: shorten the problem")
     assert not (tmp_path / "runs").exists()  # no run was started
+
+
+def test_a_problem_that_leaves_little_room_runs_with_a_warning_that_states_the_room(write_script, tmp_path):
+    """Room for the answer, but less than a turn may generate: the run goes on, and its first lines
+    (and the trajectory) say how many tokens are left (issue 39 item 3)."""
+    script = write_script("So \\boxed{1}.")
+    out = tuiagent(
+        "solve", "word " * 3500, "-m", "scripted", "--script", str(script), "--out", str(tmp_path / "r.jsonl")
+    )
+    assert out.returncode == 0, out.stderr
+    warning = next(line for line in out.stdout.splitlines() if "to answer in" in line)
+    room = int(re.search(r"leaves (\d+) of the 4096 tokens of scripted's context", warning).group(1))
+    assert 256 <= room < 1024 and "may end cut off" in warning
+    assert "answer: 1" in out.stdout
+    assert "to answer in" in (tmp_path / "r.jsonl").read_text(encoding="utf-8")
+    roomy = tuiagent(
+        "solve", "word " * 100, "-m", "scripted", "--script", str(script), "--out", str(tmp_path / "s.jsonl")
+    )
+    assert roomy.returncode == 0 and "to answer in" not in roomy.stdout
 
 
 def test_solve_echoes_a_long_problem_shortened(write_script, tmp_path):

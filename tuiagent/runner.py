@@ -73,10 +73,22 @@ class ProblemTooLong(UserError):
     """The problem leaves the model too little of its context to answer in."""
 
 
-def check_room(backend: Backend, spec: ModelSpec, request: RunRequest) -> None:
-    """Refuse a problem whose opening prompt leaves under MIN_ROOM_TOKENS of the model's context."""
+def check_room(backend: Backend, spec: ModelSpec, request: RunRequest, turn_tokens: int) -> list[Notice]:
+    """Refuse a problem whose opening prompt leaves under MIN_ROOM_TOKENS of the model's context; warn
+    (a notice at the run's start) when it leaves less than one turn may generate (``turn_tokens``, or the
+    run's token budget if smaller), since that turn may then end cut off before its answer."""
     used = backend.count_tokens(opening_prompt(backend, request.problem, request.settings.mode))
     room = spec.context_tokens - used
+    turn = min(turn_tokens, request.settings.max_tokens)
+    if MIN_ROOM_TOKENS <= room < turn:
+        return [
+            Notice(
+                level="warning",
+                message=f"the problem leaves {room} of the {spec.context_tokens} tokens of {spec.id}'s context "
+                f"to answer in (its prompt takes {used}), fewer than a turn may generate ({turn}): the run may "
+                "end cut off (turn_length) before its answer",
+            )
+        ]
     if room < MIN_ROOM_TOKENS:
         raise ProblemTooLong(
             f"the problem leaves too little room to answer: its prompt takes {used} of the {spec.context_tokens} "
@@ -84,6 +96,7 @@ def check_room(backend: Backend, spec: ModelSpec, request: RunRequest) -> None:
             f"  fix: shorten the problem by {MIN_ROOM_TOKENS - room} tokens or more, or use a model with a larger "
             "context_size (models.toml)"
         )
+    return []
 
 
 def resolve_spec(request: RunRequest) -> ModelSpec:
@@ -270,8 +283,7 @@ async def run_problem(
     path = trajectory_path(request, run_id)
     finished = None
     try:
-        if fork is None:
-            check_room(backend, spec, request)
+        notices = [*(check_room(backend, spec, request, sampling.max_tokens) if fork is None else ()), *notices]
         with Recorder(path) as recorder:
             async with contextlib.AsyncExitStack() as stack:
                 if kernel is None:
