@@ -98,3 +98,37 @@ async def test_choose_model_lists_models_toml():
         assert {"scripted", "qwen2.5-coder-1.5b"} <= set(app.screen.ids)
         await pilot.press("escape")
         assert not isinstance(app.screen, ModelsScreen)
+
+
+async def test_help_lists_the_choices_of_ours_in_force_for_the_guards_on(ui):
+    """The guard panel's help says which settings of the guards on are not their paper's (issue 42's
+    list, as `tuiagent guards --explain` prints it), and follows the panel."""
+    from guards.base import parse_settings
+    from guards.chain import guard_class, ours_in_force
+    from tuiagent.ui.widgets.guard_panel import GuardPanel
+
+    app = ui.scripted_app(ui.DATA / "guarded_script.jsonl", problem="x")
+    async with app.run_test(size=(100, 40)) as pilot:
+        await pilot.pause(0.2)
+        states = app.screen.query_one(GuardPanel).states
+        on = [name for name, s in states.items() if s.enabled]
+        expected = [
+            f"{name}.{key} = {value!r}"
+            for name in on
+            for key, value, _ in ours_in_force(
+                name, parse_settings(guard_class(name).Settings, states[name].settings, guard=name)
+            )
+        ]
+        assert on and expected
+        await pilot.press("f1")
+        await ui.wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), 5)
+        text = "\n".join(w.render().plain for w in app.screen.query("Static"))
+        assert "Choices of ours in force" in text
+        assert all(row in text for row in expected), [row for row in expected if row not in text]
+        await pilot.press("escape")
+        for name in on:
+            states[name].enabled = False
+        await pilot.press("f1")
+        await ui.wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), 5)
+        text = "\n".join(w.render().plain for w in app.screen.query("Static"))
+        assert "no guard is on" in text and expected[0] not in text

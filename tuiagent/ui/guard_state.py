@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from guards.base import parse_settings
-from guards.chain import GuardChain, guard_class
+from guards.chain import GuardChain, guard_class, ours_in_force
 
 
 @dataclass(frozen=True)
@@ -33,6 +33,16 @@ class GuardState:
     reason: str = ""  # why it is off (a guard that failed to start)
     pending: bool = False  # a change requested during a run, not applied yet
     fields: list[FieldInfo] = field(default_factory=list)
+
+    def ours(self) -> list[tuple[str, Any, str]]:
+        """(setting, value, what it does) for each choice of ours in force with the current settings:
+        what ``tuiagent guards --explain`` lists (``guards.chain.ours_in_force``); [] if they do not parse."""
+        try:
+            return ours_in_force(
+                self.name, parse_settings(guard_class(self.name).Settings, self.settings, guard=self.name)
+            )
+        except Exception:  # the chain switches such a guard off and says why
+            return []
 
     def needs(self) -> str:
         """The run budgets the guard needs to act with its current settings (``run_budget``), in words."""

@@ -80,8 +80,27 @@ class HelpScreen(ModalScreen[None]):
             for title, bindings in sections:
                 yield Static(title, classes="section")
                 yield Static(self._rows(bindings))
+            panel = next(iter(self.below.query(GuardPanel)), None)
+            if panel is not None:
+                yield Static("Choices of ours in force (the guards on; `tuiagent guards --explain`)", classes="section")
+                yield Static(self._ours(panel))
             yield Static("Mouse", classes="section")
             yield Static(Content("\n").join(Content.assemble((f"{k:<22}", "bold"), v) for k, v in MOUSE))
+
+    @staticmethod
+    def _ours(panel: GuardPanel) -> Content:
+        """Each setting of a guard that is on whose value is not its paper's: tagged ours, or other than
+        the paper's reading (a calibrated threshold); the paper profile (preset `paper`) has the fewest."""
+        rows = [
+            Content.assemble((f"{name}.{key} = {value!r}", "bold"), f"  {doc}")
+            for name, state in panel.states.items()
+            if state.enabled
+            for key, value, doc in state.ours()
+        ]
+        if rows:
+            return Content("\n").join(rows)
+        on = any(state.enabled for state in panel.states.values())
+        return Content("none: every guard on follows its paper's reading" if on else "no guard is on")
 
     def action_close(self) -> None:
         self.dismiss(None)
