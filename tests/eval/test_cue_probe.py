@@ -82,7 +82,10 @@ def test_delta_tool_over_all_items_and_definition_1_items():
     assert section["no_tool_setting"] == "cot" and section["items"] == {"all": 4, "no_tool": 3}
     every = section["figures"]["all"]["cell"]
     assert (every["tool_rate_y"], every["tool_rate_n"], every["delta_tool_y_n"]) == (0.75, 0.25, 0.5)
-    assert (every["accuracy_y"], every["accuracy_y_no_tool"], every["utility_holds"]) == (0.75, 0.75, True)
+    # Definition 1: "P(R=1 | x_c, T_s) <= P(R=1 | x_c, T != T_s)": the cued runs that called (items 1-3,
+    # all right) against the one that did not (item 4, wrong): the tool helped, so the condition fails
+    assert (every["accuracy_y_called"], every["accuracy_y_no_call"], every["utility_holds"]) == (1.0, 0.0, False)
+    assert (every["accuracy_y"], every["accuracy_y_no_tool"]) == (0.75, 0.75)  # [ours] the two settings
     # Definition 1: items 1, 3, 4, which the no-tool run solves
     free = section["figures"]["no_tool"]["cell"]
     assert (free["runs"], free["tool_rate_y"], free["tool_rate_n"], free["delta_tool_y_n"]) == (
@@ -91,14 +94,24 @@ def test_delta_tool_over_all_items_and_definition_1_items():
         0.3333,
         0.3333,
     )
-    assert (free["accuracy_y"], free["accuracy_y_no_tool"], free["utility_holds"]) == (0.6667, 1.0, True)
+    assert (free["accuracy_y_called"], free["accuracy_y_no_call"], free["utility_holds"]) == (1.0, 0.0, False)
+    assert (free["accuracy_y"], free["accuracy_y_no_tool"]) == (0.6667, 1.0)
     assert section["figures"]["no_tool"]["all"]["delta_tool_y_n"] == 0.3333
 
 
-def test_the_utility_condition_can_fail():
-    records = [r | {"correct": True} if r["setting"] == "none" else r | {"correct": False} for r in hand_made()]
+def test_the_utility_condition_holds_when_calling_is_no_better_and_is_undecided_without_both_groups():
+    """ "using T_s provides no advantage over not using it" (Definition 1): the cued run without a call
+    right and one with a call wrong -> it holds; when every cued run calls, there is nothing to compare."""
+    flip = {("4", "cue:cell"): True, ("2", "cue:cell"): False}
+    records = [
+        r | {"correct": flip.get((r["problem_id"], r["variant"]), r["correct"])} if r["setting"] == "none" else r
+        for r in hand_made()
+    ]
     fig = cue_section(records, ["none", "cot"], {"none": "tool", "cot": "cot"})["none"]["figures"]["all"]["cell"]
-    assert (fig["accuracy_y"], fig["accuracy_y_no_tool"], fig["utility_holds"]) == (1.0, 0.0, False)
+    assert (fig["accuracy_y_called"], fig["accuracy_y_no_call"], fig["utility_holds"]) == (0.6667, 1.0, True)
+    every_calls = [r | {"tcn": 1} if r["setting"] == "none" and r["variant"] else r for r in hand_made()]
+    fig = cue_section(every_calls, ["none", "cot"], {"none": "tool", "cot": "cot"})["none"]["figures"]["all"]["cell"]
+    assert (fig["accuracy_y_no_call"], fig["utility_holds"]) == (None, None)
 
 
 def test_the_judges_items():
@@ -151,7 +164,7 @@ def test_without_a_no_tool_setting_only_the_all_items_figure():
     section = cue_section(records, ["none"], {"none": "tool"})["none"]
     assert list(section["figures"]) == ["all"] and section["no_tool_setting"] is None
     header, rows = cue_table({"none": section})
-    assert rows[0][:3] == ["none", "all items (4)", "cell"] and "acc Y (no tool)" in header
+    assert rows[0][:3] == ["none", "all items (4)", "cell"] and "acc Y (no call)" in header
 
 
 def models_file(tmp_path, replies: list[str], logprobs: list[float] | None = None):

@@ -11,13 +11,19 @@ not contribute to task performance": the items where it is not needed. Which ite
   necessary, with and without the cues (items with an unparseable or unjudged call are left out and
   counted; items without any call are in). This set depends on what the runs did.
 
-Beside each figure, Definition 1's utility condition, P(R=1 | x_c, T_s) <= P(R=1 | x_c, T != T_s):
-the tool setting's accuracy on the cued items against the no-tool setting's on the same items.
+Beside each figure, Definition 1's utility condition, P(R=1 | x_c, T_s) <= P(R=1 | x_c, T != T_s)
+("using T_s provides no advantage over not using it") [paper, section 2]: among the tool setting's
+cued runs, the accuracy of those that called the tool against that of those that did not (undecided
+when either group is empty). Beside it [ours]: the tool setting's accuracy on all its cued runs and the
+no-tool setting's on the same cued items, an intervention reading (the tool offered or not) that
+stays readable when every run calls.
 
 Each figure is given per cue, pooled over each family of cues that ran (``code`` and ``search``)
 when both did, and over all cues. The tool here is a Python kernel, so the code-semantic cues are the
-ones aligned with it and the search-semantic ones are the paper's swapped-cue control (section 5.4:
-a cue not aligned with the tool), which is why the families are pooled apart.
+ones aligned with it and the search-semantic ones are cues not aligned with it, which is why the
+families are pooled apart. That is not the paper's swapped-cue control (section 5.4, Tables 3 and
+4), which moves cues between *training* tasks; here no model is trained, a cue only meets the
+Python tool at inference [ours].
 """
 
 from __future__ import annotations
@@ -79,15 +85,19 @@ def _cue_figure(
         n += [r for r in runs.get("", []) if _item(r) in keys]
         free += [r for r in no_tool.get(cue, []) if _item(r) in keys]
     ry, rn, acc_y, acc_free = _rate(y), _rate(n), _acc(y), _acc(free)
+    called = [r for r in y if (r.get("tcn") or 0) > 0]
+    acc_called, acc_uncalled = _acc(called), _acc([r for r in y if (r.get("tcn") or 0) == 0])
     return {
         "runs": len(y),
         "tool_rate_y": rounded(ry),
         "tool_rate_n": rounded(rn),
         "delta_tool_y_n": _diff(ry, rn),
+        "accuracy_y_called": rounded(acc_called),
+        "accuracy_y_no_call": rounded(acc_uncalled),
+        "utility_holds": None if acc_called is None or acc_uncalled is None else acc_called <= acc_uncalled,
         "accuracy_y": rounded(acc_y),
-        "accuracy_n": rounded(_acc(n)),
         "accuracy_y_no_tool": rounded(acc_free),
-        "utility_holds": None if acc_y is None or acc_free is None else acc_y <= acc_free,
+        "accuracy_n": rounded(_acc(n)),
     }
 
 
@@ -167,9 +177,11 @@ def cue_table(cues: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
         "tool rate Y",
         "tool rate N",
         "Δ Tool Y-N",
-        "acc Y (tool)",
-        "acc Y (no tool)",
+        "acc Y (called)",
+        "acc Y (no call)",
         "utility holds",
+        "acc Y (tool setting)",
+        "acc Y (no-tool setting)",
         "acc N",
         "n",
     ]
@@ -186,9 +198,11 @@ def cue_table(cues: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
                         c["tool_rate_y"],
                         c["tool_rate_n"],
                         c["delta_tool_y_n"],
+                        c["accuracy_y_called"],
+                        c["accuracy_y_no_call"],
+                        c["utility_holds"],
                         c["accuracy_y"],
                         c["accuracy_y_no_tool"],
-                        c["utility_holds"],
                         c["accuracy_n"],
                         c["runs"],
                     ]

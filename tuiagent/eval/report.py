@@ -394,7 +394,8 @@ def _section_tables(summary: dict[str, Any], dataset: str) -> list[tuple[str, li
         tables.append(
             (
                 f"{dataset}: spurious-tool-use cue probe (tool rate = share of runs with a call; utility "
-                "holds: acc Y (tool) <= acc Y (no tool), Definition 1)",
+                "holds: acc Y (called) <= acc Y (no call), Definition 1; the tool and no-tool settings' "
+                "accuracies on the cued items beside it [ours])",
                 header,
                 [
                     [
