@@ -15,6 +15,9 @@ from tuiagent.eval.variants import (
     DISTRACTORS,
     distractor_prompt,
     distractor_variants,
+    evidence_sentence,
+    hedge,
+    hedged_entry,
     insert_distractor,
     solution_values,
     valid_variant,
@@ -46,8 +49,9 @@ def writer(problems, *, question_for: str | None = None):
 
 
 def test_prompt_and_validity():
-    prompt = distractor_prompt("What is 3 plus 3?", "hedged")
-    assert "hedged uncertainty" in prompt and "What is 3 plus 3?" in prompt and "added text only" in prompt
+    prompt = distractor_prompt("What is 3 plus 3?", "parallel")
+    assert "parallel entity" in prompt and "What is 3 plus 3?" in prompt and "added text only" in prompt
+    assert distractor_prompt("What is 3 plus 3?", "hedged") == ""  # HU asks no model
     assert set(DISTRACTORS) == {"thematic", "paraphrase", "parallel", "hedged"}
     assert valid_variant("What is 3 plus 3?", "Some think it was 4. What is 3 plus 3?") == (True, "")
     assert valid_variant("What is 3 plus 30?", "What is 3 plus three tens? Maybe.")[0] is False
@@ -93,6 +97,42 @@ def test_the_distractor_goes_between_the_sentences_and_the_question_keeps_its_te
     assert {insert_distractor(titled, "Cy has 9.", kind) for kind in ["thematic", "parallel", "hedged", "x"]} == {
         "Mr. Gardner bakes 20 cookies for Dr. Lee at 9 a.m. on Monday. Cy has 9. How many are left?"
     }  # never inside "Mr. Gardner", "Dr. Lee" or "a.m. on"
+
+
+def test_hu_puts_the_papers_hedging_cue_before_a_sentence_of_the_evidence():
+    """Section 2.1: Hedged Uncertainty "adds hedging cues such as 'reportedly' to simulate uncertain
+    information sources": the cue before one sentence of the evidence, never before the question asked;
+    the facts and every other sentence as written."""
+    q = "Ann has 3 pens.  The shop has 5 more.  Bo has 2.  How many pens do Ann and Bo have?"
+    variant = hedge(q)
+    assert variant.count("Reportedly, ") == 1 and variant.endswith("How many pens do Ann and Bo have?")
+    assert variant in {
+        q.replace("Ann has", "Reportedly, Ann has"),
+        q.replace("The shop", "Reportedly, the shop"),  # a common word loses its capital, a name keeps it
+        q.replace("Bo has 2", "Reportedly, Bo has 2"),
+    }
+    assert valid_variant(q, variant, changed=evidence_sentence(q, "hedged")) == (True, "")
+    assert hedged_entry(q)["model"] == "rule" and hedged_entry(q)["variant"] == variant
+
+
+async def test_sp_rewrites_a_sentence_of_the_evidence_in_its_place():
+    """Section 2.1: Semantic Paraphrase "paraphrases evidence while preserving meaning": the writer
+    rewrites one sentence of the evidence, which the rewrite replaces; a rewrite that loses a number,
+    or comes back unchanged, is left out."""
+    q = "Ann has 3 pens. Bo has 2. How many pens do they have?"
+    sentence = evidence_sentence(q, "paraphrase")
+    assert sentence in {"Ann has 3 pens.", "Bo has 2."}
+    rewrite = {"Ann has 3 pens.": "Three pens, 3 in all, belong to Ann.", "Bo has 2.": "Bo owns 2 of them."}[sentence]
+    for reply, ok in ((rewrite, True), ("Ann has pens.", False), (sentence, False)):
+        backend = ScriptedBackend([split_tokens(reply, -0.1)], model_id=f"sp-{len(reply)}-{ok}", template="chatml")
+        variants, invalid = await distractor_variants(
+            [Problem("t", "1", q, "5")], ["paraphrase"], model_id=backend.model_id, backend_factory=lambda b=backend: b
+        )
+        assert (len(variants), len(invalid)) == ((1, 0) if ok else (0, 1)), (reply, invalid)
+        if ok:
+            assert variants[0].question == q.replace(sentence, rewrite) and sentence in distractor_prompt(
+                q, "paraphrase"
+            )
 
 
 async def test_variants_are_generated_once_and_cached_with_model_and_prompt():

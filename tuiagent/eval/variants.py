@@ -56,17 +56,24 @@ def cue_variants(problems: list[Problem], cues: list[str]) -> list[Problem]:
 # -- distractors -----------------------------------------------------------------------------------
 
 DISTRACTOR_PREFIX = "distractor:"
-PROMPT_VERSION = 2  # 2: the writer writes the distractor alone, inserted by insert_distractor
+# What the paper says each type does (section 2.1), and how it is made here. TB and PED: a sentence
+# a model writes, inserted by insert_distractor. SP "paraphrases evidence while preserving meaning": a
+# model rewrites one sentence of the question's evidence, and the rewrite takes that sentence's place.
+# HU "adds hedging cues such as 'reportedly' to simulate uncertain information sources": no model, the
+# cue goes before one sentence of the evidence (HEDGE). Before issue 42, SP added a restating sentence
+# and HU a sentence doubting a number (prompt version 2): the paper's words describe neither.
 DISTRACTORS: dict[str, str] = {
     "thematic": "thematic background: add one or two sentences of background about the story's setting or "
     "theme (history, place, people) that have nothing to do with the quantities asked about",
-    "paraphrase": "semantic paraphrase: add one sentence that restates a fact already given, in other words, "
-    "without introducing any new quantity",
+    "paraphrase": "semantic paraphrase: rewrite one sentence of the problem's evidence in other words",
     "parallel": "parallel entity: add one sentence about a similar person or object with its own numbers, which "
     "the question does not ask about",
-    "hedged": "hedged uncertainty: add one sentence with a hedged, uncertain remark (for example that someone "
-    "thinks a number might have been different) that does not change the facts the question uses",
+    "hedged": "hedged uncertainty: a hedging cue ('Reportedly,') before one sentence of the problem's evidence",
 }
+# The version of the way each type is made, part of its cache key (2: the writer writes the added
+# sentence alone; 3: SP rewrites a sentence of the evidence, HU is the cue, no model).
+PROMPT_VERSIONS = {"thematic": 2, "parallel": 2, "paraphrase": 3, "hedged": 3}
+HEDGE = "Reportedly,"  # [paper: section 2.1's example cue; the one cue, and where it goes, are ours]
 # [ours] The paper's generation prompts (its Appendix K.1, Figures 5-8) are not in our copy. The
 # writer is asked for the distractor alone and the sentence is inserted here (the paper: "the noise
 # distribution is independent of the position", Appendix F.2): a small model asked to rewrite the
@@ -76,10 +83,74 @@ PROMPT = """Here is a math word problem:
 {question}
 
 Write what should be added to it: {description}. It must not change the correct answer, must not ask a question and must not solve the problem. Reply with the added text only."""
+PARAPHRASE_PROMPT = """Here is a sentence from a math word problem:
+
+{sentence}
+
+Rewrite this sentence in other words, keeping its meaning and every number in it exactly as written. Reply with the rewritten sentence only."""
 
 
 def distractor_prompt(question: str, kind: str) -> str:
+    """What the writer is asked for a ``kind`` variant of ``question`` ("" for HU: no writer)."""
+    if kind == "hedged":
+        return ""
+    if kind == "paraphrase":
+        return PARAPHRASE_PROMPT.format(sentence=evidence_sentence(question, kind))
     return PROMPT.format(description=DISTRACTORS[kind], question=question.strip())
+
+
+def _sentence_starts(text: str) -> list[int]:
+    """Where the second, third, ... sentence of ``text`` begins ("Mr. Gardner" goes on)."""
+    return [m.end() for m in _SENTENCE_END.finditer(text) if text[: m.start()].split()[-1] not in _ABBREVIATIONS]
+
+
+def _pick(kind: str, text: str, n: int) -> int:
+    """A place among ``n``, fixed by a hash of the question and the type [ours]."""
+    return int(hashlib.sha1(f"{kind}\n{text}".encode()).hexdigest(), 16) % n
+
+
+def _evidence_span(question: str, kind: str) -> tuple[int, int]:
+    """Where one sentence of the question's evidence lies: a sentence before the last one (the last
+    asks the question), chosen by ``_pick``; the only sentence of a one-sentence question."""
+    text = question.strip()
+    starts = [0, *_sentence_starts(text)]
+    ends = [*(at for at in starts[1:]), len(text)]
+    i = _pick(kind, text, max(len(starts) - 1, 1))
+    return starts[i], ends[i]
+
+
+def evidence_sentence(question: str, kind: str) -> str:
+    """The sentence of the evidence a ``kind`` variant changes (SP's rewrite, HU's cue)."""
+    a, b = _evidence_span(question, kind)
+    return question.strip()[a:b].strip()
+
+
+# Words that lose their capital after the cue ("Reportedly, the shop..."); a name keeps it. [ours]
+_LOWERED = frozenset(
+    "a an the he she it they there this that these those his her their its each every some one two in on at "
+    "for after before when if last during what how which who".split()
+)
+
+
+def hedge(question: str) -> str:
+    """HU: HEDGE before one sentence of the evidence; the question's text otherwise as it is."""
+    text = question.strip()
+    a, b = _evidence_span(text, "hedged")
+    sentence = text[a:b]
+    first = sentence.split(maxsplit=1)[0] if sentence.split() else ""
+    if first.lower().strip(",") in _LOWERED:
+        sentence = sentence[0].lower() + sentence[1:]
+    return f"{text[:a]}{HEDGE} {sentence}{text[b:]}"
+
+
+def replace_evidence(question: str, rewrite: str, kind: str = "paraphrase") -> str:
+    """SP: ``rewrite`` in the place of the sentence ``evidence_sentence`` names (the spaces after it kept)."""
+    text = question.strip()
+    if not rewrite:
+        return text
+    a, b = _evidence_span(text, kind)
+    sentence = text[a:b]
+    return f"{text[:a]}{rewrite}{sentence[len(sentence.rstrip()) :]}{text[b:]}"
 
 
 def _clean(text: str) -> str:
@@ -121,10 +192,8 @@ def insert_distractor(question: str, added: str, kind: str) -> str:
     text = question.strip()
     if not added:
         return text
-    starts = [  # where the second, third, ... sentence begins ("Mr. Gardner" goes on)
-        m.end() for m in _SENTENCE_END.finditer(text) if text[: m.start()].split()[-1] not in _ABBREVIATIONS
-    ]
-    at = starts[int(hashlib.sha1(f"{kind}\n{text}".encode()).hexdigest(), 16) % len(starts)] if starts else 0
+    starts = _sentence_starts(text)
+    at = starts[_pick(kind, text, len(starts))] if starts else 0
     return f"{text[:at]}{added} {text[at:]}"
 
 
@@ -138,19 +207,23 @@ def solution_values(gold: str, reference: str = "") -> set[float]:
     return {float(n) for n in found}
 
 
-def valid_variant(original: str, variant: str, solved: Collection[float] = ()) -> tuple[bool, str]:
-    """A variant keeps the question's numbers and every one of its sentences as written, adds text,
-    asks nothing more and, given ``solved`` (``solution_values``), states no value of the solution that
-    the question does not (the writing prompt's "must not solve the problem" [ours: the check]);
-    (ok, why not). Whether the answer is unchanged is the judge's question
-    (eval.judging.check_answers_unchanged)."""
-    if not variant or len(variant) <= len(original.strip()):
-        return False, "no text was added"
+def valid_variant(original: str, variant: str, solved: Collection[float] = (), changed: str = "") -> tuple[bool, str]:
+    """A variant keeps the question's numbers and every one of its sentences as written (but
+    ``changed``, the one SP rewrites and HU hedges), adds or changes text, asks nothing more and,
+    given ``solved`` (``solution_values``), states no value of the solution that the question does not
+    (the writing prompt's "must not solve the problem" [ours: the check]); (ok, why not). Whether the
+    answer is unchanged is the judge's question (eval.judging.check_answers_unchanged)."""
+    if not variant or (len(variant) <= len(original.strip()) if not changed else _flat(variant) == _flat(original)):
+        return False, "no text was added" if not changed else "the sentence came back as written"
     missing = [n for n in dict.fromkeys(numbers_in(original)) if n not in numbers_in(variant)]
     if missing:
         return False, f"numbers of the question missing: {', '.join(missing[:5])}"
     flat = _flat(variant)
-    lost = [s for s in _SENTENCE_END.split(original.strip()) if s.strip() and _flat(s) not in flat]
+    lost = [
+        s
+        for s in _SENTENCE_END.split(original.strip())
+        if s.strip() and _flat(s) not in flat and _flat(s) != _flat(changed)
+    ]
     if lost:
         return False, f"a sentence of the question was changed or left out: {lost[0][:80]!r}"
     if variant.count("?") > original.count("?"):
@@ -167,8 +240,39 @@ def cache_dir(model_id: str) -> Path:
 
 
 def cache_file(model_id: str, question: str, kind: str) -> Path:
-    digest = hashlib.sha1(f"{PROMPT_VERSION}\n{kind}\n{question}".encode()).hexdigest()[:16]
+    digest = hashlib.sha1(f"{PROMPT_VERSIONS[kind]}\n{kind}\n{question}".encode()).hexdigest()[:16]
     return cache_dir(model_id) / f"{kind}-{digest}.json"
+
+
+def _entry(model: str, question: str, kind: str, prompt: str, reply: str, added: str) -> dict[str, Any]:
+    """A variant's record: how it was made and what it is."""
+    changed = evidence_sentence(question, kind) if kind in ("paraphrase", "hedged") else ""
+    if kind == "hedged":
+        variant = hedge(question)
+    elif kind == "paraphrase":
+        variant = replace_evidence(question, added)
+    else:
+        variant = insert_distractor(question, added, kind)
+    ok, why = valid_variant(question, variant, changed=changed)
+    return {
+        "model": model,
+        "kind": kind,
+        "prompt_version": PROMPT_VERSIONS[kind],
+        "prompt": prompt,
+        "question": question,
+        "reply": reply,
+        "added": added,
+        "changed": changed,
+        "variant": variant,
+        "valid": ok,
+        "invalid_reason": why,
+        "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
+    }
+
+
+def hedged_entry(question: str) -> dict[str, Any]:
+    """HU's variant of ``question``: made by rule, no model asked."""
+    return _entry("rule", question, "hedged", "", "", HEDGE)
 
 
 async def generate_distractor(backend: Any, question: str, kind: str, *, max_tokens: int = 128) -> dict[str, Any]:
@@ -179,22 +283,7 @@ async def generate_distractor(backend: Any, question: str, kind: str, *, max_tok
     rendered = backend.render_chat([{"role": "user", "content": prompt}])
     pieces = [t.text async for t in backend.stream(rendered, Sampling(temperature=0.0, max_tokens=max_tokens), [])]
     reply = "".join(pieces)
-    added = _clean(reply)
-    variant = insert_distractor(question, added, kind)
-    ok, why = valid_variant(question, variant)
-    return {
-        "model": backend.model_id,
-        "kind": kind,
-        "prompt_version": PROMPT_VERSION,
-        "prompt": prompt,
-        "question": question,
-        "reply": reply,
-        "added": added,
-        "variant": variant,
-        "valid": ok,
-        "invalid_reason": why,
-        "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
-    }
+    return _entry(backend.model_id, question, kind, prompt, reply, _clean(reply))
 
 
 async def distractor_variants(
@@ -212,7 +301,7 @@ async def distractor_variants(
     after unless ``close_backend`` is false, e.g. when it is the eval's own).
     Returns (variants, invalid cache entries)."""
     todo = [(p, k) for p in problems for k in kinds]
-    missing = [(p, k) for p, k in todo if not cache_file(model_id, p.question, k).exists()]
+    missing = [(p, k) for p, k in todo if k != "hedged" and not cache_file(model_id, p.question, k).exists()]
     backend = None
     if missing:
         log(f"generating {len(missing)} distractor variant(s) with {model_id} (cached in {cache_dir(model_id)})")
@@ -222,7 +311,9 @@ async def distractor_variants(
     try:
         for n, (problem, kind) in enumerate(todo, start=1):
             path = cache_file(model_id, problem.question, kind)
-            if path.exists():
+            if kind == "hedged":
+                entry = hedged_entry(problem.question)
+            elif path.exists():
                 entry = json.loads(read_text(path, limit=CONFIG_BYTES, what="cached variant"))
             else:
                 entry = await generate_distractor(backend, problem.question, kind)
@@ -233,7 +324,10 @@ async def distractor_variants(
             if on_progress:
                 on_progress(n, len(todo))
             solved = solution_values(problem.gold, problem.reference)
-            ok, why = valid_variant(problem.question, str(entry.get("variant") or ""), solved)  # today's checks
+            variant = str(entry.get("variant") or "")
+            ok, why = valid_variant(
+                problem.question, variant, solved, str(entry.get("changed") or "")
+            )  # today's checks
             if ok:
                 variants.append(
                     with_variant(
@@ -242,7 +336,7 @@ async def distractor_variants(
                         entry["variant"],
                         distractor=kind,
                         generated_by=entry["model"],
-                        cache=str(path),
+                        cache="" if kind == "hedged" else str(path),
                         clean_question=problem.question,
                     )
                 )
