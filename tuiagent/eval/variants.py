@@ -104,6 +104,13 @@ def _sentence_starts(text: str) -> list[int]:
     return [m.end() for m in _SENTENCE_END.finditer(text) if text[: m.start()].split()[-1] not in _ABBREVIATIONS]
 
 
+def _sentences(text: str) -> list[str]:
+    """The sentences of ``text``, split where ``_sentence_starts`` says (not after "Mr.")."""
+    text = text.strip()
+    cuts = [0, *_sentence_starts(text), len(text)]
+    return [text[a:b].strip() for a, b in zip(cuts, cuts[1:], strict=False) if text[a:b].strip()]
+
+
 def _pick(kind: str, text: str, n: int) -> int:
     """A place among ``n``, fixed by a hash of the question and the type [ours]."""
     return int(hashlib.sha1(f"{kind}\n{text}".encode()).hexdigest(), 16) % n
@@ -219,11 +226,7 @@ def valid_variant(original: str, variant: str, solved: Collection[float] = (), c
     if missing:
         return False, f"numbers of the question missing: {', '.join(missing[:5])}"
     flat = _flat(variant)
-    lost = [
-        s
-        for s in _SENTENCE_END.split(original.strip())
-        if s.strip() and _flat(s) not in flat and _flat(s) != _flat(changed)
-    ]
+    lost = [s for s in _sentences(original) if _flat(s) not in flat and _flat(s) != _flat(changed)]
     if lost:
         return False, f"a sentence of the question was changed or left out: {lost[0][:80]!r}"
     if variant.count("?") > original.count("?"):
