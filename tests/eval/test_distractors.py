@@ -133,6 +133,10 @@ async def test_sp_rewrites_a_sentence_of_the_evidence_in_its_place():
             assert variants[0].question == q.replace(sentence, rewrite) and sentence in distractor_prompt(
                 q, "paraphrase"
             )
+    titled = "Mr. Gardner bakes 20 cookies. How many are left?"  # "Mr." ends no sentence
+    assert evidence_sentence(titled, "paraphrase") == "Mr. Gardner bakes 20 cookies."
+    rewritten = titled.replace("Mr. Gardner bakes 20 cookies.", "Mr. Gardner makes 20 cookies.")
+    assert valid_variant(titled, rewritten, changed="Mr. Gardner bakes 20 cookies.") == (True, "")
 
 
 async def test_variants_are_generated_once_and_cached_with_model_and_prompt():
