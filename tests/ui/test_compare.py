@@ -125,6 +125,19 @@ async def test_add_and_remove_columns_and_bad_settings(ui, tmp_path):
         assert any("nonsense" in e for e in app.errors)
 
 
+async def test_new_columns_are_named_in_the_summary_row_before_they_run(ui, tmp_path):
+    """Rerun-as sets the columns up: the summary row names them at once (it kept the earlier
+    columns' names, "none", until the runs started, seconds later on a loaded machine)."""
+    app = ui.scripted_app(COUNTER, problem="count", screen="compare", tmp_path=tmp_path)
+    async with app.run_test(size=(120, 36)) as pilot:
+        await pilot.pause(0.2)
+        screen = app.screen
+        await screen.go_live("count", None, ["tim", "necessity"])
+        await pilot.pause(0.1)
+        cells = [w.render().plain for w in screen.query_one(CompareSummary).children]
+        assert [c.splitlines()[0] for c in cells] == ["tim", "necessity"] and all("not started" in c for c in cells)
+
+
 async def test_compare_saved_runs(ui):
     files = (ui.DATA / "guarded.jsonl", ui.DATA / "plain.jsonl", ui.DATA / "rtts.jsonl")
     app = make_app(AppConfig(model="scripted", screen="compare", compare=files))

@@ -211,7 +211,7 @@ class CompareScreen(Screen[None]):
             top.set_model(*self.app.model_state)
             self.app.ensure_model()
             self.refresh_bindings()
-            self._refresh()
+        self._refresh()  # the summaries under the new columns' names at once, not the last ones'
 
     @work(exclusive=True, group="go-live", exit_on_error=False, name="go live")
     async def run_saved_live(self) -> None:
