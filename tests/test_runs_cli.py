@@ -115,3 +115,32 @@ def test_list_has_a_header_the_whole_model_name_and_no_grade_for_a_cancelled_run
         "missed"
     ]
     assert "when" not in r.invoke(runs_app, ["list", "-q", "nothing-matches"]).stdout  # no header without rows
+
+
+def test_a_forks_guards_are_those_on_at_its_fork_point(tmp_path):
+    """A fork's file starts with its copy of the parent's steps (the parent's guards among them), then
+    the fork mark and its own: the list shows the fork's own, once each, however long the copy (it read
+    24 lines and joined both sets: "attc+gstep+necessity+necessity+prunetir+tim+tim" in the walk of issue 39),
+    as the compare screen reads them (core.compare.guards_label)."""
+    from tuiagent.core import events as ev
+    from tuiagent.core.compare import guards_label
+    from tuiagent.core.fork import FORK_MARK
+    from tuiagent.core.trajectory import Recorder, load
+    from tuiagent.runs import run_info
+
+    parent = {"run_id": "20261206-000000-abcdef", "trajectory": "p.jsonl", "step": 2}
+    with Recorder(tmp_path / "fork.jsonl") as rec:
+        rec.write(ev.RunStarted("f1", "2+2", "m", "scripted", "tool", "", {}, {}, parent=parent))
+        rec.write(ev.Notice(level="info", message="kernel sandbox: strict"))
+        for guard in ("necessity", "tim"):  # the parent's, copied
+            rec.write(ev.GuardToggled(guard=guard, enabled=True, settings={}, reason="on at start"))
+        for turn in (1, 2):
+            rec.write(ev.TurnStarted(turn=turn, context_tokens=100))
+            for _ in range(20):
+                rec.write(ev.TokenDelta(turn=turn, text="x", logprob=-0.1))
+        rec.write(ev.Notice(level="info", message=f"{FORK_MARK} 20261206-000000-abcdef after step 2"))
+        for guard in ("tim", "attc"):
+            rec.write(ev.GuardToggled(guard=guard, enabled=True, settings={}, reason="on at start"))
+        rec.write(ev.TurnStarted(turn=3, context_tokens=150))
+    info = run_info(tmp_path / "fork.jsonl")
+    assert info is not None and info.guards == "attc+tim" == guards_label(load(tmp_path / "fork.jsonl").events)

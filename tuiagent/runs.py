@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
+from itertools import islice
 from pathlib import Path
 from typing import Any
 
 from tuiagent import paths, safe_read
-from tuiagent.core.events import SCHEMA
+from tuiagent.core.compare import guards_label
+from tuiagent.core.events import SCHEMA, Event, from_dict
 from tuiagent.mathtext import render_latex, render_math
 
 
@@ -62,15 +65,19 @@ class RunInfo:
         return all(word in hay for word in query.lower().split())
 
 
-def _lines(data: bytes, n: int) -> list[str]:
-    """The first ``n`` lines of ``data``, split on "\n" only (U+2028 inside a JSON string is no line end)."""
-    out: list[str] = []
+def _all_lines(data: bytes) -> Iterator[str]:
+    """The lines of ``data`` one at a time, split on "\n" only (U+2028 inside a JSON string is no line end)."""
     start = 0
-    while len(out) < n and start < len(data):
+    while start < len(data):
         end = data.find(b"\n", start)
         end = len(data) if end < 0 else end
-        out.append(data[start:end].decode("utf-8", errors="replace"))
+        yield data[start:end].decode("utf-8", errors="replace")
         start = end + 1
+
+
+def _lines(data: bytes, n: int) -> list[str]:
+    """The first ``n`` lines of ``data`` ("" for those it lacks)."""
+    out = list(islice(_all_lines(data), n))
     return out + [""] * (n - len(out))
 
 
@@ -89,21 +96,23 @@ def _object(line: str) -> dict[str, Any]:
 
 
 # The guards on at the start are recorded (GuardToggled "on at start") right after RunStarted; read at
-# most this many lines for them (ours: a run has a handful of guards, well under this).
+# most this many lines for them (ours: a run has a handful of guards, well under this). A fork's come
+# after its copy of the parent's steps, so a fork's lines are read on to its fork mark.
 HEAD_LINES = 24
 
 
-def _guards_on(lines: list[str]) -> str:
-    on: list[str] = []
-    for line in lines[:HEAD_LINES]:
-        record = _object(line)
-        if record.get("type") == "Notice":  # the sandbox's notices come first
+def _events(lines: Iterable[str]) -> Iterator[Event]:
+    """The events of trajectory ``lines`` (after the header), read one at a time; a bad line is skipped."""
+    for line in lines:
+        try:
+            yield from_dict(_object(line))
+        except (ValueError, TypeError, KeyError):
             continue
-        if record.get("type") != "GuardToggled":
-            break
-        if record.get("enabled") and record.get("reason") in ("on at start", ""):
-            on.append(str(record.get("guard")))
-    return "+".join(sorted(on)) or "none"
+
+
+def _guards_on(data: bytes, started: dict[str, Any], head: list[str]) -> str:
+    """The guards on at the start of the run (of a fork: at its fork point), as core.compare reads them."""
+    return guards_label(_events(islice(_all_lines(data), 1, None) if started.get("parent") else head))
 
 
 INTERVENTION = b'"type": "Intervention"'  # how the recorder writes the event's type
@@ -142,7 +151,7 @@ def run_info(path: Path) -> RunInfo | None:
         finished.get("reason", "incomplete"),
         when,
         mtime,
-        _guards_on(rest),
+        _guards_on(data, started, [first, *rest]),
         finished.get("tool_calls"),
         finished.get("generated_tokens"),
         finished.get("wall_s"),
