@@ -104,11 +104,16 @@ def _sentence_starts(text: str) -> list[int]:
     return [m.end() for m in _SENTENCE_END.finditer(text) if text[: m.start()].split()[-1] not in _ABBREVIATIONS]
 
 
-def _sentences(text: str) -> list[str]:
-    """The sentences of ``text``, split where ``_sentence_starts`` says (not after "Mr.")."""
-    text = text.strip()
+def _spans(text: str) -> list[tuple[int, int]]:
+    """Where each sentence of ``text`` lies (its spaces after it included), split where
+    ``_sentence_starts`` says (not after "Mr.")."""
     cuts = [0, *_sentence_starts(text), len(text)]
-    return [text[a:b].strip() for a, b in zip(cuts, cuts[1:], strict=False) if text[a:b].strip()]
+    return list(zip(cuts, cuts[1:], strict=False))
+
+
+def _sentences(text: str) -> list[str]:
+    text = text.strip()
+    return [text[a:b].strip() for a, b in _spans(text) if text[a:b].strip()]
 
 
 def _pick(kind: str, text: str, n: int) -> int:
@@ -120,10 +125,8 @@ def _evidence_span(question: str, kind: str) -> tuple[int, int]:
     """Where one sentence of the question's evidence lies: a sentence before the last one (the last
     asks the question), chosen by ``_pick``; the only sentence of a one-sentence question."""
     text = question.strip()
-    starts = [0, *_sentence_starts(text)]
-    ends = [*(at for at in starts[1:]), len(text)]
-    i = _pick(kind, text, max(len(starts) - 1, 1))
-    return starts[i], ends[i]
+    spans = _spans(text)
+    return spans[_pick(kind, text, max(len(spans) - 1, 1))]
 
 
 def evidence_sentence(question: str, kind: str) -> str:
@@ -150,12 +153,12 @@ def hedge(question: str) -> str:
     return f"{text[:a]}{HEDGE} {sentence}{text[b:]}"
 
 
-def replace_evidence(question: str, rewrite: str, kind: str = "paraphrase") -> str:
+def replace_evidence(question: str, rewrite: str) -> str:
     """SP: ``rewrite`` in the place of the sentence ``evidence_sentence`` names (the spaces after it kept)."""
     text = question.strip()
     if not rewrite:
         return text
-    a, b = _evidence_span(text, kind)
+    a, b = _evidence_span(text, "paraphrase")
     sentence = text[a:b]
     return f"{text[:a]}{rewrite}{sentence[len(sentence.rstrip()) :]}{text[b:]}"
 
@@ -220,8 +223,10 @@ def valid_variant(original: str, variant: str, solved: Collection[float] = (), c
     given ``solved`` (``solution_values``), states no value of the solution that the question does not
     (the writing prompt's "must not solve the problem" [ours: the check]); (ok, why not). Whether the
     answer is unchanged is the judge's question (eval.judging.check_answers_unchanged)."""
-    if not variant or (len(variant) <= len(original.strip()) if not changed else _flat(variant) == _flat(original)):
-        return False, "no text was added" if not changed else "the sentence came back as written"
+    if changed and (not variant or _flat(variant) == _flat(original)):
+        return False, "the sentence came back as written"
+    if not changed and (not variant or len(variant) <= len(original.strip())):
+        return False, "no text was added"
     missing = [n for n in dict.fromkeys(numbers_in(original)) if n not in numbers_in(variant)]
     if missing:
         return False, f"numbers of the question missing: {', '.join(missing[:5])}"

@@ -34,22 +34,28 @@ class GuardState:
     pending: bool = False  # a change requested during a run, not applied yet
     fields: list[FieldInfo] = field(default_factory=list)
 
+    def _parsed(self) -> Any:
+        """The guard's Settings from the current values; None when they do not parse (the chain then
+        switches the guard off and says why)."""
+        try:
+            return parse_settings(guard_class(self.name).Settings, self.settings, guard=self.name)
+        except Exception:
+            return None
+
     def ours(self) -> list[tuple[str, Any, str]]:
         """(setting, value, what it does) for each choice of ours in force with the current settings:
         what ``tuiagent guards --explain`` lists (``guards.chain.ours_in_force``); [] if they do not parse."""
-        try:
-            return ours_in_force(
-                self.name, parse_settings(guard_class(self.name).Settings, self.settings, guard=self.name)
-            )
-        except Exception:  # the chain switches such a guard off and says why
-            return []
+        parsed = self._parsed()
+        return [] if parsed is None else ours_in_force(self.name, parsed)
 
     def needs(self) -> str:
         """The run budgets the guard needs to act with its current settings (``run_budget``), in words."""
-        cls = guard_class(self.name)
-        declare = getattr(cls, "run_budget", None)
+        declare = getattr(guard_class(self.name), "run_budget", None)
+        parsed = self._parsed()
+        if declare is None or parsed is None:
+            return ""
         try:
-            wants = declare(parse_settings(cls.Settings, self.settings, guard=self.name)) if declare else {}
+            wants = declare(parsed)
         except Exception:  # the chain switches such a guard off and says why
             return ""
         return " ".join(f"{budget}≥{least:g}" for budget, least in wants.items())
