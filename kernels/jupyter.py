@@ -27,6 +27,7 @@ from kernels.outputs import ImageSaver, OutputCollector
 from kernels.sandbox import launch_prefix, policy_code, resolve
 
 # How often a call waiting on the kernel checks that it is still alive.
+_LATE_READ_S = 1.0  # [ours] how long past a deadline waiting messages are still read
 _LIVENESS_POLL_S = 0.1
 # Free space below which a capped tmpfs counts as filled (ours: less than a cell's next write).
 _FULL_BYTES = 64 * 1024
@@ -289,13 +290,17 @@ class JupyterKernel:
     async def _next_msg(self, get: Callable[..., Awaitable[dict[str, Any]]], deadline: float) -> dict[str, Any] | None:
         """The next message from ``get``; None at ``deadline``; _KernelGone if the kernel exits or is shut down."""
         while not self._closed:
+            # Just past the deadline a message already waiting is still taken: on a loaded machine this
+            # process may not have run while the kernel answered, and that answer is not late. Bounded,
+            # so a cell that floods output cannot outrun its time limit.
             remaining = deadline - time.monotonic()
-            if remaining <= 0:
+            if remaining <= -_LATE_READ_S:
                 return None
             try:
-                return await get(timeout=min(remaining, _LIVENESS_POLL_S))
+                return await get(timeout=min(max(remaining, 0.0), _LIVENESS_POLL_S))
             except Empty:
-                pass
+                if remaining <= 0:
+                    return None
             provisioner = self._manager().provisioner
             if provisioner is None:
                 raise RuntimeError("the kernel has no process")

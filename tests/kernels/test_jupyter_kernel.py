@@ -206,3 +206,26 @@ async def test_a_run_directory_over_its_disk_limit_is_emptied_and_the_kernel_res
         assert result.restarted and "limit of a run's directory" in result.text and "deleted" in result.text
         assert [p.name for p in kernel.workdir.iterdir()] == [".tmp"]
         assert (await kernel.execute("print('ok')", 10)).text == "ok"
+
+
+async def test_a_reply_waiting_just_past_the_deadline_is_read_not_called_late():
+    """A loaded machine may not run the app while the kernel answers: the answer already waiting when
+    the app looks, just past the cell's deadline, counts; later than that, it does not."""
+    from queue import Empty
+
+    kernel = JupyterKernel()
+    waiting = [{"msg_type": "status"}]
+    timeouts: list[float] = []
+
+    async def get(timeout: float):
+        timeouts.append(timeout)
+        if waiting:
+            return waiting.pop()
+        raise Empty
+
+    now = time.monotonic()
+    assert await kernel._next_msg(get, now - 0.5) == {"msg_type": "status"}
+    assert timeouts == [0.0]  # looked without waiting
+    assert await kernel._next_msg(get, now - 0.5) is None  # nothing more waiting: the deadline holds
+    waiting.append({"msg_type": "status"})
+    assert await kernel._next_msg(get, now - 5) is None  # far past the deadline: not read at all
