@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -82,11 +83,20 @@ def unsure_trajectory(tmp_path: Path) -> Path:
     return path
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's own hook reads the groups
+def pytest_configure(config):
+    """Under pytest-xdist (`make test` runs two workers per CPU) each llama.cpp model a test
+    loads decodes on one thread (``llama_model.default_threads`` reads OMP_NUM_THREADS), so the model
+    tests spread over the workers like the rest: one thread per model does not wait at barriers for
+    threads the other workers hold up, and two models on one thread each got through the same tokens
+    on 2 cores in 0.7 of the time of one model on two threads after the other (docs/benchmarks.md,
+    "The test suite"). An explicit OMP_NUM_THREADS wins."""
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
 def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist (`make test` runs `-n 2 --dist loadgroup`) the tests that load a real model
-    (marked slow) go to one worker, one after another: two of them at once would share two cores
-    between four llama.cpp threads, each waiting at the other's barriers."""
-    for item in items:
-        if item.get_closest_marker("slow"):
-            item.add_marker(pytest.mark.xdist_group("model"))
+    """The tests that load a real model (marked slow) first, each in its place otherwise: under
+    pytest-xdist (`--dist load --maxschedchunk 1`, one test at a time to whichever worker is free)
+    the longest start first and the short ones fill in around them, so no worker is left with a long
+    test at the end while the others wait."""
+    items.sort(key=lambda item: item.get_closest_marker("slow") is None)

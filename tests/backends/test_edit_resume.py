@@ -1,4 +1,4 @@
-"""An edit of the model's text on a real model (SmolLM2-135M, 2 threads): a turn kept to its first K
+"""An edit of the model's text on a real model (SmolLM2-135M): a turn kept to its first K
 tokens continues exactly as recorded when nothing is added, token for token and logprob for logprob —
 through the loop and a real kernel on the single-sequence engine, and on the batched engine with
 other generations in flight (``ExactResume``); text added after them is decoded as given."""
@@ -29,7 +29,7 @@ PROBLEM = "Write ```python code that prints the sum of 1 to 10."  # SmolLM2 writ
 def single(smollm2_path):
     from tuiagent.backends.llama_cpp import LlamaCppBackend
 
-    b = LlamaCppBackend(smollm2_path, model_id="smollm2-135m", n_ctx=2048, n_threads=2)
+    b = LlamaCppBackend(smollm2_path, model_id="smollm2-135m", n_ctx=2048)
     yield b
     asyncio.run(b.aclose())
 
@@ -91,7 +91,7 @@ async def test_a_turn_kept_to_k_tokens_goes_on_exactly_as_recorded(single, tmp_p
 async def test_on_the_batched_engine_the_kept_turn_goes_on_exactly_beside_other_runs(smollm2_path):
     from tuiagent.backends.llama_cpp import LlamaCppBackend
 
-    backend = LlamaCppBackend(smollm2_path, model_id="smollm2-135m", n_ctx=1024, n_threads=2, n_seq=4)
+    backend = LlamaCppBackend(smollm2_path, model_id="smollm2-135m", n_ctx=1024, n_seq=4)
     try:
         prompt = backend.render_chat([{"role": "user", "content": PROBLEM}])
         others = [backend.render_chat([{"role": "user", "content": q}]) for q in ("Name three primes.", "What is 2+2?")]

@@ -1,5 +1,5 @@
 """The batched engine (``llama_batch``, a worker loaded with n_seq > 1) against the single-sequence
-engine on a real model (SmolLM2-135M, 2 threads): several streams in flight, each with its own
+engine on a real model (SmolLM2-135M): several streams in flight, each with its own
 prompt, stop strings, cancel and logprobs, and the exactness the module docstring claims."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ import threading
 
 import pytest
 
+from tuiagent.backends.llama_model import default_threads
 from tuiagent.protocol import Sampling, Token
 
 pytestmark = pytest.mark.slow
@@ -40,7 +41,7 @@ def prompt_of(backend, question: str) -> str:
 def batched(smollm2_path):
     from tuiagent.backends.llama_cpp import LlamaCppBackend
 
-    b = LlamaCppBackend(smollm2_path, model_id="smollm2-135m", n_ctx=N_CTX, n_threads=2, n_seq=N_SEQ)
+    b = LlamaCppBackend(smollm2_path, model_id="smollm2-135m", n_ctx=N_CTX, n_seq=N_SEQ)
     yield b
     asyncio.run(b.aclose())
 
@@ -49,7 +50,7 @@ def batched(smollm2_path):
 def single(smollm2_path):
     from tuiagent.backends.llama_cpp import LlamaCppBackend
 
-    b = LlamaCppBackend(smollm2_path, model_id="smollm2-135m", n_ctx=N_CTX, n_threads=2)
+    b = LlamaCppBackend(smollm2_path, model_id="smollm2-135m", n_ctx=N_CTX)
     yield b
     asyncio.run(b.aclose())
 
@@ -85,7 +86,7 @@ def test_the_engine_fingerprint_is_the_same_however_many_sequences_are_in_flight
     another --concurrency reuses its generations and does not warn of another engine."""
     from tuiagent.backends.llama_cpp import LlamaCppBackend
 
-    wider = LlamaCppBackend(smollm2_path, model_id="smollm2-135m", n_ctx=N_CTX, n_threads=2, n_seq=2 * N_SEQ)
+    wider = LlamaCppBackend(smollm2_path, model_id="smollm2-135m", n_ctx=N_CTX, n_seq=2 * N_SEQ)
     try:
         assert wider.engine == batched.engine and wider.engine.startswith("batched:")
     finally:
@@ -177,7 +178,7 @@ def test_a_runs_sequence_is_kept_for_it_while_its_session_lasts(smollm2_path):
     engine = BatchEngine(
         str(smollm2_path),
         n_ctx=512,
-        n_threads=2,
+        n_threads=default_threads(),
         n_batch=512,
         seed=None,
         min_p=0.0,
@@ -231,7 +232,14 @@ def test_a_prompt_as_long_as_a_sequence_is_refused_clearly(smollm2_path):
     from tuiagent.backends.llama_batch import BatchEngine, CapacityError
 
     engine = BatchEngine(
-        str(smollm2_path), n_ctx=256, n_threads=2, n_batch=512, seed=None, min_p=0.0, prompt_chunk=None, n_seq=2
+        str(smollm2_path),
+        n_ctx=256,
+        n_threads=default_threads(),
+        n_batch=512,
+        seed=None,
+        min_p=0.0,
+        prompt_chunk=None,
+        n_seq=2,
     )
     try:
         with pytest.raises(CapacityError, match="300 tokens; each of the engine's 2 sequences holds at most 256"):
@@ -318,7 +326,7 @@ def test_on_the_default_model_a_sequence_is_the_same_alone_and_beside_any_number
         return BatchEngine(
             str(qwen_path),
             n_ctx=256,
-            n_threads=2,
+            n_threads=default_threads(),
             n_batch=512,
             seed=None,
             min_p=0.0,

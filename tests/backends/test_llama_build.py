@@ -195,7 +195,7 @@ def test_describe_is_used_by_the_backend_for_a_real_kill(smollm2_path):
     from tuiagent.backends.llama_cpp import LlamaCppBackend
     from tuiagent.protocol import Sampling
 
-    backend = LlamaCppBackend(smollm2_path, model_id="smollm2-135m", n_ctx=512, n_threads=2)
+    backend = LlamaCppBackend(smollm2_path, model_id="smollm2-135m", n_ctx=512)
 
     async def run() -> None:
         n = 0

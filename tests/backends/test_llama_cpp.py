@@ -1,4 +1,4 @@
-"""LlamaCppBackend against a real model (SmolLM2-135M, n_ctx 2048, 2 threads), compared with llama-cpp-python itself."""
+"""LlamaCppBackend against a real model (SmolLM2-135M, n_ctx 2048), compared with llama-cpp-python itself."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import numpy as np
 import pytest
 
 from tuiagent.backends.base import ContextOverflow
+from tuiagent.backends.llama_model import default_threads
 from tuiagent.errors import ConfigError
 from tuiagent.protocol import Sampling, Token
 
@@ -25,7 +26,7 @@ QUESTION = "Write a Python function that returns the sum of the squares of a lis
 def backend(smollm2_path):
     from tuiagent.backends.llama_cpp import LlamaCppBackend
 
-    b = LlamaCppBackend(smollm2_path, model_id="smollm2-135m", n_ctx=N_CTX, n_threads=2)
+    b = LlamaCppBackend(smollm2_path, model_id="smollm2-135m", n_ctx=N_CTX)
     yield b
     asyncio.run(b.aclose())
 
@@ -35,7 +36,7 @@ def reference(smollm2_path):
     """llama-cpp-python's own model with logits for every position (what logprobs= needs)."""
     from llama_cpp import Llama
 
-    llm = Llama(model_path=str(smollm2_path), n_ctx=N_CTX, n_threads=2, logits_all=True, verbose=False)
+    llm = Llama(model_path=str(smollm2_path), n_ctx=N_CTX, n_threads=default_threads(), logits_all=True, verbose=False)
     yield llm
     llm.close()
 
@@ -287,7 +288,7 @@ async def test_open_backend_from_models_toml(smollm2_path):
 
     spec = load_models().get("smollm2-135m")
     try:
-        b = open_backend(spec, n_threads=2)
+        b = open_backend(spec)
     except ConfigError as e:  # not installed the product way (only the env-var fallback is set)
         pytest.skip(str(e))
     try:

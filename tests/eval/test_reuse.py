@@ -28,7 +28,7 @@ SYSTEM = "You are a careful math assistant. Write Python in ```python blocks; yo
 def engine(smollm2_path):  # noqa: F811 - the fixture imported above
     from tuiagent.backends.llama_cpp import LlamaCppBackend
 
-    b = LlamaCppBackend(smollm2_path, model_id="smollm2-135m", n_ctx=1024, n_threads=2, n_seq=2)
+    b = LlamaCppBackend(smollm2_path, model_id="smollm2-135m", n_ctx=1024, n_seq=2)
     yield b
     asyncio.run(b.aclose())
 
@@ -41,7 +41,7 @@ def qwen_engine():
     path, why = _resolve("qwen2.5-coder-1.5b")
     if path is None or not path.is_file():
         pytest.skip(f"the default model's GGUF is not here: {why or path}")
-    b = LlamaCppBackend(path, model_id="qwen2.5-coder-1.5b", n_ctx=1024, n_threads=2, n_seq=2)
+    b = LlamaCppBackend(path, model_id="qwen2.5-coder-1.5b", n_ctx=1024, n_seq=2)
     yield b
     asyncio.run(b.aclose())
 

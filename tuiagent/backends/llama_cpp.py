@@ -32,7 +32,7 @@ from typing import Any
 from tuiagent import paths
 from tuiagent.backends import crash
 from tuiagent.backends.base import BackendCrashed, ContextOverflow, GenerationStats
-from tuiagent.backends.llama_model import TILED_MM_VARIABLES, Vocab, openmp_defaults, system_info
+from tuiagent.backends.llama_model import TILED_MM_VARIABLES, Vocab, default_threads, openmp_defaults, system_info
 from tuiagent.backends.templates import NAMED_TEMPLATES, render_named
 from tuiagent.config.spec import ModelSpec
 from tuiagent.errors import ConfigError
@@ -85,7 +85,7 @@ class LlamaCppBackend:
         options = {
             "model_path": self.model_path,
             "n_ctx": int(n_ctx),
-            "n_threads": int(n_threads or os.cpu_count() or 1),
+            "n_threads": int(n_threads or default_threads()),
             "n_batch": int(n_batch),
             "seed": seed,
             "min_p": float(min_p),
@@ -465,7 +465,7 @@ def _load_error(
 
 def create(spec: ModelSpec, **options: Any) -> LlamaCppBackend:
     """Open ``spec`` (backend = "llama_cpp"). Options (``spec.options``, overridden by ``options``):
-    n_threads (default: all CPUs), n_batch, seed, min_p, prompt_chunk, n_ctx (default:
+    n_threads (default: ``llama_model.default_threads``), n_batch, seed, min_p, prompt_chunk, n_ctx (default:
     spec.context_size), n_seq (load the batched engine with that many sequences in flight; default:
     the single-sequence engine), model_path (skips resolving ``spec.source``)."""
     opts = {**spec.options, **options}
@@ -480,7 +480,7 @@ def create(spec: ModelSpec, **options: Any) -> LlamaCppBackend:
         path,
         model_id=spec.id,
         n_ctx=int(opts.get("n_ctx") or spec.context_size),
-        n_threads=opts.get("n_threads") or os.cpu_count(),
+        n_threads=opts.get("n_threads"),
         n_batch=int(opts.get("n_batch") or 512),
         seed=opts.get("seed"),
         chat_template=spec.chat_template,

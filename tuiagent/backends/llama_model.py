@@ -21,7 +21,7 @@ import math
 import os
 import threading
 import time
-from collections.abc import Callable, Generator, MutableMapping, Sequence
+from collections.abc import Callable, Generator, Mapping, MutableMapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -99,6 +99,16 @@ def openmp_defaults(env: MutableMapping[str, str]) -> None:
     """Our OpenMP wait (a short spin, see the module docstring) unless ``env`` names one already."""
     if "OMP_WAIT_POLICY" not in env and "GOMP_SPINCOUNT" not in env:
         env["GOMP_SPINCOUNT"] = OPENMP_SPIN_COUNT
+
+
+def default_threads(env: Mapping[str, str] = os.environ) -> int:
+    """llama.cpp's threads when a model's options name none: ``OMP_NUM_THREADS`` when it is a positive
+    number (the usual way to keep a program to fewer CPUs on a shared machine), else every CPU this
+    process may run on (its affinity: ``taskset``, a container's cpuset), not every CPU the machine has."""
+    wanted = env.get("OMP_NUM_THREADS", "").strip()
+    if wanted.isdigit() and int(wanted) > 0:
+        return int(wanted)
+    return len(os.sched_getaffinity(0)) or 1
 
 
 def import_llama_cpp() -> Any:
