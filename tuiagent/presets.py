@@ -47,6 +47,17 @@ CONDITION_LABELS = {
 }
 PROTOCOLS = {
     "tooltax": ("full", "cot", "fcstyle", "noop", "oracle", "evidence", "max1"),
+    # [paper] the same with the GSM8K agent's tool, a calculator (section 3.1; kernels/calculator.py):
+    # every condition with the tool prompt offers it (NoTool-CoT has no tool prompt)
+    "tooltax-calculator": (
+        "full:tool=calculator",
+        "cot",
+        "fcstyle:tool=calculator",
+        "noop:tool=calculator",
+        "oracle:tool=calculator",
+        "evidence:tool=calculator",
+        "max1:tool=calculator",
+    ),
     # [ours] PruneTIR's ablation rows (report: eval/prunetir_analysis.py): the base with the budget
     # PruneTIR declares with its defaults (run_budget: retry_limit x (turn_limit + 1) + 1 = 9 calls),
     # so every row has the same calls to spend; the full method; each component off [paper].

@@ -128,6 +128,9 @@ class TokenStream:
 # ----------------------------------------------------------------------------- a run
 
 
+TOOLS = ("python", "calculator")  # RunSettings.tool: what the tool prompt offers
+
+
 @dataclass(frozen=True)
 class RunSettings:
     """Budgets and formats of one run. Values marked [ref] follow the ATTC reference loop; the rest are ours.
@@ -138,6 +141,9 @@ class RunSettings:
     """
 
     mode: str = "tool"  # "tool", "cot" (chain of thought: same loop, no tool) or "fcstyle" (the tool prompt, no tool)
+    # [ours] the tool the prompt offers: "python" (a Jupyter kernel) or "calculator" (one arithmetic
+    # expression, the tool-use-tax paper's GSM8K agent, arXiv 2605.00136 section 3.1)
+    tool: str = "python"
     max_tool_calls: int = 4  # [ref]
     exec_timeout_s: float = 5.0  # [ref]
     output_chars: int = 400  # [ref] first 200 + last 200 characters of the tool output

@@ -77,7 +77,7 @@ def check_room(backend: Backend, spec: ModelSpec, request: RunRequest, turn_toke
     """Refuse a problem whose opening prompt leaves under MIN_ROOM_TOKENS of the model's context; warn
     (a notice at the run's start) when it leaves less than one turn may generate (``turn_tokens``, or the
     run's token budget if smaller), since that turn may then end cut off before its answer."""
-    used = backend.count_tokens(opening_prompt(backend, request.problem, request.settings.mode))
+    used = backend.count_tokens(opening_prompt(backend, request.problem, request.settings))
     room = spec.context_tokens - used
     turn = min(turn_tokens, request.settings.max_tokens)
     if MIN_ROOM_TOKENS <= room < turn:
@@ -179,6 +179,7 @@ _SHIPPED_KERNELS = {
     "jupyter": "kernels.jupyter:JupyterKernel",
     "noop": "kernels.noop:NoopKernel",
     "oracle": "kernels.oracle:OracleKernel",
+    "calculator": "kernels.calculator:CalculatorKernel",
 }
 
 

@@ -56,7 +56,9 @@ class TranscriptPrinter:
             case ev.RunStarted():
                 problem = render_math(event.problem) if self.math else event.problem
                 c.print(_text(f"problem: {echo(problem, len(event.problem))}", style="bold"))
-                c.print(_text(f"model: {event.model_id} ({event.backend}), mode: {event.mode}", style="dim"))
+                tool = event.settings.get("tool", "python")
+                mode = event.mode if tool == "python" or event.mode == "cot" else f"{event.mode}, tool: {tool}"
+                c.print(_text(f"model: {event.model_id} ({event.backend}), mode: {mode}", style="dim"))
                 c.print(Text(f"budgets: {budget_words(event.settings)}", style="dim"))
             case ev.TurnStarted():
                 if event.turn == 1 and not self._guards_on:

@@ -7,9 +7,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tuiagent.core.run_spec import DEFAULTS, RUN_KEYS, SAMPLING_KEYS, Grammar, RunSpec
+from tuiagent.core.run_spec import DEFAULTS, MODES, RUN_KEYS, SAMPLING_KEYS, Grammar, RunSpec
 from tuiagent.errors import ConfigError
-from tuiagent.protocol import BUDGETS, RunSettings
+from tuiagent.protocol import BUDGETS, TOOLS, RunSettings
 
 GUARDS = ["attc", "gstep", "necessity", "prunetir", "tim"]
 CONDITIONS = {
@@ -122,6 +122,7 @@ def test_a_preset_name_alone_is_that_preset_and_set_items_are_settings_alone():
         ("attc:max_tool_calls=-1", "must be 0 or more"),
         ("attc:mode=python", "mode must be one of tool, cot, fcstyle"),
         ("full:evidence=clean", "evidence can only be oracle"),
+        ("full:tool=abacus", "tool must be one of python, calculator"),
         ("attc:oops", "is not KEY=VALUE"),
         ("threshold=1", "unknown setting 'threshold'"),
         ("attc gstep.tau=0.5", "sets gstep, which it does not turn on"),
@@ -138,7 +139,6 @@ VALUE = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789._/-", min_size=1,
 NUMBER = {
     int: st.integers(1, 10_000),
     float: st.floats(0, 1e6, allow_nan=False, allow_infinity=False),
-    str: st.sampled_from(["tool", "cot", "fcstyle"]),
 }
 
 
@@ -160,7 +160,8 @@ def setting_texts(draw: st.DrawFn) -> str:
     for key in draw(
         st.lists(st.sampled_from([k for k in RUN_KEYS if k != "kernel"] + list(SAMPLING_KEYS)), max_size=3)
     ):
-        value = "oracle" if key == "evidence" else draw(NUMBER[(RUN_KEYS | SAMPLING_KEYS)[key]])
+        choices = {"evidence": ["oracle"], "tool": list(TOOLS), "mode": list(MODES)}
+        value = draw(st.sampled_from(choices[key])) if key in choices else draw(NUMBER[(RUN_KEYS | SAMPLING_KEYS)[key]])
         items.append(f"{key}={value}")
     sep = draw(st.sampled_from(["+", " ", ", "]))
     return sep.join(parts) + (":" + ",".join(items) if items else "")

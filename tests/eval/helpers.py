@@ -13,6 +13,11 @@ def code_turn(expr: str) -> str:
     return CODE.format(expr=expr)
 
 
+def expr_turn(expr: str) -> str:
+    """A code turn with the bare expression, as a calculator takes it."""
+    return CODE.replace("print({expr})", "{expr}").format(expr=expr)
+
+
 def answer_turn(answer: str) -> str:
     return f"So the answer is \\boxed{{{answer}}}."
 

@@ -4,12 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, number_in
+from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, expr_turn, number_in
 from tuiagent.core import events as ev
 from tuiagent.core import prompts
 from tuiagent.core.trajectory import load
 from tuiagent.eval.harness import EvalConfig, run_eval
-from tuiagent.eval.report import summary_from_store
+from tuiagent.eval.report import summary_from_store, to_markdown
 from tuiagent.eval.results import ResultStore
 from tuiagent.presets import resolve_settings
 
@@ -24,7 +24,7 @@ OUTCOMES = {
 }
 
 
-def tooltax_turns(job):
+def tooltax_turns(job, code_turn=code_turn):
     i = number_in(job.problem.question)
     full, noop, cot, fcstyle = OUTCOMES[i]
     right, wrong = str(2 * i), str(2 * i + 1)
@@ -76,6 +76,7 @@ async def test_the_seven_tool_use_tax_conditions(tmp_path, dataset):
 
     tax = summary_from_store(cfg.out)["datasets"]["tiny"]["tooltax"]
     assert tax["scope"] == "clean" and tax["missing"] == [] and list(tax["scopes"]) == ["clean"]
+    assert tax["tool"] == "python"  # the report says so, and that the paper's GSM8K agent had a calculator
     clean = tax["scopes"]["clean"]
     acc = {k: v["accuracy"] for k, v in clean["accuracy"].items()}
     assert acc == {
@@ -94,3 +95,55 @@ async def test_the_seven_tool_use_tax_conditions(tmp_path, dataset):
     assert (clean["overlap"]["of"], clean["overlap"]["count"], clean["overlap"]["share"]) == (2, 1, 0.5)
     # the one wrong Full run (problem 4) is wrong under CoT already
     assert clean["attribution"]["n_w"] == 1 and clean["attribution"]["genuine"]["count"] == 1
+
+
+async def test_the_conditions_with_a_calculator_as_the_tool(tmp_path, dataset):
+    """The paper's GSM8K agent is "equipped only with a calculator" (arXiv 2605.00136, section 3.1):
+    protocol tooltax-calculator offers one in every condition with the tool prompt, the real
+    calculator computes, and the report says which tool the chain used."""
+    cfg = EvalConfig(
+        datasets=[str(dataset(4))],
+        settings=resolve_settings([], protocol="tooltax-calculator"),
+        out=tmp_path / "out",
+        model="scripted",
+    )
+    factory = Factory(lambda job: tooltax_turns(job, code_turn=expr_turn))
+    outcome = await run_eval(cfg, backend_factory=factory, kernels=KERNELS, log=lambda m: None)
+    assert outcome.ran == 28
+    records = ResultStore(cfg.out).records
+
+    def events(key):
+        return load(Path(records[key]["trajectory"])).events
+
+    full = events("tiny/3/full:tool=calculator/0")
+    assert "A calculator evaluates it" in full[0].prompt and "Jupyter" not in full[0].prompt
+    assert full[0].settings["tool"] == "calculator"
+    assert [e.shown for e in full if isinstance(e, ev.ToolResult)] == ["6"]  # "3 + 3", by the calculator
+    assert "A calculator evaluates it" in events("tiny/1/fcstyle:tool=calculator/0")[0].prompt
+    noop = events("tiny/2/noop:tool=calculator/0")
+    assert "A calculator" in noop[0].prompt and [e.shown for e in noop if isinstance(e, ev.ToolResult)] == ["Done."]
+    assert events("tiny/1/cot/0")[0].prompt.count("calculator") == 0
+
+    summary = summary_from_store(cfg.out)
+    tax = summary["datasets"]["tiny"]["tooltax"]
+    assert tax["tool"] == "calculator" and tax["missing"] == []
+    assert tax["scopes"]["clean"]["accuracy"]["Agent-Full"]["accuracy"] == 0.75  # as with Python: same turns
+    assert "the tool: a calculator, one arithmetic expression a call" in to_markdown(summary)
+
+
+async def test_a_python_block_the_calculator_cannot_take_is_an_error_the_model_reads(tmp_path, dataset):
+    def turns(job):
+        return [code_turn("math.ceil(75 / 6)"), expr_turn("75 / 6"), answer_turn("13")]
+
+    cfg = EvalConfig(
+        datasets=[str(dataset(1))],
+        settings=resolve_settings(["full:tool=calculator"]),
+        out=tmp_path / "out",
+        model="scripted",
+    )
+    await run_eval(cfg, backend_factory=Factory(turns), kernels=KERNELS, log=lambda m: None)
+    (record,) = ResultStore(cfg.out).records.values()
+    results = [e for e in load(Path(record["trajectory"])).events if isinstance(e, ev.ToolResult)]
+    assert [r.error for r in results] == [True, False] and results[1].shown == "12.5"
+    assert results[0].shown.startswith("NotArithmetic: the calculator takes one arithmetic expression")
+    assert record["tcn"] == 2 and record["answer"] == "13"

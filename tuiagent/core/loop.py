@@ -83,9 +83,9 @@ def resample_sampling(data: Mapping[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in source.items() if k in _SAMPLING_FIELDS} if isinstance(source, dict) else {}
 
 
-def opening_prompt(backend: Backend, problem: str, mode: str) -> str:
+def opening_prompt(backend: Backend, problem: str, settings: RunSettings) -> str:
     """The text a new run of ``problem`` starts from: the chat rendered with the model's template."""
-    return backend.render_chat(prompts.messages(problem, mode=mode))
+    return backend.render_chat(prompts.messages(problem, mode=settings.mode, tool=settings.tool))
 
 
 class _Finish(Exception):
@@ -162,7 +162,7 @@ class _Run:
         if fork is not None:
             prompt = fork.started.prompt
         else:
-            prompt = opening_prompt(agent.backend, problem, agent.settings.mode)
+            prompt = opening_prompt(agent.backend, problem, agent.settings)
         self.context = WorkingContext(prompt, mode=agent.settings.mode)  # changed only by events (emit)
         self.turn = 0
         self.calls: list[Call] = []

@@ -22,6 +22,24 @@ print(math.ceil(75 / 6))
 She must buy 13 boxes.
 \boxed{13}"""
 
+# The tool-use-tax paper's GSM8K agent is "equipped only with a calculator" (arXiv 2605.00136, section
+# 3.1); the paper gives no prompt for it, so these words and the example are ours, matched to
+# TOOL_SYSTEM's so that only the tool differs (kernels/calculator.py is the tool).
+CALCULATOR_SYSTEM = r"""You are a careful math assistant. Solve the problem step by step.
+When a calculation helps, write one arithmetic expression (numbers, + - * / // % **, and parentheses) in a ```python block. A calculator evaluates it, and its value comes back in an ```output block. Continue from the output, and give the final answer in \boxed{}.
+
+Example.
+Problem: A bakery sells muffins in boxes of 6. Mia needs 75 muffins for a party. How many boxes must she buy?
+Solution: She needs 75 muffins and a box holds 6, so she needs 75 / 6 boxes, rounded up.
+```python
+75 / 6
+```
+```output
+12.5
+```
+12.5 rounds up to 13, so she must buy 13 boxes.
+\boxed{13}"""
+
 COT_SYSTEM = r"""You are a careful math assistant. Solve the problem step by step by reasoning in words and arithmetic; do not write code. Give the final answer in \boxed{}."""
 
 DECLINED_NOTE = "The user chose not to run this code. Continue without it and give the final answer in \\boxed{}."
@@ -30,10 +48,12 @@ BUDGET_NOTE = "The tool budget is used up: no more code will run. Give the final
 TOOLS_BACK_NOTE = "The Python tool is available again, so code I write from here on will be run.\n"
 
 
-def messages(problem: str, *, mode: str) -> list[dict[str, str]]:
+def messages(problem: str, *, mode: str, tool: str = "python") -> list[dict[str, str]]:
     """The chat a run starts from. "fcstyle" (NoTool-FCStyle, arXiv 2605.00136) is the tool prompt
-    with no tool behind it: the loop runs no code and does not stop at an output fence."""
-    system = TOOL_SYSTEM if mode in ("tool", "fcstyle") else COT_SYSTEM
+    with no tool behind it: the loop runs no code and does not stop at an output fence. ``tool``:
+    the tool the prompt offers, Python in a kernel or a calculator."""
+    tool_system = CALCULATOR_SYSTEM if tool == "calculator" else TOOL_SYSTEM
+    system = tool_system if mode in ("tool", "fcstyle") else COT_SYSTEM
     return [{"role": "system", "content": system}, {"role": "user", "content": problem.strip()}]
 
 

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tuiagent.errors import ConfigError
-from tuiagent.protocol import BUDGETS, RunSettings
+from tuiagent.protocol import BUDGETS, TOOLS, RunSettings
 
 # [ours] The defaults, read (never restated) by the command-line help and the merge below.
 DEFAULTS = RunSettings()
@@ -32,6 +32,7 @@ DEFAULT_KERNEL = "jupyter"  # [ours] the tool kernel, by its "tuiagent.kernels" 
 # The keys a spec's ``run`` may hold (RunSettings' mode and budgets, and the kernel) and its ``sampling``.
 RUN_KEYS: dict[str, type] = {
     "mode": str,
+    "tool": str,
     "kernel": str,
     "evidence": str,
     "max_tool_calls": int,
@@ -88,7 +89,9 @@ class RunSpec:
 
     @property
     def kernel(self) -> str:
-        return str(self.run.get("kernel", DEFAULT_KERNEL))
+        """The kernel named, else the calculator for ``tool = "calculator"``, else DEFAULT_KERNEL."""
+        default = "calculator" if self.run.get("tool") == "calculator" else DEFAULT_KERNEL
+        return str(self.run.get("kernel", default))
 
     @property
     def evidence(self) -> str:
@@ -119,6 +122,8 @@ def convert(key: str, value: Any, where: str) -> Any:
         value = str(value)
         if key == "mode" and value not in MODES:
             raise ConfigError(f"mode must be one of {', '.join(MODES)}, not {value!r}", key=where)
+        if key == "tool" and value not in TOOLS:
+            raise ConfigError(f"tool must be one of {', '.join(TOOLS)}, not {value!r}", key=where)
         if key == "evidence" and value != "oracle":
             raise ConfigError(f"evidence can only be oracle, not {value!r}", key=where)
         return value

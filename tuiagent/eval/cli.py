@@ -73,7 +73,8 @@ def eval_command(
             "--protocol",
             help=(
                 "Add a paper protocol's settings: tooltax = the seven conditions cot, fcstyle, noop, full, oracle, evidence, "
-                "max1 (Gap, Δsty/Δfrc/Δcmp, attribution, A-F, overlap, G-STEP's Cls.; on the distractors with --distractors); "
+                "max1 (Gap, Δsty/Δfrc/Δcmp, attribution, A-F, overlap, G-STEP's Cls.; on the distractors with --distractors), "
+                "with Python as the tool; tooltax-calculator = the same with a calculator as the tool, as the paper's GSM8K agent; "
                 "prunetir-ablation = none (9 calls), prunetir and each of its components off; "
                 "tim = cot, full, tim-prompt (TIM's Win Rate, Miss Rate, error types, code complexity; judged with --judge)."
             ),

@@ -173,6 +173,11 @@ def tool_bins(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
+def setting_tools(specs: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Each setting's ``tool`` run key, as its manifest entry records it (absent: "python")."""
+    return {name: str((spec.get("run") or {}).get("tool", "python")) for name, spec in specs.items()}
+
+
 def distractor_section(records: list[dict[str, Any]], settings: list[str]) -> dict[str, Any] | None:
     variants = sorted({r["variant"] for r in records if str(r.get("variant", "")).startswith(DISTRACTOR_PREFIX)})
     if not variants:
@@ -241,7 +246,7 @@ def summarize(
             "settings": {s: setting_row(v, None if s == baseline else base) for s, v in clean.items()},
             "tool_bins": {s: tool_bins(v) for s, v in clean.items()},
             "tooltax": (
-                tooltax(rs, names, conditions, guards, judged=judged)
+                tooltax(rs, names, conditions, guards, judged=judged, tools=setting_tools(specs or {}))
                 if reported(rs, names, conditions, guards or {})
                 else None
             ),

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import math
 import re
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -466,6 +466,13 @@ def condition_settings(names: list[str], conditions: dict[str, str | None]) -> d
     return out
 
 
+def chain_tool(which: dict[str, str], tools: Mapping[str, str]) -> str:
+    """The tool the conditions with the tool prompt offered (Agent-Full, NoTool-FCStyle and
+    Agent-NoopTool among them): "python", "calculator", or "mixed" when they differ."""
+    offered = {tools.get(s, "python") for c, s in which.items() if c != "cot"}
+    return offered.pop() if len(offered) == 1 else "mixed"
+
+
 def gstep_settings(names: list[str], guards: dict[str, list[str]]) -> list[str]:
     """The settings with G-STEP on (its guard, or all), whose gap closure Table 7 reports."""
     return [n for n in names if {"gstep", "all"} & set(guards.get(n) or [])]
@@ -491,9 +498,11 @@ def tooltax(
     guards: dict[str, list[str]] | None = None,
     load: Callable[[dict[str, Any]], Sequence[RunPiece] | None] = load_pieces,
     judged: Judged = NOT_JUDGED,
+    tools: Mapping[str, str] | None = None,
 ) -> dict[str, Any] | None:
     """The tool-use-tax section of one dataset (its records), or None without Agent-Full and NoTool-CoT;
-    ``judged``: the judge's answers for the taxonomy (eval.judging.taxonomy_judged)."""
+    ``judged``: the judge's answers for the taxonomy (eval.judging.taxonomy_judged); ``tools``: each
+    setting's ``tool`` run key (absent: "python")."""
     which = condition_settings(names, conditions)
     if "full" not in which or "cot" not in which:
         return None
@@ -502,6 +511,7 @@ def tooltax(
     kind, chosen = scopes(records)
     out: dict[str, Any] = {
         "scope": kind,
+        "tool": chain_tool(which, tools or {}),
         "settings": {CONDITION_LABELS[c]: s for c, s in which.items()},
         "missing": [CONDITION_LABELS[c] for c in CONDITION_LABELS if c not in which],
         "scopes": {},

@@ -40,6 +40,15 @@ def paper(key: str) -> str:
     return "; ".join(f"{m} {v:.2f}" for m, v in figures.items()) or "–"
 
 
+# What the report says of the tool the tool-use-tax conditions offered (RunSettings.tool).
+TOOL_WORDS = {
+    "calculator": "a calculator, one arithmetic expression a call (the paper's GSM8K agent, section 3.1)",
+    "python": "Python in a Jupyter kernel [ours: the paper's GSM8K agent has a calculator, section 3.1; "
+    "protocol tooltax-calculator]",
+    "mixed": "not the same in every condition (compare conditions of one tool only)",
+}
+
+
 def scope_title(t: dict[str, Any]) -> str:
     if t["scope"] == "distractors":
         return "on the semantic-distractor variants (pooled over types, and per type)"
@@ -65,7 +74,8 @@ def tooltax_tables(t: dict[str, Any], dataset: str, validity: dict[str, Any] | N
     tables.append(
         (
             f"{dataset}: Table 2 layout: accuracy (%) of the seven conditions {where}; 95% bootstrap CI "
-            "over problems; Evidence-F1 over the question's quantities, mean over runs",
+            "over problems; Evidence-F1 over the question's quantities, mean over runs; the tool: "
+            + TOOL_WORDS[t.get("tool", "python")],
             header,
             rows,
         )

@@ -88,7 +88,8 @@ def _opening(started: ev.RunStarted, prefix: str) -> list[ChatMessage]:
     (a run whose rendered prompt does not hold them, from another version: the rendered prompt)."""
     from inspect_ai.model import ChatMessageSystem, ChatMessageUser
 
-    system, user = prompts.messages(started.problem, mode=started.mode)
+    tool = str(started.settings.get("tool", "python"))
+    system, user = prompts.messages(started.problem, mode=started.mode, tool=tool)
     if system["content"] in started.prompt and user["content"] in started.prompt:
         return [
             ChatMessageSystem(id=f"{prefix}:system", content=system["content"], source="input"),
