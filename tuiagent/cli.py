@@ -9,7 +9,7 @@ import threading
 from collections.abc import Awaitable, Callable
 from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 from rich.console import Console
@@ -20,7 +20,7 @@ from tuiagent import presets, safe_read
 from tuiagent.core.run_spec import DEFAULTS, RunSpec
 from tuiagent.core.termination import cancelled_on_termination
 from tuiagent.errors import UserError
-from tuiagent.options import FaithfulOpt, NetworkOpt, RawMathOpt, SandboxOpt, check_sandbox
+from tuiagent.options import FaithfulOpt, NetworkOpt, RawMathOpt, SandboxOpt, SetOpt, check_sandbox
 from tuiagent.presets import DEFAULT_PRESET
 from tuiagent.runs_cli import print_warnings, runs_app
 from tuiagent.safetext import echo, for_terminal, terminal_console
@@ -44,10 +44,6 @@ ModelOpt = Annotated[
 ModelsFileOpt = Annotated[
     Path | None, typer.Option("--models", help="A models.toml that overrides the shipped and user ones.")
 ]
-SET_HELP = (
-    "A setting, KEY=VALUE (repeat): a guard's (attc.threshold=0.95), a budget (max_tool_calls=6), "
-    "sampling (temperature=0.7, turn_max_tokens=512), mode or kernel; docs/runs.md."
-)
 ScriptOpt = Annotated[
     Path | None, typer.Option("--script", help="Turns to replay with `--model scripted` (JSON lines).")
 ]
@@ -154,7 +150,7 @@ def solve(
     guard: Annotated[
         list[str] | None, typer.Option("--guard", "-g", help="Turn a guard on (repeat; `all` for every one).")
     ] = None,
-    set_: Annotated[list[str] | None, typer.Option("--set", help=SET_HELP)] = None,
+    set_: SetOpt = None,
     faithful: FaithfulOpt = False,
     sandbox: SandboxOpt = "auto",
     allow_network: NetworkOpt = False,
@@ -189,7 +185,7 @@ def solve(
     )
     if not text.strip():
         raise UserError("the problem is empty: pass the problem text, or - and the text on standard input")
-    given = given_spec(
+    given = presets.given_spec(
         guard,
         set_,
         run={
@@ -283,7 +279,7 @@ def fork(
         ),
     ] = None,
     no_guards: Annotated[bool, typer.Option("--no-guards", help="Run the fork with no guard.")] = False,
-    set_: Annotated[list[str] | None, typer.Option("--set", help=SET_HELP)] = None,
+    set_: SetOpt = None,
     faithful: FaithfulOpt = False,
     max_tool_calls: Annotated[int | None, typer.Option(min=0, help="Tool-call budget (default: the parent's).")] = None,
     max_tokens: Annotated[
@@ -341,7 +337,7 @@ def fork(
         point = fork_point(loaded.events, step, run)
     else:
         point = edit_point(loaded.events, step, edit[0], edit[1], token=at_token, path=run)
-    given = given_spec(
+    given = presets.given_spec(
         guard,
         set_,
         run={"max_tool_calls": max_tool_calls, "max_tokens": max_tokens},
@@ -427,21 +423,6 @@ def preset_named(name: str, model: str | None = None, models_file: Path | None =
         return find_preset(name, model=model, models_file=models_file)
     except UserError as e:
         raise typer.BadParameter(getattr(e, "problem", str(e)), param_hint="--preset") from None
-
-
-def given_spec(
-    guard: list[str] | None, sets: list[str] | None, *, run: dict[str, Any], sampling: dict[str, Any]
-) -> RunSpec:
-    """What the command line gave, and nothing else: ``-g``, ``--set`` and the options not left at
-    None (an option beats a ``--set`` of the same key); defaults stay unsaid, so a preset's values hold."""
-    from tuiagent.presets import grammar
-
-    options = RunSpec(
-        guards=tuple(guard) if guard else None,
-        run={k: v for k, v in run.items() if v is not None},
-        sampling={k: v for k, v in sampling.items() if v is not None},
-    )
-    return grammar().assignments(sets or [], "--set").merged(options)
 
 
 def terminal_approver() -> Callable[[str], Awaitable[bool]]:

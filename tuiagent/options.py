@@ -53,3 +53,11 @@ def check_sandbox(level: str) -> str:
         return check_level(level)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--sandbox") from None
+
+
+SET_HELP = (
+    "A setting, KEY=VALUE (repeat): a guard's (attc.threshold=0.95), a budget (max_tool_calls=6), "
+    "sampling (temperature=0.7, turn_max_tokens=512), mode, tool (python or calculator) or kernel; docs/runs.md."
+)
+
+SetOpt = Annotated[list[str] | None, typer.Option("--set", help=SET_HELP)]

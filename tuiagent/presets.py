@@ -328,3 +328,16 @@ def resolve_settings(
         setting = parse_config(text, named)
         out.setdefault(setting.name, setting)
     return list(out.values())
+
+
+def given_spec(
+    guard: list[str] | None, sets: list[str] | None, *, run: dict[str, Any], sampling: dict[str, Any]
+) -> RunSpec:
+    """What the command line gave, and nothing else: ``-g``, ``--set`` and the options not left at
+    None (an option beats a ``--set`` of the same key); defaults stay unsaid, so a preset's values hold."""
+    options = RunSpec(
+        guards=tuple(guard) if guard else None,
+        run={k: v for k, v in run.items() if v is not None},
+        sampling={k: v for k, v in sampling.items() if v is not None},
+    )
+    return grammar().assignments(sets or [], "--set").merged(options)

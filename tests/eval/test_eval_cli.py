@@ -7,10 +7,12 @@ import signal
 import subprocess
 import sys
 import time
+from pathlib import Path
 
 import pytest
 
 from tests.eval.helpers import answer_turn, code_turn
+from tuiagent.core.trajectory import load
 from tuiagent.eval.results import ResultStore
 
 
@@ -84,6 +86,26 @@ def test_a_bad_setting_exits_2_before_any_run(tmp_path):
     bad = tuiagent("eval", "demo", "-m", "scripted", "-c", "attc:attc.threshold=7", "--out", str(tmp_path / "x"))
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "attc.threshold" in bad.stderr
     assert not (tmp_path / "x").exists()
+
+
+def test_set_lays_a_run_value_under_every_setting_and_a_guard_value_is_refused(write_script, tmp_path):
+    script = write_script(code_turn("75 / 6"), code_turn("75 // 6"), answer_turn("13"))
+    out = tmp_path / "eval"
+    args = ["eval", "demo", "-m", "scripted", "--script", str(script), "--limit", "1", "-c", "none", "-c", "attc"]
+    done = tuiagent(*args, "--set", "max_tool_calls=1", "--set", "tool=calculator", "--out", str(out))
+    assert done.returncode == 0, done.stderr
+    records = ResultStore(out).records.values()
+    assert len(records) == 2 and {r["tcn"] for r in records} == {1}  # the second call is over the budget
+    manifest = json.loads((out / "eval.json").read_text())
+    assert manifest["run"]["max_tool_calls"] == 1 and manifest["run"]["tool"] == "calculator"
+    for r in records:
+        started = load(Path(r["trajectory"])).events[0]
+        assert started.settings["tool"] == "calculator" and "A calculator evaluates it" in started.prompt
+    refused = tuiagent(*args, "--set", "attc.threshold=0.9", "--out", str(tmp_path / "x"))
+    assert refused.returncode != 0 and "Traceback" not in refused.stderr and "belongs to a setting" in refused.stderr
+    bad = tuiagent(*args, "--set", "tool=abacus", "--out", str(tmp_path / "y"))
+    assert bad.returncode != 0 and "tool must be one of python, calculator" in bad.stderr
+    assert not (tmp_path / "x").exists() and not (tmp_path / "y").exists()
 
 
 def test_judge_json_without_a_judge_is_a_clear_error_before_any_run(tmp_path):

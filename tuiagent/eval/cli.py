@@ -87,6 +87,15 @@ def eval_command(
         int, typer.Option(min=1, help="Samples per problem and setting (Pass@1 averaged); use with --temperature.")
     ] = 1,
     temperature: Annotated[float | None, typer.Option(min=0, help="Sampling temperature for every run.")] = None,
+    set_: Annotated[
+        list[str] | None,
+        typer.Option(
+            "--set",
+            help="A run or sampling value for every setting, KEY=VALUE (repeat): max_tool_calls=6, temperature=0.7, "
+            "tool=calculator, ... (a setting's own value wins; a guard's value goes in its setting: "
+            "-c 'attc:attc.threshold=0.95'); docs/runs.md.",
+        ),
+    ] = None,
     limit: Annotated[int | None, typer.Option(min=1, help="Only the first N problems of each dataset.")] = None,
     offset: Annotated[int, typer.Option(min=0, help="Skip the first N problems of each dataset.")] = 0,
     problem_id: Annotated[
@@ -276,7 +285,6 @@ def eval_command(
     from rich.console import Console
 
     from tuiagent import presets as cf
-    from tuiagent.core.run_spec import RunSpec
     from tuiagent.errors import UserError
     from tuiagent.eval import report as rp
     from tuiagent.eval.datasets import Fields
@@ -365,6 +373,12 @@ def eval_command(
                 }.items()
                 if v is not None
             }
+            base = cf.given_spec(None, set_, run=run, sampling={"temperature": temperature})
+            if base.guard_settings or base.guards:
+                raise UserError(
+                    "--set in an eval takes run and sampling values (they are laid under every setting); "
+                    "a guard's value belongs to a setting: -c 'attc:attc.threshold=0.95'"
+                )
             cfg = EvalConfig(
                 datasets=list(datasets),
                 settings=settings,
@@ -382,7 +396,7 @@ def eval_command(
                 cues=cues,
                 concurrency=concurrency,
                 sandbox=check_sandbox(sandbox),
-                base=RunSpec(run=run, sampling={"temperature": temperature} if temperature is not None else {}),
+                base=base,
                 retry_errors=retry_errors,
                 baseline=baseline,
                 reuse_generations=reuse_generations,
