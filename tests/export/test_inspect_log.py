@@ -333,3 +333,18 @@ def test_eval_on_the_demo_set_writes_one_log_per_setting(write_script, tmp_path)
         "cot": 2,
         "none": 1,
     }
+
+
+def test_a_calculator_run_shows_the_calculator_to_the_viewer(tmp_path, write_script):
+    script = write_script("Let me compute.\n```python\n75 / 6\n```", "So \\boxed{13}.")
+    done = tuiagent(
+        "solve", "75 muffins, boxes of 6?", "-m", "scripted", "--script", str(script), "--set", "tool=calculator"
+    )
+    assert done.returncode == 0, done.stderr
+    [run] = [Path(line.split(": ", 1)[1]) for line in done.stdout.splitlines() if line.startswith("trajectory: ")]
+    [path], _ = export_inspect([run], tmp_path)
+    [sample] = read_one(path).samples
+    assert "A calculator evaluates it" in sample.messages[0].text  # the system prompt the model had
+    model = next(e for e in sample.events if isinstance(e, ModelEvent))
+    assert model.tools[0].description.startswith("A calculator: one arithmetic expression")
+    assert [m.text for m in sample.messages if isinstance(m, ChatMessageTool)] == ["12.5"]

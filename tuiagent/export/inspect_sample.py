@@ -40,11 +40,14 @@ if TYPE_CHECKING:
 
 SCORER = "tuiagent_answer"  # ours: the name the score has in inspect (right/wrong against the gold)
 TOOL = "python"  # ours: the tool a code block calls, as inspect names tool calls
-# Ours: the tool as the model is told of it (core.prompts.TOOL_SYSTEM), for the model events' tool list.
-TOOL_DESCRIPTION = (
-    "Python run in a Jupyter kernel where math, sympy, numpy (as np) and fractions are imported; "
-    "what it prints comes back in an ```output block."
-)
+# Ours: the tool as the model is told of it (core.prompts.TOOL_SYSTEM, CALCULATOR_SYSTEM), for the
+# model events' tool list, by RunSettings.tool.
+TOOL_DESCRIPTIONS = {
+    "python": "Python run in a Jupyter kernel where math, sympy, numpy (as np) and fractions are imported; "
+    "what it prints comes back in an ```output block.",
+    "calculator": "A calculator: one arithmetic expression (numbers, + - * / // % **, parentheses); its value "
+    "comes back in an ```output block.",
+}
 # How a turn stopped (TurnEnded.stop) in inspect's words (StopReason); ours.
 STOP_REASONS: dict[str, StopReason] = {"eos": "stop", "length": "max_tokens"}
 # A run's end (RunFinished.reason) that is one of inspect's sample limits, with the budget behind it.
@@ -234,12 +237,12 @@ def _whole_run(events: Sequence[ev.Event]) -> list[Segment]:
 # -- the transcript -------------------------------------------------------------------------------
 
 
-def _python_tool() -> ToolInfo:
+def _code_tool(tool: str) -> ToolInfo:
     from inspect_ai.tool import ToolInfo, ToolParam, ToolParams
 
     return ToolInfo(
         name=TOOL,
-        description=TOOL_DESCRIPTION,
+        description=TOOL_DESCRIPTIONS.get(tool, TOOL_DESCRIPTIONS["python"]),
         parameters=ToolParams(properties={"code": ToolParam(type="string", description="the cell")}, required=["code"]),
     )
 
@@ -283,7 +286,7 @@ def _transcript(events: Sequence[ev.Event], run: _Run, opening: list[ChatMessage
 
     started = run_start(events)
     config, model = generate_config(started.sampling), run.model
-    tools = [_python_tool()] if started.mode == "tool" else []
+    tools = [_code_tool(str(started.settings.get("tool", "python")))] if started.mode == "tool" else []
     out: list[InspectEvent] = []
     context: WorkingContext | None = None
     turn: tuple[ev.TurnStarted, list[ChatMessage]] | None = None
