@@ -15,6 +15,7 @@ import time
 from collections.abc import Callable
 
 from kernels.base import CellResult, Output
+from kernels.noop import NoopKernel
 
 GRAMMAR = "one arithmetic expression: numbers, + - * / // % **, and parentheses"
 MAX_EXPONENT = 1000  # [ours] bigger powers are refused, so no expression can run long
@@ -57,14 +58,9 @@ def _value(node: ast.expr) -> int | float:
     raise NotArithmetic(f"the calculator takes {GRAMMAR}, not {ast.unparse(node)!r}")
 
 
-class CalculatorKernel:
-    """A kernel that evaluates one arithmetic expression per call and keeps no state."""
-
-    def __init__(self, **_: object) -> None:
-        self.calls: list[str] = []
-
-    async def start(self) -> None:
-        return None
+class CalculatorKernel(NoopKernel):
+    """A kernel that evaluates one arithmetic expression per call and keeps no state (the rest of a
+    kernel's life, starting and stopping, is the no-op kernel's: nothing runs between calls)."""
 
     async def execute(self, code: str, timeout: float | None = None) -> CellResult:
         started = time.perf_counter()
@@ -76,18 +72,3 @@ class CalculatorKernel:
         duration = time.perf_counter() - started
         output = Output("result", text) if error is None else Output("error", text)
         return CellResult(outputs=(output,), error=error is not None, error_name=error, duration_s=duration)
-
-    async def interrupt(self) -> None:
-        return None
-
-    async def restart(self) -> None:
-        return None
-
-    async def shutdown(self) -> None:
-        return None
-
-    async def __aenter__(self) -> CalculatorKernel:
-        return self
-
-    async def __aexit__(self, *exc: object) -> None:
-        return None
