@@ -378,9 +378,11 @@ def fork_request(point: ForkPoint, spec: RunSpec | None = None, **request: Any) 
         sampling=dict(started.sampling),
     )
     merged = parent.merged(spec)
-    # a preset's kernel and a condition's evidence do not carry to a fork: it re-runs the parent's cells
-    merged = replace(
-        merged, run={**{k: v for k, v in merged.run.items() if k not in NOT_SETTINGS}, "mode": started.mode}
-    )
+    # a preset's kernel and a condition's evidence do not carry to a fork: it re-runs the parent's cells;
+    # the parent's mode and tool do (its prompt is the fork's, and a calculator's cells need the calculator)
+    kept = {"mode": started.mode}
+    if (tool := started.settings.get("tool", "python")) != "python":
+        kept["tool"] = tool
+    merged = replace(merged, run={**{k: v for k, v in merged.run.items() if k not in NOT_SETTINGS}, **kept})
     fields = {"gold": started.gold, "model": started.model_id, **request}
     return RunRequest.of(merged, started.problem, **fields)

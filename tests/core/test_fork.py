@@ -145,6 +145,26 @@ def test_the_fork_keeps_the_parents_guards_unless_told_otherwise():
     # a condition preset's run keys that are no run setting (its kernel, OracleEvidence's evidence) stay behind
     condition = fork_request(point, RunSpec(run={"kernel": "noop", "evidence": "oracle", "max_tool_calls": 1}))
     assert condition.settings.max_tool_calls == 1 and condition.kernel == "jupyter"
+    assert inherited.settings.tool == "python"
+
+
+def test_a_fork_of_a_calculator_run_keeps_the_calculator():
+    """Its prompt offered a calculator and its cells are expressions: the fork keeps both."""
+    events = [
+        ev.RunStarted(
+            run_id="r",
+            problem="p",
+            model_id="m",
+            backend="B",
+            mode="tool",
+            prompt="x",
+            sampling={},
+            settings={"max_tool_calls": 4, "tool": "calculator"},
+        ),
+        ev.TurnStarted(turn=1, context_tokens=1),
+    ]
+    request = fork_request(fork_point(events, 0), RunSpec(run={"kernel": "noop"}))
+    assert request.settings.tool == "calculator" and request.kernel == "calculator"
 
 
 def tuiagent(*args: str, cwd: Path) -> subprocess.CompletedProcess:
