@@ -33,6 +33,23 @@ QUESTIONS = [
 STOPS = [["\n\n"], ["def "], [","], ["Paris"]]
 
 
+def engine_on(path, *, n_ctx: int, n_seq: int, **options):
+    """A batched engine on the GGUF ``path`` with the backend's defaults (threads, batch, sampling)."""
+    from tuiagent.backends.llama_batch import BatchEngine
+
+    return BatchEngine(
+        str(path),
+        n_ctx=n_ctx,
+        n_threads=default_threads(),
+        n_batch=512,
+        seed=None,
+        min_p=0.0,
+        prompt_chunk=None,
+        n_seq=n_seq,
+        **options,
+    )
+
+
 def prompt_of(backend, question: str) -> str:
     return backend.render_chat([{"role": "system", "content": SYSTEM}, {"role": "user", "content": question}])
 
@@ -173,19 +190,9 @@ def test_a_runs_sequence_is_kept_for_it_while_its_session_lasts(smollm2_path):
     """Run A waits between turns (its kernel runs) while other requests come and go: its next turn
     still extends its own cells. Without sessions, B (a new run) takes A's sequence, the one used
     longest ago, and A's turn 2 has to read its whole prompt again."""
-    from tuiagent.backends.llama_batch import BatchEngine, Request
+    from tuiagent.backends.llama_batch import Request
 
-    engine = BatchEngine(
-        str(smollm2_path),
-        n_ctx=512,
-        n_threads=default_threads(),
-        n_batch=512,
-        seed=None,
-        min_p=0.0,
-        prompt_chunk=None,
-        n_seq=2,
-        repack=False,
-    )
+    engine = engine_on(smollm2_path, n_ctx=512, n_seq=2, repack=False)
     vocab = engine.vocab
 
     def generate(prompt: str, session: int | None):
@@ -229,18 +236,9 @@ def prompt_of_plain(question: str) -> str:
 
 
 def test_a_prompt_as_long_as_a_sequence_is_refused_clearly(smollm2_path):
-    from tuiagent.backends.llama_batch import BatchEngine, CapacityError
+    from tuiagent.backends.llama_batch import CapacityError
 
-    engine = BatchEngine(
-        str(smollm2_path),
-        n_ctx=256,
-        n_threads=default_threads(),
-        n_batch=512,
-        seed=None,
-        min_p=0.0,
-        prompt_chunk=None,
-        n_seq=2,
-    )
+    engine = engine_on(smollm2_path, n_ctx=256, n_seq=2)
     try:
         with pytest.raises(CapacityError, match="300 tokens; each of the engine's 2 sequences holds at most 256"):
             engine.generate([1] * 300, GREEDY, [], threading.Event(), lambda _: None)
@@ -285,7 +283,7 @@ def test_on_the_default_model_a_sequence_is_the_same_alone_and_beside_any_number
     to groups of 4 columns) and with plain ones (a step of 8 takes the tiled matmul), and the same
     on an engine of 4 sequences and of 8; so an eval's results do not depend on its concurrency.
     Free sequences between busy ones (held by another session) leave holes a step fills."""
-    from tuiagent.backends.llama_batch import BatchEngine, Request
+    from tuiagent.backends.llama_batch import Request
 
     assert not {"GGML_CPU_TILED_MM", "GGML_CPU_TILED_MM_FORCE"} & set(os.environ)  # llama.cpp's default: on
     sampling = Sampling(temperature=0.0, max_tokens=4)
@@ -323,17 +321,7 @@ def test_on_the_default_model_a_sequence_is_the_same_alone_and_beside_any_number
         return run
 
     def engine_of(n_seq: int):
-        return BatchEngine(
-            str(qwen_path),
-            n_ctx=256,
-            n_threads=default_threads(),
-            n_batch=512,
-            seed=None,
-            min_p=0.0,
-            prompt_chunk=None,
-            n_seq=n_seq,
-            repack=repack,
-        )
+        return engine_on(qwen_path, n_ctx=256, n_seq=n_seq, repack=repack)
 
     engine = engine_of(8)
     try:
