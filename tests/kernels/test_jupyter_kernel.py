@@ -79,6 +79,31 @@ async def test_pre_imports_and_a_clean_namespace(kernel):
     assert values == "{641: 1, 6700417: 1} 3 1/2 6"
 
 
+async def test_sympy_is_imported_when_a_cell_first_uses_it():
+    async with JupyterKernel(memory_limit_mb=1024) as fresh:
+        before = await fresh.execute("import sys\nprint('sympy' in sys.modules, type(sp).__name__, sp is sympy)", 10)
+        assert before.text == "False Sympy True"
+        used = await fresh.execute(
+            "print(sp.factorint(12)); print(type(sp).__name__, sp is sympy is sys.modules['sympy'])", 30
+        )
+        assert used.text.splitlines() == ["{2: 2, 3: 1}", "module True"]
+
+
+async def test_a_package_whose_import_a_cell_broke_off_imports_cleanly_next_time(kernel):
+    """What a time limit hitting ``import sympy`` leaves: the package gone, a submodule kept."""
+    make = (
+        "import os\nos.makedirs('halfpkg', exist_ok=True)\nopen('fail', 'w').close()\n"
+        "open('halfpkg/part.py', 'w').write('X = 7')\n"
+        "open('halfpkg/__init__.py', 'w').write('import os\\nimport halfpkg.part\\n"
+        'if os.path.exists("fail"):\\n    raise KeyboardInterrupt\\n\')'
+    )
+    assert not (await kernel.execute(make, 10)).error
+    broken = await kernel.execute("import halfpkg", 10)
+    assert broken.error_name == "KeyboardInterrupt"
+    again = await kernel.execute("import os, sys\nos.remove('fail')\nimport halfpkg\nprint(halfpkg.part.X)", 10)
+    assert again.text == "7" and not again.error
+
+
 async def test_error_has_its_name_and_no_ansi(kernel):
     result = await kernel.execute("1/0", 10)
     assert result.error and not result.timed_out
