@@ -3,18 +3,28 @@
 Guards register under "tuiagent.guards" (``guards.chain``), kernels under "tuiagent.kernels"
 (``tuiagent.runner``). ``shipped`` maps a name to "module:attr" for plug-ins that ship with
 tuiagent and must be found even when the installed entry points predate them.
+
+The entry points are read once per process and group: reading them walks the metadata of every
+installed distribution (about 12 ms here), and a run looks a guard up many times. A plug-in
+installed while a process runs is found by the next process.
 """
 
 from __future__ import annotations
 
+import functools
 import importlib
 import importlib.metadata
 from collections.abc import Callable, Mapping
 
 
+@functools.cache
+def _registered(group: str) -> tuple[importlib.metadata.EntryPoint, ...]:
+    return tuple(importlib.metadata.entry_points(group=group))
+
+
 def names(group: str, shipped: Mapping[str, str] | None = None) -> list[str]:
     """Names registered under ``group`` (and those in ``shipped``), without importing any of them."""
-    return sorted({ep.name for ep in importlib.metadata.entry_points(group=group)} | set(shipped or ()))
+    return sorted({ep.name for ep in _registered(group)} | set(shipped or ()))
 
 
 def load(
@@ -30,7 +40,7 @@ def load(
     Raises ``error("no <kind> named '<name>'; installed: <names>")`` when there is none, so each
     caller keeps its own error type.
     """
-    for ep in importlib.metadata.entry_points(group=group):
+    for ep in _registered(group):
         if ep.name == name:
             found: type = ep.load()
             return found
