@@ -129,6 +129,7 @@ class TokenStream:
 
 
 TOOLS = ("python", "calculator")  # RunSettings.tool: what the tool prompt offers
+FIRST_CALLS = ("free", "required")  # RunSettings.first_call
 
 
 @dataclass(frozen=True)
@@ -144,6 +145,11 @@ class RunSettings:
     # [ours] the tool the prompt offers: "python" (a Jupyter kernel) or "calculator" (one arithmetic
     # expression, the tool-use-tax paper's GSM8K agent, arXiv 2605.00136 section 3.1)
     tool: str = "python"
+    # "required": the first turn starts inside a ```python block, so the run begins with a tool call;
+    # the tool-use-tax paper collects its gate's training runs so (arXiv 2605.00136, Appendix I.1:
+    # "the interaction is initialized with a required tool-use step"). "free" [ours, the default]:
+    # the model decides.
+    first_call: str = "free"
     max_tool_calls: int = 4  # [ref]
     exec_timeout_s: float = 5.0  # [ref]
     output_chars: int = 400  # [ref] first 200 + last 200 characters of the tool output

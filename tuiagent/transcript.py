@@ -58,6 +58,8 @@ class TranscriptPrinter:
                 c.print(_text(f"problem: {echo(problem, len(event.problem))}", style="bold"))
                 tool = event.settings.get("tool", "python")
                 mode = event.mode if tool == "python" or event.mode == "cot" else f"{event.mode}, tool: {tool}"
+                if event.mode == "tool" and event.settings.get("first_call", "free") != "free":
+                    mode += f", first call: {event.settings['first_call']}"
                 c.print(_text(f"model: {event.model_id} ({event.backend}), mode: {mode}", style="dim"))
                 c.print(Text(f"budgets: {budget_words(event.settings)}", style="dim"))
             case ev.TurnStarted():

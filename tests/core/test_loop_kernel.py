@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import io
 from pathlib import Path
+
+from rich.console import Console
 
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
 from tuiagent.core.loop import Agent
 from tuiagent.protocol import RunSettings
+from tuiagent.transcript import TranscriptPrinter
 
 
 def turn(code: str, prose: str = "Let me compute.") -> list:
@@ -62,3 +66,33 @@ async def test_images_saved_beside_the_trajectory(kernel, tmp_path):
     paths = [o["path"] for o in result.outputs if o.get("path")]
     assert paths and Path(paths[0]).exists() and Path(paths[0]).parent == tmp_path / "images"
     assert "[image saved:" in result.shown
+
+
+async def test_a_required_first_call_starts_the_first_turn_inside_a_code_block(kernel):
+    """Appendix I.1 of the tool-use-tax paper (arXiv 2605.00136): the gate's training runs are "initialized
+    with a required tool-use step". The model is given the opening fence; what it writes is run."""
+    required = RunSettings(first_call="required")
+    events = await run(kernel, split_tokens("print(6 * 7)\n```\n```output", -0.01), settings=required)
+    (made,) = [e for e in events if isinstance(e, ev.Intervention)]
+    assert (made.by, made.target, made.turn, made.token, made.replaced, made.replacement) == (
+        "protocol",
+        "text",
+        1,
+        0,
+        "",
+        "```python\n",
+    )
+    first = next(e for e in events if isinstance(e, ev.TurnEnded))
+    assert first.text.startswith("```python\nprint(6 * 7)\n```")
+    assert next(e for e in events if isinstance(e, ev.ToolResult)).shown == "42"
+    assert events[-1].tool_calls == 1
+    buffer = io.StringIO()
+    printer = TranscriptPrinter(Console(file=buffer, width=200))
+    for e in events:
+        printer(e)
+    assert "mode: tool, first call: required" in buffer.getvalue()
+    # by default the model decides, and in chain-of-thought mode there is no tool to require
+    for settings in (RunSettings(), RunSettings(mode="cot", first_call="required")):
+        free = await run(kernel, split_tokens("It is 42.", -0.01), settings=settings)
+        assert not [e for e in free if isinstance(e, ev.Intervention)]
+        assert next(e for e in free if isinstance(e, ev.TurnEnded)).text == "It is 42."

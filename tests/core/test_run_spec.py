@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from tuiagent.core.run_spec import DEFAULTS, MODES, RUN_KEYS, SAMPLING_KEYS, Grammar, RunSpec
 from tuiagent.errors import ConfigError
-from tuiagent.protocol import BUDGETS, TOOLS, RunSettings
+from tuiagent.protocol import BUDGETS, FIRST_CALLS, TOOLS, RunSettings
 
 GUARDS = ["attc", "gstep", "necessity", "prunetir", "tim"]
 CONDITIONS = {
@@ -160,7 +160,7 @@ def setting_texts(draw: st.DrawFn) -> str:
     for key in draw(
         st.lists(st.sampled_from([k for k in RUN_KEYS if k != "kernel"] + list(SAMPLING_KEYS)), max_size=3)
     ):
-        choices = {"evidence": ["oracle"], "tool": list(TOOLS), "mode": list(MODES)}
+        choices = {"evidence": ["oracle"], "tool": list(TOOLS), "first_call": list(FIRST_CALLS), "mode": list(MODES)}
         value = draw(st.sampled_from(choices[key])) if key in choices else draw(NUMBER[(RUN_KEYS | SAMPLING_KEYS)[key]])
         items.append(f"{key}={value}")
     sep = draw(st.sampled_from(["+", " ", ", "]))

@@ -88,6 +88,11 @@ def opening_prompt(backend: Backend, problem: str, settings: RunSettings) -> str
     return backend.render_chat(prompts.messages(problem, mode=settings.mode, tool=settings.tool))
 
 
+# What a run with ``first_call = "required"`` starts its first turn with: the model writes the code
+# of its first tool call before anything else (RunSettings.first_call).
+FIRST_CALL_OPENING = "```python\n"
+
+
 class _Finish(Exception):
     """Ends the run from deep inside the loop with a reason and an answer. A run cut off (a budget)
     or ending without an answer reports the turn's own \\boxed{} if a cut turn has one, else the last
@@ -263,7 +268,12 @@ class _Run:
             async for _ in self._edited_step(edit):
                 yield
         self._apply(await self._consult("on_start"))
-        if edit is not None and edit.target == "text":
+        if edit is None and self.turn == 0 and self.settings.first_call == "required" and self.settings.mode == "tool":
+            edit = Edit("text", 1, "", FIRST_CALL_OPENING, token=0)
+            self.emit(replace(edit.event(by="protocol"), detail={"rule": "first_call=required"}))
+            async for _ in self._turn(edit):
+                yield
+        elif edit is not None and edit.target == "text":
             self.emit(edit.event())
             async for _ in self._turn(edit):
                 yield

@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tuiagent.errors import ConfigError
-from tuiagent.protocol import BUDGETS, TOOLS, RunSettings
+from tuiagent.protocol import BUDGETS, FIRST_CALLS, TOOLS, RunSettings
 
 # [ours] The defaults, read (never restated) by the command-line help and the merge below.
 DEFAULTS = RunSettings()
@@ -33,6 +33,7 @@ DEFAULT_KERNEL = "jupyter"  # [ours] the tool kernel, by its "tuiagent.kernels" 
 RUN_KEYS: dict[str, type] = {
     "mode": str,
     "tool": str,
+    "first_call": str,
     "kernel": str,
     "evidence": str,
     "max_tool_calls": int,
@@ -124,6 +125,8 @@ def convert(key: str, value: Any, where: str) -> Any:
             raise ConfigError(f"mode must be one of {', '.join(MODES)}, not {value!r}", key=where)
         if key == "tool" and value not in TOOLS:
             raise ConfigError(f"tool must be one of {', '.join(TOOLS)}, not {value!r}", key=where)
+        if key == "first_call" and value not in FIRST_CALLS:
+            raise ConfigError(f"first_call must be one of {', '.join(FIRST_CALLS)}, not {value!r}", key=where)
         if key == "evidence" and value != "oracle":
             raise ConfigError(f"evidence can only be oracle, not {value!r}", key=where)
         return value
