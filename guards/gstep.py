@@ -22,6 +22,7 @@ from guards.base import GuardBase, setting, verdict_data
 from guards.gstep_features import (
     N_FEATURES,
     NUMERIC_NAMES,
+    TEXT_BINS,
     answer_value,
     features,
     gate_input_from_view,
@@ -107,6 +108,10 @@ class Gate:
             or np.any(self.train_sd < 0)
         ):
             raise GateError("the gate's train_sd does not fit its scaler, or is negative or non-finite")
+        text_bins = self.meta.get("text_bins", "final")  # files from before it was recorded: "final"
+        if text_bins not in TEXT_BINS:
+            raise GateError(f"the gate's text_bins is {text_bins!r}, not one of {', '.join(TEXT_BINS)}")
+        self.text_bins: str = text_bins
         budget = self.meta.get("max_tool_calls", V1_BUDGET)
         if isinstance(budget, bool) or not isinstance(budget, int) or budget < 0:
             raise GateError(f"the gate's max_tool_calls is {budget!r}, not a tool budget")
@@ -261,6 +266,7 @@ class GStepData(TypedDict, total=False):
     max_extra_turns: int
     tool_calls_left: int
     budget_frame: int  # the tool budget the gate was trained at: budget_remaining counts against it
+    text_bins: str  # what the gate's 64 text bins hash: "reasoning" (the paper) or "final" (older gates)
     features: dict[str, float]  # the numeric features, rounded
     out_of_range: dict[str, OutOfRange] | None  # inputs far outside training (None: the file cannot tell)
     decision: Decision
@@ -455,7 +461,7 @@ class GStep(GuardBase):
             )
         inp = gate_input_from_view(view, self.gate.budget)
         numeric = numeric_features(inp)
-        x = features(inp)
+        x = features(inp, self.gate.text_bins)
         p = float(self.gate.p_continue(x))
         self._last_p = p
         state = self._progress(view)
@@ -466,6 +472,7 @@ class GStep(GuardBase):
             "max_extra_turns": s.max_extra_turns,
             "tool_calls_left": view.tool_calls_left,
             "budget_frame": self.gate.budget,
+            "text_bins": self.gate.text_bins,
             "features": {k: round(v, 4) for k, v in numeric.items() if k in _SUMMARY},
             "out_of_range": self.gate.outside(x, s.range_sds),
         }

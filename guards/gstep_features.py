@@ -4,7 +4,8 @@ A :class:`GateInput` is built from the loop's :class:`~guards.base.RunView` at a
 (:func:`gate_input_from_view`) or from a compact collection record
 (``tuiagent.training.gstep.gate_input_from_record``); :func:`features` turns it into the vector:
 24 numeric features (``NUMERIC_NAMES``, each defined in ``DEFINITIONS``), then hashed bins over
-the candidate final text and the last successful output. The layout, the hashing, the terms the
+the reasoning text (or, for a gate trained so, the candidate final text: ``TEXT_BINS``) and the
+last successful output. The layout, the hashing, the terms the
 definitions use and the frame the gate was trained in: docs/guards.md#g-step.
 """
 
@@ -23,8 +24,12 @@ import numpy as np
 from tuiagent.parsing import final_answer, last_closed_block
 from tuiagent.protocol import RunPiece, RunView
 
-N_NUMERIC, N_FINAL_BINS, N_OUTPUT_BINS = 24, 64, 32
-N_FEATURES = N_NUMERIC + N_FINAL_BINS + N_OUTPUT_BINS  # 120
+N_NUMERIC, N_TEXT_BINS, N_OUTPUT_BINS = 24, 64, 32
+N_FEATURES = N_NUMERIC + N_TEXT_BINS + N_OUTPUT_BINS  # 120
+# What the 64 text bins hash: "reasoning" [paper, Appendix I.2.2: "The reasoning text yields a
+# 64-dimensional vector"], or "final", the answering turn's text [ours: the gates trained before
+# 2026-12-07 were, and a gate file says which it was trained on].
+TEXT_BINS = ("reasoning", "final")
 
 NUMERIC_NAMES = [
     "turn_index",
@@ -53,9 +58,7 @@ NUMERIC_NAMES = [
     "expression_complexity",
 ]
 FEATURE_NAMES = (
-    NUMERIC_NAMES
-    + [f"final_hash_{i}" for i in range(N_FINAL_BINS)]
-    + [f"output_hash_{i}" for i in range(N_OUTPUT_BINS)]
+    NUMERIC_NAMES + [f"text_hash_{i}" for i in range(N_TEXT_BINS)] + [f"output_hash_{i}" for i in range(N_OUTPUT_BINS)]
 )
 
 # One line per numeric feature: its exact definition (shown by docs and tests).
@@ -319,13 +322,16 @@ def last_success_output(inp: GateInput) -> str:
     return outputs[-1] if outputs else ""
 
 
-def features(inp: GateInput) -> np.ndarray:
-    """The 120-dim vector: 24 numeric, 64 bins over the final text, 32 over the last successful output."""
+def features(inp: GateInput, text_bins: str = "reasoning") -> np.ndarray:
+    """The 120-dim vector: 24 numeric, 64 bins over the text ``text_bins`` names (``TEXT_BINS``), 32
+    over the last successful output."""
+    if text_bins not in TEXT_BINS:
+        raise ValueError(f"text_bins must be one of {', '.join(TEXT_BINS)}, not {text_bins!r}")
     numeric = numeric_features(inp)
     vec = np.concatenate(
         [
             np.array([numeric[n] for n in NUMERIC_NAMES], dtype=np.float64),
-            hashed(inp.final_text, N_FINAL_BINS),
+            hashed(inp.reasoning if text_bins == "reasoning" else inp.final_text, N_TEXT_BINS),
             hashed(last_success_output(inp), N_OUTPUT_BINS),
         ]
     )

@@ -95,7 +95,16 @@ def test_trajectory_a_by_hand():
         0,  # all_outputs_same
         2,  # expression_complexity: "print ( 48 + 24 )": one '+', one call
     ]
-    vec = features(inp)
+    # Appendix I.2.2: "The reasoning text yields a 64-dimensional vector, and the last tool output
+    # yields a 32-dimensional vector" -- the default; a gate trained on the final text asks for "final"
+    reasoning_tokens = ["half", "of", "48", "is", "needed.", "so", "may", "is", "24.", "then", "total", "the", "total"]
+    counts = np.zeros(64)
+    for token in [*reasoning_tokens, "is"]:
+        counts[int(hashlib.md5(token.encode()).hexdigest(), 16) % 64] += 1
+    np.testing.assert_allclose(features(inp)[24:88], counts / np.linalg.norm(counts), rtol=0, atol=1e-12)
+    with pytest.raises(ValueError, match="text_bins"):
+        features(inp, "question")
+    vec = features(inp, "final")
     np.testing.assert_allclose(vec[:24], expected, rtol=0, atol=1e-12)
     # final text "The total is \boxed{72}": tokens the, total, is, boxed, 72 ->
     # md5 mod 64 = 23, 30, 41, 48, 29 (md5("the") = 8fc42c6d...4357, md5("72") = 32bb90e8...f21d)
@@ -142,7 +151,7 @@ def test_trajectory_b_by_hand():
         1,  # all_outputs_same
         1,  # expression_complexity: "print ( 7.5 )": one call, no operator
     ]
-    vec = features(inp)
+    vec = features(inp, "final")
     np.testing.assert_allclose(vec[:24], expected, rtol=0, atol=1e-12)
     # "it" and "boxed" collide: md5 mod 64 = 48 for both (2f3e3aba...f6f0 and 0d149b90...75f0)
     assert hashlib.md5(b"it").hexdigest() == "0d149b90e7394297301c90191ae775f0"
@@ -235,3 +244,13 @@ async def test_blocks_not_run_use_none_of_the_budget_online_and_offline(
     offline = gate_input_from_record(record_from_events(0, "q", "42", "m", events, events))
     assert captured == [offline] and offline.budget == 1  # 2 - one executed call
     assert features(offline)[3] == 1.0
+
+
+def test_a_gate_says_what_its_text_bins_hash():
+    from guards.gstep import Gate, GateError
+
+    args = (np.zeros(N_FEATURES), np.ones(N_FEATURES), [(np.zeros((N_FEATURES, 1)), np.zeros(1))])
+    assert Gate(*args).text_bins == "final"  # a file from before text_bins was recorded hashed the final text
+    assert Gate(*args, meta={"text_bins": "reasoning"}).text_bins == "reasoning"
+    with pytest.raises(GateError, match="text_bins"):
+        Gate(*args, meta={"text_bins": "question"})

@@ -86,7 +86,7 @@ async def test_the_same_state_gives_the_same_p_with_and_without_prunetir(kernel,
     # the frame matters: the run's own budget (9 - 2 = 7 left) would give another p, outside the gate's range
     gate = GStep(GStep.Settings()).gate
     assert gate is not None
-    in_run_frame = features(dataclasses.replace(captured[1], budget=7))
+    in_run_frame = features(dataclasses.replace(captured[1], budget=7), gate.text_bins)
     assert abs(float(gate.p_continue(in_run_frame)) - b.data["p_continue"]) > 0.01
     assert "budget_remaining" in (gate.outside(in_run_frame, 4.0) or {})
 

@@ -66,11 +66,12 @@ def write_data(path: Path, n: int) -> Path:
 
 
 def scripted_turns(qids):
-    """Per question: one CoT turn, then a tool turn with code and a tool answer turn."""
+    """Per question: one CoT turn, then a tool turn with code and a tool answer turn. The tool turn
+    is what the model writes after the opening fence a required first call gives it."""
     turns = []
     for i in qids:
         turns.append(f"{i} plus {i} is \\boxed{{{2 * i}}}")
-        turns.append(f"Add.\n```python\nprint({i} + {i})\n```\n```output\n")
+        turns.append(f"print({i} + {i})\n```\n```output\n")
         turns.append(f"So it is \\boxed{{{2 * i + (i % 2)}}}")  # odd questions: the tool run goes wrong
     return turns
 
@@ -107,6 +108,8 @@ async def test_collect_appends_records_and_resumes(tmp_path, write_script, canne
     assert (r1["tool"]["answer"], r1["tool"]["correct"], r1["tool"]["reason"]) == ("3", False, "answer")
     assert r1["tool"]["calls"] == [["print(1 + 1)", "tool says hi", False, True]]
     assert [t["stop"] for t in r1["tool"]["turns"]] == ["stop", "eos"]
+    # Appendix I.1: the tool run "is initialized with a required tool-use step"
+    assert r1["tool"]["first_call"] == "required" and r1["tool"]["turns"][0]["text"].startswith("```python\nprint(")
     assert r1["tool"]["final_text"] == "So it is \\boxed{3}" and "tokens" not in json.dumps(r1["tool"]["turns"])
     assert gt.label(r1)[2] == "cot_fixable" and gt.label(got[1])[2] == "agent_correct"
     assert list(gt.scratch_dir("scripted").glob("*.jsonl"))  # trajectories went to the user data dir
@@ -150,14 +153,16 @@ def test_numpy_gate_equals_sklearn(tmp_path):
     path = tmp_path / "gate.npz"
     with pytest.raises(ValueError, match="max_tool_calls"):  # a gate names the budget it was trained at
         gt.export_gate(scaler, mlp, path, {"model": "m"})
-    gt.export_gate(scaler, mlp, path, {"model": "m", "max_tool_calls": 6})
+    with pytest.raises(ValueError, match="text_bins"):  # and what its text bins hash
+        gt.export_gate(scaler, mlp, path, {"model": "m", "max_tool_calls": 6})
+    gt.export_gate(scaler, mlp, path, {"model": "m", "max_tool_calls": 6, "text_bins": "reasoning"})
     with np.load(path, allow_pickle=False) as data:  # plain arrays only
         assert {"mean", "scale", "train_sd", "W0", "b0", "W1", "b1", "W2", "b2", "meta"} <= set(data.files)
         assert all(data[k].dtype != object for k in data.files)
     loaded = Gate.from_file(path)
     np.testing.assert_allclose(loaded.p_continue(x), expected, rtol=0, atol=1e-6)
     assert loaded.meta["model"] == "m" and len(loaded.meta["feature_names"]) == N_FEATURES
-    assert loaded.budget == 6 and loaded.train_sd is not None
+    assert loaded.budget == 6 and loaded.text_bins == "reasoning" and loaded.train_sd is not None
     np.testing.assert_allclose(loaded.train_sd, x.std(axis=0), rtol=1e-9)
     # one row at a time (the guard's path) gives the same numbers
     assert float(loaded.p_continue(x[3])) == pytest.approx(expected[3], abs=1e-6)
@@ -193,6 +198,7 @@ def test_train_writes_gate_and_report(tmp_path):
     guard = GStep(GStep.Settings(weights=str(out)))
     x = features(gate_input_from_record(synthetic_records(3)[0]))
     assert 0.0 <= float(guard.gate.p_continue(x)) <= 1.0
+    assert guard.gate.text_bins == result["meta"]["text_bins"] == "reasoning" and "hash the reasoning text" in text
 
 
 def test_split_keeps_questions_apart():

@@ -617,6 +617,7 @@ def write(res: Result, out_dir: Path, meta: dict[str, Any], command: str) -> Pat
                 "train_samples": g.train_samples,
                 "tau": g.choice.tau,
                 "max_tool_calls": g.budget,
+                "text_bins": "reasoning",  # gate_data's samples: the paper's reading (Appendix I.2.2)
             },
         )
     meta = {**meta, "report": f"{res.model}.md"}

@@ -26,12 +26,12 @@ from typing import Any
 
 import numpy as np
 
-from guards.gstep_features import GateInput, budget_remaining, reasoning_text
+from guards.gstep_features import TEXT_BINS, GateInput, budget_remaining, reasoning_text
 from tuiagent.core.batch import run_batch
 from tuiagent.core.jsonl_store import JsonlStore
 from tuiagent.core.run_spec import RunSpec
 from tuiagent.parsing import gsm8k_gold, tool_block_start
-from tuiagent.protocol import RunSettings
+from tuiagent.protocol import FIRST_CALLS, RunSettings
 from tuiagent.safe_read import DATA_BYTES, read_text
 
 RECORD_VERSION = 1
@@ -131,6 +131,7 @@ def run_part(events: Sequence[Any], *, full: bool) -> dict[str, Any]:
     part.update(
         {
             "max_tool_calls": int(started.settings.get("max_tool_calls", 4)),
+            "first_call": str(started.settings.get("first_call", "free")),
             "calls": calls,  # [code, shown output, error (exception or timeout), executed]
             "turns": turns,
             "final_text": turns[-1]["text"] if turns else "",
@@ -147,7 +148,8 @@ def record_from_events(
 
         {"v": 1, "qid": line index in the data file, "question", "gold", "model",
          "tool": {answer, correct, reason (how the run ended), wall_s, generated_tokens,
-                  max_tool_calls, calls: [[code, shown output, error, executed], ...],
+                  max_tool_calls, first_call ("required": the run began with a tool call),
+                  calls: [[code, shown output, error, executed], ...],
                   turns: [{"text", "stop"}, ...], final_text (the last turn's text), erroneous_calls},
          "cot": {answer, correct, reason, wall_s, generated_tokens}}
 
@@ -216,9 +218,12 @@ async def collect(
     models_file: Path | None = None,
     script: Path | None = None,
     threads: int | None = None,
+    first_call: str = "required",
     log: Any = print,
 ) -> int:
-    """Run the questions not yet in ``records``; returns how many records were appended."""
+    """Run the questions not yet in ``records``; returns how many records were appended. The tool
+    runs begin with a tool call (``first_call``, RunSettings.first_call): Appendix I.1's "the
+    interaction is initialized with a required tool-use step" [paper]; "free" lets the model decide."""
     from tuiagent.runner import RunRequest, open_model, raise_if_kernel_failed, resolve_spec, run_problem
 
     base = RunRequest(problem="", model=model, models_file=models_file, script=script)
@@ -243,7 +248,8 @@ async def collect(
             parts = {}
             for mode in ("cot", "tool"):
                 events: list[Any] = []
-                greedy = RunSpec(guards=(), run={"mode": mode}, sampling={"temperature": 0.0})
+                run = {"mode": mode, **({"first_call": first_call} if mode == "tool" else {})}
+                greedy = RunSpec(guards=(), run=run, sampling={"temperature": 0.0})
                 request = RunRequest.of(
                     greedy, text, model=spec.id, models_file=models_file, script=script, gold=gold, out=out
                 )
@@ -271,10 +277,11 @@ async def collect(
 
 
 def samples(
-    records: Iterable[dict[str, Any]],
+    records: Iterable[dict[str, Any]], text_bins: str = "reasoning"
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
     """(X, y, sample weights, groups = question ids, info) — one sample per question whose tool run
-    ended at an answer attempt (the only state at which the gate is ever consulted)."""
+    ended at an answer attempt (the only state at which the gate is ever consulted); the 64 text
+    bins over ``text_bins`` (``guards.gstep_features.TEXT_BINS``)."""
     from guards.gstep_features import features
 
     xs, ys, ws, gs, info = [], [], [], [], []
@@ -282,7 +289,7 @@ def samples(
         if r["tool"].get("reason") != "answer":
             continue
         y, w, kind = label(r)
-        xs.append(features(gate_input_from_record(r)))
+        xs.append(features(gate_input_from_record(r), text_bins))
         ys.append(y)
         ws.append(w)
         gs.append(int(r["qid"]))
@@ -327,14 +334,17 @@ def export_gate(scaler: Any, mlp: Any, path: Path, meta: dict[str, Any]) -> None
     ``train_sd`` (each feature's standard deviation over the training rows, 0 where it was constant:
     ``scale`` is 1 there, so the range check needs this), ``W0, b0, W1, b1, W2, b2`` (hidden ReLU
     layers, logistic output = P(continue)) and ``meta``, a JSON string (feature names, model id,
-    training summary, and ``max_tool_calls``, which ``meta`` must give: the tool budget of the
-    training runs, the gate's budget frame). Format v2 = v1 plus ``train_sd`` and ``max_tool_calls``."""
+    training summary, and ``max_tool_calls`` and ``text_bins``, which ``meta`` must give: the tool
+    budget of the training runs, the gate's budget frame, and the text its 64 bins hash). Format v2 =
+    v1 plus ``train_sd`` and ``max_tool_calls``; a file without ``text_bins`` hashed the final text."""
     from guards.gstep_features import FEATURE_NAMES
 
     if list(mlp.classes_) != [COMMIT_LABEL, CONTINUE_LABEL]:
         raise ValueError(f"the gate needs both classes in training, got {list(mlp.classes_)}")
     if not isinstance(meta.get("max_tool_calls"), int):
         raise ValueError("a gate's meta names the tool budget it was trained at (max_tool_calls)")
+    if meta.get("text_bins") not in TEXT_BINS:
+        raise ValueError(f"a gate's meta names what its text bins hash (text_bins: {', '.join(TEXT_BINS)})")
     arrays = {
         "mean": np.asarray(scaler.mean_, dtype=np.float64),
         "scale": np.asarray(scaler.scale_, dtype=np.float64),
@@ -446,9 +456,11 @@ def train(
     seed: int = 0,
     folds: int = 5,
     test_fraction: float = 0.2,
+    text_bins: str = "reasoning",
     log: Any = print,
 ) -> dict[str, Any]:
-    """Cross-validate, fit on a training split, evaluate on held-out questions, write weights + report."""
+    """Cross-validate, fit on a training split, evaluate on held-out questions, write weights + report.
+    ``text_bins``: what the 64 text bins hash, recorded in the gate (the guard hashes the same)."""
     from guards.gstep import Gate
 
     records = load_records(records_path)
@@ -456,7 +468,7 @@ def train(
     if len(models) > 1:
         raise SystemExit(f"{records_path} mixes models {models}: a gate is model-specific")
     budget = train_budget(records)
-    x, y, w, groups, info = samples(records)
+    x, y, w, groups, info = samples(records, text_bins)
     if len(y) < 2 * folds or len(set(y.tolist())) < 2:
         raise SystemExit(f"too few samples to train ({len(y)}, labels {Counter(y.tolist())})")
     cv = cross_validate(x, y, w, groups, folds=folds, taus=(0.5, tau), seed=seed)
@@ -475,6 +487,8 @@ def train(
         "hyper": {k: list(v) if isinstance(v, tuple) else v for k, v in HYPER.items()},
         "seed": seed,
         "max_tool_calls": budget,
+        "text_bins": text_bins,
+        "first_call": dict(Counter(r["tool"].get("first_call", "free") for r in records)),
         "n_iter": int(mlp.n_iter_),
         "heldout": held,
         "created": time.strftime("%Y-%m-%d %H:%M:%S"),
@@ -509,7 +523,9 @@ def render_report(
         "## Data",
         "",
         f"- questions collected: {summary['questions']} (GSM8K train split, greedy, guards off, default budgets: "
-        f"max_tool_calls {meta['max_tool_calls']}, the gate's budget frame)",
+        f"max_tool_calls {meta['max_tool_calls']}, the gate's budget frame; tool runs by first call: "
+        f"{meta.get('first_call', {})})",
+        f"- the 64 text bins hash the {meta.get('text_bins', 'final')} text",
         f"- tool-mode accuracy: {summary['tool_accuracy']:.3f}; CoT-mode accuracy: {summary['cot_accuracy']:.3f}",
         f"- tool runs by ending: {summary['tool_endings']}",
         f"- mean executed tool calls: {summary['mean_tool_calls']:.2f}; mean seconds per question (both modes): "
@@ -612,12 +628,25 @@ def main(argv: Sequence[str] | None = None) -> int:
         help="llama.cpp threads (default: the model's setting, else all CPUs); 1 is faster on a busy "
         "machine, where spinning threads wait for each other",
     )
+    c.add_argument(
+        "--first-call",
+        choices=FIRST_CALLS,
+        default="required",
+        help="required: each tool run begins with a tool call (the paper, Appendix I.1); free: the model decides",
+    )
     t = sub.add_parser("train", help="train the gate from records; write weights and a report")
     t.add_argument("--records", type=Path, required=True)
     t.add_argument("--out", type=Path, required=True)
     t.add_argument("--report", type=Path, default=None)
     t.add_argument("--tau", type=float, default=0.05)
     t.add_argument("--seed", type=int, default=0)
+    t.add_argument(
+        "--text-bins",
+        choices=TEXT_BINS,
+        default="reasoning",
+        help="what the 64 hashed bins read: the reasoning text (the paper, Appendix I.2.2) or the answering "
+        "turn's text (the gates trained before 2026-12-07)",
+    )
     r = sub.add_parser("report", help="summarise a records file")
     r.add_argument("--records", type=Path, required=True)
     args = parser.parse_args(argv)
@@ -638,6 +667,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                     models_file=args.models,
                     script=args.script,
                     threads=args.threads,
+                    first_call=args.first_call,
                     log=log,
                 )
             )
@@ -647,7 +677,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         log(f"[gstep collect] appended {n} records to {args.records}")
         return 0
     if args.command == "train":
-        train(args.records, args.out, args.report, tau=args.tau, seed=args.seed)
+        train(args.records, args.out, args.report, tau=args.tau, seed=args.seed, text_bins=args.text_bins)
         return 0
     records = load_records(args.records)
     print(json.dumps(summarise(records), indent=2))
