@@ -4,7 +4,7 @@ After each executed tool call, the confidence of the code block that produced it
 mean of its tokens' probabilities, fences included) decides one sentence appended to the
 assistant's own continuation: trust the result, or rethink; a call the kernel timed out gets the
 timeout sentence. The confidence, our token rules and every constant with its source:
-docs/guards.md#attc.
+docs/papers/attc.md#attc.
 """
 
 from __future__ import annotations

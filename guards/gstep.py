@@ -6,7 +6,7 @@ one more, corrected tool call (a *replan*, *force* or *duplicate* prompt where t
 gate reads the run in the frame it was trained in and warns when its inputs lie outside its
 training range. ``weights``: "auto" (the gate shipped for the default model), "off" or a path to
 an .npz written by tuiagent.training.gstep. The rules in order, the prompts, the gate, its training
-and every constant with its source: docs/guards.md#g-step.
+and every constant with its source: docs/papers/tool-use-tax.md#g-step.
 """
 
 from __future__ import annotations
@@ -182,7 +182,7 @@ def range_words(out: dict[str, OutOfRange]) -> str:
     return ", ".join(one(n, r) for n, r in out.items())
 
 
-# -- prompts (our words, docs/guards.md#g-step's meaning) --------------------------------------------------------
+# -- prompts (our words, docs/papers/tool-use-tax.md#g-step's meaning) --------------------------------------------------------
 
 
 def _result_text(output: str, limit: int = 200) -> str:

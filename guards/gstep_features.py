@@ -6,7 +6,7 @@ A :class:`GateInput` is built from the loop's :class:`~guards.base.RunView` at a
 24 numeric features (``NUMERIC_NAMES``, each defined in ``DEFINITIONS``), then hashed bins over
 the reasoning text (or, for a gate trained so, the candidate final text: ``TEXT_BINS``) and the
 last successful output. The layout, the hashing, the terms the
-definitions use and the frame the gate was trained in: docs/guards.md#g-step.
+definitions use and the frame the gate was trained in: docs/papers/tool-use-tax.md#g-step.
 """
 
 from __future__ import annotations

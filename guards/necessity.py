@@ -4,7 +4,7 @@ Every code block gets a verdict before it runs, from one of two judges: ``model`
 the paper's judge prompt; the model under test unless ``judge_model`` names another) or
 ``arithmetic`` (our default heuristic of arithmetic difficulty, no model call). Mode ``flag``
 annotates; ``enforce`` skips a block judged unnecessary. Unlike the paper (a training reward),
-this judges at inference time: docs/guards.md#necessity-flags has the paper, the prompt, the
+this judges at inference time: docs/papers/necessity.md#necessity-flags has the paper, the prompt, the
 rules and every constant with its source.
 """
 
@@ -198,7 +198,7 @@ class Necessity(GuardBase):
             "fast heuristic of arithmetic difficulty (no model call, the prefix cache is kept), not "
             "the paper's judgement; 'rule' is the earlier name of 'arithmetic' (kept for earlier "
             "configurations and forks of earlier runs); our default: arithmetic (on the default "
-            "model the model judge called every block necessary, docs/guards.md)",
+            "model the model judge called every block necessary, docs/papers/necessity.md)",
             tag="default",
         )
         mode: Literal["flag", "enforce"] = setting(

@@ -4,7 +4,7 @@ It does not ask the paper's question (could a competent model answer *the questi
 tool?); it asks a narrower one about the block alone, with the question used only for its numbers:
 does the block do arithmetic a competent model cannot do reliably in its head? It evaluates the
 block's arithmetic exactly (fractions) without running it. A block is *needed* at the first
-operation that is long (docs/guards.md#necessity-flags lists the rules and their settings), unless
+operation that is long (docs/papers/necessity.md#necessity-flags lists the rules and their settings), unless
 that operation's exact result is a number the question states: then the block only recomputes
 what the question gives (a convenience use, "double-checking" in the paper's judge prompt). A
 block of small arithmetic on literals is *unnecessary*, and so is a short loop or comprehension over

@@ -5,7 +5,7 @@ turns that try to fix it): a resolved episode is pruned from the context (STP, i
 included), a stuck one cut back to e0's turn and resampled (STPR), and repeated stuck episodes
 suspend the tool for a span (RTTS). The guard only decides; the loop prunes, resamples and
 suspends. The rules, the intent-shift test, the ablations and every constant with its source:
-docs/guards.md#prunetir.
+docs/papers/prunetir.md#prunetir.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ after the problem; off by default [ours]) and our myopia monitor at the end of a
 indicators over the model's prose, a 0-3 score, a flag at ``flag_at``; defined in
 :mod:`guards.tim_monitor`). The monitor reads the whole trajectory (``RunView.trajectory``, pruned
 text included) with the same function as the eval's ``tim_flag``, so the two agree on every run.
-Details and constants: docs/guards.md#tim-monitor.
+Details and constants: docs/papers/tim.md#tim-monitor.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ detector; ours reads the model's prose only (no code, comments or tool output) f
 indicators, one point each of a 0-3 score: *no derivation* around the computation the answer rests
 on, *answer read off the tool*, and *precursor phrases*. A run without an executed call scores 0,
 and a derivation before or after the computation leaves at most the phrases (the paper's
-exclusion). The definitions and thresholds: docs/guards.md#tim-monitor.
+exclusion). The definitions and thresholds: docs/papers/tim.md#tim-monitor.
 """
 
 from __future__ import annotations

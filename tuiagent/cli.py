@@ -521,7 +521,7 @@ def _explain_readings(model: str | None, models: Path | None, preset: str | None
         return
     console.print(
         Text(f"{label}: {len(found)} choice(s) of ours in force in {', '.join(on)}", "bold")
-        + Text(" (docs/guards.md gives each one's reason; --faithful sets the paper's reading where it has one)", "dim")
+        + Text(" (docs/papers/ gives each one's reason; --faithful sets the paper's reading where it has one)", "dim")
     )
     for name, key, value, doc in found:
         tag = "" if doc.startswith("not the paper's reading") else "[ours]  "

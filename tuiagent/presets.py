@@ -26,7 +26,7 @@ from tuiagent.core.run_spec import RUN_KEYS, SAMPLING_KEYS, Grammar, RunSpec, as
 from tuiagent.errors import ConfigError, UserError
 
 # The seven tool-use-tax conditions (arXiv 2605.00136, section 2.2), as changes to a run, in the
-# paper's order; what each one is here: docs/evaluating.md#the-tool-use-tax-protocol.
+# paper's order; what each one is here: docs/papers/tool-use-tax.md#the-tool-use-tax-protocol.
 CONDITIONS: dict[str, dict[str, Any]] = {
     "cot": {"mode": "cot"},
     "fcstyle": {"mode": "fcstyle"},  # the tool prompt, no tool access

@@ -1,4 +1,4 @@
-"""PruneTIR on golden scripted trajectories with canned kernel results (docs/guards.md, "PruneTIR");
+"""PruneTIR on golden scripted trajectories with canned kernel results (docs/papers/prunetir.md, "PruneTIR");
 RTTS's span and the tool's return also through the real kernel."""
 
 from __future__ import annotations

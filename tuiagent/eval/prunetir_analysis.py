@@ -7,7 +7,7 @@
   error | not resolved in the k-1 turns before), k = 1..K, with Wilson intervals.
 - **Ablation** (``--protocol prunetir-ablation``): full PruneTIR against each component switched off.
 
-Definitions (docs/evaluating.md, "PruneTIR's analyses"): a run's ``turn_trace`` has one character a
+Definitions (docs/papers/prunetir.md, "PruneTIR's analyses"): a run's ``turn_trace`` has one character a
 turn, ``o`` (its executed call ran), ``e`` (it raised or timed out) or ``.`` (no executed call), and
 ``|`` where the context was cut back before a resampled turn (STPR). An episode opens at an ``e``
 while none is open and closes at the next ``o`` (resolved), at a ``|`` (cut: the error left the

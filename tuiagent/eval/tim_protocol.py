@@ -9,7 +9,7 @@ The paper's metrics, each on correct final answers only (section 3.2.1) and by i
 runs (lines per code block, cyclomatic complexity by radon) with its Pearson correlation with the
 Miss Rate (section 5.3). PRM accuracy needs the paper's process reward model, which tuiagent does
 not have: it is reported as not computed. The judge asks after the runs (``judge_tim``), cached;
-the report (``tim_section`` here; its tables and plots in ``eval.tim_tables``) only reads the cache. docs/evaluating.md
+the report (``tim_section`` here; its tables and plots in ``eval.tim_tables``) only reads the cache. docs/papers/tim.md
 ("The TIM protocol").
 """
 

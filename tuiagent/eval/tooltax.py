@@ -8,7 +8,7 @@ Every quantity is computed per *scope*: on the semantic-distractor variants when
 (pooled over the types, as the paper's Table 2 averages "across all noisy variants", and per type),
 on the questions as written otherwise; the report names the scope. The definitions, what is our
 reading where the paper's copy is silent, and the paper's figures shown beside ours:
-docs/evaluating.md#the-tool-use-tax-protocol.
+docs/papers/tool-use-tax.md#the-tool-use-tax-protocol.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ and without one of the paper's six cues, verbatim; the report's Delta Tool Y-N o
 on those where the tool is not needed, Definition 1 of arXiv 2609.16268, in eval.cue_probe) and the
 semantic-distractor test (each question rewritten by a model with one distractor that must not
 change the answer, after arXiv 2605.00136). What each measures, the cues, the distractor types,
-the cache and which variants are left out: docs/guards.md#necessity-flags,
-docs/guards.md#evaluation-protocols and docs/evaluating.md#the-cue-probe.
+the cache and which variants are left out: docs/papers/necessity.md#necessity-flags,
+docs/guards.md#evaluation-protocols and docs/papers/necessity.md#the-cue-probe.
 """
 
 from __future__ import annotations
