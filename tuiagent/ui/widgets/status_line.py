@@ -67,7 +67,10 @@ class StatusLine(Widget):
             self.tokens += 1
             self._stamps.append(time.monotonic())
         elif isinstance(e, ev.TurnStarted):
+            # the rate is the streaming turn's: not averaged over the tool's time between turns, nor
+            # over a fork's turns taken over from its parent (they arrive all at once)
             self.context_tokens = e.context_tokens
+            self._stamps.clear()
         elif isinstance(e, ev.ToolResult) and e.executed:
             self.tool_calls += 1
             self.errors += e.error or e.timed_out
