@@ -96,6 +96,10 @@ class GuardBase:
     # The settings that give the paper's (or its reference code's) reading where the default is ours:
     # what the paper profile (preset `paper`, --faithful) sets.
     paper_reading: ClassVar[Mapping[str, Any]] = {}
+    # A guard whose decisions depend on the steps before (an open error episode, the continues it
+    # gave): a fork shows it the parent's steps again, so it goes on from the state the parent left
+    # (``GuardChain.rebuild``) [ours].
+    carries_state: ClassVar[bool] = False
 
     @classmethod
     def note(cls, v: VerdictRecord) -> str:

@@ -13,7 +13,8 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
-from collections.abc import Iterable
+import json
+from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, replace
 from typing import Any
 
@@ -159,6 +160,33 @@ class GuardChain:
         off = [Toggle(n, False, asdict(self.settings[n]), why) for n, why in sorted(self.disabled_reason.items())]
         return on + off
 
+    async def rebuild(self, hook: str, *args: Any, parent: Mapping[str, Any]) -> list[str]:
+        """A fork takes over its parent's steps: each guard that carries state (``carries_state``) and
+        was on in the parent with the settings it has here (``parent``: name -> settings, as the
+        parent's GuardToggled events recorded them) is asked ``hook`` again at one of the parent's
+        steps; what it says is not acted on (the parent's record has it). A guard that raises is
+        switched off, as in ``consult``. Returns the names asked."""
+        asked = []
+        for guard in self.ordered():
+            method = getattr(guard, hook, None)
+            if (
+                method is None
+                or not getattr(type(guard), "carries_state", False)
+                or _as_json(parent.get(guard.name)) != _as_json(asdict(self.settings[guard.name]))
+            ):
+                continue
+            try:
+                said = method(*args)
+                if inspect.isawaitable(said):
+                    await said
+            except Exception as e:
+                self.enabled.discard(guard.name)
+                self.disabled_reason[guard.name] = f"{type(e).__name__} in {hook}, taking over the parent's steps: {e}"
+                self._toggled(guard.name, False, self.disabled_reason[guard.name])
+                continue
+            asked.append(guard.name)
+        return asked
+
     async def consult(self, hook: str, *args: Any) -> tuple[list[Verdict], list[Toggle]]:
         """Ask every enabled guard that has ``hook``; stop after a verdict that truncates the context.
         A hook may be a coroutine function (a guard that asks the model through ``view.judge``).
@@ -215,3 +243,8 @@ def ours_in_force(name: str, settings: Any) -> list[tuple[str, Any, str]]:
         elif ours:
             found.append((f.name, value, doc))
     return found
+
+
+def _as_json(value: Any) -> Any:
+    """A value as JSON reads it back (tuples as lists): settings from a record and from a guard compare equal."""
+    return json.loads(json.dumps(value, default=str))

@@ -288,6 +288,7 @@ class GStep(GuardBase):
     """G-STEP: a learned gate at each final submission -- continue with one more tool call, or commit."""
 
     name = "gstep"
+    carries_state = True  # the continues given, the progress at the last one, the forcing prompt
     paper_reading = {"agreeing_check": False}
     order = 40
     main_settings = ("tau", "max_extra_turns", "critic", "force_call")

@@ -251,6 +251,7 @@ class PruneTIR(GuardBase):
     """
 
     name: ClassVar[str] = "prunetir"
+    carries_state: ClassVar[bool] = True  # the open error episode, the stuck ones in a row, the seeds drawn
     order: ClassVar[int] = 10
     Settings: ClassVar[type] = PruneTIRSettings
     main_settings = ("turn_limit", "retry_limit", "stp", "stpr", "rtts", "suspend_turns")

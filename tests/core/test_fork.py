@@ -241,3 +241,36 @@ def test_what_the_record_cannot_rebuild_exactly_is_named():
     assert old.chain is None and "without its token ids" in old.inexact
     batched = fork_point([started, *turn(1, token_ids=[5], layout="batched"), *turn(2)], 1)
     assert batched.chain is None and "batched engine" in batched.inexact
+
+
+async def test_a_fork_goes_on_from_the_guard_state_its_parent_left(tmp_path, kernel):
+    """PruneTIR opened an error episode at the parent's step 1; a fork after that step under the
+    parent's guards prunes the episode when the fix succeeds, as the parent did. A guard the fork
+    switches on itself starts at the fork point, knowing nothing of the parent's steps."""
+    from guards.chain import GuardChain
+
+    def prunetir() -> GuardChain:
+        return GuardChain({"prunetir": {}}, {"prunetir"})
+
+    turns = [code_turn("print(undefined_name)"), code_turn("print(6 * 7)"), answer("42")]
+    parent = await record(tmp_path / "parent.jsonl", kernel, turns, guards=prunetir())
+    assert [e.guard for e in parent if isinstance(e, ev.ContextPruned)] == ["prunetir"]
+    events = load(tmp_path / "parent.jsonl").events
+    point = fork_point(events, 1, tmp_path / "parent.jsonl")
+    await kernel.restart()
+    forked = await record(tmp_path / "fork.jsonl", kernel, turns[1:], fork=point, guards=prunetir())
+    own = forked[len(point.prefix) :]
+    assert [e.guard for e in own if isinstance(e, ev.ContextPruned)] == ["prunetir"]
+    notices = [e.message for e in own if isinstance(e, ev.Notice)]
+    assert any(m.startswith("guard state taken over: prunetir") for m in notices)
+    assert working_context(forked).text == working_context(parent).text  # the same pruned context
+
+    plain = tmp_path / "plain.jsonl"
+    await kernel.restart()
+    await record(plain, kernel, turns)
+    point = fork_point(load(plain).events, 1, plain)
+    await kernel.restart()
+    switched_on = await record(tmp_path / "on.jsonl", kernel, turns[1:], fork=point, guards=prunetir())
+    own = switched_on[len(point.prefix) :]
+    assert not [e for e in own if isinstance(e, ev.ContextPruned)]
+    assert not any(isinstance(e, ev.Notice) and e.message.startswith("guard state taken over") for e in own)

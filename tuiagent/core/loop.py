@@ -287,10 +287,18 @@ class _Run:
         already (the sandbox in force, when it is the same) is not taken over a second time."""
         code: dict[int, CodeBlock] = {}
         said = {(n.level, n.message) for n in self.agent.notices}
+        parent_on: dict[str, Any] = {}  # the parent's guards on at this point, with their settings
+        taken_over: set[str] = set()  # the guards shown the parent's steps again
+        answered = 0  # the last turn whose on_answer was asked again
         for e in point.prefix:
             if isinstance(e, Notice) and (e.level, e.message) in said:
                 continue
             self.emit(e)
+            if isinstance(e, GuardToggled):
+                if e.enabled:
+                    parent_on[e.guard] = e.settings
+                else:
+                    parent_on.pop(e.guard, None)
             if isinstance(e, TurnStarted):
                 self.turn, self.turn_tokens = e.turn, []
             elif isinstance(e, TokenDelta):
@@ -315,6 +323,13 @@ class _Run:
                 )
                 self.erroneous_calls += e.executed and e.error
                 self.budget_noted |= not e.executed and e.shown == prompts.BUDGET_NOTE
+                taken_over |= await self._rebuild_guards("on_tool_result", self.calls[-1], parent=parent_on)
+            elif isinstance(e, GuardVerdict) and e.hook == "on_answer" and answered < self.turn:
+                # the parent asked on_answer at this turn's end: as then, the attempt is counted first
+                answered, answer = self.turn, final_answer(self.turn_text)
+                self.answer_attempts += answer is not None
+                taken_over |= await self._rebuild_guards("on_answer", answer, parent=parent_on, answer=answer)
+                self.answer_attempts -= answer is not None
             elif isinstance(e, AnswerAttempt) and not e.final:
                 self.answer_attempts += 1
                 self.last_attempt = e.answer
@@ -324,6 +339,14 @@ class _Run:
                 self.tools_suspended, self.tools_back_at = False, None
         self._renumber_calls()
         self.emit(fork_notice(point))
+        if taken_over:
+            self.emit(
+                Notice(
+                    level="info",
+                    message=f"guard state taken over: {', '.join(sorted(taken_over))} shown the parent's steps again, "
+                    "so each goes on from the state the parent left",
+                )
+            )
         stop = [OUTPUT_FENCE] if self.settings.mode == "tool" else []
         self.emit(await restore_model(self.agent.backend, point, stop))
         rebuilt = await restore_kernel(
@@ -331,6 +354,14 @@ class _Run:
         )
         if rebuilt is not None:
             self.emit(rebuilt)
+
+    async def _rebuild_guards(
+        self, hook: str, *args: object, parent: Mapping[str, Any], answer: str | None = None
+    ) -> set[str]:
+        """Ask the guards that carry state ``hook`` again at a step of the parent (``GuardChain.rebuild``)."""
+        if self.agent.guards is None:
+            return set()
+        return set(await self.agent.guards.rebuild(hook, *args, self.view(answer), parent=parent))
 
     async def _edited_step(self, edit: Edit) -> AsyncIterator[None]:
         """An edit fork's step from its edit on: a tool output shown in place of the recorded one
