@@ -298,7 +298,7 @@ def samples(
     return x, np.asarray(ys, dtype=np.int64), np.asarray(ws, dtype=np.float64), np.asarray(gs), info
 
 
-HYPER = {  # [paper+ref]
+HYPER = {  # [paper] Appendix I.3 (no G-STEP code is published)
     "hidden_layer_sizes": (128, 64),
     "activation": "relu",
     "solver": "adam",
