@@ -68,6 +68,9 @@ class Change:
     settings: dict[str, Any] | None = None
 
 
+_RAISED = object()  # what ``GuardChain._ask`` returns for a guard that raised
+
+
 class GuardChain:
     """The guards of one run. ``configs`` maps a guard name to its settings values; ``enabled`` names
     the guards that start on. Guards named in ``configs`` but not enabled can be switched on later."""
@@ -168,24 +171,28 @@ class GuardChain:
         switched off, as in ``consult``. Returns the names asked."""
         asked = []
         for guard in self.ordered():
-            method = getattr(guard, hook, None)
-            if (
-                method is None
-                or not getattr(type(guard), "carries_state", False)
-                or _as_json(parent.get(guard.name)) != _as_json(asdict(self.settings[guard.name]))
+            if not getattr(type(guard), "carries_state", False) or _as_json(parent.get(guard.name)) != _as_json(
+                asdict(self.settings[guard.name])
             ):
                 continue
-            try:
-                said = method(*args)
-                if inspect.isawaitable(said):
-                    await said
-            except Exception as e:
-                self.enabled.discard(guard.name)
-                self.disabled_reason[guard.name] = f"{type(e).__name__} in {hook}, taking over the parent's steps: {e}"
-                self._toggled(guard.name, False, self.disabled_reason[guard.name])
-                continue
-            asked.append(guard.name)
+            if await self._ask(guard, hook, args, during=", taking over the parent's steps") is not _RAISED:
+                asked.append(guard.name)
         return asked
+
+    async def _ask(self, guard: Guard, hook: str, args: tuple[Any, ...], during: str = "") -> Any:
+        """What ``guard``'s ``hook`` says (None without one; a coroutine is awaited); a guard that raises
+        is switched off with the reason, and ``_RAISED`` returned."""
+        method = getattr(guard, hook, None)
+        if method is None:
+            return None
+        try:
+            said = method(*args)
+            return await said if inspect.isawaitable(said) else said
+        except Exception as e:
+            self.enabled.discard(guard.name)
+            self.disabled_reason[guard.name] = f"{type(e).__name__} in {hook}{during}: {e}"
+            self._toggled(guard.name, False, self.disabled_reason[guard.name])
+            return _RAISED
 
     async def consult(self, hook: str, *args: Any) -> tuple[list[Verdict], list[Toggle]]:
         """Ask every enabled guard that has ``hook``; stop after a verdict that truncates the context.
@@ -195,19 +202,8 @@ class GuardChain:
         self.apply_pending()
         verdicts = []
         for guard in self.ordered():
-            method = getattr(guard, hook, None)
-            if method is None:
-                continue
-            try:
-                verdict = method(*args)
-                if inspect.isawaitable(verdict):
-                    verdict = await verdict
-            except Exception as e:
-                self.enabled.discard(guard.name)
-                self.disabled_reason[guard.name] = f"{type(e).__name__} in {hook}: {e}"
-                self._toggled(guard.name, False, self.disabled_reason[guard.name])
-                continue
-            if verdict is None:
+            verdict = await self._ask(guard, hook, args)
+            if verdict is None or verdict is _RAISED:
                 continue
             verdicts.append(verdict if verdict.guard else replace(verdict, guard=guard.name))
             if verdict.action == RESAMPLE or verdict.truncate_to is not None:
