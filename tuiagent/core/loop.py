@@ -271,10 +271,9 @@ class _Run:
         if edit is None and self.turn == 0 and self.settings.first_call == "required" and self.settings.mode == "tool":
             edit = Edit("text", 1, "", FIRST_CALL_OPENING, token=0)
             self.emit(replace(edit.event(by="protocol"), detail={"rule": "first_call=required"}))
-            async for _ in self._turn(edit):
-                yield
         elif edit is not None and edit.target == "text":
             self.emit(edit.event())
+        if edit is not None and edit.target == "text":
             async for _ in self._turn(edit):
                 yield
         while True:
