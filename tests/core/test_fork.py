@@ -110,19 +110,24 @@ def test_steps_that_cannot_be_forked_are_clear_errors(tmp_path):
         fork_point(events[1:], 0)
 
 
+def started(settings: dict, sampling: dict | None = None, **fields) -> ev.RunStarted:
+    """A recorded run's start with these settings (model m, tool mode)."""
+    return ev.RunStarted(
+        run_id="r",
+        problem="p",
+        model_id="m",
+        backend="b",
+        mode="tool",
+        prompt="x",
+        sampling=sampling or {},
+        settings=settings,
+        **fields,
+    )
+
+
 def test_the_fork_keeps_the_parents_guards_unless_told_otherwise():
     events = [
-        ev.RunStarted(
-            run_id="r",
-            problem="p",
-            model_id="m",
-            backend="b",
-            mode="tool",
-            prompt="x",
-            sampling={"temperature": 0.0},
-            settings={"max_tool_calls": 9},
-            gold="3",
-        ),
+        started({"max_tool_calls": 9}, sampling={"temperature": 0.0}, gold="3"),
         ev.GuardToggled(guard="tim", enabled=True, settings={"window": 3}),
         ev.GuardToggled(guard="attc", enabled=True, settings={"threshold": 0.9}),
         ev.TurnStarted(turn=1, context_tokens=1),
@@ -150,19 +155,7 @@ def test_the_fork_keeps_the_parents_guards_unless_told_otherwise():
 
 def test_a_fork_of_a_calculator_run_keeps_the_calculator():
     """Its prompt offered a calculator and its cells are expressions: the fork keeps both."""
-    events = [
-        ev.RunStarted(
-            run_id="r",
-            problem="p",
-            model_id="m",
-            backend="B",
-            mode="tool",
-            prompt="x",
-            sampling={},
-            settings={"max_tool_calls": 4, "tool": "calculator"},
-        ),
-        ev.TurnStarted(turn=1, context_tokens=1),
-    ]
+    events = [started({"max_tool_calls": 4, "tool": "calculator"}), ev.TurnStarted(turn=1, context_tokens=1)]
     request = fork_request(fork_point(events, 0), RunSpec(run={"kernel": "noop"}))
     assert request.settings.tool == "calculator" and request.kernel == "calculator"
 
