@@ -129,7 +129,10 @@ class LlamaCppBackend:
                 start_new_session=True,  # Ctrl-C in a terminal goes to us; we cancel the worker
             )
         self._conn = Connection(ours.detach())
-        self._conn.send(("load", options))
+        try:
+            self._conn.send(("load", options))
+        except OSError:  # the worker died before it read its orders: _wait_ready says how it ended
+            pass
 
     def _wait_ready(self) -> dict[str, Any]:
         try:
