@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from tuiagent.errors import ConfigError
+from tuiagent.errors import ConfigError, UserError
+from tuiagent.eval.protocols import settings_of
 from tuiagent.presets import load_preset_file, parse_config, resolve_settings
 
 
@@ -75,7 +76,7 @@ condition = "oracle"
 
 
 def test_protocol_adds_the_seven_conditions_once():
-    settings = resolve_settings(["attc", "cot"], protocol="tooltax")
+    settings = resolve_settings(["attc", "cot"], added=settings_of("tooltax"))
     assert [s.name for s in settings] == ["attc", "cot", "full", "fcstyle", "noop", "oracle", "evidence", "max1"]
     by_name = {s.name: s for s in settings}
     assert (by_name["fcstyle"].mode, by_name["evidence"].evidence, by_name["full"].evidence) == (
@@ -84,6 +85,8 @@ def test_protocol_adds_the_seven_conditions_once():
         "as written",
     )
     assert [s.name for s in resolve_settings([])] == ["none"]
+    with pytest.raises(UserError, match=r"unknown protocol 'nope'; installed: .*prunetir-ablation, tim, tooltax"):
+        settings_of("nope")
 
 
 def test_fingerprint_changes_with_what_the_setting_does():

@@ -528,6 +528,21 @@ def _explain_readings(model: str | None, models: Path | None, preset: str | None
         console.print(f"  {name}.{key} = {value!r}  {tag}{doc}", markup=False)
 
 
+@app.command("protocols")
+def list_protocols() -> None:
+    """List the installed eval protocols (plug-ins under the ``tuiagent.protocols`` entry point), the
+    ``--protocol`` values each offers to ``tuiagent eval`` and the settings each value adds."""
+    from tuiagent.eval.protocols import installed
+
+    console = terminal_console(highlight=False, soft_wrap=True)
+    for p in installed():
+        console.print(Text(p.name, style="bold") + Text(f"  {p.title}", style="dim"))
+        for value, texts in p.settings.items():
+            console.print(f"  --protocol {value}: -c {' -c '.join(texts)}", markup=False)
+        if p.switches:
+            console.print(f"  {p.switches}", markup=False)
+
+
 @app.command("presets")
 def list_presets(model: ModelOpt = None, models: ModelsFileOpt = None) -> None:
     """List the presets (named run settings) for a model and the files they come from; add yours to the user file."""

@@ -45,32 +45,6 @@ CONDITION_LABELS = {
     "evidence": "Agent-OracleEvidence",
     "max1": "Agent-Max1Turn",
 }
-PROTOCOLS = {
-    "tooltax": ("full", "cot", "fcstyle", "noop", "oracle", "evidence", "max1"),
-    # [paper] the same with the GSM8K agent's tool, a calculator (section 3.1; kernels/calculator.py):
-    # every condition with the tool prompt offers it (NoTool-CoT has no tool prompt)
-    "tooltax-calculator": (
-        "full:tool=calculator",
-        "cot",
-        "fcstyle:tool=calculator",
-        "noop:tool=calculator",
-        "oracle:tool=calculator",
-        "evidence:tool=calculator",
-        "max1:tool=calculator",
-    ),
-    # [ours] PruneTIR's ablation rows (report: eval/prunetir_analysis.py): the base with the budget
-    # PruneTIR declares with its defaults (run_budget: retry_limit x (turn_limit + 1) + 1 = 9 calls),
-    # so every row has the same calls to spend; the full method; each component off [paper].
-    "prunetir-ablation": (
-        "none:max_tool_calls=9",
-        "prunetir",
-        "prunetir:prunetir.stp=false",
-        "prunetir:prunetir.stpr=false",
-        "prunetir:prunetir.rtts=false",
-    ),
-    # [paper] TIM (arXiv 2511.10899): Base (no tool), TaLM, TaLM + Prompting (section 6.1; presets.toml)
-    "tim": ("cot", "full", "tim-prompt"),
-}
 
 
 @dataclass(frozen=True)
@@ -312,15 +286,11 @@ def resolve_settings(
     *,
     named: dict[str, Preset] | None = None,
     default: list[str] | None = None,
-    protocol: str | None = None,
+    added: tuple[str, ...] = (),
 ) -> list[Preset]:
-    """The settings of an eval, in order, duplicates dropped. No config at all -> ``default``
-    (``none`` when not given)."""
-    texts = list(configs)
-    if protocol:
-        if protocol not in PROTOCOLS:
-            raise ConfigError(f"unknown protocol {protocol!r}", fix=f"use one of {', '.join(PROTOCOLS)}")
-        texts += [c for c in PROTOCOLS[protocol] if c not in texts]
+    """The settings of an eval, in order, duplicates dropped: ``configs``, then ``added`` (a protocol's,
+    ``eval.protocols``). None of either -> ``default`` (``none`` when not given)."""
+    texts = list(configs) + [c for c in added if c not in configs]
     if not texts:
         texts = list(default or ["none"])
     out: dict[str, Preset] = {}

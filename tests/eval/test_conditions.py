@@ -9,6 +9,7 @@ from tuiagent.core import events as ev
 from tuiagent.core import prompts
 from tuiagent.core.trajectory import load
 from tuiagent.eval.harness import EvalConfig, run_eval
+from tuiagent.eval.protocols import settings_of
 from tuiagent.eval.report import summary_from_store, to_markdown
 from tuiagent.eval.results import ResultStore
 from tuiagent.presets import resolve_settings
@@ -43,7 +44,7 @@ def tooltax_turns(job, code_turn=code_turn):
 async def test_the_seven_tool_use_tax_conditions(tmp_path, dataset):
     cfg = EvalConfig(
         datasets=[str(dataset(4))],
-        settings=resolve_settings([], protocol="tooltax"),
+        settings=resolve_settings([], added=settings_of("tooltax")),
         out=tmp_path / "out",
         model="scripted",
     )
@@ -103,7 +104,7 @@ async def test_the_conditions_with_a_calculator_as_the_tool(tmp_path, dataset):
     calculator computes, and the report says which tool the chain used."""
     cfg = EvalConfig(
         datasets=[str(dataset(4))],
-        settings=resolve_settings([], protocol="tooltax-calculator"),
+        settings=resolve_settings([], added=settings_of("tooltax-calculator")),
         out=tmp_path / "out",
         model="scripted",
     )

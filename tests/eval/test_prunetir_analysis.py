@@ -12,6 +12,7 @@ from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, numb
 from tuiagent.core import events as ev
 from tuiagent.core.run_spec import RunSpec
 from tuiagent.eval.harness import EvalConfig, run_eval
+from tuiagent.eval.protocols import settings_of
 from tuiagent.eval.prunetir_analysis import (
     ablation_label,
     episodes,
@@ -145,7 +146,7 @@ def test_the_ablation_rows_are_named_as_the_paper_names_them():
 
 
 def test_the_protocol_gives_the_base_prunetirs_own_budget():
-    settings = resolve_settings([], protocol="prunetir-ablation")
+    settings = resolve_settings([], added=settings_of("prunetir-ablation"))
     assert [ablation_label(s.describe()) for s in settings] == ["Base", "PruneTIR", "w/o STP", "w/o STPR", "w/o RTTS"]
     assert settings[0].run["max_tool_calls"] == PruneTIR.run_budget(PruneTIRSettings())["max_tool_calls"]
 

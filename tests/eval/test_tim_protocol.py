@@ -23,6 +23,7 @@ from tuiagent.core.run_spec import RunSpec
 from tuiagent.eval.harness import EvalConfig, run_eval
 from tuiagent.eval.judging import judge_cost
 from tuiagent.eval.merge import merge_shards
+from tuiagent.eval.protocols import settings_of
 from tuiagent.eval.report import summary_from_store, to_markdown
 from tuiagent.eval.results import ResultStore
 from tuiagent.eval.stats import bootstrap_mean
@@ -124,7 +125,7 @@ def scripted_judge(replies: list[dict]) -> ScriptedBackend:
 
 @pytest.fixture
 async def evaluated(tmp_path, dataset):
-    settings = resolve_settings([], named=load_presets(), protocol="tim")
+    settings = resolve_settings([], named=load_presets(), added=settings_of("tim"))
     cfg = EvalConfig(
         datasets=[str(dataset(3))],
         settings=settings,
@@ -251,7 +252,7 @@ async def test_asking_again_asks_nothing_and_no_judge_still_reports(evaluated):
 
 async def test_sharded_evals_merge_with_their_judgements(tmp_path, dataset):
     data = dataset(3)
-    settings = resolve_settings([], named=load_presets(), protocol="tim")
+    settings = resolve_settings([], named=load_presets(), added=settings_of("tim"))
     outs = {}
     for name, shard in (("whole", None), ("s1", (1, 2)), ("s2", (2, 2))):
         cfg = EvalConfig(

@@ -287,6 +287,7 @@ async def test_an_eval_with_distractors_a_judge_and_the_seven_conditions(tmp_pat
     from tuiagent.core.trajectory import load as load_trajectory
     from tuiagent.eval.datasets import Problem
     from tuiagent.eval.harness import EvalConfig, evidence_question, run_eval
+    from tuiagent.eval.protocols import settings_of
     from tuiagent.eval.report import summary_from_store, to_markdown
     from tuiagent.eval.results import ResultStore
     from tuiagent.presets import resolve_settings
@@ -305,7 +306,7 @@ async def test_an_eval_with_distractors_a_judge_and_the_seven_conditions(tmp_pat
     models = models_file(tmp_path, ["yes", "no", "yes", "maybe"], [math.log(p) for p in (0.9, 0.6, 0.5, 0.8)])
     cfg = EvalConfig(
         datasets=[str(dataset(2))],
-        settings=resolve_settings([], protocol="tooltax"),
+        settings=resolve_settings([], added=settings_of("tooltax")),
         out=tmp_path / "out",
         model="scripted",
         models_file=models,

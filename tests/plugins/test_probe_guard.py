@@ -1,7 +1,8 @@
-"""The proof that a guard is a plug-in: ``probe`` (tests/plugins/probe) lives outside tuiagent/ and
-guards/, is registered only through the ``tuiagent.guards`` entry point of its dist-info, and shows
-up everywhere a shipped guard does: ``tuiagent guards``, live runs, the app's guard panel and code
-blocks, replay, compare, and the eval's records and summary."""
+"""The proof that a paper is a plug-in: ``probe`` (examples/probe) lives outside tuiagent/ and
+guards/, is registered only through the ``tuiagent.guards`` and ``tuiagent.protocols`` entry points
+of its dist-info, and shows up everywhere a shipped guard and protocol do: ``tuiagent guards`` and
+``tuiagent protocols``, live runs, the app's guard panel and code blocks, replay, compare, the
+eval's ``--protocol``, records and summary."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
 from tuiagent.core.run_spec import RunSpec
 
-PROBE_DIR = Path(__file__).resolve().parent / "probe"
+PROBE_DIR = Path(__file__).resolve().parents[2] / "examples" / "probe"
 LONG = "x" * 45  # longer than the probe's default max_chars (40)
 
 
@@ -27,11 +28,12 @@ LONG = "x" * 45  # longer than the probe's default max_chars (40)
 def probe(monkeypatch):
     """The probe installed the way a package is: a dist-info with an entry point on the path."""
     from guards.chain import available, presenter
+    from tuiagent.eval.protocols import installed
 
     monkeypatch.syspath_prepend(str(PROBE_DIR))
     monkeypatch.setenv("PYTHONPATH", os.pathsep.join(filter(None, [str(PROBE_DIR), os.environ.get("PYTHONPATH")])))
     presenter.cache_clear()
-    assert "probe" in available()
+    assert "probe" in available() and "probe" in [p.name for p in installed()]
     yield
     presenter.cache_clear()
 
@@ -109,6 +111,42 @@ async def test_the_eval_counts_it_and_its_summary_column(probe, tmp_path):
     summary = summary_from_store(cfg.out)
     assert summary["datasets"]["tiny"]["settings"]["probe"]["probe_long"] == 2
     assert "probe long" in to_markdown(summary)
+
+
+def test_tuiagent_protocols_lists_its_protocol(probe):
+    out = subprocess.run(
+        [sys.executable, "-m", "tuiagent", "protocols"], capture_output=True, text=True, check=True
+    ).stdout
+    assert "probe  Probe (an example plug-in)" in out
+    assert "--protocol probe-sweep: -c none -c probe -c probe:probe.max_chars=10" in out
+
+
+async def test_its_protocol_adds_its_settings_and_its_table_to_the_report(probe, tmp_path):
+    from tuiagent.eval.harness import EvalConfig, run_eval
+    from tuiagent.eval.protocols import settings_of
+    from tuiagent.eval.report import summary_from_store, to_markdown
+    from tuiagent.presets import resolve_settings
+
+    data = tmp_path / "tiny.jsonl"
+    data.write_text(json.dumps({"question": "What is 1 plus 1?", "answer": "#### 2"}) + "\n", encoding="utf-8")
+    settings = resolve_settings([], added=settings_of("probe-sweep"))
+    cfg = EvalConfig(datasets=[str(data)], settings=settings, out=tmp_path / "out", model="scripted")
+    outcome = await run_eval(
+        cfg,
+        backend_factory=Factory(lambda job: [code_turn("'x' * 20"), answer_turn("2")]),
+        log=lambda m: None,
+        kernels={"jupyter": lambda gold=None: CalcKernel()},
+    )
+    assert outcome.ran == 3
+    summary = summary_from_store(cfg.out)
+    # a 20-character output: long for the 10-character limit only; the setting without the guard has no row
+    assert summary["datasets"]["tiny"]["probe"] == {
+        "probe": {"runs": 1, "flagged": 0},
+        "probe:probe.max_chars=10": {"runs": 1, "flagged": 1},
+    }
+    markdown = to_markdown(summary)
+    assert "### tiny: probe, runs with a flagged tool output" in markdown
+    assert "| probe:probe.max_chars=10 | 1 | 1 | 1.000 |" in markdown
 
 
 async def test_the_app_shows_it_in_the_panel_on_the_code_block_and_in_replay(probe, tmp_path):

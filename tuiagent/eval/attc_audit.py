@@ -34,6 +34,7 @@ from tuiagent.core.judge import JudgeModels
 from tuiagent.core.judge_prompts import UNPARSEABLE, prompt
 from tuiagent.core.judge_store import JudgementStore
 from tuiagent.eval.judging import Item, judge_eval, judged
+from tuiagent.eval.protocols import DatasetData, EvalProtocol, JudgePass, Table, cell
 from tuiagent.eval.results import has_trajectory, question_of, run_events
 from tuiagent.eval.stats import wilson
 
@@ -214,7 +215,6 @@ def attc_section(clean: dict[str, list[dict[str, Any]]], values: dict[str, dict[
 # -- tables and the plot -----------------------------------------------------------------------------
 
 Cell = Callable[[Any], str]
-Table = tuple[str, list[str], list[list[str]]]
 
 
 def _pct(rate: dict[str, Any], cell: Cell) -> str:
@@ -351,3 +351,34 @@ def plot_attc(section: dict[str, Any], dataset: str, directory: Path, plt: Any) 
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+class ATTCAudits(EvalProtocol):
+    """ATTC's judged audits of whole runs (``--attc-audit``, with ``--judge``)."""
+
+    name = "attc"
+    title = "ATTC (arXiv 2604.08281, reference 00Dreamer00/ATTC): judged conflict, tool-ignored, wrong-output audits"
+    order = 40
+    switches = "--attc-audit with --judge MODEL"
+
+    def sections(self, data: DatasetData) -> dict[str, Any]:
+        e = data.eval
+        if e.judgements is None or not e.audit_judge:
+            return {"attc_audit": None}
+        return {"attc_audit": attc_section(data.clean, audit_values(data.records, e.judgements, e.audit_judge))}
+
+    def tables(self, summary: dict[str, Any], dataset: str) -> list[Table]:
+        section = summary["datasets"][dataset].get("attc_audit")
+        judge = (summary.get("audit_judge") or {}).get("judge")
+        return attc_tables(section, dataset, judge, cell) if section else []
+
+    def plots(self, summary: dict[str, Any], dataset: str, directory: Path, plt: Any) -> list[Path]:
+        section = summary["datasets"][dataset].get("attc_audit")
+        return [plot_attc(section, dataset, directory, plt)] if section else []
+
+    async def judge(self, pass_: JudgePass) -> None:
+        cfg, store = pass_.cfg, pass_.store
+        if cfg.attc_audit:
+            await audit_eval(
+                cfg.judge or "", cfg.models_file, store.dir, store.records.values(), pass_.log, models=pass_.models
+            )

@@ -72,11 +72,8 @@ def eval_command(
         typer.Option(
             "--protocol",
             help=(
-                "Add a paper protocol's settings: tooltax = the seven conditions cot, fcstyle, noop, full, oracle, evidence, "
-                "max1 (Gap, Δsty/Δfrc/Δcmp, attribution, A-F, overlap, G-STEP's Cls.; on the distractors with --distractors), "
-                "with Python as the tool; tooltax-calculator = the same with a calculator as the tool, as the paper's GSM8K agent; "
-                "prunetir-ablation = none (9 calls), prunetir and each of its components off; "
-                "tim = cot, full, tim-prompt (TIM's Win Rate, Miss Rate, error types, code complexity; judged with --judge)."
+                "Add a paper protocol's settings, e.g. tooltax (`tuiagent protocols` lists the installed values and "
+                "the settings each adds)."
             ),
         ),
     ] = None,
@@ -291,6 +288,7 @@ def eval_command(
     from tuiagent.eval.dir_lock import exclusive
     from tuiagent.eval.harness import EvalConfig, default_out
     from tuiagent.eval.merge import merge_shards
+    from tuiagent.eval.protocols import settings_of
     from tuiagent.eval.results import MANIFEST
     from tuiagent.eval.shards import parse_shard
     from tuiagent.eval.variants import CODE_CUES, CUES, DISTRACTORS
@@ -342,7 +340,10 @@ def eval_command(
             named = cf.load_presets(configs, model=spec.id, models_file=models)
             default = list(cf.load_preset_file(configs)) if configs else None  # no -c: every config of the file
             settings = cf.resolve_settings(
-                _split(config) if config else [], named=named, default=default, protocol=protocol
+                _split(config) if config else [],
+                named=named,
+                default=default,
+                added=settings_of(protocol) if protocol else (),
             )
             if faithful:  # the paper profile over each setting, named apart: it is another setting
                 settings = [cf.Preset(name=f"{p.name} (faithful)", spec=cf.faithful(p.spec)) for p in settings]

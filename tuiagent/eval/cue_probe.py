@@ -30,7 +30,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from tuiagent.eval.judging import needed
+from tuiagent.eval.judging import call_verdicts, cue_probe_runs, judge_eval, necessity_items, needed
+from tuiagent.eval.protocols import DatasetData, EvalProtocol, JudgePass, Table, cell
 from tuiagent.eval.stats import rounded
 from tuiagent.eval.variants import CODE_CUES, CUE_PREFIX, SEARCH_CUES
 
@@ -208,3 +209,48 @@ def cue_table(cues: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
                     ]
                 )
     return header, rows
+
+
+class CueProbe(EvalProtocol):
+    """The cue probe (``--cue-probe``/``--cue``): its section, and with ``--judge`` the necessity of
+    each executed call of the cued items."""
+
+    name = "necessity"
+    title = "Spurious tool use (arXiv 2609.16268): the cue probe's ΔTool Y-N and Definition 1's utility test"
+    order = 20
+    switches = "--cue-probe or --cue CUE (with --judge: each call's necessity)"
+
+    def sections(self, data: DatasetData) -> dict[str, Any]:
+        e = data.eval
+        verdicts = call_verdicts(data.records, e.judgements, e.judge) if e.judgements is not None and e.judge else None
+        return {"cues": cue_section(data.records, e.settings, dict(e.modes), verdicts)}
+
+    def tables(self, summary: dict[str, Any], dataset: str) -> list[Table]:
+        section = summary["datasets"][dataset].get("cues")
+        if not section:
+            return []
+        header, rows = cue_table(section)
+        return [
+            (
+                f"{dataset}: spurious-tool-use cue probe (tool rate = share of runs with a call; utility "
+                "holds: acc Y (called) <= acc Y (no call), Definition 1; the tool and no-tool settings' "
+                "accuracies on the cued items beside it [ours])",
+                header,
+                [
+                    [
+                        {True: "yes", False: "no"}[c] if isinstance(c, bool) else c if isinstance(c, str) else cell(c)
+                        for c in row
+                    ]
+                    for row in rows
+                ],
+            )
+        ]
+
+    async def judge(self, pass_: JudgePass) -> None:
+        cfg = pass_.cfg
+        if cfg.cues:
+            tool = {s.name for s in cfg.settings if s.mode == "tool"}
+            items = necessity_items(cue_probe_runs(pass_.store.records.values(), tool))
+            await judge_eval(
+                cfg.judge or "", cfg.models_file, pass_.store.dir, items, pass_.log, "call(s)", models=pass_.models
+            )

@@ -35,6 +35,7 @@ from tuiagent.core import events as ev
 from tuiagent.core.faults import KINDS, FaultPlan, fault_seed
 from tuiagent.core.verify import is_correct
 from tuiagent.eval.datasets import Problem, with_variant
+from tuiagent.eval.protocols import DatasetData, EvalProtocol, Table, cell
 from tuiagent.eval.prunetir_analysis import record_trace, stuck_curve
 from tuiagent.eval.stats import mcnemar_exact, paired_bootstrap, right, rounded, wilson
 
@@ -318,7 +319,6 @@ def faults_section(
 # -- tables and the plot -------------------------------------------------------------------------------
 
 Cell = Any
-Table = tuple[str, list[str], list[list[str]]]
 
 
 def _kr(r: dict[str, Any], cell: Cell) -> str:
@@ -498,3 +498,24 @@ def plot_faults(section: dict[str, Any], dataset: str, directory: Path, plt: Any
 
 
 __all__ = ["INJECT_PREFIX", "KINDS", "faults_section", "faults_tables", "fault_variants", "injection_of"]
+
+
+class InjectedFaults(EvalProtocol):
+    """``--inject``: each injected run beside its clean pair (ours; no paper defines this protocol)."""
+
+    name = "faults"
+    title = "Injected tool faults (ours): accuracy, adopted, recovered, and each guard's answer beside the clean runs"
+    order = 60
+    switches = "--inject KIND[,KIND...] (--inject-at N, --broken-tool)"
+
+    def sections(self, data: DatasetData) -> dict[str, Any]:
+        return {"faults": faults_section(data.records, data.eval.settings, data.eval.baseline)}
+
+    def tables(self, summary: dict[str, Any], dataset: str) -> list[Table]:
+        section = summary["datasets"][dataset].get("faults")
+        return faults_tables(section, dataset, cell) if section else []
+
+    def plots(self, summary: dict[str, Any], dataset: str, directory: Path, plt: Any) -> list[Path]:
+        section = summary["datasets"][dataset].get("faults")
+        path = plot_faults(section, dataset, directory, plt) if section else None
+        return [path] if path else []

@@ -26,19 +26,11 @@ from tuiagent.core.batch import run_batch
 from tuiagent.core.judge import JudgeModels
 from tuiagent.core.run_spec import RunSpec
 from tuiagent.errors import UserError
-from tuiagent.eval.attc_audit import audit_eval
 from tuiagent.eval.datasets import Fields, Problem, load_dataset, select
 from tuiagent.eval.faults_report import fault_variants, is_injected, job_plan
-from tuiagent.eval.judging import (
-    check_answers_unchanged,
-    check_judge,
-    cue_probe_runs,
-    judge_eval,
-    judge_taxonomy,
-    necessity_items,
-    with_judge,
-)
+from tuiagent.eval.judging import check_answers_unchanged, check_judge, with_judge
 from tuiagent.eval.metrics import run_record
+from tuiagent.eval.protocols import JudgePass, installed
 from tuiagent.eval.results import ResultStore, legacy_safe_name, run_key, safe_name, trajectory_path
 from tuiagent.eval.reuse import GenerationMemo, ReusingBackend
 from tuiagent.eval.shards import describe, shard_name, shard_of
@@ -592,40 +584,14 @@ async def judge_runs(
     previous: dict[str, Any],
     log: Callable[[str], None],
 ) -> None:
-    """The judging passes after the runs (the cue probe's calls, ATTC's audit, the TIM metrics, the
-    A-F taxonomy), each cached in the directory's judgements.jsonl, through one judge model opened
-    once for all of them."""
-    judge = cfg.judge or ""
+    """Each protocol's judging pass after the runs (``eval.protocols``), cached in the directory's
+    judgements.jsonl, through one judge model opened once for all of them."""
     models = JudgeModels(cfg.models_file, concurrency=cfg.concurrency)
+    ran = cfg.protocol or previous.get("protocol")
+    pass_ = JudgePass(cfg, store, described, frozenset([ran] if ran else []), models, log)
     try:
-        if cfg.cues:
-            tool = {s.name for s in cfg.settings if s.mode == "tool"}
-            items = necessity_items(cue_probe_runs(store.records.values(), tool))
-            await judge_eval(judge, cfg.models_file, store.dir, items, log, "call(s)", models=models)
-        if cfg.attc_audit:
-            await audit_eval(judge, cfg.models_file, store.dir, store.records.values(), log, models=models)
-        if (cfg.protocol or previous.get("protocol")) == "tim":
-            from tuiagent.eval.tim_protocol import judge_tim
-
-            # every setting the directory reports, earlier sessions' included (as the report reads them)
-            names = list(described)
-            modes = {n: str(d.get("run", {}).get("mode", "tool")) for n, d in described.items()}
-            await with_judge(
-                judge,
-                cfg.models_file,
-                store.dir,
-                lambda j: judge_tim(j, list(store.records.values()), names, modes, log),
-                models=models,
-            )
-        settings = [s.name for s in cfg.settings]
-        conditions = {s.name: s.condition for s in cfg.settings}
-        await with_judge(
-            judge,
-            cfg.models_file,
-            store.dir,
-            lambda j: judge_taxonomy(j, list(store.records.values()), settings, conditions, log),
-            models=models,
-        )
+        for protocol in installed():
+            await protocol.judge(pass_)
     finally:
         await models.aclose()
 

@@ -24,6 +24,7 @@ from typing import Any
 import scipy.stats
 
 from tuiagent.core import events as ev
+from tuiagent.eval.protocols import DatasetData, EvalProtocol, Table, cell
 from tuiagent.eval.results import run_events
 from tuiagent.eval.stats import bootstrap_diff, bootstrap_mean, rounded, wilson
 
@@ -248,7 +249,6 @@ def prunetir_section(
 # -- tables and the plot -----------------------------------------------------------------------------
 
 Cell = Callable[[Any], str]
-Table = tuple[str, list[str], list[list[str]]]
 
 
 def prunetir_tables(section: dict[str, Any], dataset: str, cell: Cell) -> list[Table]:
@@ -426,3 +426,33 @@ def plot_stuck(section: dict[str, Any], dataset: str, directory: Path, plt: Any)
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path
+
+
+class PruneTIRAnalyses(EvalProtocol):
+    name = "prunetir"
+    title = "PruneTIR (shared/papers/004): erroneous calls by outcome, the stuck curve, the ablation"
+    order = 30
+    # [ours] the ablation rows: the base with the budget PruneTIR declares with its defaults
+    # (run_budget: retry_limit x (turn_limit + 1) + 1 = 9 calls), so every row has the same calls to
+    # spend; the full method; each component off [paper].
+    settings = {
+        "prunetir-ablation": (
+            "none:max_tool_calls=9",
+            "prunetir",
+            "prunetir:prunetir.stp=false",
+            "prunetir:prunetir.stpr=false",
+            "prunetir:prunetir.rtts=false",
+        )
+    }
+
+    def sections(self, data: DatasetData) -> dict[str, Any]:
+        return {"prunetir": prunetir_section(data.clean, dict(data.eval.specs), data.row)}
+
+    def tables(self, summary: dict[str, Any], dataset: str) -> list[Table]:
+        section = summary["datasets"][dataset].get("prunetir")
+        return prunetir_tables(section, dataset, cell) if section else []
+
+    def plots(self, summary: dict[str, Any], dataset: str, directory: Path, plt: Any) -> list[Path]:
+        section = summary["datasets"][dataset].get("prunetir")
+        path = plot_stuck(section, dataset, directory, plt) if section else None
+        return [path] if path else []

@@ -29,15 +29,12 @@ import math
 from collections import defaultdict
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from guards.chain import available, presenter
 from tuiagent.core.judge import judge_model
-from tuiagent.eval.attc_audit import attc_section, attc_tables, plot_attc
-from tuiagent.eval.cue_probe import cue_section, cue_table
 from tuiagent.eval.estimators import estimators
-from tuiagent.eval.faults_report import faults_section, faults_tables, plot_faults
-from tuiagent.eval.prunetir_analysis import plot_stuck, prunetir_section, prunetir_tables
+from tuiagent.eval.protocols import DatasetData, EvalData, Table, cell, installed
 from tuiagent.eval.readings import readings_lines, setting_readings
 from tuiagent.eval.stats import (
     TOOL_BINS,
@@ -49,11 +46,10 @@ from tuiagent.eval.stats import (
     rounded,
     tool_bin,
 )
-from tuiagent.eval.tim_protocol import runs_csv, tim_sections
-from tuiagent.eval.tim_tables import plot_tim, tim_notes, tim_tables
-from tuiagent.eval.tooltax import NOT_JUDGED, Judged, reported, tooltax
-from tuiagent.eval.tooltax_tables import tooltax_tables
 from tuiagent.eval.variants import DISTRACTOR_PREFIX
+
+if TYPE_CHECKING:
+    from tuiagent.core.judge_store import JudgementStore
 
 MEANS = ("tcn", "erroneous", "wtn", "generated_tokens", "wall_s")
 LOOP_TOTALS = (("resampled", "resampled"), ("suspended", "suspended"), ("reused_turns", "reused turns"))
@@ -173,32 +169,6 @@ def tool_bins(records: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
     return out
 
 
-def setting_tools(specs: dict[str, dict[str, Any]]) -> dict[str, str]:
-    """Each setting's ``tool`` run key, as its manifest entry records it (absent: "python")."""
-    return {name: str((spec.get("run") or {}).get("tool", "python")) for name, spec in specs.items()}
-
-
-def distractor_section(records: list[dict[str, Any]], settings: list[str]) -> dict[str, Any] | None:
-    variants = sorted({r["variant"] for r in records if str(r.get("variant", "")).startswith(DISTRACTOR_PREFIX)})
-    if not variants:
-        return None
-    out: dict[str, Any] = {}
-    for s in settings:
-        rs = [r for r in records if r["setting"] == s]
-        with_variant = {r["problem_id"] for r in rs if r.get("variant") in variants}
-        clean = [r for r in rs if not r.get("variant") and r["problem_id"] in with_variant]
-        row: dict[str, Any] = {"clean": {"runs": len(clean), "accuracy": rounded(accuracy(clean))}}
-        for v in variants:
-            vr = [r for r in rs if r.get("variant") == v]
-            kind = v[len(DISTRACTOR_PREFIX) :]
-            ids = {r["problem_id"] for r in vr}
-            base = [r for r in clean if r["problem_id"] in ids]
-            a, b = accuracy(vr), accuracy(base)
-            row[kind] = {"runs": len(vr), "accuracy": rounded(a), "delta_vs_clean": _diff(a, b)}
-        out[s] = row
-    return out
-
-
 def summarize(
     records: Iterable[dict[str, Any]],
     *,
@@ -208,23 +178,20 @@ def summarize(
     model: str | None = None,
     invalid_variants: list[dict[str, Any]] | None = None,
     modes: dict[str, str] | None = None,
-    verdicts: dict[str, list[Any]] | None = None,
-    judge: dict[str, Any] | None = None,
     specs: dict[str, dict[str, Any]] | None = None,
-    audits: dict[str, dict[str, Any]] | None = None,
-    audit_judge: dict[str, Any] | None = None,
-    tim: dict[str, Any] | None = None,
     guards: dict[str, list[str]] | None = None,
     distractor_validity: dict[str, Any] | None = None,
-    judged: Judged = NOT_JUDGED,
+    judgements: JudgementStore | None = None,
+    judge: dict[str, Any] | None = None,
+    audit_judge: dict[str, Any] | None = None,
+    protocols: Iterable[str] = (),
 ) -> dict[str, Any]:
-    """The whole summary as plain data (what summary.json holds). ``modes``: each setting's mode (the
-    cue probe's no-tool setting); ``verdicts`` and ``judge``: the judge's per-call values and its cost;
-    ``specs``: each setting as the manifest describes it (PruneTIR's ablation rows); ``audits`` and
-    ``audit_judge``: ATTC's audit classes per run key, and its judge with what it cost; ``tim``: the
-    TIM protocol's section per dataset (``eval.tim_protocol.tim_section``); ``guards``: each setting's
-    guards (G-STEP's gap closure); ``distractor_validity``: the judge's answer-unchanged tally of the
-    distractor variants; ``judged``: its answers for the A-F taxonomy."""
+    """The whole summary as plain data (what summary.json holds): the accuracy and tool tables, and
+    each installed protocol's sections (``eval.protocols``). ``modes``: each setting's mode (the cue
+    probe's no-tool setting); ``specs``: each setting as the manifest describes it; ``guards``: each
+    setting's guards; ``distractor_validity``: the judge's answer-unchanged tally of the distractor
+    variants; ``judgements``: the directory's cached judgements, read by ``judge`` and ``audit_judge``
+    (each with what it cost); ``protocols``: the ``--protocol`` values the eval ran with."""
     left_out = {(v["dataset"], str(v["id"]), DISTRACTOR_PREFIX + v["kind"]) for v in invalid_variants or []}
     # a variant left out after it ran (a judge added on resuming) is not reported
     records = [r for r in records if (r["dataset"], str(r["problem_id"]), r.get("variant")) not in left_out]
@@ -235,7 +202,19 @@ def summarize(
     present = {r["setting"] for r in records}
     names = [n for n in names if n in present]
     baseline = baseline if baseline in present else (names[0] if names else None)
-    conditions = conditions or {}
+    data = EvalData(
+        records=records,
+        settings=names,
+        baseline=baseline,
+        conditions=conditions or {},
+        modes=modes or {},
+        guards=guards or {},
+        specs=specs or {},
+        judgements=judgements,
+        judge=judge["judge"] if judge else None,
+        audit_judge=audit_judge["judge"] if audit_judge else None,
+        protocols=frozenset(protocols),
+    )
     datasets: dict[str, Any] = {}
     for dataset in sorted({r["dataset"] for r in records}):
         rs = [r for r in records if r["dataset"] == dataset]
@@ -245,18 +224,10 @@ def summarize(
         datasets[dataset] = {
             "settings": {s: setting_row(v, None if s == baseline else base) for s, v in clean.items()},
             "tool_bins": {s: tool_bins(v) for s, v in clean.items()},
-            "tooltax": (
-                tooltax(rs, names, conditions, guards, judged=judged, tools=setting_tools(specs or {}))
-                if reported(rs, names, conditions, guards or {})
-                else None
-            ),
-            "distractors": distractor_section(rs, names),
-            "cues": cue_section(rs, names, modes or {}, verdicts),
-            "prunetir": prunetir_section(clean, specs or {}, setting_row),
-            "attc_audit": attc_section(clean, audits) if audits is not None else None,
-            "tim": (tim or {}).get(dataset),
-            "faults": faults_section(rs, names, baseline),
         }
+        view = DatasetData(name=dataset, eval=data, records=rs, clean=clean, row=setting_row)
+        for protocol in installed():
+            datasets[dataset] |= protocol.sections(view)
     return {
         "model": model or next((r.get("model") for r in records), None),
         "baseline": baseline,
@@ -305,16 +276,6 @@ def main_columns() -> tuple[tuple[str, str], ...]:
     return ACC_COLUMNS + tool_columns()[1:]
 
 
-def _cell(value: Any) -> str:
-    if value is None:
-        return "–"
-    if isinstance(value, list):
-        return "–" if None in value else f"{_cell(value[0])} … {_cell(value[1])}"
-    if isinstance(value, float):
-        return f"{value:.3f}" if abs(value) < 10 else f"{value:.1f}"
-    return str(value)
-
-
 def main_rows(
     summary: dict[str, Any], dataset: str, columns: tuple[tuple[str, str], ...] | None = None
 ) -> list[list[str]]:
@@ -326,12 +287,12 @@ def main_rows(
             if key == "setting":
                 cells.append(name + (" (base)" if name == base else ""))
             else:
-                cells.append(_cell(row.get(key)))
+                cells.append(cell(row.get(key)))
         rows.append(cells)
     return rows
 
 
-def _main_tables(summary: dict[str, Any], dataset: str) -> list[tuple[str, list[str], list[list[str]]]]:
+def _main_tables(summary: dict[str, Any], dataset: str) -> list[Table]:
     return [
         (
             f"{dataset}: accuracy ({summary['model']}, baseline {summary['baseline']})",
@@ -346,7 +307,7 @@ def _main_tables(summary: dict[str, Any], dataset: str) -> list[tuple[str, list[
     ]
 
 
-def _section_tables(summary: dict[str, Any], dataset: str) -> list[tuple[str, list[str], list[list[str]]]]:
+def _section_tables(summary: dict[str, Any], dataset: str) -> list[Table]:
     """(title, header, rows) of the smaller tables of one dataset."""
     d = summary["datasets"][dataset]
     tables = []
@@ -355,7 +316,7 @@ def _section_tables(summary: dict[str, Any], dataset: str) -> list[tuple[str, li
         (
             f"{dataset}: final-answer accuracy by tool calls (runs in bin; the TIM paper's bins, ours for accuracy)",
             ["setting", *bins],
-            [[s, *(f"{_cell(v[b]['accuracy'])} ({v[b]['runs']})" for b in bins)] for s, v in d["tool_bins"].items()],
+            [[s, *(f"{cell(v[b]['accuracy'])} ({v[b]['runs']})" for b in bins)] for s, v in d["tool_bins"].items()],
         )
     )
     est_keys = _estimator_keys(d)
@@ -365,66 +326,18 @@ def _section_tables(summary: dict[str, Any], dataset: str) -> list[tuple[str, li
                 f"{dataset}: pass@k (unbiased) and maj@k over seeds (95% bootstrap CI over problems)",
                 ["setting", *est_keys],
                 [
-                    [s, *(f"{_cell(e[k]['value'])} ({_cell(e[k]['ci'])})" if k in e else "–" for k in est_keys)]
+                    [s, *(f"{cell(e[k]['value'])} ({cell(e[k]['ci'])})" if k in e else "–" for k in est_keys)]
                     for s, row in d["settings"].items()
                     for e in [row.get("estimators", {})]
                 ],
             )
         )
-    if d["tooltax"]:
-        tables += tooltax_tables(
-            d["tooltax"], dataset, summary.get("distractor_validity") if d["distractors"] else None
-        )
-    if d["distractors"]:
-        kinds = sorted({k for row in d["distractors"].values() for k in row if k != "clean"})
-        tables.append(
-            (
-                f"{dataset}: semantic distractors (accuracy; Δ vs clean on the same problems)",
-                ["setting", "clean", *kinds],
-                [
-                    [
-                        s,
-                        _cell(row["clean"]["accuracy"]),
-                        *(
-                            f"{_cell(row[k]['accuracy'])} ({_cell(row[k]['delta_vs_clean'])})" if k in row else "–"
-                            for k in kinds
-                        ),
-                    ]
-                    for s, row in d["distractors"].items()
-                ],
-            )
-        )
-    if d["cues"]:
-        header, rows = cue_table(d["cues"])
-        tables.append(
-            (
-                f"{dataset}: spurious-tool-use cue probe (tool rate = share of runs with a call; utility "
-                "holds: acc Y (called) <= acc Y (no call), Definition 1; the tool and no-tool settings' "
-                "accuracies on the cued items beside it [ours])",
-                header,
-                [
-                    [
-                        {True: "yes", False: "no"}[c] if isinstance(c, bool) else c if isinstance(c, str) else _cell(c)
-                        for c in row
-                    ]
-                    for row in rows
-                ],
-            )
-        )
-    if d.get("prunetir"):
-        tables += prunetir_tables(d["prunetir"], dataset, _cell)
-    if d.get("attc_audit"):
-        tables += attc_tables(d["attc_audit"], dataset, (summary.get("audit_judge") or {}).get("judge"), _cell)
-    if d.get("tim"):
-        tables += tim_tables(d["tim"], dataset)
-    if d.get("faults"):
-        tables += faults_tables(d["faults"], dataset, _cell)
+    for protocol in installed():
+        tables += protocol.tables(summary, dataset)
     return tables
 
 
-def report_tables(
-    summary: dict[str, Any], dataset: str
-) -> tuple[list[tuple[str, list[str], list[list[str]]]], list[str]]:
+def report_tables(summary: dict[str, Any], dataset: str) -> tuple[list[Table], list[str]]:
     """The tables of one dataset that have rows, and the short titles of those without (left out)."""
     tables = _main_tables(summary, dataset) + _section_tables(summary, dataset)
     empty = [title.split(" (")[0].split(", ")[0] for title, _, rows in tables if not rows]
@@ -470,8 +383,8 @@ def to_markdown(summary: dict[str, Any]) -> str:
         for title, header, rows in tables:
             out += [f"### {title}", "", table(header, rows), ""]
         out += [empty_line(empty), ""] if empty else []
-        if summary["datasets"][dataset].get("tim"):
-            out += [f"- {line}" for line in tim_notes(summary["datasets"][dataset]["tim"])] + [""]
+        notes = protocol_notes(summary, dataset)
+        out += [f"- {line}" for line in notes] + [""] if notes else []
     if summary.get("readings"):
         out += [
             "## Readings",
@@ -491,6 +404,11 @@ def to_markdown(summary: dict[str, Any]) -> str:
         out += [f"- {v['dataset']}/{v['id']} {v['kind']}: {v['why']}" for v in summary["invalid_variants"]]
         out.append("")
     return "\n".join(out)
+
+
+def protocol_notes(summary: dict[str, Any], dataset: str) -> list[str]:
+    """The lines the protocols put under a dataset's tables."""
+    return [line for protocol in installed() for line in protocol.notes(summary, dataset)]
 
 
 def time_cut_line(keys: list[str]) -> str:
@@ -572,7 +490,7 @@ def print_terminal(summary: dict[str, Any], console: Any = None) -> None:
             console.print(t)
         if empty:
             console.print(empty_line(empty))
-        for line in tim_notes(summary["datasets"][dataset]["tim"]) if summary["datasets"][dataset].get("tim") else []:
+        for line in protocol_notes(summary, dataset):
             console.print(line)
     for j in judges(summary):
         console.print(judge_line(j))
@@ -629,13 +547,8 @@ def plot(summary: dict[str, Any], directory: Path) -> list[Path] | str:
         fig.savefig(path, dpi=110)
         plt.close(fig)
         written.append(path)
-        stuck = plot_stuck(d["prunetir"], dataset, directory, plt) if d.get("prunetir") else None
-        written += [stuck] if stuck else []
-        written += [plot_attc(d["attc_audit"], dataset, directory, plt)] if d.get("attc_audit") else []
-        if d.get("tim"):
-            written += plot_tim(d["tim"], directory, dataset, plt)
-        faults = plot_faults(d["faults"], dataset, directory, plt) if d.get("faults") else None
-        written += [faults] if faults else []
+        for protocol in installed():
+            written += protocol.plots(summary, dataset, directory, plt)
     return written
 
 
@@ -652,10 +565,10 @@ def write_reports(
     if "csv" in formats:
         (directory / "summary.csv").write_text(to_csv(summary), encoding="utf-8")
         written.append(directory / "summary.csv")
-        tim = {name: d["tim"] for name, d in summary["datasets"].items() if d.get("tim")}
-        if tim:
-            (directory / "tim-runs.csv").write_text(runs_csv(tim), encoding="utf-8")
-            written.append(directory / "tim-runs.csv")
+        for protocol in installed():
+            for name, text in protocol.files(summary).items():
+                (directory / name).write_text(text, encoding="utf-8")
+                written.append(directory / name)
     if "json" in formats:
         (directory / "summary.json").write_text(
             json.dumps(summary, indent=2, ensure_ascii=False) + "\n", encoding="utf-8"
@@ -673,32 +586,15 @@ def write_reports(
 def summary_from_store(directory: Path, *, baseline: str | None = None) -> dict[str, Any]:
     """The summary of the results in an eval directory, with the settings order and conditions of its manifest."""
     from tuiagent.core.judge_store import JudgementStore
-    from tuiagent.eval.attc_audit import audit_values
-    from tuiagent.eval.judging import call_verdicts, judge_summary, taxonomy_judged
+    from tuiagent.eval.judging import judge_summary
     from tuiagent.eval.results import ResultStore
 
     store = ResultStore(directory)
     manifest = store.manifest() or {}
     settings = manifest.get("settings", [])
-    verdicts, judge, judgements, judged = None, None, None, NOT_JUDGED
-    if manifest.get("judge"):
-        judgements = JudgementStore(directory)
-        verdicts = call_verdicts(store.records.values(), judgements, manifest["judge"])
-        judged = taxonomy_judged(judgements, manifest["judge"])
-        judge = judge_summary(judgements, manifest["judge"], str(manifest.get("model")))
-    audits, audit_judge = None, None
-    if manifest.get("attc_audit"):
-        judgements = JudgementStore(directory)
-        audits = audit_values(store.records.values(), judgements, manifest["attc_audit"])
-        audit_judge = judge_summary(judgements, manifest["attc_audit"], str(manifest.get("model")))
-    modes = {s["name"]: str(s.get("run", {}).get("mode", "tool")) for s in settings}
-    tim = (
-        tim_sections(
-            list(store.records.values()), [s["name"] for s in settings], modes, judgements, manifest.get("judge")
-        )
-        if manifest.get("protocol") == "tim"
-        else None
-    )
+    model = str(manifest.get("model"))
+    judge_id, audit_id = manifest.get("judge"), manifest.get("attc_audit")
+    judgements = JudgementStore(directory) if judge_id or audit_id else None
     summary = summarize(
         store.records.values(),
         settings=[s["name"] for s in settings],
@@ -706,16 +602,14 @@ def summary_from_store(directory: Path, *, baseline: str | None = None) -> dict[
         conditions={s["name"]: s.get("condition") for s in settings},
         model=manifest.get("model"),
         invalid_variants=manifest.get("invalid_variants"),
-        modes=modes,
+        modes={s["name"]: str(s.get("run", {}).get("mode", "tool")) for s in settings},
         guards={s["name"]: list(s.get("guards") or []) for s in settings},
         distractor_validity=manifest.get("distractor_validity"),
-        judged=judged,
-        verdicts=verdicts,
-        judge=judge,
         specs={s["name"]: s for s in settings},
-        audits=audits,
-        audit_judge=audit_judge,
-        tim=tim,
+        judgements=judgements,
+        judge=judge_summary(judgements, judge_id, model) if judgements is not None and judge_id else None,
+        audit_judge=judge_summary(judgements, audit_id, model) if judgements is not None and audit_id else None,
+        protocols=[manifest["protocol"]] if manifest.get("protocol") else [],
     )
     summary["readings"] = setting_readings(settings, manifest.get("model"))
     return summary

@@ -1,6 +1,6 @@
 """``tuiagent eval --protocol tim``: the reasoning metrics of "From Proof to Program" (TIM, arXiv
 2511.10899) on the no-tool (Base) and tool (TaLM) runs of each problem, and the section 6.1 prompt
-mitigation as a third setting (``presets.PROTOCOLS["tim"]``).
+mitigation as a third setting (``--protocol tim``; the plug-in is ``eval.tim_tables.TIMProtocol``).
 
 The paper's metrics, each on correct final answers only (section 3.2.1) and by its tool-call bins
 (section 5.2): Win Rate (a pairwise judge, Appendix A.2, asked in both orders), Miss Rate

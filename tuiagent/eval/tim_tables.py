@@ -1,5 +1,6 @@
 """The TIM protocol's report (``eval.tim_protocol``'s section): its tables in the paper's layout and
-names beside the paper's published figures, the notes under them, and the plots."""
+names beside the paper's published figures, the notes under them, and the plots; and the protocol's
+plug-in (its settings, its section and its judging pass)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import math
 from pathlib import Path
 from typing import Any
 
+from tuiagent.core.judge_prompts import prompt
+from tuiagent.eval.judging import judged, with_judge
+from tuiagent.eval.protocols import DatasetData, EvalProtocol, JudgePass, Table
 from tuiagent.eval.stats import TOOL_BINS, bin_label
 from tuiagent.eval.tim_protocol import (
     ERROR_NAMES,
@@ -15,6 +19,9 @@ from tuiagent.eval.tim_protocol import (
     PAPER,
     PAPER_CORRELATION,
     PAPER_TOOL_USE,
+    judge_tim,
+    runs_csv,
+    tim_section,
 )
 
 
@@ -323,3 +330,52 @@ def plot_tim(section: dict[str, Any], directory: Path, dataset: str, plt: Any) -
     fig.savefig(paths[2], dpi=110)
     plt.close(fig)
     return paths
+
+
+class TIMProtocol(EvalProtocol):
+    """``--protocol tim``: Base (no tool), TaLM and TaLM + Prompting, judged after the runs."""
+
+    name = "tim"
+    title = "Tool-induced myopia (arXiv 2511.10899): Win Rate, Miss Rate, error types, code complexity"
+    order = 50
+    settings = {"tim": ("cot", "full", "tim-prompt")}  # [paper] section 6.1 (presets.toml)
+
+    def sections(self, data: DatasetData) -> dict[str, Any]:
+        e = data.eval
+        if "tim" not in e.protocols:
+            return {"tim": None}
+        store, judge = e.judgements, e.judge
+        lookup = (
+            (lambda pid, inputs: judged(store, judge, prompt(pid), inputs)) if store is not None and judge else None
+        )
+        return {"tim": tim_section(data.records, e.settings, dict(e.modes), lookup, judge)}
+
+    def tables(self, summary: dict[str, Any], dataset: str) -> list[Table]:
+        section = summary["datasets"][dataset].get("tim")
+        return tim_tables(section, dataset) if section else []
+
+    def notes(self, summary: dict[str, Any], dataset: str) -> list[str]:
+        section = summary["datasets"][dataset].get("tim")
+        return tim_notes(section) if section else []
+
+    def plots(self, summary: dict[str, Any], dataset: str, directory: Path, plt: Any) -> list[Path]:
+        section = summary["datasets"][dataset].get("tim")
+        return plot_tim(section, directory, dataset, plt) if section else []
+
+    def files(self, summary: dict[str, Any]) -> dict[str, str]:
+        tim = {name: d["tim"] for name, d in summary["datasets"].items() if d.get("tim")}
+        return {"tim-runs.csv": runs_csv(tim)} if tim else {}
+
+    async def judge(self, pass_: JudgePass) -> None:
+        if "tim" not in pass_.protocols:
+            return
+        store = pass_.store
+        names = list(pass_.described)  # every setting the directory reports, as the report reads them
+        modes = {n: str(d.get("run", {}).get("mode", "tool")) for n, d in pass_.described.items()}
+        await with_judge(
+            pass_.cfg.judge or "",
+            pass_.cfg.models_file,
+            store.dir,
+            lambda j: judge_tim(j, list(store.records.values()), names, modes, pass_.log),
+            models=pass_.models,
+        )

@@ -1,6 +1,8 @@
-"""A guard that lives outside tuiagent/ and guards/ and is registered only through the
-``tuiagent.guards`` entry point of the dist-info beside it: the proof that a guard is a plug-in.
-It flags tool outputs longer than ``max_chars`` and describes itself like any shipped guard."""
+"""A guard and its eval protocol that live outside tuiagent/ and guards/ and are registered only
+through the ``tuiagent.guards`` and ``tuiagent.protocols`` entry points of the dist-info beside them:
+the proof that a paper is a plug-in (tests/plugins/test_probe_guard.py installs it). The guard flags
+tool outputs longer than ``max_chars`` and describes itself like any shipped guard; the protocol
+adds its settings to ``tuiagent eval`` and its table to the report."""
 
 from __future__ import annotations
 
@@ -8,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from guards.base import GuardBase, setting
+from tuiagent.eval.protocols import DatasetData, EvalProtocol, Table, cell
 from tuiagent.protocol import FLAG, PASS, Call, Display, Gauge, RunRecord, RunView, Span, Verdict, VerdictRecord
 
 
@@ -65,3 +68,32 @@ class ProbeGuard(GuardBase):
     @classmethod
     def metrics(cls, run: RunRecord) -> dict[str, Any]:
         return {"probe_long": sum(bool(v.data.get("long")) for v in run.of(cls.name))}
+
+
+class ProbeProtocol(EvalProtocol):
+    """The guard's eval protocol: ``--protocol probe-sweep`` runs no guard, the probe, and the probe
+    at a tighter limit; the report gets a table of the runs each setting flagged."""
+
+    name = "probe"
+    title = "Probe (an example plug-in): runs with a long tool output, per setting"
+    order = 90
+    settings = {"probe-sweep": ("none", "probe", "probe:probe.max_chars=10")}
+
+    def sections(self, data: DatasetData) -> dict[str, Any]:
+        rows = {}
+        for name, runs in data.clean.items():
+            if "probe" in data.eval.guards.get(name, []):
+                rows[name] = {"runs": len(runs), "flagged": sum(r.get("probe_long", 0) > 0 for r in runs)}
+        return {"probe": rows or None}
+
+    def tables(self, summary: dict[str, Any], dataset: str) -> list[Table]:
+        rows = summary["datasets"][dataset].get("probe")
+        if not rows:
+            return []
+        return [
+            (
+                f"{dataset}: probe, runs with a flagged tool output",
+                ["setting", "runs", "flagged", "share"],
+                [[s, str(r["runs"]), str(r["flagged"]), cell(r["flagged"] / r["runs"])] for s, r in rows.items()],
+            )
+        ]

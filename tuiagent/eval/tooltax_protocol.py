@@ -1,0 +1,113 @@
+"""The tool-use tax (arXiv 2605.00136) as an eval protocol: its seven conditions (``--protocol
+tooltax``, or ``tooltax-calculator`` with the paper's GSM8K tool), its decomposition and A-F taxonomy
+(``eval.tooltax``, in the paper's layout by ``eval.tooltax_tables``), accuracy on the semantic
+distractor variants beside the clean questions, and the judge's A-F pass."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tuiagent.eval.judging import judge_taxonomy, taxonomy_judged, with_judge
+from tuiagent.eval.protocols import DatasetData, EvalProtocol, JudgePass, Record, Table, cell
+from tuiagent.eval.stats import right, rounded
+from tuiagent.eval.tooltax import NOT_JUDGED, reported, tooltax
+from tuiagent.eval.tooltax_tables import tooltax_tables
+from tuiagent.eval.variants import DISTRACTOR_PREFIX
+
+CONDITIONS = ("full", "cot", "fcstyle", "noop", "oracle", "evidence", "max1")
+# [paper] the same with the GSM8K agent's tool, a calculator (section 3.1; kernels/calculator.py):
+# every condition with the tool prompt offers it (NoTool-CoT has no tool prompt)
+CALCULATOR = tuple(c if c == "cot" else f"{c}:tool=calculator" for c in CONDITIONS)
+
+
+def _accuracy(records: list[Record]) -> float | None:
+    return sum(map(right, records)) / len(records) if records else None
+
+
+def distractor_section(records: list[Record], settings: list[str]) -> dict[str, Any] | None:
+    """Per setting, the accuracy on each distractor type beside the clean accuracy on the same problems."""
+    variants = sorted({r["variant"] for r in records if str(r.get("variant", "")).startswith(DISTRACTOR_PREFIX)})
+    if not variants:
+        return None
+    out: dict[str, Any] = {}
+    for s in settings:
+        rs = [r for r in records if r["setting"] == s]
+        with_variant = {r["problem_id"] for r in rs if r.get("variant") in variants}
+        clean = [r for r in rs if not r.get("variant") and r["problem_id"] in with_variant]
+        row: dict[str, Any] = {"clean": {"runs": len(clean), "accuracy": rounded(_accuracy(clean))}}
+        for v in variants:
+            vr = [r for r in rs if r.get("variant") == v]
+            ids = {r["problem_id"] for r in vr}
+            a, b = _accuracy(vr), _accuracy([r for r in clean if r["problem_id"] in ids])
+            row[v[len(DISTRACTOR_PREFIX) :]] = {
+                "runs": len(vr),
+                "accuracy": rounded(a),
+                "delta_vs_clean": None if a is None or b is None else rounded(a - b),
+            }
+        out[s] = row
+    return out
+
+
+def distractor_table(section: dict[str, Any], dataset: str) -> Table:
+    kinds = sorted({k for row in section.values() for k in row if k != "clean"})
+    return (
+        f"{dataset}: semantic distractors (accuracy; Δ vs clean on the same problems)",
+        ["setting", "clean", *kinds],
+        [
+            [
+                s,
+                cell(row["clean"]["accuracy"]),
+                *(f"{cell(row[k]['accuracy'])} ({cell(row[k]['delta_vs_clean'])})" if k in row else "–" for k in kinds),
+            ]
+            for s, row in section.items()
+        ],
+    )
+
+
+def setting_tools(specs: dict[str, dict[str, Any]]) -> dict[str, str]:
+    """Each setting's ``tool`` run key, as its manifest entry records it (absent: "python")."""
+    return {name: str((spec.get("run") or {}).get("tool", "python")) for name, spec in specs.items()}
+
+
+class ToolUseTax(EvalProtocol):
+    name = "tooltax"
+    title = "The tool-use tax (arXiv 2605.00136): seven conditions, the Δ chain, A-F taxonomy, distractors"
+    order = 10
+    settings = {"tooltax": CONDITIONS, "tooltax-calculator": CALCULATOR}
+    switches = "--distractors (the semantic distractor variants the tax is defined on)"
+
+    def sections(self, data: DatasetData) -> dict[str, Any]:
+        e = data.eval
+        conditions, guards = dict(e.conditions), {k: list(v) for k, v in e.guards.items()}
+        judged = taxonomy_judged(e.judgements, e.judge) if e.judgements is not None and e.judge else NOT_JUDGED
+        return {
+            "tooltax": (
+                tooltax(data.records, e.settings, conditions, guards, judged=judged, tools=setting_tools(dict(e.specs)))
+                if reported(data.records, e.settings, conditions, guards)
+                else None
+            ),
+            "distractors": distractor_section(data.records, e.settings),
+        }
+
+    def tables(self, summary: dict[str, Any], dataset: str) -> list[Table]:
+        d = summary["datasets"][dataset]
+        out: list[Table] = []
+        if d.get("tooltax"):
+            out += tooltax_tables(
+                d["tooltax"], dataset, summary.get("distractor_validity") if d["distractors"] else None
+            )
+        if d.get("distractors"):
+            out.append(distractor_table(d["distractors"], dataset))
+        return out
+
+    async def judge(self, pass_: JudgePass) -> None:
+        cfg, store = pass_.cfg, pass_.store
+        settings = [s.name for s in cfg.settings]
+        conditions = {s.name: s.condition for s in cfg.settings}
+        await with_judge(
+            cfg.judge or "",
+            cfg.models_file,
+            store.dir,
+            lambda j: judge_taxonomy(j, list(store.records.values()), settings, conditions, pass_.log),
+            models=pass_.models,
+        )
