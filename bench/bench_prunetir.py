@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from guards.chain import GuardChain
-from guards.prunetir import code_tokens, failing_statement
+from guards.prunetir.guard import code_tokens, failing_statement
 from kernels.base import CellResult, Output
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev

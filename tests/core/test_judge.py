@@ -13,7 +13,7 @@ import pytest
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.backends.templates import render_named
 from tuiagent.core.judge import Judge, JudgeModels, ask, judge_model, judge_name, pair_winner
-from tuiagent.core.judge_prompts import PROMPTS, UNPARSEABLE, json_object, prompt
+from tuiagent.core.judge_prompts import UNPARSEABLE, json_object, prompt, registered
 from tuiagent.core.judge_store import JUDGEMENTS, JudgementStore
 from tuiagent.errors import UserError
 from tuiagent.protocol import JudgeReply
@@ -243,7 +243,7 @@ def test_the_papers_prompts_are_verbatim(prompt_id, paper, cut):
     files = sorted(PAPERS.glob(f"{paper}*.txt"))
     if not files:
         pytest.skip("the papers' text is not on this machine")
-    text = PROMPTS[prompt_id].template
+    text = prompt(prompt_id).template
     text = text[: text.index(cut)] if cut else text
     template = _flat(text.replace("{{", "{").replace("}}", "}"))
     assert template in _flat(files[0].read_text(encoding="utf-8"))
@@ -314,12 +314,12 @@ def test_every_json_prompt_has_a_schema_that_its_parser_accepts_a_conforming_rep
             for k in ("logic", "assumption", "creativity", "algebra_arithmetic", "none_of_the_above")
         },
     }
-    with_schema = {pid for pid, p in PROMPTS.items() if p.schema is not None}
+    with_schema = {pid for pid, p in registered().items() if p.schema is not None}
     assert with_schema == set(conforming)
     for pid, reply in conforming.items():
-        schema = PROMPTS[pid].schema
+        schema = prompt(pid).schema
         assert schema is not None and list(schema["properties"]) == list(reply)  # the printed order
-        assert PROMPTS[pid].parse(JudgeReply(json.dumps(reply))) != UNPARSEABLE, pid
+        assert prompt(pid).parse(JudgeReply(json.dumps(reply))) != UNPARSEABLE, pid
 
 
 # -- judgements in flight together (--concurrency) --------------------------------------------------
@@ -383,3 +383,13 @@ async def test_a_local_judge_with_concurrency_is_loaded_as_the_batched_engine(tm
     assert opened == [("local", {"n_seq": 4}), ("other", {})]
     assert Judge("local", models=pool)._slots._value == 4  # its judgements go 4 at a time
     await pool.aclose()
+
+
+def test_a_paper_registers_its_own_prompts_through_an_entry_point():
+    from guards.necessity.judging import NECESSITY
+    from tuiagent.core.judge_prompts import PROMPTS
+
+    assert "necessity" not in PROMPTS  # the core does not carry it
+    assert prompt("necessity") is NECESSITY and registered()["necessity"] is NECESSITY
+    with pytest.raises(ValueError, match="unknown judge prompt 'nope'; known: .*necessity"):
+        prompt("nope")

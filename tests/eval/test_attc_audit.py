@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from guards.attc.audit import attc_section, audit_directory, whole_response
 from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, number_in
 from tuiagent.core import events as ev
 from tuiagent.core.judge_prompts import UNPARSEABLE, prompt
 from tuiagent.core.judge_store import JUDGEMENTS
 from tuiagent.errors import UserError
-from tuiagent.eval.attc_audit import attc_section, audit_directory, whole_response
 from tuiagent.eval.harness import EvalConfig, run_eval
 from tuiagent.eval.report import summary_from_store, to_markdown, write_reports
 from tuiagent.eval.results import ResultStore

@@ -7,11 +7,11 @@ import json
 
 import pytest
 
+from guards.necessity.cue_probe import cue_section, cue_table
 from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, number_in
 from tuiagent.core.judge_prompts import UNPARSEABLE
 from tuiagent.core.judge_store import JUDGEMENTS
 from tuiagent.errors import ConfigError
-from tuiagent.eval.cue_probe import cue_section, cue_table
 from tuiagent.eval.datasets import Problem
 from tuiagent.eval.harness import EvalConfig, run_eval
 from tuiagent.eval.report import summary_from_store, to_markdown

@@ -7,13 +7,7 @@ import statistics
 
 import pytest
 
-from guards.prunetir import PruneTIR, PruneTIRSettings
-from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, number_in
-from tuiagent.core import events as ev
-from tuiagent.core.run_spec import RunSpec
-from tuiagent.eval.harness import EvalConfig, run_eval
-from tuiagent.eval.protocols import settings_of
-from tuiagent.eval.prunetir_analysis import (
+from guards.prunetir.analysis import (
     ablation_label,
     episodes,
     errors_by_outcome,
@@ -21,6 +15,12 @@ from tuiagent.eval.prunetir_analysis import (
     stuck_curve,
     turn_trace,
 )
+from guards.prunetir.guard import PruneTIR, PruneTIRSettings
+from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, number_in
+from tuiagent.core import events as ev
+from tuiagent.core.run_spec import RunSpec
+from tuiagent.eval.harness import EvalConfig, run_eval
+from tuiagent.eval.protocols import settings_of
 from tuiagent.eval.report import setting_row, summarize, summary_from_store, to_markdown, write_reports
 from tuiagent.eval.results import ResultStore
 from tuiagent.eval.stats import wilson

@@ -15,7 +15,9 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from tuiagent.eval.prunetir_analysis import stuck_curve
+from guards.gstep.tooltax import gap_closure
+from guards.prunetir.analysis import stuck_curve
+from guards.tim.metrics import cluster_bootstrap, pearson
 from tuiagent.eval.stats import (
     N_BOOT,
     bootstrap_diff,
@@ -25,8 +27,6 @@ from tuiagent.eval.stats import (
     percentile_ci,
     wilson,
 )
-from tuiagent.eval.tim_protocol import cluster_bootstrap, pearson
-from tuiagent.eval.tooltax import gap_closure
 
 Z = NormalDist().inv_cdf(0.975)
 DIFFS = [1.0, 0.0, 0.0, -1.0, 1.0, 1.0, 0.5, 0.0, 1.0, -0.5, 0.0, 1.0, 0.25, 0.0, 1.0]  # per-problem differences

@@ -14,6 +14,19 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from guards.tim.metrics import (
+    cluster_bootstrap,
+    complexity,
+    error_inputs,
+    judge_tim,
+    miss_inputs,
+    pearson,
+    runs_csv,
+    solution,
+    tim_sections,
+    win_inputs,
+)
+from guards.tim.protocol import tim_notes, tim_tables
 from tests.eval.helpers import CalcKernel, Factory, answer_turn, number_in
 from tuiagent.backends.base import ContextOverflow
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
@@ -27,19 +40,6 @@ from tuiagent.eval.protocols import settings_of
 from tuiagent.eval.report import summary_from_store, to_markdown
 from tuiagent.eval.results import ResultStore
 from tuiagent.eval.stats import bootstrap_mean
-from tuiagent.eval.tim_protocol import (
-    cluster_bootstrap,
-    complexity,
-    error_inputs,
-    judge_tim,
-    miss_inputs,
-    pearson,
-    runs_csv,
-    solution,
-    tim_sections,
-    win_inputs,
-)
-from tuiagent.eval.tim_tables import tim_notes, tim_tables
 from tuiagent.presets import load_presets, resolve_settings
 
 KERNELS = {"jupyter": lambda gold=None: CalcKernel()}

@@ -1,5 +1,5 @@
-"""The tool-use-tax metrics (eval.tooltax) on hand-made records and trajectories whose right values are
-worked out here by hand; the paper-layout tables (eval.tooltax_tables) name the paper's quantities."""
+"""The tool-use-tax metrics (guards.gstep.tooltax) on hand-made records and trajectories whose right values are
+worked out here by hand; the paper-layout tables (guards.gstep.tooltax_tables) name the paper's quantities."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import math
 
 import pytest
 
-from tuiagent.eval.tooltax import (
+from guards.gstep.tooltax import (
     Judged,
     attribution,
     by_key,
@@ -20,7 +20,7 @@ from tuiagent.eval.tooltax import (
     tooltax,
     wilson,
 )
-from tuiagent.eval.tooltax_tables import tooltax_tables
+from guards.gstep.tooltax_tables import tooltax_tables
 from tuiagent.protocol import RunPiece
 
 CHAIN = ("cot", "fcstyle", "noop", "full")
@@ -448,8 +448,8 @@ def test_each_condition_gets_its_mean_evidence_f1():
 def test_the_report_has_the_section_for_the_chain_distractors_or_g_step_not_for_full_and_cot_alone():
     """A TIM or cue-probe eval runs Agent-Full and NoTool-CoT only: their gap is in the accuracy table,
     and a tool-use-tax section of conditions not run would be noise."""
+    from guards.gstep.tooltax import reported
     from tuiagent.eval.report import summarize, to_markdown
-    from tuiagent.eval.tooltax import reported
 
     both = {"full": "full", "cot": "cot"}
     pair = [rec("full", "1", True), rec("cot", "1", False)]

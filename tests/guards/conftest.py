@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from guards.gstep_features import N_FEATURES
+from guards.gstep.features import N_FEATURES
 
 
 @pytest.fixture

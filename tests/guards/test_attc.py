@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from guards.attc import OUR_SENTENCES, REF_SENTENCES, block_confidence
+from guards.attc.guard import OUR_SENTENCES, REF_SENTENCES, block_confidence
 from guards.base import SettingsError
 from guards.chain import GuardChain
 from kernels.base import CellResult, Output

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 
 from guards.chain import GuardChain
-from guards.gstep import GATE_OFF, Gate, GateError, GStep, shipped_weights
-from guards.gstep_features import N_FEATURES
+from guards.gstep.features import N_FEATURES
+from guards.gstep.guard import GATE_OFF, Gate, GateError, GStep, shipped_weights
 from kernels.base import CellResult, Output
 from tuiagent.backends.scripted import ScriptedBackend, load_script
 from tuiagent.core import events as ev

@@ -9,9 +9,9 @@ import math
 import numpy as np
 import pytest
 
-import guards.gstep as gstep_module
+import guards.gstep.guard as gstep_module
 from guards.chain import GuardChain
-from guards.gstep_features import (
+from guards.gstep.features import (
     DEFINITIONS,
     FEATURE_NAMES,
     N_FEATURES,
@@ -247,7 +247,7 @@ async def test_blocks_not_run_use_none_of_the_budget_online_and_offline(
 
 
 def test_a_gate_says_what_its_text_bins_hash():
-    from guards.gstep import Gate, GateError
+    from guards.gstep.guard import Gate, GateError
 
     args = (np.zeros(N_FEATURES), np.ones(N_FEATURES), [(np.zeros((N_FEATURES, 1)), np.zeros(1))])
     assert Gate(*args).text_bins == "final"  # a file from before text_bins was recorded hashed the final text

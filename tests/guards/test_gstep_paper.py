@@ -10,10 +10,10 @@ from pathlib import Path
 
 import pytest
 
-import guards.gstep as gstep_module
+import guards.gstep.guard as gstep_module
 from guards.chain import GuardChain
-from guards.gstep import GATE_OFF, GStep, force_prompt, shipped_weights
-from guards.gstep_features import features
+from guards.gstep.features import features
+from guards.gstep.guard import GATE_OFF, GStep, force_prompt, shipped_weights
 from kernels.jupyter import JupyterKernel
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev

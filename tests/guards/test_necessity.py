@@ -12,8 +12,8 @@ import pytest
 
 from guards.base import SettingsError
 from guards.chain import GuardChain
-from guards.necessity import SKIP_TEXT, Necessity, arithmetic_judge, read_paper_reply, read_reply
-from guards.necessity_arithmetic import stated_numbers
+from guards.necessity.arithmetic import stated_numbers
+from guards.necessity.guard import SKIP_TEXT, Necessity, arithmetic_judge, read_paper_reply, read_reply
 from kernels.base import CellResult, Output
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.backends.templates import render_named

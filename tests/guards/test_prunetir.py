@@ -15,7 +15,7 @@ import pytest
 import guards.chain as chain_mod
 from guards.base import SettingsError, parse_settings
 from guards.chain import GuardChain
-from guards.prunetir import (
+from guards.prunetir.guard import (
     RTTS_NOTE,
     RTTS_NOTE_REST,
     PruneTIR,

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 
 from guards.chain import GuardChain
-from guards.tim import PROMPTS, TIM
-from guards.tim_monitor import answer_matches_output, derivation_words, precursor_phrases, prose
+from guards.tim.guard import PROMPTS, TIM
+from guards.tim.monitor import answer_matches_output, derivation_words, precursor_phrases, prose
 from kernels.base import CellResult, Output
 from tuiagent.backends.scripted import ScriptedBackend, load_script
 from tuiagent.core import events as ev

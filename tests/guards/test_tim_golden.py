@@ -9,7 +9,7 @@ import pytest
 import pytest_asyncio
 
 from guards.chain import GuardChain
-from guards.tim import TIM
+from guards.tim.guard import TIM
 from kernels.jupyter import JupyterKernel
 from tuiagent.backends.scripted import ScriptedBackend, load_script
 from tuiagent.core import events as ev

@@ -13,8 +13,8 @@ import numpy as np
 import pytest
 
 import tuiagent.runner
-from guards.gstep import Gate, GStep
-from guards.gstep_features import N_FEATURES, features
+from guards.gstep.features import N_FEATURES, features
+from guards.gstep.guard import Gate, GStep
 from kernels.base import CellResult, Output
 from tuiagent.core.jsonl_store import JsonlStore
 from tuiagent.training import gstep as gt

@@ -53,7 +53,7 @@ TURNS = [
 
 
 def write_gate(path: Path) -> None:
-    from guards.gstep_features import N_FEATURES
+    from guards.gstep.features import N_FEATURES
 
     w = np.zeros((N_FEATURES, 1))
     w[1, 0] = -4.0  # successful_calls

@@ -3,19 +3,20 @@
 A parser takes the judge's reply and returns a value, or ``UNPARSEABLE`` when the reply does not say
 what the prompt asks for in the form it asks for; the judge counts those. The papers' prompts are
 verbatim, and ATTC's audits are its reference code's; where a paper does not print where its inputs
-go, the layout after the prompt is ours.
+go, the layout after the prompt is ours. A paper's package may register its own prompts through the
+``tuiagent.judge_prompts`` entry point (the necessity judge's is ``guards.necessity.judging``).
 """
 
 from __future__ import annotations
 
+import functools
 import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from guards.necessity import PAPER_PROMPT as NECESSITY_PROMPT
-from guards.necessity import read_paper_reply
+from tuiagent import plugins
 from tuiagent.core import judge_schemas
 from tuiagent.core.judge_schemas import Schema
 from tuiagent.protocol import JudgeReply
@@ -65,15 +66,6 @@ def json_object(text: str) -> dict[str, Any] | None:
     except json.JSONDecodeError:
         return None
     return value if isinstance(value, dict) else None
-
-
-def parse_necessity(reply: JudgeReply) -> Any:
-    """{"necessary", "p_unnecessary", "logprob", "reason"} by the necessity guard's own reader."""
-    read = read_paper_reply(reply)
-    if read is None:
-        return UNPARSEABLE
-    necessary, p, lp, reason = read
-    return {"necessary": necessary, "p_unnecessary": p, "logprob": lp, "reason": reason}
 
 
 def parse_correctness(reply: JudgeReply) -> Any:
@@ -339,16 +331,6 @@ PROMPTS: dict[str, JudgePrompt] = {
     p.id: p
     for p in (
         JudgePrompt(
-            "necessity",
-            1,
-            NECESSITY_PROMPT,
-            "[paper] Spurious Tool Use, Appendix A.3, tool necessity judge",
-            parse_necessity,
-            128,
-            ("question", "tool_type", "tool_content"),
-            schema=judge_schemas.NECESSITY,
-        ),
-        JudgePrompt(
             "correctness",
             1,
             CORRECTNESS_PROMPT,
@@ -451,9 +433,33 @@ PROMPTS: dict[str, JudgePrompt] = {
 }
 
 
+PLUGGED = "tuiagent.judge_prompts"  # a plug-in's prompts: an entry point to a sequence of JudgePrompt
+
+
 def prompt(prompt_id: str) -> JudgePrompt:
-    """The registered prompt ``prompt_id``; an unknown one is a ValueError naming the known ones."""
-    try:
+    """The registered prompt ``prompt_id`` (shipped here or by a plug-in); an unknown one is a
+    ValueError naming the known ones."""
+    if prompt_id in PROMPTS:  # a plug-in is imported only for its own prompts
         return PROMPTS[prompt_id]
+    known = registered()
+    try:
+        return known[prompt_id]
     except KeyError:
-        raise ValueError(f"unknown judge prompt {prompt_id!r}; known: {', '.join(PROMPTS)}") from None
+        raise ValueError(f"unknown judge prompt {prompt_id!r}; known: {', '.join(known)}") from None
+
+
+def registered() -> dict[str, JudgePrompt]:
+    """Every prompt: the shipped ones and the plug-ins'."""
+    return PROMPTS | _plugged(tuple(plugins.names(PLUGGED)))
+
+
+@functools.lru_cache(maxsize=8)
+def _plugged(names: tuple[str, ...]) -> dict[str, JudgePrompt]:
+    out: dict[str, JudgePrompt] = {}
+    for name in names:
+        found: Any = plugins.load(PLUGGED, name, "judge prompt set")
+        for p in found:
+            if p.id in PROMPTS or p.id in out:
+                raise ValueError(f"judge prompt {p.id!r} of plug-in {name!r} is registered twice")
+            out[p.id] = p
+    return out

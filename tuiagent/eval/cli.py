@@ -329,7 +329,7 @@ def eval_command(
             for line in merge_shards(dirs, directory) if len(dirs) > 1 else []:
                 err.print(f"incomplete: {line}")
             if attc_audit:
-                from tuiagent.eval.attc_audit import audit_directory
+                from guards.attc.audit import audit_directory
 
                 if not judge:
                     raise UserError("--attc-audit needs a judge: pass --judge MODEL (a models.toml id)")

@@ -34,7 +34,6 @@ from tuiagent.eval.protocols import JudgePass, installed
 from tuiagent.eval.results import ResultStore, legacy_safe_name, run_key, safe_name, trajectory_path
 from tuiagent.eval.reuse import GenerationMemo, ReusingBackend
 from tuiagent.eval.shards import describe, shard_name, shard_of
-from tuiagent.eval.tooltax import CHAIN
 from tuiagent.eval.variants import cue_variants, distractor_variants
 from tuiagent.presets import Preset
 
@@ -96,9 +95,9 @@ class EvalConfig:
     sandbox: str = "auto"  # what kernel cells may do (kernels.sandbox)
     reuse_generations: bool = True  # on the local model, generate identical turns once (eval.reuse)
     judge: str | None = None  # the judge model (models.toml id) of --judge (eval.judging)
-    attc_audit: bool = False  # --attc-audit: the judge audits whole runs as ATTC's reference does (eval.attc_audit)
+    attc_audit: bool = False  # --attc-audit: the judge audits whole runs as ATTC's reference does (guards.attc.audit)
     shard: tuple[int, int] | None = None  # (I, N): only shard I of N of the problems (eval.shards)
-    protocol: str | None = None  # --protocol (tim: its judge pass after the runs, eval.tim_protocol)
+    protocol: str | None = None  # --protocol (tim: its judge pass after the runs, guards.tim.metrics)
     inject: list[str] = field(default_factory=list)  # --inject: fault kinds, each a variant (eval.faults_report)
     inject_at: int = 1  # --inject-at: the executed call the fault hits
     broken_tool: bool = False  # --broken-tool: later runs of the same code get the fault too
@@ -626,19 +625,17 @@ async def run_eval(
         raise UserError("--attc-audit needs a judge: pass --judge MODEL (a models.toml id)")
     if cfg.judge:
         check_judge(cfg.judge, spec.id, cfg.models_file, log)
-        if not cfg.cues and not cfg.attc_audit and not cfg.distractors and cfg.protocol not in ("tim", "tooltax"):
+        if not cfg.distractors and not any(p.judges(cfg) for p in installed()):
+            uses = "; ".join(p.judge_use for p in installed() if p.judge_use)
             log(
-                f"note: the judge {cfg.judge} judges the cue probe's calls, whether distractor variants keep their "
-                "answer, the TIM protocol's runs, the tool-use tax's A-F taxonomy and, with --attc-audit, whole runs; "
-                "without one of those it judges nothing"
+                f"note: the judge {cfg.judge} asks nothing in this eval; it judges whether distractor variants "
+                f"(--distractors) keep their answer, and {uses}"
             )
     if cfg.cues:
         cfg.settings = with_no_tool(cfg.settings, log)
-    if not cfg.distractors and set(CHAIN) <= {s.condition for s in cfg.settings}:
-        log(
-            "note: the tool-use tax is defined on semantic-distractor variants; without --distractors its "
-            "section is computed on the questions as written (and says so)"
-        )
+    for protocol in installed():
+        for note in protocol.advise(cfg):
+            log(f"note: {note}")
     with ResultStore(cfg.out) as store:
         runner = EvalRunner(
             spec,

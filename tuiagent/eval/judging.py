@@ -2,47 +2,26 @@
 its judgements of an eval's runs cached in ``<eval dir>/judgements.jsonl`` (resumable, like the
 runs), and what they cost, for the report.
 
-A pass asks a list of questions (a registered prompt and its inputs) and caches each answer; what is
-asked: each executed call of the cue probe's tool runs, with the tool-necessity prompt of "Spurious
-Tool Use" (Appendix A.3), for the probe's "judge calls no call necessary" items (the judge sees the
-question as the run saw it, cue included, as the necessity guard's judge does [ours]); and, with
-``--attc-audit``, ATTC's audits of whole runs (``eval.attc_audit``); and the TIM protocol's runs
-(``eval.tim_protocol.judge_tim``); before any run, whether each semantic-distractor variant keeps
-its answer (``answer_unchanged``, our prompt): a variant the judge says changes it is left out, as
-one that lost a number is; and after the runs, with the tool-use-tax conditions, the A-F taxonomy's
-judged parts (our prompts): the gold steps of a reference without GSM8K's annotations (Type A) and
-whether a Type F run's plan is coherent but wrong. Each pass goes through ``with_judge``.
+A pass asks a list of questions (a registered prompt and its inputs) and caches each answer. What
+each protocol asks is its own (``eval.protocols``: the cue probe's necessity of each call, ATTC's
+audits, the TIM metrics, the tool-use tax's A-F taxonomy); what the harness asks itself, before any
+run: whether each semantic-distractor variant keeps its answer (``answer_unchanged``, our prompt): a
+variant the judge says changes it is left out, as one that lost a number is. Each pass goes through
+``with_judge`` or ``judge_eval``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Awaitable, Callable, Iterable, Iterator
+from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
 
-from guards.necessity import TOOL_TYPE
 from tuiagent.core.judge import Judge, JudgeModels, answering, judge_model, key_of
 from tuiagent.core.judge_prompts import UNPARSEABLE, JudgePrompt, prompt
 from tuiagent.core.judge_store import JudgementStore
-from tuiagent.core.steps import run_pieces
-from tuiagent.eval.results import question_of, run_events
-from tuiagent.eval.tooltax import (
-    CHAIN,
-    TOOL_CONDITIONS,
-    Judged,
-    condition_settings,
-    gold_steps,
-    load_pieces,
-    plan_inputs,
-    scopes,
-    symptoms,
-)
 
-NECESSITY = prompt("necessity")
 ANSWER_UNCHANGED = prompt("answer_unchanged")
-GOLD_STEPS = prompt("gold_steps")
-PLAN_MISMATCH = prompt("plan_mismatch")
 
 
 def same_model_warning(judge: str, model: str) -> str | None:
@@ -63,35 +42,7 @@ def check_judge(judge: str, model: str, models_file: Path | None, log: Callable[
         log(warning)
 
 
-def executed_calls(record: dict[str, Any]) -> tuple[str, list[str]] | None:
-    """(the question the run saw, the code of its executed calls) from its trajectory; None without one."""
-    events = run_events(record)
-    if events is None:
-        return None
-    return question_of(events), [p.text for p in run_pieces(events) if p.kind == "code" and p.executed]
-
-
-def necessity_inputs(question: str, code: str) -> dict[str, str]:
-    return {"question": question.strip(), "tool_type": TOOL_TYPE, "tool_content": code.strip()}
-
-
-def cue_probe_runs(records: Iterable[dict[str, Any]], tool_settings: set[str]) -> list[dict[str, Any]]:
-    """The runs the cue probe's judge subset needs: tool settings' runs of the items that have a cue variant."""
-    records = list(records)
-    cued = {(r["dataset"], r["problem_id"]) for r in records if str(r.get("variant", "")).startswith("cue:")}
-    return [r for r in records if r["setting"] in tool_settings and (r["dataset"], r["problem_id"]) in cued]
-
-
 Item = tuple[JudgePrompt, dict[str, str]]  # one question: a registered prompt and its inputs
-
-
-def necessity_items(records: Iterable[dict[str, Any]]) -> Iterator[Item]:
-    """The cue probe's questions: the necessity of each executed call of ``records``."""
-    for record in records:
-        calls = executed_calls(record)
-        if calls is not None:
-            question, codes = calls
-            yield from ((NECESSITY, necessity_inputs(question, code)) for code in codes)
 
 
 async def judge_items(
@@ -156,79 +107,6 @@ async def judge_eval(
 def judged(store: JudgementStore, judge: str, question: JudgePrompt, inputs: dict[str, str]) -> Any:
     """The judge's cached value for one question; None when it was not judged."""
     return (store.get(key_of(judge, question, inputs)) or {}).get("value")
-
-
-def taxonomy_judged(store: JudgementStore, judge: str) -> Judged:
-    """The judge's cached answers for the A-F taxonomy (eval.tooltax), looked up by their inputs."""
-    return Judged(
-        steps=lambda reference: judged(store, judge, GOLD_STEPS, {"reference": reference}),
-        plan=lambda inputs: judged(store, judge, PLAN_MISMATCH, inputs),
-    )
-
-
-async def judge_taxonomy(
-    judge: Judge,
-    records: list[dict[str, Any]],
-    names: list[str],
-    conditions: dict[str, str | None],
-    log: Callable[[str], None],
-) -> int:
-    """With the whole degradation chain among the settings (``--protocol tooltax``), the taxonomy's
-    judged parts, per dataset on the tool-use-tax section's main scope (the pooled
-    distractor variants, or the clean questions): the gold steps of each failed tool run's reference
-    that has no GSM8K annotations, then the plan of each wrong Agent-Full run that is Type F by
-    elimination. How many questions were asked (not cached)."""
-    which = condition_settings(names, conditions)
-    if not all(c in which for c in CHAIN) or judge.store is None:  # only an eval of the whole chain
-        return 0
-    tool = {which[c] for c in TOOL_CONDITIONS if c in which}
-    before = judge.cost.calls
-    for dataset in sorted({r["dataset"] for r in records}):
-        mine = [r for r in records if r["dataset"] == dataset]
-        keep = next(iter(scopes(mine)[1].values()))
-        failed = [r for r in mine if keep(r) and r["setting"] in tool and r.get("correct") is not True]
-        for reference in sorted({str(r.get("reference") or "") for r in failed}):
-            if reference.strip() and gold_steps(reference) is None:
-                await judge.single(GOLD_STEPS, reference=reference)
-        judged = taxonomy_judged(judge.store, judge.name)
-        for r in failed:
-            pieces = load_pieces(r) if r["setting"] == which["full"] else None
-            if pieces is None:
-                continue
-            s = symptoms(
-                pieces,
-                gold=str(r.get("gold", "")),
-                question=str(r.get("question") or ""),
-                clean_question=str(r.get("clean_question") or ""),
-                reference=str(r.get("reference") or ""),
-                judged=judged,
-            )
-            if s["dominant"] == "F":
-                await judge.single(PLAN_MISMATCH, **plan_inputs(r, pieces))
-    asked = judge.cost.calls - before
-    if asked:
-        log(f"judge {judge.model_id}: {asked} question(s) for the A-F taxonomy")
-    return asked
-
-
-def call_verdicts(records: Iterable[dict[str, Any]], store: JudgementStore, judge: str) -> dict[str, list[Any]]:
-    """Per run key, the judge's value for each executed call (None where it was not judged)."""
-    out: dict[str, list[Any]] = {}
-    for record in records:
-        calls = executed_calls(record)
-        if calls is None:
-            continue
-        question, codes = calls
-        out[record["key"]] = [judged(store, judge, NECESSITY, necessity_inputs(question, c)) for c in codes]
-    return out
-
-
-def needed(values: list[Any]) -> bool | None:
-    """Whether the judge calls any of a run's calls necessary: True, False, or None when one is
-    unparseable or not judged (the run says nothing sure)."""
-    if any(v is None or v == UNPARSEABLE for v in values):
-        return None
-    return any(v["necessary"] for v in values)
 
 
 def judge_cost(store: JudgementStore, judge: str) -> dict[str, Any]:

@@ -10,7 +10,8 @@ the report) and overrides what it has:
   or ``switches``: the eval options that make its runs;
 - ``sections(data)``: its part of a dataset's summary, by key (``None`` where it has nothing to say);
 - ``tables``, ``notes``, ``plots``, ``files``: its forms, read back from the summary;
-- ``judge(pass_)``: its judging pass after the runs (with ``--judge``), cached in judgements.jsonl.
+- ``judge(pass_)``: its judging pass after the runs (with ``--judge``), cached in judgements.jsonl;
+  ``judges(cfg)`` says whether it asks anything, ``advise(cfg)`` gives notes before the runs.
 
 CONTRIBUTING.md walks through writing one.
 """
@@ -97,6 +98,15 @@ class EvalProtocol:
     order: ClassVar[int] = 100
     settings: ClassVar[Mapping[str, tuple[str, ...]]] = {}
     switches: ClassVar[str] = ""  # the eval options that produce its runs, where no --protocol value does
+    judge_use: ClassVar[str] = ""  # what its judging pass asks, and with which options (for the eval's notes)
+
+    def advise(self, cfg: EvalConfig) -> list[str]:
+        """Notes for the user before the runs (a protocol run outside its paper's conditions, say)."""
+        return []
+
+    def judges(self, cfg: EvalConfig) -> bool:
+        """Whether its judging pass asks the judge anything in this eval."""
+        return False
 
     def sections(self, data: DatasetData) -> dict[str, Any]:
         return {}

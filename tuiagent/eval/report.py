@@ -8,14 +8,14 @@ Per dataset (on the questions as written; variants have their own sections):
   pairs), and per-run means/totals of the tool and guard numbers;
 - final-answer accuracy by the TIM paper's tool-call bins (0-3, 4-7, 8-11, 12+; the paper bins its
   reasoning metrics, not accuracy: those are the TIM protocol's, below);
-- the tool-use-tax protocol when its conditions are present (``eval.tooltax``, in the paper's
-  layout by ``eval.tooltax_tables``): on the distractor variants when there are any, else clean;
+- the tool-use-tax protocol when its conditions are present (``guards.gstep.tooltax``, in the paper's
+  layout by ``guards.gstep.tooltax_tables``): on the distractor variants when there are any, else clean;
 - distractors: accuracy per distractor type beside the clean accuracy on the same problems;
 - cue probe: tool-call rate with the cue (Y) and without (N), Delta Tool Y-N, per cue, over all items and
-  on the items where the tool is not needed (Definition 1; ``eval.cue_probe``);
+  on the items where the tool is not needed (Definition 1; ``guards.necessity.cue_probe``);
 - PruneTIR's analyses: erroneous calls in correct vs incorrect runs, the stuck curve, the ablation
-  (``eval.prunetir_analysis``); ATTC's judged audits (``--attc-audit``, ``eval.attc_audit``);
-- the TIM protocol (``--protocol tim``; ``eval.tim_protocol``): Win Rate, Miss Rate, error types and
+  (``guards.prunetir.analysis``); ATTC's judged audits (``--attc-audit``, ``guards.attc.audit``);
+- the TIM protocol (``--protocol tim``; ``guards.tim.metrics``): Win Rate, Miss Rate, error types and
   code complexity in the paper's layout, beside its published figures;
 - the judge (``--judge``): its model and what its judgements cost.
 """

@@ -1,6 +1,6 @@
 """Problem variants for two stress tests: the spurious-tool-use cue probe (the same question with
 and without one of the paper's six cues, verbatim; the report's Delta Tool Y-N over all items and
-on those where the tool is not needed, Definition 1 of arXiv 2609.16268, in eval.cue_probe) and the
+on those where the tool is not needed, Definition 1 of arXiv 2609.16268, in guards.necessity.cue_probe) and the
 semantic-distractor test (each question rewritten by a model with one distractor that must not
 change the answer, after arXiv 2605.00136). What each measures, the cues, the distractor types,
 the cache and which variants are left out: docs/papers/necessity.md#necessity-flags,

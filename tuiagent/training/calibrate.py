@@ -160,7 +160,7 @@ PAPER_TAU = 0.05  # [paper] G-STEP's tau, shown beside the chosen one
 
 
 def gate_data(records: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
-    from guards.gstep_features import N_FEATURES
+    from guards.gstep.features import N_FEATURES
     from tuiagent.training.gstep import samples
 
     if not any(r["tool"].get("reason") == "answer" for r in records):  # no state at which the gate is asked
@@ -174,7 +174,7 @@ def fit_gstep(
 ) -> GateResult:
     """The gate on the training questions, tau on the validation held-out questions (by the measured
     continues), both reported on the test held-out questions."""
-    from guards.gstep import Gate
+    from guards.gstep.guard import Gate
     from tuiagent.training.gstep import fit_gate, train_budget
 
     budget = train_budget(train)
@@ -229,7 +229,7 @@ def learning_curve(split: Split, *, seed: int = 0) -> list[dict[str, Any]]:
     per-block data), the gate over every training question (``pool`` "all")."""
     import warnings
 
-    from guards.gstep import Gate
+    from guards.gstep.guard import Gate
     from tuiagent.training.gstep import fit_gate
 
     h_conf, h_right, _ = attc_data(split.heldout)

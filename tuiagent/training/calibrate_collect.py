@@ -56,8 +56,8 @@ def is_heldout(qid: int) -> bool:
 async def blocks_of(problem: str, events: Sequence[Any], judge: Any | None) -> list[dict[str, Any]]:
     """The ``tool.blocks`` entries of a tool run's events (see the module docstring).
     ``judge``: an async judge(question, max_tokens) for the necessity model judge, or None."""
-    from guards.attc import block_confidence
-    from guards.necessity import Necessity, arithmetic_judge
+    from guards.attc.guard import block_confidence
+    from guards.necessity.guard import Necessity, arithmetic_judge
     from tuiagent.core import events as ev
     from tuiagent.protocol import RunView, TokenLP
 

@@ -6,7 +6,7 @@
 
 ``collect`` runs each question in CoT and tool mode through the real loop (guards off, greedy) and
 appends one compact record a line (resumable, Ctrl-C finishes the question); ``train`` computes the
-gate's features with the guard's own code (``guards.gstep_features``), labels them as the paper
+gate's features with the guard's own code (``guards.gstep.features``), labels them as the paper
 does, cross-validates by question and exports plain arrays (needs scikit-learn; the guard only
 numpy). Details and the shipped gate's numbers: docs/calibration.md ("The G-STEP gate").
 """
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from guards.gstep_features import TEXT_BINS, GateInput, budget_remaining, reasoning_text
+from guards.gstep.features import TEXT_BINS, GateInput, budget_remaining, reasoning_text
 from tuiagent.core.batch import run_batch
 from tuiagent.core.jsonl_store import JsonlStore
 from tuiagent.core.run_spec import RunSpec
@@ -281,8 +281,8 @@ def samples(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
     """(X, y, sample weights, groups = question ids, info) — one sample per question whose tool run
     ended at an answer attempt (the only state at which the gate is ever consulted); the 64 text
-    bins over ``text_bins`` (``guards.gstep_features.TEXT_BINS``)."""
-    from guards.gstep_features import features
+    bins over ``text_bins`` (``guards.gstep.features.TEXT_BINS``)."""
+    from guards.gstep.features import features
 
     xs, ys, ws, gs, info = [], [], [], [], []
     for r in records:
@@ -337,7 +337,7 @@ def export_gate(scaler: Any, mlp: Any, path: Path, meta: dict[str, Any]) -> None
     training summary, and ``max_tool_calls`` and ``text_bins``, which ``meta`` must give: the tool
     budget of the training runs, the gate's budget frame, and the text its 64 bins hash). Format v2 =
     v1 plus ``train_sd`` and ``max_tool_calls``; a file without ``text_bins`` hashed the final text."""
-    from guards.gstep_features import FEATURE_NAMES
+    from guards.gstep.features import FEATURE_NAMES
 
     if list(mlp.classes_) != [COMMIT_LABEL, CONTINUE_LABEL]:
         raise ValueError(f"the gate needs both classes in training, got {list(mlp.classes_)}")
@@ -392,7 +392,7 @@ def cross_validate(
     out-of-fold predictions."""
     from sklearn.model_selection import GroupKFold
 
-    from guards.gstep import Gate
+    from guards.gstep.guard import Gate
 
     per: dict[float, list[dict[str, Any]]] = {t: [] for t in taus}
     oof = np.full(len(y), np.nan)
@@ -461,7 +461,7 @@ def train(
 ) -> dict[str, Any]:
     """Cross-validate, fit on a training split, evaluate on held-out questions, write weights + report.
     ``text_bins``: what the 64 text bins hash, recorded in the gate (the guard hashes the same)."""
-    from guards.gstep import Gate
+    from guards.gstep.guard import Gate
 
     records = load_records(records_path)
     models = sorted({r.get("model") for r in records}, key=str)  # key: a record without a model is None

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tuiagent.eval.tooltax import PAPER_GSM8K, TAXONOMY
+from guards.gstep.tooltax import PAPER_GSM8K, TAXONOMY
 from tuiagent.presets import CONDITION_LABELS
 
 Table = tuple[str, list[str], list[list[str]]]

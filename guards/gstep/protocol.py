@@ -1,18 +1,38 @@
 """The tool-use tax (arXiv 2605.00136) as an eval protocol: its seven conditions (``--protocol
 tooltax``, or ``tooltax-calculator`` with the paper's GSM8K tool), its decomposition and A-F taxonomy
-(``eval.tooltax``, in the paper's layout by ``eval.tooltax_tables``), accuracy on the semantic
+(``guards.gstep.tooltax``, in the paper's layout by ``guards.gstep.tooltax_tables``), accuracy on the semantic
 distractor variants beside the clean questions, and the judge's A-F pass."""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
-from tuiagent.eval.judging import judge_taxonomy, taxonomy_judged, with_judge
+from guards.gstep.tooltax import (
+    CHAIN,
+    NOT_JUDGED,
+    TOOL_CONDITIONS,
+    Judged,
+    condition_settings,
+    gold_steps,
+    load_pieces,
+    plan_inputs,
+    reported,
+    scopes,
+    symptoms,
+    tooltax,
+)
+from guards.gstep.tooltax_tables import tooltax_tables
+from tuiagent.core.judge import Judge
+from tuiagent.core.judge_prompts import prompt
+from tuiagent.core.judge_store import JudgementStore
+from tuiagent.eval.judging import judged, with_judge
 from tuiagent.eval.protocols import DatasetData, EvalProtocol, JudgePass, Record, Table, cell
 from tuiagent.eval.stats import right, rounded
-from tuiagent.eval.tooltax import NOT_JUDGED, reported, tooltax
-from tuiagent.eval.tooltax_tables import tooltax_tables
 from tuiagent.eval.variants import DISTRACTOR_PREFIX
+
+if TYPE_CHECKING:
+    from tuiagent.eval.harness import EvalConfig
 
 CONDITIONS = ("full", "cot", "fcstyle", "noop", "oracle", "evidence", "max1")
 # [paper] the same with the GSM8K agent's tool, a calculator (section 3.1; kernels/calculator.py):
@@ -69,12 +89,85 @@ def setting_tools(specs: dict[str, dict[str, Any]]) -> dict[str, str]:
     return {name: str((spec.get("run") or {}).get("tool", "python")) for name, spec in specs.items()}
 
 
+GOLD_STEPS = prompt("gold_steps")
+PLAN_MISMATCH = prompt("plan_mismatch")
+
+
+def taxonomy_judged(store: JudgementStore, judge: str) -> Judged:
+    """The judge's cached answers for the A-F taxonomy (guards.gstep.tooltax), looked up by their inputs."""
+    return Judged(
+        steps=lambda reference: judged(store, judge, GOLD_STEPS, {"reference": reference}),
+        plan=lambda inputs: judged(store, judge, PLAN_MISMATCH, inputs),
+    )
+
+
+async def judge_taxonomy(
+    judge: Judge,
+    records: list[dict[str, Any]],
+    names: list[str],
+    conditions: dict[str, str | None],
+    log: Callable[[str], None],
+) -> int:
+    """With the whole degradation chain among the settings (``--protocol tooltax``), the taxonomy's
+    judged parts, per dataset on the tool-use-tax section's main scope (the pooled
+    distractor variants, or the clean questions): the gold steps of each failed tool run's reference
+    that has no GSM8K annotations, then the plan of each wrong Agent-Full run that is Type F by
+    elimination. How many questions were asked (not cached)."""
+    which = condition_settings(names, conditions)
+    if not all(c in which for c in CHAIN) or judge.store is None:  # only an eval of the whole chain
+        return 0
+    tool = {which[c] for c in TOOL_CONDITIONS if c in which}
+    before = judge.cost.calls
+    for dataset in sorted({r["dataset"] for r in records}):
+        mine = [r for r in records if r["dataset"] == dataset]
+        keep = next(iter(scopes(mine)[1].values()))
+        failed = [r for r in mine if keep(r) and r["setting"] in tool and r.get("correct") is not True]
+        for reference in sorted({str(r.get("reference") or "") for r in failed}):
+            if reference.strip() and gold_steps(reference) is None:
+                await judge.single(GOLD_STEPS, reference=reference)
+        judged = taxonomy_judged(judge.store, judge.name)
+        for r in failed:
+            pieces = load_pieces(r) if r["setting"] == which["full"] else None
+            if pieces is None:
+                continue
+            s = symptoms(
+                pieces,
+                gold=str(r.get("gold", "")),
+                question=str(r.get("question") or ""),
+                clean_question=str(r.get("clean_question") or ""),
+                reference=str(r.get("reference") or ""),
+                judged=judged,
+            )
+            if s["dominant"] == "F":
+                await judge.single(PLAN_MISMATCH, **plan_inputs(r, pieces))
+    asked = judge.cost.calls - before
+    if asked:
+        log(f"judge {judge.model_id}: {asked} question(s) for the A-F taxonomy")
+    return asked
+
+
 class ToolUseTax(EvalProtocol):
     name = "tooltax"
     title = "The tool-use tax (arXiv 2605.00136): seven conditions, the Δ chain, A-F taxonomy, distractors"
     order = 10
     settings = {"tooltax": CONDITIONS, "tooltax-calculator": CALCULATOR}
     switches = "--distractors (the semantic distractor variants the tax is defined on)"
+    judge_use = "the A-F taxonomy's judged parts (the whole chain of conditions, e.g. --protocol tooltax)"
+
+    def advise(self, cfg: EvalConfig) -> list[str]:
+        if cfg.distractors or not self._whole_chain(cfg):
+            return []
+        return [
+            "the tool-use tax is defined on semantic-distractor variants; without --distractors its section is "
+            "computed on the questions as written (and says so)"
+        ]
+
+    def judges(self, cfg: EvalConfig) -> bool:
+        return self._whole_chain(cfg)
+
+    @staticmethod
+    def _whole_chain(cfg: EvalConfig) -> bool:
+        return set(CHAIN) <= {s.condition for s in cfg.settings}
 
     def sections(self, data: DatasetData) -> dict[str, Any]:
         e = data.eval

@@ -28,12 +28,16 @@ Python tool at inference [ours].
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tuiagent.eval.judging import call_verdicts, cue_probe_runs, judge_eval, necessity_items, needed
+from guards.necessity.judging import call_verdicts, cue_probe_runs, necessity_items, needed
+from tuiagent.eval.judging import judge_eval
 from tuiagent.eval.protocols import DatasetData, EvalProtocol, JudgePass, Table, cell
 from tuiagent.eval.stats import rounded
 from tuiagent.eval.variants import CODE_CUES, CUE_PREFIX, SEARCH_CUES
+
+if TYPE_CHECKING:
+    from tuiagent.eval.harness import EvalConfig
 
 FIGURES = {
     "all": "all items",
@@ -218,6 +222,7 @@ class CueProbe(EvalProtocol):
     name = "necessity"
     title = "Spurious tool use (arXiv 2609.16268): the cue probe's ΔTool Y-N and Definition 1's utility test"
     order = 20
+    judge_use = "each executed call's necessity on the cued items (--cue-probe)"
     switches = "--cue-probe or --cue CUE (with --judge: each call's necessity)"
 
     def sections(self, data: DatasetData) -> dict[str, Any]:
@@ -245,6 +250,9 @@ class CueProbe(EvalProtocol):
                 ],
             )
         ]
+
+    def judges(self, cfg: EvalConfig) -> bool:
+        return bool(cfg.cues)
 
     async def judge(self, pass_: JudgePass) -> None:
         cfg = pass_.cfg

@@ -3,7 +3,7 @@
 Two parts: the paper's section 6.1 prompt mitigation (a sentence in the model's own voice right
 after the problem; off by default [ours]) and our myopia monitor at the end of a run (three
 indicators over the model's prose, a 0-3 score, a flag at ``flag_at``; defined in
-:mod:`guards.tim_monitor`). The monitor reads the whole trajectory (``RunView.trajectory``, pruned
+:mod:`guards.tim.monitor`). The monitor reads the whole trajectory (``RunView.trajectory``, pruned
 text included) with the same function as the eval's ``tim_flag``, so the two agree on every run.
 Details and constants: docs/papers/tim.md#tim-monitor.
 """
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from typing import Any, ClassVar, Literal, TypedDict
 
 from guards.base import GuardBase, setting, verdict_data
-from guards.tim_monitor import NO_DERIVATION, PHRASES, READ_OFF, Reading, gold_output_ignored, monitor
+from guards.tim.monitor import NO_DERIVATION, PHRASES, READ_OFF, Reading, gold_output_ignored, monitor
 from tuiagent.protocol import FLAG, INJECT, PASS, Display, Line, RunRecord, RunView, Span, Verdict, VerdictRecord
 
 # The mitigation sentence. [paper] section 6.1, verbatim: "after each problem statement, we inject
@@ -34,7 +34,7 @@ Wording = Literal["paper", "ours"]
 
 
 class PrecursorData(TypedDict):
-    """A precursor phrase and where it stands (``guards.tim_monitor.Precursor``)."""
+    """A precursor phrase and where it stands (``guards.tim.monitor.Precursor``)."""
 
     category: str
     phrase: str
@@ -44,7 +44,7 @@ class PrecursorData(TypedDict):
 
 class TIMData(TypedDict, total=False):
     """The data of TIM's verdicts: the prompt mitigation (``on_start``: ``prompt``, ``wording``) or the
-    monitor at the end of the run (``on_finish``: the rest; see ``guards.tim_monitor.Reading``)."""
+    monitor at the end of the run (``on_finish``: the rest; see ``guards.tim.monitor.Reading``)."""
 
     prompt: bool
     wording: str
@@ -127,7 +127,7 @@ class TIM(GuardBase):
     paper_reading = {"wording": "paper"}
     order: ClassVar[int] = 50
     main_settings = ("monitor", "prompt", "wording")
-    # the cheap flag for ATTC's "tool ignored" (the key stays, so older results read); eval.attc_audit judges it
+    # the cheap flag for ATTC's "tool ignored" (the key stays, so older results read); guards.attc.audit judges it
     summary = (("tool_ignored", "last out = gold, wrong"), ("tim_flag", "TIM flags"))
 
     @classmethod

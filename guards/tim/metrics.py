@@ -1,6 +1,6 @@
 """``tuiagent eval --protocol tim``: the reasoning metrics of "From Proof to Program" (TIM, arXiv
 2511.10899) on the no-tool (Base) and tool (TaLM) runs of each problem, and the section 6.1 prompt
-mitigation as a third setting (``--protocol tim``; the plug-in is ``eval.tim_tables.TIMProtocol``).
+mitigation as a third setting (``--protocol tim``; the plug-in is ``guards.tim.protocol.TIMProtocol``).
 
 The paper's metrics, each on correct final answers only (section 3.2.1) and by its tool-call bins
 (section 5.2): Win Rate (a pairwise judge, Appendix A.2, asked in both orders), Miss Rate
@@ -9,7 +9,7 @@ The paper's metrics, each on correct final answers only (section 3.2.1) and by i
 runs (lines per code block, cyclomatic complexity by radon) with its Pearson correlation with the
 Miss Rate (section 5.3). PRM accuracy needs the paper's process reward model, which tuiagent does
 not have: it is reported as not computed. The judge asks after the runs (``judge_tim``), cached;
-the report (``tim_section`` here; its tables and plots in ``eval.tim_tables``) only reads the cache. docs/papers/tim.md
+the report (``tim_section`` here; its tables and plots in ``guards.tim.protocol``) only reads the cache. docs/papers/tim.md
 ("The TIM protocol").
 """
 

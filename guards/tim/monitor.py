@@ -248,7 +248,7 @@ def monitor(run: RunRecord, *, min_calls: int, min_words_before: int, min_words_
 def gold_output_ignored(run: RunRecord) -> bool:
     """The last successful tool output equals the gold answer, yet the run's answer is wrong: a cheap,
     narrow flag for ATTC's "tool ignored" (a right intermediate output that is not the final answer is
-    missed); the judged audit is ``tuiagent.eval.attc_audit``."""
+    missed); the judged audit is ``guards.attc.audit``."""
     ok = [p for p in run.pieces if p.kind == "output" and not p.error]
     if run.gold is None or run.correct is not False or not ok:
         return False

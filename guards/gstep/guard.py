@@ -1,7 +1,7 @@
 """G-STEP: a learned answer gate against the tool-use tax ("Are Tools All We Need?", arXiv 2605.00136).
 
 Whenever the model submits a final text without a tool call, safety rules first, then a small MLP
-over 120 features of the run (guards.gstep_features) decide: commit the answer, or continue with
+over 120 features of the run (guards.gstep.features) decide: commit the answer, or continue with
 one more, corrected tool call (a *replan*, *force* or *duplicate* prompt where those apply). The
 gate reads the run in the frame it was trained in and warns when its inputs lie outside its
 training range. ``weights``: "auto" (the gate shipped for the default model), "off" or a path to
@@ -19,7 +19,7 @@ from typing import Any, Literal, TypedDict
 import numpy as np
 
 from guards.base import GuardBase, setting, verdict_data
-from guards.gstep_features import (
+from guards.gstep.features import (
     N_FEATURES,
     NUMERIC_NAMES,
     TEXT_BINS,

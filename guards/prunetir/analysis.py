@@ -31,7 +31,7 @@ from tuiagent.eval.stats import bootstrap_diff, bootstrap_mean, rounded, wilson
 OK, ERR, NO_CALL, CUT = "o", "e", ".", "|"
 STUCK_K = 8  # [ours] turns after an error the curve goes out to (the guard's turn_limit is 3 [default])
 ERROR_BINS = (0, 1, 2, 3)  # [ours] accuracy by erroneous calls in the run: 0, 1, 2, 3 or more
-COMPONENTS = ("stp", "stpr", "rtts")  # guards/prunetir.py's switches [paper]
+COMPONENTS = ("stp", "stpr", "rtts")  # guards/prunetir/guard.py's switches [paper]
 # [paper] the numbers the summary gives (Qwen3-8B on AIME24); it gives none for the ablation rows
 # ("removing any of the three components resulted in lower performance").
 PAPER_ROWS = {

@@ -21,7 +21,7 @@ from typing import Any
 
 import numpy as np
 
-from guards.gstep import GATE_OFF
+from guards.gstep.guard import GATE_OFF
 from tuiagent.core.steps import run_pieces
 from tuiagent.eval.datasets import numbers_in
 from tuiagent.eval.results import run_events

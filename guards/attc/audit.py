@@ -17,7 +17,7 @@ The judge reads the run's whole response: every generated turn with the outputs 
 after it, text that PruneTIR later pruned included. A run without an executed call is not asked
 [ours]: the first two prompts fix its class (conflict 0, tool ignored 2), and it counts in their
 denominators as the reference's would; the third says nothing of it, so it is left out there. Only the questions as written are audited (no variants) [ours]. The cheap
-flag ``tool_ignored`` (guards.tim_monitor.gold_output_ignored: the last successful output equals the
+flag ``tool_ignored`` (guards.tim.monitor.gold_output_ignored: the last successful output equals the
 gold answer) is shown beside the judged figure: it misses every right intermediate result that is
 not the final answer, so it undercounts.
 """
@@ -27,7 +27,7 @@ from __future__ import annotations
 import json
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tuiagent.core import events as ev
 from tuiagent.core.judge import JudgeModels
@@ -37,6 +37,9 @@ from tuiagent.eval.judging import Item, judge_eval, judged
 from tuiagent.eval.protocols import DatasetData, EvalProtocol, JudgePass, Table, cell
 from tuiagent.eval.results import has_trajectory, question_of, run_events
 from tuiagent.eval.stats import wilson
+
+if TYPE_CHECKING:
+    from tuiagent.eval.harness import EvalConfig
 
 CONFLICT = prompt("attc_conflict")
 IGNORED = prompt("attc_tool_ignored")
@@ -359,6 +362,7 @@ class ATTCAudits(EvalProtocol):
     name = "attc"
     title = "ATTC (arXiv 2604.08281, reference 00Dreamer00/ATTC): judged conflict, tool-ignored, wrong-output audits"
     order = 40
+    judge_use = "ATTC's audits of whole runs (--attc-audit)"
     switches = "--attc-audit with --judge MODEL"
 
     def sections(self, data: DatasetData) -> dict[str, Any]:
@@ -375,6 +379,9 @@ class ATTCAudits(EvalProtocol):
     def plots(self, summary: dict[str, Any], dataset: str, directory: Path, plt: Any) -> list[Path]:
         section = summary["datasets"][dataset].get("attc_audit")
         return [plot_attc(section, dataset, directory, plt)] if section else []
+
+    def judges(self, cfg: EvalConfig) -> bool:
+        return cfg.attc_audit
 
     async def judge(self, pass_: JudgePass) -> None:
         cfg, store = pass_.cfg, pass_.store

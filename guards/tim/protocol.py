@@ -1,4 +1,4 @@
-"""The TIM protocol's report (``eval.tim_protocol``'s section): its tables in the paper's layout and
+"""The TIM protocol's report (``guards.tim.metrics``'s section): its tables in the paper's layout and
 names beside the paper's published figures, the notes under them, and the plots; and the protocol's
 plug-in (its settings, its section and its judging pass)."""
 
@@ -6,13 +6,9 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from tuiagent.core.judge_prompts import prompt
-from tuiagent.eval.judging import judged, with_judge
-from tuiagent.eval.protocols import DatasetData, EvalProtocol, JudgePass, Table
-from tuiagent.eval.stats import TOOL_BINS, bin_label
-from tuiagent.eval.tim_protocol import (
+from guards.tim.metrics import (
     ERROR_NAMES,
     HIGH_RISK,
     NO_PRM,
@@ -23,6 +19,13 @@ from tuiagent.eval.tim_protocol import (
     runs_csv,
     tim_section,
 )
+from tuiagent.core.judge_prompts import prompt
+from tuiagent.eval.judging import judged, with_judge
+from tuiagent.eval.protocols import DatasetData, EvalProtocol, JudgePass, Table
+from tuiagent.eval.stats import TOOL_BINS, bin_label
+
+if TYPE_CHECKING:
+    from tuiagent.eval.harness import EvalConfig
 
 
 def _pct(m: dict[str, Any]) -> str:
@@ -338,6 +341,7 @@ class TIMProtocol(EvalProtocol):
     name = "tim"
     title = "Tool-induced myopia (arXiv 2511.10899): Win Rate, Miss Rate, error types, code complexity"
     order = 50
+    judge_use = "the TIM metrics (--protocol tim)"
     settings = {"tim": ("cot", "full", "tim-prompt")}  # [paper] section 6.1 (presets.toml)
 
     def sections(self, data: DatasetData) -> dict[str, Any]:
@@ -365,6 +369,9 @@ class TIMProtocol(EvalProtocol):
     def files(self, summary: dict[str, Any]) -> dict[str, str]:
         tim = {name: d["tim"] for name, d in summary["datasets"].items() if d.get("tim")}
         return {"tim-runs.csv": runs_csv(tim)} if tim else {}
+
+    def judges(self, cfg: EvalConfig) -> bool:
+        return cfg.protocol == "tim"
 
     async def judge(self, pass_: JudgePass) -> None:
         if "tim" not in pass_.protocols:

@@ -16,8 +16,8 @@ import re
 from dataclasses import dataclass
 from typing import ClassVar, Literal, TypedDict
 
-from guards import necessity_arithmetic
 from guards.base import GuardBase, setting, verdict_data
+from guards.necessity import arithmetic as necessity_arithmetic
 from tuiagent.protocol import (
     FLAG,
     SKIP,
@@ -91,7 +91,7 @@ def arithmetic_judge(
     code: str, limits: Necessity.Settings | None = None, question: str = ""
 ) -> tuple[bool, float, str]:
     """(necessary, P(unnecessary), reason) from the arithmetic-difficulty heuristic (see
-    guards.necessity_arithmetic). ``limits``: the guard's settings (its defaults when None);
+    guards.necessity.arithmetic). ``limits``: the guard's settings (its defaults when None);
     ``question``: the problem, whose stated numbers a block may recompute without needing the tool."""
     return necessity_arithmetic.judge(code, limits or Necessity.Settings(), question)
 
