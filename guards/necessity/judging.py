@@ -1,6 +1,7 @@
 """The necessity of a tool call as the eval's judge reads it ("Spurious Tool Use", arXiv 2609.16268,
 Appendix A.3): the paper's prompt (the one the necessity guard's model judge asks, read by the
-guard's reader), the cue probe's questions and the judge's verdicts per run; registered with the
+guard's reader) and its answer-correctness prompt, the cue probe's questions and the judge's
+verdicts per run; registered with the
 judge through the ``tuiagent.judge_prompts`` entry point."""
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from typing import Any
 
 from guards.necessity.guard import PAPER_PROMPT, TOOL_TYPE, read_paper_reply
 from tuiagent.core import judge_schemas
-from tuiagent.core.judge_prompts import UNPARSEABLE, JudgePrompt
+from tuiagent.core.judge_prompts import UNPARSEABLE, JudgePrompt, json_object
 from tuiagent.core.judge_store import JudgementStore
 from tuiagent.core.steps import run_pieces
 from tuiagent.eval.judging import Item, judged
@@ -27,6 +28,28 @@ def parse_necessity(reply: JudgeReply) -> Any:
     return {"necessary": necessary, "p_unnecessary": p, "logprob": lp, "reason": reason}
 
 
+def parse_correctness(reply: JudgeReply) -> Any:
+    """true / false from the JSON's "true_false" boolean."""
+    data = json_object(reply.text)
+    verdict = None if data is None else data.get("true_false")
+    return verdict if isinstance(verdict, bool) else UNPARSEABLE
+
+
+# [paper] "Spurious Tool Use" (arXiv 2609.16268), Appendix A.3, "Answer correctness judge", verbatim.
+CORRECTNESS_PROMPT = (
+    "You are an evaluator. Determine whether the Model Response’s final answer matches the Ground Truth. "
+    "Instructions: 1. Extract the final answer from the Model Response. Ignore reasoning and intermediate steps. "
+    "Use the last explicit answer given. 2. Normalize before comparison: - Numbers: ignore commas and trailing "
+    "zeros; treat decimals and fractions as equivalent (0.5 = 1/2). - Text: ignore case, punctuation, and extra "
+    "whitespace. - Math: algebraically equivalent expressions count as equal; order does not matter for "
+    "sets/tuples. - Multiple choice: accept either the option letter or the option text. - Ignore units unless "
+    "they change the meaning. 3. Return true only if the final answers are mathematically or semantically "
+    "equivalent. If no clear final answer is present, return false. Question: {question} Model Response: "
+    '{response_str} Ground Truth: {ground_truth} Output JSON: {{"analysis": "brief explanation", '
+    '"true_false": true or false}}'
+)
+
+
 NECESSITY = JudgePrompt(
     "necessity",
     1,
@@ -37,7 +60,19 @@ NECESSITY = JudgePrompt(
     ("question", "tool_type", "tool_content"),
     schema=judge_schemas.NECESSITY,
 )
-PROMPTS = (NECESSITY,)
+PROMPTS = (
+    NECESSITY,
+    JudgePrompt(
+        "correctness",
+        1,
+        CORRECTNESS_PROMPT,
+        "[paper] Spurious Tool Use, Appendix A.3, answer correctness judge",
+        parse_correctness,
+        256,
+        ("question", "response_str", "ground_truth"),
+        schema=judge_schemas.CORRECTNESS,
+    ),
+)
 
 
 def executed_calls(record: dict[str, Any]) -> tuple[str, list[str]] | None:

@@ -25,9 +25,10 @@ from typing import Any
 import numpy as np
 import scipy.stats
 
+from guards.tim.prompts import ERROR_TYPES
 from tuiagent.backends.base import ContextOverflow
 from tuiagent.core.judge import Judge, pair_winner
-from tuiagent.core.judge_prompts import ERROR_TYPES, UNPARSEABLE, JudgePrompt, prompt
+from tuiagent.core.judge_prompts import UNPARSEABLE, JudgePrompt, prompt
 from tuiagent.core.judge_store import JudgementStore
 from tuiagent.core.steps import run_pieces
 from tuiagent.eval.judging import judged

@@ -385,11 +385,29 @@ async def test_a_local_judge_with_concurrency_is_loaded_as_the_batched_engine(tm
     await pool.aclose()
 
 
-def test_a_paper_registers_its_own_prompts_through_an_entry_point():
-    from guards.necessity.judging import NECESSITY
+def test_each_paper_registers_its_own_prompts_through_an_entry_point():
+    import guards.attc.prompts
+    import guards.gstep.prompts
+    import guards.necessity.judging
+    import guards.tim.prompts
     from tuiagent.core.judge_prompts import PROMPTS
 
-    assert "necessity" not in PROMPTS  # the core does not carry it
-    assert prompt("necessity") is NECESSITY and registered()["necessity"] is NECESSITY
+    assert set(PROMPTS) == {"answer_unchanged", "gold_steps"}  # the core carries only the shared ones
+    by_paper = {
+        m.__name__: {p.id for p in m.PROMPTS}
+        for m in (guards.attc.prompts, guards.gstep.prompts, guards.necessity.judging, guards.tim.prompts)
+    }
+    assert by_paper == {
+        "guards.attc.prompts": {"attc_conflict", "attc_tool_ignored", "attc_tool_wrong"},
+        "guards.gstep.prompts": {"plan_mismatch"},
+        "guards.necessity.judging": {"necessity", "correctness"},
+        "guards.tim.prompts": {"win_rate", "miss_rate", "error_types"},
+    }
+    plugged = {
+        p.id: p
+        for m in (guards.attc.prompts, guards.gstep.prompts, guards.necessity.judging, guards.tim.prompts)
+        for p in m.PROMPTS
+    }
+    assert {pid: p for pid, p in registered().items() if pid not in PROMPTS} == plugged
     with pytest.raises(ValueError, match="unknown judge prompt 'nope'; known: .*necessity"):
         prompt("nope")
