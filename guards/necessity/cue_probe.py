@@ -28,16 +28,20 @@ Python tool at inference [ours].
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from guards.necessity.judging import call_verdicts, cue_probe_runs, necessity_items, needed
 from tuiagent.eval.judging import judge_eval
 from tuiagent.eval.protocols import DatasetData, EvalProtocol, JudgePass, Table, cell
 from tuiagent.eval.stats import rounded
-from tuiagent.eval.variants import CODE_CUES, CUE_PREFIX, SEARCH_CUES
+from tuiagent.eval.variants import CODE_CUES, CUE_PREFIX, SEARCH_CUES, cue_variants
+from tuiagent.presets import resolve_settings
 
 if TYPE_CHECKING:
+    from tuiagent.eval.datasets import Problem
     from tuiagent.eval.harness import EvalConfig
+    from tuiagent.presets import Preset
 
 FIGURES = {
     "all": "all items",
@@ -224,6 +228,17 @@ class CueProbe(EvalProtocol):
     order = 20
     judge_use = "each executed call's necessity on the cued items (--cue-probe)"
     switches = "--cue-probe or --cue CUE (with --judge: each call's necessity)"
+
+    def variants(self, problems: list[Problem], cfg: EvalConfig) -> list[Problem]:
+        return cue_variants(problems, cfg.cues) if cfg.cues else []
+
+    def added_settings(self, cfg: EvalConfig, log: Callable[[str], None]) -> list[Preset]:
+        """The no-tool condition when none is among the settings: Definition 1's items and its utility
+        condition need one."""
+        if not cfg.cues or any(s.mode == "cot" for s in cfg.settings):
+            return []
+        log("cue probe: adding the no-tool setting 'cot' (Definition 1's items and utility condition need it)")
+        return resolve_settings(["cot"])
 
     def sections(self, data: DatasetData) -> dict[str, Any]:
         e = data.eval

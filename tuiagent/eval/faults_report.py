@@ -27,7 +27,7 @@ from __future__ import annotations
 import importlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -38,6 +38,10 @@ from tuiagent.core.verify import is_correct
 from tuiagent.eval.datasets import Problem, with_variant
 from tuiagent.eval.protocols import DatasetData, EvalProtocol, Table, cell
 from tuiagent.eval.stats import mcnemar_exact, paired_bootstrap, right, rounded, wilson
+
+if TYPE_CHECKING:
+    from tuiagent.eval.harness import EvalConfig
+    from tuiagent.presets import Preset
 
 INJECT_PREFIX = "inject:"
 ERROR_KINDS = ("error", "timeout")  # the faults PruneTIR's error analysis reads
@@ -507,6 +511,13 @@ class InjectedFaults(EvalProtocol):
     title = "Injected tool faults (ours): accuracy, adopted, recovered, and each guard's answer beside the clean runs"
     order = 60
     switches = "--inject KIND[,KIND...] (--inject-at N, --broken-tool)"
+
+    def variants(self, problems: list[Problem], cfg: EvalConfig) -> list[Problem]:
+        return fault_variants(problems, cfg.inject, cfg.inject_at, cfg.broken_tool) if cfg.inject else []
+
+    def skips(self, problem: Problem, setting: Preset) -> bool:
+        # a fault is in a tool output: a no-tool setting's injected run would be its clean run again
+        return is_injected(problem) and setting.mode != "tool"
 
     def sections(self, data: DatasetData) -> dict[str, Any]:
         return {"faults": faults_section(data.records, data.eval.settings, data.eval.baseline)}

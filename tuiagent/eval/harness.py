@@ -27,14 +27,14 @@ from tuiagent.core.judge import JudgeModels
 from tuiagent.core.run_spec import RunSpec
 from tuiagent.errors import UserError
 from tuiagent.eval.datasets import Fields, Problem, load_dataset, select
-from tuiagent.eval.faults_report import fault_variants, is_injected, job_plan
+from tuiagent.eval.faults_report import job_plan
 from tuiagent.eval.judging import check_answers_unchanged, check_judge, with_judge
 from tuiagent.eval.metrics import run_record
 from tuiagent.eval.protocols import JudgePass, installed
 from tuiagent.eval.results import ResultStore, legacy_safe_name, run_key, safe_name, trajectory_path
 from tuiagent.eval.reuse import GenerationMemo, ReusingBackend
 from tuiagent.eval.shards import describe, shard_name, shard_of
-from tuiagent.eval.variants import cue_variants, distractor_variants
+from tuiagent.eval.variants import distractor_variants
 from tuiagent.presets import Preset
 
 PER_RUN_BACKENDS = ("scripted",)
@@ -148,16 +148,6 @@ def load_problems(cfg: EvalConfig, *, whole: bool = False) -> list[Problem]:
     if not mine:
         raise UserError(f"shard {cfg.shard[0]}/{cfg.shard[1]} has no problems: only {len(out)} are selected")
     return mine
-
-
-def with_no_tool(settings: list[Preset], log: Callable[[str], None]) -> list[Preset]:
-    """The settings plus the no-tool condition when none is among them (the cue probe needs one)."""
-    if any(s.mode == "cot" for s in settings):
-        return settings
-    from tuiagent.presets import resolve_settings
-
-    log("cue probe: adding the no-tool setting 'cot' (Definition 1's items and utility condition need it)")
-    return [*settings, *resolve_settings(["cot"])]
 
 
 def evidence_question(problem: Problem, setting: Preset) -> str:
@@ -533,10 +523,8 @@ async def build_problems(
     variants: list[Problem] = []
     invalid: list[dict[str, Any]] = []
     validity: dict[str, Any] | None = None
-    if cfg.cues:
-        variants += cue_variants(problems, cfg.cues)
-    if cfg.inject:
-        variants += fault_variants(problems, cfg.inject, cfg.inject_at, cfg.broken_tool)
+    for protocol in installed():
+        variants += protocol.variants(problems, cfg)
     if cfg.distractors:
         from tuiagent.runner import RunRequest, open_model, resolve_spec
 
@@ -631,8 +619,8 @@ async def run_eval(
                 f"note: the judge {cfg.judge} asks nothing in this eval; it judges whether distractor variants "
                 f"(--distractors) keep their answer, and {uses}"
             )
-    if cfg.cues:
-        cfg.settings = with_no_tool(cfg.settings, log)
+    for protocol in installed():
+        cfg.settings = [*cfg.settings, *protocol.added_settings(cfg, log)]
     for protocol in installed():
         for note in protocol.advise(cfg):
             log(f"note: {note}")
@@ -678,9 +666,10 @@ async def run_eval(
         except BaseException:
             await runner.aclose()
             raise
-        # a fault is in a tool output: a no-tool setting's injected run would be its clean run again
         jobs = [
-            j for j in plan(problems, cfg.settings, cfg.seeds) if j.setting.mode == "tool" or not is_injected(j.problem)
+            j
+            for j in plan(problems, cfg.settings, cfg.seeds)
+            if not any(p.skips(j.problem, j.setting) for p in installed())
         ]
         previous = store.manifest() or {}
         was = (previous["shard"]["index"], previous["shard"]["count"]) if previous.get("shard") else None

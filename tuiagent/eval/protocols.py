@@ -11,7 +11,9 @@ the report) and overrides what it has:
 - ``sections(data)``: its part of a dataset's summary, by key (``None`` where it has nothing to say);
 - ``tables``, ``notes``, ``plots``, ``files``: its forms, read back from the summary;
 - ``judge(pass_)``: its judging pass after the runs (with ``--judge``), cached in judgements.jsonl;
-  ``judges(cfg)`` says whether it asks anything, ``advise(cfg)`` gives notes before the runs.
+  ``judges(cfg)`` says whether it asks anything, ``advise(cfg)`` gives notes before the runs;
+- ``variants``, ``added_settings`` and ``skips``: the problems' variants it adds (cued questions,
+  injected faults), the settings its runs need, and the runs that would say nothing.
 
 CONTRIBUTING.md walks through writing one.
 """
@@ -30,8 +32,10 @@ from tuiagent.errors import UserError
 if TYPE_CHECKING:
     from tuiagent.core.judge import JudgeModels
     from tuiagent.core.judge_store import JudgementStore
+    from tuiagent.eval.datasets import Problem
     from tuiagent.eval.harness import EvalConfig
     from tuiagent.eval.results import ResultStore
+    from tuiagent.presets import Preset
 
 GROUP = "tuiagent.protocols"
 
@@ -106,6 +110,18 @@ class EvalProtocol:
 
     def judges(self, cfg: EvalConfig) -> bool:
         """Whether its judging pass asks the judge anything in this eval."""
+        return False
+
+    def added_settings(self, cfg: EvalConfig, log: Callable[[str], None]) -> list[Preset]:
+        """Settings its runs need beside the eval's (each logged with its reason)."""
+        return []
+
+    def variants(self, problems: list[Problem], cfg: EvalConfig) -> list[Problem]:
+        """Variants of the problems it adds to the eval (each a Problem with its ``variant`` name)."""
+        return []
+
+    def skips(self, problem: Problem, setting: Preset) -> bool:
+        """Whether a run of ``problem`` (one of its variants) under ``setting`` would say nothing."""
         return False
 
     def sections(self, data: DatasetData) -> dict[str, Any]:
