@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from tuiagent.errors import ConfigError, UserError
+from tuiagent.errors import ConfigError
 from tuiagent.eval.protocols import settings_of
 from tuiagent.presets import load_preset_file, parse_config, resolve_settings
 
@@ -85,7 +85,9 @@ def test_protocol_adds_the_seven_conditions_once():
         "as written",
     )
     assert [s.name for s in resolve_settings([])] == ["none"]
-    with pytest.raises(UserError, match=r"unknown protocol 'nope'; installed: .*prunetir-ablation, tim, tooltax"):
+    with pytest.raises(
+        ConfigError, match=r"unknown protocol 'nope'\n  fix: use one of .*prunetir-ablation, tim, tooltax"
+    ):
         settings_of("nope")
 
 

@@ -86,6 +86,9 @@ def test_a_bad_setting_exits_2_before_any_run(tmp_path):
     bad = tuiagent("eval", "demo", "-m", "scripted", "-c", "attc:attc.threshold=7", "--out", str(tmp_path / "x"))
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "attc.threshold" in bad.stderr
     assert not (tmp_path / "x").exists()
+    unknown = tuiagent("eval", "demo", "-m", "scripted", "--protocol", "nope", "--out", str(tmp_path / "x"))
+    assert unknown.returncode == 2 and "unknown protocol 'nope'" in unknown.stderr and "tim, tooltax" in unknown.stderr
+    assert not (tmp_path / "x").exists()
 
 
 def test_set_lays_a_run_value_under_every_setting_and_a_guard_value_is_refused(write_script, tmp_path):

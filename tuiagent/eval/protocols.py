@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from tuiagent import plugins
-from tuiagent.errors import UserError
+from tuiagent.errors import ConfigError
 
 if TYPE_CHECKING:
     from tuiagent.core.judge import JudgeModels
@@ -159,5 +159,8 @@ def settings_of(value: str) -> tuple[str, ...]:
     """The settings ``--protocol VALUE`` adds; a clear error naming every installed value otherwise."""
     offered = {v: texts for p in installed() for v, texts in p.settings.items()}
     if value not in offered:
-        raise UserError(f"unknown protocol {value!r}; installed: {', '.join(sorted(offered)) or 'none'}")
+        raise ConfigError(
+            f"unknown protocol {value!r}",
+            fix=f"use one of {', '.join(sorted(offered)) or 'none installed'} (`tuiagent protocols` lists them)",
+        )
     return offered[value]
