@@ -18,8 +18,8 @@ from guards.gstep.tooltax import (
     load_pieces,
     plan_inputs,
     reported,
+    run_symptoms,
     scopes,
-    symptoms,
     tooltax,
 )
 from guards.gstep.tooltax_tables import tooltax_tables
@@ -130,14 +130,7 @@ async def judge_taxonomy(
             pieces = load_pieces(r) if r["setting"] == which["full"] else None
             if pieces is None:
                 continue
-            s = symptoms(
-                pieces,
-                gold=str(r.get("gold", "")),
-                question=str(r.get("question") or ""),
-                clean_question=str(r.get("clean_question") or ""),
-                reference=str(r.get("reference") or ""),
-                judged=judged,
-            )
+            s = run_symptoms(r, pieces, judged)
             if s["dominant"] == "F":
                 await judge.single(PLAN_MISMATCH, **plan_inputs(r, pieces))
     asked = judge.cost.calls - before

@@ -384,6 +384,18 @@ def symptoms(
     return {"flags": flags, "dominant": dominant, "evidence_f1": rounded(f1), "gold_steps": steps}
 
 
+def run_symptoms(record: dict[str, Any], pieces: Sequence[RunPiece], judged: Judged) -> dict[str, Any]:
+    """``symptoms`` of one run's record: its gold, question (and the clean one) and reference."""
+    return symptoms(
+        pieces,
+        gold=str(record.get("gold", "")),
+        question=str(record.get("question") or ""),
+        clean_question=str(record.get("clean_question") or ""),
+        reference=str(record.get("reference") or ""),
+        judged=judged,
+    )
+
+
 def load_pieces(record: dict[str, Any]) -> tuple[RunPiece, ...] | None:
     events = run_events(record)
     return None if events is None else run_pieces(events)
@@ -411,14 +423,7 @@ def taxonomy(
         if pieces is None:
             missing += 1
             continue
-        s = symptoms(
-            pieces,
-            gold=str(r.get("gold", "")),
-            question=str(r.get("question") or ""),
-            clean_question=str(r.get("clean_question") or ""),
-            reference=str(r.get("reference") or ""),
-            judged=judged,
-        )
+        s = run_symptoms(r, pieces, judged)
         per_run[key] = s["dominant"]
         if judge_plans and s["dominant"] == "F":
             value = judged.plan(plan_inputs(r, pieces))
