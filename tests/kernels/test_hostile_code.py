@@ -43,6 +43,10 @@ class Case:
     # The kernel's own limits decide it (time limit, restart, output cap), the same at every level:
     # it runs at the first level only, so the suite does not wait for it three times.
     kernel_limit: bool = False
+    # Printed by the cell once what the case is about is in place: a result without it comes from a
+    # kernel that did not get that far within the time limit (a starved one on a loaded machine), and
+    # the cell runs again with twice the limit.
+    ready: str | None = None
 
 
 CASES = {
@@ -83,10 +87,11 @@ CASES = {
     "os._exit(1)": Case("import os; os._exit(1)", 30, "died"),
     "segfault through ctypes": Case("import ctypes; ctypes.string_at(0)", 5, "refused"),
     "SIGINT handler changed": Case(
-        "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nwhile True: pass",
-        5,  # time for the handler to be in place before the interrupt, on a loaded machine too
+        "import signal\nsignal.signal(signal.SIGINT, signal.SIG_IGN)\nprint('ignoring SIGINT', flush=True)\nwhile True: pass",
+        2,
         "restarted",
         kernel_limit=True,
+        ready="ignoring SIGINT",
     ),
     "signal another process": Case("import os, signal; os.kill(os.getppid(), signal.SIGTERM)", 5, "refused"),
     "read the app's environment": Case("import os; open(f'/proc/{os.getppid()}/environ').read()", 5, "refused"),
@@ -164,10 +169,15 @@ async def test_hostile_cell_ends_clearly_and_the_kernel_goes_on(kernel, user_fil
         pytest.skip(f"only the OS boundary stops this; the kernel runs at level {kernel.level!r}")
     if case.kernel_limit and kernel.level != case.levels[0]:
         pytest.skip(f"the kernel's own limit decides this at every level; run at level {case.levels[0]!r}")
-    started = time.monotonic()
-    result = await kernel.execute(case.code, case.timeout)
-    elapsed = time.monotonic() - started
-    assert elapsed < case.timeout + RESTART_SLACK_S, f"{name} took {elapsed:.1f} s"
+    timeout = case.timeout
+    for _ in range(3):
+        started = time.monotonic()
+        result = await kernel.execute(case.code, timeout)
+        elapsed = time.monotonic() - started
+        if case.ready is None or case.ready in result.text:
+            break
+        timeout *= 2
+    assert elapsed < timeout + RESTART_SLACK_S, f"{name} took {elapsed:.1f} s"
     if case.expect == "interrupted":
         assert result.error and result.timed_out and not result.restarted
         assert "timed out" in result.text
@@ -214,7 +224,7 @@ async def test_links_planted_for_the_image_saver_are_not_followed(kernel, user_f
         "from IPython.display import Image, display\n"
         "display(Image(data=b'\\x89PNG\\r\\n\\x1a\\n' + b'x' * 100, format='png'))"
     )
-    result = await kernel.execute(code, 10)
+    result = await kernel.execute(code, 60)  # a limit, not a wait: the cell takes well under a second
     saved = [o.path for o in result.outputs if o.path]
     assert saved and all(not p.startswith(str(kernel.workdir)) for p in saved), result.text
     assert_untouched(user_files)
