@@ -24,12 +24,12 @@ Definitions ([ours] unless a paper is named):
 
 from __future__ import annotations
 
-import importlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import scipy.stats
 
 from guards.prunetir.analysis import record_trace, stuck_curve
 from tuiagent.core import events as ev
@@ -37,7 +37,7 @@ from tuiagent.core.faults import KINDS, FaultPlan, fault_seed
 from tuiagent.core.verify import is_correct
 from tuiagent.eval.datasets import Problem, with_variant
 from tuiagent.eval.protocols import DatasetData, EvalProtocol, Table, cell
-from tuiagent.eval.stats import mcnemar_exact, paired_bootstrap, right, rounded, wilson
+from tuiagent.eval.stats import mcnemar_exact, paired_bootstrap, percentile_ci, right, rounded, wilson
 
 if TYPE_CHECKING:
     from tuiagent.eval.harness import EvalConfig
@@ -153,35 +153,29 @@ def recovered(record: dict[str, Any]) -> bool | None:
     return record.get("correct") is True
 
 
+def _auroc(pos: np.ndarray, neg: np.ndarray, axis: int = -1) -> Any:
+    u = scipy.stats.mannwhitneyu(pos, neg, alternative="two-sided", method="asymptotic", axis=axis).statistic
+    return u / (pos.shape[axis] * neg.shape[axis])
+
+
 def auroc(positives: Sequence[float], negatives: Sequence[float]) -> float | None:
-    """P(score of a positive > score of a negative) + half the ties: the Mann-Whitney U over n+ n-
+    """P(score of a positive > score of a negative) + half the ties: scipy's Mann-Whitney U over n+ n-
     (scikit-learn's roc_auc_score gives the same); None without both classes."""
     if not positives or not negatives:
         return None
-    try:  # scipy is optional (not a dependency): looked up by name, so the type check does not need it
-        mannwhitneyu = importlib.import_module("scipy.stats").mannwhitneyu
-    except ImportError:  # the rank formula itself
-        pos, neg = np.asarray(positives, dtype=float), np.asarray(negatives, dtype=float)
-        greater = (pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum()
-        return float(greater / (pos.size * neg.size))
-    u = mannwhitneyu(positives, negatives, alternative="two-sided").statistic
-    return float(u) / (len(positives) * len(negatives))
+    return float(_auroc(np.asarray(positives, dtype=float), np.asarray(negatives, dtype=float)))
 
 
 def auroc_ci(
-    positives: Sequence[float], negatives: Sequence[float], *, n_boot: int = 2000, seed: int = 0
+    positives: Sequence[float], negatives: Sequence[float], *, seed: int = 0
 ) -> tuple[float | None, float | None]:
-    """A percentile bootstrap interval of ``auroc``, each class resampled on its own (as
-    ``stats.bootstrap_diff`` does; sorted first, so the order runs ended in does not matter)."""
+    """The percentile bootstrap interval of ``auroc``, each class resampled on its own
+    (``stats.percentile_ci``, scipy's bootstrap; each sorted first, so the order runs ended in does not
+    matter); (None, None) with fewer than two values in a class."""
     if len(positives) < 2 or len(negatives) < 2:
         return None, None
     pos, neg = np.sort(np.asarray(positives, dtype=float)), np.sort(np.asarray(negatives, dtype=float))
-    rng = np.random.default_rng(seed)
-    values = []
-    for _ in range(n_boot):
-        p, n = pos[rng.integers(0, pos.size, pos.size)], neg[rng.integers(0, neg.size, neg.size)]
-        values.append(((p[:, None] > n[None, :]).sum() + 0.5 * (p[:, None] == n[None, :]).sum()) / (p.size * n.size))
-    low, high = np.quantile(values, [0.025, 0.975])
+    low, high = percentile_ci((pos, neg), _auroc, seed=seed)
     return float(low), float(high)
 
 
