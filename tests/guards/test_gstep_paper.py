@@ -12,8 +12,8 @@ import pytest
 
 import guards.gstep.guard as gstep_module
 from guards.chain import GuardChain
-from guards.gstep.features import features
-from guards.gstep.guard import GATE_OFF, GStep, force_prompt, shipped_weights
+from guards.gstep.features import NUMERIC_NAMES, features
+from guards.gstep.guard import GATE_OFF, GStep, force_prompt, range_words, shipped_weights
 from kernels.jupyter import JupyterKernel
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
@@ -87,26 +87,36 @@ async def test_the_same_state_gives_the_same_p_with_and_without_prunetir(kernel,
     gate = GStep(GStep.Settings()).gate
     assert gate is not None
     in_run_frame = features(dataclasses.replace(captured[1], budget=7), gate.text_bins)
-    assert abs(float(gate.p_continue(in_run_frame)) - b.data["p_continue"]) > 0.01
+    assert float(gate.p_continue(in_run_frame)) != pytest.approx(b.data["p_continue"], rel=0.1)
     assert "budget_remaining" in (gate.outside(in_run_frame, 4.0) or {})
 
 
 @pytest.mark.skipif(not shipped_weights().exists(), reason="no shipped gate in this checkout")
 async def test_an_input_outside_the_training_range_warns(kernel):
-    """The shipped gate never saw a tool error in training (error_count was always 0): a run with one
-    gets its p, a warning in the verdict data (and so the trajectory) and a flagged card."""
-    events = await run(kernel, [E0, FIX, ANSWER], {"gstep": {"tau": 1.0}})
+    """The shipped gate's training runs met a tool error now and then (error_count 0.07 ± 0.50): a run
+    with three gets its p, a warning in the verdict data (and so the trajectory) and a flagged card."""
+    errors = [E0.replace("april +", f"{name} +") for name in ("april", "may", "june")]
+    events = await run(kernel, [*errors, FIX, ANSWER], {"gstep": {"tau": 1.0}})
     (v,) = gstep(events)
     far = v.data["out_of_range"]
-    assert far["error_count"] == {"value": 1.0, "mean": 0.0, "sd": 0.0}
-    assert set(far) == {"error_count"}  # everything else lies within 4 training sds
+    gate = GStep(GStep.Settings()).gate
+    assert gate is not None and gate.train_sd is not None
+    i = NUMERIC_NAMES.index("error_count")
+    assert far["error_count"] == {
+        "value": 3.0,
+        "mean": round(float(gate.mean[i]), 4),
+        "sd": round(float(gate.train_sd[i]), 4),
+    }
+    assert abs(3.0 - gate.mean[i]) > 4 * gate.train_sd[i]  # the guard's rule: over 4 training sds away
     shown = GStep.display(v.record())
     assert shown is not None and shown.flagged
     text = " ".join(s.text for line in shown.lines for s in line if hasattr(s, "text"))
-    assert "⚠ outside the gate's training range: error_count 1 (always 0 in training)" in text
+    assert f"⚠ outside the gate's training range: {range_words(far)}" in text
     assert "out of range" in GStep.note(v.record())
-    # a clean run within the training range records an empty check, and the card does not warn
-    clean = await run(kernel, [CODE, ANSWER], {"gstep": {"tau": 1.0}})
+    # a run like the gate's training runs (a required first call, so no reasoning before it) records
+    # an empty check, and the card does not warn
+    typical = "```python\nprint(48 + 48 // 2)\n```\n```output\n"
+    clean = await run(kernel, [typical, ANSWER], {"gstep": {"tau": 1.0}})
     (c,) = gstep(clean)
     assert c.data["out_of_range"] == {} and not GStep.display(c.record()).flagged
 
