@@ -206,3 +206,16 @@ def test_any_damage_keeps_every_good_line_and_the_views_still_fold(tmp_path_fact
         working_context(events[:i])
     for e in events:
         describe_event(e)
+
+
+def test_the_replay_bar_says_what_an_intervention_replaced_and_who_did_it():
+    fault = ev.Intervention(
+        target="output", by="person", turn=1, replaced="21536", replacement="", call=1, fault="error"
+    )
+    edit = ev.Intervention(target="text", by="person", turn=2, replaced="x", replacement="y", token=5)
+    injected = ev.Intervention(
+        target="output", by="protocol", turn=1, replaced="7", replacement="8", call=2, fault="wrong-number"
+    )
+    assert describe_event(fault) == "output of call 1 faulted (error) by a person"
+    assert describe_event(edit) == "text from token 5 edited by a person"
+    assert describe_event(injected) == "output of call 2 faulted (wrong-number) by the protocol"

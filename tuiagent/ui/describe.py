@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from tuiagent.core import events as ev
-from tuiagent.core.compare import shown, verdict_note
+from tuiagent.core.compare import intervention_label, shown, verdict_note
 
 
 def describe_event(e: ev.Event) -> str:
@@ -41,6 +41,8 @@ def describe_event(e: ev.Event) -> str:
             return f"answer {'(final)' if e.final else 'attempt'} · {e.answer}"
         case ev.Notice():
             return f"{e.level}: {e.message}"
+        case ev.Intervention():
+            return f"{intervention_label(e)} by {'a person' if e.by == 'person' else 'the ' + e.by}"
         case ev.RunFinished():
             right = {True: " · right", False: " · wrong", None: ""}[e.correct]
             return f"run finished · {e.reason} · answer {e.answer}{right}"
