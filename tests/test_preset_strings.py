@@ -12,20 +12,20 @@ from tuiagent.presets import load_preset_file, parse_config, resolve_settings
 def test_guard_combinations_and_settings():
     s = parse_config("attc+prunetir:attc.threshold=0.9,prunetir.turn_limit=2,max_tool_calls=6,temperature=0.7")
     assert s.name == "attc+prunetir:attc.threshold=0.9,prunetir.turn_limit=2,max_tool_calls=6,temperature=0.7"
-    assert s.guards == ("attc", "prunetir")
-    assert s.guard_settings == {"attc": {"threshold": "0.9"}, "prunetir": {"turn_limit": "2"}}
-    assert s.run == {"max_tool_calls": 6} and s.sampling == {"temperature": 0.7}
-    assert (s.mode, s.kernel, s.condition) == ("tool", "jupyter", None)
-    assert parse_config("none").guards == () and parse_config("none").condition == "full"
-    assert parse_config("all").guards == ("all",)
+    assert s.spec.guards == ("attc", "prunetir")
+    assert s.spec.guard_settings == {"attc": {"threshold": "0.9"}, "prunetir": {"turn_limit": "2"}}
+    assert s.spec.run == {"max_tool_calls": 6} and s.spec.sampling == {"temperature": 0.7}
+    assert (s.spec.mode, s.spec.kernel, s.spec.condition) == ("tool", "jupyter", None)
+    assert parse_config("none").spec.guards == () and parse_config("none").spec.condition == "full"
+    assert parse_config("all").spec.guards == ("all",)
 
 
 def test_conditions():
-    assert (parse_config("cot").mode, parse_config("cot").condition) == ("cot", "cot")
-    assert (parse_config("noop").kernel, parse_config("oracle").kernel) == ("noop", "oracle")
-    assert parse_config("max1").run == {"max_tool_calls": 1}
+    assert (parse_config("cot").spec.mode, parse_config("cot").spec.condition) == ("cot", "cot")
+    assert (parse_config("noop").spec.kernel, parse_config("oracle").spec.kernel) == ("noop", "oracle")
+    assert parse_config("max1").spec.run == {"max_tool_calls": 1}
     mixed = parse_config("noop+attc")
-    assert mixed.kernel == "noop" and mixed.guards == ("attc",) and mixed.condition is None
+    assert mixed.spec.kernel == "noop" and mixed.spec.guards == ("attc",) and mixed.spec.condition is None
     with pytest.raises(ConfigError, match="more than one condition"):
         parse_config("cot+noop")
 
@@ -63,9 +63,9 @@ condition = "oracle"
 """)
     named = load_preset_file(path)
     strict = named["strict"]
-    assert strict.guards == ("attc", "prunetir") and strict.guard_settings == {"attc": {"threshold": 0.99}}
-    assert strict.run == {"max_tool_calls": 6} and strict.sampling == {"temperature": 0.5}
-    assert (named["calc"].kernel, named["calc"].condition) == ("oracle", "oracle")
+    assert strict.spec.guards == ("attc", "prunetir") and strict.spec.guard_settings == {"attc": {"threshold": 0.99}}
+    assert strict.spec.run == {"max_tool_calls": 6} and strict.spec.sampling == {"temperature": 0.5}
+    assert (named["calc"].spec.kernel, named["calc"].spec.condition) == ("oracle", "oracle")
     settings = resolve_settings(["none", "strict"], named=named)
     assert [s.name for s in settings] == ["none", "strict"]
     assert [s.name for s in resolve_settings([], named=named, default=list(named))] == ["strict", "calc"]
@@ -79,7 +79,7 @@ def test_protocol_adds_the_seven_conditions_once():
     settings = resolve_settings(["attc", "cot"], added=settings_of("tooltax"))
     assert [s.name for s in settings] == ["attc", "cot", "full", "fcstyle", "noop", "oracle", "evidence", "max1"]
     by_name = {s.name: s for s in settings}
-    assert (by_name["fcstyle"].mode, by_name["evidence"].evidence, by_name["full"].evidence) == (
+    assert (by_name["fcstyle"].spec.mode, by_name["evidence"].spec.evidence, by_name["full"].spec.evidence) == (
         "fcstyle",
         "oracle",
         "as written",

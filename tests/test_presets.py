@@ -34,16 +34,16 @@ threshold = 0.99
 
 def test_shipped_presets_and_the_users_own():
     shipped = load_presets()
-    assert shipped["flag-only"].guards == ("necessity", "tim") and shipped["flag-only"].description
+    assert shipped["flag-only"].spec.guards == ("necessity", "tim") and shipped["flag-only"].description
     write_user_presets(STRICT + '\n[presets.light]\nguards = ["prunetir"]\n')
     presets = load_presets()
     strict = presets["strict"]
-    assert (strict.guards, strict.guard_settings, strict.run) == (
+    assert (strict.spec.guards, strict.spec.guard_settings, strict.spec.run) == (
         ("attc",),
         {"attc": {"threshold": 0.99}},
         {"max_tool_calls": 1},
     )
-    assert presets["light"].guards == ("prunetir",) and presets["light"].origin == str(user_presets_file())
+    assert presets["light"].spec.guards == ("prunetir",) and presets["light"].origin == str(user_presets_file())
     assert [s.name for s in resolve_settings(["none", "strict"], named=presets)] == ["none", "strict"]
 
 
@@ -83,7 +83,7 @@ def test_a_sampling_tables_max_tokens_is_one_turns(tmp_path):
     path = tmp_path / "p.toml"
     path.write_text("[presets.short]\nguards = []\nsampling = { max_tokens = 128 }\nrun = { max_tokens = 900 }\n")
     short = load_preset_file(path)["short"]
-    assert short.sampling == {"max_tokens": 128} and short.run == {"max_tokens": 900}
+    assert short.spec.sampling == {"max_tokens": 128} and short.spec.run == {"max_tokens": 900}
 
 
 def test_solve_runs_a_preset_and_the_command_line_wins(write_script, tmp_path):

@@ -551,7 +551,7 @@ def list_presets(model: ModelOpt = None, models: ModelsFileOpt = None) -> None:
 
     console = terminal_console(highlight=False, soft_wrap=True)
     for name, p in load_presets(model=model, models_file=models).items():
-        what = " ".join([*(p.guards or ("no guards",)), *setting_words(p.spec)])
+        what = " ".join([*(p.spec.guards or ("no guards",)), *setting_words(p.spec)])
         console.print(Text(name, style="bold") + Text(f"  {what}"))
         if p.description:
             console.print(Text(f"  {p.description}", style="dim"))

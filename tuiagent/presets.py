@@ -56,38 +56,6 @@ class Preset:
     description: str = field(default="", compare=False)
     origin: str = field(default="", compare=False)  # the file that defined it ("" for a parsed string)
 
-    @property
-    def guards(self) -> tuple[str, ...]:
-        return self.spec.guards or ()
-
-    @property
-    def guard_settings(self) -> dict[str, dict[str, Any]]:
-        return self.spec.guard_settings
-
-    @property
-    def run(self) -> dict[str, Any]:
-        return self.spec.run
-
-    @property
-    def sampling(self) -> dict[str, Any]:
-        return self.spec.sampling
-
-    @property
-    def condition(self) -> str | None:
-        return self.spec.condition
-
-    @property
-    def mode(self) -> str:
-        return self.spec.mode
-
-    @property
-    def kernel(self) -> str:
-        return self.spec.kernel
-
-    @property
-    def evidence(self) -> str:
-        return self.spec.evidence
-
     def describe(self) -> dict[str, Any]:
         return {"name": self.name, **self.spec.describe()}
 

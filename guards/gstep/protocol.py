@@ -160,7 +160,7 @@ class ToolUseTax(EvalProtocol):
 
     @staticmethod
     def _whole_chain(cfg: EvalConfig) -> bool:
-        return set(CHAIN) <= {s.condition for s in cfg.settings}
+        return set(CHAIN) <= {s.spec.condition for s in cfg.settings}
 
     def sections(self, data: DatasetData) -> dict[str, Any]:
         e = data.eval
@@ -189,7 +189,7 @@ class ToolUseTax(EvalProtocol):
     async def judge(self, pass_: JudgePass) -> None:
         cfg, store = pass_.cfg, pass_.store
         settings = [s.name for s in cfg.settings]
-        conditions = {s.name: s.condition for s in cfg.settings}
+        conditions = {s.name: s.spec.condition for s in cfg.settings}
         await with_judge(
             cfg.judge or "",
             cfg.models_file,

@@ -235,7 +235,7 @@ class CueProbe(EvalProtocol):
     def added_settings(self, cfg: EvalConfig, log: Callable[[str], None]) -> list[Preset]:
         """The no-tool condition when none is among the settings: Definition 1's items and its utility
         condition need one."""
-        if not cfg.cues or any(s.mode == "cot" for s in cfg.settings):
+        if not cfg.cues or any(s.spec.mode == "cot" for s in cfg.settings):
             return []
         log("cue probe: adding the no-tool setting 'cot' (Definition 1's items and utility condition need it)")
         return resolve_settings(["cot"])
@@ -272,7 +272,7 @@ class CueProbe(EvalProtocol):
     async def judge(self, pass_: JudgePass) -> None:
         cfg = pass_.cfg
         if cfg.cues:
-            tool = {s.name for s in cfg.settings if s.mode == "tool"}
+            tool = {s.name for s in cfg.settings if s.spec.mode == "tool"}
             items = necessity_items(cue_probe_runs(pass_.store.records.values(), tool))
             await judge_eval(
                 cfg.judge or "", cfg.models_file, pass_.store.dir, items, pass_.log, "call(s)", models=pass_.models

@@ -68,9 +68,9 @@ def test_calibrated_values_are_the_models_defaults_below_its_own(tmp_path):
 def test_the_model_gets_its_own_recommended_preset(tmp_path, monkeypatch):
     write(tmp_path / "cal" / "m.toml", CALIBRATION)
     models = models_file(tmp_path)
-    assert find_preset("recommended", model="m", models_file=models).guards == ("necessity", "tim", "attc")
-    assert find_preset("recommended").guards == ("necessity", "tim")  # the default model's (the shipped one)
-    assert find_preset("flag-only", model="m", models_file=models).guards == ("necessity", "tim")
+    assert find_preset("recommended", model="m", models_file=models).spec.guards == ("necessity", "tim", "attc")
+    assert find_preset("recommended").spec.guards == ("necessity", "tim")  # the default model's (the shipped one)
+    assert find_preset("flag-only", model="m", models_file=models).spec.guards == ("necessity", "tim")
 
 
 @pytest.mark.parametrize(

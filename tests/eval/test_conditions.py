@@ -29,7 +29,7 @@ def tooltax_turns(job, code_turn=code_turn):
     i = number_in(job.problem.question)
     full, noop, cot, fcstyle = OUTCOMES[i]
     right, wrong = str(2 * i), str(2 * i + 1)
-    condition = job.setting.condition
+    condition = job.setting.spec.condition
     if condition == "cot":
         return [answer_turn(right if cot else wrong)]
     if condition == "fcstyle":  # writes code in the tool format and its own output: nothing runs it

@@ -185,7 +185,7 @@ def models_file(tmp_path, replies: list[str], logprobs: list[float] | None = Non
 def cued_turns(job):
     """The cell cue makes the model reach for the tool; the question as written does not."""
     i = number_in(job.problem.question)
-    if job.setting.mode == "tool" and job.problem.question.startswith("# Cell"):
+    if job.setting.spec.mode == "tool" and job.problem.question.startswith("# Cell"):
         return [code_turn(f"{i} + {i}"), answer_turn(str(2 * i))]
     return [answer_turn(str(2 * i))]
 
@@ -271,7 +271,7 @@ async def test_the_judging_passes_share_one_judge_model(tmp_path, dataset, monke
 
     def with_a_call(job):  # every tool run makes a call: ATTC's audit has runs to read
         i = number_in(job.problem.question)
-        return ([code_turn(f"{i} + {i}")] if job.setting.mode == "tool" else []) + [answer_turn(str(2 * i))]
+        return ([code_turn(f"{i} + {i}")] if job.setting.spec.mode == "tool" else []) + [answer_turn(str(2 * i))]
 
     await run_eval(cfg, backend_factory=Factory(with_a_call), kernels=KERNELS, log=lambda m: None)
     prompts = {json.loads(line)["prompt"] for line in (cfg.out / JUDGEMENTS).read_text(encoding="utf-8").splitlines()}

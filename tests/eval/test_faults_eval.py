@@ -37,7 +37,7 @@ async def test_the_same_fault_under_every_setting_recorded_and_resumed(tmp_path,
         model="scripted",
         inject=["wrong-number", "error"],
     )
-    factory = Factory(lambda job: solve_right(job) if job.setting.mode == "tool" else [answer_turn("2")])
+    factory = Factory(lambda job: solve_right(job) if job.setting.spec.mode == "tool" else [answer_turn("2")])
     outcome = await run_eval(cfg, backend_factory=factory, kernels=KERNELS, log=lambda m: None)
     # 3 problems x (clean under 3 settings + 2 faults under the 2 tool settings: cot has no tool output)
     assert (outcome.total, outcome.ran, outcome.failed) == (3 * (3 + 2 * 2), 21, 0)

@@ -41,7 +41,9 @@ async def test_every_problem_under_every_setting_and_seed(tmp_path, dataset):
     cfg = config(tmp_path, dataset(3), "none", "attc", "cot", seeds=2)
     factory = Factory(
         lambda job: (
-            solve_right(job) if job.setting.mode == "tool" else [answer_turn(str(2 * number_in(job.problem.question)))]
+            solve_right(job)
+            if job.setting.spec.mode == "tool"
+            else [answer_turn(str(2 * number_in(job.problem.question)))]
         )
     )
     outcome = await run_eval(cfg, backend_factory=factory, kernels=KERNELS, log=lambda m: None)

@@ -148,7 +148,7 @@ def test_the_ablation_rows_are_named_as_the_paper_names_them():
 def test_the_protocol_gives_the_base_prunetirs_own_budget():
     settings = resolve_settings([], added=settings_of("prunetir-ablation"))
     assert [ablation_label(s.describe()) for s in settings] == ["Base", "PruneTIR", "w/o STP", "w/o STPR", "w/o RTTS"]
-    assert settings[0].run["max_tool_calls"] == PruneTIR.run_budget(PruneTIRSettings())["max_tool_calls"]
+    assert settings[0].spec.run["max_tool_calls"] == PruneTIR.run_budget(PruneTIRSettings())["max_tool_calls"]
 
 
 def test_the_ablation_table_takes_deltas_against_full_prunetir():

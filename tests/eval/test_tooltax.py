@@ -295,9 +295,11 @@ async def test_an_eval_with_distractors_a_judge_and_the_seven_conditions(tmp_pat
     def turns(job):  # fooled by the parallel entity with the tool, never without
         question = evidence_question(job.problem, job.setting)  # what the run is given
         i = number_in(question)
-        fooled = "cousin" in question and job.setting.mode == "tool"
+        fooled = "cousin" in question and job.setting.spec.mode == "tool"
         answer = str(2 * i + 17 if fooled else 2 * i)
-        return [answer_turn(answer)] if job.setting.mode != "tool" else [code_turn(f"{i} + {i}"), answer_turn(answer)]
+        return (
+            [answer_turn(answer)] if job.setting.spec.mode != "tool" else [code_turn(f"{i} + {i}"), answer_turn(answer)]
+        )
 
     problems = [Problem("tiny", str(i), f"What is {i} plus {i}?", str(2 * i)) for i in (1, 2)]
     writer_factory, _ = writer(problems)

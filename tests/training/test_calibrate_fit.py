@@ -134,7 +134,7 @@ def test_fit_all_writes_a_calibration_file_that_loads(tmp_path, synthetic_record
     assert loaded.guards["gstep"] == {"weights": "off"}
     assert "[calibration]" in path.read_text()
     presets = load_preset_file(path)
-    assert presets["recommended"].guards == ("necessity", "tim")
+    assert presets["recommended"].spec.guards == ("necessity", "tim")
     report = (tmp_path / "m.md").read_text()
     assert "No separation" in report and "Learning curve" in report and "never continue" in report
 

@@ -133,9 +133,9 @@ async def test_the_app_lists_the_presets_of_the_model_in_use(ui, tmp_path: Path)
     app = scripted(app_config(model="plain", models_file=models, preset="none"))
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.pause(0.2)
-        assert app.presets()["recommended"].guards == ("necessity", "tim")  # the shipped one
+        assert app.presets()["recommended"].spec.guards == ("necessity", "tim")  # the shipped one
         app.change_model("other")
         await ui.wait_for(pilot, lambda: app.session.model_id == "other", 30, "the model switch")
-        assert app.presets()["recommended"].guards == ("attc",)
+        assert app.presets()["recommended"].spec.guards == ("attc",)
         choices = {p.name: p for p in app.screen.presets() or []}
-        assert choices["recommended"].guards == ("attc",)
+        assert choices["recommended"].spec.guards == ("attc",)

@@ -511,7 +511,7 @@ class InjectedFaults(EvalProtocol):
 
     def skips(self, problem: Problem, setting: Preset) -> bool:
         # a fault is in a tool output: a no-tool setting's injected run would be its clean run again
-        return is_injected(problem) and setting.mode != "tool"
+        return is_injected(problem) and setting.spec.mode != "tool"
 
     def sections(self, data: DatasetData) -> dict[str, Any]:
         return {"faults": faults_section(data.records, data.eval.settings, data.eval.baseline)}

@@ -154,7 +154,9 @@ def evidence_question(problem: Problem, setting: Preset) -> str:
     """The question a run is given: as written, or under Agent-OracleEvidence a distractor variant's
     clean question (its evidence without the distractor, arXiv 2605.00136 section 2.2; our reading)."""
     return (
-        str(problem.meta.get("clean_question", problem.question)) if setting.evidence == "oracle" else problem.question
+        str(problem.meta.get("clean_question", problem.question))
+        if setting.spec.evidence == "oracle"
+        else problem.question
     )
 
 
@@ -253,7 +255,7 @@ class EvalRunner:
             probe = Job(Problem("check", "0", "1 + 1", "2"), setting, 0)
             request = self.request(probe)
             chain = guard_chain(self.spec, request)
-            for name in setting.guards:
+            for name in setting.spec.guards or ():
                 guard = chain.settings.get(name) if chain is not None else None
                 if getattr(guard, "judge", "") == "model" and not getattr(guard, "judge_model", "x"):
                     self.log(
@@ -261,8 +263,8 @@ class EvalRunner:
                         f"({self.spec.id}); set {name}.judge_model to another models.toml model for an "
                         "independent judge"
                     )
-            if setting.mode == "tool" and setting.kernel not in self.kernels:
-                kernel_class(setting.kernel)
+            if setting.spec.mode == "tool" and setting.spec.kernel not in self.kernels:
+                kernel_class(setting.spec.kernel)
 
     # -- running --------------------------------------------------------------------------------
 
@@ -321,22 +323,24 @@ class EvalRunner:
     async def _start_pools(self, jobs: list[Job]) -> None:
         from kernels.pool import KernelPool
 
-        needed = {j.setting.kernel for j in jobs if j.setting.mode == "tool"} & set(self.pooled)
+        needed = {j.setting.spec.kernel for j in jobs if j.setting.spec.mode == "tool"} & set(self.pooled)
         for name in sorted(needed - set(self._pools)):
             factory = self._kernel_factory(name)
-            pool = KernelPool(size=min(self.concurrency, sum(j.setting.kernel == name for j in jobs)), factory=factory)
+            pool = KernelPool(
+                size=min(self.concurrency, sum(j.setting.spec.kernel == name for j in jobs)), factory=factory
+            )
             await pool.start()
             self._pools[name] = pool
 
     @contextlib.asynccontextmanager
     async def _kernel(self, job: Job) -> AsyncIterator[Kernel | KernelFailed | None]:
         """The job's started kernel (None in CoT), or the KernelFailed that says why none would start."""
-        if job.setting.mode != "tool":
+        if job.setting.spec.mode != "tool":
             yield None
             return
         from tuiagent.runner import enter_kernel
 
-        name = job.setting.kernel
+        name = job.setting.spec.kernel
         source = (
             self._pools[name].acquire() if name in self._pools else self._kernel_factory(name)(gold=job.problem.gold)
         )
@@ -603,7 +607,7 @@ async def run_eval(
     if (
         cfg.seeds > 1
         and float({**spec_sampling(spec), **cfg.base.sampling}.get("temperature", 0.0)) == 0.0
-        and not any(s.sampling.get("temperature") for s in cfg.settings)
+        and not any(s.spec.sampling.get("temperature") for s in cfg.settings)
     ):
         log(
             f"note: {cfg.seeds} seeds with greedy sampling (temperature 0) give identical runs; "

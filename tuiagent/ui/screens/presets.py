@@ -20,7 +20,8 @@ class PresetsScreen(ChooserScreen):
 
     def choices(self) -> list[tuple[Content, Preset]]:
         return [
-            (Content.assemble((f"{p.name:<14}", "bold"), " ".join(p.guards) or "no guards"), p) for p in self.presets
+            (Content.assemble((f"{p.name:<14}", "bold"), " ".join(p.spec.guards or ()) or "no guards"), p)
+            for p in self.presets
         ]
 
     def details(self, value: Preset) -> Content:

@@ -554,9 +554,9 @@ class SolveScreen(Screen[None]):
         if preset is None:
             return
         panel = self.query_one(GuardPanel)
-        on = set(panel.states) if "all" in preset.guards else set(preset.guards)
+        on = set(panel.states) if "all" in (preset.spec.guards or ()) else set(preset.spec.guards or ())
         for name, state in list(panel.states.items()):
-            wanted = {**asdict(guard_class(name).Settings()), **preset.guard_settings.get(name, {})}
+            wanted = {**asdict(guard_class(name).Settings()), **preset.spec.guard_settings.get(name, {})}
             for key in state.settings:
                 if key in wanted and state.settings[key] != wanted[key]:
                     self.on_guard_panel_changed(GuardPanel.Changed(name, setting=(key, wanted[key])))
