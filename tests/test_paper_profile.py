@@ -25,7 +25,7 @@ def test_every_paper_reading_names_real_settings_and_the_preset_sets_them_all():
         fields = set(cls.Settings.__dataclass_fields__)
         assert set(cls.paper_reading) <= fields, name
     paper = load_presets()["paper"]
-    assert paper.guards == ("all",) and paper.spec.guard_settings == paper_settings(available())
+    assert paper.spec.guards == ("all",) and paper.spec.guard_settings == paper_settings(available())
 
 
 def test_faithful_touches_only_the_guards_on_and_what_you_set_wins():

@@ -486,7 +486,7 @@ def list_guards(
         _explain_readings(model, models, preset, faithful)
         return
     request = RunRequest(problem="", model=model, models_file=models)
-    spec = resolve_spec(request)
+    spec = resolve_spec(model, models)
     chain = guard_chain(spec, request, toggleable=True)  # the settings a run gets, as the run makes them
     assert chain is not None  # toggleable: every installed guard is configured
     console = terminal_console(highlight=False, soft_wrap=True)

@@ -99,9 +99,9 @@ def check_room(backend: Backend, spec: ModelSpec, request: RunRequest, turn_toke
     return []
 
 
-def resolve_spec(request: RunRequest) -> ModelSpec:
-    registry = load_models(request.models_file)
-    return registry.get(request.model or registry.default)
+def resolve_spec(model: str | None = None, models_file: Path | None = None) -> ModelSpec:
+    """The models.toml entry of ``model`` (the default model when None), with ``models_file`` read last."""
+    return load_models(models_file).get(model)
 
 
 def open_model(spec: ModelSpec, request: RunRequest) -> Backend:
@@ -274,7 +274,7 @@ async def run_problem(
     ``faults``: the injector of the run's tool faults, to arm one while it runs (the app); by default
     one of ``request.faults`` when the request has a plan.
     """
-    spec = spec or resolve_spec(request)
+    spec = spec or resolve_spec(request.model, request.models_file)
     owned = backend is None
     backend = backend or open_model(spec, request)
     own_judges = judge_models is None

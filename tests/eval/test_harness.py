@@ -202,9 +202,9 @@ async def test_llama_cpp_concurrency_loads_the_batched_engine_with_a_message(tmp
     from dataclasses import replace
 
     import tuiagent.backends
-    from tuiagent.runner import RunRequest, resolve_spec
+    from tuiagent.runner import resolve_spec
 
-    spec = replace(resolve_spec(RunRequest(problem="", model="scripted")), backend="llama_cpp")
+    spec = replace(resolve_spec("scripted"), backend="llama_cpp")
     opened = []
     monkeypatch.setattr(tuiagent.backends, "open_backend", lambda spec, **options: opened.append(options))
     messages = []
@@ -238,12 +238,12 @@ async def test_resuming_runs_made_by_another_engine_is_called_out(tmp_path, data
     from dataclasses import replace
 
     import tuiagent.backends
-    from tuiagent.runner import RunRequest, resolve_spec
+    from tuiagent.runner import resolve_spec
 
     class Engine:
         engine = "batched:new"
 
-    spec = replace(resolve_spec(RunRequest(problem="", model="scripted")), backend="llama_cpp")
+    spec = replace(resolve_spec("scripted"), backend="llama_cpp")
     monkeypatch.setattr(tuiagent.backends, "open_backend", lambda spec, **options: Engine())
     cfg = config(tmp_path, dataset(2), "none")
     jobs = plan(load_problems(cfg), cfg.settings, 1)
@@ -390,12 +390,12 @@ async def test_a_shared_model_that_crashes_is_reloaded_and_its_run_retried_later
     from dataclasses import replace
 
     import tuiagent.runner
-    from tuiagent.runner import RunRequest, resolve_spec
+    from tuiagent.runner import resolve_spec
 
     opened = [AnswerBackend(crash=True), AnswerBackend()]
     made = iter(opened)
     monkeypatch.setattr(tuiagent.runner, "open_model", lambda spec, request: next(made))
-    spec = replace(resolve_spec(RunRequest(problem="", model="scripted")), backend="openai")  # shared, not per run
+    spec = replace(resolve_spec("scripted"), backend="openai")  # shared, not per run
     messages = []
     with ResultStore(tmp_path / "out") as store:
         cfg = config(tmp_path, dataset(3), "none")

@@ -13,7 +13,7 @@ from tuiagent.eval.metrics import run_record
 from tuiagent.protocol import RunSettings
 from tuiagent.runner import RunRequest, resolve_spec, run_problem
 
-SPEC = resolve_spec(RunRequest(problem="", model="scripted"))
+SPEC = resolve_spec("scripted")
 ERROR = CellResult(
     outputs=(Output("error", "NameError: name 'compute' is not defined"),), error=True, error_name="NameError"
 )

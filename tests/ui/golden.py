@@ -105,7 +105,7 @@ async def guarded(name: str, guards: tuple[str, ...]) -> None:
         guard_settings={"gstep": {"weights": str(DATA / "gate.npz")}} if guards else {},
         settings=RunSettings(),
     )
-    spec = resolve_spec(request)
+    spec = resolve_spec(request.model, request.models_file)
     backend = ScriptedBackend([split_tokens(t["text"], t["logprob"]) for t in TURNS])
     chain = guard_chain(spec, request, toggleable=bool(guards))
     await run_problem(request, lambda e: None, backend=backend, spec=spec, guards=chain)

@@ -292,7 +292,7 @@ def eval_command(
     from tuiagent.eval.results import MANIFEST
     from tuiagent.eval.shards import parse_shard
     from tuiagent.eval.variants import CODE_CUES, CUES, DISTRACTORS
-    from tuiagent.runner import RunRequest, resolve_spec
+    from tuiagent.runner import resolve_spec
     from tuiagent.safetext import terminal_console
 
     err = terminal_console(stderr=True, highlight=False, soft_wrap=True, markup=False)
@@ -320,7 +320,7 @@ def eval_command(
             raise UserError(f"merging {len(dirs)} shard directories needs --out DIR for the merged results")
         directory = (out or dirs[0]).expanduser()
     else:
-        spec = resolve_spec(RunRequest(problem="", model=model, models_file=models))
+        spec = resolve_spec(model, models)
         directory = (out or default_out(datasets, spec.id, name)).expanduser()
         if shards and out is None:  # one machine may run several shards: a directory each
             directory = directory.with_name(f"{directory.name}-shard{shards[0]}of{shards[1]}")

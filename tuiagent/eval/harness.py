@@ -532,11 +532,7 @@ async def build_problems(
     if cfg.distractors:
         from tuiagent.runner import RunRequest, open_model, resolve_spec
 
-        dspec = (
-            spec
-            if not cfg.distractor_model
-            else resolve_spec(RunRequest(problem="", model=cfg.distractor_model, models_file=cfg.models_file))
-        )
+        dspec = spec if not cfg.distractor_model else resolve_spec(cfg.distractor_model, cfg.models_file)
         factory = distractor_backend or (
             lambda: open_model(
                 dspec, RunRequest(problem="", model=dspec.id, models_file=cfg.models_file, script=cfg.script)
@@ -601,9 +597,9 @@ async def run_eval(
 ) -> EvalOutcome:
     """Load, plan and run an eval (resuming what ``cfg.out`` already holds). ``on_plan(total, done)``
     is called once the jobs are known, ``on_record`` after each finished run."""
-    from tuiagent.runner import RunRequest, resolve_spec
+    from tuiagent.runner import resolve_spec
 
-    spec = resolve_spec(RunRequest(problem="", model=cfg.model, models_file=cfg.models_file))
+    spec = resolve_spec(cfg.model, cfg.models_file)
     if (
         cfg.seeds > 1
         and float({**spec_sampling(spec), **cfg.base.sampling}.get("temperature", 0.0)) == 0.0

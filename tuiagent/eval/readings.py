@@ -21,7 +21,7 @@ def choices_in_force(
     from tuiagent.runner import RunRequest, guard_chain, resolve_spec
 
     request = RunRequest.of(spec, "", model=model, models_file=models_file)
-    chain = guard_chain(resolve_spec(request), request)
+    chain = guard_chain(resolve_spec(model, models_file), request)
     on = sorted(chain.enabled) if chain is not None else []
     return on, [(name, *row) for name in on for row in ours_in_force(name, chain.settings[name])] if chain else []
 

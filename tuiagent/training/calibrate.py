@@ -648,9 +648,9 @@ def calibrate(
     log: Any = print,
 ) -> Path:
     """Collect (resumable), fit, write; returns the calibration file."""
-    from tuiagent.runner import RunRequest, resolve_spec
+    from tuiagent.runner import resolve_spec
 
-    spec = resolve_spec(RunRequest(problem="", model=model, models_file=models_file))
+    spec = resolve_spec(model, models_file)
     if n > 0:
         asyncio.run(
             collect(

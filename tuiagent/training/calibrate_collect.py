@@ -126,7 +126,7 @@ async def collect(
     from tuiagent.runner import RunRequest, open_model, raise_if_kernel_failed, resolve_spec, run_problem
 
     base = RunRequest(problem="", model=model, models_file=models_file, script=script)
-    spec = resolve_spec(base)
+    spec = resolve_spec(model, models_file)
     store = open_records(records, spec.id, "calibration")
     done = {r.get("qid") for r in store.records if r.get("v") == RECORD_VERSION}
     old = {r["qid"]: r for r in (load_records(reuse) if reuse else []) if r.get("model") == spec.id}

@@ -227,7 +227,7 @@ async def collect(
     from tuiagent.runner import RunRequest, open_model, raise_if_kernel_failed, resolve_spec, run_problem
 
     base = RunRequest(problem="", model=model, models_file=models_file, script=script)
-    spec = resolve_spec(base)
+    spec = resolve_spec(model, models_file)
     with open_records(records, spec.id, "a gate") as store:
         done = set(store.latest)
         todo = [q for q in read_questions(data, start, n) if q[0] not in done]

@@ -52,7 +52,7 @@ class ModelSession:
 
     def resolve(self) -> ModelSpec:
         """Read models.toml (raises ConfigError, shown as a notice by the app)."""
-        self.spec = resolve_spec(self.request(""))
+        self.spec = resolve_spec(self.config.model, self.config.models_file)
         return self.spec
 
     @property
