@@ -66,6 +66,7 @@ async def _continue_as_recorded(ui, app, pilot, parent):
     await ui.wait_for(pilot, lambda: isinstance(app.screen, PresetsScreen), 10, "the settings list")
     title = app.screen.title_text
     assert app.screen.presets[0].name == "as recorded"
+    assert app.screen.presets[0].description == "the parent's settings: only the edit differs"
     app.screen.dismiss(app.screen.presets[0])
     await ui.wait_for(
         pilot,

@@ -368,7 +368,9 @@ class TuiAgentApp(KeysInOrder):
         recorded = Preset(
             self.AS_RECORDED,
             RunSpec(guards=guards, guard_settings=settings),
-            description="the parent's settings: repeats its next step exactly",
+            description="the parent's settings: only the edit differs"
+            if point.edit
+            else "the parent's settings: repeats its next step exactly",
         )
 
         def chosen(preset: Preset | None) -> None:
