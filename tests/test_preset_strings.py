@@ -103,3 +103,13 @@ def test_a_named_config_that_sets_a_guard_it_does_not_turn_on_is_refused(tmp_pat
     path.write_text('[configs.odd]\nguards = ["attc"]\n[configs.odd.guard_settings.gstep]\ntau = 0.5\n')
     with pytest.raises(ConfigError, match="configs.odd sets gstep, which it does not turn on"):
         load_preset_file(path)
+
+
+def test_a_setting_named_as_eval_faithful_names_it_is_that_setting_under_the_paper_profile():
+    from tuiagent.presets import faithful, faithful_preset
+
+    again = parse_config("attc (faithful)")
+    assert again == faithful_preset(parse_config("attc")) and again.name == "attc (faithful)"
+    assert again.spec == faithful(parse_config("attc").spec)
+    assert again.spec.guard_settings["attc"]["threshold"] == 0.97  # the reference code's, not a calibration's
+    assert parse_config("none (faithful)").spec.guard_settings == {}

@@ -78,12 +78,24 @@ def grammar(named: dict[str, Preset] | None = None) -> Grammar:
     return Grammar(_guard_names(), CONDITIONS, {name: p.spec for name, p in (named or {}).items()})
 
 
+FAITHFUL_SUFFIX = " (faithful)"
+
+
+def faithful_preset(preset: Preset) -> Preset:
+    """``preset`` under the paper profile (``eval --faithful``), named apart: it is another setting."""
+    return Preset(name=preset.name + FAITHFUL_SUFFIX, spec=faithful(preset.spec))
+
+
 def parse_config(text: str, named: dict[str, Preset] | None = None) -> Preset:
-    """One setting string (``-c``, a compare column, ``--preset``) -> a Preset named ``text``."""
+    """One setting string (``-c``, a compare column, ``--preset``) -> a Preset named ``text``; a name
+    ending in " (faithful)" is that setting under the paper profile, as ``eval --faithful`` names it."""
     named = named or {}
-    if text.strip() in named:
-        return named[text.strip()]
-    return Preset(name=text.strip(), spec=grammar(named).parse(text))
+    text = text.strip()
+    if text in named:
+        return named[text]
+    if text.endswith(FAITHFUL_SUFFIX):
+        return faithful_preset(parse_config(text.removesuffix(FAITHFUL_SUFFIX), named))
+    return Preset(name=text, spec=grammar(named).parse(text))
 
 
 # [ours] What `solve` and the app start with when no preset or guard is asked for. Measured on the

@@ -346,7 +346,7 @@ def eval_command(
                 added=settings_of(protocol) if protocol else (),
             )
             if faithful:  # the paper profile over each setting, named apart: it is another setting
-                settings = [cf.Preset(name=f"{p.name} (faithful)", spec=cf.faithful(p.spec)) for p in settings]
+                settings = [cf.faithful_preset(p) for p in settings]
             if baseline and baseline not in {s.name for s in settings}:
                 raise UserError(
                     f"--baseline {baseline!r} is not one of the settings: {', '.join(s.name for s in settings)}"
