@@ -170,12 +170,12 @@ async def test_hostile_cell_ends_clearly_and_the_kernel_goes_on(kernel, user_fil
     if case.kernel_limit and kernel.level != case.levels[0]:
         pytest.skip(f"the kernel's own limit decides this at every level; run at level {case.levels[0]!r}")
     timeout = case.timeout
-    for _ in range(3):
+    while True:
         started = time.monotonic()
         result = await kernel.execute(case.code, timeout)
         elapsed = time.monotonic() - started
-        if case.ready is None or case.ready in result.text:
-            break
+        if case.ready is None or case.ready in result.text or timeout >= 4 * case.timeout:
+            break  # the case got where it tests something, or three tries (limits x1, x2, x4) did not
         timeout *= 2
     assert elapsed < timeout + RESTART_SLACK_S, f"{name} took {elapsed:.1f} s"
     if case.expect == "interrupted":

@@ -554,7 +554,8 @@ class SolveScreen(Screen[None]):
         if preset is None:
             return
         panel = self.query_one(GuardPanel)
-        on = set(panel.states) if "all" in (preset.spec.guards or ()) else set(preset.spec.guards or ())
+        named = set(preset.spec.guards or ())
+        on = set(panel.states) if "all" in named else named
         for name, state in list(panel.states.items()):
             wanted = {**asdict(guard_class(name).Settings()), **preset.spec.guard_settings.get(name, {})}
             for key in state.settings:
