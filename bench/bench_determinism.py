@@ -29,11 +29,12 @@ CHILD = r"""
 import asyncio, json, sys, time
 from pathlib import Path
 from tuiagent.core import events as ev
-from tuiagent.runner import RunRequest, open_model, resolve_spec, run_problem
+from tuiagent.core.run_spec import RunSpec
+from tuiagent.runner import RunInput, open_model, resolve_spec, run_problem
 model, data, offset, limit, settings, out = sys.argv[1:7]
 problems = [json.loads(l) for l in open(data)][int(offset):int(offset) + int(limit)]
-spec = resolve_spec(RunRequest(problem="", model=model))
-backend = open_model(spec, RunRequest(problem="", model=model))
+spec = resolve_spec(model)
+backend = open_model(spec)
 rows = []
 async def main():
     for i, p in enumerate(problems):
@@ -42,9 +43,9 @@ async def main():
             events = []
             before = backend.stats.prompt_tokens_evaluated
             t0 = time.perf_counter()
-            finished = await run_problem(RunRequest(problem=p["question"], model=model, guards=guards,
-                                                    gold=p["answer"].split("####")[-1].strip(), out=Path(out)),
-                                         events.append, backend=backend, spec=spec)
+            given = RunInput(p["question"], gold=p["answer"].split("####")[-1].strip(), model=model, out=Path(out))
+            finished = await run_problem(RunSpec(guards=guards), given, events.append, backend=backend,
+                                         model_spec=spec)
             turns, current = [], []
             for e in events:
                 if isinstance(e, ev.TokenDelta):

@@ -29,10 +29,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 CHILD = r"""
 import asyncio, sys, time
-from tuiagent.runner import RunRequest, open_model, resolve_spec
+from tuiagent.runner import open_model, resolve_spec
 from tuiagent.protocol import Sampling
-request = RunRequest(problem="", model=sys.argv[1])
-backend = open_model(resolve_spec(request), request)
+backend = open_model(resolve_spec(sys.argv[1]))
 ready = time.time()
 async def first():
     prompt = backend.render_chat([{"role": "user", "content": "What is 2 + 3?"}])

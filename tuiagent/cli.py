@@ -175,7 +175,7 @@ def solve(
 ) -> None:
     """Solve one problem and stream a readable transcript (or JSON events)."""
     from tuiagent.core.events import FAILURE_REASONS, RunStarted
-    from tuiagent.runner import RunRequest, run_problem, trajectory_path
+    from tuiagent.runner import RunInput, run_problem, trajectory_path
     from tuiagent.transcript import JsonPrinter, TranscriptPrinter
 
     text = (
@@ -204,19 +204,19 @@ def solve(
     if faithful:
         spec = presets.faithful(spec)
     try:
-        request = RunRequest.of(
-            spec,
-            text,
-            model=model,
-            models_file=models,
-            script=script,
-            gold=gold,
-            out=out,
-            sandbox=check_sandbox(sandbox),
-            network=allow_network,
-        )
+        spec.settings()
     except ValueError as e:  # a budget no run can keep (RunSettings says which)
         raise typer.BadParameter(str(e)) from None
+    inputs = RunInput(
+        text,
+        gold=gold,
+        model=model,
+        models_file=models,
+        script=script,
+        out=out,
+        sandbox=check_sandbox(sandbox),
+        network=allow_network,
+    )
     if inject is not None:
         from tuiagent.core.faults import FaultPlan, fault_seed, parse_kinds
 
@@ -224,7 +224,7 @@ def solve(
         if len(kinds) != 1:
             raise UserError("solve --inject takes one fault kind (eval --inject takes several)")
         plan = FaultPlan(kinds[0], at=inject_at, broken=broken_tool, seed=fault_seed(text, seed or 0, kinds[0]))
-        request = replace(request, faults=plan)
+        inputs = replace(inputs, faults=plan)
     elif inject_at != 1 or broken_tool:
         raise UserError("--inject-at and --broken-tool go with --inject KIND")
     approve = terminal_approver() if confirm else None
@@ -238,11 +238,13 @@ def solve(
 
     stopped_by: list[signal.Signals] = []
     try:
-        finished = asyncio.run(cancelled_on_termination(run_problem(request, on_event, approve=approve), stopped_by))
+        finished = asyncio.run(
+            cancelled_on_termination(run_problem(spec, inputs, on_event, approve=approve), stopped_by)
+        )
     except (KeyboardInterrupt, asyncio.CancelledError):  # the loop recorded its end ("cancelled")
         how = "terminated" if stopped_by else "interrupted"
         if started:
-            err.print(f"{how}: the run so far is in {trajectory_path(request, started[0].run_id)}", markup=False)
+            err.print(f"{how}: the run so far is in {trajectory_path(out, started[0].run_id)}", markup=False)
         else:
             err.print(f"{how} before the run started")
         raise typer.Exit(128 + (stopped_by[0] if stopped_by else signal.SIGINT)) from None
@@ -327,7 +329,7 @@ def fork(
     from tuiagent.core.events import FAILURE_REASONS
     from tuiagent.core.fork import edit_point, fork_point
     from tuiagent.core.trajectory import load
-    from tuiagent.runner import fork_request, run_problem
+    from tuiagent.runner import fork_run, run_problem
     from tuiagent.transcript import JsonPrinter, TranscriptPrinter
 
     edit = edit_asked(output, code, at_token, text)
@@ -351,22 +353,23 @@ def fork(
         from tuiagent.core.fork import guards_at
 
         given = presets.faithful(given, guards_at(point)[0])
+    spec, inputs = fork_run(
+        point,
+        given,
+        models_file=models,
+        script=script,
+        out=out,
+        sandbox=check_sandbox(sandbox),
+        network=allow_network,
+        **({"model": model} if model else {}),
+    )
     try:
-        request = fork_request(
-            point,
-            given,
-            models_file=models,
-            script=script,
-            out=out,
-            sandbox=check_sandbox(sandbox),
-            network=allow_network,
-            **({"model": model} if model else {}),
-        )
+        spec.settings()
     except ValueError as e:  # a budget no run can keep
         raise typer.BadParameter(str(e)) from None
     printer = JsonPrinter(sys.stdout) if json_out else TranscriptPrinter(math=not raw_math)
     try:
-        finished = asyncio.run(run_problem(request, printer, fork=point))
+        finished = asyncio.run(run_problem(spec, inputs, printer, fork=point))
     except (KeyboardInterrupt, asyncio.CancelledError):
         err.print("interrupted; the fork so far is in its trajectory file")
         raise typer.Exit(130) from None
@@ -480,14 +483,14 @@ def list_guards(
     import dataclasses
 
     from guards.chain import available
-    from tuiagent.runner import RunRequest, guard_chain, resolve_spec
+    from tuiagent.core.run_spec import RunSpec
+    from tuiagent.runner import guard_chain, resolve_spec
 
     if explain:
         _explain_readings(model, models, preset, faithful)
         return
-    request = RunRequest(problem="", model=model, models_file=models)
     spec = resolve_spec(model, models)
-    chain = guard_chain(spec, request, toggleable=True)  # the settings a run gets, as the run makes them
+    chain = guard_chain(spec, RunSpec(), models, toggleable=True)  # the settings a run gets, as the run makes them
     assert chain is not None  # toggleable: every installed guard is configured
     console = terminal_console(highlight=False, soft_wrap=True)
     console.print(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import contextlib
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,44 +23,27 @@ from tuiagent.core.faults import FaultInjector, FaultPlan
 from tuiagent.core.fork import ForkPoint, guards_at
 from tuiagent.core.judge import JudgeModels
 from tuiagent.core.loop import Agent, opening_prompt
-from tuiagent.core.run_spec import DEFAULT_KERNEL, NOT_SETTINGS, RunSpec
+from tuiagent.core.run_spec import NOT_SETTINGS, RunSpec
 from tuiagent.core.trajectory import Recorder, new_run_id
 from tuiagent.errors import ConfigError, UserError
 from tuiagent.protocol import BUDGETS, RunSettings
 
 
 @dataclass(frozen=True)
-class RunRequest:
-    """What a person asks for: a problem, a model, budgets, where to write."""
+class RunInput:
+    """What one run is given besides its configuration (a RunSpec): the problem and its gold answer,
+    the model and the files it comes from, where the run is written, what the kernel's sandbox allows,
+    and the tool fault to inject."""
 
     problem: str
-    model: str | None = None
-    models_file: Path | None = None
-    script: Path | None = None
     gold: str | None = None
-    settings: RunSettings = field(default_factory=RunSettings)
-    sampling_overrides: dict[str, Any] = field(default_factory=dict)
-    out: Path | None = None
-    guards: tuple[str, ...] = ()
-    guard_settings: dict[str, dict[str, Any]] = field(default_factory=dict)
-    kernel: str = DEFAULT_KERNEL  # the tool kernel, by its "tuiagent.kernels" entry-point name (noop, oracle ...)
+    model: str | None = None  # a models.toml id; None: the default model
+    models_file: Path | None = None
+    script: Path | None = None  # the scripted model's turns
+    out: Path | None = None  # a .jsonl file, or a directory for <run id>.jsonl; None: the runs directory
     sandbox: str = "auto"  # what kernel cells may do: auto, policy, netns, off (kernels.sandbox)
     network: bool = False  # cells may use the network (the sandbox refuses it otherwise)
     faults: FaultPlan | None = None  # a fault injected into a tool output (eval --inject, solve --inject)
-
-    @classmethod
-    def of(cls, spec: RunSpec, problem: str, **fields: Any) -> RunRequest:
-        """The request that runs ``spec``: its settings over RunSettings' defaults, its sampling over
-        the model's. Raises ValueError for a budget no run can keep."""
-        return cls(
-            problem=problem,
-            settings=spec.settings(),
-            sampling_overrides=dict(spec.sampling),
-            guards=spec.guards or (),
-            guard_settings={g: dict(v) for g, v in spec.guard_settings.items()},
-            kernel=spec.kernel,
-            **fields,
-        )
 
 
 # [ours] The fewest tokens of the model's context a new run must have left after its opening prompt:
@@ -73,13 +56,15 @@ class ProblemTooLong(UserError):
     """The problem leaves the model too little of its context to answer in."""
 
 
-def check_room(backend: Backend, spec: ModelSpec, request: RunRequest, turn_tokens: int) -> list[Notice]:
+def check_room(
+    backend: Backend, spec: ModelSpec, problem: str, settings: RunSettings, turn_tokens: int
+) -> list[Notice]:
     """Refuse a problem whose opening prompt leaves under MIN_ROOM_TOKENS of the model's context; warn
     (a notice at the run's start) when it leaves less than one turn may generate (``turn_tokens``, or the
     run's token budget if smaller), since that turn may then end cut off before its answer."""
-    used = backend.count_tokens(opening_prompt(backend, request.problem, request.settings))
+    used = backend.count_tokens(opening_prompt(backend, problem, settings))
     room = spec.context_tokens - used
-    turn = min(turn_tokens, request.settings.max_tokens)
+    turn = min(turn_tokens, settings.max_tokens)
     if MIN_ROOM_TOKENS <= room < turn:
         return [
             Notice(
@@ -104,24 +89,28 @@ def resolve_spec(model: str | None = None, models_file: Path | None = None) -> M
     return load_models(models_file).get(model)
 
 
-def open_model(spec: ModelSpec, request: RunRequest) -> Backend:
-    if request.script is not None and spec.backend != "scripted":
+def open_model(spec: ModelSpec, script: Path | None = None) -> Backend:
+    """The backend of ``spec`` (the scripted model replays ``script``'s turns)."""
+    if script is not None and spec.backend != "scripted":
         raise ConfigError(
             f"--script replays turns on the scripted model, but this run's model is {spec.id} ({spec.backend})",
             fix="add --model scripted, or leave --script out",
         )
-    options = {"script": request.script} if spec.backend == "scripted" else {}
+    options = {"script": script} if spec.backend == "scripted" else {}
     return open_backend(spec, **options)
 
 
-def guard_chain(spec: ModelSpec, request: RunRequest, *, toggleable: bool = False) -> GuardChain | None:
-    """The run's guards: settings from models.toml, overridden by the request's; on as requested.
+def guard_chain(
+    spec: ModelSpec, run: RunSpec, models_file: Path | None = None, *, toggleable: bool = False
+) -> GuardChain | None:
+    """The guards of ``run`` on the model of ``spec``: settings from models.toml, overridden by the
+    run's; on as the run says. ``models_file``: where a guard's judge model is looked up.
 
     ``toggleable``: configure every installed guard, so any can be switched on during the run
-    (the app does this); otherwise None when the request asks for no guard.
+    (the app does this); otherwise None when the run turns no guard on.
     """
-    names = set(available()) if "all" in request.guards else set(request.guards)
-    if not (names or request.guard_settings or toggleable):
+    names = set(available()) if "all" in (run.guards or ()) else set(run.guards or ())
+    if not (names or run.guard_settings or toggleable):
         return None
     configs: dict[str, dict[str, Any]] = {name: {} for name in available()} if toggleable else {}
     configs.update({name: dict(values) for name, values in spec.guards.items()})
@@ -134,7 +123,7 @@ def guard_chain(spec: ModelSpec, request: RunRequest, *, toggleable: bool = Fals
             key=f"models.{spec.id}.guards",
             fix="correct the value (`tuiagent guards` lists every setting)",
         ) from None
-    for name, values in request.guard_settings.items():
+    for name, values in run.guard_settings.items():
         if not toggleable and name not in names:
             raise ConfigError(
                 f"--set {name}.{next(iter(values), '...')}=... is for guard {name!r}, which is not on",
@@ -148,7 +137,7 @@ def guard_chain(spec: ModelSpec, request: RunRequest, *, toggleable: bool = Fals
         raise ConfigError(
             str(e), key="--guard / --set", fix="correct the name or value (`tuiagent guards` lists guards and settings)"
         ) from None
-    check_judge_models(chain, request.models_file)
+    check_judge_models(chain, models_file)
     return chain
 
 
@@ -165,9 +154,8 @@ def check_judge_models(chain: GuardChain, models_file: Path | None) -> None:
                 raise ConfigError(e.problem, key=f"{name}.judge_model", fix=e.fix) from None
 
 
-def trajectory_path(request: RunRequest, run_id: str) -> Path:
+def trajectory_path(out: Path | None, run_id: str) -> Path:
     """``--out`` names a .jsonl file, or a directory (made if missing) for ``<run id>.jsonl``."""
-    out = request.out
     if out is None:
         return paths.runs_dir() / f"{run_id}.jsonl"
     return out if out.suffix == ".jsonl" and not out.is_dir() else out / f"{run_id}.jsonl"
@@ -247,11 +235,12 @@ async def kernel_for(
 
 
 async def run_problem(
-    request: RunRequest,
+    run: RunSpec,
+    given: RunInput,
     on_event: Callable[[Event], None],
     *,
     backend: Backend | None = None,
-    spec: ModelSpec | None = None,
+    model_spec: ModelSpec | None = None,
     guards: GuardChain | None = None,
     kernel: Kernel | KernelFailed | None = None,
     approve: Callable[[str], Awaitable[bool]] | None = None,
@@ -260,61 +249,64 @@ async def run_problem(
     notices: Sequence[Notice] = (),
     faults: FaultInjector | None = None,
 ) -> RunFinished:
-    """Run one problem to the end, calling ``on_event`` for every event; returns the summary event.
+    """Run ``given``'s problem under ``run``'s configuration to the end, calling ``on_event`` for every
+    event; returns the summary event. Raises ValueError for a budget no run can keep (RunSettings').
 
-    Pass an open ``backend`` (and its ``spec``) to reuse a loaded model across runs, and a
+    Pass an open ``backend`` (and its ``model_spec``) to reuse a loaded model across runs, and a
     ``guards`` chain to keep a handle on it (toggle guards while the run goes on), and a started
-    ``kernel`` (say, from a KernelPool) to use instead of starting ``request.kernel`` (the caller
+    ``kernel`` (say, from a KernelPool) to use instead of starting ``run.kernel`` (the caller
     shuts it down), or the KernelFailed that says why none could be started (the run records it and
     ends as ``kernel_failed``), and ``approve`` to ask before each code block runs. ``fork``: continue a
-    recorded run from a step instead (``fork_request`` makes the request that goes with it).
+    recorded run from a step instead (``fork_run`` makes the spec and input that go with it).
     ``judge_models``: the models a guard's judge may name, to share them across runs; by default
-    this run opens its own from ``request.models_file`` and closes them at its end. ``notices``
+    this run opens its own from ``given.models_file`` and closes them at its end. ``notices``
     are recorded after the sandbox's, right after the run starts (the eval's: a retry elsewhere).
     ``faults``: the injector of the run's tool faults, to arm one while it runs (the app); by default
-    one of ``request.faults`` when the request has a plan.
+    one of ``given.faults`` when there is a plan.
     """
-    spec = spec or resolve_spec(request.model, request.models_file)
+    settings = run.settings()
+    spec = model_spec or resolve_spec(given.model, given.models_file)
     owned = backend is None
-    backend = backend or open_model(spec, request)
+    backend = backend or open_model(spec, given.script)
     own_judges = judge_models is None
-    judges = judge_models if judge_models is not None else JudgeModels(request.models_file)
-    sampling = replace(spec.sampling, **request.sampling_overrides)
+    judges = judge_models if judge_models is not None else JudgeModels(given.models_file)
+    sampling = replace(spec.sampling, **run.sampling)
     run_id = new_run_id()
-    path = trajectory_path(request, run_id)
+    path = trajectory_path(given.out, run_id)
     finished = None
     try:
-        notices = [*(check_room(backend, spec, request, sampling.max_tokens) if fork is None else ()), *notices]
+        room = check_room(backend, spec, given.problem, settings, sampling.max_tokens) if fork is None else []
+        notices = [*room, *notices]
         with Recorder(path) as recorder:
             async with contextlib.AsyncExitStack() as stack:
                 if kernel is None:
                     kernel = await enter_kernel(
                         stack,
                         kernel_for(
-                            request.settings,
+                            settings,
                             path.with_suffix(""),
-                            kernel=request.kernel,
-                            gold=request.gold,
-                            sandbox=request.sandbox,
-                            network=request.network,
+                            kernel=run.kernel,
+                            gold=given.gold,
+                            sandbox=given.sandbox,
+                            network=given.network,
                             caps=spec.kernel_caps,
                         ),
                     )
                 failed = kernel if isinstance(kernel, KernelFailed) else None
                 agent = Agent(
                     backend,
-                    kernel if request.settings.mode == "tool" and not isinstance(kernel, KernelFailed) else None,
+                    kernel if settings.mode == "tool" and not isinstance(kernel, KernelFailed) else None,
                     sampling=sampling,
-                    settings=request.settings,
+                    settings=settings,
                     recorder=recorder,
-                    guards=guards if guards is not None else guard_chain(spec, request),
+                    guards=guards if guards is not None else guard_chain(spec, run, given.models_file),
                     approve=approve,
                     notices=[*sandbox_notices(kernel), *notices],
                     kernel_failed=failed,
                     judge_models=judges,
-                    faults=faults if faults is not None else FaultInjector(request.faults) if request.faults else None,
+                    faults=faults if faults is not None else FaultInjector(given.faults) if given.faults else None,
                 )
-                async for event in agent.stream(request.problem, gold=request.gold, run_id=run_id, fork=fork):
+                async for event in agent.stream(given.problem, gold=given.gold, run_id=run_id, fork=fork):
                     on_event(event)
                     if isinstance(event, RunFinished):
                         finished = event
@@ -361,11 +353,12 @@ def sandbox_notices(kernel: object | None) -> list[Notice]:
     return [Notice(level="info", message=f"{SANDBOX_NOTICE}{describe_sandbox(asked)}{network}")]
 
 
-def fork_request(point: ForkPoint, spec: RunSpec | None = None, **request: Any) -> RunRequest:
-    """The request for a fork of ``point``: the parent's problem, gold, model, mode, budgets, sampling
-    and guards (as on at the fork point), with ``spec`` laid over them. Guards given in ``spec``
-    (even none) replace the parent's guards and their settings; otherwise its guard settings go
-    over the parent's. The kernel and mode are the parent's: the fork re-runs its cells."""
+def fork_run(point: ForkPoint, spec: RunSpec | None = None, **given: Any) -> tuple[RunSpec, RunInput]:
+    """The spec and input of a fork of ``point``: the parent's problem, gold, model, mode, budgets,
+    sampling and guards (as on at the fork point), with ``spec`` laid over them; ``given``: RunInput
+    fields besides (where to write, the models file ...). Guards given in ``spec`` (even none) replace
+    the parent's guards and their settings; otherwise its guard settings go over the parent's. The
+    kernel and mode are the parent's: the fork re-runs its cells."""
     started = point.started
     spec = spec or RunSpec()
     guards, inherited = guards_at(point) if spec.guards is None else ((), {})
@@ -384,5 +377,5 @@ def fork_request(point: ForkPoint, spec: RunSpec | None = None, **request: Any) 
     if (tool := started.settings.get("tool", "python")) != "python":
         kept["tool"] = tool
     merged = replace(merged, run={**{k: v for k, v in merged.run.items() if k not in NOT_SETTINGS}, **kept})
-    fields = {"gold": started.gold, "model": started.model_id, **request}
-    return RunRequest.of(merged, started.problem, **fields)
+    fields = {"gold": started.gold, "model": started.model_id, **given}
+    return merged, RunInput(started.problem, **fields)

@@ -99,8 +99,9 @@ def test_a_missing_calibration_file_says_how_to_make_one(tmp_path):
 
 def test_a_bad_calibrated_value_names_the_model(tmp_path):
     write(tmp_path / "cal" / "m.toml", CALIBRATION.replace("0.91", "1.5"))
-    from tuiagent.runner import RunRequest, guard_chain
+    from tuiagent.core.run_spec import RunSpec
+    from tuiagent.runner import guard_chain
 
     spec = load_models(models_file(tmp_path)).get("m")
     with pytest.raises(ConfigError, match="attc"):
-        guard_chain(spec, RunRequest(problem="p", guards=("attc",)))
+        guard_chain(spec, RunSpec(guards=("attc",)))

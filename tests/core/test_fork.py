@@ -19,7 +19,7 @@ from tuiagent.core.loop import Agent
 from tuiagent.core.run_spec import RunSpec
 from tuiagent.core.trajectory import Recorder, load
 from tuiagent.protocol import RunSettings
-from tuiagent.runner import fork_request
+from tuiagent.runner import fork_run
 
 
 def code_turn(code: str) -> list:
@@ -136,28 +136,28 @@ def test_the_fork_keeps_the_parents_guards_unless_told_otherwise():
     ]
     point = fork_point(events, 1)
     assert guards_at(point) == (("tim",), {"tim": {"window": 3}})
-    inherited = fork_request(point)
-    assert (inherited.guards, inherited.guard_settings, inherited.model, inherited.gold) == (
+    inherited, given = fork_run(point)
+    assert (inherited.guards, inherited.guard_settings, given.model, given.gold) == (
         ("tim",),
         {"tim": {"window": 3}},
         "m",
         "3",
     )
-    assert inherited.settings.max_tool_calls == 9 and inherited.sampling_overrides == {"temperature": 0.0}
-    replaced = fork_request(point, RunSpec(guards=(), run={"max_tool_calls": 2}, sampling={"seed": 5}))
+    assert inherited.settings().max_tool_calls == 9 and inherited.sampling == {"temperature": 0.0}
+    replaced, _ = fork_run(point, RunSpec(guards=(), run={"max_tool_calls": 2}, sampling={"seed": 5}))
     assert replaced.guards == () and replaced.guard_settings == {}
-    assert replaced.settings.max_tool_calls == 2 and replaced.sampling_overrides == {"temperature": 0.0, "seed": 5}
+    assert replaced.settings().max_tool_calls == 2 and replaced.sampling == {"temperature": 0.0, "seed": 5}
     # a condition preset's run keys that are no run setting (its kernel, OracleEvidence's evidence) stay behind
-    condition = fork_request(point, RunSpec(run={"kernel": "noop", "evidence": "oracle", "max_tool_calls": 1}))
-    assert condition.settings.max_tool_calls == 1 and condition.kernel == "jupyter"
-    assert inherited.settings.tool == "python"
+    condition, _ = fork_run(point, RunSpec(run={"kernel": "noop", "evidence": "oracle", "max_tool_calls": 1}))
+    assert condition.settings().max_tool_calls == 1 and condition.kernel == "jupyter"
+    assert inherited.settings().tool == "python"
 
 
 def test_a_fork_of_a_calculator_run_keeps_the_calculator():
     """Its prompt offered a calculator and its cells are expressions: the fork keeps both."""
     events = [started({"max_tool_calls": 4, "tool": "calculator"}), ev.TurnStarted(turn=1, context_tokens=1)]
-    request = fork_request(fork_point(events, 0), RunSpec(run={"kernel": "noop"}))
-    assert request.settings.tool == "calculator" and request.kernel == "calculator"
+    spec, _ = fork_run(fork_point(events, 0), RunSpec(run={"kernel": "noop"}))
+    assert spec.settings().tool == "calculator" and spec.kernel == "calculator"
 
 
 def tuiagent(*args: str, cwd: Path) -> subprocess.CompletedProcess:

@@ -9,9 +9,9 @@ from tests.eval.helpers import answer_turn, code_turn
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
 from tuiagent.core.context import working_context
+from tuiagent.core.run_spec import RunSpec
 from tuiagent.eval.metrics import run_record
-from tuiagent.protocol import RunSettings
-from tuiagent.runner import RunRequest, resolve_spec, run_problem
+from tuiagent.runner import RunInput, resolve_spec, run_problem
 
 SPEC = resolve_spec("scripted")
 ERROR = CellResult(
@@ -23,21 +23,12 @@ def ok(text: str) -> CellResult:
     return CellResult(outputs=(Output("stdout", text + "\n"),))
 
 
-async def run(
-    tmp_path: Path, turns, kernel, *, gold="42", guards=(), logprob=-0.01, settings=None, guard_settings=None
-):
+async def run(tmp_path: Path, turns, kernel, *, gold="42", guards=(), logprob=-0.01, run=None, guard_settings=None):
     backend = ScriptedBackend([split_tokens(t, logprob) for t in turns])
     events: list[ev.Event] = []
-    request = RunRequest(
-        problem="What is 6 times 7?",
-        model="scripted",
-        gold=gold,
-        out=tmp_path / "run.jsonl",
-        guards=tuple(guards),
-        guard_settings=guard_settings or {},
-        settings=settings or RunSettings(),
-    )
-    await run_problem(request, events.append, backend=backend, spec=SPEC, kernel=kernel)
+    spec = RunSpec(guards=tuple(guards), guard_settings=guard_settings or {}, run=run or {})
+    given = RunInput("What is 6 times 7?", gold=gold, model="scripted", out=tmp_path / "run.jsonl")
+    await run_problem(spec, given, events.append, backend=backend, model_spec=SPEC, kernel=kernel)
     return run_record(events), events, backend
 
 
@@ -69,7 +60,7 @@ async def test_stuck_resampled_and_attc_decisions(tmp_path, canned_kernel):
         [code] * 6 + [answer_turn("42")],
         canned_kernel([ERROR] * 6),
         guards=("prunetir", "attc"),
-        settings=RunSettings(max_tool_calls=8),
+        run={"max_tool_calls": 8},
     )
     assert (record["tcn"], record["erroneous"]) == (6, 6)
     assert (record["stuck"], record["resampled"], record["suspended"]) == (1, 1, 0)
@@ -88,7 +79,7 @@ async def test_suspension_counted(tmp_path, canned_kernel):
         [code] * 8 + [answer_turn("42")],
         canned_kernel([ERROR] * 8),
         guards=("prunetir",),
-        settings=RunSettings(max_tool_calls=12),
+        run={"max_tool_calls": 12},
     )
     assert (record["stuck"], record["resampled"], record["suspended"]) == (2, 2, 1)
 

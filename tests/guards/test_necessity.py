@@ -20,9 +20,10 @@ from tuiagent.backends.templates import render_named
 from tuiagent.config.loader import load_models
 from tuiagent.core import events as ev
 from tuiagent.core.loop import Agent
+from tuiagent.core.run_spec import RunSpec
 from tuiagent.errors import ConfigError
 from tuiagent.protocol import FLAG, SKIP, JudgeReply, RunPiece, RunRecord, RunView, Token, TokenLP, VerdictRecord
-from tuiagent.runner import JudgeModels, RunRequest, run_problem
+from tuiagent.runner import JudgeModels, RunInput, run_problem
 
 PROBLEM = "What is 6 times 7?"
 TRIVIAL = "print(6 * 7)"
@@ -292,21 +293,14 @@ path = {json.dumps(str(judge_script))}
 async def solve(tmp_path, jupyter, solver: ScriptedBackend, settings: dict, judges: JudgeModels | None = None):
     """One run of WORD_PROBLEM through run_problem, the real loop and the real kernel; its events."""
     models = models_file(tmp_path, tmp_path / "judge.jsonl")
-    request = RunRequest(
-        problem=WORD_PROBLEM,
-        model="solver",
-        models_file=models,
-        gold="42",
-        out=tmp_path / "runs",
-        guards=("necessity",),
-        guard_settings={"necessity": settings},
-    )
+    given = RunInput(WORD_PROBLEM, gold="42", model="solver", models_file=models, out=tmp_path / "runs")
     events: list = []
     await run_problem(
-        request,
+        RunSpec(guards=("necessity",), guard_settings={"necessity": settings}),
+        given,
         events.append,
         backend=solver,
-        spec=load_models(models).get("solver"),
+        model_spec=load_models(models).get("solver"),
         kernel=jupyter,
         judge_models=judges,
     )

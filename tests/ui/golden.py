@@ -91,24 +91,17 @@ def normalise(path: Path, name: str) -> None:
 
 async def guarded(name: str, guards: tuple[str, ...]) -> None:
     from tuiagent.backends.scripted import ScriptedBackend, split_tokens
-    from tuiagent.protocol import RunSettings
-    from tuiagent.runner import RunRequest, guard_chain, resolve_spec, run_problem
+    from tuiagent.core.run_spec import RunSpec
+    from tuiagent.runner import RunInput, guard_chain, resolve_spec, run_problem
 
     target = DATA / f"{name}.jsonl"
     target.unlink(missing_ok=True)
-    request = RunRequest(
-        problem=PROBLEM,
-        model="scripted",
-        gold=GOLD,
-        out=target,
-        guards=guards,
-        guard_settings={"gstep": {"weights": str(DATA / "gate.npz")}} if guards else {},
-        settings=RunSettings(),
-    )
-    spec = resolve_spec(request.model, request.models_file)
+    run = RunSpec(guards=guards, guard_settings={"gstep": {"weights": str(DATA / "gate.npz")}} if guards else {})
+    given = RunInput(PROBLEM, gold=GOLD, model="scripted", out=target)
+    spec = resolve_spec(given.model)
     backend = ScriptedBackend([split_tokens(t["text"], t["logprob"]) for t in TURNS])
-    chain = guard_chain(spec, request, toggleable=bool(guards))
-    await run_problem(request, lambda e: None, backend=backend, spec=spec, guards=chain)
+    chain = guard_chain(spec, run, toggleable=bool(guards))
+    await run_problem(run, given, lambda e: None, backend=backend, model_spec=spec, guards=chain)
     normalise(target, name)
 
 

@@ -17,7 +17,7 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from kernels.base import Kernel, KernelFailed
 from tuiagent import paths
@@ -36,6 +36,9 @@ from tuiagent.eval.reuse import GenerationMemo, ReusingBackend
 from tuiagent.eval.shards import describe, shard_name, shard_of
 from tuiagent.eval.variants import distractor_variants
 from tuiagent.presets import Preset
+
+if TYPE_CHECKING:
+    from tuiagent.runner import RunInput
 
 PER_RUN_BACKENDS = ("scripted",)
 MAX_FAILURES_IN_A_ROW = 5
@@ -210,7 +213,7 @@ class EvalRunner:
         self._pools: dict[str, Any] = {}
         self.outcome = EvalOutcome(model=spec.id)  # live: what an interrupted eval had done
 
-    # -- requests -------------------------------------------------------------------------------
+    # -- runs ----------------------------------------------------------------------------------
 
     def base(self) -> RunSpec:
         """The eval-wide spec: the eval's defaults (no wall clock) under the options given."""
@@ -227,13 +230,16 @@ class EvalRunner:
             run.pop("max_wall_s")
         return {"run": run, "sampling": dict(self.cfg.base.sampling)}
 
-    def request(self, job: Job) -> Any:
-        """The job's run: its setting's spec over the eval-wide one, sampled with the job's seed."""
-        from tuiagent.runner import RunRequest
+    def run_spec(self, job: Job) -> RunSpec:
+        """The job's configuration: its setting's spec over the eval-wide one, sampled with the job's seed."""
+        return self.base().merged(job.setting.spec).merged(RunSpec(sampling={"seed": job.seed}))
 
-        spec = self.base().merged(job.setting.spec).merged(RunSpec(sampling={"seed": job.seed}))
-        return RunRequest.of(
-            spec,
+    def run_input(self, job: Job) -> RunInput:
+        """What the job's run is given: its question (as its setting's evidence has it), the model under
+        test, its trajectory file and its tool fault."""
+        from tuiagent.runner import RunInput
+
+        return RunInput(
             evidence_question(job.problem, job.setting),
             model=self.spec.id,
             models_file=self.cfg.models_file,
@@ -253,8 +259,9 @@ class EvalRunner:
 
         for setting in settings:
             probe = Job(Problem("check", "0", "1 + 1", "2"), setting, 0)
-            request = self.request(probe)
-            chain = guard_chain(self.spec, request)
+            spec = self.run_spec(probe)
+            spec.settings()  # ValueError: a budget no run can keep
+            chain = guard_chain(self.spec, spec, self.cfg.models_file)
             for name in setting.spec.guards or ():
                 guard = chain.settings.get(name) if chain is not None else None
                 if getattr(guard, "judge", "") == "model" and not getattr(guard, "judge_model", "x"):
@@ -287,7 +294,7 @@ class EvalRunner:
     def _open_shared(self) -> None:
         if self.backend_factory is None and self.spec.backend not in PER_RUN_BACKENDS and self.shared_backend is None:
             from tuiagent.backends import BATCHED_BACKENDS, open_backend
-            from tuiagent.runner import RunRequest, open_model
+            from tuiagent.runner import open_model
 
             if self.spec.backend in BATCHED_BACKENDS:
                 self.log(f"{self.spec.id}: {self.concurrency} run(s) in flight on llama.cpp's batched engine")
@@ -298,10 +305,7 @@ class EvalRunner:
                     if len(self.memo):
                         self.log(f"{len(self.memo)} generation(s) of earlier runs can be reused")
                 return
-            self.shared_backend = open_model(
-                self.spec,
-                RunRequest(problem="", model=self.spec.id, models_file=self.cfg.models_file, script=self.cfg.script),
-            )
+            self.shared_backend = open_model(self.spec, self.cfg.script)
 
     async def _reopen_shared(self, dead: Any) -> None:
         """Replace a shared backend whose process died (once, however many runs saw it die)."""
@@ -352,8 +356,8 @@ class EvalRunner:
         from tuiagent.core.events import Event, Notice
         from tuiagent.runner import raise_if_kernel_failed, run_problem
 
-        request = self.request(job)
-        path = request.out
+        given = self.run_input(job)
+        path = self.trajectory(job)
         retried: list[Notice] = []  # a server that failed under this run: it starts again on another
         while True:
             path.unlink(missing_ok=True)  # a partial trajectory of an interrupted earlier try
@@ -367,10 +371,11 @@ class EvalRunner:
             try:
                 async with self._kernel(job) as kernel:
                     finished = await run_problem(
-                        request,
+                        self.run_spec(job),
+                        given,
                         events.append,
                         backend=reusing or served,
-                        spec=self.spec,
+                        model_spec=self.spec,
                         kernel=kernel,
                         notices=retried,
                     )
@@ -403,7 +408,7 @@ class EvalRunner:
             "gold": job.problem.gold,
             "reference": job.problem.reference,
             "question_hash": job.problem.question_hash(),
-            "question": request.problem,
+            "question": given.problem,
             "clean_question": job.problem.meta.get("clean_question"),
             **run_record(events),
             "engine": getattr(backend, "engine", self.spec.backend),
@@ -530,14 +535,10 @@ async def build_problems(
     for protocol in installed():
         variants += protocol.variants(problems, cfg)
     if cfg.distractors:
-        from tuiagent.runner import RunRequest, open_model, resolve_spec
+        from tuiagent.runner import open_model, resolve_spec
 
         dspec = spec if not cfg.distractor_model else resolve_spec(cfg.distractor_model, cfg.models_file)
-        factory = distractor_backend or (
-            lambda: open_model(
-                dspec, RunRequest(problem="", model=dspec.id, models_file=cfg.models_file, script=cfg.script)
-            )
-        )
+        factory = distractor_backend or (lambda: open_model(dspec, cfg.script))
         made, invalid = await distractor_variants(
             problems,
             cfg.distractors,

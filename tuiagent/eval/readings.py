@@ -18,10 +18,10 @@ def choices_in_force(
     """The guards ``spec`` turns on (on ``model``, its own values as a run starts) and, for each, the
     (guard, setting, value, doc) of every choice of ours in force. UserError for a model or guard not here."""
     from guards.chain import ours_in_force
-    from tuiagent.runner import RunRequest, guard_chain, resolve_spec
+    from tuiagent.runner import guard_chain, resolve_spec
 
-    request = RunRequest.of(spec, "", model=model, models_file=models_file)
-    chain = guard_chain(resolve_spec(model, models_file), request)
+    spec.settings()  # ValueError: a budget no run can keep
+    chain = guard_chain(resolve_spec(model, models_file), spec, models_file)
     on = sorted(chain.enabled) if chain is not None else []
     return on, [(name, *row) for name in on for row in ours_in_force(name, chain.settings[name])] if chain else []
 

@@ -123,9 +123,8 @@ async def collect(
     records were appended. ``reuse``: a v1 records file whose CoT runs are taken over."""
     from tuiagent.backends import open_backend
     from tuiagent.core.judge import Judge
-    from tuiagent.runner import RunRequest, open_model, raise_if_kernel_failed, resolve_spec, run_problem
+    from tuiagent.runner import RunInput, open_model, raise_if_kernel_failed, resolve_spec, run_problem
 
-    base = RunRequest(problem="", model=model, models_file=models_file, script=script)
     spec = resolve_spec(model, models_file)
     store = open_records(records, spec.id, "calibration")
     done = {r.get("qid") for r in store.records if r.get("v") == RECORD_VERSION}
@@ -144,7 +143,7 @@ async def collect(
         log(f"[calibrate] {concurrency} questions in flight on llama.cpp's batched engine")
         backend = open_backend(spec, n_seq=concurrency)
     else:
-        backend = open_model(spec, base)
+        backend = open_model(spec, script)
     out = scratch_dir(spec.id)
     out.mkdir(parents=True, exist_ok=True)
     written = 0
@@ -173,10 +172,9 @@ async def collect(
         runs = ("tool",) if qid in old else ("cot", "tool")
         for part in runs + (("continue",) if is_heldout(qid) else ()):
             events: list[Any] = []
-            request = RunRequest.of(
-                PARTS[part], question, model=spec.id, models_file=models_file, script=script, gold=gold, out=out
-            )
-            raise_if_kernel_failed(await run_problem(request, events.append, backend=backend, spec=spec), events)
+            given = RunInput(question, gold=gold, model=spec.id, models_file=models_file, script=script, out=out)
+            finished = await run_problem(PARTS[part], given, events.append, backend=backend, model_spec=spec)
+            raise_if_kernel_failed(finished, events)
             parts[part] = events
         record = record_from_events(qid, question, gold, spec.id, parts["tool"], parts.get("cot", parts["tool"]))
         record["v"] = RECORD_VERSION

@@ -224,9 +224,8 @@ async def collect(
     """Run the questions not yet in ``records``; returns how many records were appended. The tool
     runs begin with a tool call (``first_call``, RunSettings.first_call): Appendix I.1's "the
     interaction is initialized with a required tool-use step" [paper]; "free" lets the model decide."""
-    from tuiagent.runner import RunRequest, open_model, raise_if_kernel_failed, resolve_spec, run_problem
+    from tuiagent.runner import RunInput, open_model, raise_if_kernel_failed, resolve_spec, run_problem
 
-    base = RunRequest(problem="", model=model, models_file=models_file, script=script)
     spec = resolve_spec(model, models_file)
     with open_records(records, spec.id, "a gate") as store:
         done = set(store.latest)
@@ -236,7 +235,7 @@ async def collect(
             return 0
         if threads:
             spec = dataclasses.replace(spec, options={**spec.options, "n_threads": int(threads)})
-        backend = open_model(spec, base)
+        backend = open_model(spec, script)
         out = scratch_dir(spec.id)
         out.mkdir(parents=True, exist_ok=True)
         written = 0
@@ -250,10 +249,9 @@ async def collect(
                 events: list[Any] = []
                 run = {"mode": mode, **({"first_call": first_call} if mode == "tool" else {})}
                 greedy = RunSpec(guards=(), run=run, sampling={"temperature": 0.0})
-                request = RunRequest.of(
-                    greedy, text, model=spec.id, models_file=models_file, script=script, gold=gold, out=out
-                )
-                raise_if_kernel_failed(await run_problem(request, events.append, backend=backend, spec=spec), events)
+                given = RunInput(text, gold=gold, model=spec.id, models_file=models_file, script=script, out=out)
+                finished = await run_problem(greedy, given, events.append, backend=backend, model_spec=spec)
+                raise_if_kernel_failed(finished, events)
                 parts[mode] = events
             record = record_from_events(qid, text, gold, spec.id, parts["tool"], parts["cot"])
             record["wall_s"] = round(time.monotonic() - t0, 2)

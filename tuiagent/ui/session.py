@@ -23,7 +23,7 @@ from tuiagent.backends.base import Backend, BatchedBackend
 from tuiagent.config.spec import ModelSpec
 from tuiagent.core.run_spec import RunSpec
 from tuiagent.errors import UserError
-from tuiagent.runner import RunRequest, guard_chain, open_model, resolve_spec
+from tuiagent.runner import RunInput, guard_chain, open_model, resolve_spec
 
 
 class ModelSession:
@@ -64,7 +64,7 @@ class ModelSession:
         """Open the backend (call from a worker thread)."""
         spec = self.spec if self.spec is not None else self.resolve()
         if self.needs_loading:
-            self.backend = open_model(spec, self.request(""))
+            self.backend = open_model(spec, self.config.script)
         from kernels.sandbox import strict_unavailable
 
         strict_unavailable()  # its probe starts a sandboxed Python once: here, not at the first run
@@ -93,7 +93,7 @@ class ModelSession:
         if self.backend is not None:
             return self.backend, False
         assert self.spec is not None
-        return open_model(self.spec, self.request("")), True
+        return open_model(self.spec, self.config.script), True
 
     async def columns_backend(self, columns: int) -> BatchedBackend | None:
         """The batched engine for ``columns`` live columns, or None where columns take the run
@@ -129,30 +129,33 @@ class ModelSession:
 
     # -- requests and guards --------------------------------------------------------------------
 
-    def request(self, problem: str, gold: str | None = None, column: RunSpec | None = None) -> RunRequest:
-        """A run of the app's config (its budgets, sampling, mode and kernel) under the guard choices
-        made so far; or under a compare ``column``'s spec laid over that config instead of the choices."""
-        c = self.config
-        base = replace(c.run_spec, guards=(), guard_settings={})
+    def run_spec(self, column: RunSpec | None = None) -> RunSpec:
+        """The app's config (its budgets, sampling, mode and kernel) under the guard choices made so
+        far; or under a compare ``column``'s spec laid over that config instead of the choices."""
+        base: RunSpec = replace(self.config.run_spec, guards=(), guard_settings={})
         chosen = (
             column if column is not None else RunSpec(guards=tuple(sorted(self.enabled)), guard_settings=self.overrides)
         )
-        return RunRequest.of(
-            base.merged(chosen),
+        return base.merged(chosen)
+
+    def inputs(self, problem: str, gold: str | None = None) -> RunInput:
+        """What a run of ``problem`` is given besides its spec: the app's model, files and sandbox."""
+        c = self.config
+        return RunInput(
             problem,
+            gold=gold or None,
             model=c.model,
             models_file=c.models_file,
             script=c.script,
-            gold=gold or None,
             out=c.out,
             sandbox=c.sandbox,
             network=c.network,
         )
 
-    def chain(self, request: RunRequest | None = None) -> GuardChain:
+    def chain(self, run: RunSpec | None = None) -> GuardChain:
         """A chain with every installed guard configured (so any can be switched on mid-run)."""
         assert self.spec is not None
-        chain = guard_chain(self.spec, request or self.request(""), toggleable=True)
+        chain = guard_chain(self.spec, run or self.run_spec(), self.config.models_file, toggleable=True)
         assert chain is not None
         return chain
 

@@ -301,10 +301,15 @@ class CompareScreen(Screen[None]):
         backend, owned = (batched.session(), True) if batched is not None else await session.backend_for_run()
         # A column runs with its own guards and settings over the app's config: nothing chosen on the
         # solve screen's guard panel carries over.
-        request = session.request(problem, gold, column=spec)
+        run = session.run_spec(column=spec)
         try:
             return await run_problem(
-                request, partial(self._on_event, i), backend=backend, spec=session.spec, guards=session.chain(request)
+                run,
+                session.inputs(problem, gold),
+                partial(self._on_event, i),
+                backend=backend,
+                model_spec=session.spec,
+                guards=session.chain(run),
             )
         finally:
             if owned:

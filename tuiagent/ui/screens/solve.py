@@ -26,7 +26,7 @@ from tuiagent.core.run_spec import RunSpec
 from tuiagent.core.trajectory import TrajectoryError, load
 from tuiagent.errors import UserError
 from tuiagent.presets import Preset, grammar
-from tuiagent.runner import RunRequest, run_problem, trajectory_path
+from tuiagent.runner import RunInput, run_problem, trajectory_path
 from tuiagent.ui.guard_state import states_from_chain, validate
 from tuiagent.ui.screens.confirm_code import ConfirmCodeScreen
 from tuiagent.ui.screens.fault_menu import FaultMenuScreen
@@ -85,7 +85,7 @@ class SolveScreen(Screen[None]):
     def __init__(self) -> None:
         super().__init__()
         self.chain: GuardChain | None = None
-        self.request: RunRequest | None = None
+        self.inputs: RunInput | None = None  # what the run going on was given
         self.run_path: Path | None = None
         self.parent_path: Path | None = None  # the run this one forked, when it is a fork
         self.finished: ev.RunFinished | None = None
@@ -318,7 +318,8 @@ class SolveScreen(Screen[None]):
 
     def solve(self, problem: str, gold: str | None) -> None:
         self.parent_path = None
-        self._launch(self.app.session.request(problem, gold))
+        session = self.app.session
+        self._launch(session.run_spec(), session.inputs(problem, gold))
 
     def fork(
         self, parent: Path, step: int, preset: Preset | None, edit: tuple[str, str, int | None] | None = None
@@ -327,7 +328,7 @@ class SolveScreen(Screen[None]):
         ``edit`` = (target, replacement, token): continue from that edit of step ``step`` instead, and
         open the fork beside its parent in compare when it ends."""
         from tuiagent.core.fork import edit_point, fork_point
-        from tuiagent.runner import fork_request
+        from tuiagent.runner import fork_run
 
         if self.running:
             self.notify("a run is going on: stop it first (ctrl+s)", severity="warning")
@@ -341,8 +342,8 @@ class SolveScreen(Screen[None]):
             else:
                 target, replacement, token = edit
                 point = edit_point(events, step, target, replacement, token=token, path=parent)
-            base = self.app.session.request(point.started.problem, point.started.gold)
-            request = fork_request(
+            base = self.app.session.inputs(point.started.problem, point.started.gold)
+            spec, inputs = fork_run(
                 point,
                 None if preset is None else preset.spec,
                 models_file=base.models_file,
@@ -351,18 +352,19 @@ class SolveScreen(Screen[None]):
                 network=base.network,
                 out=base.out,
             )
-        except (UserError, ValueError) as e:  # ValueError: a preset's budget no run can keep
+            spec.settings()  # a preset's budget no run can keep: ValueError
+        except (UserError, ValueError) as e:
             self.app.report(e, title="fork")
             return
         self.query_one(ProblemInput).text = point.started.problem
         self.query_one("#gold", Input).value = point.started.gold or ""
         self.parent_path = Path(parent)
         self.running = True
-        self._launch(request, point)
+        self._launch(spec, inputs, point)
         self.query_one(TrajectoryView).focus()
 
     @work(exclusive=True, group="run", exit_on_error=False, name="run")
-    async def _launch(self, request: RunRequest, fork: ForkPoint | None = None) -> None:
+    async def _launch(self, spec: RunSpec, inputs: RunInput, fork: ForkPoint | None = None) -> None:
         session = self.app.session
         trajectory, status = self.query_one(TrajectoryView), self.query_one(StatusLine)
         trajectory.reset()
@@ -372,16 +374,17 @@ class SolveScreen(Screen[None]):
         backend, owned = None, False
         try:
             backend, owned = await session.backend_for_run()
-            self.request = request
-            self.chain = session.chain(self.request)
-            self.faults = FaultInjector(request.faults)
+            self.inputs = inputs
+            self.chain = session.chain(spec)
+            self.faults = FaultInjector(inputs.faults)
             if fork is not None:  # the fork's guards while it runs; the panel's own come back after
                 self.query_one(GuardPanel).show(states_from_chain(self.chain))
             await run_problem(
-                self.request,
+                spec,
+                inputs,
                 self.on_run_event,
                 backend=backend,
-                spec=session.spec,
+                model_spec=session.spec,
                 guards=self.chain,
                 approve=self._approve,
                 fork=fork,
@@ -415,8 +418,8 @@ class SolveScreen(Screen[None]):
         if isinstance(e, ev.GuardToggled):
             self.query_one(GuardPanel).confirm(e)
             self._show_guards_on()
-        elif isinstance(e, ev.RunStarted) and self.request is not None:
-            self.run_path = trajectory_path(self.request, e.run_id)
+        elif isinstance(e, ev.RunStarted) and self.inputs is not None:
+            self.run_path = trajectory_path(self.inputs.out, e.run_id)
         elif isinstance(e, ev.Notice) and e.level in ("warning", "error"):
             self.notify(e.message, severity=e.level, timeout=8 if e.level == "warning" else 30)
         elif isinstance(e, ev.RunFinished):
