@@ -21,30 +21,22 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from tuiagent import paths, safe_read
+from tuiagent import paths, plugins, safe_read
 from tuiagent.core.run_spec import RUN_KEYS, SAMPLING_KEYS, Grammar, RunSpec, assign, check_guards_on
 from tuiagent.errors import ConfigError, UserError
 
-# The seven tool-use-tax conditions (arXiv 2605.00136, section 2.2), as changes to a run, in the
-# paper's order; what each one is here: docs/papers/tool-use-tax.md#the-tool-use-tax-protocol.
-CONDITIONS: dict[str, dict[str, Any]] = {
-    "cot": {"mode": "cot"},
-    "fcstyle": {"mode": "fcstyle"},  # the tool prompt, no tool access
-    "noop": {"kernel": "noop"},
-    "full": {},
-    "oracle": {"kernel": "oracle"},
-    "evidence": {"evidence": "oracle"},  # the question without its distractor
-    "max1": {"max_tool_calls": 1},
-}
-CONDITION_LABELS = {
-    "cot": "NoTool-CoT",
-    "fcstyle": "NoTool-FCStyle",
-    "noop": "Agent-NoopTool",
-    "full": "Agent-Full",
-    "oracle": "Agent-OracleCalc",
-    "evidence": "Agent-OracleEvidence",
-    "max1": "Agent-Max1Turn",
-}
+CONDITIONS_GROUP = "tuiagent.conditions"
+
+
+def conditions() -> dict[str, dict[str, Any]]:
+    """The named run conditions the installed papers register under "tuiagent.conditions" (the
+    tool-use tax's seven: guards/gstep/conditions.py): name -> the run keys it sets, each group's in
+    its own order; words of the setting grammar and a preset's ``condition``."""
+    found: dict[str, dict[str, Any]] = {}
+    for group in plugins.names(CONDITIONS_GROUP):
+        table: Any = plugins.load(CONDITIONS_GROUP, group, "conditions", error=ConfigError)
+        found.update({name: dict(keys) for name, keys in table.items()})
+    return found
 
 
 @dataclass(frozen=True)
@@ -75,7 +67,7 @@ def _guard_names() -> list[str]:
 
 def grammar(named: dict[str, Preset] | None = None) -> Grammar:
     """The setting grammar (tuiagent.core.run_spec) with the installed guards, the conditions and ``named``."""
-    return Grammar(_guard_names(), CONDITIONS, {name: p.spec for name, p in (named or {}).items()})
+    return Grammar(_guard_names(), conditions(), {name: p.spec for name, p in (named or {}).items()})
 
 
 FAITHFUL_SUFFIX = " (faithful)"
@@ -232,14 +224,15 @@ def load_preset_file(path: Path | str) -> dict[str, Preset]:
         spec = RunSpec(guards=tuple(guards))
         condition = table.get("condition")
         if condition is not None:
-            if not isinstance(condition, str) or condition not in CONDITIONS:
+            named = conditions()
+            if not isinstance(condition, str) or condition not in named:
                 raise ConfigError(
                     f"{condition!r} is not a condition",
                     file=str(path),
                     key=f"{where}.condition",
-                    fix=f"use one of {', '.join(CONDITIONS)}",
+                    fix=f"use one of {', '.join(named) or 'none: no installed paper names one'}",
                 )
-            spec = spec.merged(RunSpec(run=dict(CONDITIONS[condition]), condition=condition))
+            spec = spec.merged(RunSpec(run=named[condition], condition=condition))
         for section, keys in (("run", RUN_KEYS), ("sampling", SAMPLING_KEYS)):
             for key, value in _settings_table(table.get(section, {}), str(path), f"{where}.{section}").items():
                 key = "turn_max_tokens" if (section, key) == ("sampling", "max_tokens") else key

@@ -2,7 +2,8 @@
 through the ``tuiagent.guards`` and ``tuiagent.protocols`` entry points of the dist-info beside them:
 the proof that a paper is a plug-in (tests/plugins/test_probe_guard.py installs it). The guard flags
 tool outputs longer than ``max_chars`` and describes itself like any shipped guard; the protocol
-adds its settings to ``tuiagent eval`` and its table to the report."""
+adds its settings to ``tuiagent eval`` and its table to the report; its condition, a word of the setting
+grammar, cuts tool outputs short (``tuiagent.conditions``)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,9 @@ from typing import Any
 from guards.base import GuardBase, setting
 from tuiagent.eval.protocols import DatasetData, EvalProtocol, Table, cell
 from tuiagent.protocol import FLAG, PASS, Call, Display, Gauge, RunRecord, RunView, Span, Verdict, VerdictRecord
+
+# A named run condition ("-c terse", a preset's condition = "terse"): tool outputs cut at 20 characters.
+CONDITIONS = {"terse": {"output_chars": 20}}
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from guards.gstep.conditions import LABELS as CONDITION_LABELS
 from guards.gstep.guard import GATE_OFF
 from tuiagent.core.steps import run_pieces
 from tuiagent.eval.datasets import numbers_in
@@ -28,7 +29,6 @@ from tuiagent.eval.results import run_events
 from tuiagent.eval.stats import N_BOOT, bootstrap_mean, paired_bootstrap, percentile_ci, right, rounded
 from tuiagent.eval.stats import wilson as stats_wilson
 from tuiagent.eval.variants import DISTRACTOR_PREFIX
-from tuiagent.presets import CONDITION_LABELS
 from tuiagent.protocol import RunPiece
 
 # The paper's abbreviations of the distractor types (section 2.1) for ours (eval.variants.DISTRACTORS).

@@ -6,8 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from guards.gstep.conditions import LABELS as CONDITION_LABELS
 from guards.gstep.tooltax import PAPER_GSM8K, TAXONOMY
-from tuiagent.presets import CONDITION_LABELS
 
 Table = tuple[str, list[str], list[list[str]]]
 SOURCES = (("genuine", "Gen."), ("sty", "Δsty−"), ("frc", "Δfrc−"), ("cmp", "Δcmp−"))

@@ -113,6 +113,17 @@ async def test_the_eval_counts_it_and_its_summary_column(probe, tmp_path):
     assert "probe long" in to_markdown(summary)
 
 
+def test_its_condition_is_a_word_of_the_setting_grammar(probe):
+    """Registered under tuiagent.conditions beside the shipped ones, it reads in -c and as a preset's condition."""
+    from tuiagent.presets import conditions, grammar
+
+    found = conditions()
+    assert found["terse"] == {"output_chars": 20} and found["full"] == {}  # the tool-use tax's seven stay
+    spec = grammar().parse("terse")
+    assert (spec.condition, spec.run, spec.guards) == ("terse", {"output_chars": 20}, ())
+    assert grammar().parse("probe+terse").run == {"output_chars": 20}
+
+
 def test_tuiagent_protocols_lists_its_protocol(probe):
     out = subprocess.run(
         [sys.executable, "-m", "tuiagent", "protocols"], capture_output=True, text=True, check=True
