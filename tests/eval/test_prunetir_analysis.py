@@ -7,14 +7,7 @@ import statistics
 
 import pytest
 
-from guards.prunetir.analysis import (
-    ablation_label,
-    episodes,
-    errors_by_outcome,
-    record_trace,
-    stuck_curve,
-    turn_trace,
-)
+from guards.prunetir.analysis import ablation_label, errors_by_outcome
 from guards.prunetir.guard import PruneTIR, PruneTIRSettings
 from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, number_in
 from tuiagent.core import events as ev
@@ -24,6 +17,7 @@ from tuiagent.eval.protocols import settings_of
 from tuiagent.eval.report import setting_row, summarize, summary_from_store, to_markdown, write_reports
 from tuiagent.eval.results import ResultStore
 from tuiagent.eval.stats import wilson
+from tuiagent.eval.traces import episodes, record_trace, stuck_curve, turn_trace
 from tuiagent.presets import parse_config, resolve_settings
 
 

@@ -16,7 +16,6 @@ import pytest
 import scipy.stats
 
 from guards.gstep.tooltax import gap_closure
-from guards.prunetir.analysis import stuck_curve
 from guards.tim.metrics import cluster_bootstrap, pearson
 from tuiagent.eval.stats import (
     N_BOOT,
@@ -27,6 +26,7 @@ from tuiagent.eval.stats import (
     percentile_ci,
     wilson,
 )
+from tuiagent.eval.traces import stuck_curve
 
 Z = NormalDist().inv_cdf(0.975)
 DIFFS = [1.0, 0.0, 0.0, -1.0, 1.0, 1.0, 0.5, 0.0, 1.0, -0.5, 0.0, 1.0, 0.25, 0.0, 1.0]  # per-problem differences

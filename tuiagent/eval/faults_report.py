@@ -17,7 +17,7 @@ Definitions ([ours] unless a paper is named):
   confidence is the code block's (arXiv 2604.08281), read before the output: it cannot see a fault
   in the output, so chance (0.5) is what the paper's rule predicts.
 - **PruneTIR on injected errors** (error, timeout): STP and STPR counts, the stuck curve
-  (``guards.prunetir.analysis``) of the injected against the clean runs, and the tokens saved: the mean
+  (``tuiagent.eval.traces``) of the injected against the clean runs, and the tokens saved: the mean
   paired difference of the working context (WTN) of the baseline setting's injected run minus this
   setting's.
 """
@@ -31,13 +31,13 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 import scipy.stats
 
-from guards.prunetir.analysis import record_trace, stuck_curve
 from tuiagent.core import events as ev
 from tuiagent.core.faults import KINDS, FaultPlan, fault_seed
 from tuiagent.core.verify import is_correct
 from tuiagent.eval.datasets import Problem, with_variant
 from tuiagent.eval.protocols import DatasetData, EvalProtocol, Table, cell
 from tuiagent.eval.stats import mcnemar_exact, paired_bootstrap, percentile_ci, right, rounded, wilson
+from tuiagent.eval.traces import record_trace, stuck_curve
 
 if TYPE_CHECKING:
     from tuiagent.eval.harness import EvalConfig

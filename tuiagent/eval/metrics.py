@@ -12,10 +12,10 @@ from collections.abc import Callable
 from typing import Any
 
 from guards.chain import available, presenter
-from guards.prunetir.analysis import turn_trace
 from tuiagent.core import events as ev
 from tuiagent.core.steps import run_metrics, run_pieces
 from tuiagent.eval.faults_report import injection_of, tool_verdicts
+from tuiagent.eval.traces import turn_trace
 from tuiagent.protocol import RunRecord
 
 
@@ -47,7 +47,7 @@ def run_record(events: list[ev.Event], count_tokens: Callable[[str], int] | None
         "wtn": finished.context_tokens if base["wtn"] is None else base["wtn"],
         "generated_tokens": finished.generated_tokens,
         "turns": sum(isinstance(e, ev.TurnEnded) for e in events),
-        "turn_trace": turn_trace(events),  # PruneTIR's stuck analysis (guards.prunetir.analysis)
+        "turn_trace": turn_trace(events),  # the stuck curve's (eval.traces: PruneTIR's and the faults')
         "wall_s": finished.wall_s,
         "resampled": base["stpr"],
         "suspended": base["rtts"],
