@@ -26,7 +26,7 @@ from tuiagent.core.loop import Agent, opening_prompt
 from tuiagent.core.run_spec import NOT_SETTINGS, RunSpec
 from tuiagent.core.trajectory import Recorder, new_run_id
 from tuiagent.errors import ConfigError, UserError
-from tuiagent.protocol import BUDGETS, RunSettings
+from tuiagent.protocol import BUDGETS, RunSettings, Sampling
 
 
 @dataclass(frozen=True)
@@ -100,22 +100,51 @@ def open_model(spec: ModelSpec, script: Path | None = None) -> Backend:
     return open_backend(spec, **options)
 
 
+@dataclass(frozen=True)
+class Resolved:
+    """A run's configuration with every layer applied (:func:`resolve`)."""
+
+    settings: RunSettings  # budgets and mode
+    sampling: Sampling
+    kernel: str  # the tool kernel's "tuiagent.kernels" name
+    guards_on: frozenset[str]
+    guard_configs: dict[str, dict[str, Any]]  # per guard configured: its settings by key
+
+
+def resolve(run: RunSpec, model: ModelSpec, *, toggleable: bool = False) -> Resolved:
+    """``run`` on ``model``, its layers applied in one order, each later one winning:
+
+    1. the shipped defaults: RunSettings', Sampling's and each guard's Settings (the last applied when
+       the chain is built);
+    2. the model's calibration file (fitted guard values) and
+    3. its models.toml entry (its [sampling] and [guards] tables over 2: the loader merges them);
+    4. the preset and 5. the command line (-g, --set, options; the app's panel before a run): a front
+       end lays 5 over 4 with ``RunSpec.merged``, so ``run`` holds both;
+    6. live toggles while the run goes on (``GuardChain.request``), not here.
+
+    ``toggleable``: every installed guard is configured (so any can be switched on mid-run). Raises
+    ValueError for a budget no run can keep."""
+    names = set(available()) if "all" in (run.guards or ()) else set(run.guards or ())
+    configs: dict[str, dict[str, Any]] = {name: {} for name in available()} if toggleable else {}
+    configs.update({name: dict(values) for name, values in model.guards.items()})
+    for name, values in run.guard_settings.items():
+        configs.setdefault(name, {}).update(values)
+    return Resolved(run.settings(), replace(model.sampling, **run.sampling), run.kernel, frozenset(names), configs)
+
+
 def guard_chain(
     spec: ModelSpec, run: RunSpec, models_file: Path | None = None, *, toggleable: bool = False
 ) -> GuardChain | None:
-    """The guards of ``run`` on the model of ``spec``: settings from models.toml, overridden by the
-    run's; on as the run says. ``models_file``: where a guard's judge model is looked up.
+    """The guards of ``run`` on the model of ``spec`` (their settings layered by :func:`resolve`).
+    ``models_file``: where a guard's judge model is looked up.
 
     ``toggleable``: configure every installed guard, so any can be switched on during the run
     (the app does this); otherwise None when the run turns no guard on.
     """
-    names = set(available()) if "all" in (run.guards or ()) else set(run.guards or ())
-    if not (names or run.guard_settings or toggleable):
+    if not (run.guards or run.guard_settings or toggleable):
         return None
-    configs: dict[str, dict[str, Any]] = {name: {} for name in available()} if toggleable else {}
-    configs.update({name: dict(values) for name, values in spec.guards.items()})
     try:  # the models.toml settings alone first, so an error names where the bad value is
-        GuardChain(configs, set())
+        GuardChain({name: dict(values) for name, values in spec.guards.items()}, set())
     except SettingsError as e:
         raise ConfigError(
             str(e),
@@ -123,16 +152,16 @@ def guard_chain(
             key=f"models.{spec.id}.guards",
             fix="correct the value (`tuiagent guards` lists every setting)",
         ) from None
+    resolved = resolve(run, spec, toggleable=toggleable)
     for name, values in run.guard_settings.items():
-        if not toggleable and name not in names:
+        if not toggleable and name not in resolved.guards_on:
             raise ConfigError(
                 f"--set {name}.{next(iter(values), '...')}=... is for guard {name!r}, which is not on",
                 key="--set",
                 fix=f"turn it on with --guard {name}, or drop the setting",
             )
-        configs.setdefault(name, {}).update(values)
     try:
-        chain = GuardChain(configs, names)
+        chain = GuardChain(resolved.guard_configs, set(resolved.guards_on))
     except SettingsError as e:
         raise ConfigError(
             str(e), key="--guard / --set", fix="correct the name or value (`tuiagent guards` lists guards and settings)"
@@ -264,13 +293,13 @@ async def run_problem(
     ``faults``: the injector of the run's tool faults, to arm one while it runs (the app); by default
     one of ``given.faults`` when there is a plan.
     """
-    settings = run.settings()
     spec = model_spec or resolve_spec(given.model, given.models_file)
+    resolved = resolve(run, spec)
+    settings, sampling = resolved.settings, resolved.sampling
     owned = backend is None
     backend = backend or open_model(spec, given.script)
     own_judges = judge_models is None
     judges = judge_models if judge_models is not None else JudgeModels(given.models_file)
-    sampling = replace(spec.sampling, **run.sampling)
     run_id = new_run_id()
     path = trajectory_path(given.out, run_id)
     finished = None
@@ -285,7 +314,7 @@ async def run_problem(
                         kernel_for(
                             settings,
                             path.with_suffix(""),
-                            kernel=run.kernel,
+                            kernel=resolved.kernel,
                             gold=given.gold,
                             sandbox=given.sandbox,
                             network=given.network,

@@ -105,3 +105,31 @@ def test_a_bad_calibrated_value_names_the_model(tmp_path):
     spec = load_models(models_file(tmp_path)).get("m")
     with pytest.raises(ConfigError, match="attc"):
         guard_chain(spec, RunSpec(guards=("attc",)))
+
+
+def test_resolve_lays_the_layers_in_their_documented_order(tmp_path):
+    """runner.resolve: shipped defaults < calibration < the model's models.toml tables < the run's spec
+    (a preset with the command line over it); the chain's settings come out of it."""
+    from tuiagent.core.run_spec import RunSpec
+    from tuiagent.protocol import RunSettings, Sampling
+    from tuiagent.runner import guard_chain, resolve
+
+    write(tmp_path / "cal" / "m.toml", CALIBRATION)
+    own = "[models.m.guards.attc]\nthreshold = 0.99\n[models.m.sampling]\ntemperature = 0.3"
+    spec = load_models(models_file(tmp_path, own=own)).get("m")
+    bare = resolve(RunSpec(), spec)
+    assert bare.settings == RunSettings() and bare.kernel == "jupyter" and not bare.guards_on
+    assert bare.sampling.temperature == 0.3 and bare.sampling.top_p == Sampling().top_p  # models.toml, then default
+    assert bare.guard_configs["attc"] == {"threshold": 0.99} and bare.guard_configs["necessity"] == {"threshold": 0.8}
+    preset = RunSpec(guards=("attc",), guard_settings={"attc": {"threshold": 0.9}}, sampling={"temperature": 0.5})
+    typed = RunSpec(run={"max_tool_calls": 2}, sampling={"temperature": 0.7})
+    run = resolve(preset.merged(typed), spec)
+    assert run.guards_on == {"attc"} and run.guard_configs["attc"] == {"threshold": 0.9}
+    assert (run.sampling.temperature, run.settings.max_tool_calls, run.settings.explicit) == (
+        0.7,
+        2,
+        ("max_tool_calls",),
+    )
+    chain = guard_chain(spec, preset.merged(typed))
+    assert chain is not None and chain.settings["attc"].threshold == 0.9 and chain.enabled == {"attc"}
+    assert set(resolve(RunSpec(), spec, toggleable=True).guard_configs) >= {"attc", "prunetir", "gstep", "tim"}
