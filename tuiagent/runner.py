@@ -173,10 +173,14 @@ def guard_chain(
 def check_judge_models(chain: GuardChain, models_file: Path | None) -> None:
     """A guard's ``judge_model`` setting (the necessity guard's) must name a models.toml entry: said
     at start, not found out at the first code block."""
+    named = {
+        name: model for name, settings in chain.settings.items() if (model := getattr(settings, "judge_model", ""))
+    }
+    if not named:  # models.toml is read again only when a guard names a judge
+        return
     registry = load_models(models_file)
-    for name, settings in chain.settings.items():
-        model = getattr(settings, "judge_model", "")
-        if model and model not in registry.ids():
+    for name, model in named.items():
+        if model not in registry.ids():
             try:
                 registry.get(model)
             except ConfigError as e:
