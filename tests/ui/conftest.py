@@ -43,6 +43,23 @@ async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 30.0, 
     return time.monotonic() - start
 
 
+def runs_over(app) -> bool:
+    """No run worker of ``app`` is waiting or going: a run's end has been handled to its last line."""
+    return not any(w.group == "run" and not w.is_finished for w in app.workers)
+
+
+async def screen_up(pilot, app, kind: type | None = None, timeout: float = 30.0):
+    """Wait until the app shows a mounted screen (of ``kind``): composed, its on_mount run; returns it."""
+    name = kind.__name__ if kind is not None else "the app's screen"
+    await wait_for(
+        pilot,
+        lambda: (kind is None or isinstance(app.screen, kind)) and app.screen.is_mounted,
+        timeout,
+        f"{name} to be up",
+    )
+    return app.screen
+
+
 def run_file(app) -> Path:
     """The trajectory of the app's last run (the newest file in the runs dir)."""
     from tuiagent import paths
@@ -70,6 +87,8 @@ class UI:
     GATE = GATE
     scripted_app = staticmethod(scripted_app)
     wait_for = staticmethod(wait_for)
+    runs_over = staticmethod(runs_over)
+    screen_up = staticmethod(screen_up)
     run_file = staticmethod(run_file)
 
     @staticmethod
@@ -85,7 +104,8 @@ class UI:
         await pilot.press("ctrl+r")
         await wait_for(pilot, lambda: app.screen.running or app.screen.finished is not None, 30, "the run to start")
         await wait_for(pilot, lambda: not app.screen.running, timeout, "the run to end")
-        await pilot.pause(0.1)
+        await wait_for(pilot, lambda: runs_over(app), 30, "the run's worker to finish")
+        await pilot.pause()
 
 
 @pytest.fixture

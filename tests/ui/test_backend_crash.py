@@ -99,13 +99,14 @@ async def test_a_crash_ends_the_run_and_a_reload_brings_the_model_back(ui, tmp_p
             await pilot.press("n")
             await ui.wait_for(pilot, lambda: app.screen is solve, 5, "the dialog to close")
             assert "Reload model" in footer_keys(solve)
+            refusals = len(app.errors)
             await pilot.press("ctrl+r")  # refused, with the way out
-            await pilot.pause(0.1)
+            await ui.wait_for(pilot, lambda: len(app.errors) > refusals, 10, "the refusal")
             assert not solve.running and "the model crashed: press f5 to reload it" in app.errors[-1]
             await pilot.press("f5")
         await ui.wait_for(pilot, lambda: app.session.state == "ready" and len(opened) == 2, 20, "the reload")
         assert opened[0].closed and app.session.backend is opened[1] and app.screen is solve
-        await pilot.pause(0.1)
+        await ui.wait_for(pilot, lambda: "Reload model" not in footer_keys(solve), 10, "f5 to leave the footer")
         assert "Reload model" not in footer_keys(solve)
         await ui.solve(pilot, app)
         assert solve.finished.reason == "answer" and solve.finished.answer == "4"
@@ -126,8 +127,9 @@ async def test_a_model_that_crashes_while_loading_shows_why(ui, tmp_path, monkey
         await ui.wait_for(pilot, lambda: app.session.state == "failed", 20, "the load to fail")
         assert "died with SIGSEGV while loading the model" in notices(app) and "likely cause:" in notices(app)
         assert "failed" in ui.text(app.screen.query_one(TopBar))
+        refusals = len(app.errors)
         await pilot.press("ctrl+r")
-        await pilot.pause(0.1)
+        await ui.wait_for(pilot, lambda: len(app.errors) > refusals, 10, "the refusal")
         assert "no model: the model process for 'local' died with SIGSEGV" in app.errors[-1]
         assert "Reload model" in footer_keys(app.screen)
 

@@ -9,6 +9,7 @@ from tuiagent.core import events as ev
 from tuiagent.core.compare import align, first_divergence, pruned_parts, run_columns, step_cells, summary
 from tuiagent.core.trajectory import load
 from tuiagent.ui import AppConfig, make_app
+from tuiagent.ui.screens.compare import CompareScreen
 from tuiagent.ui.widgets.compare_grid import CompareGrid
 from tuiagent.ui.widgets.compare_summary import CompareSummary
 
@@ -27,8 +28,7 @@ async def test_live_compare_runs_each_column_with_its_own_kernel(ui, tmp_path):
         COUNTER, problem="count", gold="1", screen="compare", columns=("none", "attc prunetir"), tmp_path=tmp_path
     )
     async with app.run_test(size=(120, 36)) as pilot:
-        await pilot.pause(0.2)
-        screen = app.screen
+        screen = await ui.screen_up(pilot, app, CompareScreen)
         await pilot.press("ctrl+r")
         await ui.wait_for(
             pilot,
@@ -39,7 +39,8 @@ async def test_live_compare_runs_each_column_with_its_own_kernel(ui, tmp_path):
             60,
             "both columns",
         )
-        await pilot.pause(0.3)
+        await ui.wait_for(pilot, lambda: ui.runs_over(app), 30, "the comparison to end")
+        await pilot.pause()
         outputs = [[e.shown for e in evs if isinstance(e, ev.ToolResult)] for evs in screen.events]
         assert outputs == [["1"], ["1"]]
         guards = [summary(evs).guards for evs in screen.events]
@@ -61,9 +62,8 @@ async def test_a_column_runs_with_its_own_settings_only(ui, tmp_path):
         COUNTER, problem="count", screen="compare", columns=("attc", "attc attc.threshold=0.9"), tmp_path=tmp_path
     )
     async with app.run_test(size=(120, 36)) as pilot:
-        await pilot.pause(0.2)
+        screen = await ui.screen_up(pilot, app, CompareScreen)
         app.session.remember("attc", enabled=True, settings={"threshold": 0.98})  # as if typed on the solve screen
-        screen = app.screen
         await pilot.press("ctrl+r")
         await ui.wait_for(
             pilot,
@@ -91,9 +91,8 @@ async def test_compare_columns_can_run_concurrently(ui, tmp_path):
         tmp_path=tmp_path,
     )
     async with app.run_test(size=(150, 40)) as pilot:
-        await pilot.pause(0.2)
+        screen = await ui.screen_up(pilot, app, CompareScreen)
         await pilot.press("ctrl+r")
-        screen = app.screen
         await ui.wait_for(
             pilot,
             lambda: (
@@ -109,8 +108,7 @@ async def test_compare_columns_can_run_concurrently(ui, tmp_path):
 async def test_add_and_remove_columns_and_bad_settings(ui, tmp_path):
     app = ui.scripted_app(COUNTER, problem="count", screen="compare", tmp_path=tmp_path)
     async with app.run_test(size=(120, 36)) as pilot:
-        await pilot.pause(0.2)
-        screen = app.screen
+        screen = await ui.screen_up(pilot, app, CompareScreen)
         screen.query_one(CompareGrid).focus()
         await pilot.press("plus", "plus", "plus")
         assert len(screen.query(".column-spec")) == 4
@@ -120,8 +118,9 @@ async def test_add_and_remove_columns_and_bad_settings(ui, tmp_path):
         await pilot.press("minus", "minus", "minus")
         assert len(screen.query(".column-spec")) == 2
         screen.query(".column-spec").first().value = "attc nonsense"
+        reported = len(app.errors)
         await pilot.press("ctrl+r")
-        await pilot.pause(0.1)
+        await ui.wait_for(pilot, lambda: len(app.errors) > reported, 10, "the bad setting to be reported")
         assert any("nonsense" in e for e in app.errors)
 
 
@@ -130,10 +129,10 @@ async def test_new_columns_are_named_in_the_summary_row_before_they_run(ui, tmp_
     columns' names, "none", until the runs started, seconds later on a loaded machine)."""
     app = ui.scripted_app(COUNTER, problem="count", screen="compare", tmp_path=tmp_path)
     async with app.run_test(size=(120, 36)) as pilot:
-        await pilot.pause(0.2)
-        screen = app.screen
+        screen = await ui.screen_up(pilot, app, CompareScreen)
         await screen.go_live("count", None, ["tim", "necessity"])
-        await pilot.pause(0.1)
+        summary_row = screen.query_one(CompareSummary)
+        await ui.wait_for(pilot, lambda: len(summary_row.children) == 2, 10, "the summary row's two cells")
         cells = [w.render().plain for w in screen.query_one(CompareSummary).children]
         assert [c.splitlines()[0] for c in cells] == ["tim", "necessity"] and all("not started" in c for c in cells)
 
@@ -142,8 +141,8 @@ async def test_compare_saved_runs(ui):
     files = (ui.DATA / "guarded.jsonl", ui.DATA / "plain.jsonl", ui.DATA / "rtts.jsonl")
     app = make_app(AppConfig(model="scripted", screen="compare", compare=files))
     async with app.run_test(size=(160, 50)) as pilot:
-        await pilot.pause(0.3)
-        screen = app.screen
+        screen = await ui.screen_up(pilot, app, CompareScreen)
+        await ui.wait_for(pilot, lambda: len(screen.events) == 3, 10, "the saved runs")
         grid = screen.query_one(CompareGrid)
         assert len(grid.rows) == 9 and len(grid.rows[0]) == 3  # rtts has nine turns
         texts = [w.render().plain for w in screen.query_one(CompareSummary).children]
@@ -225,20 +224,21 @@ async def test_compare_a_damaged_saved_run_with_a_warning(ui, tmp_path):
     damaged.write_text("\n".join(lines) + "\n", encoding="utf-8")
     app = make_app(AppConfig(model="scripted", screen="compare", compare=(damaged, ui.DATA / "plain.jsonl")))
     async with app.run_test(size=(160, 50)) as pilot:
-        await pilot.pause(0.3)
+        await ui.wait_for(pilot, lambda: any(n.severity == "warning" for n in app._notifications), 10, "the warning")
+        await ui.wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), 10, "the compare screen")
         warnings = [n.message for n in app._notifications if n.severity == "warning"]
         assert len(warnings) == 1 and f"{damaged}:{bad + 1}: ToolResult" in warnings[0]
         assert len(app.screen.events) == 2 and app.errors == []
 
 
 async def test_rerun_as_runs_the_problem_again_under_a_preset_beside_the_current_settings(ui, tmp_path):
-    from tuiagent.ui.screens.compare import CompareScreen
     from tuiagent.ui.screens.presets import PresetsScreen
+    from tuiagent.ui.screens.solve import SolveScreen
     from tuiagent.ui.widgets.guard_panel import GuardPanel
 
     app = ui.scripted_app(COUNTER, problem="count", gold="1", guards=("attc",), tmp_path=tmp_path)
     async with app.run_test(size=(140, 40)) as pilot:
-        await pilot.pause(0.2)
+        await ui.screen_up(pilot, app, SolveScreen)
         app.screen.on_guard_panel_changed(GuardPanel.Changed("attc", setting=("threshold", 0.9)))
         await pilot.press("f6")
         await ui.wait_for(pilot, lambda: isinstance(app.screen, PresetsScreen), 10, "the preset list")
@@ -263,13 +263,13 @@ async def test_rerun_as_runs_the_problem_again_under_a_preset_beside_the_current
 async def test_rerun_as_after_a_saved_compare_runs_live(ui, tmp_path):
     """f6 on the solve screen once the compare screen shows saved runs: the saved columns give way
     to a live comparison (issue 39: it used to relabel the saved columns and refuse to run)."""
-    from tuiagent.ui.screens.compare import CompareScreen
     from tuiagent.ui.screens.presets import PresetsScreen
+    from tuiagent.ui.screens.solve import SolveScreen
     from tuiagent.ui.widgets.top_bar import TopBar
 
     app = ui.scripted_app(COUNTER, problem="count", gold="1", guards=("attc",), tmp_path=tmp_path)
     async with app.run_test(size=(140, 40)) as pilot:
-        await pilot.pause(0.2)
+        await ui.screen_up(pilot, app, SolveScreen)
         app.open_compare([ui.DATA / "plain.jsonl", ui.DATA / "guarded.jsonl"])
         await ui.wait_for(pilot, lambda: isinstance(app.screen, CompareScreen) and app.screen.has_class("-files"))
         await pilot.press("f2")  # back to solve
@@ -298,8 +298,6 @@ async def test_rerun_as_after_a_saved_compare_runs_live(ui, tmp_path):
 
 
 async def test_ctrl_r_on_saved_runs_sets_up_their_problem_live(ui, tmp_path):
-    from tuiagent.ui.screens.compare import CompareScreen
-
     saved = [ui.DATA / "plain.jsonl", ui.DATA / "guarded.jsonl"]
     problem = next(e for e in load(saved[0]).events if isinstance(e, ev.RunStarted)).problem
     app = ui.scripted_app(COUNTER, screen="compare", compare=tuple(saved), tmp_path=tmp_path)

@@ -14,6 +14,7 @@ from tuiagent.backends.scripted import ScriptedBackend, split_tokens
 from tuiagent.core import events as ev
 from tuiagent.core.run_spec import RunSpec
 from tuiagent.ui import AppConfig, make_app
+from tuiagent.ui.screens.compare import CompareScreen
 
 MODELS = 'default = "local"\n[models.local]\nbackend = "llama_cpp"\n[models.local.source]\nkind = "path"\npath = "{}"\n'
 
@@ -80,8 +81,7 @@ async def test_columns_of_a_local_model_run_together_on_one_batched_engine(ui, t
         )
     )
     async with app.run_test(size=(150, 40)) as pilot:
-        await pilot.pause(0.2)
-        screen = app.screen
+        screen = await ui.screen_up(pilot, app, CompareScreen)
         for _round in (1, 2):
             await pilot.press("ctrl+r")
             await ui.wait_for(

@@ -9,6 +9,7 @@ import pytest
 from tuiagent.core import events as ev
 from tuiagent.core.fork import EditTarget, edit_target, text_edit
 from tuiagent.core.trajectory import load
+from tuiagent.ui.screens.solve import SolveScreen
 
 COUNTER = [  # prints how often the cell ran in this kernel, then answers
     {
@@ -91,7 +92,7 @@ async def test_edit_an_output_in_replay_and_continue(ui, tmp_path):
 
     app = ui.scripted_app(COUNTER, problem="count", gold="1", guards=("tim",), tmp_path=tmp_path)
     async with app.run_test(size=(140, 40)) as pilot:
-        await pilot.pause(0.2)
+        await ui.screen_up(pilot, app, SolveScreen)
         parent, replay = await _parent_in_replay(ui, app, pilot)
         replay.go(next(i for i, e in enumerate(replay.events) if isinstance(e, ev.ToolResult)) + 1)
         await pilot.press("e")
@@ -124,7 +125,7 @@ async def test_edit_the_text_in_replay_and_continue(ui, tmp_path, cut):
 
     app = ui.scripted_app(COUNTER, problem="count", gold="1", guards=("tim",), tmp_path=tmp_path)
     async with app.run_test(size=(140, 40)) as pilot:
-        await pilot.pause(0.2)
+        await ui.screen_up(pilot, app, SolveScreen)
         parent, replay = await _parent_in_replay(ui, app, pilot)
         replay.go(next(i for i, e in enumerate(replay.events) if isinstance(e, ev.TurnStarted)) + 1)
         await pilot.press("e")
@@ -152,7 +153,7 @@ async def test_an_unchanged_edit_is_refused_and_escape_cancels(ui, tmp_path):
 
     app = ui.scripted_app(COUNTER, problem="count", gold="1", guards=("tim",), tmp_path=tmp_path)
     async with app.run_test(size=(140, 40)) as pilot:
-        await pilot.pause(0.2)
+        await ui.screen_up(pilot, app, SolveScreen)
         _, replay = await _parent_in_replay(ui, app, pilot)
         replay.go(next(i for i, e in enumerate(replay.events) if isinstance(e, ev.CodeBlock)) + 1)
         await pilot.press("e")

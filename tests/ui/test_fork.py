@@ -4,6 +4,7 @@ with its parent, the fork's first own step marked. Scripted backend, real kernel
 from __future__ import annotations
 
 from tuiagent.core import events as ev
+from tuiagent.ui.screens.solve import SolveScreen
 
 COUNTER = [  # counts the times the cell ran in this kernel: the fork's rebuilt kernel starts at 1
     {
@@ -22,7 +23,7 @@ async def test_fork_from_the_solve_screen_then_compare_with_the_parent(ui, tmp_p
 
     app = ui.scripted_app(COUNTER, problem="count", gold="1", guards=("tim",), tmp_path=tmp_path)
     async with app.run_test(size=(140, 40)) as pilot:
-        await pilot.pause(0.2)
+        await ui.screen_up(pilot, app, SolveScreen)
         await pilot.press("ctrl+r")
         solve = app.screen
         await ui.wait_for(pilot, lambda: solve.finished is not None and not solve.running, 60, "the parent run")

@@ -10,6 +10,7 @@ from pathlib import Path
 from tuiagent.core import events as ev
 from tuiagent.core.trajectory import load
 from tuiagent.ui.screens.edit_value import EditValueScreen
+from tuiagent.ui.screens.solve import SolveScreen
 from tuiagent.ui.widgets.code_block import CodeBlockView
 from tuiagent.ui.widgets.guard_list import GuardList
 from tuiagent.ui.widgets.guard_panel import GuardPanel
@@ -65,7 +66,8 @@ async def test_toggle_a_guard_and_a_setting_mid_run(ui, tmp_path):
         assert panel.states["prunetir"].settings["turn_limit"] == 4
         release_waiting_cells()
         await ui.wait_for(pilot, lambda: not app.screen.running, 60, "the run to end")
-        await pilot.pause(0.1)
+        await ui.wait_for(pilot, lambda: ui.runs_over(app), 30, "the run's worker to finish")
+        await pilot.pause()
         assert not panel.states["attc"].pending  # the run confirmed it
         events = load(ui.run_file(app)).events
         toggles = [
@@ -110,14 +112,16 @@ async def test_a_bad_value_is_refused_with_a_notice(ui, tmp_path):
         await ui.wait_for(pilot, lambda: isinstance(app.screen, EditValueScreen), 5)
         app.screen.query_one("Input").value = "2"
         await pilot.press("enter")
-        await pilot.pause(0.1)
+        await ui.wait_for(
+            pilot, lambda: any("out of range" in n.message for n in app._notifications), 10, "the refusal"
+        )
         assert panel.states["attc"].settings["threshold"] == 0.97
         assert any("out of range" in n.message for n in app._notifications)
         await pilot.press("enter")  # the row again: type a good value this time
         await ui.wait_for(pilot, lambda: isinstance(app.screen, EditValueScreen), 5)
         app.screen.query_one("Input").value = "0.9"
         await pilot.press("enter")
-        await pilot.pause(0.1)
+        await ui.wait_for(pilot, lambda: panel.states["attc"].settings["threshold"] == 0.9, 10, "the new threshold")
         assert panel.states["attc"].settings["threshold"] == 0.9
         assert app.session.overrides["attc"]["threshold"] == 0.9
 
@@ -128,7 +132,7 @@ async def test_clicking_a_guard_row_toggles_it(ui, tmp_path):
         panel = app.screen.query_one(GuardPanel)
         row = row_of(panel, "necessity")
         await pilot.click(GuardList, offset=(3, row))
-        await pilot.pause(0.1)
+        await ui.wait_for(pilot, lambda: not panel.states["necessity"].enabled, 10, "the click to toggle the guard")
         assert panel.states["necessity"].enabled is False
         assert "necessity" not in app.session.enabled
 
@@ -140,8 +144,7 @@ async def test_a_preset_sets_every_guard_and_setting_at_once(ui, tmp_path):
 
     app = ui.scripted_app(THREE_CALLS, problem="sum of parts", tmp_path=tmp_path)
     async with app.run_test(size=(140, 40)) as pilot:
-        await pilot.pause(0.2)
-        panel = app.screen.query_one(GuardPanel)
+        panel = (await ui.screen_up(pilot, app, SolveScreen)).query_one(GuardPanel)
         assert panel.states["attc"].enabled and panel.states["gstep"].enabled
         app.screen.on_guard_panel_changed(GuardPanel.Changed("attc", setting=("threshold", 0.9)))
         panel.focus_list()
@@ -150,7 +153,9 @@ async def test_a_preset_sets_every_guard_and_setting_at_once(ui, tmp_path):
         names = [p.name for p in app.screen.presets]
         assert names[:2] == ["none", "all"] and "flag-only" in names
         app.screen.dismiss(app.screen.presets[names.index("flag-only")])
-        await pilot.pause(0.2)
+        await ui.wait_for(
+            pilot, lambda: any(n.message.startswith("preset flag-only") for n in app._notifications), 10, "the preset"
+        )
         on = {name for name, s in panel.states.items() if s.enabled}
         assert on == {"necessity", "tim"} and panel.states["attc"].settings["threshold"] == 0.97
         await ui.solve(pilot, app)
@@ -170,7 +175,7 @@ async def test_the_preset_list_keeps_a_row_a_line_and_says_the_rest_under_it(ui,
 
     app = ui.scripted_app(THREE_CALLS, problem="sum of parts", tmp_path=tmp_path)
     async with app.run_test(size=(100, 30)) as pilot:
-        await pilot.pause(0.2)
+        await ui.screen_up(pilot, app, SolveScreen)
         app.screen.query_one(GuardPanel).focus_list()
         await pilot.press("p")
         await ui.wait_for(pilot, lambda: isinstance(app.screen, PresetsScreen), 10, "the preset list")

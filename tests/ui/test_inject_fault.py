@@ -31,7 +31,8 @@ async def test_ctrl_b_arms_a_fault_for_the_next_output(ui, tmp_path):
         solve = app.screen
         assert solve.faults is not None and solve.faults.pending == "wrong-number"
         await ui.wait_for(pilot, lambda: not solve.running, 60, "the run to end")
-        await pilot.pause(0.1)
+        await ui.wait_for(pilot, lambda: ui.runs_over(app), 30, "the run's worker to finish")
+        await pilot.pause()
         out = solve.query_one(ToolOutput)
         assert out.has_class("-injected")
         shown = ui.text(out)

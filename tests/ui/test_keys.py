@@ -5,7 +5,11 @@ from __future__ import annotations
 from textual.widgets import Footer
 
 from tuiagent.ui import AppConfig, make_app
+from tuiagent.ui.screens.compare import CompareScreen
 from tuiagent.ui.screens.help import HelpScreen
+from tuiagent.ui.screens.open_run import OpenRunScreen
+from tuiagent.ui.screens.replay import ReplayScreen
+from tuiagent.ui.screens.solve import SolveScreen
 
 
 def descriptions(bindings) -> set[str]:
@@ -39,13 +43,13 @@ async def test_help_lists_the_keys_of_the_screen_and_the_app(ui):
 async def test_palette_has_every_action_with_its_key(ui):
     app = ui.scripted_app(ui.DATA / "guarded_script.jsonl", problem="x")
     async with app.run_test(size=(100, 40)) as pilot:
-        await pilot.pause(0.1)
-        for mode in ("solve", "replay", "compare"):
+        await ui.screen_up(pilot, app, SolveScreen)
+        for mode, kind in (("solve", SolveScreen), ("replay", OpenRunScreen), ("compare", CompareScreen)):
             await app.switch_mode(mode)
-            await pilot.pause(0.2)
-            if mode == "replay":  # no run open: the open dialog came up; close it
+            await ui.screen_up(pilot, app, kind)
+            if mode == "replay":  # no run open: the open dialog came up; escape leaves the empty screen
                 await pilot.press("escape")
-                await pilot.pause(0.1)
+                await ui.screen_up(pilot, app, ReplayScreen)
             screen = app.screen
             commands = {c.title: c.help for c in app.get_system_commands(screen)}
             wanted = descriptions(b for b in screen.BINDINGS if b.show) | descriptions(app.BINDINGS)
@@ -56,44 +60,51 @@ async def test_palette_has_every_action_with_its_key(ui):
 async def test_footer_shows_the_main_keys_at_80x24(ui):
     app = ui.scripted_app(ui.DATA / "guarded_script.jsonl", problem="x")
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause(0.2)
-        footer = app.screen.query_one(Footer)
-        keys = [k.description for k in footer.query("FooterKey")]
+
+        def laid_out_keys() -> list:
+            footers = app.screen.query(Footer)
+            return [k for k in footers.first().query("FooterKey") if k.region.width] if footers else []
+
+        await ui.wait_for(pilot, lambda: "Help" in {k.description for k in laid_out_keys()}, 10, "the footer's keys")
+        keys = [k.description for k in laid_out_keys()]
         for wanted in ("Run", "Stop", "Guards panel", "Help"):
             assert wanted in keys
         # the first keys fit in 80 columns
-        shown = [k for k in footer.query("FooterKey") if k.region.right <= 80]
+        shown = [k for k in laid_out_keys() if k.region.right <= 80]
         assert {"Run", "Stop", "Guards panel", "Help"} <= {k.description for k in shown}
 
 
 async def test_palette_command_runs_the_action(ui):
     app = ui.scripted_app(ui.DATA / "guarded_script.jsonl", problem=ui.PROBLEM)
     async with app.run_test(size=(100, 40)) as pilot:
-        await pilot.pause(0.1)
+        await ui.screen_up(pilot, app, SolveScreen)
         run = next(c for c in app.get_system_commands(app.screen) if c.title == "Run")
         run.callback()
         await ui.wait_for(pilot, lambda: app.screen.running, 10, "the run to start from the palette")
         await ui.wait_for(pilot, lambda: not app.screen.running, 60)
 
 
-async def test_light_theme_toggle():
+async def test_light_theme_toggle(ui):
     app = make_app(AppConfig(model="scripted"))
     async with app.run_test() as pilot:
-        await pilot.pause(0.1)
+        await ui.screen_up(pilot, app, SolveScreen)
         assert app.current_theme.dark
         await pilot.press("ctrl+t")
         assert not app.current_theme.dark
 
 
-async def test_choose_model_lists_models_toml():
+async def test_choose_model_lists_models_toml(ui):
     from tuiagent.ui.screens.models import ModelsScreen
 
     app = make_app(AppConfig(model="scripted", screen="replay"))
     async with app.run_test(size=(120, 30)) as pilot:
-        await pilot.pause(0.2)
+        dialog = await ui.screen_up(pilot, app, OpenRunScreen)
         await pilot.press("escape")  # the open-run dialog of an empty replay screen
+        await ui.screen_up(pilot, app, ReplayScreen)
+        await pilot.pause()
+        assert app.screen is not dialog and isinstance(app.screen, ReplayScreen)  # escape did not bring it back
         await pilot.press("ctrl+l")
-        await pilot.pause(0.3)
+        await ui.screen_up(pilot, app, ModelsScreen)
         assert isinstance(app.screen, ModelsScreen)
         assert {"scripted", "qwen2.5-coder-1.5b"} <= set(app.screen.ids)
         await pilot.press("escape")
@@ -109,7 +120,7 @@ async def test_help_lists_the_choices_of_ours_in_force_for_the_guards_on(ui):
 
     app = ui.scripted_app(ui.DATA / "guarded_script.jsonl", problem="x")
     async with app.run_test(size=(100, 40)) as pilot:
-        await pilot.pause(0.2)
+        await ui.screen_up(pilot, app, SolveScreen)
         states = app.screen.query_one(GuardPanel).states
         on = [name for name, s in states.items() if s.enabled]
         expected = [

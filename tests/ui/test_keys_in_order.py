@@ -15,15 +15,15 @@ def burst(app, *keys: str) -> None:
         app._driver.send_message(events.Key(key, key if len(key) == 1 else None))
 
 
-async def settled(pilot) -> None:
-    for _ in range(3):
-        await pilot.pause(0.05)
+async def ready_for_keys(ui, pilot, app) -> None:
+    """The solve screen is up and its problem box has the focus (where typed keys go first)."""
+    await ui.wait_for(pilot, lambda: isinstance(app.screen.focused, ProblemInput), 10, "the problem box's focus")
 
 
 async def test_a_gold_answer_typed_right_after_tab_goes_to_the_gold_field(ui, tmp_path):
     app = ui.scripted_app([{"text": "\\boxed{1}", "logprob": -0.1}], guards=(), tmp_path=tmp_path)
     async with app.run_test() as pilot:
-        await settled(pilot)
+        await ready_for_keys(ui, pilot, app)
         burst(app, *"abc", "tab", *"42")
         await ui.wait_for(pilot, lambda: app.screen.query_one("#gold", Input).value == "42", 10, "the gold answer")
         assert app.screen.query_one(ProblemInput).text == "abc"
@@ -32,7 +32,7 @@ async def test_a_gold_answer_typed_right_after_tab_goes_to_the_gold_field(ui, tm
 async def test_a_paste_then_tab_then_the_gold_answer(ui, tmp_path):
     app = ui.scripted_app([{"text": "\\boxed{1}", "logprob": -0.1}], guards=(), tmp_path=tmp_path)
     async with app.run_test() as pilot:
-        await settled(pilot)
+        await ready_for_keys(ui, pilot, app)
         app._driver.send_message(events.Paste("What is 6 times 7?"))
         burst(app, "tab", *"42", "ctrl+r")
         await ui.wait_for(pilot, lambda: app.screen.finished is not None, 30, "the run to end")
@@ -45,7 +45,7 @@ async def test_a_key_after_ctrl_g_goes_to_the_guard_panel(ui):
     every guard instead of landing in the problem box."""
     app = ui.scripted_app(ui.DATA / "guarded_script.jsonl", problem="")
     async with app.run_test(size=(120, 40)) as pilot:
-        await settled(pilot)
+        await ready_for_keys(ui, pilot, app)
         panel = app.screen.query_one("#guards")
         assert all(s.enabled for s in panel.states.values())
         burst(app, "ctrl+g", "a")
@@ -67,7 +67,12 @@ async def test_fast_presses_in_replay_each_count_from_where_the_last_left(ui):
         await ui.wait_for(pilot, lambda: screen.position == guards[-3], 10, "the third guard from the end")
         burst(app, "g", "n", "home", "right", "right")
         await ui.wait_for(pilot, lambda: screen.position == 3, 10, "the third event")
-        await settled(pilot)
         trajectory = screen.query_one(TrajectoryView)
+
+        def in_view() -> bool:
+            current = trajectory._current
+            return current is not None and trajectory.scrollable_content_region.overlaps(current.region)
+
+        await ui.wait_for(pilot, in_view, 10, "the third event scrolled into view")
         current = trajectory._current
         assert current is not None and trajectory.scrollable_content_region.overlaps(current.region)

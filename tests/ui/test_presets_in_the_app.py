@@ -14,6 +14,8 @@ from tuiagent.backends.scripted import ScriptedBackend
 from tuiagent.core import events as ev
 from tuiagent.protocol import Token
 from tuiagent.ui import make_app
+from tuiagent.ui.screens.compare import CompareScreen
+from tuiagent.ui.screens.solve import SolveScreen
 
 TURNS = [[Token("Count.\n```python\nn = 1\nprint(n)\n```\n```output\n", -0.05)], [Token("So \\boxed{1}.", -0.01)]]
 
@@ -40,7 +42,7 @@ async def test_a_preset_chosen_in_the_app_runs_its_budgets_and_sampling_from_the
     write_budgeted_preset()
     app = scripted(app_config(model="scripted", preset="none", problem="count", out=tmp_path / "runs"))
     async with app.run_test(size=(120, 36)) as pilot:
-        await pilot.pause(0.2)
+        await ui.screen_up(pilot, app, SolveScreen)
         app.screen.apply_preset(app.presets()["budgeted"])  # what `p` and a number in the guard panel do
         await ui.solve(pilot, app)
         assert_the_preset_reached(recorded(app.screen.query_one("#trajectory").events))
@@ -64,8 +66,7 @@ async def test_a_compare_column_runs_a_presets_budgets_and_sampling(ui, tmp_path
         )
     )
     async with app.run_test(size=(140, 36)) as pilot:
-        await pilot.pause(0.2)
-        screen = app.screen
+        screen = await ui.screen_up(pilot, app, CompareScreen)
         await pilot.press("ctrl+r")
         await ui.wait_for(
             pilot,
@@ -132,7 +133,7 @@ async def test_the_app_lists_the_presets_of_the_model_in_use(ui, tmp_path: Path)
     )
     app = scripted(app_config(model="plain", models_file=models, preset="none"))
     async with app.run_test(size=(120, 36)) as pilot:
-        await pilot.pause(0.2)
+        await ui.screen_up(pilot, app, SolveScreen)
         assert app.presets()["recommended"].spec.guards == ("necessity", "tim")  # the shipped one
         app.change_model("other")
         await ui.wait_for(pilot, lambda: app.session.model_id == "other", 30, "the model switch")

@@ -42,8 +42,12 @@ async def test_quit_mid_run_leaves_no_kernel_and_records_the_end(ui, tmp_path, t
     async with app.run_test() as pilot:
         await pilot.press("ctrl+r")
         await ui.wait_for(pilot, lambda: busy(app), 30, "the run to be under way")
-        await pilot.pause(0.3)
-        kernels = [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+
+        def started() -> list[psutil.Process]:
+            return [p for p in psutil.Process().children(recursive=True) if p.pid not in before]
+
+        await ui.wait_for(pilot, lambda: bool(started()), 10, "the run's kernel process")
+        kernels = started()
         assert kernels, "the run's kernel should be running"
         if isinstance(how, str):
             await pilot.press(how)

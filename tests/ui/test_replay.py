@@ -26,13 +26,28 @@ def context_text(screen) -> str:
     return "".join(w.render().plain for w in view.children if not w.has_class("-label") and not w.has_class("-removed"))
 
 
+async def drawn(ui, pilot, app) -> ReplayScreen:
+    """The replay screen once its run is open and every widget it drew is mounted."""
+
+    def ready() -> bool:
+        screen = app.screen
+        return (
+            isinstance(screen, ReplayScreen)
+            and screen.path is not None
+            and screen.is_mounted
+            and all(w.is_mounted for w in screen.walk_children())
+        )
+
+    await ui.wait_for(pilot, ready, 10, "the saved run to be drawn")
+    return app.screen
+
+
 async def test_stepping_through_a_run(ui):
     path = ui.DATA / "guarded.jsonl"
     events = [e for e in load(path).events if not isinstance(e, ev.TokenDelta)]
     app = make_app(AppConfig(model="scripted", screen="replay", replay=path))
     async with app.run_test(size=(140, 40)) as pilot:
-        await pilot.pause(0.2)
-        screen = app.screen
+        screen = await drawn(ui, pilot, app)
         assert isinstance(screen, ReplayScreen) and screen.position == 1
         assert context_text(screen) == working_context(events[:1]).text
 
@@ -78,8 +93,7 @@ async def test_stepping_through_a_run(ui):
 async def test_pruned_branches_are_collapsed_and_expand(ui):
     app = make_app(AppConfig(model="scripted", screen="replay", replay=ui.DATA / "rtts.jsonl"))
     async with app.run_test(size=(140, 40)) as pilot:
-        await pilot.pause(0.2)
-        screen = app.screen
+        screen = await drawn(ui, pilot, app)
         headers = {h.turn: h for h in screen.query(StepHeader)}
         labels = {t: h.mark.label for t, h in headers.items() if h.mark}
         assert labels == {
@@ -135,7 +149,7 @@ async def test_a_file_that_is_not_a_trajectory_is_a_notice(ui, tmp_path):
     bogus.write_text("hello\n")
     app = make_app(AppConfig(model="scripted", screen="replay", replay=bogus))
     async with app.run_test() as pilot:
-        await pilot.pause(0.2)
+        await ui.wait_for(pilot, lambda: bool(app.errors), 10, "the file to be refused")
         assert any("not a tuiagent trajectory" in e for e in app.errors)
         assert app.is_running
 
@@ -148,7 +162,8 @@ async def test_a_damaged_trajectory_opens_with_a_warning(ui, tmp_path):
     path.write_text("\n".join(lines)[:-30], encoding="utf-8")  # and the last line cut short
     app = make_app(AppConfig(model="scripted", screen="replay", replay=path))
     async with app.run_test(size=(140, 40)) as pilot:
-        await pilot.pause(0.2)
+        await drawn(ui, pilot, app)
+        await ui.wait_for(pilot, lambda: any(n.severity == "warning" for n in app._notifications), 10, "the warning")
         warnings = [n.message for n in app._notifications if n.severity == "warning"]
         assert len(warnings) == 1
         assert f"{path}:{bad + 1}: not valid JSON" in warnings[0] and f"{path}:{len(lines)}: cut short" in warnings[0]
@@ -165,8 +180,7 @@ async def test_the_header_names_the_model_that_made_the_saved_run(ui):
 
     app = make_app(AppConfig(model="smollm2-135m", screen="replay", replay=ui.DATA / "guarded.jsonl"))
     async with app.run_test(size=(120, 30)) as pilot:
-        await pilot.pause(0.2)
-        bar = app.screen.query_one(TopBar)
+        bar = (await drawn(ui, pilot, app)).query_one(TopBar)
         assert (bar.model, bar.state) == ("scripted", "recorded")  # not the app's own model
 
 
@@ -176,8 +190,32 @@ async def test_the_left_side_is_what_happened_and_the_right_what_the_model_saw_a
 
     app = make_app(AppConfig(model="scripted", screen="replay", replay=ui.DATA / "guarded.jsonl"))
     async with app.run_test(size=(140, 40)) as pilot:
-        await pilot.pause(0.2)
-        happened, saw = app.screen.query_one(TrajectoryView), app.screen.query_one(ContextView)
+        screen = await drawn(ui, pilot, app)
+        happened, saw = screen.query_one(TrajectoryView), screen.query_one(ContextView)
+        await ui.wait_for(
+            pilot, lambda: happened.region.width > 0 and saw.region.width > 0, 10, "the two sides laid out"
+        )
         assert happened.region.x < saw.region.x and happened.region.y == saw.region.y
     readme = " ".join((Path(__file__).parents[2] / "README.md").read_text(encoding="utf-8").split())
     assert "the left side is what had happened by that moment, the right what the model saw" in readme
+
+
+async def test_escape_closes_the_open_dialog_of_an_empty_replay_screen_and_coming_back_asks_again(ui):
+    """The dialog an empty replay screen puts up closes on escape and stays closed (it came straight back
+    before: the screen asked again each time it was shown, closing the dialog included); F3 from
+    another screen asks again."""
+    from tuiagent.ui.screens.solve import SolveScreen
+
+    app = make_app(AppConfig(model="scripted", screen="replay"))
+    async with app.run_test(size=(120, 30)) as pilot:
+        first = await ui.screen_up(pilot, app, OpenRunScreen)
+        await pilot.press("escape")
+        await ui.screen_up(pilot, app, ReplayScreen)
+        for _ in range(5):  # a dialog that came back would be up after these
+            await pilot.pause()
+        assert isinstance(app.screen, ReplayScreen) and first not in app.screen_stack
+        await pilot.press("f2")
+        await ui.screen_up(pilot, app, SolveScreen)
+        await pilot.press("f3")
+        again = await ui.screen_up(pilot, app, OpenRunScreen)
+        assert again is not first and sum(isinstance(s, OpenRunScreen) for s in app.screen_stack) == 1

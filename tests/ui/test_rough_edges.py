@@ -8,6 +8,9 @@ from textual.widgets import Input
 
 from tuiagent.core import events as ev
 from tuiagent.core.trajectory import load
+from tuiagent.ui.screens.help import HelpScreen
+from tuiagent.ui.screens.presets import PresetsScreen
+from tuiagent.ui.screens.solve import SolveScreen
 
 
 async def test_gold_typed_then_ctrl_r_at_once_is_kept(ui, tmp_path):
@@ -27,12 +30,12 @@ async def test_gold_typed_then_ctrl_r_at_once_is_kept(ui, tmp_path):
 async def test_tab_goes_from_the_problem_to_the_labelled_gold_field(ui):
     app = ui.scripted_app(ui.DATA / "guarded_script.jsonl", problem="x")
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause(0.1)
+        await ui.screen_up(pilot, app, SolveScreen)
         assert "gold answer" in ui.text(app.screen.query_one("#gold-label"))
         await pilot.press("tab")
         assert app.focused is app.screen.query_one("#gold", Input)
         await pilot.press("f1")
-        await pilot.pause(0.1)
+        await ui.screen_up(pilot, app, HelpScreen)
         text = "\n".join(w.render().plain for w in app.screen.query("Static"))
         assert "gold answer" in text and "All guards off/on" in text and "Preset 2" in text
 
@@ -57,8 +60,7 @@ async def test_the_footer_says_what_ctrl_g_does_and_a_second_press_goes_back(ui)
 async def test_all_guards_off_and_on_in_one_key_and_presets_by_number(ui):
     app = ui.scripted_app(ui.DATA / "guarded_script.jsonl", problem="x")
     async with app.run_test(size=(80, 24)) as pilot:
-        await pilot.pause(0.2)
-        screen = app.screen
+        screen = await ui.screen_up(pilot, app, SolveScreen)
         panel = screen.query_one("#guards")
         problem = screen.query_one("#problem")
 
@@ -76,9 +78,9 @@ async def test_all_guards_off_and_on_in_one_key_and_presets_by_number(ui):
         await pilot.press("1")
         assert on() == everything
         await pilot.press("p")
-        await pilot.pause(0.1)
+        await ui.screen_up(pilot, app, PresetsScreen)
         await pilot.press("0")  # the chooser's rows are numbered too
-        await pilot.pause(0.1)
+        await ui.wait_for(pilot, lambda: on() == set(), 10, "preset 0 of the chooser to apply")
         assert on() == set()
 
 

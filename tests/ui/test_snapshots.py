@@ -9,14 +9,31 @@ from pathlib import Path
 
 import pytest
 
+from tests.ui.conftest import screen_up, wait_for
 from tuiagent.core.run_spec import RunSpec
 from tuiagent.core.trajectory import load
 from tuiagent.ui import AppConfig, make_app
+from tuiagent.ui.screens.export import ExportScreen
+from tuiagent.ui.screens.solve import SolveScreen
+from tuiagent.ui.widgets.guard_list import GuardList
 from tuiagent.ui.widgets.status_line import StatusLine
 from tuiagent.ui.widgets.trajectory import TrajectoryView
 
 DATA = Path(__file__).resolve().parent / "data"
 GATE = {"gstep": {"weights": str(DATA / "gate.npz")}}
+
+
+def all_mounted(pilot) -> bool:
+    """Every widget of the screen shown is mounted (what was drawn last is in place)."""
+    screen = pilot.app.screen
+    return screen.is_mounted and all(w.is_mounted for w in screen.walk_children())
+
+
+def current_in_view(pilot) -> bool:
+    """Replay's current event is scrolled into the trajectory pane."""
+    trajectory = pilot.app.screen.query_one(TrajectoryView)
+    current = trajectory._current
+    return current is not None and trajectory.scrollable_content_region.overlaps(current.region)
 
 
 def solve_app():
@@ -30,13 +47,13 @@ async def fed(pilot, name: str = "guarded.jsonl", theme: str | None = None) -> N
     app = pilot.app
     if theme:
         app.theme = theme
-    await pilot.pause(0.1)
+    await screen_up(pilot, app, SolveScreen)
     events = load(DATA / name).events  # (an absolute name replaces DATA)
     for e in events:
         app.screen.on_run_event(e)
     app.screen.query_one(StatusLine).show_run(events)
     app.screen.query_one(TrajectoryView).focus()
-    await pilot.pause(0.3)
+    await wait_for(pilot, lambda: all_mounted(pilot), 10, "the run's widgets")
 
 
 @pytest.mark.parametrize("size", [(80, 24), (160, 50)], ids=["80x24", "160x50"])
@@ -55,7 +72,8 @@ def test_solve_guard_panel_open_narrow(snap_compare):
     async def panel(pilot):
         await fed(pilot)
         await pilot.press("ctrl+g", "down", "down")
-        await pilot.pause(0.2)
+        guards = pilot.app.screen.query_one(GuardList)
+        await wait_for(pilot, lambda: guards.has_focus, 10, "the guard list's focus")
 
     assert snap_compare(solve_app(), terminal_size=(80, 24), run_before=panel)
 
@@ -74,7 +92,7 @@ def test_replay_rtts_light(snap_compare):
         await pilot.press("end", "G")
         await pilot.pause()  # the scroll to the highlighted step runs after a refresh: wait for the queue, not a clock
         await pilot.wait_for_scheduled_animations()
-        await pilot.pause(0.3)
+        await wait_for(pilot, lambda: current_in_view(pilot), 10, "the highlighted step in view")
 
     assert snap_compare(app, terminal_size=(120, 36), run_before=to_end)
 
@@ -111,7 +129,7 @@ def test_solve_token_confidence(snap_compare, size, theme, unsure_trajectory):
         await pilot.press("f8")
         await fed(pilot, str(unsure_trajectory))
         pilot.app.clear_notifications()
-        await pilot.pause(0.1)
+        await wait_for(pilot, lambda: not pilot.app.screen.query("Toast"), 10, "the toasts to go")
 
     assert snap_compare(solve_app(), terminal_size=size, run_before=shaded)
 
@@ -144,7 +162,7 @@ def test_runs_browser(snap_compare, size, theme, fixed_runs):
         pilot.app.theme = theme
         await pilot.app.push_screen(OpenRunScreen(fixed_runs))
         await pilot.press("space")
-        await pilot.pause(0.2)
+        await wait_for(pilot, lambda: bool(pilot.app.screen.marked), 10, "a run marked")
 
     assert snap_compare(solve_app(), terminal_size=size, run_before=browse)
 
@@ -156,7 +174,8 @@ def test_export_dialog(snap_compare, size, theme):
     async def export(pilot):
         pilot.app.theme = theme
         await pilot.press("end", "f9")
-        await pilot.pause(0.3)
+        await screen_up(pilot, pilot.app, ExportScreen)
+        await wait_for(pilot, lambda: all_mounted(pilot), 10, "the dialog's widgets")
 
     assert snap_compare(app, terminal_size=size, run_before=export)
 

@@ -87,7 +87,8 @@ async def test_stop_interrupts_the_kernel_and_keeps_the_trajectory(ui, tmp_path)
         await pilot.press("ctrl+s")
         await ui.wait_for(pilot, lambda: not app.screen.running, 10, "the run to stop")
         assert time.monotonic() - t0 < 4.0  # the 30 s cell (5 s timeout) was interrupted, not waited for
-        await pilot.pause(0.1)
+        await ui.wait_for(pilot, lambda: ui.runs_over(app), 30, "the run's worker to finish")
+        await pilot.pause()
         assert app.screen.query_one(StatusLine).state == "cancelled"
         assert "stopped" in ui.text(app.screen.query_one(FinalAnswer))
         events = load(ui.run_file(app)).events
@@ -139,8 +140,14 @@ async def test_long_output_is_truncated_and_expands(ui, tmp_path):
         out.focus()
         await pilot.press("e")
         assert out.expanded and "line 30" in ui.text(out)
-        app.screen.query_one(TrajectoryView).scroll_to_widget(out, animate=False, top=True)
-        await pilot.pause(0.1)
+        trajectory = app.screen.query_one(TrajectoryView)
+        trajectory.scroll_to_widget(out, animate=False, top=True)
+        await ui.wait_for(
+            pilot,
+            lambda: trajectory.scrollable_content_region.contains(out.region.x + 4, out.region.y + 1),
+            10,
+            "the output scrolled into view",
+        )
         await pilot.click(out, offset=(4, 1))
         assert not out.expanded
 
@@ -167,10 +174,10 @@ async def test_bad_config_is_a_notice_not_a_crash(ui, tmp_path):
 
     app = make_app(AppConfig(models_file=bad, problem="1+1"))
     async with app.run_test() as pilot:
-        await pilot.pause(0.2)
+        await ui.wait_for(pilot, lambda: bool(app.errors), 10, "the bad config to be reported")
         assert app.errors and "models.toml" in app.errors[0]
         await pilot.press("ctrl+r")
-        await pilot.pause(0.2)
+        await ui.wait_for(pilot, lambda: len(app.errors) >= 2, 10, "the refusal")
         assert len(app.errors) == 2 and "no model" in app.errors[1]
         assert app.is_running
 
@@ -188,8 +195,9 @@ async def test_model_that_fails_to_load_is_a_notice(ui, tmp_path):
         await ui.wait_for(pilot, lambda: app.session.state == "failed", 20, "the load to fail")
         assert any("could not be loaded" in e and "missing.gguf" in e for e in app.errors)
         assert app.model_state[1] == "failed"
+        reported = len(app.errors)
         await pilot.press("ctrl+r")
-        await pilot.pause(0.2)
+        await ui.wait_for(pilot, lambda: len(app.errors) > reported, 10, "the refusal")
         assert app.is_running and not app.screen.running
 
 
