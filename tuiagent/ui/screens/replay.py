@@ -65,6 +65,7 @@ class ReplayScreen(Screen[None]):
     def __init__(self) -> None:
         super().__init__()
         self.path: Path | None = None
+        self.asked = False  # this empty screen put the open-run dialog up, and is shown again as it closes
         self.events: list[ev.Event] = []  # what replay steps through: the run without its tokens
         self.recorded: list[ev.Event] = []  # the whole run
         self.widgets: list[Widget | None] = []
@@ -94,10 +95,19 @@ class ReplayScreen(Screen[None]):
         self.call_after_refresh(self.take_pending)
 
     def take_pending(self) -> None:
+        """Open the run picked elsewhere; an empty screen, shown, asks for one. Resumed because that
+        dialog was closed without a pick (escape), it stays empty rather than asking again."""
+        from tuiagent.ui.screens.open_run import OpenRunScreen
+
         path = self.app.pending.pop("replay", None)
         if path is not None:
             self.open(path)
-        elif self.path is None:
+            return
+        if any(isinstance(s, OpenRunScreen) for s in self.app.screen_stack):
+            return  # asking already (a screen may be resumed twice as it is first shown)
+        asked, self.asked = self.asked, False
+        if self.path is None and not asked:
+            self.asked = True
             self.app.action_open_run()
 
     # -- calls down -----------------------------------------------------------------------------
