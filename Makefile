@@ -21,16 +21,22 @@ run: $(VENV)/.stamp-run
 PYTEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >> 30; print(max(1, min(2 * len(os.sched_getaffinity(0)), gib // 3)))' 2>/dev/null || echo 2)
 PYTEST_PARALLEL = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist load --maxschedchunk 1)
 
+# pytest rewrites each test module's asserts and caches the result in __pycache__, unless Python is
+# told not to write bytecode (PYTHONDONTWRITEBYTECODE, which some machines set, this one included):
+# then each worker process compiles all ~280 test modules again (6 CPU-seconds each). The suite lets
+# it cache (docs/benchmarks.md, "The test suite").
+PYTEST := env -u PYTHONDONTWRITEBYTECODE $(BIN)/python -m pytest
+
 test: $(VENV)/.stamp-test
 	$(MAKE) --no-print-directory lint
 	$(BIN)/python -m tuiagent.smoke
-	$(BIN)/python -m pytest $(PYTEST_PARALLEL)
+	$(PYTEST) $(PYTEST_PARALLEL)
 
 # The inner loop: the suite without the tests that load a real model (marked slow; gpu ones skip
 # off a GPU anyway) and without the smoke check, which loads one too.
 test-fast: $(VENV)/.stamp-test
 	$(MAKE) --no-print-directory lint
-	$(BIN)/python -m pytest $(PYTEST_PARALLEL) -m "not slow and not gpu"
+	$(PYTEST) $(PYTEST_PARALLEL) -m "not slow and not gpu"
 
 bench: $(VENV)/.stamp-test
 	$(BIN)/python bench/bench_kernel.py
