@@ -319,7 +319,9 @@ class SolveScreen(Screen[None]):
     def solve(self, problem: str, gold: str | None) -> None:
         self.parent_path = None
         session = self.app.session
-        self._launch(session.run_spec(), session.inputs(problem, gold))
+        inputs = session.inputs(problem, gold)
+        self.faults = FaultInjector(inputs.faults)  # from now on: ctrl+b arms a fault as soon as running is set
+        self._launch(session.run_spec(), inputs)
 
     def fork(
         self, parent: Path, step: int, preset: Preset | None, edit: tuple[str, str, int | None] | None = None
@@ -360,6 +362,7 @@ class SolveScreen(Screen[None]):
         self.query_one("#gold", Input).value = point.started.gold or ""
         self.parent_path = Path(parent)
         self.running = True
+        self.faults = FaultInjector(inputs.faults)
         self._launch(spec, inputs, point)
         self.query_one(TrajectoryView).focus()
 
@@ -376,7 +379,6 @@ class SolveScreen(Screen[None]):
             backend, owned = await session.backend_for_run()
             self.inputs = inputs
             self.chain = session.chain(spec)
-            self.faults = FaultInjector(inputs.faults)
             if fork is not None:  # the fork's guards while it runs; the panel's own come back after
                 self.query_one(GuardPanel).show(states_from_chain(self.chain))
             await run_problem(
