@@ -57,17 +57,20 @@ $(BIN)/python:
 # setuptools' editable install warns that folders named like a package in the working directory may
 # shadow it on import; the project's own folders are the packages, so the notice is only noise on a
 # first `make run` (issue 39). Only that warning is silenced.
+EDITABLE := PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install --quiet -e
 # The build leaves tuiagent.egg-info in the repository root, where Python finds it before the installed
 # metadata whenever it runs from here: an old one would hide entry points added since. Removed first.
-EDITABLE := rm -rf tuiagent.egg-info && PYTHONWARNINGS="ignore:Editable installation" $(BIN)/pip install --quiet -e
+STALE_METADATA := tuiagent.egg-info
 
 $(VENV)/.stamp-run: pyproject.toml | $(BIN)/python
 	$(LLAMA_BUILD) install
+	rm -rf $(STALE_METADATA)
 	$(EDITABLE) '.[llama]'
 	touch $@
 
 $(VENV)/.stamp-test: pyproject.toml | $(BIN)/python
 	$(LLAMA_BUILD) install
+	rm -rf $(STALE_METADATA)
 	$(EDITABLE) '.[llama,test]'
 	touch $@
 
