@@ -20,7 +20,7 @@ from tuiagent import presets, safe_read
 from tuiagent.core.run_spec import DEFAULTS, RunSpec
 from tuiagent.core.termination import cancelled_on_termination
 from tuiagent.errors import UserError
-from tuiagent.options import FaithfulOpt, NetworkOpt, RawMathOpt, SandboxOpt, SetOpt, check_sandbox
+from tuiagent.options import FaithfulOpt, NetworkOpt, RawMathOpt, SandboxOpt, SetOpt, check_budgets, check_sandbox
 from tuiagent.presets import DEFAULT_PRESET
 from tuiagent.runs_cli import print_warnings, runs_app
 from tuiagent.safetext import echo, for_terminal, terminal_console
@@ -77,10 +77,7 @@ def main_callback(
     if ctx.invoked_subcommand is None:
         from tuiagent.app import run_app
 
-        try:  # a usage error before the app opens
-            preset_named(preset or DEFAULT_PRESET, model, models).spec.settings()
-        except ValueError as e:
-            raise typer.BadParameter(str(e), param_hint="--preset") from None
+        check_budgets(preset_named(preset or DEFAULT_PRESET, model, models).spec, "--preset")  # before the app opens
         run_app(
             model=model,
             models_file=models,
@@ -203,10 +200,7 @@ def solve(
     spec = preset_named(preset, model, models).spec.merged(given) if preset is not None else given
     if faithful:
         spec = presets.faithful(spec)
-    try:
-        spec.settings()
-    except ValueError as e:  # a budget no run can keep (RunSettings says which)
-        raise typer.BadParameter(str(e)) from None
+    check_budgets(spec)
     inputs = RunInput(
         text,
         gold=gold,
@@ -363,10 +357,7 @@ def fork(
         network=allow_network,
         **({"model": model} if model else {}),
     )
-    try:
-        spec.settings()
-    except ValueError as e:  # a budget no run can keep
-        raise typer.BadParameter(str(e)) from None
+    check_budgets(spec)
     printer = JsonPrinter(sys.stdout) if json_out else TranscriptPrinter(math=not raw_math)
     try:
         finished = asyncio.run(run_problem(spec, inputs, printer, fork=point))
@@ -483,7 +474,6 @@ def list_guards(
     import dataclasses
 
     from guards.chain import available
-    from tuiagent.core.run_spec import RunSpec
     from tuiagent.runner import guard_chain, resolve_spec
 
     if explain:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from kernels.sandbox import check_level
+
+if TYPE_CHECKING:
+    from tuiagent.core.run_spec import RunSpec
 
 SandboxOpt = Annotated[
     str,
@@ -53,6 +56,14 @@ def check_sandbox(level: str) -> str:
         return check_level(level)
     except ValueError as e:
         raise typer.BadParameter(str(e), param_hint="--sandbox") from None
+
+
+def check_budgets(spec: RunSpec, hint: str | None = None) -> None:
+    """A budget no run can keep (RunSettings says which) is a usage error, before any work."""
+    try:
+        spec.settings()
+    except ValueError as e:
+        raise typer.BadParameter(str(e), param_hint=hint) from None
 
 
 SET_HELP = (
