@@ -524,7 +524,8 @@ def _explain_readings(model: str | None, models: Path | None, preset: str | None
 @app.command("protocols")
 def list_protocols() -> None:
     """List the installed eval protocols (plug-ins under the ``tuiagent.protocols`` entry point), the
-    ``--protocol`` values each offers to ``tuiagent eval`` and the settings each value adds."""
+    ``--protocol`` values each offers to ``tuiagent eval``: the settings each adds, or what it turns on
+    and the keys it takes."""
     from tuiagent.eval.protocols import installed
 
     console = terminal_console(highlight=False, soft_wrap=True)
@@ -532,8 +533,12 @@ def list_protocols() -> None:
         console.print(Text(p.name, style="bold") + Text(f"  {p.title}", style="dim"))
         for value, texts in p.settings.items():
             console.print(f"  --protocol {value}: -c {' -c '.join(texts)}", markup=False)
-        if p.switches:
-            console.print(f"  {p.switches}", markup=False)
+        for value, switch in p.switches.items():
+            console.print(f"  --protocol {value}: {switch.help}", markup=False)
+            for key, what in switch.keys.items():
+                console.print(f"      {value}:{key}=...  {what}", markup=False)
+        if p.made_by:
+            console.print(f"  {p.made_by}", markup=False)
 
 
 @app.command("presets")

@@ -2,16 +2,19 @@
 through the ``tuiagent.guards`` and ``tuiagent.protocols`` entry points of the dist-info beside them:
 the proof that a paper is a plug-in (tests/plugins/test_probe_guard.py installs it). The guard flags
 tool outputs longer than ``max_chars`` and describes itself like any shipped guard; the protocol
-adds its settings to ``tuiagent eval`` and its table to the report; its condition, a word of the setting
-grammar, cuts tool outputs short (``tuiagent.conditions``)."""
+adds its settings to ``tuiagent eval`` and its table to the report, and its switch (``--protocol
+probe-suffix:text=...``) asks every problem again with a sentence after it; its condition, a word of
+the setting grammar, cuts tool outputs short (``tuiagent.conditions``)."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
 from guards.base import GuardBase, setting
-from tuiagent.eval.protocols import DatasetData, EvalProtocol, Table, cell
+from tuiagent.eval.datasets import Problem, with_variant
+from tuiagent.eval.protocols import DatasetData, EvalProtocol, Switch, Table, cell
 from tuiagent.protocol import FLAG, PASS, Call, Display, Gauge, RunRecord, RunView, Span, Verdict, VerdictRecord
 
 # A named run condition ("-c terse", a preset's condition = "terse"): tool outputs cut at 20 characters.
@@ -82,6 +85,17 @@ class ProbeProtocol(EvalProtocol):
     title = "Probe (an example plug-in): runs with a long tool output, per setting"
     order = 90
     settings = {"probe-sweep": ("none", "probe", "probe:probe.max_chars=10")}
+    switches = {"probe-suffix": Switch("ask every problem again with a sentence after it", {"text": "the sentence"})}
+
+    def configure(self, value: str, given: Mapping[str, str]) -> dict[str, Any]:
+        return {"suffix": given.get("text", "Check it with code.")}
+
+    def variants(self, problems: list[Problem], cfg: Any) -> list[Problem]:
+        suffix = self.options(cfg).get("suffix")
+        return [with_variant(p, "probe:suffix", f"{p.question} {suffix}") for p in problems] if suffix else []
+
+    def manifest(self, cfg: Any, previous: Mapping[str, Any]) -> dict[str, Any]:
+        return {"probe_suffix": self.options(cfg).get("suffix")}
 
     def sections(self, data: DatasetData) -> dict[str, Any]:
         rows = {}

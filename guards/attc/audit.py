@@ -1,4 +1,4 @@
-"""ATTC's audits of whole runs by a judge (``tuiagent eval --judge MODEL --attc-audit``), as the
+"""ATTC's audits of whole runs by a judge (``tuiagent eval --judge MODEL --protocol attc-audit``), as the
 authors' reference code does them (00Dreamer00/ATTC, ``case_analysis/``; the paper's section 2):
 
 - **conflict** (section 2.1, Figure 2; ``donot_believe_tools.py``): does a tool output contradict the
@@ -25,7 +25,7 @@ not the final answer, so it undercounts.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -33,8 +33,9 @@ from tuiagent.core import events as ev
 from tuiagent.core.judge import JudgeModels
 from tuiagent.core.judge_prompts import UNPARSEABLE, prompt
 from tuiagent.core.judge_store import JudgementStore
+from tuiagent.errors import UserError
 from tuiagent.eval.judging import Item, judge_eval, judged
-from tuiagent.eval.protocols import DatasetData, EvalProtocol, JudgePass, Table, cell
+from tuiagent.eval.protocols import DatasetData, EvalProtocol, JudgePass, StoredPass, Switch, Table, cell
 from tuiagent.eval.results import has_trajectory, question_of, run_events
 from tuiagent.eval.stats import wilson
 
@@ -123,7 +124,7 @@ async def audit_eval(
 async def audit_directory(
     directory: Path, judge_id: str, models_file: Path | None, log: Callable[[str], None], concurrency: int = 1
 ) -> None:
-    """``--report-only --attc-audit``: audit the runs an eval directory already holds, and say so in
+    """``--report-only --protocol attc-audit``: audit the runs an eval directory already holds, and say so in
     its manifest (the report reads the audit's judge from there)."""
     from tuiagent.eval.judging import check_judge
     from tuiagent.eval.results import ResultStore
@@ -356,14 +357,40 @@ def plot_attc(section: dict[str, Any], dataset: str, directory: Path, plt: Any) 
     return path
 
 
+NEEDS_JUDGE = "--protocol attc-audit needs a judge: pass --judge MODEL (a models.toml id)"
+
+
 class ATTCAudits(EvalProtocol):
-    """ATTC's judged audits of whole runs (``--attc-audit``, with ``--judge``)."""
+    """ATTC's judged audits of whole runs (``--protocol attc-audit``, with ``--judge``)."""
 
     name = "attc"
     title = "ATTC (arXiv 2604.08281, reference 00Dreamer00/ATTC): judged conflict, tool-ignored, wrong-output audits"
     order = 40
-    judge_use = "ATTC's audits of whole runs (--attc-audit)"
-    switches = "--attc-audit with --judge MODEL"
+    judge_use = "ATTC's audits of whole runs (--protocol attc-audit)"
+    switches = {
+        "attc-audit": Switch(
+            "with --judge: the judge reads each run whole, as ATTC's reference code does, for its reasoning-tool "
+            "conflict (Figure 2), in wrong runs a right tool output ignored (Figure 3), in right runs a wrong tool "
+            "output; with --report-only it audits the runs already there"
+        )
+    }
+
+    def configure(self, value: str, given: Mapping[str, str]) -> dict[str, Any]:
+        return {"audit": True}
+
+    def check(self, cfg: EvalConfig) -> None:
+        if self.judges(cfg) and not cfg.judge:
+            raise UserError(NEEDS_JUDGE)
+
+    def manifest(self, cfg: EvalConfig, previous: Mapping[str, Any]) -> dict[str, Any]:
+        return {"attc_audit": cfg.judge if self.judges(cfg) else previous.get("attc_audit")}
+
+    async def stored(self, pass_: StoredPass) -> None:
+        if not pass_.options.get("audit"):
+            return
+        if not pass_.judge:
+            raise UserError(NEEDS_JUDGE)
+        await audit_directory(pass_.directory, pass_.judge, pass_.models_file, pass_.log, pass_.concurrency)
 
     def sections(self, data: DatasetData) -> dict[str, Any]:
         e = data.eval
@@ -381,11 +408,11 @@ class ATTCAudits(EvalProtocol):
         return [plot_attc(section, dataset, directory, plt)] if section else []
 
     def judges(self, cfg: EvalConfig) -> bool:
-        return cfg.attc_audit
+        return bool(self.options(cfg).get("audit"))
 
     async def judge(self, pass_: JudgePass) -> None:
         cfg, store = pass_.cfg, pass_.store
-        if cfg.attc_audit:
+        if self.judges(cfg):
             await audit_eval(
                 cfg.judge or "", cfg.models_file, store.dir, store.records.values(), pass_.log, models=pass_.models
             )

@@ -144,7 +144,7 @@ class ToolUseTax(EvalProtocol):
     title = "The tool-use tax (arXiv 2605.00136): seven conditions, the Δ chain, A-F taxonomy, distractors"
     order = 10
     settings = {"tooltax": CONDITIONS, "tooltax-calculator": CALCULATOR}
-    switches = "--distractors (the semantic distractor variants the tax is defined on)"
+    made_by = "--distractors (the semantic distractor variants the tax is defined on)"
     judge_use = "the A-F taxonomy's judged parts (the whole chain of conditions, e.g. --protocol tooltax)"
 
     def advise(self, cfg: EvalConfig) -> list[str]:

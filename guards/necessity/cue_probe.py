@@ -28,14 +28,15 @@ Python tool at inference [ours].
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from guards.necessity.cues import CODE_CUES, CUE_PREFIX, CUES, SEARCH_CUES, cue_variants
 from guards.necessity.judging import call_verdicts, cue_probe_runs, necessity_items, needed
+from tuiagent.errors import ConfigError
 from tuiagent.eval.judging import judge_eval
-from tuiagent.eval.protocols import DatasetData, EvalProtocol, JudgePass, Table, cell
+from tuiagent.eval.protocols import DatasetData, EvalProtocol, JudgePass, Switch, Table, cell, plus_list
 from tuiagent.eval.stats import rounded
-from tuiagent.eval.variants import CODE_CUES, CUE_PREFIX, SEARCH_CUES, cue_variants
 from tuiagent.presets import resolve_settings
 
 if TYPE_CHECKING:
@@ -220,22 +221,42 @@ def cue_table(cues: dict[str, Any]) -> tuple[list[str], list[list[Any]]]:
 
 
 class CueProbe(EvalProtocol):
-    """The cue probe (``--cue-probe``/``--cue``): its section, and with ``--judge`` the necessity of
+    """The cue probe (``--protocol cues[:cue=...]``): its section, and with ``--judge`` the necessity of
     each executed call of the cued items."""
 
     name = "necessity"
     title = "Spurious tool use (arXiv 2609.16268): the cue probe's ΔTool Y-N and Definition 1's utility test"
     order = 20
-    judge_use = "each executed call's necessity on the cued items (--cue-probe)"
-    switches = "--cue-probe or --cue CUE (with --judge: each call's necessity)"
+    judge_use = "each executed call's necessity on the cued items (--protocol cues)"
+    switches = {
+        "cues": Switch(
+            "run each problem again with each of the paper's code-semantic cues (cell, usr_bin, code) and report "
+            "Delta Tool Y-N over all items and where the tool is not needed (Definition 1); adds the no-tool setting "
+            "cot when none is given; with --judge, each executed call's necessity (Appendix A.3)",
+            {"cue": f"these cues instead, joined by +: {', '.join(CUES)}"},
+        )
+    }
+
+    def configure(self, value: str, given: Mapping[str, str]) -> dict[str, Any]:
+        cues = plus_list(given["cue"]) if "cue" in given else list(CODE_CUES)
+        unknown = [c for c in cues if c not in CUES]
+        if unknown or not cues:
+            raise ConfigError(f"unknown cue {', '.join(unknown) or '(none)'}", fix=f"use {', '.join(CUES)}")
+        return {"cues": cues}
+
+    def cues(self, cfg: EvalConfig) -> list[str]:
+        return list(self.options(cfg).get("cues", []))
+
+    def manifest(self, cfg: EvalConfig, previous: Mapping[str, Any]) -> dict[str, Any]:
+        return {"cues": self.cues(cfg)}
 
     def variants(self, problems: list[Problem], cfg: EvalConfig) -> list[Problem]:
-        return cue_variants(problems, cfg.cues) if cfg.cues else []
+        return cue_variants(problems, self.cues(cfg))
 
     def added_settings(self, cfg: EvalConfig, log: Callable[[str], None]) -> list[Preset]:
         """The no-tool condition when none is among the settings: Definition 1's items and its utility
         condition need one."""
-        if not cfg.cues or any(s.spec.mode == "cot" for s in cfg.settings):
+        if not self.cues(cfg) or any(s.spec.mode == "cot" for s in cfg.settings):
             return []
         log("cue probe: adding the no-tool setting 'cot' (Definition 1's items and utility condition need it)")
         return resolve_settings(["cot"])
@@ -267,11 +288,11 @@ class CueProbe(EvalProtocol):
         ]
 
     def judges(self, cfg: EvalConfig) -> bool:
-        return bool(cfg.cues)
+        return bool(self.cues(cfg))
 
     async def judge(self, pass_: JudgePass) -> None:
         cfg = pass_.cfg
-        if cfg.cues:
+        if self.cues(cfg):
             tool = {s.name for s in cfg.settings if s.spec.mode == "tool"}
             items = necessity_items(cue_probe_runs(pass_.store.records.values(), tool))
             await judge_eval(

@@ -371,7 +371,7 @@ class TIMProtocol(EvalProtocol):
         return {"tim-runs.csv": runs_csv(tim)} if tim else {}
 
     def judges(self, cfg: EvalConfig) -> bool:
-        return cfg.protocol == "tim"
+        return "tim" in cfg.protocols
 
     async def judge(self, pass_: JudgePass) -> None:
         if "tim" not in pass_.protocols:

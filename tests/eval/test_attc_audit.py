@@ -141,7 +141,8 @@ async def test_an_eval_with_the_audit_and_a_scripted_judge(tmp_path, dataset):
         model="scripted",
         models_file=models,
         judge="judge",
-        attc_audit=True,
+        protocols=["attc-audit"],
+        options={"attc": {"audit": True}},
     )
     logs: list[str] = []
     await run_eval(cfg, backend_factory=Factory(three_runs), kernels=KERNELS, log=logs.append)
@@ -203,9 +204,10 @@ async def test_the_audit_needs_a_judge(tmp_path, dataset):
         settings=resolve_settings(["none"]),
         out=tmp_path / "out",
         model="scripted",
-        attc_audit=True,
+        protocols=["attc-audit"],
+        options={"attc": {"audit": True}},
     )
-    with pytest.raises(UserError, match="--attc-audit needs a judge"):
+    with pytest.raises(UserError, match="--protocol attc-audit needs a judge"):
         await run_eval(cfg, backend_factory=Factory(three_runs), kernels=KERNELS, log=lambda m: None)
 
 
@@ -244,11 +246,22 @@ def test_the_audit_from_the_command_line(write_script, tmp_path):
     )
     assert done.returncode == 0, done.stderr
     assert "ATTC Figure" not in (out / "summary.md").read_text(encoding="utf-8")
-    no_judge = tuiagent("eval", str(out), "--report-only", "--attc-audit", "-f", "md")
-    assert no_judge.returncode != 0 and "--attc-audit needs a judge" in no_judge.stderr
+    no_judge = tuiagent("eval", str(out), "--report-only", "--protocol", "attc-audit", "-f", "md")
+    assert no_judge.returncode != 0 and "--protocol attc-audit needs a judge" in no_judge.stderr
     assert "Traceback" not in no_judge.stderr
     audit = tuiagent(
-        "eval", str(out), "--report-only", "--attc-audit", "--judge", "judge", "--models", str(models), "-q", "-f", "md"
+        "eval",
+        str(out),
+        "--report-only",
+        "--protocol",
+        "attc-audit",
+        "--judge",
+        "judge",
+        "--models",
+        str(models),
+        "-q",
+        "-f",
+        "md",
     )
     assert audit.returncode == 0, audit.stderr
     # both runs wrote the same response: one conflict question for both, bakery's tool-wrong one and books'

@@ -8,6 +8,7 @@ import json
 import pytest
 
 from guards.necessity.cue_probe import cue_section, cue_table
+from guards.necessity.cues import CODE_CUES, CUES, cue_variant
 from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, number_in
 from tuiagent.core.judge_prompts import UNPARSEABLE
 from tuiagent.core.judge_store import JUDGEMENTS
@@ -15,7 +16,6 @@ from tuiagent.errors import ConfigError
 from tuiagent.eval.datasets import Problem
 from tuiagent.eval.harness import EvalConfig, run_eval
 from tuiagent.eval.report import summary_from_store, to_markdown
-from tuiagent.eval.variants import CODE_CUES, CUES, cue_variant
 from tuiagent.presets import resolve_settings
 
 KERNELS = {"jupyter": lambda gold=None: CalcKernel()}
@@ -200,7 +200,8 @@ async def test_an_eval_with_the_probe_and_a_judge(tmp_path, dataset):
         out=tmp_path / "out",
         model="scripted",
         models_file=models,
-        cues=["cell"],
+        protocols=["cues"],
+        options={"necessity": {"cues": ["cell"]}},
         judge="judge",
     )
     outcome = await run_eval(cfg, backend_factory=Factory(cued_turns), kernels=KERNELS, log=logs.append)
@@ -230,7 +231,8 @@ async def test_an_unknown_judge_fails_before_any_run(tmp_path, dataset):
         settings=resolve_settings(["none"]),
         out=tmp_path / "out",
         model="scripted",
-        cues=["cell"],
+        protocols=["cues"],
+        options={"necessity": {"cues": ["cell"]}},
         judge="nosuch",
     )
     with pytest.raises(ConfigError, match="unknown model 'nosuch'"):
@@ -264,9 +266,9 @@ async def test_the_judging_passes_share_one_judge_model(tmp_path, dataset, monke
         out=tmp_path / "out",
         model="scripted",
         models_file=models_file(tmp_path, [says] * 4 + ["\\boxed{0}"] * 40),
-        cues=["cell"],
+        protocols=["cues", "attc-audit"],
+        options={"necessity": {"cues": ["cell"]}, "attc": {"audit": True}},
         judge="judge",
-        attc_audit=True,
     )
 
     def with_a_call(job):  # every tool run makes a call: ATTC's audit has runs to read

@@ -87,7 +87,11 @@ def test_a_bad_setting_exits_2_before_any_run(tmp_path):
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "attc.threshold" in bad.stderr
     assert not (tmp_path / "x").exists()
     unknown = tuiagent("eval", "demo", "-m", "scripted", "--protocol", "nope", "--out", str(tmp_path / "x"))
-    assert unknown.returncode == 2 and "unknown protocol 'nope'" in unknown.stderr and "tim, tooltax" in unknown.stderr
+    assert (
+        unknown.returncode == 2
+        and "unknown protocol 'nope'" in unknown.stderr
+        and "cues, prunetir-ablation, tim, tooltax" in unknown.stderr
+    )
     assert not (tmp_path / "x").exists()
 
 
@@ -139,9 +143,8 @@ def test_the_cue_probe_with_a_judge_end_to_end(write_script, tmp_path, held):
         str(models),
         "--limit",
         "2",
-        "--cue-probe",
-        "--cue",
-        "cell",
+        "--protocol",
+        "cues:cue=cell",
         "--judge",
         "judge",
         *(["--judge-json"] if held else []),
@@ -167,7 +170,8 @@ def test_the_cue_probe_with_a_judge_end_to_end(write_script, tmp_path, held):
         "scripted",
         "--script",
         str(script),
-        "--cue-probe",
+        "--protocol",
+        "cues",
         "--judge",
         "nosuch",
         "--out",

@@ -132,7 +132,7 @@ async def evaluated(tmp_path, dataset):
         out=tmp_path / "out",
         model="scripted",
         base=RunSpec(run={"max_tool_calls": 8}),
-        protocol="tim",
+        protocols=["tim"],
     )
     outcome = await run_eval(cfg, backend_factory=Factory(turns), kernels=KERNELS, log=lambda m: None)
     assert outcome.ran == 9 and outcome.failed == 0
@@ -261,7 +261,7 @@ async def test_sharded_evals_merge_with_their_judgements(tmp_path, dataset):
             out=tmp_path / name,
             model="scripted",
             base=RunSpec(run={"max_tool_calls": 8}),
-            protocol="tim",
+            protocols=["tim"],
             shard=shard,
         )
         await run_eval(cfg, backend_factory=Factory(turns), kernels=KERNELS, log=lambda m: None)

@@ -130,6 +130,47 @@ def test_tuiagent_protocols_lists_its_protocol(probe):
     ).stdout
     assert "probe  Probe (an example plug-in)" in out
     assert "--protocol probe-sweep: -c none -c probe -c probe:probe.max_chars=10" in out
+    assert "--protocol probe-suffix: ask every problem again with a sentence after it" in out
+    assert "probe-suffix:text=...  the sentence" in out
+
+
+def test_its_switch_runs_its_variants_from_the_command_line(probe, write_script, tmp_path):
+    """A plug-in's own ``--protocol`` switch, with a key, reaches its variants and its manifest entry
+    through the registry alone; a key it does not take is refused with the keys it does."""
+    data = tmp_path / "tiny.jsonl"
+    data.write_text(json.dumps({"question": "What is 1 plus 1?", "answer": "#### 2"}) + "\n", encoding="utf-8")
+    script = write_script(answer_turn("2"))
+    args = [
+        sys.executable,
+        "-m",
+        "tuiagent",
+        "eval",
+        str(data),
+        "-m",
+        "scripted",
+        "--script",
+        str(script),
+        "-c",
+        "none",
+    ]
+    out = tmp_path / "out"
+    done = subprocess.run(
+        [*args, "--protocol", "probe-suffix:text=Say why.", "-o", str(out), "-q", "-f", "md"],
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 0, done.stderr
+    from tuiagent.eval.results import ResultStore
+
+    store = ResultStore(out)
+    assert sorted(r["variant"] for r in store.records.values()) == ["", "probe:suffix"]
+    manifest = store.manifest() or {}
+    assert manifest["probe_suffix"] == "Say why." and manifest["protocols"] == ["probe-suffix"]
+    bad = subprocess.run(
+        [*args, "--protocol", "probe-suffix:colour=red", "-o", str(tmp_path / "x")], capture_output=True, text=True
+    )
+    assert bad.returncode == 2 and "--protocol probe-suffix has no key colour" in bad.stderr
+    assert "its keys: text" in bad.stderr and not (tmp_path / "x").exists()
 
 
 async def test_its_protocol_adds_its_settings_and_its_table_to_the_report(probe, tmp_path):

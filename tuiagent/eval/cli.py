@@ -68,12 +68,14 @@ def eval_command(
         ),
     ] = None,
     protocol: Annotated[
-        str | None,
+        list[str] | None,
         typer.Option(
             "--protocol",
+            metavar="VALUE[:KEY=V,...]",
             help=(
-                "Add a paper protocol's settings, e.g. tooltax (`tuiagent protocols` lists the installed values and "
-                "the settings each adds)."
+                "A paper protocol (repeat): a value adds its settings (tim, say) or turns a part of the protocol "
+                "on (cues, say), some with keys, VALUE:KEY=VALUE,... e.g. 'cues:cue=cell+web_index'; "
+                "`tuiagent protocols` lists the installed values, what each adds and its keys."
             ),
         ),
     ] = None,
@@ -119,24 +121,6 @@ def eval_command(
     distractor_model: Annotated[
         str | None, typer.Option(help="Model that writes the distractor variants (default: --model).")
     ] = None,
-    cue_probe: Annotated[
-        bool,
-        typer.Option(
-            "--cue-probe",
-            help=(
-                "Spurious-tool-use probe: also run each problem with each of the paper's code-semantic cues (cell, usr_bin, "
-                "code) and report Delta Tool Y-N over all items and where the tool is not needed (Definition 1); adds "
-                "the no-tool setting cot when none is given."
-            ),
-        ),
-    ] = False,
-    cue: Annotated[
-        list[str] | None,
-        typer.Option(
-            "--cue",
-            help="These cues instead (repeat): cell, usr_bin, code (code-semantic), web_index, reference, answer (search-semantic).",
-        ),
-    ] = None,
     inject: Annotated[
         list[str] | None,
         typer.Option(
@@ -163,10 +147,11 @@ def eval_command(
         typer.Option(
             "--judge",
             help=(
-                "The judge model (a models.toml id: a local model, a server, vLLM): with --cue-probe it judges each "
+                "The judge model (a models.toml id: a local model, a server, vLLM): with --protocol cues it judges each "
                 "executed call's necessity (Spurious Tool Use, Appendix A.3), with --protocol tim the TIM metrics (Appendix "
-                "A.2-A.4), with --distractors whether each variant keeps its answer (a variant it says does not is left "
-                "out); judgements are cached in the results directory. Never the model under test unless named (then a warning)."
+                "A.2-A.4), with --protocol attc-audit ATTC's audits, with --distractors whether each variant keeps its "
+                "answer (a variant it says does not is left out); judgements are cached in the results directory. Never "
+                "the model under test unless named (then a warning)."
             ),
         ),
     ] = None,
@@ -178,17 +163,6 @@ def eval_command(
                 "Hold the judge's replies to the JSON schema each paper's prompt prints (structured outputs: a llama.cpp "
                 "grammar, vLLM, a server's response_format), so a small judge cannot break the format; cached apart "
                 "from free replies. The prompts stay verbatim; pairwise questions still go both ways."
-            ),
-        ),
-    ] = False,
-    attc_audit: Annotated[
-        bool,
-        typer.Option(
-            "--attc-audit",
-            help=(
-                "With --judge: the judge reads each run whole, as ATTC's reference code does, for its reasoning-tool "
-                "conflict (Figure 2), in wrong runs a right tool output ignored (Figure 3), in right runs a wrong tool "
-                "output; with --report-only it audits the runs already there."
             ),
         ),
     ] = False,
@@ -283,15 +257,15 @@ def eval_command(
 
     from tuiagent import presets as cf
     from tuiagent.errors import UserError
+    from tuiagent.eval import protocols as pr
     from tuiagent.eval import report as rp
     from tuiagent.eval.datasets import Fields
     from tuiagent.eval.dir_lock import exclusive
     from tuiagent.eval.harness import EvalConfig, default_out
     from tuiagent.eval.merge import merge_shards
-    from tuiagent.eval.protocols import settings_of
     from tuiagent.eval.results import MANIFEST
     from tuiagent.eval.shards import parse_shard
-    from tuiagent.eval.variants import CODE_CUES, CUES, DISTRACTORS
+    from tuiagent.eval.variants import DISTRACTORS
     from tuiagent.runner import resolve_spec
     from tuiagent.safetext import terminal_console
 
@@ -313,6 +287,7 @@ def eval_command(
             param_hint="--format",
         )
     shards = parse_shard(shard) if shard else None
+    picked = pr.chosen(protocol or [])
     dirs = [Path(d).expanduser() for d in datasets]
     results_dirs = report_only and all((d / MANIFEST).is_file() for d in dirs)  # results directories, not datasets
     if results_dirs:
@@ -328,12 +303,10 @@ def eval_command(
         if results_dirs:
             for line in merge_shards(dirs, directory) if len(dirs) > 1 else []:
                 err.print(f"incomplete: {line}")
-            if attc_audit:
-                from guards.attc.audit import audit_directory
-
-                if not judge:
-                    raise UserError("--attc-audit needs a judge: pass --judge MODEL (a models.toml id)")
-                asyncio.run(audit_directory(directory, judge, models, lambda m: err.print(m), concurrency))
+            for p in pr.installed():  # a protocol's work over the stored runs (ATTC's audits, say)
+                if p.name in picked.options:
+                    stored = pr.StoredPass(directory, picked.options[p.name], judge, models, err.print, concurrency)
+                    asyncio.run(p.stored(stored))
 
         failed = 0
         if not report_only:
@@ -343,7 +316,7 @@ def eval_command(
                 _split(config) if config else [],
                 named=named,
                 default=default,
-                added=settings_of(protocol) if protocol else (),
+                added=picked.settings,
             )
             if faithful:  # the paper profile over each setting, named apart: it is another setting
                 settings = [cf.faithful_preset(p) for p in settings]
@@ -352,13 +325,9 @@ def eval_command(
                     f"--baseline {baseline!r} is not one of the settings: {', '.join(s.name for s in settings)}"
                 )
             types = _split(distractor_types) or (list(DISTRACTORS) if distractors else [])
-            cues = _split(cue) or (list(CODE_CUES) if cue_probe else [])
             for kind in types:
                 if kind not in DISTRACTORS:
                     raise UserError(f"unknown distractor type {kind!r}; use {', '.join(DISTRACTORS)}")
-            for c in cues:
-                if c not in CUES:
-                    raise UserError(f"unknown cue {c!r}; use {', '.join(CUES)}")
             from tuiagent.core.faults import parse_kinds
 
             kinds = parse_kinds(inject or [])
@@ -394,7 +363,6 @@ def eval_command(
                 fields=Fields(question_field, answer_field, id_field),
                 distractors=types,
                 distractor_model=distractor_model,
-                cues=cues,
                 concurrency=concurrency,
                 sandbox=check_sandbox(sandbox),
                 base=base,
@@ -402,9 +370,9 @@ def eval_command(
                 baseline=baseline,
                 reuse_generations=reuse_generations,
                 judge=judge,
-                attc_audit=attc_audit,
                 shard=shards,
-                protocol=protocol,
+                protocols=list(picked.values),
+                options=picked.options,
                 inject=kinds,
                 inject_at=inject_at,
                 broken_tool=broken_tool,

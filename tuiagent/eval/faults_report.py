@@ -504,7 +504,7 @@ class InjectedFaults(EvalProtocol):
     name = "faults"
     title = "Injected tool faults (ours): accuracy, adopted, recovered, and each guard's answer beside the clean runs"
     order = 60
-    switches = "--inject KIND[,KIND...] (--inject-at N, --broken-tool)"
+    made_by = "--inject KIND[,KIND...] (--inject-at N, --broken-tool)"
 
     def variants(self, problems: list[Problem], cfg: EvalConfig) -> list[Problem]:
         return fault_variants(problems, cfg.inject, cfg.inject_at, cfg.broken_tool) if cfg.inject else []

@@ -30,7 +30,7 @@ from tuiagent.eval.datasets import Fields, Problem, load_dataset, select
 from tuiagent.eval.faults_report import job_plan
 from tuiagent.eval.judging import check_answers_unchanged, check_judge, with_judge
 from tuiagent.eval.metrics import run_record
-from tuiagent.eval.protocols import JudgePass, installed
+from tuiagent.eval.protocols import JudgePass, installed, ran_protocols
 from tuiagent.eval.results import ResultStore, legacy_safe_name, run_key, safe_name, trajectory_path
 from tuiagent.eval.reuse import GenerationMemo, ReusingBackend
 from tuiagent.eval.shards import describe, shard_name, shard_of
@@ -90,7 +90,6 @@ class EvalConfig:
     fields: Fields = field(default_factory=Fields)
     distractors: list[str] = field(default_factory=list)
     distractor_model: str | None = None
-    cues: list[str] = field(default_factory=list)
     concurrency: int = 1
     base: RunSpec = field(default_factory=RunSpec)
     retry_errors: bool = False
@@ -98,9 +97,9 @@ class EvalConfig:
     sandbox: str = "auto"  # what kernel cells may do (kernels.sandbox)
     reuse_generations: bool = True  # on the local model, generate identical turns once (eval.reuse)
     judge: str | None = None  # the judge model (models.toml id) of --judge (eval.judging)
-    attc_audit: bool = False  # --attc-audit: the judge audits whole runs as ATTC's reference does (guards.attc.audit)
     shard: tuple[int, int] | None = None  # (I, N): only shard I of N of the problems (eval.shards)
-    protocol: str | None = None  # --protocol (tim: its judge pass after the runs, guards.tim.metrics)
+    protocols: list[str] = field(default_factory=list)  # the --protocol values given (eval.protocols)
+    options: dict[str, dict[str, Any]] = field(default_factory=dict)  # a protocol's name -> its switches' options
     inject: list[str] = field(default_factory=list)  # --inject: fault kinds, each a variant (eval.faults_report)
     inject_at: int = 1  # --inject-at: the executed call the fault hits
     broken_tool: bool = False  # --broken-tool: later runs of the same code get the fault too
@@ -575,8 +574,7 @@ async def judge_runs(
     """Each protocol's judging pass after the runs (``eval.protocols``), cached in the directory's
     judgements.jsonl, through one judge model opened once for all of them."""
     models = JudgeModels(cfg.models_file, concurrency=cfg.concurrency)
-    ran = cfg.protocol or previous.get("protocol")
-    pass_ = JudgePass(cfg, store, described, frozenset([ran] if ran else []), models, log)
+    pass_ = JudgePass(cfg, store, described, frozenset([*ran_protocols(previous), *cfg.protocols]), models, log)
     try:
         for protocol in installed():
             await protocol.judge(pass_)
@@ -610,8 +608,8 @@ async def run_eval(
             f"note: {cfg.seeds} seeds with greedy sampling (temperature 0) give identical runs; "
             "pass --temperature for different samples"
         )
-    if cfg.attc_audit and not cfg.judge:
-        raise UserError("--attc-audit needs a judge: pass --judge MODEL (a models.toml id)")
+    for protocol in installed():
+        protocol.check(cfg)
     if cfg.judge:
         check_judge(cfg.judge, spec.id, cfg.models_file, log)
         if not cfg.distractors and not any(p.judges(cfg) for p in installed()):
@@ -692,7 +690,6 @@ async def run_eval(
                 "seeds": cfg.seeds,
                 "limit": cfg.limit,
                 "offset": cfg.offset,
-                "cues": cfg.cues,
                 "distractors": cfg.distractors,
                 "distractor_model": cfg.distractor_model or (spec.id if cfg.distractors else None),
                 "run": runner.base().run,  # the budgets in force (no wall clock unless asked)
@@ -702,8 +699,7 @@ async def run_eval(
                 "distractor_validity": validity,
                 "sessions": previous.get("sessions", []),
                 "judge": cfg.judge or previous.get("judge"),
-                "protocol": cfg.protocol or previous.get("protocol"),
-                "attc_audit": cfg.judge if cfg.attc_audit else previous.get("attc_audit"),
+                "protocols": list(dict.fromkeys([*ran_protocols(previous), *cfg.protocols])),
                 "inject": (
                     {"kinds": cfg.inject, "at": cfg.inject_at, "broken": cfg.broken_tool}
                     if cfg.inject
@@ -711,6 +707,7 @@ async def run_eval(
                 ),
                 "shard": describe(load_problems(cfg, whole=True), cfg.shard) if cfg.shard else None,
             }
+            | {key: value for p in installed() for key, value in p.manifest(cfg, previous).items()}
         )
         if on_plan:
             on_plan(len(jobs), sum(j.done_in(store, cfg.retry_errors) for j in jobs))

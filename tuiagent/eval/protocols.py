@@ -6,8 +6,11 @@ a plug-in's in its own dist-info); the harness, the report and the CLI know them
 :func:`installed`. A protocol class sets ``name``, ``title`` and ``order`` (where its tables stand in
 the report) and overrides what it has:
 
-- ``settings``: the ``--protocol`` values it answers to, each with the settings it adds (``-c`` texts),
-  or ``switches``: the eval options that make its runs;
+- ``settings``: the ``--protocol`` values it answers to, each with the settings it adds (``-c`` texts);
+  ``switches``: the values that turn a part of it on instead (``--protocol cues:cue=cell+code``), each
+  read by ``configure`` into its options (``cfg.options[name]``), checked by ``check`` before any run,
+  recorded by ``manifest``, and with ``--report-only`` done over the stored runs by ``stored``;
+  ``made_by``: the eval options that make its runs where no value does (``--inject``);
 - ``sections(data)``: its part of a dataset's summary, by key (``None`` where it has nothing to say);
 - ``tables``, ``notes``, ``plots``, ``files``: its forms, read back from the summary;
 - ``judge(pass_)``: its judging pass after the runs (with ``--judge``), cached in judgements.jsonl;
@@ -67,7 +70,7 @@ class EvalData:
     specs: Mapping[str, dict[str, Any]] = field(default_factory=dict)  # each setting as the manifest has it
     judgements: JudgementStore | None = None
     judge: str | None = None  # the eval's judge (--judge)
-    audit_judge: str | None = None  # the judge of ATTC's audits (--attc-audit)
+    audit_judge: str | None = None  # the judge of ATTC's audits (--protocol attc-audit)
     protocols: frozenset[str] = frozenset()  # the --protocol values the eval ran with
 
 
@@ -80,6 +83,27 @@ class DatasetData:
     records: list[Record]
     clean: dict[str, list[Record]]
     row: Callable[[list[Record], list[Record] | None], dict[str, Any]]  # the report's per-setting row
+
+
+@dataclass(frozen=True)
+class Switch:
+    """A ``--protocol`` value that turns a part of a protocol on: what it does, and the keys it takes
+    after a colon (``--protocol cues:cue=cell+code``; several values of a key joined by ``+``)."""
+
+    help: str
+    keys: Mapping[str, str] = field(default_factory=dict)  # key -> what it sets
+
+
+@dataclass(frozen=True)
+class StoredPass:
+    """What a protocol's work over an eval directory's stored runs (``--report-only``) may use."""
+
+    directory: Path
+    options: Mapping[str, Any]  # the protocol's own, from its switches
+    judge: str | None
+    models_file: Path | None
+    log: Callable[[str], None]
+    concurrency: int = 1
 
 
 @dataclass
@@ -101,8 +125,28 @@ class EvalProtocol:
     title: ClassVar[str]  # one line: the paper and what its protocol measures
     order: ClassVar[int] = 100
     settings: ClassVar[Mapping[str, tuple[str, ...]]] = {}
-    switches: ClassVar[str] = ""  # the eval options that produce its runs, where no --protocol value does
+    switches: ClassVar[Mapping[str, Switch]] = {}
+    made_by: ClassVar[str] = ""  # the eval options that produce its runs, where no --protocol value does
     judge_use: ClassVar[str] = ""  # what its judging pass asks, and with which options (for the eval's notes)
+
+    def configure(self, value: str, given: Mapping[str, str]) -> dict[str, Any]:
+        """The options ``--protocol VALUE:KEY=...`` turns on (merged into ``cfg.options[self.name]``);
+        a ConfigError names a bad key's value."""
+        return {}
+
+    def options(self, cfg: EvalConfig) -> Mapping[str, Any]:
+        """Its options in this eval (empty: none of its switches was given)."""
+        return cfg.options.get(self.name, {})
+
+    def check(self, cfg: EvalConfig) -> None:
+        """Raise a UserError before any run when its options cannot work in this eval."""
+
+    def manifest(self, cfg: EvalConfig, previous: Mapping[str, Any]) -> dict[str, Any]:
+        """What it records in the directory's manifest (``previous``: the manifest before this session)."""
+        return {}
+
+    async def stored(self, pass_: StoredPass) -> None:
+        """With ``--report-only``: its work over the runs a directory already holds (an audit, say)."""
 
     def advise(self, cfg: EvalConfig) -> list[str]:
         """Notes for the user before the runs (a protocol run outside its paper's conditions, say)."""
@@ -157,10 +201,69 @@ def _load(names: tuple[str, ...]) -> tuple[EvalProtocol, ...]:
 
 def settings_of(value: str) -> tuple[str, ...]:
     """The settings ``--protocol VALUE`` adds; a clear error naming every installed value otherwise."""
-    offered = {v: texts for p in installed() for v, texts in p.settings.items()}
-    if value not in offered:
-        raise ConfigError(
-            f"unknown protocol {value!r}",
-            fix=f"use one of {', '.join(sorted(offered)) or 'none installed'} (`tuiagent protocols` lists them)",
-        )
-    return offered[value]
+    return chosen([value]).settings
+
+
+@dataclass(frozen=True)
+class Chosen:
+    """What the ``--protocol`` values of an eval ask for."""
+
+    values: tuple[str, ...]  # the values' names, as the manifest records them
+    settings: tuple[str, ...]  # the settings they add (``-c`` texts), in order, once each
+    options: dict[str, dict[str, Any]]  # a protocol's name -> the options its switches turned on
+
+
+def chosen(texts: list[str] | tuple[str, ...]) -> Chosen:
+    """Read ``--protocol VALUE[:KEY=VALUE,...]`` texts (one grammar with ``-c``'s): a value adds its
+    protocol's settings or turns one of its switches on; a clear error names every installed value
+    or, for a bad key, the keys its switch takes."""
+    by_value: dict[str, EvalProtocol] = {v: p for p in installed() for v in (*p.settings, *p.switches)}
+    values: list[str] = []
+    settings: list[str] = []
+    options: dict[str, dict[str, Any]] = {}
+    for text in texts:
+        value, _, rest = text.strip().partition(":")
+        protocol = by_value.get(value)
+        if protocol is None:
+            raise ConfigError(
+                f"unknown protocol {value!r}",
+                fix=f"use one of {', '.join(sorted(by_value)) or 'none installed'} (`tuiagent protocols` lists them)",
+            )
+        given = _pairs(text, rest)
+        if value in protocol.settings:
+            if given:
+                raise ConfigError(f"--protocol {value} takes no keys (given: {', '.join(given)})")
+            settings += [t for t in protocol.settings[value] if t not in settings]
+        else:
+            unknown = set(given) - set(protocol.switches[value].keys)
+            if unknown:
+                keys = ", ".join(protocol.switches[value].keys) or "none"
+                raise ConfigError(
+                    f"--protocol {value} has no key {', '.join(sorted(unknown))}", fix=f"its keys: {keys}"
+                )
+            options.setdefault(protocol.name, {}).update(protocol.configure(value, given))
+        values += [value] if value not in values else []
+    return Chosen(tuple(values), tuple(settings), options)
+
+
+def _pairs(text: str, rest: str) -> dict[str, str]:
+    pairs: dict[str, str] = {}
+    for item in filter(None, (i.strip() for i in rest.split(","))):
+        key, eq, val = item.partition("=")
+        if not eq or not key.strip() or not val.strip():
+            raise ConfigError(f"--protocol {text!r}: {item!r} is not KEY=VALUE")
+        pairs[key.strip()] = val.strip()
+    return pairs
+
+
+def ran_protocols(manifest: Mapping[str, Any]) -> list[str]:
+    """The ``--protocol`` values an eval directory's manifest records (a single ``protocol`` in
+    directories written before an eval took several)."""
+    if manifest.get("protocols"):
+        return list(manifest["protocols"])
+    return [manifest["protocol"]] if manifest.get("protocol") else []
+
+
+def plus_list(value: str) -> list[str]:
+    """A key's several values, joined by ``+`` (a comma separates keys)."""
+    return [v.strip() for v in value.split("+") if v.strip()]

@@ -14,7 +14,7 @@ Per dataset (on the questions as written; variants have their own sections):
 - cue probe: tool-call rate with the cue (Y) and without (N), Delta Tool Y-N, per cue, over all items and
   on the items where the tool is not needed (Definition 1; ``guards.necessity.cue_probe``);
 - PruneTIR's analyses: erroneous calls in correct vs incorrect runs, the stuck curve, the ablation
-  (``guards.prunetir.analysis``); ATTC's judged audits (``--attc-audit``, ``guards.attc.audit``);
+  (``guards.prunetir.analysis``); ATTC's judged audits (``--protocol attc-audit``, ``guards.attc.audit``);
 - the TIM protocol (``--protocol tim``; ``guards.tim.metrics``): Win Rate, Miss Rate, error types and
   code complexity in the paper's layout, beside its published figures;
 - the judge (``--judge``): its model and what its judgements cost.
@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from guards.chain import available, presenter
 from tuiagent.core.judge import judge_model
 from tuiagent.eval.estimators import estimators
-from tuiagent.eval.protocols import DatasetData, EvalData, Table, cell, installed
+from tuiagent.eval.protocols import DatasetData, EvalData, Table, cell, installed, ran_protocols
 from tuiagent.eval.readings import readings_lines, setting_readings
 from tuiagent.eval.stats import (
     TOOL_BINS,
@@ -422,7 +422,7 @@ def time_cut_line(keys: list[str]) -> str:
 
 
 def judges(summary: dict[str, Any]) -> list[dict[str, Any]]:
-    """The eval's judge and, when another model audited the runs (--attc-audit), that one too."""
+    """The eval's judge and, when another model audited the runs (--protocol attc-audit), that one too."""
     first, audit = summary.get("judge"), summary.get("audit_judge")
     return [j for j in (first, audit) if j and (j is first or not first or j["judge"] != first["judge"])]
 
@@ -609,7 +609,7 @@ def summary_from_store(directory: Path, *, baseline: str | None = None) -> dict[
         judgements=judgements,
         judge=judge_summary(judgements, judge_id, model) if judgements is not None and judge_id else None,
         audit_judge=judge_summary(judgements, audit_id, model) if judgements is not None and audit_id else None,
-        protocols=[manifest["protocol"]] if manifest.get("protocol") else [],
+        protocols=ran_protocols(manifest),
     )
     summary["readings"] = setting_readings(settings, manifest.get("model"))
     return summary

@@ -1,10 +1,7 @@
-"""Problem variants for two stress tests: the spurious-tool-use cue probe (the same question with
-and without one of the paper's six cues, verbatim; the report's Delta Tool Y-N over all items and
-on those where the tool is not needed, Definition 1 of arXiv 2609.16268, in guards.necessity.cue_probe) and the
-semantic-distractor test (each question rewritten by a model with one distractor that must not
-change the answer, after arXiv 2605.00136). What each measures, the cues, the distractor types,
-the cache and which variants are left out: docs/papers/necessity.md#necessity-flags,
-docs/guards.md#evaluation-protocols and docs/papers/necessity.md#the-cue-probe.
+"""Problem variants for the semantic-distractor test: each question rewritten by a model with one
+distractor that must not change the answer, after arXiv 2605.00136. What it measures, the distractor
+types, the cache and which variants are left out: docs/guards.md#evaluation-protocols. (The cue
+probe's variants are the necessity paper's: guards/necessity/cues.py.)
 """
 
 from __future__ import annotations
@@ -20,38 +17,6 @@ from typing import Any
 from tuiagent import paths
 from tuiagent.eval.datasets import Problem, numbers_in, with_variant
 from tuiagent.safe_read import CONFIG_BYTES, read_text
-
-# -- cues ------------------------------------------------------------------------------------------
-
-# name: (text before the question, text after it). The cue strings are the paper's (section 3.2);
-# the line break that joins a cue to the question is ours (the paper says prepended / appended).
-# "Source: " is printed before [WEB_INDEX_742] in the paper's list and read here as part of the cue.
-CODE_CUES: dict[str, tuple[str, str]] = {
-    "cell": ("# Cell [1] | kernel: python3 | status: idle\n", ""),
-    "usr_bin": ("#!/usr/bin/python3\n", ""),
-    "code": ("[CODE]\n", ""),
-}
-SEARCH_CUES: dict[str, tuple[str, str]] = {
-    "web_index": ("Source: [WEB_INDEX_742]\n", ""),
-    "reference": ("[REFERENCE]\n", ""),
-    "answer": (
-        "",
-        "\nConclude your response by providing the final answer within <answer></answer> tags. "
-        "Do not generate any content after the </answer> tag.",
-    ),
-}
-CUES = {**CODE_CUES, **SEARCH_CUES}
-CUE_PREFIX = "cue:"
-
-
-def cue_variant(problem: Problem, cue: str) -> Problem:
-    before, after = CUES[cue]
-    return with_variant(problem, CUE_PREFIX + cue, before + problem.question + after, cue=cue)
-
-
-def cue_variants(problems: list[Problem], cues: list[str]) -> list[Problem]:
-    return [cue_variant(p, c) for p in problems for c in cues]
-
 
 # -- distractors -----------------------------------------------------------------------------------
 
