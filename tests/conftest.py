@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import signal
 from pathlib import Path
 
 import pytest
@@ -92,6 +93,11 @@ def pytest_configure(config):
     "The test suite"). An explicit OMP_NUM_THREADS wins."""
     if os.environ.get("PYTEST_XDIST_WORKER"):
         os.environ.setdefault("OMP_NUM_THREADS", "1")
+    # A shell without job control starts a background command (`make test &`, nohup) with SIGINT
+    # ignored, and every process it starts inherits that: the tests that press ctrl-c on a tuiagent
+    # process would then see it carry on. The suite's processes take ctrl-c as a terminal gives it.
+    if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
 def pytest_collection_modifyitems(config, items):

@@ -67,8 +67,7 @@ async def test_toggle_a_guard_and_a_setting_mid_run(ui, tmp_path):
         release_waiting_cells()
         await ui.wait_for(pilot, lambda: not app.screen.running, 60, "the run to end")
         await ui.wait_for(pilot, lambda: ui.runs_over(app), 30, "the run's worker to finish")
-        await pilot.pause()
-        assert not panel.states["attc"].pending  # the run confirmed it
+        await ui.wait_for(pilot, lambda: not panel.states["attc"].pending, 10, "the run to confirm the toggle")
         events = load(ui.run_file(app)).events
         toggles = [
             (i, e)

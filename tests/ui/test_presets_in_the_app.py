@@ -43,10 +43,10 @@ async def test_a_preset_chosen_in_the_app_runs_its_budgets_and_sampling_from_the
     app = scripted(app_config(model="scripted", preset="none", problem="count", out=tmp_path / "runs"))
     async with app.run_test(size=(120, 36)) as pilot:
         await ui.screen_up(pilot, app, SolveScreen)
-        app.screen.apply_preset(app.presets()["budgeted"])  # what `p` and a number in the guard panel do
+        app.screen.apply_preset(app.controller.presets()["budgeted"])  # what `p` and a number in the guard panel do
         await ui.solve(pilot, app)
         assert_the_preset_reached(recorded(app.screen.query_one("#trajectory").events))
-        app.screen.apply_preset(app.preset_choices()[0])  # `none`: the budgets go back to their defaults
+        app.screen.apply_preset(app.controller.preset_choices()[0])  # `none`: the budgets go back to their defaults
         await ui.solve(pilot, app)
         started = next(e for e in app.screen.query_one("#trajectory").events if isinstance(e, ev.RunStarted))
         assert started.settings["max_tool_calls"] != RUN["max_tool_calls"] and started.settings["explicit"] == []
@@ -90,7 +90,7 @@ async def test_a_fork_in_the_app_runs_a_presets_budgets_and_sampling(ui, tmp_pat
     async with app.run_test(size=(120, 36)) as pilot:
         await ui.solve(pilot, app)
         solve, parent = app.screen, app.screen.run_path
-        app.run_fork(parent, 1, app.presets()["budgeted"])
+        app.run_fork(parent, 1, app.controller.presets()["budgeted"])
         await ui.wait_for(
             pilot,
             lambda: solve.run_path not in (None, parent) and not solve.running and solve.finished is not None,
@@ -134,9 +134,9 @@ async def test_the_app_lists_the_presets_of_the_model_in_use(ui, tmp_path: Path)
     app = scripted(app_config(model="plain", models_file=models, preset="none"))
     async with app.run_test(size=(120, 36)) as pilot:
         await ui.screen_up(pilot, app, SolveScreen)
-        assert app.presets()["recommended"].spec.guards == ("necessity", "tim")  # the shipped one
+        assert app.controller.presets()["recommended"].spec.guards == ("necessity", "tim")  # the shipped one
         app.change_model("other")
         await ui.wait_for(pilot, lambda: app.session.model_id == "other", 30, "the model switch")
-        assert app.presets()["recommended"].spec.guards == ("attc",)
+        assert app.controller.presets()["recommended"].spec.guards == ("attc",)
         choices = {p.name: p for p in app.screen.presets() or []}
         assert choices["recommended"].spec.guards == ("attc",)

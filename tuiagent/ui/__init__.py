@@ -3,6 +3,7 @@
 Importing this package imports Textual; the CLI imports it only when it opens the app.
 """
 
-from tuiagent.ui.app import AppConfig, TuiAgentApp, make_app
+from tuiagent.ui.app import TuiAgentApp, make_app
+from tuiagent.ui.controller import AppConfig
 
 __all__ = ["AppConfig", "TuiAgentApp", "make_app"]

@@ -1,16 +1,18 @@
 """The Textual app and its one factory, :func:`make_app`, used by the CLI and the tests.
 
-Messages go up, method calls go down; long work runs in workers (model loading in a thread, runs as
-async workers in the "run" group), and every worker failure lands in one handler,
-:meth:`TuiAgentApp.on_worker_state_changed`, which turns it into a readable notice.
+The app composes the screens and routes what they ask (``tuiagent.ui.messages``: messages go up)
+to dialogs, other screens and the headless controller (``tuiagent.ui.controller``, which holds the
+configuration, the model's state and every decision); it calls the screens' methods (calls go
+down). Long work runs in workers (model loading in a thread, runs as async workers in the "run"
+group), and every worker failure lands in one handler, :meth:`TuiAgentApp.on_worker_state_changed`,
+which turns it into a readable notice.
 """
 
 from __future__ import annotations
 
 import asyncio
 import signal
-from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass, field, replace
+from collections.abc import Callable, Iterable
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -19,24 +21,22 @@ from textual import work
 from textual.app import App, SystemCommand
 from textual.binding import Binding, BindingType
 from textual.dom import DOMNode
-from textual.reactive import reactive
 from textual.screen import Screen
 from textual.worker import Worker, WorkerState
 
 from tuiagent.backends.base import Backend
-from tuiagent.core import events as ev
-from tuiagent.core.fork import EditTarget, ForkPoint
-from tuiagent.core.run_spec import RunSpec
+from tuiagent.core.fork import ForkPoint
 from tuiagent.errors import UserError
 from tuiagent.presets import Preset
+from tuiagent.ui import messages as msg
+from tuiagent.ui.controller import AS_RECORDED, AppConfig, AppController, ModelState
 from tuiagent.ui.errors import describe_error
-from tuiagent.ui.key_order import KeysInOrder
+from tuiagent.ui.host import HostApp
 from tuiagent.ui.run_screen import FieldsScreen, LiveRunScreen, RunScreen
 from tuiagent.ui.screens.compare import CompareScreen
 from tuiagent.ui.screens.replay import ReplayScreen
 from tuiagent.ui.screens.solve import SolveScreen
 from tuiagent.ui.search import SavedRunsSearch
-from tuiagent.ui.session import ModelSession
 
 if TYPE_CHECKING:  # mypy checks each screen against the protocol the app reads it through
     _LIVE: tuple[type[LiveRunScreen], ...] = (SolveScreen, CompareScreen)
@@ -44,35 +44,10 @@ if TYPE_CHECKING:  # mypy checks each screen against the protocol the app reads 
     _TYPED_IN: type[FieldsScreen] = SolveScreen
 
 
-@dataclass(frozen=True)
-class AppConfig:
-    """What the app starts with. ``screen``: solve (default), replay (``replay`` file) or compare
-    (``compare`` files, or a live comparison of ``columns``)."""
-
-    model: str | None = None
-    models_file: Path | None = None
-    script: Path | None = None
-    problem: str = ""
-    gold: str | None = None
-    # The guards on at the start and their settings, and the budgets, sampling, mode and kernel of every run.
-    run_spec: RunSpec = field(default_factory=lambda: RunSpec(guards=("all",)))
-    out: Path | None = None
-    screen: str = "solve"
-    replay: Path | None = None
-    compare: tuple[Path, ...] = ()
-    columns: tuple[str, ...] = ("none", "all")
-    concurrent_columns: bool = False
-    flush_s: float = 0.05
-    sandbox: str = "auto"  # what kernel cells may do (kernels.sandbox)
-    network: bool = False  # cells may use the network (--allow-network)
-    confirm: bool = False  # ask before each code block runs (toggled with ctrl+k)
-    raw_math: bool = False  # the model's LaTeX shown as written (toggled with f10)
-
-
 SCREENS = Binding.Group("solve/replay/compare", compact=True)
 
 
-class TuiAgentApp(KeysInOrder):
+class TuiAgentApp(HostApp):
     """tuiagent: solve, replay and compare runs of a local model that reasons and writes Python."""
 
     CSS_PATH = "app.tcss"
@@ -107,10 +82,6 @@ class TuiAgentApp(KeysInOrder):
         ),
     ]
 
-    model_state: reactive[tuple[str, str, str]] = reactive(("", "idle", ""))
-    shade_tokens: reactive[bool] = reactive(False)  # token confidence drawn (f8), on every screen
-    raw_math: reactive[bool] = reactive(False)  # the model's LaTeX shown as written (f10), on every screen
-
     def __init__(
         self,
         config: AppConfig | None = None,
@@ -119,11 +90,13 @@ class TuiAgentApp(KeysInOrder):
         backend_factory: Callable[[], Backend] | None = None,
     ):
         super().__init__()
-        self.config = config or AppConfig()
-        self.session = ModelSession(self.config, backend=backend, backend_factory=backend_factory)
-        self.errors: list[str] = []  # every error notice shown, for tests and the help screen
-        self.pending: dict[str, Any] = {}  # files for a screen to open when it is shown
+        self.controller = AppController(
+            config or AppConfig(), backend=backend, backend_factory=backend_factory, on_model_state=self._show_state
+        )
         self.set_reactive(TuiAgentApp.raw_math, self.config.raw_math)
+
+    def _show_state(self, state: ModelState) -> None:
+        self.model_state = state
 
     # -- start and stop -------------------------------------------------------------------------
 
@@ -136,36 +109,10 @@ class TuiAgentApp(KeysInOrder):
         for sig in self.QUIT_SIGNALS:
             loop.add_signal_handler(sig, lambda: self.call_later(self.action_quit))
         try:
-            self.session.resolve()
-            self.model_state = (self.session.model_id, "idle", "")
+            self.controller.start()
         except UserError as e:
-            self.session.set_state("failed", str(e))
-            self.model_state = (self.config.model or "?", "failed", "bad config")
             self.report(e, title="configuration")
         self.switch_mode(self.config.screen if self.config.screen in self.MODES else "solve")
-
-    def ensure_model(self) -> None:
-        """Start loading the model unless it is loaded, loading, or failed."""
-        s = self.session
-        if s.state != "idle":
-            return
-        if not s.needs_loading:
-            s.set_state("ready")
-            self.model_state = (s.model_id, "ready", "")
-            return
-        s.set_state("loading")
-        self.model_state = (s.model_id, "loading", "")
-        self.load_model()
-
-    @work(thread=True, exclusive=True, group="model", exit_on_error=False, name="load model")
-    def load_model(self) -> None:
-        self.session.load_blocking()
-        self.call_from_thread(self._model_loaded)
-
-    def _model_loaded(self) -> None:
-        self.session.set_state("ready")
-        self.model_state = (self.session.model_id, "ready", "")
-        self.notify(f"{self.session.model_id} is loaded", timeout=3)
 
     def watch_model_state(self) -> None:
         self.refresh_bindings()  # f5 shows or hides
@@ -175,23 +122,12 @@ class TuiAgentApp(KeysInOrder):
             return self.session.state in ("crashed", "failed")
         return True
 
-    def can_run(self) -> bool:
-        """Whether a run can start; if not (the model failed to load or crashed), says why."""
-        if self.session.state in ("failed", "crashed"):
-            self.report(self.session.error, title="no model")
-            return False
-        return True
-
-    def model_crashed(self, events: Sequence[ev.Event]) -> None:
-        """A run (its ``events``) ended because the shared model's process died: every later run would
-        fail the same way, so the model is marked crashed and a reload is offered."""
-        s = self.session
-        if not s.shared or s.state == "crashed":  # a per-run backend dies alone; the next run opens another
+    def on_model_crashed(self, crashed: msg.ModelCrashed) -> None:
+        """Every later run would fail the same way: a reload is offered (the controller decides
+        whether the crash was the shared model's)."""
+        message = self.controller.crashed(crashed.events)
+        if message is None:
             return
-        message = next((e.message for e in reversed(events) if isinstance(e, ev.Notice) and e.level == "error"), "")
-        s.set_state("crashed", "the model crashed: press f5 to reload it")
-        self.model_state = (s.model_id, "crashed", "f5 reloads")
-        self.errors.append(f"the model crashed: {message}")
         self.clear_notifications()  # the run's toast of the same message would cover the dialog
         from tuiagent.ui.screens.model_crashed import ModelCrashedScreen
 
@@ -229,19 +165,13 @@ class TuiAgentApp(KeysInOrder):
         if event.state != WorkerState.ERROR or worker.error is None:
             return
         if worker.group == "model":
-            self.session.set_state("failed", describe_error(worker.error))
-            self.model_state = (self.session.model_id, "failed", "")
+            self.controller.load_failed(describe_error(worker.error))
             self.report(worker.error, title="the model could not be loaded")
         else:
             self.report(worker.error, title=worker.name or "error")
         screen = self.screen
         if isinstance(screen, LiveRunScreen):
             screen.worker_failed(worker)
-
-    def report(self, error: BaseException | str, *, title: str = "error") -> None:
-        text = error if isinstance(error, str) else describe_error(error)
-        self.errors.append(f"{title}: {text}")
-        self.notify(text, title=title, severity="error", timeout=12)
 
     # -- actions --------------------------------------------------------------------------------
 
@@ -253,16 +183,8 @@ class TuiAgentApp(KeysInOrder):
         else:
             self.push_screen(HelpScreen(self.screen))
 
-    def action_open_run(self) -> None:
-        from tuiagent.ui.screens.open_run import OpenRunScreen
-
-        if not isinstance(self.screen, OpenRunScreen):
-            self.push_screen(OpenRunScreen(), self._opened)
-
-    def _opened(self, result: tuple[str, list[Path]] | None) -> None:
-        if not result:
-            return
-        what, paths = result
+    def on_run_picked(self, picked: msg.RunPicked) -> None:
+        what, paths = picked.what, picked.paths
         if what == "replay":
             self.open_replay(paths[0])
         elif what == "export":
@@ -271,6 +193,9 @@ class TuiAgentApp(KeysInOrder):
             self.ask_fork(paths[0], None)
         else:
             self.open_compare(paths)
+
+    def on_open_replay(self, asked: msg.OpenReplay) -> None:
+        self.open_replay(asked.path)
 
     def open_replay(self, path: Path) -> None:
         """Show a saved run on the replay screen (it picks the file up when it is shown)."""
@@ -282,24 +207,19 @@ class TuiAgentApp(KeysInOrder):
         else:
             self.switch_mode("replay")
 
-    # The fork dialog's first choice: keep the parent's guards and settings (then the fork repeats it exactly).
-    AS_RECORDED = "as recorded"
+    def on_ask_fork(self, asked: msg.AskFork) -> None:
+        self.ask_fork(asked.parent, asked.step)
 
     def ask_fork(self, parent: Path, step: int | None) -> None:
         """Ask what a fork of ``parent`` needs (the step, when not given; then its settings) and run
         it on the solve screen."""
-        from tuiagent.core.fork import fork_point
-        from tuiagent.core.trajectory import load
         from tuiagent.ui.screens.edit_value import EditValueScreen
 
         def with_step(value: str | None) -> None:
             if value is None:
                 return
             try:
-                if not value.strip().isdigit():
-                    raise UserError(f"{value!r} is not a step number")
-                at = int(value)
-                point = fork_point(load(parent).events, at, parent)
+                at, point = self.controller.fork_step(parent, value)
             except UserError as e:
                 self.report(e, title="fork")
                 return
@@ -312,12 +232,12 @@ class TuiAgentApp(KeysInOrder):
         else:
             with_step(str(step))
 
-    def ask_edit(self, parent: Path, target: EditTarget) -> None:
-        """Edit ``target`` of the saved run ``parent`` in a text area, then choose the settings and
-        continue from the edit as a fork on the solve screen (compared with its parent when it ends)."""
-        from tuiagent.core.fork import edit_point, text_edit
-        from tuiagent.core.trajectory import load
+    def on_ask_edit(self, asked: msg.AskEdit) -> None:
+        """Edit the target of a saved run in a text area, then choose the settings and continue from
+        the edit as a fork on the solve screen (compared with its parent when it ends)."""
         from tuiagent.ui.screens.edit_text import EditTextScreen
+
+        parent, target = asked.parent, asked.target
 
         if target.target == "text":
             title = f"step {target.step}: the model's text"
@@ -332,19 +252,16 @@ class TuiAgentApp(KeysInOrder):
             if text == target.current:
                 self.notify("nothing changed: f forks without an edit", severity="warning")
                 return
-            token, replacement = text_edit(target.tokens, text) if target.target == "text" else (None, text)
             try:
-                point = edit_point(
-                    load(parent).events, target.step, target.target, replacement, token=token, path=parent
-                )
+                point, edit = self.controller.edit_point(parent, target, text)
             except UserError as e:
                 self.report(e, title="edit")
                 return
-            where = f" from token {token}" if token is not None else ""
+            where = f" from token {edit[2]}" if edit[2] is not None else ""
             self._ask_fork_settings(
                 point,
                 f"{point.edit.what if point.edit else target.target} of step {target.step} edited{where}: continue under (enter)",
-                lambda preset: self.run_fork(parent, target.step, preset, (target.target, replacement, token)),
+                lambda preset: self.run_fork(parent, target.step, preset, edit),
             )
 
         language = "python" if target.target == "code" else None
@@ -356,46 +273,19 @@ class TuiAgentApp(KeysInOrder):
     def _ask_fork_settings(self, point: ForkPoint, title: str, then: Callable[[Preset | None], object]) -> None:
         """The settings a fork at ``point`` runs under: the parent's (first: it then repeats the parent
         exactly where nothing was edited), none, all or a preset; ``then`` gets None for the parent's."""
-        from tuiagent.core.fork import guards_at
         from tuiagent.ui.screens.presets import PresetsScreen
 
         try:
-            guards, settings = guards_at(point)
-            named = self.preset_choices()
+            choices = self.controller.fork_choices(point)
         except UserError as e:
             self.report(e, title="fork")
             return
-        recorded = Preset(
-            self.AS_RECORDED,
-            RunSpec(guards=guards, guard_settings=settings),
-            description="the parent's settings: only the edit differs"
-            if point.edit
-            else "the parent's settings: repeats its next step exactly",
-        )
 
         def chosen(preset: Preset | None) -> None:
             if preset is not None:
-                then(None if preset.name == self.AS_RECORDED else preset)
+                then(None if preset.name == AS_RECORDED else preset)
 
-        self.push_screen(PresetsScreen([recorded, *named], title), chosen)
-
-    def presets(self) -> dict[str, Preset]:
-        """The presets for the model in use (its calibration's ``recommended``, the user's), read
-        afresh each time, so after a model switch they are the new model's."""
-        from tuiagent.presets import load_presets
-
-        model = self.session.spec.id if self.session.spec is not None else self.config.model
-        return load_presets(model=model, models_file=self.config.models_file)
-
-    def preset_choices(self) -> list[Preset]:
-        """None, all and every preset for the model in use, as the preset dialogs list them."""
-        return [Preset("none", RunSpec(guards=())), Preset("all", RunSpec(guards=("all",))), *self.presets().values()]
-
-    def use_run_settings(self, spec: RunSpec) -> None:
-        """The budgets, sampling, mode and kernel of ``spec`` for the next runs (a preset chosen in the
-        app: those it does not give go back to their defaults); the guard choices are the panel's."""
-        self.config = _with(self.config, run_spec=replace(spec, guards=(), guard_settings={}))
-        self.session.config = self.config
+        self.push_screen(PresetsScreen(choices, title), chosen)
 
     @work(exclusive=True, group="fork", exit_on_error=False, name="fork")
     async def run_fork(
@@ -407,6 +297,9 @@ class TuiAgentApp(KeysInOrder):
         screen = self.screen
         assert isinstance(screen, SolveScreen), screen
         screen.fork(parent, step, preset, edit)
+
+    def on_open_compare(self, asked: msg.OpenCompare) -> None:
+        self.open_compare(asked.paths)
 
     def open_compare(self, paths: Iterable[Path]) -> None:
         self.pending["compare"] = [Path(p) for p in paths]
@@ -430,6 +323,9 @@ class TuiAgentApp(KeysInOrder):
             return
         self.change_model(model_id)
 
+    def on_rerun_as(self, asked: msg.RerunAs) -> None:
+        self.rerun_as(asked.problem, asked.gold, asked.columns)
+
     @work(exclusive=True, group="rerun-as", exit_on_error=False, name="rerun as")
     async def rerun_as(self, problem: str, gold: str | None, columns: list[str]) -> None:
         """Run ``problem`` on the compare screen under ``columns`` (guard settings or presets)."""
@@ -443,26 +339,19 @@ class TuiAgentApp(KeysInOrder):
         if any(w.group == "run" and w.is_running for w in self.workers):
             self.notify("stop the run before reloading the model", severity="warning")
             return
-        self.session.set_state("loading")  # at once: no second reload, and the crash dialog closes
-        self.model_state = (self.session.model_id, "loading", "")
+        self.controller.reloading()
         self.change_model(self.config.model)
 
     @work(exclusive=True, group="model-switch", exit_on_error=False, name="change model")
     async def change_model(self, model_id: str | None) -> None:
         """Close the model and open ``model_id`` (None: the default one), keeping the guard choices."""
-        old = self.session
-        await old.aclose()
-        self.config = _with(self.config, model=model_id)
-        self.session = ModelSession(self.config)
-        self.session.enabled, self.session.overrides = old.enabled, old.overrides  # keep the guard choices
         try:
-            self.session.resolve()
+            load = await self.controller.change_model(model_id)
         except UserError as e:
-            self.session.set_state("failed", str(e))
-            self.model_state = (self.session.model_id, "failed", "")
             self.report(e, title="configuration")
             return
-        self.ensure_model()
+        if load:
+            self.load_model()
 
     def action_export(self) -> None:
         paths = self.screen.saved_runs() if isinstance(self.screen, RunScreen) else []
@@ -479,17 +368,14 @@ class TuiAgentApp(KeysInOrder):
         self.push_screen(ExportScreen(what), partial(self._export, paths))
 
     def _export(self, paths: list[Path], choice: tuple[str, bool] | None) -> None:
-        from tuiagent.export import default_output, export_runs
-
         if choice is None:
             return
         fmt, shade = choice
         if fmt == "inspect":
             self._export_inspect(paths)
             return
-        out = default_output(paths, fmt)
         try:
-            out.write_text(export_runs(paths, fmt, shade=shade, math=not self.raw_math), encoding="utf-8")
+            out = self.controller.export(paths, fmt, shade=shade, math=not self.raw_math)
         except (UserError, OSError) as e:
             self.report(e, title="export")
             return
@@ -560,10 +446,6 @@ class TuiAgentApp(KeysInOrder):
 
     def _run_binding(self, action: str, node: Any) -> None:
         self.call_later(self.run_action, action, node)
-
-
-def _with(config: AppConfig, **changes: Any) -> AppConfig:
-    return replace(config, **changes)
 
 
 def make_app(

@@ -14,10 +14,11 @@ from textual.content import Content
 from tuiagent.core import events as ev
 from tuiagent.runs import RunInfo, recent_runs
 from tuiagent.ui.describe import describe_event
+from tuiagent.ui.messages import OpenReplay
 from tuiagent.ui.run_screen import ReplayedRun
 
 if TYPE_CHECKING:
-    from tuiagent.ui.app import TuiAgentApp
+    from tuiagent.ui.host import HostApp
 
 # Hits shown per provider at most (ours: more would not be read in a palette).
 MAX_HITS = 40
@@ -89,7 +90,7 @@ class SavedRunsSearch(Provider):
     if TYPE_CHECKING:  # the app this runs in (textual types it App[object])
 
         @property
-        def app(self) -> TuiAgentApp: ...
+        def app(self) -> HostApp: ...
 
     async def startup(self) -> None:
         self.runs: list[RunInfo] = await asyncio.to_thread(recent_runs)
@@ -107,7 +108,7 @@ class SavedRunsSearch(Provider):
             yield Hit(
                 0.5,
                 Content.assemble(("saved run · ", "$text-muted"), line),
-                lambda path=info.path: app.open_replay(path),
+                lambda path=info.path: app.post_message(OpenReplay(path)),
                 help=f"replay {info.path.name}",
             )
             n += 1

@@ -25,6 +25,7 @@ from tuiagent.errors import UserError
 from tuiagent.presets import grammar
 from tuiagent.runner import run_problem
 from tuiagent.ui.errors import describe_error
+from tuiagent.ui.messages import ModelCrashed
 from tuiagent.ui.widgets.compare_grid import CompareGrid
 from tuiagent.ui.widgets.compare_summary import CompareSummary
 from tuiagent.ui.widgets.problem_input import ProblemInput
@@ -34,7 +35,7 @@ if TYPE_CHECKING:
     from textual import getters
     from textual.worker import Worker
 
-    from tuiagent.ui.app import TuiAgentApp
+    from tuiagent.ui.host import HostApp
 
 MAX_COLUMNS = 4
 
@@ -51,7 +52,7 @@ def fork_label(events: list[ev.Event]) -> str:
 
 class CompareScreen(Screen[None]):
     if TYPE_CHECKING:  # the app this runs in, typed the way textual types its own (textual.getters.app)
-        app = getters.app(TuiAgentApp)
+        app = getters.app(HostApp)
 
     BINDINGS = [
         Binding("ctrl+r", "run", "Run all", priority=True),
@@ -162,7 +163,7 @@ class CompareScreen(Screen[None]):
     def column_specs(self) -> list[tuple[str, RunSpec]]:
         """Each column's setting string (the one grammar, with the presets of the model in use) as
         (its label, naming everything it sets; its spec)."""
-        words = grammar(self.app.presets())
+        words = grammar(self.app.controller.presets())
         specs = [words.parse(box.value or "none") for box in self.query(".column-spec").results(Input)]
         return [(words.text(spec), spec) for spec in specs]
 
@@ -235,7 +236,9 @@ class CompareScreen(Screen[None]):
             self.notify(f"at most {MAX_COLUMNS} columns", severity="warning")
             return
         taken = {box.value.strip() for box in self.query(".column-spec").results(Input)}
-        fresh = next((c for c in ("none", "all", *self.app.presets(), *available()) if c not in taken), "attc")
+        fresh = next(
+            (c for c in ("none", "all", *self.app.controller.presets(), *available()) if c not in taken), "attc"
+        )
         self.query_one("#compare-columns").mount(self._column_input(fresh))
         self.call_after_refresh(self._refresh)  # the summary row follows the columns
 
@@ -272,7 +275,7 @@ class CompareScreen(Screen[None]):
                     await self.app.session.drop_columns_backend()
                     self.errors[i] = "the comparison's model process died; run again to reload it"
                 elif r.reason == "backend_crashed":
-                    self.app.model_crashed(self.events[i])
+                    self.post_message(ModelCrashed(self.events[i]))
         finally:
             self._set_running(False)
             self._refresh()

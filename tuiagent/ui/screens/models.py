@@ -12,12 +12,12 @@ from tuiagent.ui.screens.chooser import ChooserScreen
 if TYPE_CHECKING:
     from textual import getters
 
-    from tuiagent.ui.app import TuiAgentApp
+    from tuiagent.ui.host import HostApp
 
 
 class ModelsScreen(ChooserScreen):
     if TYPE_CHECKING:  # the app this runs in, typed the way textual types its own (textual.getters.app)
-        app = getters.app(TuiAgentApp)
+        app = getters.app(HostApp)
 
     def __init__(self, current: str):
         super().__init__("choose a model (enter loads it; the current one is unloaded)")

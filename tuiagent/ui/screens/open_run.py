@@ -26,7 +26,7 @@ from tuiagent.runs import RunInfo, recent_runs
 if TYPE_CHECKING:
     from textual import getters
 
-    from tuiagent.ui.app import TuiAgentApp
+    from tuiagent.ui.host import HostApp
 
 # (title, width, sort key) of each column; the problem's width (None) is what the others leave.
 COLUMNS: list[tuple[str, int | None, Callable[[RunInfo], Any]]] = [
@@ -90,7 +90,7 @@ class OpenRunScreen(ModalScreen[tuple[str, list[Path]] | None]):
     """Returns ("replay", [path]), ("compare", paths) or ("export", paths); None when closed."""
 
     if TYPE_CHECKING:  # the app this runs in, typed the way textual types its own (textual.getters.app)
-        app = getters.app(TuiAgentApp)
+        app = getters.app(HostApp)
 
     BINDINGS = [
         Binding("escape", "close", "Close"),

@@ -19,6 +19,7 @@ from tuiagent.core.context import working_context
 from tuiagent.core.fork import edit_target
 from tuiagent.core.trajectory import TrajectoryError, load
 from tuiagent.ui.describe import describe_event, is_guard_decision
+from tuiagent.ui.messages import AskEdit, AskFork
 from tuiagent.ui.search import RunSearch
 from tuiagent.ui.widgets.context_view import ContextView
 from tuiagent.ui.widgets.replay_bar import ReplayBar
@@ -29,7 +30,7 @@ from tuiagent.ui.widgets.trajectory import TrajectoryView
 if TYPE_CHECKING:
     from textual import getters
 
-    from tuiagent.ui.app import TuiAgentApp
+    from tuiagent.ui.host import HostApp
 
 EVENT = Binding.Group("event", compact=True)
 STEP = Binding.Group("step", compact=True)
@@ -39,7 +40,7 @@ ENDS = Binding.Group("start/end")
 
 class ReplayScreen(Screen[None]):
     if TYPE_CHECKING:  # the app this runs in, typed the way textual types its own (textual.getters.app)
-        app = getters.app(TuiAgentApp)
+        app = getters.app(HostApp)
 
     COMMANDS = {RunSearch}  # ctrl+p searches this run too
 
@@ -192,7 +193,7 @@ class ReplayScreen(Screen[None]):
         if self.path is None:
             return
         turn = next((e.turn for e in reversed(self.events[: self.position]) if isinstance(e, ev.TurnStarted)), 1)
-        self.app.ask_fork(self.path, max(turn - 1, 0))
+        self.post_message(AskFork(self.path, max(turn - 1, 0)))
 
     def action_edit(self) -> None:
         """Edit the item in view (its tool output, its code, or its text from the token in view on) and
@@ -205,7 +206,7 @@ class ReplayScreen(Screen[None]):
         if target is None:
             self.notify("step into a turn first (→ or n): e edits its text, code or output", severity="warning")
             return
-        self.app.ask_edit(self.path, target)
+        self.post_message(AskEdit(self.path, target))
 
     def action_copy_answer(self) -> None:
         fin = next((e for e in reversed(self.events) if isinstance(e, ev.RunFinished)), None)

@@ -28,6 +28,7 @@ from tuiagent.errors import UserError
 from tuiagent.presets import Preset, grammar
 from tuiagent.runner import RunInput, run_problem, trajectory_path
 from tuiagent.ui.guard_state import states_from_chain, validate
+from tuiagent.ui.messages import AskFork, ModelCrashed, OpenCompare, RerunAs
 from tuiagent.ui.screens.confirm_code import ConfirmCodeScreen
 from tuiagent.ui.screens.fault_menu import FaultMenuScreen
 from tuiagent.ui.widgets.code_block import CodeBlockView
@@ -41,14 +42,14 @@ if TYPE_CHECKING:
     from textual import getters
     from textual.worker import Worker
 
-    from tuiagent.ui.app import TuiAgentApp
+    from tuiagent.ui.host import HostApp
 
 
 class SolveScreen(Screen[None]):
     """The default screen."""
 
     if TYPE_CHECKING:  # the app this runs in, typed the way textual types its own (textual.getters.app)
-        app = getters.app(TuiAgentApp)
+        app = getters.app(HostApp)
 
     BINDINGS = [
         Binding("ctrl+r", "run", "Run", priority=True),
@@ -405,11 +406,11 @@ class SolveScreen(Screen[None]):
                 await backend.aclose()
         if fork is not None and fork.edit is not None and self.finished is not None and self.run_path is not None:
             assert self.parent_path is not None
-            self.app.open_compare([self.parent_path, self.run_path])  # the edit beside what it replaced
+            self.post_message(OpenCompare([self.parent_path, self.run_path]))  # the edit beside what it replaced
         elif fork is not None and self.finished is not None:
             self.notify("fork finished: f12 compares it with its parent", timeout=6)
         if self.finished is not None and self.finished.reason == "backend_crashed":
-            self.app.model_crashed(trajectory.events)
+            self.post_message(ModelCrashed(trajectory.events))
 
     def on_run_event(self, e: ev.Event) -> None:
         """Every event of the run, as it happens: counted, drawn, and passed to the guard panel."""
@@ -468,7 +469,7 @@ class SolveScreen(Screen[None]):
         """None, all and every preset for the model in use, in the order they are numbered from 0;
         None (after a notice) when a presets file is bad."""
         try:
-            return self.app.preset_choices()
+            return self.app.controller.preset_choices()
         except UserError as e:
             self.app.report(e, title="presets")
             return None
@@ -499,7 +500,7 @@ class SolveScreen(Screen[None]):
 
         def chosen(preset: Preset | None) -> None:
             if preset is not None:
-                self.app.rerun_as(problem, gold, [current, preset.name])
+                self.post_message(RerunAs(problem, gold, [current, preset.name]))
 
         self.choose_preset(
             chosen, "run this problem again under a preset, beside the current settings, on the compare screen (enter)"
@@ -510,7 +511,7 @@ class SolveScreen(Screen[None]):
         if self.run_path is None or not self.run_path.exists():
             self.notify("run something first: a fork continues a saved run", severity="warning")
             return
-        self.app.ask_fork(self.run_path, None)
+        self.post_message(AskFork(self.run_path, None))
 
     def action_inject_fault(self) -> None:
         """Choose a fault kind; it is armed for the next tool output of the running solve."""
@@ -531,7 +532,7 @@ class SolveScreen(Screen[None]):
 
     def action_compare_parent(self) -> None:
         if self.parent_path is not None and self.run_path is not None:
-            self.app.open_compare([self.parent_path, self.run_path])
+            self.post_message(OpenCompare([self.parent_path, self.run_path]))
 
     def on_guard_panel_preset_wanted(self, message: GuardPanel.PresetWanted) -> None:
         if message.number is None:
@@ -568,7 +569,7 @@ class SolveScreen(Screen[None]):
                     self.on_guard_panel_changed(GuardPanel.Changed(name, setting=(key, wanted[key])))
             if state.enabled != (name in on):
                 self.on_guard_panel_changed(GuardPanel.Changed(name, enabled=name in on))
-        self.app.use_run_settings(preset.spec)
+        self.app.controller.use_run_settings(preset.spec)
         self.notify(f"preset {preset.name}: its guards now, its budgets and sampling from the next run", timeout=3)
 
     def on_guard_panel_changed(self, message: GuardPanel.Changed) -> None:
