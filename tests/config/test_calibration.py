@@ -133,3 +133,21 @@ def test_resolve_lays_the_layers_in_their_documented_order(tmp_path):
     chain = guard_chain(spec, preset.merged(typed))
     assert chain is not None and chain.settings["attc"].threshold == 0.9 and chain.enabled == {"attc"}
     assert set(resolve(RunSpec(), spec, toggleable=True).guard_configs) >= {"attc", "prunetir", "gstep", "tim"}
+
+
+def test_a_process_reads_its_models_files_once_and_again_when_one_changes(tmp_path, monkeypatch):
+    """load_models keeps what it read while every file it came from (the models files, present or
+    not, and each calibration file an entry names) stays as it was."""
+    monkeypatch.setenv("TUIAGENT_CONFIG_DIR", str(tmp_path / "config"))
+    calibration = write(tmp_path / "cal" / "m.toml", CALIBRATION)
+    file = models_file(tmp_path)
+    first = load_models(file)
+    assert load_models(file) is first  # read once
+    calibration.write_text(CALIBRATION.replace("threshold = 0.91", "threshold = 0.93"))
+    again = load_models(file)
+    assert again is not first and again.get("m").guards["attc"] == {"threshold": 0.93}  # the calibration changed
+    assert load_models(file) is again
+    file.write_text(file.read_text() + '\n[models.n]\nbackend = "scripted"\n[models.n.source]\nkind = "script"\n')
+    assert "n" in load_models(file)  # the models file changed
+    write(tmp_path / "config" / "models.toml", '[models.u]\nbackend = "scripted"\n[models.u.source]\nkind = "script"\n')
+    assert "u" in load_models(file)  # a user models file that appeared since

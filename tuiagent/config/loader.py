@@ -383,9 +383,37 @@ class ModelRegistry:
         return f"ModelRegistry(default={self.default!r}, models={self.ids()!r})"
 
 
+# [ours] A process reads its models files once: the registry is kept with the state of every file it
+# came from (each models file, present or not, and each calibration file an entry names) and read
+# again only when one of them changed, so a run, its guards, presets and judges share one read and
+# an edit between two runs of the app is still seen.
+_READ: dict[tuple[str, ...], tuple[tuple[tuple[str, tuple[int, ...] | None], ...], ModelRegistry]] = {}
+
+
+def _state(path: str) -> tuple[str, tuple[int, ...] | None]:
+    try:
+        st = Path(path).stat()
+    except OSError:
+        return path, None
+    return path, (st.st_mtime_ns, st.st_ctime_ns, st.st_size, st.st_ino)
+
+
 def load_models(user_file: Path | str | None = None) -> ModelRegistry:
     """Read the shipped models.toml, then ``<config dir>/models.toml`` if present, then ``user_file``
-    (the ``--models`` option; it must exist)."""
+    (the ``--models`` option; it must exist). Kept while none of the files it read changes."""
+    files = (str(shipped_models_file()), str(paths.user_models_file()))
+    key = (*files, str(Path(user_file).expanduser()) if user_file is not None else "")
+    held = _READ.get(key)
+    if held is not None and all(_state(seen[0]) == seen for seen in held[0]):
+        return held[1]
+    before = [_state(path) for path in key if path]  # taken first: a file changed while it is read is read again
+    registry = _read_models(user_file)
+    calibrations = {spec.calibration.file for spec in registry if spec.calibration is not None}
+    _READ[key] = ((*before, *map(_state, sorted(calibrations))), registry)
+    return registry
+
+
+def _read_models(user_file: Path | str | None) -> ModelRegistry:
     shipped = shipped_models_file()
     try:
         sources: list[tuple[str, str]] = [(str(shipped), shipped.read_text(encoding="utf-8"))]  # our own file
