@@ -619,13 +619,13 @@ def calibrate(
     import shlex
 
     from tuiagent import paths
+    from tuiagent.core.jsonl_store import JsonlStore
     from tuiagent.training.calibrate import calibrate as run_calibration
-    from tuiagent.training.gstep import load_records
 
     if not data.is_file():
         raise typer.BadParameter(f"no such file: {data}", param_hint="--data")
     records = records or paths.data_dir() / "calibration" / f"records-{model}.jsonl"
-    if n and load_records(records) and not resume:
+    if n and JsonlStore(records).records and not resume:
         raise UserError(f"{records} already holds questions: add --resume to continue it, or give another --records")
     try:
         run_calibration(

@@ -2,7 +2,7 @@ r"""G-STEP's 120 gate features, one code path for the guard (online) and the tra
 
 A :class:`GateInput` is built from the loop's :class:`~guards.base.RunView` at an answer attempt
 (:func:`gate_input_from_view`) or from a compact collection record
-(``tuiagent.training.gstep.gate_input_from_record``); :func:`features` turns it into the vector:
+(``guards.gstep.training.gate_input_from_record``); :func:`features` turns it into the vector:
 24 numeric features (``NUMERIC_NAMES``, each defined in ``DEFINITIONS``), then hashed bins over
 the reasoning text (or, for a gate trained so, the candidate final text: ``TEXT_BINS``) and the
 last successful output. The layout, the hashing, the terms the

@@ -5,7 +5,7 @@ over 120 features of the run (guards.gstep.features) decide: commit the answer, 
 one more, corrected tool call (a *replan*, *force* or *duplicate* prompt where those apply). The
 gate reads the run in the frame it was trained in and warns when its inputs lie outside its
 training range. ``weights``: "auto" (the gate shipped for the default model), "off" or a path to
-an .npz written by tuiagent.training.gstep. The rules in order, the prompts, the gate, its training
+an .npz written by guards.gstep.training. The rules in order, the prompts, the gate, its training
 and every constant with its source: docs/papers/tool-use-tax.md#g-step.
 """
 
@@ -125,7 +125,7 @@ class Gate:
     def from_file(cls, path: Path) -> Gate:
         path = Path(path)
         if not path.is_file():
-            raise GateError(f"no G-STEP weights at {path} (train them: python -m tuiagent.training.gstep train ...)")
+            raise GateError(f"no G-STEP weights at {path} (train them: python -m guards.gstep.training train ...)")
         try:
             with np.load(path, allow_pickle=False) as data:
                 arrays = {k: data[k] for k in data.files}
@@ -418,7 +418,7 @@ class GStep(GuardBase):
             "the gate file: 'auto' = the gate shipped for the default model "
             f"({DEFAULT_GATE_MODEL}), 'off' = no gate (never continue; what a "
             "calibration writes when no tau helps), or a path to an .npz from "
-            "tuiagent.training.gstep",
+            "guards.gstep.training",
             check=_weights_check,
             allowed="auto, off or a file path",
             tag="default",

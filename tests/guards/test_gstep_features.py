@@ -23,11 +23,11 @@ from guards.gstep.features import (
     normalise_code,
     numbers,
 )
+from guards.gstep.training import gate_input_from_record, record_from_events
 from kernels.base import CellResult, Output
 from tuiagent.backends.scripted import ScriptedBackend, load_script
 from tuiagent.core.loop import Agent
 from tuiagent.protocol import RunSettings
-from tuiagent.training.gstep import gate_input_from_record, record_from_events
 
 # Trajectory A: two good calls, then the answer.
 A_TURNS = [

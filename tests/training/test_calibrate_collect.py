@@ -11,10 +11,10 @@ from pathlib import Path
 import pytest
 
 import tuiagent.runner
+from guards.gstep.training import load_records
 from kernels.base import CellResult, Output
 from tuiagent.core.jsonl_store import JsonlStore
 from tuiagent.training.calibrate_collect import collect
-from tuiagent.training.gstep import load_records
 
 
 def write_data(path: Path, n: int) -> Path:

@@ -13,12 +13,12 @@ import numpy as np
 import pytest
 
 import tuiagent.runner
+from guards.gstep import training as gt
 from guards.gstep.features import N_FEATURES, features
 from guards.gstep.guard import Gate, GStep
+from guards.gstep.training import gate_input_from_record
 from kernels.base import CellResult, Output
 from tuiagent.core.jsonl_store import JsonlStore
-from tuiagent.training import gstep as gt
-from tuiagent.training.gstep import gate_input_from_record
 
 sklearn = pytest.importorskip("sklearn", reason="the train extra (scikit-learn) is not installed")
 

@@ -24,6 +24,7 @@ from typing import Any
 
 import numpy as np
 
+from guards.gstep.training import load_records
 from tuiagent.training.calibrate_collect import HELDOUT_EVERY, RECORD_VERSION, collect, is_heldout
 from tuiagent.training.calibrate_fit import (
     RARE,
@@ -37,7 +38,6 @@ from tuiagent.training.calibrate_fit import (
     fit_separation,
     net_effect,
 )
-from tuiagent.training.gstep import load_records
 
 FLAG_ONLY = ("necessity", "tim")  # guards that annotate only: a run generates what `none` generates
 GSTEP_MARGIN = 3  # [ours] fixed - broken on the validation questions for G-STEP to count as helping (tau
@@ -161,7 +161,7 @@ PAPER_TAU = 0.05  # [paper] G-STEP's tau, shown beside the chosen one
 
 def gate_data(records: Sequence[dict[str, Any]]) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[dict[str, Any]]]:
     from guards.gstep.features import N_FEATURES
-    from tuiagent.training.gstep import samples
+    from guards.gstep.training import samples
 
     if not any(r["tool"].get("reason") == "answer" for r in records):  # no state at which the gate is asked
         return np.zeros((0, N_FEATURES)), np.zeros(0, dtype=np.int64), np.zeros(0), []
@@ -175,7 +175,7 @@ def fit_gstep(
     """The gate on the training questions, tau on the validation held-out questions (by the measured
     continues), both reported on the test held-out questions."""
     from guards.gstep.guard import Gate
-    from tuiagent.training.gstep import fit_gate, train_budget
+    from guards.gstep.training import fit_gate, train_budget
 
     budget = train_budget(train)
     x, y, w, _ = gate_data(train)
@@ -230,7 +230,7 @@ def learning_curve(split: Split, *, seed: int = 0) -> list[dict[str, Any]]:
     import warnings
 
     from guards.gstep.guard import Gate
-    from tuiagent.training.gstep import fit_gate
+    from guards.gstep.training import fit_gate
 
     h_conf, h_right, _ = attc_data(split.heldout)
     h_p, h_need, _ = necessity_data(split.heldout)
@@ -598,7 +598,7 @@ def render_report(res: Result, meta: dict[str, Any], command: str) -> str:
 
 def write(res: Result, out_dir: Path, meta: dict[str, Any], command: str) -> Path:
     """Write <model>.toml, <model>.md and, when the gate is used, <model>-gstep.npz; returns the TOML."""
-    from tuiagent.training.gstep import export_gate
+    from guards.gstep.training import export_gate
 
     out_dir.mkdir(parents=True, exist_ok=True)
     gate_file = None

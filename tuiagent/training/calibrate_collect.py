@@ -17,10 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from tuiagent.backends.base import Sessions
-from tuiagent.core.batch import run_batch
-from tuiagent.core.run_spec import RunSpec
-from tuiagent.training.gstep import (
+from guards.gstep.training import (
     load_records,
     open_records,
     read_questions,
@@ -28,6 +25,9 @@ from tuiagent.training.gstep import (
     run_part,
     scratch_dir,
 )
+from tuiagent.backends.base import Sessions
+from tuiagent.core.batch import run_batch
+from tuiagent.core.run_spec import RunSpec
 
 RECORD_VERSION = 2
 HELDOUT_EVERY = 5  # [ours] question ids divisible by this are held out from every fit

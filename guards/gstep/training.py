@@ -1,8 +1,8 @@
 """G-STEP's training pipeline: collect runs of our own model, train the gate, report.
 
-    python -m tuiagent.training.gstep collect --model MODEL --data FILE --n 200 --records FILE
-    python -m tuiagent.training.gstep train --records FILE --out GATE.npz --report GATE.md
-    python -m tuiagent.training.gstep report --records FILE
+    python -m guards.gstep.training collect --model MODEL --data FILE --n 200 --records FILE
+    python -m guards.gstep.training train --records FILE --out GATE.npz --report GATE.md
+    python -m guards.gstep.training report --records FILE
 
 ``collect`` runs each question in CoT and tool mode through the real loop (guards off, greedy) and
 appends one compact record a line (resumable, Ctrl-C finishes the question); ``train`` computes the
@@ -516,7 +516,7 @@ def render_report(
     lines = [
         f"# G-STEP gate for {meta['model']}",
         "",
-        f"Created {meta['created']} by `python -m tuiagent.training.gstep train` from `{meta['records']}`.",
+        f"Created {meta['created']} by `python -m guards.gstep.training train` from `{meta['records']}`.",
         "",
         "## Data",
         "",
@@ -609,7 +609,7 @@ def render_report(
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m tuiagent.training.gstep", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(prog="python -m guards.gstep.training", description=__doc__.split("\n\n")[0])
     sub = parser.add_subparsers(dest="command", required=True)
     c = sub.add_parser("collect", help="run questions in CoT and tool mode, append compact records")
     c.add_argument("--model", default=None, help="model id from models.toml (default: the default model)")
