@@ -5,9 +5,10 @@ distractor variants beside the clean questions, and the judge's A-F pass."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
+from guards.gstep.distractors import DISTRACTOR_PREFIX, DISTRACTORS, check_answers_unchanged, distractor_variants
 from guards.gstep.tooltax import (
     CHAIN,
     NOT_JUDGED,
@@ -26,12 +27,23 @@ from guards.gstep.tooltax_tables import tooltax_tables
 from tuiagent.core.judge import Judge
 from tuiagent.core.judge_prompts import prompt
 from tuiagent.core.judge_store import JudgementStore
+from tuiagent.errors import ConfigError
 from tuiagent.eval.judging import judged, with_judge
-from tuiagent.eval.protocols import DatasetData, EvalProtocol, JudgePass, Record, Table, cell
+from tuiagent.eval.protocols import (
+    DatasetData,
+    EvalProtocol,
+    JudgePass,
+    Record,
+    Switch,
+    Table,
+    VariantPass,
+    cell,
+    plus_list,
+)
 from tuiagent.eval.stats import right, rounded
-from tuiagent.eval.variants import DISTRACTOR_PREFIX
 
 if TYPE_CHECKING:
+    from tuiagent.eval.datasets import Problem
     from tuiagent.eval.harness import EvalConfig
 
 CONDITIONS = ("full", "cot", "fcstyle", "noop", "oracle", "evidence", "max1")
@@ -144,19 +156,89 @@ class ToolUseTax(EvalProtocol):
     title = "The tool-use tax (arXiv 2605.00136): seven conditions, the Δ chain, A-F taxonomy, distractors"
     order = 10
     settings = {"tooltax": CONDITIONS, "tooltax-calculator": CALCULATOR}
-    made_by = "--distractors (the semantic distractor variants the tax is defined on)"
-    judge_use = "the A-F taxonomy's judged parts (the whole chain of conditions, e.g. --protocol tooltax)"
+    switches = {
+        "distractors": Switch(
+            "also run model-written variants of each problem, one semantic distractor each (section 2.1: thematic, "
+            "paraphrase, parallel, hedged), cached in the user cache dir; with --judge, a variant the judge says "
+            "changes the answer is left out",
+            {
+                "types": f"only these types, joined by +: {', '.join(DISTRACTORS)}",
+                "model": "the models.toml model that writes them (default: the model under test)",
+            },
+        )
+    }
+    judge_use = (
+        "whether each distractor variant keeps its answer (--protocol distractors), and the A-F taxonomy's "
+        "judged parts (the whole chain of conditions, e.g. --protocol tooltax)"
+    )
+
+    def configure(self, value: str, given: Mapping[str, str]) -> dict[str, Any]:
+        types = plus_list(given["types"]) if "types" in given else list(DISTRACTORS)
+        unknown = [t for t in types if t not in DISTRACTORS]
+        if unknown or not types:
+            raise ConfigError(
+                f"unknown distractor type {', '.join(unknown) or '(none)'}", fix=f"use {', '.join(DISTRACTORS)}"
+            )
+        return {"types": types, "model": given.get("model")}
+
+    def types(self, cfg: EvalConfig) -> list[str]:
+        return list(self.options(cfg).get("types", []))
+
+    def check(self, cfg: EvalConfig) -> None:
+        """A writer that is not a models.toml model is said before any run."""
+        model = self.options(cfg).get("model")
+        if model:
+            from tuiagent.config import load_models
+
+            load_models(cfg.models_file).get(model)
+
+    def manifest(self, cfg: EvalConfig, previous: Mapping[str, Any]) -> dict[str, Any]:
+        return {"distractors": self.types(cfg)}
+
+    async def written_variants(self, problems: list[Problem], pass_: VariantPass) -> list[Problem]:
+        """The distractor variants the text checks and, with ``--judge``, the judge keep."""
+        cfg = pass_.cfg
+        if not self.types(cfg):
+            return []
+        factory, close, model_id = pass_.backend(self.options(cfg).get("model"))
+        made, invalid = await distractor_variants(
+            problems,
+            self.types(cfg),
+            model_id=model_id,
+            backend_factory=factory,
+            close_backend=close,
+            on_progress=pass_.on_progress,
+            log=pass_.log,
+        )
+        if invalid:
+            pass_.log(
+                f"{len(invalid)} distractor variant(s) failed the text checks (a number or sentence of the question "
+                "lost, a question asked, a value of the solution stated) and are left out (listed in the report)"
+            )
+        validity: dict[str, Any] = {"judge": None, "judged": 0, "changed": 0, "unparseable": 0}
+        if cfg.judge:
+            made, changed, validity = await with_judge(
+                cfg.judge,
+                cfg.models_file,
+                cfg.out,
+                lambda judge: check_answers_unchanged(judge, made, pass_.log),
+                concurrency=cfg.concurrency,
+            )
+            invalid += changed
+        pass_.left_out.extend(invalid)
+        pass_.notes.update({"distractor_model": model_id, "distractor_validity": validity})
+        return made
 
     def advise(self, cfg: EvalConfig) -> list[str]:
-        if cfg.distractors or not self._whole_chain(cfg):
+        if self.types(cfg) or not self._whole_chain(cfg):
             return []
         return [
-            "the tool-use tax is defined on semantic-distractor variants; without --distractors its section is "
-            "computed on the questions as written (and says so)"
+            "the tool-use tax is defined on semantic-distractor variants; without --protocol distractors its "
+            "section is computed on the questions as written (and says so)"
         ]
 
     def judges(self, cfg: EvalConfig) -> bool:
-        return self._whole_chain(cfg)
+        return self._whole_chain(cfg) or bool(self.types(cfg))
 
     @staticmethod
     def _whole_chain(cfg: EvalConfig) -> bool:

@@ -22,16 +22,16 @@ from typing import Any
 import numpy as np
 
 from guards.gstep.conditions import LABELS as CONDITION_LABELS
+from guards.gstep.distractors import DISTRACTOR_PREFIX
 from guards.gstep.guard import GATE_OFF
 from tuiagent.core.steps import run_pieces
 from tuiagent.eval.datasets import numbers_in
 from tuiagent.eval.results import run_events
 from tuiagent.eval.stats import N_BOOT, bootstrap_mean, paired_bootstrap, percentile_ci, right, rounded
 from tuiagent.eval.stats import wilson as stats_wilson
-from tuiagent.eval.variants import DISTRACTOR_PREFIX
 from tuiagent.protocol import RunPiece
 
-# The paper's abbreviations of the distractor types (section 2.1) for ours (eval.variants.DISTRACTORS).
+# The paper's abbreviations of the distractor types (section 2.1) for ours (guards.gstep.distractors.DISTRACTORS).
 TYPE_NAMES = {"thematic": "TB", "paraphrase": "SP", "parallel": "PED", "hedged": "HU"}
 CHAIN = ("cot", "fcstyle", "noop", "full")  # the degradation chain, Eq. (1)
 TOOL_CONDITIONS = ("noop", "full", "oracle", "evidence", "max1")

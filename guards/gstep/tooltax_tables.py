@@ -52,7 +52,7 @@ TOOL_WORDS = {
 def scope_title(t: dict[str, Any]) -> str:
     if t["scope"] == "distractors":
         return "on the semantic-distractor variants (pooled over types, and per type)"
-    return "on the questions as written (no distractor variant: no --distractors, or every one left out)"
+    return "on the questions as written (no distractor variant: no --protocol distractors, or every one left out)"
 
 
 def tooltax_tables(t: dict[str, Any], dataset: str, validity: dict[str, Any] | None = None) -> list[Table]:

@@ -51,7 +51,7 @@ async def test_the_seven_tool_use_tax_conditions(tmp_path, dataset):
     logs: list[str] = []
     outcome = await run_eval(cfg, backend_factory=Factory(tooltax_turns), kernels=KERNELS, log=logs.append)
     assert outcome.ran == 28
-    assert any("without --distractors its section is computed on the questions as written" in m for m in logs)
+    assert any("without --protocol distractors its section is computed on the questions as written" in m for m in logs)
     records = ResultStore(cfg.out).records
 
     def events(key):

@@ -4,14 +4,7 @@ from __future__ import annotations
 
 import json
 
-from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, number_in
-from tuiagent import paths
-from tuiagent.backends.scripted import ScriptedBackend, split_tokens
-from tuiagent.eval.datasets import Problem
-from tuiagent.eval.harness import EvalConfig, run_eval
-from tuiagent.eval.report import summary_from_store, to_markdown
-from tuiagent.eval.results import ResultStore
-from tuiagent.eval.variants import (
+from guards.gstep.distractors import (
     DISTRACTORS,
     distractor_prompt,
     distractor_variants,
@@ -22,6 +15,13 @@ from tuiagent.eval.variants import (
     solution_values,
     valid_variant,
 )
+from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, number_in
+from tuiagent import paths
+from tuiagent.backends.scripted import ScriptedBackend, split_tokens
+from tuiagent.eval.datasets import Problem
+from tuiagent.eval.harness import EvalConfig, run_eval
+from tuiagent.eval.report import summary_from_store, to_markdown
+from tuiagent.eval.results import ResultStore
 from tuiagent.presets import resolve_settings
 
 KINDS = ["thematic", "parallel"]
@@ -190,12 +190,13 @@ async def test_eval_reports_accuracy_per_distractor_type_beside_clean(tmp_path, 
         settings=resolve_settings(["none"]),
         out=tmp_path / "out",
         model="scripted",
-        distractors=KINDS,
+        protocols=["distractors"],
+        options={"tooltax": {"types": KINDS, "model": None}},
     )
     outcome = await run_eval(
         cfg,
         backend_factory=Factory(turns),
-        distractor_backend=writer_factory,
+        variant_backend=writer_factory,
         kernels={"jupyter": lambda gold=None: CalcKernel()},
         log=lambda m: None,
     )

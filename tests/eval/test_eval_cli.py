@@ -90,7 +90,7 @@ def test_a_bad_setting_exits_2_before_any_run(tmp_path):
     assert (
         unknown.returncode == 2
         and "unknown protocol 'nope'" in unknown.stderr
-        and "cues, prunetir-ablation, tim, tooltax" in unknown.stderr
+        and "cues, distractors, prunetir-ablation, tim, tooltax" in unknown.stderr
     )
     assert not (tmp_path / "x").exists()
 

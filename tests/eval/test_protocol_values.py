@@ -13,6 +13,9 @@ def test_a_settings_value_adds_its_settings_once_and_a_switch_turns_its_options_
     assert picked.options == {"necessity": {"cues": ["cell", "web_index"]}, "attc": {"audit": True}}
     assert chosen(["cues"]).options == {"necessity": {"cues": ["cell", "usr_bin", "code"]}}  # the paper's code cues
     assert chosen([]) == chosen(())
+    distractors = chosen(["tooltax", "distractors:types=thematic+hedged,model=qwen2.5-coder-0.5b"])
+    assert distractors.options == {"tooltax": {"types": ["thematic", "hedged"], "model": "qwen2.5-coder-0.5b"}}
+    assert chosen(["distractors"]).options["tooltax"]["types"] == ["thematic", "paraphrase", "parallel", "hedged"]
 
 
 @pytest.mark.parametrize(
@@ -23,6 +26,7 @@ def test_a_settings_value_adds_its_settings_once_and_a_switch_turns_its_options_
         ("cues:cue=cell+nope", "unknown cue nope"),
         ("cues:cue", "'cue' is not KEY=VALUE"),
         ("tim:x=1", "--protocol tim takes no keys"),
+        ("distractors:types=thematic+loud", "unknown distractor type loud"),
     ],
 )
 def test_a_bad_value_says_what_is_wrong_and_what_is_offered(text, says):

@@ -312,14 +312,15 @@ async def test_an_eval_with_distractors_a_judge_and_the_seven_conditions(tmp_pat
         out=tmp_path / "out",
         model="scripted",
         models_file=models,
-        distractors=KINDS,
+        protocols=["distractors"],
+        options={"tooltax": {"types": KINDS, "model": None}},
         judge="judge",
     )
     logs: list[str] = []
     outcome = await run_eval(
         cfg,
         backend_factory=Factory(turns),
-        distractor_backend=writer_factory,
+        variant_backend=writer_factory,
         kernels={"jupyter": lambda gold=None: CalcKernel()},
         log=logs.append,
     )

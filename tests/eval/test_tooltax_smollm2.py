@@ -1,4 +1,4 @@
-"""`tuiagent eval --protocol tooltax --distractors` end to end on the real SmolLM2-135M, with a scripted
+"""`tuiagent eval --protocol tooltax --protocol distractors` end to end on the real SmolLM2-135M, with a scripted
 judge: SmolLM2 writes the hedged variant's added text (inserted into the question; left out when it
 asks a question, else judged), the parallel-entity variant is a hand-written one already in the cache (so the section is
 on distractors whatever SmolLM2 writes), and the seven conditions run in real kernels."""
@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from guards.gstep.distractors import cache_file
 from tests.backends.conftest import smollm2_path  # noqa: F401 - a fixture
 from tests.eval.test_cue_probe import models_file
-from tuiagent.eval.variants import cache_file
 
 pytestmark = pytest.mark.slow
 
@@ -58,11 +58,8 @@ def test_the_protocol_with_distractors_on_smollm2(tmp_path: Path, smollm2_path):
         "1",
         "--protocol",
         "tooltax",
-        "--distractors",
-        "--distractor-type",
-        "parallel",
-        "--distractor-type",
-        "hedged",
+        "--protocol",
+        "distractors:types=parallel+hedged",
         "--judge",
         "judge",
         "--max-tokens",

@@ -5,7 +5,7 @@ what the prompt asks for in the form it asks for; the judge counts those.
 
 A paper's prompts live in its package and register through the ``tuiagent.judge_prompts`` entry
 point (``guards.attc.prompts``, ``guards.tim.prompts``, ``guards.necessity.judging``,
-``guards.gstep.prompts``); the ones here are shared (the distractor check the harness asks, the gold
+``guards.gstep.prompts``); the ones here are shared (the distractor check the tool-use tax asks before the runs, the gold
 steps that the tool-use tax and the TIM protocol both ask), with the readers any prompt may use.
 """
 

@@ -105,22 +105,6 @@ def eval_command(
         str | None, typer.Option(help="JSONL field holding the gold answer (#### N and \\boxed{} are read).")
     ] = None,
     id_field: Annotated[str | None, typer.Option(help="JSONL field holding the problem id.")] = None,
-    distractors: Annotated[
-        bool,
-        typer.Option(
-            "--distractors",
-            help=(
-                "Semantic-distractor stress test: also run model-written variants of each problem (thematic, paraphrase, "
-                "parallel, hedged), cached in the user cache dir."
-            ),
-        ),
-    ] = False,
-    distractor_types: Annotated[
-        list[str] | None, typer.Option("--distractor-type", help="Only these distractor types (repeat).")
-    ] = None,
-    distractor_model: Annotated[
-        str | None, typer.Option(help="Model that writes the distractor variants (default: --model).")
-    ] = None,
     inject: Annotated[
         list[str] | None,
         typer.Option(
@@ -149,8 +133,8 @@ def eval_command(
             help=(
                 "The judge model (a models.toml id: a local model, a server, vLLM): with --protocol cues it judges each "
                 "executed call's necessity (Spurious Tool Use, Appendix A.3), with --protocol tim the TIM metrics (Appendix "
-                "A.2-A.4), with --protocol attc-audit ATTC's audits, with --distractors whether each variant keeps its "
-                "answer (a variant it says does not is left out); judgements are cached in the results directory. Never "
+                "A.2-A.4), with --protocol attc-audit ATTC's audits, with --protocol distractors whether each variant keeps "
+                "its answer (a variant it says does not is left out); judgements are cached in the results directory. Never "
                 "the model under test unless named (then a warning)."
             ),
         ),
@@ -265,7 +249,6 @@ def eval_command(
     from tuiagent.eval.merge import merge_shards
     from tuiagent.eval.results import MANIFEST
     from tuiagent.eval.shards import parse_shard
-    from tuiagent.eval.variants import DISTRACTORS
     from tuiagent.runner import resolve_spec
     from tuiagent.safetext import terminal_console
 
@@ -324,10 +307,6 @@ def eval_command(
                 raise UserError(
                     f"--baseline {baseline!r} is not one of the settings: {', '.join(s.name for s in settings)}"
                 )
-            types = _split(distractor_types) or (list(DISTRACTORS) if distractors else [])
-            for kind in types:
-                if kind not in DISTRACTORS:
-                    raise UserError(f"unknown distractor type {kind!r}; use {', '.join(DISTRACTORS)}")
             from tuiagent.core.faults import parse_kinds
 
             kinds = parse_kinds(inject or [])
@@ -361,8 +340,6 @@ def eval_command(
                 offset=offset,
                 ids=set(_split(problem_id)) or None,
                 fields=Fields(question_field, answer_field, id_field),
-                distractors=types,
-                distractor_model=distractor_model,
                 concurrency=concurrency,
                 sandbox=check_sandbox(sandbox),
                 base=base,
@@ -484,7 +461,7 @@ def _run_with_progress(cfg: EvalConfig, err: Console, quiet: bool) -> EvalOutcom
 
     def on_variant(n: int, total: int) -> None:
         if n == total or n % 10 == 0:
-            log(f"distractor variants: {n}/{total}")
+            log(f"variants written: {n}/{total}")
 
     stopped_by: list[signal.Signals] = []
     with progress:

@@ -28,13 +28,12 @@ from tuiagent.core.run_spec import RunSpec
 from tuiagent.errors import UserError
 from tuiagent.eval.datasets import Fields, Problem, load_dataset, select
 from tuiagent.eval.faults_report import job_plan
-from tuiagent.eval.judging import check_answers_unchanged, check_judge, with_judge
+from tuiagent.eval.judging import check_judge
 from tuiagent.eval.metrics import run_record
-from tuiagent.eval.protocols import JudgePass, installed, ran_protocols
+from tuiagent.eval.protocols import JudgePass, VariantPass, installed, ran_protocols
 from tuiagent.eval.results import ResultStore, legacy_safe_name, run_key, safe_name, trajectory_path
 from tuiagent.eval.reuse import GenerationMemo, ReusingBackend
 from tuiagent.eval.shards import describe, shard_name, shard_of
-from tuiagent.eval.variants import distractor_variants
 from tuiagent.presets import Preset
 
 if TYPE_CHECKING:
@@ -88,8 +87,6 @@ class EvalConfig:
     offset: int = 0
     ids: set[str] | None = None
     fields: Fields = field(default_factory=Fields)
-    distractors: list[str] = field(default_factory=list)
-    distractor_model: str | None = None
     concurrency: int = 1
     base: RunSpec = field(default_factory=RunSpec)
     retry_errors: bool = False
@@ -499,69 +496,19 @@ class EvalRunner:
         return outcome
 
 
-async def judge_variants(
-    cfg: EvalConfig, variants: list[Problem], log: Callable[[str], None]
-) -> tuple[list[Problem], list[dict[str, Any]], dict[str, Any]]:
-    """The distractor variants the judge ``cfg.judge`` says keep their answer (eval.judging), its
-    judgements cached with the eval's."""
-    result: tuple[list[Problem], list[dict[str, Any]], dict[str, Any]] = await with_judge(
-        cfg.judge or "",
-        cfg.models_file,
-        cfg.out,
-        lambda judge: check_answers_unchanged(judge, variants, log),
-        concurrency=cfg.concurrency,
-    )
-    return result
-
-
-async def build_problems(
-    cfg: EvalConfig,
-    spec: Any,
-    *,
-    log: Callable[[str], None] = print,
-    distractor_backend: Callable[[], Any] | None = None,
-    close_distractor_backend: bool = True,
-    on_progress: Callable[[int, int], None] | None = None,
-) -> tuple[list[Problem], list[dict[str, Any]], dict[str, Any] | None]:
-    """The clean problems plus their cue and distractor variants, the invalid distractors apart (those
-    that fail the text checks of ``eval.variants.valid_variant``, and with ``cfg.judge`` those whose
-    answer it says changes), and the judge's tally of that check (None without distractors; ``judge``
-    None when nothing checked the answers)."""
+async def build_problems(cfg: EvalConfig, pass_: VariantPass) -> list[Problem]:
+    """The clean problems and every protocol's variants of them, each variant next to its problem
+    (those a protocol left out in ``pass_.left_out``, what it records in ``pass_.notes``)."""
     problems = load_problems(cfg)
     variants: list[Problem] = []
-    invalid: list[dict[str, Any]] = []
-    validity: dict[str, Any] | None = None
     for protocol in installed():
         variants += protocol.variants(problems, cfg)
-    if cfg.distractors:
-        from tuiagent.runner import open_model, resolve_spec
-
-        dspec = spec if not cfg.distractor_model else resolve_spec(cfg.distractor_model, cfg.models_file)
-        factory = distractor_backend or (lambda: open_model(dspec, cfg.script))
-        made, invalid = await distractor_variants(
-            problems,
-            cfg.distractors,
-            model_id=dspec.id,
-            backend_factory=factory,
-            close_backend=close_distractor_backend,
-            on_progress=on_progress,
-            log=log,
-        )
-        if invalid:
-            log(
-                f"{len(invalid)} distractor variant(s) failed the text checks (a number or sentence of the question "
-                "lost, a question asked, a value of the solution stated) and are left out (listed in the report)"
-            )
-        validity = {"judge": None, "judged": 0, "changed": 0, "unparseable": 0}
-        if cfg.judge:
-            made, changed, validity = await judge_variants(cfg, made, log)
-            invalid += changed
-        variants += made
+        variants += await protocol.written_variants(problems, pass_)
     # variants next to their problem, so problem-major order keeps a problem's runs together
     order = {(p.dataset, p.id): i for i, p in enumerate(problems)}
     everything = problems + variants
     everything.sort(key=lambda p: (order[(p.dataset, p.id)], p.variant))
-    return everything, invalid, validity
+    return everything
 
 
 async def judge_runs(
@@ -587,7 +534,7 @@ async def run_eval(
     *,
     log: Callable[[str], None] = print,
     backend_factory: Callable[[Job], Any] | None = None,
-    distractor_backend: Callable[[], Any] | None = None,
+    variant_backend: Callable[[], Any] | None = None,
     kernels: dict[str, Callable[..., Any]] | None = None,
     pooled: tuple[str, ...] = ("jupyter",),
     on_plan: Callable[[int, int], None] | None = None,
@@ -596,7 +543,7 @@ async def run_eval(
 ) -> EvalOutcome:
     """Load, plan and run an eval (resuming what ``cfg.out`` already holds). ``on_plan(total, done)``
     is called once the jobs are known, ``on_record`` after each finished run."""
-    from tuiagent.runner import resolve_spec
+    from tuiagent.runner import open_model, resolve_spec
 
     spec = resolve_spec(cfg.model, cfg.models_file)
     if (
@@ -612,12 +559,9 @@ async def run_eval(
         protocol.check(cfg)
     if cfg.judge:
         check_judge(cfg.judge, spec.id, cfg.models_file, log)
-        if not cfg.distractors and not any(p.judges(cfg) for p in installed()):
+        if not any(p.judges(cfg) for p in installed()):
             uses = "; ".join(p.judge_use for p in installed() if p.judge_use)
-            log(
-                f"note: the judge {cfg.judge} asks nothing in this eval; it judges whether distractor variants "
-                f"(--distractors) keep their answer, and {uses}"
-            )
+            log(f"note: the judge {cfg.judge} asks nothing in this eval; it judges {uses}")
     for protocol in installed():
         cfg.settings = [*cfg.settings, *protocol.added_settings(cfg, log)]
     for protocol in installed():
@@ -639,29 +583,25 @@ async def run_eval(
             spec.id, fingerprints, {s.name: s.fingerprint(runner.base_run(legacy=True)) for s in cfg.settings}
         )
         runner.check(cfg.settings)  # before anything costly: a bad setting fails here
-        reuse = (
-            cfg.distractors
-            and distractor_backend is None
-            and backend_factory is None
-            and cfg.distractor_model in (None, spec.id)
-            and spec.backend not in PER_RUN_BACKENDS
-        )
-        if reuse:  # the eval's own model writes what the cache lacks: loaded on first need, once
 
-            def own_model() -> Any:
-                runner._open_shared()
-                return runner.shared_backend
+        def variant_model(model_id: str | None) -> tuple[Callable[[], Any], bool, str]:
+            """The backend a protocol's variants are written with: the eval's own model, the one its
+            runs share, opened once on first need; another named model, opened for them alone."""
+            named = spec if model_id in (None, spec.id) else resolve_spec(model_id, cfg.models_file)
+            if variant_backend is not None:  # tests: a double of their own
+                return variant_backend, True, named.id
+            if named is spec and backend_factory is None and spec.backend not in PER_RUN_BACKENDS:
 
-            distractor_backend = own_model
+                def own_model() -> Any:
+                    runner._open_shared()
+                    return runner.shared_backend
+
+                return own_model, False, spec.id
+            return (lambda: open_model(named, cfg.script)), True, named.id
+
+        made = VariantPass(cfg, spec.id, variant_model, log, on_variant_progress)
         try:
-            problems, invalid, validity = await build_problems(
-                cfg,
-                spec,
-                log=log,
-                distractor_backend=distractor_backend,
-                close_distractor_backend=not reuse,
-                on_progress=on_variant_progress,
-            )
+            problems = await build_problems(cfg, made)
         except BaseException:
             await runner.aclose()
             raise
@@ -690,13 +630,11 @@ async def run_eval(
                 "seeds": cfg.seeds,
                 "limit": cfg.limit,
                 "offset": cfg.offset,
-                "distractors": cfg.distractors,
-                "distractor_model": cfg.distractor_model or (spec.id if cfg.distractors else None),
                 "run": runner.base().run,  # the budgets in force (no wall clock unless asked)
                 "sampling": cfg.base.sampling,
                 "concurrency": runner.concurrency,
-                "invalid_variants": invalid,
-                "distractor_validity": validity,
+                "invalid_variants": made.left_out,
+                **made.notes,
                 "sessions": previous.get("sessions", []),
                 "judge": cfg.judge or previous.get("judge"),
                 "protocols": list(dict.fromkeys([*ran_protocols(previous), *cfg.protocols])),
@@ -721,7 +659,7 @@ async def run_eval(
             raise
         finally:
             outcome = runner.outcome
-            outcome.invalid_variants = invalid
+            outcome.invalid_variants = made.left_out
             manifest = store.manifest() or {}
             manifest.setdefault("sessions", []).append(
                 {

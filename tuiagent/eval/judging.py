@@ -4,15 +4,12 @@ runs), and what they cost, for the report.
 
 A pass asks a list of questions (a registered prompt and its inputs) and caches each answer. What
 each protocol asks is its own (``eval.protocols``: the cue probe's necessity of each call, ATTC's
-audits, the TIM metrics, the tool-use tax's A-F taxonomy); what the harness asks itself, before any
-run: whether each semantic-distractor variant keeps its answer (``answer_unchanged``, our prompt): a
-variant the judge says changes it is left out, as one that lost a number is. Each pass goes through
-``with_judge`` or ``judge_eval``.
+audits, the TIM metrics, the tool-use tax's A-F taxonomy and, before any run, whether each of its
+semantic-distractor variants keeps its answer). Each pass goes through ``with_judge`` or ``judge_eval``.
 """
 
 from __future__ import annotations
 
-import math
 from collections.abc import Awaitable, Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -20,8 +17,6 @@ from typing import Any
 from tuiagent.core.judge import Judge, JudgeModels, answering, judge_model, key_of
 from tuiagent.core.judge_prompts import UNPARSEABLE, JudgePrompt, prompt
 from tuiagent.core.judge_store import JudgementStore
-
-ANSWER_UNCHANGED = prompt("answer_unchanged")
 
 
 def same_model_warning(judge: str, model: str) -> str | None:
@@ -130,54 +125,3 @@ def judge_cost(store: JudgementStore, judge: str) -> dict[str, Any]:
 def judge_summary(store: JudgementStore, judge: str, model: str) -> dict[str, Any]:
     """What the report says of a judge: its cost, with the warning when it is the model under test."""
     return judge_cost(store, judge) | {"warning": same_model_warning(judge, model)}
-
-
-async def check_answers_unchanged(
-    judge: Judge, variants: list[Any], log: Callable[[str], None]
-) -> tuple[list[Any], list[dict[str, Any]], dict[str, Any]]:
-    """The distractor variants (``Problem``s with a ``clean_question``) whose answer the judge says is
-    unchanged; those it says change it, as invalid entries; and the tally for the report. A reply
-    that does not parse keeps the variant and is counted (the check says nothing about it). The tally
-    also gives the mean probability the judge gave its reply's first token (``reply_p``; None without
-    log-probabilities): near 0.5, its yes and no are a coin flip."""
-    kept, dropped = [], []
-    unparseable = 0
-    sure: list[float] = []
-    asked = [
-        (ANSWER_UNCHANGED, {"original": str(v.meta["clean_question"]), "variant": v.question, "answer": v.gold})
-        for v in variants
-    ]
-    for v, record in zip(variants, await judge.judgements(asked)):
-        value = record["value"]
-        first = (record.get("tokens") or [[None, None]])[0]
-        if first[1] is not None:
-            sure.append(math.exp(first[1]))
-        if value is False:
-            dropped.append(
-                {
-                    "dataset": v.dataset,
-                    "id": v.id,
-                    "kind": str(v.meta.get("distractor", v.variant)),
-                    "why": f"the judge {judge.model_id} says the answer changes",
-                    "cache": v.meta.get("cache"),
-                }
-            )
-            continue
-        unparseable += value == UNPARSEABLE
-        kept.append(v)
-    if variants:
-        log(
-            f"judge {judge.model_id}: {len(dropped)} of {len(variants)} distractor variant(s) change the answer "
-            f"(left out); {unparseable} repl(ies) unparseable (kept)"
-        )
-    return (
-        kept,
-        dropped,
-        {
-            "judge": judge.model_id,
-            "judged": len(variants),
-            "changed": len(dropped),
-            "unparseable": unparseable,
-            "reply_p": round(sum(sure) / len(sure), 3) if sure else None,
-        },
-    )

@@ -16,7 +16,8 @@ the report) and overrides what it has:
 - ``judge(pass_)``: its judging pass after the runs (with ``--judge``), cached in judgements.jsonl;
   ``judges(cfg)`` says whether it asks anything, ``advise(cfg)`` gives notes before the runs;
 - ``variants``, ``added_settings`` and ``skips``: the problems' variants it adds (cued questions,
-  injected faults), the settings its runs need, and the runs that would say nothing.
+  injected faults), the settings its runs need, and the runs that would say nothing;
+  ``written_variants``: variants a model writes before the runs (the tool-use tax's distractors).
 
 CONTRIBUTING.md walks through writing one.
 """
@@ -107,6 +108,21 @@ class StoredPass:
 
 
 @dataclass
+class VariantPass:
+    """What a protocol that has a model write its variants before the runs may use."""
+
+    cfg: EvalConfig
+    model_id: str  # the model under test
+    # a model id (None: the eval's own) -> (a factory of its backend, whether to close it after, its id);
+    # the eval's own model is the one its runs share, opened once on first need
+    backend: Callable[[str | None], tuple[Callable[[], Any], bool, str]]
+    log: Callable[[str], None]
+    on_progress: Callable[[int, int], None] | None = None
+    left_out: list[dict[str, Any]] = field(default_factory=list)  # {dataset, id, variant, why, ...}: reported
+    notes: dict[str, Any] = field(default_factory=dict)  # what it records in the directory's manifest
+
+
+@dataclass
 class JudgePass:
     """What a protocol's judging pass after the runs may use."""
 
@@ -162,6 +178,10 @@ class EvalProtocol:
 
     def variants(self, problems: list[Problem], cfg: EvalConfig) -> list[Problem]:
         """Variants of the problems it adds to the eval (each a Problem with its ``variant`` name)."""
+        return []
+
+    async def written_variants(self, problems: list[Problem], pass_: VariantPass) -> list[Problem]:
+        """Variants a model writes before the runs (its left-out ones in ``pass_.left_out``)."""
         return []
 
     def skips(self, problem: Problem, setting: Preset) -> bool:

@@ -46,7 +46,6 @@ from tuiagent.eval.stats import (
     rounded,
     tool_bin,
 )
-from tuiagent.eval.variants import DISTRACTOR_PREFIX
 
 if TYPE_CHECKING:
     from tuiagent.core.judge_store import JudgementStore
@@ -192,7 +191,10 @@ def summarize(
     setting's guards; ``distractor_validity``: the judge's answer-unchanged tally of the distractor
     variants; ``judgements``: the directory's cached judgements, read by ``judge`` and ``audit_judge``
     (each with what it cost); ``protocols``: the ``--protocol`` values the eval ran with."""
-    left_out = {(v["dataset"], str(v["id"]), DISTRACTOR_PREFIX + v["kind"]) for v in invalid_variants or []}
+    # [ours] a variant left out names itself; those left out before they did were distractors, by kind
+    left_out = {
+        (v["dataset"], str(v["id"]), v.get("variant") or f"distractor:{v['kind']}") for v in invalid_variants or []
+    }
     # a variant left out after it ran (a judge added on resuming) is not reported
     records = [r for r in records if (r["dataset"], str(r["problem_id"]), r.get("variant")) not in left_out]
     names = list(settings or [])
@@ -497,7 +499,7 @@ def print_terminal(summary: dict[str, Any], console: Any = None) -> None:
     if summary.get("time_cut"):
         console.print(time_cut_line(summary["time_cut"]))
     if summary["invalid_variants"]:
-        console.print(f"{len(summary['invalid_variants'])} distractor variant(s) left out (see summary.md)")
+        console.print(f"{len(summary['invalid_variants'])} variant(s) left out (see summary.md)")
 
 
 def plot(summary: dict[str, Any], directory: Path) -> list[Path] | str:

@@ -1,13 +1,15 @@
-"""Problem variants for the semantic-distractor test: each question rewritten by a model with one
-distractor that must not change the answer, after arXiv 2605.00136. What it measures, the distractor
-types, the cache and which variants are left out: docs/guards.md#evaluation-protocols. (The cue
-probe's variants are the necessity paper's: guards/necessity/cues.py.)
+"""The tool-use tax's semantic distractors (arXiv 2605.00136, section 2.1): each question rewritten
+by a model with one distractor that must not change the answer, checked by text rules and, with a
+judge, by asking it whether the answer stays (``answer_unchanged``, our prompt). ``--protocol
+distractors`` writes them before the runs (guards.gstep.protocol). What they measure, the types,
+the cache and which variants are left out: docs/papers/tool-use-tax.md.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import math
 import re
 import time
 from collections.abc import Callable, Collection
@@ -15,10 +17,10 @@ from pathlib import Path
 from typing import Any
 
 from tuiagent import paths
+from tuiagent.core.judge import Judge
+from tuiagent.core.judge_prompts import UNPARSEABLE, prompt
 from tuiagent.eval.datasets import Problem, numbers_in, with_variant
 from tuiagent.safe_read import CONFIG_BYTES, read_text
-
-# -- distractors -----------------------------------------------------------------------------------
 
 DISTRACTOR_PREFIX = "distractor:"
 # What the paper says each type does (section 2.1), and how it is made here. TB and PED: a sentence
@@ -187,7 +189,7 @@ def valid_variant(original: str, variant: str, solved: Collection[float] = (), c
     ``changed``, the one SP rewrites and HU hedges), adds or changes text, asks nothing more and,
     given ``solved`` (``solution_values``), states no value of the solution that the question does not
     (the writing prompt's "must not solve the problem" [ours: the check]); (ok, why not). Whether the
-    answer is unchanged is the judge's question (eval.judging.check_answers_unchanged)."""
+    answer is unchanged is the judge's question (check_answers_unchanged, below)."""
     if changed and (not variant or _flat(variant) == _flat(original)):
         return False, "the sentence came back as written"
     if not changed and (not variant or len(variant) <= len(original.strip())):
@@ -315,9 +317,73 @@ async def distractor_variants(
                 )
             else:
                 invalid.append(
-                    {"dataset": problem.dataset, "id": problem.id, "kind": kind, "why": why, "cache": str(path)}
+                    {
+                        "dataset": problem.dataset,
+                        "id": problem.id,
+                        "variant": DISTRACTOR_PREFIX + kind,
+                        "kind": kind,
+                        "why": why,
+                        "cache": str(path),
+                    }
                 )
     finally:
         if backend is not None and close_backend:
             await backend.aclose()
     return variants, invalid
+
+
+# -- the judge's check ----------------------------------------------------------------------------
+
+ANSWER_UNCHANGED = prompt("answer_unchanged")
+
+
+async def check_answers_unchanged(
+    judge: Judge, variants: list[Any], log: Callable[[str], None]
+) -> tuple[list[Any], list[dict[str, Any]], dict[str, Any]]:
+    """The distractor variants (``Problem``s with a ``clean_question``) whose answer the judge says is
+    unchanged; those it says change it, as invalid entries; and the tally for the report. A reply
+    that does not parse keeps the variant and is counted (the check says nothing about it). The tally
+    also gives the mean probability the judge gave its reply's first token (``reply_p``; None without
+    log-probabilities): near 0.5, its yes and no are a coin flip."""
+    kept, dropped = [], []
+    unparseable = 0
+    sure: list[float] = []
+    asked = [
+        (ANSWER_UNCHANGED, {"original": str(v.meta["clean_question"]), "variant": v.question, "answer": v.gold})
+        for v in variants
+    ]
+    for v, record in zip(variants, await judge.judgements(asked)):
+        value = record["value"]
+        first = (record.get("tokens") or [[None, None]])[0]
+        if first[1] is not None:
+            sure.append(math.exp(first[1]))
+        if value is False:
+            dropped.append(
+                {
+                    "dataset": v.dataset,
+                    "id": v.id,
+                    "variant": v.variant,
+                    "kind": str(v.meta.get("distractor", v.variant)),
+                    "why": f"the judge {judge.model_id} says the answer changes",
+                    "cache": v.meta.get("cache"),
+                }
+            )
+            continue
+        unparseable += value == UNPARSEABLE
+        kept.append(v)
+    if variants:
+        log(
+            f"judge {judge.model_id}: {len(dropped)} of {len(variants)} distractor variant(s) change the answer "
+            f"(left out); {unparseable} repl(ies) unparseable (kept)"
+        )
+    return (
+        kept,
+        dropped,
+        {
+            "judge": judge.model_id,
+            "judged": len(variants),
+            "changed": len(dropped),
+            "unparseable": unparseable,
+            "reply_p": round(sum(sure) / len(sure), 3) if sure else None,
+        },
+    )
