@@ -392,14 +392,14 @@ def test_each_paper_registers_its_own_prompts_through_an_entry_point():
     import guards.tim.prompts
     from tuiagent.core.judge_prompts import PROMPTS
 
-    assert set(PROMPTS) == {"answer_unchanged", "gold_steps"}  # the core carries only the shared ones
+    assert set(PROMPTS) == {"gold_steps"}  # the core carries only the shared one
     by_paper = {
         m.__name__: {p.id for p in m.PROMPTS}
         for m in (guards.attc.prompts, guards.gstep.prompts, guards.necessity.judging, guards.tim.prompts)
     }
     assert by_paper == {
         "guards.attc.prompts": {"attc_conflict", "attc_tool_ignored", "attc_tool_wrong"},
-        "guards.gstep.prompts": {"plan_mismatch"},
+        "guards.gstep.prompts": {"answer_unchanged", "plan_mismatch"},
         "guards.necessity.judging": {"necessity", "correctness"},
         "guards.tim.prompts": {"win_rate", "miss_rate", "error_types"},
     }

@@ -5,8 +5,8 @@ what the prompt asks for in the form it asks for; the judge counts those.
 
 A paper's prompts live in its package and register through the ``tuiagent.judge_prompts`` entry
 point (``guards.attc.prompts``, ``guards.tim.prompts``, ``guards.necessity.judging``,
-``guards.gstep.prompts``); the ones here are shared (the distractor check the tool-use tax asks before the runs, the gold
-steps that the tool-use tax and the TIM protocol both ask), with the readers any prompt may use.
+``guards.gstep.prompts``); the one here is shared (the gold steps that the tool-use
+tax and the TIM protocol both ask), with the readers any prompt may use.
 """
 
 from __future__ import annotations
@@ -75,16 +75,6 @@ def parse_yes_no(reply: JudgeReply) -> Any:
     return {"yes": True, "no": False}.get(word, UNPARSEABLE)
 
 
-# [ours] The tool-use-tax paper (arXiv 2605.00136) requires a distractor to leave the answer unchanged
-# but its copy here prints no check (Appendix F's workflow is missing): the judge is asked this.
-ANSWER_UNCHANGED_PROMPT = (
-    "Two versions of a math word problem follow. The second was written from the first by adding a "
-    "sentence that must not change the answer. The correct answer to the first is {answer}.\n\n"
-    "Problem 1:\n{original}\n\nProblem 2:\n{variant}\n\n"
-    "Is the correct answer to Problem 2 still {answer}? Reply with one word: yes or no."
-)
-
-
 def parse_count(reply: JudgeReply) -> Any:
     """A whole number 1..99 and nothing else (a trailing full stop aside)."""
     text = reply.text.strip().rstrip(".").strip()
@@ -101,15 +91,6 @@ GOLD_STEPS_PROMPT = (
 PROMPTS: dict[str, JudgePrompt] = {
     p.id: p
     for p in (
-        JudgePrompt(
-            "answer_unchanged",
-            1,
-            ANSWER_UNCHANGED_PROMPT,
-            "[ours] a distractor variant keeps its answer (tool-use tax, arXiv 2605.00136)",
-            parse_yes_no,
-            3,
-            ("original", "variant", "answer"),
-        ),
         JudgePrompt(
             "gold_steps",
             1,
