@@ -16,7 +16,7 @@ run: $(VENV)/.stamp-run
 # The suite in worker processes (pytest-xdist), two per CPU since many tests mostly wait (a kernel
 # starting, a cell's time limit), and at most one per 3 GiB of memory (a worker may hold the default
 # model). Each model a test loads decodes on one thread there, the tests that load one start first,
-# and a free worker takes the next test (tests/conftest.py). Measured in docs/benchmarks.md
+# and a free worker takes the next test (conftest.py). Measured in docs/benchmarks.md
 # ("The test suite"). PYTEST_WORKERS=0: one process.
 PYTEST_WORKERS ?= $(shell $(PYTHON) -c 'import os; gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") >> 30; print(max(1, min(2 * len(os.sched_getaffinity(0)), gib // 3)))' 2>/dev/null || echo 2)
 PYTEST_PARALLEL = $(if $(filter 0,$(PYTEST_WORKERS)),,-n $(PYTEST_WORKERS) --dist load --maxschedchunk 1)

@@ -14,7 +14,7 @@ holds the turns generated after the k-th resample: the replay backend switches b
 turn is requested with a seed it has not seen (PruneTIR's STPR/RTTS draw a new seed), which
 is how a real sampler would diverge. The kernel double answers by code text, so the same
 block gets the same output in both arms. ``expect`` pins what the guard must do on the file
-(tests/guards/test_prunetir.py checks it).
+(guards/prunetir/tests/test_prunetir.py checks it).
 
 WTN = tokens of the final working context, TCN = executed tool calls (pruned and resampled
 ones included). These are recorded scripts, not a model's fresh samples: after a prune the

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 
 from tuiagent.backends.scripted import ScriptedBackend, split_tokens
@@ -78,3 +79,18 @@ class CalcKernel:
 def number_in(question: str) -> int:
     """The i of 'What is i plus i?'."""
     return int(question.split("What is ", 1)[1].split(" ", 1)[0])
+
+
+def models_file(tmp_path, replies: list[str], logprobs: list[float] | None = None):
+    """A models.toml with a scripted judge that gives ``replies`` in order (with ``logprobs``, each
+    reply's tokens carry its log-probability; else none)."""
+    judge = tmp_path / "judge.jsonl"
+    lines = [{"text": r} | ({"logprob": logprobs[i]} if logprobs else {}) for i, r in enumerate(replies)]
+    judge.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    path = tmp_path / "models.toml"
+    path.write_text(
+        f'[models.judge]\nbackend = "scripted"\n[models.judge.source]\nkind = "script"\n'
+        f"path = {json.dumps(str(judge))}\n",
+        encoding="utf-8",
+    )
+    return path

@@ -1,4 +1,5 @@
-"""Shared fixtures. Test doubles here are named as such: they stand in for a kernel, never replace the real one."""
+"""The suite's shared fixtures and hooks, for tests/ and each paper's tests (guards/<paper>/tests).
+Test doubles here are named as such: they stand in for a kernel, never replace the real one."""
 
 from __future__ import annotations
 
@@ -69,7 +70,7 @@ def isolated_user_dirs(tmp_path_factory, monkeypatch):
 def unsure_trajectory(tmp_path: Path) -> Path:
     """tests/ui/data/guarded.jsonl with one token in five made unsure (p 0.22): token shading has
     something to draw."""
-    source = Path(__file__).parent / "ui" / "data" / "guarded.jsonl"
+    source = Path(__file__).parent / "tests" / "ui" / "data" / "guarded.jsonl"
     lines, n = [], 0
     for line in source.read_text(encoding="utf-8").splitlines():
         record = json.loads(line)

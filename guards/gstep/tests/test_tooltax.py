@@ -281,9 +281,8 @@ async def test_an_eval_with_distractors_a_judge_and_the_seven_conditions(tmp_pat
     """Scripted runs, a scripted distractor writer and a scripted judge: the judge drops the variant whose
     answer it says changes, OracleEvidence runs each variant on its clean question, and the section is
     on the distractor variants."""
-    from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, number_in
-    from tests.eval.test_cue_probe import models_file
-    from tests.eval.test_distractors import KINDS, writer
+    from guards.gstep.tests.test_distractors import KINDS, writer
+    from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, models_file, number_in
     from tuiagent.core.trajectory import load as load_trajectory
     from tuiagent.eval.datasets import Problem
     from tuiagent.eval.harness import EvalConfig, evidence_question, run_eval

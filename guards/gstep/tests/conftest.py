@@ -1,4 +1,5 @@
-"""Fixtures of the guard tests: hand-made G-STEP gate files."""
+"""Fixtures of G-STEP's and the tool-use tax's tests: hand-made G-STEP gate files, and the eval's
+(tests/eval/conftest.py) for the protocol's; the repository's conftest.py gives the rest."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import numpy as np
 import pytest
 
 from guards.gstep.features import N_FEATURES
+from tests.eval.conftest import dataset, factory, isolated_cache_dir  # noqa: F401
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ import pytest
 
 from guards.gstep.distractors import cache_file
 from tests.backends.conftest import smollm2_path  # noqa: F401 - a fixture
-from tests.eval.test_cue_probe import models_file
+from tests.eval.helpers import models_file
 
 pytestmark = pytest.mark.slow
 
@@ -74,7 +74,7 @@ def test_the_protocol_with_distractors_on_smollm2(tmp_path: Path, smollm2_path):
         "json",
         "-q",
     ]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=Path(__file__).resolve().parents[2])
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=Path(__file__).resolve().parents[3])
     assert done.returncode == 0, done.stderr
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     t = summary["datasets"]["gsm1"]["tooltax"]

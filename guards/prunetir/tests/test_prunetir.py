@@ -627,7 +627,7 @@ def test_loop_applies_only_sampling_fields():
 def _bench():
     """The benchmark's replay helpers (bench/ is not a package)."""
     if "bench_prunetir" not in sys.modules:
-        path = Path(__file__).resolve().parents[2] / "bench" / "bench_prunetir.py"
+        path = Path(__file__).resolve().parents[3] / "bench" / "bench_prunetir.py"
         spec = importlib.util.spec_from_file_location("bench_prunetir", path)
         module = importlib.util.module_from_spec(spec)
         sys.modules[spec.name] = module  # dataclasses look their module up there
@@ -635,7 +635,7 @@ def _bench():
     return sys.modules["bench_prunetir"]
 
 
-DATA = sorted((Path(__file__).resolve().parents[1] / "data" / "erroneous").glob("*.jsonl"))
+DATA = sorted((Path(__file__).resolve().parents[3] / "tests" / "data" / "erroneous").glob("*.jsonl"))
 
 
 def test_there_are_recorded_trajectories():

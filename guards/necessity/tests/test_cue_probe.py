@@ -9,7 +9,7 @@ import pytest
 
 from guards.necessity.cue_probe import cue_section, cue_table
 from guards.necessity.cues import CODE_CUES, CUES, cue_variant
-from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, number_in
+from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, models_file, number_in
 from tuiagent.core.judge_prompts import UNPARSEABLE
 from tuiagent.core.judge_store import JUDGEMENTS
 from tuiagent.errors import ConfigError
@@ -165,21 +165,6 @@ def test_without_a_no_tool_setting_only_the_all_items_figure():
     assert list(section["figures"]) == ["all"] and section["no_tool_setting"] is None
     header, rows = cue_table({"none": section})
     assert rows[0][:3] == ["none", "all items (4)", "cell"] and "acc Y (no call)" in header
-
-
-def models_file(tmp_path, replies: list[str], logprobs: list[float] | None = None):
-    """A models.toml with a scripted judge that gives ``replies`` in order (with ``logprobs``, each
-    reply's tokens carry its log-probability; else none)."""
-    judge = tmp_path / "judge.jsonl"
-    lines = [{"text": r} | ({"logprob": logprobs[i]} if logprobs else {}) for i, r in enumerate(replies)]
-    judge.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
-    path = tmp_path / "models.toml"
-    path.write_text(
-        f'[models.judge]\nbackend = "scripted"\n[models.judge.source]\nkind = "script"\n'
-        f"path = {json.dumps(str(judge))}\n",
-        encoding="utf-8",
-    )
-    return path
 
 
 def cued_turns(job):
