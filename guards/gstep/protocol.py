@@ -5,7 +5,7 @@ distractor variants beside the clean questions, and the judge's A-F pass."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from guards.gstep.distractors import DISTRACTOR_PREFIX, DISTRACTORS, check_answers_unchanged, distractor_variants
@@ -151,6 +151,17 @@ async def judge_taxonomy(
     return asked
 
 
+def merged_validity(tallies: list[dict[str, Any] | None]) -> dict[str, Any] | None:
+    """The shards' answer-unchanged tallies of their distractor variants, summed (check_answers_unchanged)."""
+    present = [t for t in tallies if t]
+    if not present:
+        return None
+    return {
+        "judge": present[0].get("judge"),
+        **{k: sum(int(t.get(k) or 0) for t in present) for k in ("judged", "changed", "unparseable")},
+    }
+
+
 class ToolUseTax(EvalProtocol):
     name = "tooltax"
     title = "The tool-use tax (arXiv 2605.00136): seven conditions, the Δ chain, A-F taxonomy, distractors"
@@ -167,6 +178,7 @@ class ToolUseTax(EvalProtocol):
             },
         )
     }
+    same_in_shards = ("distractors", "distractor_model")
     judge_use = (
         "whether each distractor variant keeps its answer (--protocol distractors), and the A-F taxonomy's "
         "judged parts (the whole chain of conditions, e.g. --protocol tooltax)"
@@ -183,6 +195,9 @@ class ToolUseTax(EvalProtocol):
 
     def types(self, cfg: EvalConfig) -> list[str]:
         return list(self.options(cfg).get("types", []))
+
+    def merged(self, manifests: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        return {"distractor_validity": merged_validity([m.get("distractor_validity") for m in manifests])}
 
     def check(self, cfg: EvalConfig) -> None:
         """A writer that is not a models.toml model is said before any run."""
@@ -255,15 +270,14 @@ class ToolUseTax(EvalProtocol):
                 else None
             ),
             "distractors": distractor_section(data.records, e.settings),
+            "distractor_validity": e.manifest.get("distractor_validity"),
         }
 
     def tables(self, summary: dict[str, Any], dataset: str) -> list[Table]:
         d = summary["datasets"][dataset]
         out: list[Table] = []
         if d.get("tooltax"):
-            out += tooltax_tables(
-                d["tooltax"], dataset, summary.get("distractor_validity") if d["distractors"] else None
-            )
+            out += tooltax_tables(d["tooltax"], dataset, d.get("distractor_validity") if d["distractors"] else None)
         if d.get("distractors"):
             out.append(distractor_table(d["distractors"], dataset))
         return out

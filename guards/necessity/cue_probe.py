@@ -228,6 +228,7 @@ class CueProbe(EvalProtocol):
     title = "Spurious tool use (arXiv 2609.16268): the cue probe's ΔTool Y-N and Definition 1's utility test"
     order = 20
     judge_use = "each executed call's necessity on the cued items (--protocol cues)"
+    same_in_shards = ("cues",)
     switches = {
         "cues": Switch(
             "run each problem again with each of the paper's code-semantic cues (cell, usr_bin, code) and report "

@@ -88,6 +88,13 @@ async def test_a_merge_refuses_mixed_evals_and_says_what_is_missing(tmp_path, da
     path.write_text(json.dumps({**manifest, "model": "another"}))
     with pytest.raises(ResultsError, match="model differ"):
         merge_shards([one, two], tmp_path / "m")
+    path.write_text(json.dumps({**manifest, "cues": ["cell"]}))  # a key the cue probe's protocol names
+    with pytest.raises(ResultsError, match="cues differ"):
+        merge_shards([one, two], tmp_path / "m")
+    tally = {"judge": "j", "judged": 2, "changed": 1, "unparseable": 0}
+    path.write_text(json.dumps({**manifest, "distractor_validity": tally}))  # the tool-use tax's: summed
+    merge_shards([one, two], tmp_path / "summed")
+    assert json.loads((tmp_path / "summed" / MANIFEST).read_text())["distractor_validity"] == tally
     path.write_text(json.dumps(manifest))
     lines = (two / "results.jsonl").read_text().splitlines()
     kept = [line for line in lines if '"problem_id": "4"' not in line]  # a shard with a problem not run yet

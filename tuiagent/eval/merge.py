@@ -16,22 +16,12 @@ from pathlib import Path
 from typing import Any
 
 from tuiagent.core.judge_store import JUDGEMENTS, JudgementStore
+from tuiagent.eval.protocols import installed
 from tuiagent.eval.results import RESULTS, ResultsError, ResultStore
 
-# manifest keys every shard of one eval has equal (eval.harness.run_eval writes them)
-SAME = (
-    "model",
-    "backend",
-    "datasets",
-    "seeds",
-    "limit",
-    "offset",
-    "cues",
-    "distractors",
-    "distractor_model",
-    "run",
-    "sampling",
-)
+# manifest keys every shard of one eval has equal (eval.harness.run_eval writes them; each protocol
+# names its own, ``same_in_shards``)
+SAME = ("model", "backend", "datasets", "seeds", "limit", "offset", "run", "sampling")
 
 
 def _fingerprints(manifest: dict[str, Any]) -> dict[str, str]:
@@ -55,7 +45,7 @@ def check(dirs: list[Path], manifests: list[dict[str, Any]]) -> None:
     """Refuse shards that are not one eval's, or that overlap or leave a shard out."""
     first = manifests[0]
     for directory, manifest in zip(dirs[1:], manifests[1:], strict=True):
-        for key in SAME:
+        for key in (*SAME, *(k for p in installed() for k in p.same_in_shards)):
             if manifest.get(key) != first.get(key):
                 raise ResultsError(
                     f"{dirs[0]} and {directory} are not shards of one eval: their {key} differ "
@@ -131,18 +121,7 @@ def merge_shards(dirs: list[Path], out: Path) -> list[str]:
         "merged_from": [str(d) for d in dirs],
         "sessions": [s for m in manifests for s in m.get("sessions", [])],
         "invalid_variants": [v for m in manifests for v in m.get("invalid_variants", [])],
-        "distractor_validity": merged_validity([m.get("distractor_validity") for m in manifests]),
+        **{k: v for p in installed() for k, v in p.merged(manifests).items()},
     }
     target.write_manifest(merged)
     return incomplete
-
-
-def merged_validity(tallies: list[dict[str, Any] | None]) -> dict[str, Any] | None:
-    """The shards' answer-unchanged tallies of their distractor variants, summed (eval.judging)."""
-    present = [t for t in tallies if t]
-    if not present:
-        return None
-    return {
-        "judge": present[0].get("judge"),
-        **{k: sum(int(t.get(k) or 0) for t in present) for k in ("judged", "changed", "unparseable")},
-    }

@@ -25,7 +25,7 @@ CONTRIBUTING.md walks through writing one.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -73,6 +73,7 @@ class EvalData:
     judge: str | None = None  # the eval's judge (--judge)
     audit_judge: str | None = None  # the judge of ATTC's audits (--protocol attc-audit)
     protocols: frozenset[str] = frozenset()  # the --protocol values the eval ran with
+    manifest: Mapping[str, Any] = field(default_factory=dict)  # the directory's, what protocols recorded
 
 
 @dataclass(frozen=True)
@@ -142,6 +143,7 @@ class EvalProtocol:
     order: ClassVar[int] = 100
     settings: ClassVar[Mapping[str, tuple[str, ...]]] = {}
     switches: ClassVar[Mapping[str, Switch]] = {}
+    same_in_shards: ClassVar[tuple[str, ...]] = ()  # manifest keys every shard of one eval must agree on
     made_by: ClassVar[str] = ""  # the eval options that produce its runs, where no --protocol value does
     judge_use: ClassVar[str] = ""  # what its judging pass asks, and with which options (for the eval's notes)
 
@@ -159,6 +161,10 @@ class EvalProtocol:
 
     def manifest(self, cfg: EvalConfig, previous: Mapping[str, Any]) -> dict[str, Any]:
         """What it records in the directory's manifest (``previous``: the manifest before this session)."""
+        return {}
+
+    def merged(self, manifests: Sequence[Mapping[str, Any]]) -> dict[str, Any]:
+        """Its manifest entries for shards merged into one directory (``eval.merge``)."""
         return {}
 
     async def stored(self, pass_: StoredPass) -> None:

@@ -179,7 +179,7 @@ def summarize(
     modes: dict[str, str] | None = None,
     specs: dict[str, dict[str, Any]] | None = None,
     guards: dict[str, list[str]] | None = None,
-    distractor_validity: dict[str, Any] | None = None,
+    manifest: dict[str, Any] | None = None,
     judgements: JudgementStore | None = None,
     judge: dict[str, Any] | None = None,
     audit_judge: dict[str, Any] | None = None,
@@ -188,9 +188,9 @@ def summarize(
     """The whole summary as plain data (what summary.json holds): the accuracy and tool tables, and
     each installed protocol's sections (``eval.protocols``). ``modes``: each setting's mode (the cue
     probe's no-tool setting); ``specs``: each setting as the manifest describes it; ``guards``: each
-    setting's guards; ``distractor_validity``: the judge's answer-unchanged tally of the distractor
-    variants; ``judgements``: the directory's cached judgements, read by ``judge`` and ``audit_judge``
-    (each with what it cost); ``protocols``: the ``--protocol`` values the eval ran with."""
+    setting's guards; ``manifest``: the directory's (what each protocol recorded there);
+    ``judgements``: the directory's cached judgements, read by ``judge`` and ``audit_judge`` (each
+    with what it cost); ``protocols``: the ``--protocol`` values the eval ran with."""
     # [ours] a variant left out names itself; those left out before they did were distractors, by kind
     left_out = {
         (v["dataset"], str(v["id"]), v.get("variant") or f"distractor:{v['kind']}") for v in invalid_variants or []
@@ -216,6 +216,7 @@ def summarize(
         judge=judge["judge"] if judge else None,
         audit_judge=audit_judge["judge"] if audit_judge else None,
         protocols=frozenset(protocols),
+        manifest=manifest or {},
     )
     datasets: dict[str, Any] = {}
     for dataset in sorted({r["dataset"] for r in records}):
@@ -238,7 +239,6 @@ def summarize(
         "datasets": datasets,
         "invalid_variants": invalid_variants or [],
         "time_cut": sorted(r["key"] for r in records if r.get("reason") == "time_budget"),
-        "distractor_validity": distractor_validity,
         "judge": judge,
         "audit_judge": audit_judge,
     }
@@ -606,7 +606,7 @@ def summary_from_store(directory: Path, *, baseline: str | None = None) -> dict[
         invalid_variants=manifest.get("invalid_variants"),
         modes={s["name"]: str(s.get("run", {}).get("mode", "tool")) for s in settings},
         guards={s["name"]: list(s.get("guards") or []) for s in settings},
-        distractor_validity=manifest.get("distractor_validity"),
+        manifest=manifest,
         specs={s["name"]: s for s in settings},
         judgements=judgements,
         judge=judge_summary(judgements, judge_id, model) if judgements is not None and judge_id else None,

@@ -330,7 +330,7 @@ async def test_an_eval_with_distractors_a_judge_and_the_seven_conditions(tmp_pat
     assert evidence.problem == "What is 2 plus 2?"  # the clean question
     assert "cousin" in records["tiny/2~distractor:parallel/full/0"]["question"]
     summary = summary_from_store(cfg.out)
-    assert summary["distractor_validity"] == {
+    assert summary["datasets"]["tiny"]["distractor_validity"] == {
         "judge": "judge",
         "judged": 4,
         "changed": 1,

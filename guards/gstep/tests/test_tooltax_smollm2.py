@@ -79,7 +79,7 @@ def test_the_protocol_with_distractors_on_smollm2(tmp_path: Path, smollm2_path):
     summary = json.loads((out / "summary.json").read_text(encoding="utf-8"))
     t = summary["datasets"]["gsm1"]["tooltax"]
     assert t["missing"] == [] and len(t["settings"]) == 7
-    validity = summary["distractor_validity"]
+    validity = summary["datasets"]["gsm1"]["distractor_validity"]
     assert validity["judge"] == "judge" and validity["changed"] == 0
     assert t["scope"] == "distractors" and list(t["scopes"])[0] == "pooled" and "PED" in t["scopes"]
     assert [v["kind"] for v in summary["invalid_variants"]] in ([], ["hedged"])
