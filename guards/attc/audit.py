@@ -367,6 +367,7 @@ class ATTCAudits(EvalProtocol):
     title = "ATTC (arXiv 2604.08281, reference 00Dreamer00/ATTC): judged conflict, tool-ignored, wrong-output audits"
     order = 40
     judge_use = "ATTC's audits of whole runs (--protocol attc-audit)"
+    judge_keys = ("attc_audit",)
     switches = {
         "attc-audit": Switch(
             "with --judge: the judge reads each run whole, as ATTC's reference code does, for its reasoning-tool "
@@ -394,13 +395,15 @@ class ATTCAudits(EvalProtocol):
 
     def sections(self, data: DatasetData) -> dict[str, Any]:
         e = data.eval
-        if e.judgements is None or not e.audit_judge:
+        judge = e.manifest.get("attc_audit")
+        if e.judgements is None or not judge:
             return {"attc_audit": None}
-        return {"attc_audit": attc_section(data.clean, audit_values(data.records, e.judgements, e.audit_judge))}
+        section = attc_section(data.clean, audit_values(data.records, e.judgements, str(judge)))
+        return {"attc_audit": section, "attc_audit_judge": judge}
 
     def tables(self, summary: dict[str, Any], dataset: str) -> list[Table]:
         section = summary["datasets"][dataset].get("attc_audit")
-        judge = (summary.get("audit_judge") or {}).get("judge")
+        judge = summary["datasets"][dataset].get("attc_audit_judge")
         return attc_tables(section, dataset, judge, cell) if section else []
 
     def plots(self, summary: dict[str, Any], dataset: str, directory: Path, plt: Any) -> list[Path]:

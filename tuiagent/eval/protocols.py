@@ -71,7 +71,6 @@ class EvalData:
     specs: Mapping[str, dict[str, Any]] = field(default_factory=dict)  # each setting as the manifest has it
     judgements: JudgementStore | None = None
     judge: str | None = None  # the eval's judge (--judge)
-    audit_judge: str | None = None  # the judge of ATTC's audits (--protocol attc-audit)
     protocols: frozenset[str] = frozenset()  # the --protocol values the eval ran with
     manifest: Mapping[str, Any] = field(default_factory=dict)  # the directory's, what protocols recorded
 
@@ -144,6 +143,9 @@ class EvalProtocol:
     settings: ClassVar[Mapping[str, tuple[str, ...]]] = {}
     switches: ClassVar[Mapping[str, Switch]] = {}
     same_in_shards: ClassVar[tuple[str, ...]] = ()  # manifest keys every shard of one eval must agree on
+    # manifest keys naming a judge of its own (one that judged the stored runs later, --report-only):
+    # the report opens the judgements for it and says what it cost beside the eval's judge
+    judge_keys: ClassVar[tuple[str, ...]] = ()
     made_by: ClassVar[str] = ""  # the eval options that produce its runs, where no --protocol value does
     judge_use: ClassVar[str] = ""  # what its judging pass asks, and with which options (for the eval's notes)
 

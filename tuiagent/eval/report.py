@@ -182,15 +182,15 @@ def summarize(
     manifest: dict[str, Any] | None = None,
     judgements: JudgementStore | None = None,
     judge: dict[str, Any] | None = None,
-    audit_judge: dict[str, Any] | None = None,
+    other_judges: Iterable[dict[str, Any]] = (),
     protocols: Iterable[str] = (),
 ) -> dict[str, Any]:
     """The whole summary as plain data (what summary.json holds): the accuracy and tool tables, and
     each installed protocol's sections (``eval.protocols``). ``modes``: each setting's mode (the cue
     probe's no-tool setting); ``specs``: each setting as the manifest describes it; ``guards``: each
     setting's guards; ``manifest``: the directory's (what each protocol recorded there);
-    ``judgements``: the directory's cached judgements, read by ``judge`` and ``audit_judge`` (each
-    with what it cost); ``protocols``: the ``--protocol`` values the eval ran with."""
+    ``judgements``: the directory's cached judgements, read by ``judge`` and a protocol's own judges
+    (``other_judges``, each with what it cost); ``protocols``: the ``--protocol`` values the eval ran with."""
     # [ours] a variant left out names itself; those left out before they did were distractors, by kind
     left_out = {
         (v["dataset"], str(v["id"]), v.get("variant") or f"distractor:{v['kind']}") for v in invalid_variants or []
@@ -214,7 +214,6 @@ def summarize(
         specs=specs or {},
         judgements=judgements,
         judge=judge["judge"] if judge else None,
-        audit_judge=audit_judge["judge"] if audit_judge else None,
         protocols=frozenset(protocols),
         manifest=manifest or {},
     )
@@ -240,7 +239,7 @@ def summarize(
         "invalid_variants": invalid_variants or [],
         "time_cut": sorted(r["key"] for r in records if r.get("reason") == "time_budget"),
         "judge": judge,
-        "audit_judge": audit_judge,
+        "other_judges": list(other_judges),
     }
 
 
@@ -424,9 +423,13 @@ def time_cut_line(keys: list[str]) -> str:
 
 
 def judges(summary: dict[str, Any]) -> list[dict[str, Any]]:
-    """The eval's judge and, when another model audited the runs (--protocol attc-audit), that one too."""
-    first, audit = summary.get("judge"), summary.get("audit_judge")
-    return [j for j in (first, audit) if j and (j is first or not first or j["judge"] != first["judge"])]
+    """The eval's judge and each other model a protocol judged the runs with (ATTC's audits with
+    --report-only, say), once each."""
+    out: list[dict[str, Any]] = []
+    for j in [summary.get("judge"), *summary.get("other_judges", [])]:
+        if j and j["judge"] not in {k["judge"] for k in out}:
+            out.append(j)
+    return out
 
 
 def judge_line(judge: dict[str, Any]) -> str:
@@ -595,8 +598,9 @@ def summary_from_store(directory: Path, *, baseline: str | None = None) -> dict[
     manifest = store.manifest() or {}
     settings = manifest.get("settings", [])
     model = str(manifest.get("model"))
-    judge_id, audit_id = manifest.get("judge"), manifest.get("attc_audit")
-    judgements = JudgementStore(directory) if judge_id or audit_id else None
+    judge_id = manifest.get("judge")
+    others = [str(manifest[k]) for p in installed() for k in p.judge_keys if manifest.get(k)]
+    judgements = JudgementStore(directory) if judge_id or others else None
     summary = summarize(
         store.records.values(),
         settings=[s["name"] for s in settings],
@@ -610,7 +614,7 @@ def summary_from_store(directory: Path, *, baseline: str | None = None) -> dict[
         specs={s["name"]: s for s in settings},
         judgements=judgements,
         judge=judge_summary(judgements, judge_id, model) if judgements is not None and judge_id else None,
-        audit_judge=judge_summary(judgements, audit_id, model) if judgements is not None and audit_id else None,
+        other_judges=[judge_summary(judgements, j, model) for j in others] if judgements is not None else [],
         protocols=ran_protocols(manifest),
     )
     summary["readings"] = setting_readings(settings, manifest.get("model"))

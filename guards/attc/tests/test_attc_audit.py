@@ -276,6 +276,6 @@ def test_the_report_names_the_audits_judge_when_it_is_another_one():
     from tuiagent.eval.report import judges
 
     cue, audit = {"judge": "a"}, {"judge": "b"}
-    assert judges({"judge": cue, "audit_judge": audit}) == [cue, audit]
-    assert judges({"judge": cue, "audit_judge": {"judge": "a"}}) == [cue]  # one judge did both: one line
-    assert judges({"judge": None, "audit_judge": audit}) == [audit] and judges({}) == []
+    assert judges({"judge": cue, "other_judges": [audit]}) == [cue, audit]
+    assert judges({"judge": cue, "other_judges": [{"judge": "a"}]}) == [cue]  # one judge did both: one line
+    assert judges({"judge": None, "other_judges": [audit]}) == [audit] and judges({}) == []
