@@ -27,7 +27,6 @@ from guards.gstep.tooltax_tables import tooltax_tables
 from tuiagent.core.judge import Judge
 from tuiagent.core.judge_prompts import prompt
 from tuiagent.core.judge_store import JudgementStore
-from tuiagent.errors import ConfigError
 from tuiagent.eval.judging import judged, with_judge
 from tuiagent.eval.protocols import (
     DatasetData,
@@ -38,7 +37,7 @@ from tuiagent.eval.protocols import (
     Table,
     VariantPass,
     cell,
-    plus_list,
+    picked,
 )
 from tuiagent.eval.stats import right, rounded
 
@@ -185,12 +184,7 @@ class ToolUseTax(EvalProtocol):
     )
 
     def configure(self, value: str, given: Mapping[str, str]) -> dict[str, Any]:
-        types = plus_list(given["types"]) if "types" in given else list(DISTRACTORS)
-        unknown = [t for t in types if t not in DISTRACTORS]
-        if unknown or not types:
-            raise ConfigError(
-                f"unknown distractor type {', '.join(unknown) or '(none)'}", fix=f"use {', '.join(DISTRACTORS)}"
-            )
+        types = picked(given, "types", DISTRACTORS, DISTRACTORS, "distractor type")
         return {"types": types, "model": given.get("model")}
 
     def types(self, cfg: EvalConfig) -> list[str]:

@@ -33,9 +33,8 @@ from typing import TYPE_CHECKING, Any
 
 from guards.necessity.cues import CODE_CUES, CUE_PREFIX, CUES, SEARCH_CUES, cue_variants
 from guards.necessity.judging import call_verdicts, cue_probe_runs, necessity_items, needed
-from tuiagent.errors import ConfigError
 from tuiagent.eval.judging import judge_eval
-from tuiagent.eval.protocols import DatasetData, EvalProtocol, JudgePass, Switch, Table, cell, plus_list
+from tuiagent.eval.protocols import DatasetData, EvalProtocol, JudgePass, Switch, Table, cell, picked
 from tuiagent.eval.stats import rounded
 from tuiagent.presets import resolve_settings
 
@@ -239,11 +238,7 @@ class CueProbe(EvalProtocol):
     }
 
     def configure(self, value: str, given: Mapping[str, str]) -> dict[str, Any]:
-        cues = plus_list(given["cue"]) if "cue" in given else list(CODE_CUES)
-        unknown = [c for c in cues if c not in CUES]
-        if unknown or not cues:
-            raise ConfigError(f"unknown cue {', '.join(unknown) or '(none)'}", fix=f"use {', '.join(CUES)}")
-        return {"cues": cues}
+        return {"cues": picked(given, "cue", CUES, CODE_CUES, "cue")}
 
     def cues(self, cfg: EvalConfig) -> list[str]:
         return list(self.options(cfg).get("cues", []))

@@ -25,7 +25,7 @@ CONTRIBUTING.md walks through writing one.
 from __future__ import annotations
 
 import functools
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -292,6 +292,12 @@ def ran_protocols(manifest: Mapping[str, Any]) -> list[str]:
     return [manifest["protocol"]] if manifest.get("protocol") else []
 
 
-def plus_list(value: str) -> list[str]:
-    """A key's several values, joined by ``+`` (a comma separates keys)."""
-    return [v.strip() for v in value.split("+") if v.strip()]
+def picked(given: Mapping[str, str], key: str, offered: Iterable[str], default: Iterable[str], what: str) -> list[str]:
+    """The values of ``key`` (several joined by ``+``: a comma separates keys), or ``default`` when it is
+    not given; a ConfigError names each one that is not ``offered`` (``what``: "cue", say)."""
+    offered = list(offered)
+    values = [v.strip() for v in given[key].split("+") if v.strip()] if key in given else list(default)
+    unknown = [v for v in values if v not in offered]
+    if unknown or not values:
+        raise ConfigError(f"unknown {what} {', '.join(unknown) or '(none)'}", fix=f"use {', '.join(offered)}")
+    return values
