@@ -515,13 +515,13 @@ async def judge_runs(
     cfg: EvalConfig,
     store: ResultStore,
     described: dict[str, Any],
-    previous: dict[str, Any],
+    protocols: frozenset[str],
     log: Callable[[str], None],
 ) -> None:
     """Each protocol's judging pass after the runs (``eval.protocols``), cached in the directory's
     judgements.jsonl, through one judge model opened once for all of them."""
     models = JudgeModels(cfg.models_file, concurrency=cfg.concurrency)
-    pass_ = JudgePass(cfg, store, described, frozenset([*ran_protocols(previous), *cfg.protocols]), models, log)
+    pass_ = JudgePass(cfg, store, described, protocols, models, log)
     try:
         for protocol in installed():
             await protocol.judge(pass_)
@@ -619,6 +619,7 @@ async def run_eval(
             )
         # settings of earlier invocations into the same directory stay listed (their runs stay reported)
         described = {s["name"]: s for s in previous.get("settings", [])}
+        ran = list(dict.fromkeys([*ran_protocols(previous), *cfg.protocols]))  # this session's and earlier ones'
         described.update({s.name: s.describe() | {"fingerprint": fingerprints[s.name]} for s in cfg.settings})
         store.write_manifest(
             {
@@ -637,7 +638,7 @@ async def run_eval(
                 **made.notes,
                 "sessions": previous.get("sessions", []),
                 "judge": cfg.judge or previous.get("judge"),
-                "protocols": list(dict.fromkeys([*ran_protocols(previous), *cfg.protocols])),
+                "protocols": ran,
                 "inject": (
                     {"kinds": cfg.inject, "at": cfg.inject_at, "broken": cfg.broken_tool}
                     if cfg.inject
@@ -653,7 +654,7 @@ async def run_eval(
             async with runner:
                 await runner.run(jobs)
             if cfg.judge:
-                await judge_runs(cfg, store, described, previous, log)
+                await judge_runs(cfg, store, described, frozenset(ran), log)
         except (asyncio.CancelledError, KeyboardInterrupt):
             runner.outcome.cancelled = True
             raise
