@@ -82,7 +82,7 @@ async def test_a_crash_ends_the_run_and_a_reload_brings_the_model_back(ui, tmp_p
         solve = app.screen
         await ui.wait_for(pilot, lambda: app.session.state == "ready", 20, "the model to load")
         await pilot.press("ctrl+r")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, ModelCrashedScreen), 30, "the crash dialog")
+        await ui.screen_up(pilot, app, ModelCrashedScreen, 30)
         dialog = app.screen
         assert "died with SIGSEGV while generating" in dialog.message
         assert "likely cause:" in dialog.message and "fix:" in dialog.message
@@ -141,7 +141,7 @@ async def test_compare_a_crash_ends_every_column(ui, tmp_path, local_model):
         compare = app.screen
         await ui.wait_for(pilot, lambda: app.session.state == "ready", 20, "the model to load")
         await pilot.press("ctrl+r")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, ModelCrashedScreen), 30, "the crash dialog")
+        await ui.screen_up(pilot, app, ModelCrashedScreen, 30)
         assert [evs[-1].reason for evs in compare.events] == ["backend_crashed", "backend_crashed"]
         summary = [ui.text(s) for s in compare.query_one(CompareSummary).query("Static")]
         assert len(summary) == 2 and all("backend_crashed" in s for s in summary)
@@ -195,7 +195,7 @@ async def test_the_real_model_killed_mid_run_is_reloaded(ui, tmp_path, monkeypat
         await pilot.press("ctrl+r")
         await ui.wait_for(pilot, lambda: watch(solve.query_one(StatusLine).tokens >= 3), 120, "tokens to stream")
         os.kill(first.worker_pid, sig)
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, ModelCrashedScreen), 60, "the crash dialog")
+        await ui.screen_up(pilot, app, ModelCrashedScreen, 60)
         assert f"died with {sig.name} while generating" in app.screen.message
         assert not first.alive and Path(first.log_path).is_relative_to(tmp_path)
         loaded = load(next(runs.glob("*.jsonl")))

@@ -225,7 +225,7 @@ async def test_compare_a_damaged_saved_run_with_a_warning(ui, tmp_path):
     app = make_app(AppConfig(model="scripted", screen="compare", compare=(damaged, ui.DATA / "plain.jsonl")))
     async with app.run_test(size=(160, 50)) as pilot:
         await ui.wait_for(pilot, lambda: any(n.severity == "warning" for n in app._notifications), 10, "the warning")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, CompareScreen), 10, "the compare screen")
+        await ui.screen_up(pilot, app, CompareScreen, 10)
         warnings = [n.message for n in app._notifications if n.severity == "warning"]
         assert len(warnings) == 1 and f"{damaged}:{bad + 1}: ToolResult" in warnings[0]
         assert len(app.screen.events) == 2 and app.errors == []
@@ -241,7 +241,7 @@ async def test_rerun_as_runs_the_problem_again_under_a_preset_beside_the_current
         await ui.screen_up(pilot, app, SolveScreen)
         app.screen.on_guard_panel_changed(GuardPanel.Changed("attc", setting=("threshold", 0.9)))
         await pilot.press("f6")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, PresetsScreen), 10, "the preset list")
+        await ui.screen_up(pilot, app, PresetsScreen, 10)
         app.screen.dismiss(next(p for p in app.screen.presets if p.name == "flag-only"))
         await ui.wait_for(
             pilot,
@@ -275,7 +275,7 @@ async def test_rerun_as_after_a_saved_compare_runs_live(ui, tmp_path):
         await pilot.press("f2")  # back to solve
         await ui.wait_for(pilot, lambda: not isinstance(app.screen, CompareScreen), 10, "the solve screen")
         await pilot.press("f6")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, PresetsScreen), 10, "the preset list")
+        await ui.screen_up(pilot, app, PresetsScreen, 10)
         assert "run this problem again under a preset" in app.screen.title_text
         app.screen.dismiss(next(p for p in app.screen.presets if p.name == "flag-only"))
         await ui.wait_for(

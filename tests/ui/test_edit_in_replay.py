@@ -64,7 +64,7 @@ async def _continue_as_recorded(ui, app, pilot, parent):
     from tuiagent.ui.screens.presets import PresetsScreen
 
     await pilot.press("ctrl+s")
-    await ui.wait_for(pilot, lambda: isinstance(app.screen, PresetsScreen), 10, "the settings list")
+    await ui.screen_up(pilot, app, PresetsScreen, 10)
     title = app.screen.title_text
     assert app.screen.presets[0].name == "as recorded"
     assert app.screen.presets[0].description == "the parent's settings: only the edit differs"
@@ -96,7 +96,7 @@ async def test_edit_an_output_in_replay_and_continue(ui, tmp_path):
         parent, replay = await _parent_in_replay(ui, app, pilot)
         replay.go(next(i for i, e in enumerate(replay.events) if isinstance(e, ev.ToolResult)) + 1)
         await pilot.press("e")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, EditTextScreen), 10, "the editor")
+        await ui.screen_up(pilot, app, EditTextScreen, 10)
         area = app.screen.query_one(TextArea)
         assert area.text == "1"  # what the kernel printed
         area.text = "41"
@@ -129,7 +129,7 @@ async def test_edit_the_text_in_replay_and_continue(ui, tmp_path, cut):
         parent, replay = await _parent_in_replay(ui, app, pilot)
         replay.go(next(i for i, e in enumerate(replay.events) if isinstance(e, ev.TurnStarted)) + 1)
         await pilot.press("e")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, EditTextScreen), 10, "the editor")
+        await ui.screen_up(pilot, app, EditTextScreen, 10)
         area = app.screen.query_one(TextArea)
         assert area.text == COUNTER[0]["text"].removesuffix("```output\n")  # the turn as generated
         area.text = area.text[:cut] + "Let me count. "
@@ -157,12 +157,12 @@ async def test_an_unchanged_edit_is_refused_and_escape_cancels(ui, tmp_path):
         _, replay = await _parent_in_replay(ui, app, pilot)
         replay.go(next(i for i, e in enumerate(replay.events) if isinstance(e, ev.CodeBlock)) + 1)
         await pilot.press("e")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, EditTextScreen), 10, "the editor")
+        await ui.screen_up(pilot, app, EditTextScreen, 10)
         assert "n += 1" in app.screen.query_one(TextArea).text
         await pilot.press("ctrl+s")  # unchanged
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen), 10, "back in replay")
+        await ui.screen_up(pilot, app, ReplayScreen, 10)
         assert any("nothing changed" in n.message for n in app._notifications)
         await pilot.press("e")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, EditTextScreen), 10, "the editor")
+        await ui.screen_up(pilot, app, EditTextScreen, 10)
         await pilot.press("escape")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen), 10, "back in replay")
+        await ui.screen_up(pilot, app, ReplayScreen, 10)

@@ -16,7 +16,7 @@ async def test_f9_exports_the_replayed_run_beside_it(ui, unsure_trajectory: Path
     async with app.run_test(size=(100, 30)) as pilot:
         await ui.wait_for(pilot, lambda: app.screen.events != [], 10, "the run to load")
         await pilot.press("f9")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, ExportScreen), 5, "the export choices")
+        await ui.screen_up(pilot, app, ExportScreen, 5)
         await pilot.press("2")  # HTML with token confidence
         await ui.wait_for(pilot, lambda: run.with_suffix(".html").exists(), 10, "the file")
     assert 'title="p = ' in run.with_suffix(".html").read_text(encoding="utf-8")
@@ -35,7 +35,7 @@ async def test_f9_follows_f10_raw_math(ui, tmp_path: Path, raw: bool, shown: str
     async with app.run_test(size=(100, 30)) as pilot:
         await ui.wait_for(pilot, lambda: app.screen.events != [], 10, "the run to load")
         await pilot.press("f9")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, ExportScreen), 5, "the export choices")
+        await ui.screen_up(pilot, app, ExportScreen, 5)
         await pilot.press("0")  # Markdown (rows count from 0)
         await ui.wait_for(pilot, lambda: run.with_suffix(".md").exists(), 10, "the file")
     assert f"so the answer is {shown}." in run.with_suffix(".md").read_text(encoding="utf-8")
@@ -55,7 +55,7 @@ async def test_f9_writes_an_inspect_log_beside_the_run(ui, tmp_path: Path):
     async with app.run_test(size=(100, 30)) as pilot:
         await ui.wait_for(pilot, lambda: app.screen.events != [], 10, "the run to load")
         await pilot.press("f9")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, ExportScreen), 5, "the export choices")
+        await ui.screen_up(pilot, app, ExportScreen, 5)
         await pilot.press("3")  # inspect log
         await ui.wait_for(
             pilot,

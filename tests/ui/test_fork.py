@@ -29,9 +29,9 @@ async def test_fork_from_the_solve_screen_then_compare_with_the_parent(ui, tmp_p
         await ui.wait_for(pilot, lambda: solve.finished is not None and not solve.running, 60, "the parent run")
         parent = solve.run_path
         await pilot.press("ctrl+f")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, EditValueScreen), 10, "the step dialog")
+        await ui.screen_up(pilot, app, EditValueScreen, 10)
         app.screen.dismiss("1")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, PresetsScreen), 10, "the settings list")
+        await ui.screen_up(pilot, app, PresetsScreen, 10)
         assert app.screen.presets[0].name == "as recorded"
         app.screen.dismiss(next(p for p in app.screen.presets if p.name == "none"))
         await ui.wait_for(

@@ -108,7 +108,7 @@ async def test_a_bad_value_is_refused_with_a_notice(ui, tmp_path):
         await pilot.press("ctrl+g")
         panel.query_one(GuardList).highlighted = row_of(panel, "attc", "threshold")
         await pilot.press("enter")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, EditValueScreen), 5)
+        await ui.screen_up(pilot, app, EditValueScreen, 5)
         app.screen.query_one("Input").value = "2"
         await pilot.press("enter")
         await ui.wait_for(
@@ -117,7 +117,7 @@ async def test_a_bad_value_is_refused_with_a_notice(ui, tmp_path):
         assert panel.states["attc"].settings["threshold"] == 0.97
         assert any("out of range" in n.message for n in app._notifications)
         await pilot.press("enter")  # the row again: type a good value this time
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, EditValueScreen), 5)
+        await ui.screen_up(pilot, app, EditValueScreen, 5)
         app.screen.query_one("Input").value = "0.9"
         await pilot.press("enter")
         await ui.wait_for(pilot, lambda: panel.states["attc"].settings["threshold"] == 0.9, 10, "the new threshold")
@@ -148,7 +148,7 @@ async def test_a_preset_sets_every_guard_and_setting_at_once(ui, tmp_path):
         app.screen.on_guard_panel_changed(GuardPanel.Changed("attc", setting=("threshold", 0.9)))
         panel.focus_list()
         await pilot.press("p")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, PresetsScreen), 10, "the preset list")
+        await ui.screen_up(pilot, app, PresetsScreen, 10)
         names = [p.name for p in app.screen.presets]
         assert names[:2] == ["none", "all"] and "flag-only" in names
         app.screen.dismiss(app.screen.presets[names.index("flag-only")])
@@ -177,7 +177,7 @@ async def test_the_preset_list_keeps_a_row_a_line_and_says_the_rest_under_it(ui,
         await ui.screen_up(pilot, app, SolveScreen)
         app.screen.query_one(GuardPanel).focus_list()
         await pilot.press("p")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, PresetsScreen), 10, "the preset list")
+        await ui.screen_up(pilot, app, PresetsScreen, 10)
         screen = app.screen
         rows = screen.query_one(OptionList)
         assert all(rows.get_option_at_index(i).prompt.cell_length < 90 for i in range(rows.option_count))

@@ -25,7 +25,7 @@ async def test_ctrl_b_arms_a_fault_for_the_next_output(ui, tmp_path):
         await pilot.press("ctrl+r")
         await ui.wait_for(pilot, lambda: app.screen.running, 30, "the run to start")
         await pilot.press("ctrl+b")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, FaultMenuScreen), 10, "the fault menu")
+        await ui.screen_up(pilot, app, FaultMenuScreen, 10)
         await pilot.press("0")  # the first row: wrong-number
         await ui.wait_for(pilot, lambda: not isinstance(app.screen, FaultMenuScreen), 10, "the menu to close")
         solve = app.screen

@@ -20,7 +20,7 @@ async def test_help_lists_the_keys_of_the_screen_and_the_app(ui):
     app = ui.scripted_app(ui.DATA / "guarded_script.jsonl", problem="x")
     async with app.run_test(size=(100, 40)) as pilot:
         await pilot.press("f1")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), 5)
+        await ui.screen_up(pilot, app, HelpScreen, 5)
         text = "\n".join(w.render().plain for w in app.screen.query("Static"))
         for words in (
             "Run",
@@ -132,7 +132,7 @@ async def test_help_lists_the_choices_of_ours_in_force_for_the_guards_on(ui):
         ]
         assert on and expected
         await pilot.press("f1")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), 5)
+        await ui.screen_up(pilot, app, HelpScreen, 5)
         text = "\n".join(w.render().plain for w in app.screen.query("Static"))
         assert "Choices of ours in force" in text
         assert all(row in text for row in expected), [row for row in expected if row not in text]
@@ -140,6 +140,6 @@ async def test_help_lists_the_choices_of_ours_in_force_for_the_guards_on(ui):
         for name in on:
             states[name].enabled = False
         await pilot.press("f1")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), 5)
+        await ui.screen_up(pilot, app, HelpScreen, 5)
         text = "\n".join(w.render().plain for w in app.screen.query("Static"))
         assert "no guard is on" in text and expected[0] not in text

@@ -154,6 +154,6 @@ async def test_help_and_footer_name_the_raw_math_key(ui):
         footer = app.screen.query_one(Footer)
         await ui.wait_for(pilot, lambda: any(k.key == "f10" for k in footer.query("FooterKey")), 5, "f10 in the footer")
         await pilot.press("f1")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, HelpScreen), 5, "the help screen")
+        await ui.screen_up(pilot, app, HelpScreen, 5)
         rows = "\n".join(str(w.render()) for w in app.screen.query(Static))
         assert any(line.startswith("f10") and line.rstrip().endswith("Raw math") for line in rows.splitlines())

@@ -129,7 +129,7 @@ async def test_open_a_recent_run_from_inside_the_app(ui):
     app = make_app(AppConfig(model="scripted"))
     async with app.run_test(size=(120, 30)) as pilot:
         await pilot.press("ctrl+o")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, OpenRunScreen), 5)
+        await ui.screen_up(pilot, app, OpenRunScreen, 5)
         assert len(app.screen.runs) == 3
         listing = app.screen.query_one("#runs")
         target = next(i for i, r in enumerate(app.screen.shown) if r.path.name == "rtts.jsonl")
@@ -138,7 +138,7 @@ async def test_open_a_recent_run_from_inside_the_app(ui):
         await ui.wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen) and app.screen.path is not None, 5)
         assert app.screen.path.name == "rtts.jsonl"
         await pilot.press("ctrl+o")  # mark two and compare them
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, OpenRunScreen), 5)
+        await ui.screen_up(pilot, app, OpenRunScreen, 5)
         await pilot.press("space", "space", "c")
         await ui.wait_for(pilot, lambda: type(app.screen).__name__ == "CompareScreen", 5)
         assert len(app.screen.events) == 2

@@ -97,7 +97,7 @@ async def test_a_block_waiting_for_a_yes_shows_as_waiting(ui, tmp_path):
     async with app.run_test() as pilot:
         solve = app.screen
         await pilot.press("ctrl+r")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, ConfirmCodeScreen), 30, "the question")
+        await ui.screen_up(pilot, app, ConfirmCodeScreen, 30)
         status, block = solve.query_one(StatusLine), solve.query_one(CodeBlockView)
         assert status.state == "waiting" and "waiting" in ui.text(status)
         assert block.status == "pending" and "waiting" in ui.text(block)

@@ -31,7 +31,7 @@ async def test_columns_filter_sort_and_the_empty_path(ui):
     app = make_app(AppConfig(model="scripted"))
     async with app.run_test(size=(160, 40)) as pilot:
         await pilot.press("ctrl+o")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, OpenRunScreen), 5)
+        await ui.screen_up(pilot, app, OpenRunScreen, 5)
         screen = app.screen
         table = screen.query_one(DataTable)
         assert [str(c.label).split()[0] for c in table.columns.values()] == [
@@ -72,15 +72,15 @@ async def test_open_compare_and_export_from_the_browser(ui):
     app = make_app(AppConfig(model="scripted"))
     async with app.run_test(size=(120, 30)) as pilot:
         await pilot.press("ctrl+o")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, OpenRunScreen), 5)
+        await ui.screen_up(pilot, app, OpenRunScreen, 5)
         await pilot.press("space", "space", "e")  # the two marked runs, as a comparison
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, ExportScreen), 5)
+        await ui.screen_up(pilot, app, ExportScreen, 5)
         await pilot.press("0")  # Markdown
         out = paths.runs_dir() / "guarded-compare2.md"
         await ui.wait_for(pilot, out.exists, 5, "the export")
         assert "| | 1. guarded | 2. plain |" in out.read_text(encoding="utf-8")
         await pilot.press("ctrl+o")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, OpenRunScreen), 5)
+        await ui.screen_up(pilot, app, OpenRunScreen, 5)
         await pilot.press("down", "down", "enter")
         await ui.wait_for(pilot, lambda: isinstance(app.screen, ReplayScreen) and app.screen.path is not None, 5)
         assert app.screen.path.name == "rtts.jsonl"
@@ -139,6 +139,6 @@ async def test_the_model_column_fits_the_longest_model_name(ui):
     app = make_app(AppConfig(model="scripted"))
     async with app.run_test(size=(160, 40)) as pilot:
         await pilot.press("ctrl+o")
-        await ui.wait_for(pilot, lambda: isinstance(app.screen, OpenRunScreen), 5)
+        await ui.screen_up(pilot, app, OpenRunScreen, 5)
         first = [str(c) for c in app.screen.query_one(DataTable).get_row_at(0)]
         assert "qwen2.5-coder-1.5b" in first

@@ -215,7 +215,7 @@ async def test_ask_before_code_runs_only_what_the_user_approves(ui, tmp_path):
         await pilot.press("ctrl+k")  # ask before running code: on
         await pilot.press("ctrl+r")
         for key in ("n", "y"):
-            await ui.wait_for(pilot, lambda: isinstance(app.screen, ConfirmCodeScreen), 30, "the question")
+            await ui.screen_up(pilot, app, ConfirmCodeScreen, 30)
             assert ("first" if key == "n" else "second") in app.screen.code
             await pilot.press(key)
         await ui.wait_for(pilot, lambda: not solve_screen.running, 30, "the run to end")
