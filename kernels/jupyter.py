@@ -40,6 +40,15 @@ RESTART_NOTE = (
 )
 
 
+def _answers(msg: dict[str, Any], msg_id: str) -> bool:
+    """Whether ``msg`` answers the execute request ``msg_id``. The parent's type is checked too, since
+    ids are not unique: the client and the manager (which sends a strict kernel's interrupt requests)
+    number their messages apart under one session id, so after a restart an interrupt request can get
+    the id of the cell it interrupts, and its idle status read as the cell's end, while the cell runs on."""
+    parent = msg["parent_header"]
+    return bool(parent.get("msg_id") == msg_id and parent.get("msg_type") == "execute_request")
+
+
 class _KernelGone(Exception):
     """The kernel process exited (``exit_code``), or was shut down (None), while a call waited on it."""
 
@@ -269,7 +278,7 @@ class JupyterKernel:
     ) -> bool:
         """Feed ``msg_id``'s IOPub messages to ``collector`` until the kernel is idle (True) or ``deadline`` (False)."""
         while (msg := await self._next_msg(client.get_iopub_msg, deadline)) is not None:
-            if msg["parent_header"].get("msg_id") != msg_id:
+            if not _answers(msg, msg_id):
                 continue
             if msg["msg_type"] == "status":
                 if msg["content"]["execution_state"] == "idle":
@@ -283,7 +292,7 @@ class JupyterKernel:
         unread; empty if none came within the grace period."""
         deadline = time.monotonic() + self._grace_s
         while (reply := await self._next_msg(client.get_shell_msg, deadline)) is not None:
-            if reply["parent_header"].get("msg_id") == msg_id:
+            if _answers(reply, msg_id):
                 content: dict[str, Any] = reply["content"]
                 return content
         return {}
