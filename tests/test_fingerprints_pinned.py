@@ -65,7 +65,7 @@ def test_parsed_strings_keep_their_fingerprints(text):
 
 
 @pytest.mark.parametrize(
-    "directory", sorted(p.parent for p in (ROOT / "evals").glob("*/eval.json")), ids=lambda p: p.name
+    "directory", sorted(p.parent for p in (ROOT / "docs" / "results").glob("*/eval.json")), ids=lambda p: p.name
 )
 def test_the_repos_eval_directories_would_resume(directory):
     """Each setting of each shipped results directory hashes to what its manifest recorded."""

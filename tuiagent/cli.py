@@ -827,6 +827,8 @@ def main() -> None:
 
 # `tuiagent eval`: the evaluation harness (tuiagent/eval); its module imports only typer at import time.
 from tuiagent.eval.cli import eval_command  # noqa: E402
+from tuiagent.eval.published_cli import results_app  # noqa: E402
 
 app.command("eval")(eval_command)
 app.add_typer(runs_app, name="runs")
+app.add_typer(results_app, name="results")

@@ -273,6 +273,15 @@ def eval_command(
     picked = pr.chosen(protocol or [])
     dirs = [Path(d).expanduser() for d in datasets]
     results_dirs = report_only and all((d / MANIFEST).is_file() for d in dirs)  # results directories, not datasets
+    if report_only and not results_dirs:
+        from tuiagent.eval.published import published
+
+        for d in dirs:
+            if not d.exists() and d.name in published():
+                raise UserError(
+                    f"{d} is not here: it is one of the project's measured evals; fetch it with "
+                    f"`tuiagent results fetch {d.name}` (into evals/)"
+                )
     if results_dirs:
         if len(dirs) > 1 and out is None:
             raise UserError(f"merging {len(dirs)} shard directories needs --out DIR for the merged results")
