@@ -133,10 +133,16 @@ def resolve(run: RunSpec, model: ModelSpec, *, toggleable: bool = False) -> Reso
 
 
 def guard_chain(
-    spec: ModelSpec, run: RunSpec, models_file: Path | None = None, *, toggleable: bool = False
+    spec: ModelSpec,
+    run: RunSpec,
+    models_file: Path | None = None,
+    *,
+    toggleable: bool = False,
+    resolved: Resolved | None = None,
 ) -> GuardChain | None:
-    """The guards of ``run`` on the model of ``spec`` (their settings layered by :func:`resolve`).
-    ``models_file``: where a guard's judge model is looked up.
+    """The guards of ``run`` on the model of ``spec`` (their settings layered by :func:`resolve`;
+    ``resolved``: that layering when the caller has it already). ``models_file``: where a guard's judge
+    model is looked up.
 
     ``toggleable``: configure every installed guard, so any can be switched on during the run
     (the app does this); otherwise None when the run turns no guard on.
@@ -152,7 +158,7 @@ def guard_chain(
             key=f"models.{spec.id}.guards",
             fix="correct the value (`tuiagent guards` lists every setting)",
         ) from None
-    resolved = resolve(run, spec, toggleable=toggleable)
+    resolved = resolved or resolve(run, spec, toggleable=toggleable)
     for name, values in run.guard_settings.items():
         if not toggleable and name not in resolved.guards_on:
             raise ConfigError(
@@ -332,7 +338,9 @@ async def run_problem(
                     sampling=sampling,
                     settings=settings,
                     recorder=recorder,
-                    guards=guards if guards is not None else guard_chain(spec, run, given.models_file),
+                    guards=guards
+                    if guards is not None
+                    else guard_chain(spec, run, given.models_file, resolved=resolved),
                     approve=approve,
                     notices=[*sandbox_notices(kernel), *notices],
                     kernel_failed=failed,
