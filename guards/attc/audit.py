@@ -25,17 +25,28 @@ not the final answer, so it undercounts.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from guards.attc import faults
 from tuiagent.core import events as ev
 from tuiagent.core.judge import JudgeModels
 from tuiagent.core.judge_prompts import UNPARSEABLE, prompt
 from tuiagent.core.judge_store import JudgementStore
 from tuiagent.errors import UserError
 from tuiagent.eval.judging import Item, judge_eval, judged
-from tuiagent.eval.protocols import DatasetData, EvalProtocol, JudgePass, StoredPass, Switch, Table, cell
+from tuiagent.eval.protocols import (
+    DatasetData,
+    EvalProtocol,
+    FaultRow,
+    InjectedRuns,
+    JudgePass,
+    StoredPass,
+    Switch,
+    Table,
+    cell,
+)
 from tuiagent.eval.results import has_trajectory, question_of, run_events
 from tuiagent.eval.stats import wilson
 
@@ -368,6 +379,7 @@ class ATTCAudits(EvalProtocol):
     order = 40
     judge_use = "ATTC's audits of whole runs (--protocol attc-audit)"
     judge_keys = ("attc_audit",)
+    fault_figure = ("ATTC Fig. 3: a right output ignored", faults.PAPER_TOOL_IGNORED)
     switches = {
         "attc-audit": Switch(
             "with --judge: the judge reads each run whole, as ATTC's reference code does, for its reasoning-tool "
@@ -419,3 +431,12 @@ class ATTCAudits(EvalProtocol):
             await audit_eval(
                 cfg.judge or "", cfg.models_file, store.dir, store.records.values(), pass_.log, models=pass_.models
             )
+
+    def read_faults(self, runs: InjectedRuns) -> dict[str, Any] | None:
+        return faults.detector(runs)
+
+    def fault_tables(self, rows: Sequence[FaultRow], dataset: str) -> list[Table]:
+        return faults.detector_tables(rows, dataset)
+
+    def fault_figure_rows(self, row: FaultRow) -> list[list[str]]:
+        return faults.figure_rows(row)

@@ -166,6 +166,7 @@ class ToolUseTax(EvalProtocol):
     title = "The tool-use tax (arXiv 2605.00136): seven conditions, the Δ chain, A-F taxonomy, distractors"
     order = 10
     settings = {"tooltax": CONDITIONS, "tooltax-calculator": CALCULATOR}
+    fault_flags = (("gate_continues", "G-STEP continues"),)  # the gate's answer on injected runs (eval --inject)
     switches = {
         "distractors": Switch(
             "also run model-written variants of each problem, one semantic distractor each (section 2.1: thematic, "

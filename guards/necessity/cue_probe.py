@@ -226,6 +226,7 @@ class CueProbe(EvalProtocol):
     name = "necessity"
     title = "Spurious tool use (arXiv 2609.16268): the cue probe's ΔTool Y-N and Definition 1's utility test"
     order = 20
+    fault_flags = (("necessity_flags", "necessity flags"),)  # its flags on injected runs (eval --inject)
     judge_use = "each executed call's necessity on the cued items (--protocol cues)"
     same_in_shards = ("cues",)
     switches = {

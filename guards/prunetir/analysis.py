@@ -19,7 +19,8 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
-from tuiagent.eval.protocols import DatasetData, EvalProtocol, Table, cell
+from guards.prunetir import faults
+from tuiagent.eval.protocols import DatasetData, EvalProtocol, FaultRow, InjectedRuns, Table, cell
 from tuiagent.eval.stats import bootstrap_diff, bootstrap_mean, rounded, wilson
 from tuiagent.eval.traces import STUCK_K, record_trace, stuck_curve
 
@@ -350,6 +351,7 @@ class PruneTIRAnalyses(EvalProtocol):
     name = "prunetir"
     title = "PruneTIR (shared/papers/004): erroneous calls by outcome, the stuck curve, the ablation"
     order = 30
+    fault_figure = ("PruneTIR: P(resolved at k | open)", faults.PAPER_STUCK)
     # [ours] the ablation rows: the base with the budget PruneTIR declares with its defaults
     # (run_budget: retry_limit x (turn_limit + 1) + 1 = 9 calls), so every row has the same calls to
     # spend; the full method; each component off [paper].
@@ -374,3 +376,15 @@ class PruneTIRAnalyses(EvalProtocol):
         section = summary["datasets"][dataset].get("prunetir")
         path = plot_stuck(section, dataset, directory, plt) if section else None
         return [path] if path else []
+
+    def read_faults(self, runs: InjectedRuns) -> dict[str, Any] | None:
+        return faults.on_errors(runs)
+
+    def fault_tables(self, rows: Sequence[FaultRow], dataset: str) -> list[Table]:
+        return faults.errors_tables(rows, dataset)
+
+    def fault_figure_rows(self, row: FaultRow) -> list[list[str]]:
+        return faults.figure_rows(row)
+
+    def fault_panel(self, rows: Sequence[FaultRow]) -> Callable[[Any], None] | None:
+        return faults.stuck_panel(rows)

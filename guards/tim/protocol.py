@@ -341,6 +341,7 @@ class TIMProtocol(EvalProtocol):
     name = "tim"
     title = "Tool-induced myopia (arXiv 2511.10899): Win Rate, Miss Rate, error types, code complexity"
     order = 50
+    fault_flags = (("tim_flag", "TIM flag"),)  # the monitor's flag on injected runs (eval --inject)
     judge_use = "the TIM metrics (--protocol tim)"
     settings = {"tim": ("cot", "full", "tim-prompt")}  # [paper] section 6.1 (presets.toml)
 

@@ -131,14 +131,6 @@ def test_report_figures_on_hand_made_records():
     assert attc["auroc_ci"][0] <= attc["auroc"] <= attc["auroc_ci"][1]
 
 
-def test_auroc_agrees_with_the_rank_formula_and_scikit_learn():
-    pos, neg = [0.1, 0.03, 0.15], [0.1, 0.04, 0.2]
-    assert fr.auroc(pos, neg) == pytest.approx(3.5 / 9)
-    sklearn = pytest.importorskip("sklearn.metrics")
-    assert fr.auroc(pos, neg) == pytest.approx(sklearn.roc_auc_score([1, 1, 1, 0, 0, 0], pos + neg))
-    assert fr.auroc([], neg) is None
-
-
 def test_prunetir_on_injected_errors_reuses_the_stuck_curve():
     v = "inject:error"
     inj = {"kind": "error", "call": 1, "applied": True, "supports": None, "reran": True}

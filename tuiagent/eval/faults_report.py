@@ -11,15 +11,10 @@ Definitions ([ours] unless a paper is named):
   number); runs whose fault supports no value are out of its denominator.
 - **recovered**: a run with an applied fault that ended right: it re-ran (a later executed call
   whose output is the kernel's), recomputed or contradicted the output; ``reran`` counts the first.
-- **ATTC as a detector**: ATTC's decision and confidence at the corrupted call against those at the
-  same call of the paired clean runs: the rethink rates (Wilson intervals) and the AUROC of
-  1 - confidence for "this output was corrupted" (Mann-Whitney; bootstrap interval). ATTC's
-  confidence is the code block's (arXiv 2604.08281), read before the output: it cannot see a fault
-  in the output, so chance (0.5) is what the paper's rule predicts.
-- **PruneTIR on injected errors** (error, timeout): STP and STPR counts, the stuck curve
-  (``tuiagent.eval.traces``) of the injected against the clean runs, and the tokens saved: the mean
-  paired difference of the working context (WTN) of the baseline setting's injected run minus this
-  setting's.
+- **each guard's reading**: a paper's protocol reads its own guard off the pairs (its hooks
+  ``read_faults``, ``fault_tables``, ``fault_flags``, ``fault_figure``, ``fault_figure_rows`` and
+  ``fault_panel``; ATTC as a detector in guards/attc/faults.py, PruneTIR on injected errors in
+  guards/prunetir/faults.py); this module names no guard.
 """
 
 from __future__ import annotations
@@ -29,26 +24,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-import scipy.stats
 
 from tuiagent.core import events as ev
 from tuiagent.core.faults import KINDS, FaultPlan, fault_seed
 from tuiagent.core.verify import is_correct
 from tuiagent.eval.datasets import Problem, with_variant
-from tuiagent.eval.protocols import DatasetData, EvalProtocol, Table, cell
-from tuiagent.eval.stats import mcnemar_exact, paired_bootstrap, percentile_ci, right, rounded, wilson
-from tuiagent.eval.traces import record_trace, stuck_curve
+from tuiagent.eval.protocols import DatasetData, EvalProtocol, FaultRow, InjectedRuns, Table, cell, installed
+from tuiagent.eval.stats import mcnemar_exact, paired_bootstrap, right, rounded, wilson
 
 if TYPE_CHECKING:
     from tuiagent.eval.harness import EvalConfig
     from tuiagent.presets import Preset
 
 INJECT_PREFIX = "inject:"
-ERROR_KINDS = ("error", "timeout")  # the faults PruneTIR's error analysis reads
-STUCK_SHOWN = 3  # [ours] the stuck curve's first turns in the table (the plot has them all)
-GUARD_FLAGS = (("gate_continues", "G-STEP continues"), ("necessity_flags", "necessity flags"), ("tim_flag", "TIM flag"))
-PAPER_ATTC_TOOL_IGNORED = ">= 15% of errors (Figure 3; judged, no injection)"
-PAPER_PRUNETIR_STUCK = "falls with k (its second finding; no injection)"
 
 
 # -- variants and requests ---------------------------------------------------------------------------
@@ -153,67 +141,15 @@ def recovered(record: dict[str, Any]) -> bool | None:
     return record.get("correct") is True
 
 
-def _auroc(pos: np.ndarray, neg: np.ndarray, axis: int = -1) -> Any:
-    u = scipy.stats.mannwhitneyu(pos, neg, alternative="two-sided", method="asymptotic", axis=axis).statistic
-    return u / (pos.shape[axis] * neg.shape[axis])
-
-
-def auroc(positives: Sequence[float], negatives: Sequence[float]) -> float | None:
-    """P(score of a positive > score of a negative) + half the ties: scipy's Mann-Whitney U over n+ n-
-    (scikit-learn's roc_auc_score gives the same); None without both classes."""
-    if not positives or not negatives:
-        return None
-    return float(_auroc(np.asarray(positives, dtype=float), np.asarray(negatives, dtype=float)))
-
-
-def auroc_ci(
-    positives: Sequence[float], negatives: Sequence[float], *, seed: int = 0
-) -> tuple[float | None, float | None]:
-    """The percentile bootstrap interval of ``auroc``, each class resampled on its own
-    (``stats.percentile_ci``, scipy's bootstrap; each sorted first, so the order runs ended in does not
-    matter); (None, None) with fewer than two values in a class."""
-    if len(positives) < 2 or len(negatives) < 2:
-        return None, None
-    pos, neg = np.sort(np.asarray(positives, dtype=float)), np.sort(np.asarray(negatives, dtype=float))
-    low, high = percentile_ci((pos, neg), _auroc, seed=seed)
-    return float(low), float(high)
-
-
-def _rate(k: int, n: int) -> dict[str, Any]:
+def rate(k: int, n: int) -> dict[str, Any]:
+    """k of n with its rate and Wilson 95% interval (the section's counts; a paper's reading uses it too)."""
     lo, hi = wilson(k, n)
     return {"k": k, "n": n, "rate": rounded(k / n) if n else None, "ci": [rounded(lo), rounded(hi)]}
 
 
-def _at_call(record: dict[str, Any], guard: str, call: int | None) -> dict[str, Any] | None:
-    return next((v for v in record.get("tool_verdicts") or [] if v["guard"] == guard and v["call"] == call), None)
-
-
-def attc_detector(pairs: Sequence[tuple[dict[str, Any], dict[str, Any]]]) -> dict[str, Any] | None:
-    """ATTC's verdicts at the corrupted call against the same call of the clean run (module docstring)."""
-    corrupted, clean = [], []
-    for inj, base in pairs:
-        info = inj.get("injection") or {}
-        if not info.get("applied"):
-            continue
-        a = _at_call(inj, "attc", info.get("call"))
-        if a is not None:
-            corrupted.append(a)
-        b = _at_call(base, "attc", info.get("call"))
-        if b is not None:
-            clean.append(b)
-    if not corrupted and not clean:
-        return None
-    pos = [1.0 - float(v["confidence"]) for v in corrupted if isinstance(v.get("confidence"), (int, float))]
-    neg = [1.0 - float(v["confidence"]) for v in clean if isinstance(v.get("confidence"), (int, float))]
-    lo, hi = auroc_ci(pos, neg)
-    return {
-        "rethink_corrupted": _rate(sum(v.get("decision") == "rethink" for v in corrupted), len(corrupted)),
-        "rethink_clean": _rate(sum(v.get("decision") == "rethink" for v in clean), len(clean)),
-        "auroc": rounded(auroc(pos, neg)),
-        "auroc_ci": [rounded(lo), rounded(hi)],
-        "n_corrupted": len(pos),
-        "n_clean": len(neg),
-    }
+def _guard_flags() -> list[tuple[str, str]]:
+    """(record key, column) of every installed guard's flags, in report order."""
+    return [flag for p in installed() for flag in p.fault_flags]
 
 
 def _flags(records: Sequence[dict[str, Any]], key: str) -> int | float | None:
@@ -221,33 +157,6 @@ def _flags(records: Sequence[dict[str, Any]], key: str) -> int | float | None:
     values = [float(r[key]) for r in records if isinstance(r.get(key), (int, float)) and not isinstance(r[key], str)]
     total = float(sum(values))
     return (int(total) if total.is_integer() else total) if values else None
-
-
-def prunetir_on_errors(
-    pairs: Sequence[tuple[dict[str, Any], dict[str, Any]]], baseline_runs: dict[tuple[str, int], dict[str, Any]] | None
-) -> dict[str, Any]:
-    """STP, STPR, the stuck curves and the tokens saved against the baseline setting's injected runs."""
-    inj = [i for i, _ in pairs]
-    clean = [c for _, c in pairs]
-    traces_inj = [t for t in (record_trace(r) for r in inj) if t is not None]
-    traces_clean = [t for t in (record_trace(r) for r in clean) if t is not None]
-    saved = None
-    if baseline_runs is not None:
-        diffs = [
-            float(baseline_runs[_pair_key(r)].get("wtn") or 0) - float(r.get("wtn") or 0)
-            for r in inj
-            if _pair_key(r) in baseline_runs
-        ]
-        if diffs:
-            mean, lo, hi = paired_bootstrap(diffs)
-            saved = {"mean": rounded(mean), "ci": [rounded(lo), rounded(hi)], "pairs": len(diffs)}
-    return {
-        "stp": [sum(int(r.get("stp") or 0) for r in inj), sum(int(r.get("stp") or 0) for r in clean)],
-        "stpr": [sum(int(r.get("resampled") or 0) for r in inj), sum(int(r.get("resampled") or 0) for r in clean)],
-        "stuck_injected": stuck_curve(traces_inj),
-        "stuck_clean": stuck_curve(traces_clean),
-        "tokens_saved": saved,
-    }
 
 
 def kind_row(
@@ -273,14 +182,16 @@ def kind_row(
         "delta": rounded(mean),
         "delta_ci": [rounded(lo), rounded(hi)],
         "p_mcnemar": rounded(mcnemar_exact(b, c_)),
-        "adopted": _rate(sum(adopt), len(adopt)),
-        "recovered": _rate(sum(x for _, x in recover), len(recover)),
+        "adopted": rate(sum(adopt), len(adopt)),
+        "recovered": rate(sum(x for _, x in recover), len(recover)),
         "reran": sum(bool(x and (r.get("injection") or {}).get("reran")) for r, x in recover),
-        "attc": attc_detector(pairs),
-        "flags": {key: [_flags(inj, key), _flags(clean, key)] for key, _ in GUARD_FLAGS},
+        "flags": {key: [_flags(inj, key), _flags(clean, key)] for key, _ in _guard_flags()},
     }
-    if kind in ERROR_KINDS:
-        row["prunetir"] = prunetir_on_errors(pairs, baseline_runs)
+    runs = InjectedRuns(kind, pairs, baseline_runs)
+    for p in installed():
+        reading = p.read_faults(runs)
+        if reading is not None:
+            row[p.name] = reading
     return row
 
 
@@ -316,63 +227,35 @@ def faults_section(
 
 # -- tables and the plot -------------------------------------------------------------------------------
 
-Cell = Any
 
-
-def _kr(r: dict[str, Any], cell: Cell) -> str:
+def count_cell(r: dict[str, Any]) -> str:
+    """A ``rate`` as the report prints it: k/n (rate; interval)."""
     return f"{r['k']}/{r['n']} ({cell(r['rate'])}; {cell(r['ci'])})" if r["n"] else "–"
 
 
-def faults_tables(section: dict[str, Any], dataset: str, cell: Cell) -> list[Table]:
-    """(title, header, rows) of the section, in the report's cell format ``cell``."""
-    acc, attc, prune, flags = [], [], [], []
-    for s, kinds in section.items():
-        for label, r in kinds.items():
-            acc.append(
-                [
-                    s,
-                    label,
-                    str(r["pairs"]),
-                    str(r["applied"]),
-                    cell(r["clean_accuracy"]),
-                    cell(r["accuracy"]),
-                    f"{cell(r['delta'])} ({cell(r['delta_ci'])})",
-                    cell(r["p_mcnemar"]),
-                    _kr(r["adopted"], cell),
-                    _kr(r["recovered"], cell) + f", re-ran {r['reran']}",
-                ]
-            )
-            if r.get("attc"):
-                a = r["attc"]
-                attc.append(
-                    [
-                        s,
-                        label,
-                        _kr(a["rethink_corrupted"], cell),
-                        _kr(a["rethink_clean"], cell),
-                        f"{cell(a['auroc'])} ({cell(a['auroc_ci'])})",
-                        f"{a['n_corrupted']}/{a['n_clean']}",
-                    ]
-                )
-            if r.get("prunetir"):
-                p = r["prunetir"]
-                curve = [
-                    f"{cell(x['p'])} ({x['resolved']}/{x['at_risk']}; {cell(x['ci'])}) vs {cell(y['p'])}"
-                    for x, y in zip(p["stuck_injected"]["curve"], p["stuck_clean"]["curve"], strict=True)
-                ][:STUCK_SHOWN]
-                saved = p["tokens_saved"]
-                prune.append(
-                    [
-                        s,
-                        label,
-                        f"{p['stp'][0]} / {p['stp'][1]}",
-                        f"{p['stpr'][0]} / {p['stpr'][1]}",
-                        f"{p['stuck_injected']['episodes']} / {p['stuck_clean']['episodes']}",
-                        *curve,
-                        f"{cell(saved['mean'])} ({cell(saved['ci'])})" if saved else "–",
-                    ]
-                )
-            flags.append([s, label, *(f"{cell(r['flags'][k][0])} / {cell(r['flags'][k][1])}" for k, _ in GUARD_FLAGS)])
+def _rows(section: dict[str, Any]) -> list[FaultRow]:
+    return [(s, label, r) for s, kinds in section.items() for label, r in kinds.items()]
+
+
+def faults_tables(section: dict[str, Any], dataset: str) -> list[Table]:
+    """(title, header, rows) of the section: accuracy, adopted and recovered, then each paper's tables
+    and flags, then the papers' figures beside the injected runs."""
+    rows = _rows(section)
+    acc = [
+        [
+            s,
+            label,
+            str(r["pairs"]),
+            str(r["applied"]),
+            cell(r["clean_accuracy"]),
+            cell(r["accuracy"]),
+            f"{cell(r['delta'])} ({cell(r['delta_ci'])})",
+            cell(r["p_mcnemar"]),
+            count_cell(r["adopted"]),
+            count_cell(r["recovered"]) + f", re-ran {r['reran']}",
+        ]
+        for s, label, r in rows
+    ]
     tables: list[Table] = [
         (
             f"{dataset}: injected faults (paired with the clean runs; Δ = injected - clean, bootstrap 95% CI; adopted: the "
@@ -393,100 +276,53 @@ def faults_tables(section: dict[str, Any], dataset: str, cell: Cell) -> list[Tab
             acc,
         )
     ]
-    if attc:
-        tables.append(
-            (
-                f"{dataset}: ATTC as a detector of corrupted outputs (rethink at the corrupted call vs the same call of the "
-                "clean run; AUROC of 1 - confidence, bootstrap 95% CI; the confidence is the code block's, read before "
-                "the output)",
-                ["setting", "fault", "rethink corrupted", "rethink clean", "AUROC (95% CI)", "n corrupted/clean"],
-                attc,
-            )
-        )
-    if prune:
-        tables.append(
-            (
-                f"{dataset}: PruneTIR on injected errors (injected / clean; P(resolved at turn k | open), Wilson 95% CI, "
-                "injected vs clean; tokens saved: the baseline's WTN - this setting's, paired)",
-                [
-                    "setting",
-                    "fault",
-                    "STP",
-                    "STPR",
-                    "episodes",
-                    *(f"k={k}" for k in range(1, STUCK_SHOWN + 1)),
-                    "tokens saved",
-                ],
-                prune,
-            )
-        )
+    protocols = installed()
+    for p in protocols:
+        tables.extend(p.fault_tables(rows, dataset))
+    keys = _guard_flags()
+    flags = [
+        [s, label, *(f"{cell(r['flags'][k][0])} / {cell(r['flags'][k][1])}" for k, _ in keys)] for s, label, r in rows
+    ]
     tables.append(
         (
             f"{dataset}: guards' flags on injected / clean runs (totals)",
-            ["setting", "fault", *(name for _, name in GUARD_FLAGS)],
+            ["setting", "fault", *(n for _, n in keys)],
             flags,
         )
     )
-    tables.append(paper_table(section, dataset, cell))
+    figures = [[figure, "paper", value] for p in protocols if p.fault_figure for figure, value in [p.fault_figure]]
+    figures += [line for row in rows for p in protocols for line in p.fault_figure_rows(row)]
+    tables.append((f"{dataset}: the papers' figures beside the injected runs", ["figure", "source", "value"], figures))
     return tables
 
 
-def paper_table(section: dict[str, Any], dataset: str, cell: Cell) -> Table:
-    """The papers' figures beside ours: ATTC's tool-ignored and wrong-output analyses (Figure 3), read
-    here with the fault known instead of judged, and PruneTIR's stuck curve."""
-    rows = [["ATTC Fig. 3: a right output ignored", "paper", PAPER_ATTC_TOOL_IGNORED]]
-    rows.append(["PruneTIR: P(resolved at k | open)", "paper", PAPER_PRUNETIR_STUCK])
-    for s, kinds in section.items():
-        for label, r in kinds.items():
-            rows.append(["ATTC: a wrong output adopted", f"{s} {label}", _kr(r["adopted"], cell)])
-            rows.append(["ATTC: a wrong output overridden (recovered)", f"{s} {label}", _kr(r["recovered"], cell)])
-            if r.get("prunetir"):
-                first = r["prunetir"]["stuck_injected"]["curve"][0]
-                rows.append(["PruneTIR: P(resolved at k=1 | open)", f"{s} {label}", cell(first["p"])])
-    return (f"{dataset}: the papers' figures beside the injected runs", ["figure", "source", "value"], rows)
-
-
 def plot_faults(section: dict[str, Any], dataset: str, directory: Path, plt: Any) -> Path | None:
-    """Side by side: accuracy clean vs injected per setting and fault, adopted and recovered; and the stuck
-    curve of the injected errors against the clean runs (``plt``: matplotlib.pyplot, Agg)."""
-    rows = [(f"{s}\n{label}", r) for s, kinds in section.items() for label, r in kinds.items()]
+    """Side by side: accuracy clean vs injected per setting and fault, adopted and recovered; and each
+    paper's panel beside it (PruneTIR's stuck curve of the injected errors) (``plt``: matplotlib.pyplot, Agg)."""
+    rows = _rows(section)
     if not rows:
         return None
-    curves = [
-        (f"{s} {label}", r["prunetir"])
-        for s, kinds in section.items()
-        for label, r in kinds.items()
-        if r.get("prunetir")
-    ]
-    fig, axes = plt.subplots(1, 2 if curves else 1, figsize=(11 if curves else 6, 3.8), squeeze=False)
+    panels = [draw for p in installed() if (draw := p.fault_panel(rows)) is not None]
+    wide = 1 + len(panels)
+    fig, axes = plt.subplots(1, wide, figsize=(6 + 5 * len(panels), 3.8), squeeze=False)
     ax = axes[0][0]
     x = np.arange(len(rows))
     width = 0.2
     for i, (name, values) in enumerate(
         (
-            ("clean", [r["clean_accuracy"] or 0 for _, r in rows]),
-            ("injected", [r["accuracy"] or 0 for _, r in rows]),
-            ("adopted", [r["adopted"]["rate"] or 0 for _, r in rows]),
-            ("recovered", [r["recovered"]["rate"] or 0 for _, r in rows]),
+            ("clean", [r["clean_accuracy"] or 0 for _, _, r in rows]),
+            ("injected", [r["accuracy"] or 0 for _, _, r in rows]),
+            ("adopted", [r["adopted"]["rate"] or 0 for _, _, r in rows]),
+            ("recovered", [r["recovered"]["rate"] or 0 for _, _, r in rows]),
         )
     ):
         ax.bar(x + (i - 1.5) * width, values, width, label=name)
-    ax.set_xticks(x, [label for label, _ in rows], fontsize=7)
+    ax.set_xticks(x, [f"{s}\n{label}" for s, label, _ in rows], fontsize=7)
     ax.set_ylim(0, 1)
     ax.set_title(f"{dataset}: injected faults (ours)")
     ax.legend(fontsize=7)
-    if curves:
-        ax = axes[0][1]
-        for name, p in curves:
-            for which, style in (("stuck_injected", "-o"), ("stuck_clean", "--x")):
-                points = [c for c in p[which]["curve"] if c["at_risk"]]
-                if points:
-                    ax.plot([c["k"] for c in points], [c["p"] for c in points], style, label=f"{name} {which[6:]}")
-        ax.set_ylim(0, 1)
-        ax.set_xlabel("k: turns after the erroneous call")
-        ax.set_ylabel("P(resolved at turn k | open)")
-        ax.set_title("PruneTIR's stuck curve, injected vs clean")
-        ax.legend(fontsize=6)
+    for draw, panel in zip(panels, axes[0][1:], strict=True):
+        draw(panel)
     fig.tight_layout()
     directory.mkdir(parents=True, exist_ok=True)
     path = directory / f"faults-{dataset}.png"
@@ -518,7 +354,7 @@ class InjectedFaults(EvalProtocol):
 
     def tables(self, summary: dict[str, Any], dataset: str) -> list[Table]:
         section = summary["datasets"][dataset].get("faults")
-        return faults_tables(section, dataset, cell) if section else []
+        return faults_tables(section, dataset) if section else []
 
     def plots(self, summary: dict[str, Any], dataset: str, directory: Path, plt: Any) -> list[Path]:
         section = summary["datasets"][dataset].get("faults")

@@ -134,6 +134,21 @@ class JudgePass:
     log: Callable[[str], None]
 
 
+@dataclass(frozen=True)
+class InjectedRuns:
+    """One setting's runs under one injected fault (``--inject``, eval.faults_report), each paired with
+    the clean run of the same problem and seed; ``baseline``: the baseline setting's runs under the same
+    fault by (problem id, seed), None when this setting is the baseline or there is none."""
+
+    kind: str  # the fault's kind: wrong_number, error, timeout, ...
+    pairs: Sequence[tuple[Record, Record]]
+    baseline: Mapping[tuple[str, int], Record] | None = None
+
+
+# A row of the injected-faults section as a paper's hooks see it: (setting, fault label, the row).
+FaultRow = tuple[str, str, dict[str, Any]]
+
+
 class EvalProtocol:
     """The base of every protocol: each hook does nothing until a protocol overrides it."""
 
@@ -148,6 +163,11 @@ class EvalProtocol:
     judge_keys: ClassVar[tuple[str, ...]] = ()
     made_by: ClassVar[str] = ""  # the eval options that produce its runs, where no --protocol value does
     judge_use: ClassVar[str] = ""  # what its judging pass asks, and with which options (for the eval's notes)
+    # Injected faults (eval.faults_report) read by its guard: (record key, column) of each flag its guard
+    # raises, totalled over the injected and the clean runs; and its paper's own figure the injected runs
+    # are read beside, (figure, the paper's value)
+    fault_flags: ClassVar[tuple[tuple[str, str], ...]] = ()
+    fault_figure: ClassVar[tuple[str, str] | None] = None
 
     def configure(self, value: str, given: Mapping[str, str]) -> dict[str, Any]:
         """The options ``--protocol VALUE:KEY=...`` turns on (merged into ``cfg.options[self.name]``);
@@ -213,6 +233,24 @@ class EvalProtocol:
         return {}
 
     async def judge(self, pass_: JudgePass) -> None:
+        return None
+
+    def read_faults(self, runs: InjectedRuns) -> dict[str, Any] | None:
+        """Its guard's reading of one setting's injected runs: the entry under its name in that setting
+        and fault's row of the injected-faults section (None: nothing to read)."""
+        return None
+
+    def fault_tables(self, rows: Sequence[FaultRow], dataset: str) -> list[Table]:
+        """Its tables over the injected-faults section (each row holds its entry, if any, under its name)."""
+        return []
+
+    def fault_figure_rows(self, row: FaultRow) -> list[list[str]]:
+        """Its rows of the table that reads the injected runs beside the papers' figures:
+        [figure, "setting fault", value]."""
+        return []
+
+    def fault_panel(self, rows: Sequence[FaultRow]) -> Callable[[Any], None] | None:
+        """A panel of its own beside the injected-faults plot: draws on a matplotlib axis (None: none)."""
         return None
 
 
