@@ -8,7 +8,6 @@ import subprocess
 import sys
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from tests.eval.helpers import CalcKernel, Factory, answer_turn, code_turn, number_in
