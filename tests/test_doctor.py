@@ -138,6 +138,8 @@ def test_verify_rehashes_the_assembled_file(tmp_path, monkeypatch):
     damaged = tiny(verify=True)
     assert damaged.status == "fail" and "MISMATCH" in damaged.detail
     assert damaged.fix == f"rm {assembled} && tuiagent fetch tiny"
+    # the default model is not assembled here: doctor reads its KV size only from a file at hand
+    assert [p.name for p in assembled.parent.iterdir()] == [assembled.name]
 
 
 class KernelThatCannotStart:

@@ -314,11 +314,13 @@ def model_checks(models_file: Path | None, *, verify: bool = False) -> Iterator[
                 fix = f"rm {path} && tuiagent fetch {spec.id}"
         yield check(spec.id, status, detail, fix or None)  # only missing/broken states carry one
         if default and spec.backend == "llama_cpp" and status == "ok":
-            yield check("batched engine", "info", _engine_capacity(spec))
+            yield check("batched engine", "info", _engine_capacity(spec, at_hand=state == "ready"))
 
 
-def _engine_capacity(spec: ModelSpec) -> str:
-    """What ``eval --concurrency N`` holds on the batched llama.cpp engine (``backends.llama_batch``)."""
+def _engine_capacity(spec: ModelSpec, *, at_hand: bool) -> str:
+    """What ``eval --concurrency N`` holds on the batched llama.cpp engine (``backends.llama_batch``).
+    The KV cache's size comes from the model file's header, read only when the file is ``at_hand``: a
+    check does not assemble a model (a gigabyte written and hashed) as a side effect."""
     from tuiagent.backends.llama_batch import kv_bytes_per_token, stream_count
     from tuiagent.backends.llama_model import Vocab
     from tuiagent.config.sources import resolve_model_file
@@ -328,6 +330,8 @@ def _engine_capacity(spec: ModelSpec) -> str:
         f"eval --concurrency N: N sequences of {n_ctx} tokens each, plus one for the shared system prompt, "
         "in KV streams rounded up to a multiple of 4 when N > 1"
     )
+    if not at_hand:
+        return f"{shape} (its KV cache size once the model is assembled: tuiagent fetch {spec.id})"
     try:
         vocab = Vocab.load(str(resolve_model_file(spec)))
         try:
