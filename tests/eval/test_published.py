@@ -60,9 +60,13 @@ def test_a_clone_without_the_branch_reads_mains_history(tmp_path):
     _same_report(tmp_path / "evals" / SMALL, SMALL)
 
 
-def test_no_checkout_and_an_unknown_name_are_clear_errors(tmp_path):
+def test_no_checkout_no_git_and_an_unknown_name_are_clear_errors(tmp_path, monkeypatch):
     with pytest.raises(UserError, match="not a git checkout"):
         pub.source(tmp_path)
+    with monkeypatch.context() as m:
+        m.setenv("PATH", str(tmp_path))  # no git on it
+        with pytest.raises(UserError, match="git, which is not installed"):
+            pub.source(pub.CHECKOUT)
     with pytest.raises(UserError, match=f"no measured eval named nosuch; they are: .*{SMALL}"):
         pub.fetch(["nosuch"], tmp_path)
     assert not list(tmp_path.iterdir())
