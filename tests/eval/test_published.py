@@ -42,6 +42,8 @@ def test_a_measured_eval_is_fetched_with_the_report_the_docs_keep(tmp_path):
     assert (tmp_path / SMALL / "results.jsonl").read_text() == "mine\n"  # left as it was
     listed = CliRunner().invoke(app, ["results", "list", "--to", str(tmp_path)])
     assert any(line.split()[:2] == [SMALL, "fetched"] for line in listed.output.splitlines())
+    alone = CliRunner().invoke(app, ["results"])  # without a command: the list
+    assert alone.exit_code == 0 and SMALL in alone.output
 
 
 def test_a_clone_without_the_branch_reads_mains_history(tmp_path):

@@ -20,6 +20,13 @@ results_app = typer.Typer(
 ToOpt = Annotated[Path | None, typer.Option("--to", help="Where the directories go (default: evals/ in the checkout).")]
 
 
+@results_app.callback(invoke_without_command=True)
+def results_callback(ctx: typer.Context) -> None:
+    """Without a command: the list."""
+    if ctx.invoked_subcommand is None:
+        list_command(None)
+
+
 @results_app.command("list")
 def list_command(to: ToOpt = None) -> None:
     """Each measured eval, whether it is fetched, and where its report is kept beside the docs."""
