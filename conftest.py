@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import json
 import os
+import resource
 import signal
+import time
 from pathlib import Path
 
 import pytest
@@ -99,6 +101,39 @@ def pytest_configure(config):
     # process would then see it carry on. The suite's processes take ctrl-c as a terminal gives it.
     if signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
+def pytest_addoption(parser):
+    parser.addoption(
+        "--cpu-log",
+        metavar="DIR",
+        help="write each test's wall time and CPU time (its process's, and its reaped children's) to "
+        "DIR/<worker>.jsonl; `python bench/suite_cpu.py DIR` sums them by file (docs/benchmarks.md)",
+    )
+
+
+def _cpu_s() -> tuple[float, float]:
+    own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
+    return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """With --cpu-log: where the suite's CPU goes, test by test. A child reaped late (a kernel, a model
+    worker) counts for the test that reaped it, and one never reaped by this process (a kernel inside
+    bubblewrap) for none: the split is a guide; /proc/stat gives the machine's total."""
+    directory = item.config.getoption("--cpu-log")
+    if not directory:
+        yield
+        return
+    start, (own, kids) = time.monotonic(), _cpu_s()
+    yield
+    own_after, kids_after = _cpu_s()
+    row = {"id": item.nodeid, "wall": time.monotonic() - start, "own": own_after - own, "children": kids_after - kids}
+    path = Path(directory) / f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.jsonl"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with path.open("a", encoding="utf-8") as f:
+        f.write(json.dumps(row) + "\n")
 
 
 def pytest_collection_modifyitems(config, items):
