@@ -18,8 +18,16 @@ GATE = DATA / "gate.npz"
 PROBLEM = "What is the sum of the squares of the first 100 positive integers?"
 
 
-def scripted_app(turns_file: Path | list, *, delay_s: float = 0.001, size: tuple[int, int] = (100, 30), **config):
-    """An app whose runs replay ``turns_file`` (a script file, or a list of turn dicts) at ``delay_s`` a token."""
+def scripted_app(
+    turns_file: Path | list,
+    *,
+    delay_s: float = 0.001,
+    size: tuple[int, int] = (100, 30),
+    backend: type[ScriptedBackend] = ScriptedBackend,
+    **config,
+):
+    """An app whose runs replay ``turns_file`` (a script file, or a list of turn dicts) at ``delay_s`` a
+    token, on ``backend`` (a test double deriving from ScriptedBackend)."""
     if isinstance(turns_file, list):
         path = Path(config.pop("tmp_path")) / "script.jsonl"
         path.write_text("".join(json.dumps(t) + "\n" for t in turns_file), encoding="utf-8")
@@ -30,7 +38,7 @@ def scripted_app(turns_file: Path | list, *, delay_s: float = 0.001, size: tuple
         guard_settings=config.pop("guard_settings", {"gstep": {"weights": str(GATE)}}),
     )
     cfg = AppConfig(model="scripted", run_spec=spec, **config)
-    return make_app(cfg, backend_factory=lambda: ScriptedBackend([list(t) for t in turns], delay_s=delay_s))
+    return make_app(cfg, backend_factory=lambda: backend([list(t) for t in turns], delay_s=delay_s))
 
 
 async def wait_for(pilot, condition: Callable[[], bool], timeout: float = 30.0, what: str = "") -> float:

@@ -3,21 +3,50 @@
 
 from __future__ import annotations
 
+import asyncio
+
+from tuiagent.backends.scripted import ScriptedBackend
 from tuiagent.core import events as ev
 from tuiagent.core.trajectory import load
 from tuiagent.ui.screens.fault_menu import FaultMenuScreen
 from tuiagent.ui.widgets.final_answer import FinalAnswer
 from tuiagent.ui.widgets.tool_output import ToolOutput
 
-SLOW_PROSE = "Let me think about the product step by step. " * 12
+PROSE = "Let me think about the product step by step. "
+
+
+class HeldBackend(ScriptedBackend):
+    """Test double: its first turn stops after one token until ``go`` is set, so the run is still going
+    when the test has armed a fault, however loaded the machine (a run at full speed once ended first)."""
+
+    held: HeldBackend | None = None
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.go = asyncio.Event()
+        HeldBackend.held = self
+
+    async def generate(self, out, prompt, sampling, stop):
+        first = self._next == 0
+        async for i, piece in _enumerate(super().generate(out, prompt, sampling, stop)):
+            if first and i == 1:
+                await self.go.wait()
+            yield piece
+
+
+async def _enumerate(pieces):
+    i = 0
+    async for piece in pieces:
+        yield i, piece
+        i += 1
 
 
 async def test_ctrl_b_arms_a_fault_for_the_next_output(ui, tmp_path):
     turns = [
-        {"text": SLOW_PROSE + "\n```python\nprint(6 * 7)\n```\n```output\n", "logprob": -0.01},
+        {"text": PROSE + "\n```python\nprint(6 * 7)\n```\n```output\n", "logprob": -0.01},
         {"text": "So the answer is \\boxed{42}.", "logprob": -0.01},
     ]
-    app = ui.scripted_app(turns, delay_s=0.01, problem="What is 6 times 7?", guards=("attc",), tmp_path=tmp_path)
+    app = ui.scripted_app(turns, backend=HeldBackend, problem="What is 6 times 7?", guards=("attc",), tmp_path=tmp_path)
     async with app.run_test() as pilot:
         await ui.wait_for(pilot, lambda: app.screen.is_mounted and app.screen.focused is not None, 30, "the screen")
         await pilot.press("ctrl+b")  # not running: nothing to arm, said so
@@ -30,6 +59,8 @@ async def test_ctrl_b_arms_a_fault_for_the_next_output(ui, tmp_path):
         await ui.wait_for(pilot, lambda: not isinstance(app.screen, FaultMenuScreen), 10, "the menu to close")
         solve = app.screen
         assert solve.faults is not None and solve.faults.pending == "wrong-number"
+        assert HeldBackend.held is not None
+        HeldBackend.held.go.set()  # the run goes on to its code block
         await ui.wait_for(pilot, lambda: not solve.running, 60, "the run to end")
         await ui.wait_for(pilot, lambda: ui.runs_over(app), 30, "the run's worker to finish")
         await pilot.pause()
