@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from tuiagent.eval.faults_report import pair_key
 from tuiagent.eval.protocols import FaultRow, InjectedRuns, Table, cell
 from tuiagent.eval.stats import paired_bootstrap, rounded
 from tuiagent.eval.traces import record_trace, stuck_curve
@@ -16,10 +17,6 @@ from tuiagent.eval.traces import record_trace, stuck_curve
 ERROR_KINDS = ("error", "timeout")  # the faults its error analysis reads
 STUCK_SHOWN = 3  # [ours] the stuck curve's first turns in the table (the plot has them all)
 PAPER_STUCK = "falls with k (its second finding; no injection)"
-
-
-def _pair_key(r: dict[str, Any]) -> tuple[str, int]:
-    return str(r["problem_id"]), int(r.get("seed", 0))
 
 
 def on_errors(runs: InjectedRuns) -> dict[str, Any] | None:
@@ -33,9 +30,9 @@ def on_errors(runs: InjectedRuns) -> dict[str, Any] | None:
     saved = None
     if runs.baseline is not None:
         diffs = [
-            float(runs.baseline[_pair_key(r)].get("wtn") or 0) - float(r.get("wtn") or 0)
+            float(runs.baseline[pair_key(r)].get("wtn") or 0) - float(r.get("wtn") or 0)
             for r in inj
-            if _pair_key(r) in runs.baseline
+            if pair_key(r) in runs.baseline
         ]
         if diffs:
             mean, lo, hi = paired_bootstrap(diffs)

@@ -27,18 +27,12 @@ class HeldBackend(ScriptedBackend):
         HeldBackend.held = self
 
     async def generate(self, out, prompt, sampling, stop):
-        first = self._next == 0
-        async for i, piece in _enumerate(super().generate(out, prompt, sampling, stop)):
-            if first and i == 1:
-                await self.go.wait()
+        held = self._next == 0  # the first turn: after its first piece
+        async for piece in super().generate(out, prompt, sampling, stop):
             yield piece
-
-
-async def _enumerate(pieces):
-    i = 0
-    async for piece in pieces:
-        yield i, piece
-        i += 1
+            if held:
+                await self.go.wait()
+                held = False
 
 
 async def test_ctrl_b_arms_a_fault_for_the_next_output(ui, tmp_path):

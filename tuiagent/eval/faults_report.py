@@ -119,7 +119,8 @@ def tool_verdicts(events: Iterable[ev.Event]) -> list[dict[str, Any]]:
 # -- the section ---------------------------------------------------------------------------------------
 
 
-def _pair_key(r: dict[str, Any]) -> tuple[str, int]:
+def pair_key(r: dict[str, Any]) -> tuple[str, int]:
+    """What pairs a run with its clean twin and the baseline's injected run: (problem id, seed)."""
     return str(r["problem_id"]), int(r.get("seed", 0))
 
 
@@ -206,16 +207,16 @@ def faults_section(
     out: dict[str, Any] = {}
     for s in settings:
         rs = [r for r in records if r["setting"] == s]
-        clean = {_pair_key(r): r for r in rs if not r.get("variant")}
+        clean = {pair_key(r): r for r in rs if not r.get("variant")}
         row: dict[str, Any] = {}
         for v in variants:
-            pairs = [(r, clean[_pair_key(r)]) for r in rs if r.get("variant") == v and _pair_key(r) in clean]
+            pairs = [(r, clean[pair_key(r)]) for r in rs if r.get("variant") == v and pair_key(r) in clean]
             if not pairs:
                 continue
             label = v[len(INJECT_PREFIX) :]
             kind = label.split("@")[0].split("+")[0]
             base = (
-                {_pair_key(r): r for r in records if r["setting"] == baseline and r.get("variant") == v}
+                {pair_key(r): r for r in records if r["setting"] == baseline and r.get("variant") == v}
                 if baseline is not None and baseline != s
                 else None
             )

@@ -31,9 +31,10 @@ def results_callback(ctx: typer.Context) -> None:
 def list_command(to: ToOpt = None) -> None:
     """Each measured eval, whether it is fetched, and where its report is kept beside the docs."""
     where = to or pub.CHECKOUT / "evals"
-    if not pub.published():
+    names = pub.published()
+    if not names:
         print(f"no measured evals here: their reports come with a git checkout of tuiagent (not {pub.REPORTS})")
-    for name in pub.published():
+    for name in names:
         here = (where / name / "results.jsonl").is_file()
         print(f"{name:28} {'fetched' if here else 'not fetched':12} {pub.REPORTS / name / 'summary.md'}")
 
