@@ -112,24 +112,34 @@ def pytest_addoption(parser):
     )
 
 
-def _cpu_s() -> tuple[float, float]:
+def _cpu_s() -> tuple[float, float, float]:
+    """(this process's CPU-s, its reaped children's, the whole machine's busy CPU-s since boot)."""
     own, kids = resource.getrusage(resource.RUSAGE_SELF), resource.getrusage(resource.RUSAGE_CHILDREN)
-    return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime
+    user, nice, system, _idle, _iowait, irq, softirq, steal = map(int, Path("/proc/stat").read_text().split()[1:9])
+    machine = (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+    return own.ru_utime + own.ru_stime, kids.ru_utime + kids.ru_stime, machine
 
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item, nextitem):
     """With --cpu-log: where the suite's CPU goes, test by test. A child reaped late (a kernel, a model
     worker) counts for the test that reaped it, and one never reaped by this process (a kernel inside
-    bubblewrap) for none: the split is a guide; /proc/stat gives the machine's total."""
+    bubblewrap) for none: the split is a guide. ``machine`` is the whole machine's busy CPU time over
+    the test (/proc/stat): exact for a test run alone (``-p no:xdist``), shared among parallel ones."""
     directory = item.config.getoption("--cpu-log")
     if not directory:
         yield
         return
-    start, (own, kids) = time.monotonic(), _cpu_s()
+    start, (own, kids, machine) = time.monotonic(), _cpu_s()
     yield
-    own_after, kids_after = _cpu_s()
-    row = {"id": item.nodeid, "wall": time.monotonic() - start, "own": own_after - own, "children": kids_after - kids}
+    own_after, kids_after, machine_after = _cpu_s()
+    row = {
+        "id": item.nodeid,
+        "wall": time.monotonic() - start,
+        "own": own_after - own,
+        "children": kids_after - kids,
+        "machine": machine_after - machine,
+    }
     path = Path(directory) / f"{os.environ.get('PYTEST_XDIST_WORKER', 'main')}.jsonl"
     path.parent.mkdir(parents=True, exist_ok=True)
     with path.open("a", encoding="utf-8") as f:
