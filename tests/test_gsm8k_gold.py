@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from guards.gstep.training import read_questions
 from tuiagent.eval.datasets import DatasetError, load_jsonl
 from tuiagent.parsing import gsm8k_gold
+from tuiagent.training.records import read_questions
 
 CASES = [  # (the answer's last line, the gold)
     ("#### 72", "72"),

@@ -28,11 +28,11 @@ import numpy as np
 
 from guards.gstep.features import TEXT_BINS, GateInput, budget_remaining, reasoning_text
 from tuiagent.core.batch import run_batch
-from tuiagent.core.jsonl_store import JsonlStore
 from tuiagent.core.run_spec import RunSpec
-from tuiagent.parsing import gsm8k_gold, tool_block_start
+from tuiagent.parsing import tool_block_start
 from tuiagent.protocol import FIRST_CALLS, RunSettings
-from tuiagent.safe_read import DATA_BYTES, read_text
+from tuiagent.training.records import load_records, open_records, read_questions, scratch_dir
+from tuiagent.training.records import record_from_events as compact_record
 
 RECORD_VERSION = 1
 
@@ -66,6 +66,13 @@ def gate_input_from_record(record: dict[str, Any]) -> GateInput:
         final_text=tool.get("final_text", turns[-1]["text"] if turns else ""),
         budget=budget,
     )
+
+
+def record_from_events(
+    qid: int, question: str, gold: str, model: str, tool_events: Sequence[Any], cot_events: Sequence[Any]
+) -> dict[str, Any]:
+    """A v1 record (``tuiagent.training.records.record_from_events``)."""
+    return compact_record(qid, question, gold, model, tool_events, cot_events, version=RECORD_VERSION)
 
 
 def record_budget(record: dict[str, Any]) -> int:
@@ -103,109 +110,7 @@ def label(record: dict[str, Any]) -> tuple[int, float, str]:
     return COMMIT_LABEL, float(WEAK), "both_wrong"
 
 
-# -- records ------------------------------------------------------------------------------------
-
-
-def run_part(events: Sequence[Any], *, full: bool) -> dict[str, Any]:
-    """The compact form of one run's events (tuiagent.core.events objects)."""
-    from tuiagent.core import events as ev
-
-    started = next(e for e in events if isinstance(e, ev.RunStarted))
-    finished = next(e for e in reversed(events) if isinstance(e, ev.RunFinished))
-    part: dict[str, Any] = {
-        "answer": finished.answer,
-        "correct": finished.correct,
-        "reason": finished.reason,
-        "wall_s": finished.wall_s,
-        "generated_tokens": finished.generated_tokens,
-    }
-    if not full:
-        return part
-    codes = {e.call: e.code for e in events if isinstance(e, ev.CodeBlock)}
-    calls = [
-        [codes.get(e.call, ""), e.shown, bool(e.error or e.timed_out), bool(e.executed)]
-        for e in events
-        if isinstance(e, ev.ToolResult)
-    ]
-    turns = [{"text": e.text, "stop": e.stop} for e in events if isinstance(e, ev.TurnEnded)]
-    part.update(
-        {
-            "max_tool_calls": int(started.settings.get("max_tool_calls", 4)),
-            "first_call": str(started.settings.get("first_call", "free")),
-            "calls": calls,  # [code, shown output, error (exception or timeout), executed]
-            "turns": turns,
-            "final_text": turns[-1]["text"] if turns else "",
-            "erroneous_calls": finished.erroneous_calls,
-        }
-    )
-    return part
-
-
-def record_from_events(
-    qid: int, question: str, gold: str, model: str, tool_events: Sequence[Any], cot_events: Sequence[Any]
-) -> dict[str, Any]:
-    """One compact record per question::
-
-        {"v": 1, "qid": line index in the data file, "question", "gold", "model",
-         "tool": {answer, correct, reason (how the run ended), wall_s, generated_tokens,
-                  max_tool_calls, first_call ("required": the run began with a tool call),
-                  calls: [[code, shown output, error, executed], ...],
-                  turns: [{"text", "stop"}, ...], final_text (the last turn's text), erroneous_calls},
-         "cot": {answer, correct, reason, wall_s, generated_tokens}}
-
-    Turn texts only, no tokens or log-probabilities.
-    """
-    return {
-        "v": RECORD_VERSION,
-        "qid": int(qid),
-        "question": question,
-        "gold": gold,
-        "model": model,
-        "tool": run_part(tool_events, full=True),
-        "cot": run_part(cot_events, full=False),
-    }
-
-
-def load_records(path: Path) -> list[dict[str, Any]]:
-    """Records of a JSONL file (a ``core.jsonl_store.JsonlStore``: a line cut short by a kill is skipped)."""
-    return JsonlStore(path).records
-
-
-def read_questions(path: Path, start: int, n: int) -> list[tuple[int, str, str]]:
-    """(question id = 0-based line index, question, gold) for lines start .. start+n-1."""
-    out = []
-    lines = read_text(path, limit=DATA_BYTES, what="dataset").split("\n")
-    for i, line in enumerate(lines[start : start + n], start=start):
-        if not line and i == len(lines) - 1:  # after the last line's newline
-            break
-        item = json.loads(line)
-        gold = gsm8k_gold(str(item.get("answer", "")))
-        if gold is None or "question" not in item:
-            raise ValueError(f"{path}:{i + 1}: a GSM8K line has a 'question' and an 'answer' ending in '#### <number>'")
-        out.append((i, item["question"], gold))
-    return out
-
-
 # -- collect -------------------------------------------------------------------------------------
-
-
-def open_records(records: Path, model: str, what: str) -> JsonlStore:
-    """The records file to resume, whose records must all be runs of ``model`` (``what`` is
-    model-specific: one records file per model)."""
-    store = JsonlStore(records, key="qid")
-    others = sorted({str(r.get("model")) for r in store.records} - {model})
-    if others:
-        raise ValueError(
-            f"{records} holds runs of {', '.join(others)}, not {model}: {what} is model-specific, "
-            "use one records file per model"
-        )
-    return store
-
-
-def scratch_dir(model: str) -> Path:
-    from tuiagent import paths
-
-    return paths.data_dir() / "gstep-collect" / model
 
 
 async def collect(
@@ -236,7 +141,7 @@ async def collect(
         if threads:
             spec = dataclasses.replace(spec, options={**spec.options, "n_threads": int(threads)})
         backend = open_model(spec, script)
-        out = scratch_dir(spec.id)
+        out = scratch_dir("gstep-collect", spec.id)
         out.mkdir(parents=True, exist_ok=True)
         written = 0
 

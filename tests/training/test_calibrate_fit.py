@@ -1,5 +1,5 @@
-"""The calibration fits on synthetic data: separation and threshold, no separation, tau by net effect,
-and the whole fit writing a calibration file that loads."""
+"""The calibration fits on synthetic data: separation and threshold, no separation, and the whole fit
+(every installed calibrator) writing a calibration file that loads. G-STEP's tau: guards/gstep/tests."""
 
 from __future__ import annotations
 
@@ -7,10 +7,13 @@ import numpy as np
 import pytest
 import scipy.stats
 
+from tests.training.conftest import synthetic
 from tuiagent.config.calibration import load_calibration
+from tuiagent.core.run_spec import RunSpec
 from tuiagent.presets import load_preset_file
 from tuiagent.training import calibrate as cal
-from tuiagent.training.calibrate_fit import N_BOOT, RARE, auroc, bootstrap_auroc, choose_tau, fit_separation
+from tuiagent.training.calibrate_fit import N_BOOT, RARE, auroc, bootstrap_auroc, fit_separation
+from tuiagent.training.calibrators import Calibrator, executed_blocks
 
 
 def test_auroc_counts_ties_as_half():
@@ -85,27 +88,12 @@ def test_a_score_that_separates_the_wrong_way_is_no_separation():
     assert fit.auroc == 0.0 and not fit.separated and fit.action_rate <= RARE + 0.05
 
 
-def test_tau_falls_back_to_never_continue_when_continues_do_not_help():
-    p = np.array([0.9, 0.7, 0.4, 0.2, 0.1])
-    choice = choose_tau(p, np.array([0, -1, 0, 1, -1]), np.full(5, 200.0))
-    assert choice.tau is None and choice.net == 0.0
-    assert all(row["net"] <= 0 for row in choice.table)
-
-
-def test_tau_is_chosen_where_continues_help_and_tokens_count():
-    p = np.array([0.9, 0.8, 0.3, 0.2])
-    delta = np.array([1, 1, 0, -1])  # the gate is confident exactly where a continue fixes the answer
-    choice = choose_tau(p, delta, np.full(4, 100.0))
-    assert choice.tau == 0.8 and choice.net == pytest.approx(2 - 2 * 100 * 1e-4)
-    costly = choose_tau(p, delta, np.full(4, 30_000.0))  # a continue costs more than a right answer is worth
-    assert costly.tau is None
-
-
 def test_fit_all_writes_a_calibration_file_that_loads(tmp_path, synthetic_records):
     res = cal.fit_all(synthetic_records(), model="m")
     assert len(res.split.heldout) == 12 and all(r["qid"] % 5 == 0 for r in res.split.heldout)
-    assert res.attc is not None and not res.attc.separated
-    assert res.gstep.trained and res.gstep.choice is not None and res.gstep.choice.tau is None  # continues only break
+    attc, gstep = res.fits["attc"], res.fits["gstep"]
+    assert attc is not None and not attc.fit.separated
+    assert gstep.trained and gstep.choice is not None and gstep.choice.tau is None  # continues only break
     assert res.recommended == ["necessity", "tim"]
     assert [(r["pool"], r["train_questions"]) for r in res.curve] == [
         ("collected", 10),
@@ -130,7 +118,7 @@ def test_fit_all_writes_a_calibration_file_that_loads(tmp_path, synthetic_record
     path = cal.write(res, tmp_path, meta, "tuiagent calibrate m")
     loaded = load_calibration(path)
     assert loaded.meta["model"] == "m" and loaded.meta["report"] == "m.md"
-    assert loaded.guards["attc"]["threshold"] == pytest.approx(res.attc.threshold, abs=1e-4)
+    assert loaded.guards["attc"]["threshold"] == pytest.approx(attc.fit.threshold, abs=1e-4)
     assert loaded.guards["gstep"] == {"weights": "off"}
     assert "[calibration]" in path.read_text()
     presets = load_preset_file(path)
@@ -139,32 +127,54 @@ def test_fit_all_writes_a_calibration_file_that_loads(tmp_path, synthetic_record
     assert "No separation" in report and "Learning curve" in report and "never continue" in report
 
 
-def test_tau_is_chosen_on_validation_questions_and_reported_on_test_ones(tmp_path, synthetic_records):
-    """Continues that fix every test question but break a validation one: were the test questions
-    part of the choice, a tau would be chosen; it is not, and the test rows show what it missed."""
-    records = synthetic_records()
+def test_the_shipped_guards_each_register_a_calibrator():
+    from tuiagent.training.calibrators import installed
+
+    assert [c.guard for c in installed()] == ["attc", "necessity", "gstep", "tim", "prunetir"]
+
+
+class Parity(Calibrator):
+    """A calibrator of a test's own, known to the host only as a Calibrator: it measures whether each
+    block's code is even-length, fits the share of even blocks, and asks for one extra held-out run."""
+
+    guard = "parity"
+    runs = {"again": RunSpec(guards=(), run={"mode": "tool"})}
+    runs_doc = "the tool run again"
+    curve_columns = (("parity_share", "share of even blocks"),)
+
+    async def measure(self, block, ask):
+        return {"even": len(block.code) % 2 == 0}
+
+    def fit(self, split, *, seed):
+        evens = [b["parity"]["even"] for _, _, b in executed_blocks(split.train) if "parity" in b]
+        return sum(evens) / len(evens) if evens else None
+
+    def toml(self, fitted, out_dir, meta):
+        (out_dir / "parity.txt").write_text(f"{fitted}\n")
+        return ["[guards.parity]", f"share = {fitted}  # [calibration]", ""]
+
+    def report(self, fitted):
+        return ["## Parity", "", f"share {fitted}", ""]
+
+    def recommend(self, fitted):
+        return fitted is not None and fitted > 0.5, "more even than odd"
+
+    def curve(self, heldout, *, seed):
+        return lambda train: {"parity_share": float(len(train))}
+
+
+def test_the_host_asks_a_calibrator_for_everything_it_writes(tmp_path):
+    records = synthetic(n=20)
     for r in records:
-        if cal.is_heldout(r["qid"]):
-            test = cal.tau_part(r["qid"]) == "test"
-            r["tool"]["correct"], r["continue"]["correct"] = (False, True) if test else (True, r["qid"] != 5)
-    assert [cal.tau_part(q) for q in (0, 5, 10, 15)] == ["test", "validation", "test", "validation"]
-    res = cal.fit_all(records, model="m", curve=False)
-    g = res.gstep
-    assert (g.validation_samples, g.test_samples) == (6, 6)
-    assert g.choice is not None and g.choice.tau is None  # the validation questions: continues only break
-    assert all(row["continues"] <= 6 for row in g.choice.table)  # chosen over the 6 validation questions only
-    assert g.validation["always"]["broken"] == 1 and g.test["always"]["fixed"] == 6 and "chosen" not in g.test
-    assert "gstep" not in res.recommended
-    meta = {
-        "model": "m",
-        "date": "2026-12-01",
-        "data": "d.jsonl",
-        "questions": "0-59 (60 questions)",
-        "train_questions": 48,
-        "heldout_questions": 12,
-        "command": "tuiagent calibrate m",
-    }
-    cal.write(res, tmp_path, meta, "tuiagent calibrate m")
+        for b in r["tool"]["blocks"]:
+            b["parity"] = {"even": b["call"] == 1}
+    res = cal.fit_all(records, model="m", calibrators=[Parity()])
+    assert res.fits == {"parity": pytest.approx(16 / 24)} and res.recommended == ["parity"]
+    assert [r["parity_share"] for r in res.curve] == [10.0, 16.0]  # the subsets' sizes: the curve drew them
+    meta = {"model": "m", "date": "2026-12-07", "data": "d", "questions": "0-19", "command": "c"}
+    path = cal.write(res, tmp_path, meta, "c")
+    assert load_calibration(path).guards == {"parity": {"share": pytest.approx(16 / 24)}}
+    assert (tmp_path / "parity.txt").read_text().startswith("0.66")
     report = (tmp_path / "m.md").read_text()
-    assert "**validation** (6 samples" in report and "**test** (6 samples" in report
-    assert "| test | 0 (always) | 6 | 6 | 0 |" in report and "6 validation, where G-STEP's tau is chosen" in report
+    assert "## Parity" in report and "- parity: more even than odd" in report and "again: the tool run again" in report
+    assert "| training questions | share of even blocks |" in report and "ATTC" not in report

@@ -1,12 +1,12 @@
 """The collection behind ``tuiagent calibrate``: records v2, one line per question.
 
 Each question runs through the real loop, guards off, greedy, in CoT and in tool mode (as the
-G-STEP collection's v1 records do); a v2 record adds, per code block, what the guards' fits need:
-its ATTC confidence (the guard's own function) and the necessity verdicts, the model judge asked
-after the run so the run's tokens are untouched. Held-out questions (``is_heldout``: every fifth
-id) get a third run with G-STEP continuing on every answer. Resumable; with ``concurrency`` > 1
-the questions run on the batched engine and each record names its engine. The record format and
-why: docs/calibration.md ("The records").
+G-STEP collection's v1 records do); a v2 record adds, per code block, what each guard's calibrator
+measures of it (``Calibrator.measure``: ATTC's confidence, the necessity verdicts with the model
+judge asked after the run, so the run's tokens are untouched), and held-out questions
+(``is_heldout``: every fifth id) get the extra runs calibrators ask for (``Calibrator.runs``: G-STEP
+continuing on every answer). Resumable; with ``concurrency`` > 1 the questions run on the batched
+engine and each record names its engine. The record format and why: docs/calibration.md ("The records").
 """
 
 from __future__ import annotations
@@ -17,7 +17,11 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from guards.gstep.training import (
+from tuiagent.backends.base import Sessions
+from tuiagent.core.batch import run_batch
+from tuiagent.core.run_spec import RunSpec
+from tuiagent.training.calibrators import RECORD_VERSION, Ask, Block, Calibrator, installed, is_heldout
+from tuiagent.training.records import (
     load_records,
     open_records,
     read_questions,
@@ -25,41 +29,22 @@ from guards.gstep.training import (
     run_part,
     scratch_dir,
 )
-from tuiagent.backends.base import Sessions
-from tuiagent.core.batch import run_batch
-from tuiagent.core.run_spec import RunSpec
 
-RECORD_VERSION = 2
-HELDOUT_EVERY = 5  # [ours] question ids divisible by this are held out from every fit
-
-
-# G-STEP sending every answer back: any gate gives p >= 0 (a calibration may have set weights off)
-CONTINUE_ALWAYS = {"tau": 0.0, "weights": "auto"}
-# What each collected run is, greedy: the no-tool run, the tool run, and (held-out questions) the
-# tool run with G-STEP sending every answer back.
+# What every question runs, greedy: the no-tool run and the tool run.
 PARTS = {
     "cot": RunSpec(guards=(), run={"mode": "cot"}, sampling={"temperature": 0.0}),
     "tool": RunSpec(guards=(), run={"mode": "tool"}, sampling={"temperature": 0.0}),
-    "continue": RunSpec(
-        guards=("gstep",),
-        guard_settings={"gstep": CONTINUE_ALWAYS},
-        run={"mode": "tool"},
-        sampling={"temperature": 0.0},
-    ),
 }
 
 
-def is_heldout(qid: int) -> bool:
-    return qid % HELDOUT_EVERY == 0
-
-
-async def blocks_of(problem: str, events: Sequence[Any], judge: Any | None) -> list[dict[str, Any]]:
-    """The ``tool.blocks`` entries of a tool run's events (see the module docstring).
-    ``judge``: an async judge(question, max_tokens) for the necessity model judge, or None."""
-    from guards.attc.guard import block_confidence
-    from guards.necessity.guard import Necessity, arithmetic_judge
+async def blocks_of(
+    problem: str, events: Sequence[Any], ask: Ask | None, calibrators: Sequence[Calibrator]
+) -> list[dict[str, Any]]:
+    """The ``tool.blocks`` entries of a tool run's events: where each block is, whether it ran, and
+    what each calibrator measured of it (under the guard's name). ``ask``: an async
+    ask(question, max_tokens) for judges that are the model itself, or None."""
     from tuiagent.core import events as ev
-    from tuiagent.protocol import RunView, TokenLP
+    from tuiagent.protocol import TokenLP
 
     tokens: dict[int, list[TokenLP]] = {}
     texts: dict[int, str] = {}
@@ -69,37 +54,20 @@ async def blocks_of(problem: str, events: Sequence[Any], judge: Any | None) -> l
             tokens.setdefault(e.turn, []).append(TokenLP(e.text, e.logprob))
         elif isinstance(e, ev.TurnEnded):
             texts[e.turn] = e.text
-    guard = Necessity(Necessity.Settings(judge="model"))
     out = []
-    for block in (e for e in events if isinstance(e, ev.CodeBlock)):
-        conf, mean, n = block_confidence(texts.get(block.turn, ""), tokens.get(block.turn, []))
-        result = results.get(block.call)
-        necessary, p_rule, _ = arithmetic_judge(block.code, question=problem)
+    for code in (e for e in events if isinstance(e, ev.CodeBlock)):
+        result = results.get(code.call)
         entry: dict[str, Any] = {
-            "call": block.call,
-            "turn": block.turn,
+            "call": code.call,
+            "turn": code.turn,
             "executed": bool(result and result.executed),
             "error": bool(result and (result.error or result.timed_out)),
-            "attc": {"confidence": conf, "mean_logprob": mean, "tokens": n},
-            "necessity": {"rule": {"necessary": necessary, "p_unnecessary": p_rule}},
         }
-        if judge is not None:
-            view = RunView(
-                problem=problem,
-                mode="tool",
-                turn=block.turn,
-                turn_text=texts.get(block.turn, ""),
-                turn_tokens=tokens.get(block.turn, []),
-                calls=(),
-                segments=(),
-                max_tool_calls=0,
-                tools_suspended=False,
-                judge=judge,
-            )
-            verdict = await guard.on_code(block.code, view)
-            entry["necessity"]["model"] = {
-                k: v for k, v in verdict.data.items() if k not in ("mode", "threshold", "skipped")
-            }
+        block = Block(problem, code.code, code.call, code.turn, texts.get(code.turn, ""), tokens.get(code.turn, []))
+        for c in calibrators:
+            measured = await c.measure(block, ask)
+            if measured is not None:
+                entry[c.guard] = measured
         out.append(entry)
     return out
 
@@ -126,6 +94,8 @@ async def collect(
     from tuiagent.runner import RunInput, open_model, raise_if_kernel_failed, resolve_spec, run_problem
 
     spec = resolve_spec(model, models_file)
+    calibrators = installed()
+    extra = {name: run for c in calibrators for name, run in c.runs.items()}  # held-out questions only
     store = open_records(records, spec.id, "calibration")
     done = {r.get("qid") for r in store.records if r.get("v") == RECORD_VERSION}
     old = {r["qid"]: r for r in (load_records(reuse) if reuse else []) if r.get("model") == spec.id}
@@ -144,7 +114,7 @@ async def collect(
         backend = open_backend(spec, n_seq=concurrency)
     else:
         backend = open_model(spec, script)
-    out = scratch_dir(spec.id)
+    out = scratch_dir("calibrate-collect", spec.id)
     out.mkdir(parents=True, exist_ok=True)
     written = 0
 
@@ -170,14 +140,16 @@ async def collect(
         t0 = time.monotonic()
         parts: dict[str, list[Any]] = {}
         runs = ("tool",) if qid in old else ("cot", "tool")
-        for part in runs + (("continue",) if is_heldout(qid) else ()):
+        for part in runs + (tuple(extra) if is_heldout(qid) else ()):
             events: list[Any] = []
             given = RunInput(question, gold=gold, model=spec.id, models_file=models_file, script=script, out=out)
-            finished = await run_problem(PARTS[part], given, events.append, backend=backend, model_spec=spec)
+            run = PARTS.get(part) or extra[part]
+            finished = await run_problem(run, given, events.append, backend=backend, model_spec=spec)
             raise_if_kernel_failed(finished, events)
             parts[part] = events
-        record = record_from_events(qid, question, gold, spec.id, parts["tool"], parts.get("cot", parts["tool"]))
-        record["v"] = RECORD_VERSION
+        record = record_from_events(
+            qid, question, gold, spec.id, parts["tool"], parts.get("cot", parts["tool"]), version=RECORD_VERSION
+        )
         if qid in old:
             if old[qid]["tool"]["answer"] != record["tool"]["answer"]:
                 raise RuntimeError(
@@ -185,24 +157,20 @@ async def collect(
                     f"{old[qid]['tool']['answer']!r}: runs are not reproducible here"
                 )
             record["cot"] = old[qid]["cot"]
-        if "continue" in parts:
-            record["continue"] = run_part(parts["continue"], full=False)
-        record["tool"]["blocks"] = await blocks_of(question, parts["tool"], ask_model if judge else None)
+        for name in extra:
+            if name in parts:
+                record[name] = run_part(parts[name], full=False)
+        record["tool"]["blocks"] = await blocks_of(question, parts["tool"], ask_model if judge else None, calibrators)
         record["wall_s"] = round(time.monotonic() - t0, 2)
         record["engine"], record["concurrency"] = getattr(backend, "engine", spec.backend), concurrency
         store.append(record)
         written += 1
-        confs = [b["attc"]["confidence"] for b in record["tool"]["blocks"]]
+        words = [w for w in (c.progress(record) for c in calibrators) if w]
         log(
             f"[calibrate] q{qid}: tool {record['tool']['answer']!r} "
-            f"({'right' if record['tool']['correct'] else 'wrong'}, {len(record['tool']['calls'])} calls, "
-            f"conf {', '.join('n/a' if c is None else f'{c:.3f}' for c in confs) or '-'}), "
+            f"({'right' if record['tool']['correct'] else 'wrong'}, {len(record['tool']['calls'])} calls), "
             f"cot {record['cot']['answer']!r} ({'right' if record['cot']['correct'] else 'wrong'}), "
-            + (
-                f"continue {record['continue']['answer']!r} ({'right' if record['continue']['correct'] else 'wrong'}), "
-                if "continue" in record
-                else ""
-            )
+            + "".join(f"{w}, " for w in words)
             + f"gold {gold}; {record['wall_s']:.0f} s; {len(done) + written} in file"
         )
 

@@ -1,12 +1,11 @@
-"""The fits behind ``tuiagent calibrate``, in numpy and scipy.stats: separation (AUROC as scipy's
-Mann-Whitney U, with a percentile bootstrap interval over questions) and a threshold for a score,
-and G-STEP's tau by the net effect of a continue. No model, no I/O; tests feed them synthetic data.
+"""The fits the calibrators share (``tuiagent.training.calibrators``), in numpy and scipy.stats:
+separation (AUROC as scipy's Mann-Whitney U, with a percentile bootstrap interval over questions)
+and a threshold for a score. No model, no I/O; tests feed them synthetic data.
 """
 
 from __future__ import annotations
 
 import warnings
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -184,59 +183,3 @@ def balanced_accuracy(acts: np.ndarray, positive: ArrayLike) -> float:
     if not y.any() or y.all():
         return float("nan")
     return float((acts[~y].mean() + (1 - acts[y].mean())) / 2)
-
-
-# -- G-STEP's tau --------------------------------------------------------------------------------
-
-TOKEN_COST = 1e-4  # [ours] one right answer is worth 10,000 generated tokens
-
-
-@dataclass(frozen=True)
-class TauChoice:
-    """tau by the net effect of a continue on held-out questions; None = never continue."""
-
-    tau: float | None
-    net: float  # at the chosen tau (0.0 for never-continue)
-    table: list[dict[str, float]]  # per candidate tau: continues, fixed, broken, tokens, net
-
-
-def net_effect(
-    p: np.ndarray, delta: np.ndarray, extra_tokens: np.ndarray, tau: float, token_cost: float = TOKEN_COST
-) -> dict[str, float]:
-    """Over questions where p >= tau (the gate says continue): +1 per wrong->right, -1 per
-    right->wrong (``delta`` = correct after the continue - correct at commit), minus the extra
-    tokens times ``token_cost``."""
-    go = np.asarray(p) >= tau
-    d = np.asarray(delta)[go]
-    tokens = float(np.asarray(extra_tokens, dtype=np.float64)[go].sum())
-    fixed, broken = int((d > 0).sum()), int((d < 0).sum())
-    return {
-        "tau": float(tau),
-        "continues": int(go.sum()),
-        "fixed": fixed,
-        "broken": broken,
-        "tokens": tokens,
-        "net": fixed - broken - token_cost * tokens,
-    }
-
-
-def choose_tau(
-    p: ArrayLike,
-    delta: ArrayLike,
-    extra_tokens: ArrayLike,
-    *,
-    token_cost: float = TOKEN_COST,
-    taus: Sequence[float] | None = None,
-) -> TauChoice:
-    """The tau with the largest positive net effect (the highest such tau on a tie: fewer
-    continues); never-continue (tau None, net 0) when no tau beats doing nothing."""
-    p_arr = np.asarray(p, dtype=np.float64)
-    candidates = sorted(set(taus if taus is not None else [0.05, *np.unique(p_arr).tolist()]))
-    table = [net_effect(p_arr, np.asarray(delta), np.asarray(extra_tokens), t, token_cost) for t in candidates]
-    best: dict[str, float] | None = None
-    for row in table:
-        if row["net"] > 0 and (best is None or row["net"] >= best["net"]):
-            best = row
-    if best is None:
-        return TauChoice(None, 0.0, table)
-    return TauChoice(float(best["tau"]), float(best["net"]), table)

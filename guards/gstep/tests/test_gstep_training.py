@@ -112,7 +112,7 @@ async def test_collect_appends_records_and_resumes(tmp_path, write_script, canne
     assert r1["tool"]["first_call"] == "required" and r1["tool"]["turns"][0]["text"].startswith("```python\nprint(")
     assert r1["tool"]["final_text"] == "So it is \\boxed{3}" and "tokens" not in json.dumps(r1["tool"]["turns"])
     assert gt.label(r1)[2] == "cot_fixable" and gt.label(got[1])[2] == "agent_correct"
-    assert list(gt.scratch_dir("scripted").glob("*.jsonl"))  # trajectories went to the user data dir
+    assert list(gt.scratch_dir("gstep-collect", "scripted").glob("*.jsonl"))  # trajectories went to the user data dir
     # resume: questions 1 and 2 are skipped, only 0 and 3 run
     script = write_script(*scripted_turns([0, 3]), name="s2.jsonl")
     n = await gt.collect("scripted", data, 0, 4, records, script=script, log=lambda m: None)
