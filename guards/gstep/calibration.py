@@ -205,7 +205,7 @@ class GStepCalibration(Calibrator):
         )
         return [
             "[guards.gstep]",
-            f'weights = "{gate_file}"  # [calibration] the gate fitted on the training questions',
+            f'weights = "./{gate_file}"  # [calibration] the gate fitted on the training questions (beside this file)',
             f"tau = {g.choice.tau:.4f}  # [calibration] best net effect of a continue on the validation "
             "questions (reported on the test questions in the report)",
             "",

@@ -26,7 +26,7 @@ threshold = 0.91  # [calibration]
 threshold = 0.8
 
 [guards.gstep]
-weights = "m-gstep.npz"
+weights = "./m-gstep.npz"
 tau = 0.3
 
 [presets.recommended]
@@ -62,7 +62,7 @@ def test_calibrated_values_are_the_models_defaults_below_its_own(tmp_path):
     assert spec.calibration is not None and spec.calibration.meta["train_questions"] == 40
     assert spec.guards["attc"] == {"threshold": 0.99}  # models.toml's own value wins
     assert spec.guards["necessity"] == {"threshold": 0.8}
-    assert spec.guards["gstep"]["weights"] == str(tmp_path / "cal" / "m-gstep.npz")  # relative to the file
+    assert spec.guards["gstep"]["weights"] == str(tmp_path / "cal" / "m-gstep.npz")  # "./": relative to the file
 
 
 def test_the_model_gets_its_own_recommended_preset(tmp_path, monkeypatch):

@@ -7,7 +7,9 @@ The file holds ``[calibration]`` (model, date, data, sizes, the report's file na
 ``[guards.<guard>]`` table per fitted guard, whose values become the model's guard defaults
 (below its own ``[models.<id>.guards.<guard>]`` table and below what the user sets for a run), and
 ``[presets.<name>]`` tables (a per-model ``recommended``) in the presets.toml format, read by
-``tuiagent.presets``. Path values in the guard tables (the G-STEP gate) are relative to the file.
+``tuiagent.presets``. A value in the guard tables written as a relative path, starting with "./"
+or "../" (the G-STEP gate, ``"./MODEL-gstep.npz"``), names a file relative to the calibration file:
+so the directory can move as a whole, and this reader knows no guard's settings.
 """
 
 from __future__ import annotations
@@ -31,8 +33,7 @@ META_KEYS = {
     "report": str,
     "command": str,
 }
-PATH_SETTINGS = {("gstep", "weights")}  # settings whose value is a file, relative to the calibration file
-_KEYWORDS = {"auto", "off"}
+RELATIVE = ("./", "../")  # a guard value starting so is a file relative to the calibration file
 
 
 @dataclass(frozen=True)
@@ -46,7 +47,7 @@ class Calibration:
 
 def load_calibration(path: str | Path) -> Calibration:
     """Read and check a calibration file; any problem is a ConfigError naming the file."""
-    file = str(Path(path).expanduser())
+    file = str(Path(path).expanduser().absolute())
     try:
         data = tomllib.loads(read_text(file, limit=CONFIG_BYTES, what="calibration file"))
     except UnreadableFile as e:
@@ -96,9 +97,8 @@ def load_calibration(path: str | Path) -> Calibration:
             )
         out[guard] = dict(values)
         for key, value in values.items():
-            if (guard, key) in PATH_SETTINGS and isinstance(value, str) and value.lower() not in _KEYWORDS:
-                target = Path(value).expanduser()
-                out[guard][key] = str(target if target.is_absolute() else Path(file).parent / target)
+            if isinstance(value, str) and value.startswith(RELATIVE):
+                out[guard][key] = str(Path(file).parent / value)
     presets = data.get("presets", {})
     if not isinstance(presets, dict):
         raise ConfigError("must be a table of [presets.<name>] tables", file=file, key="presets")

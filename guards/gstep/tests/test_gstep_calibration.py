@@ -59,3 +59,24 @@ def test_tau_is_chosen_on_validation_questions_and_reported_on_test_ones(tmp_pat
     assert (
         "| test | 0 (always) | 6 | 6 | 0 |" in report and "6 validation, where a calibrator makes its choices" in report
     )
+
+
+def test_a_gate_that_helps_is_written_beside_the_file_and_loads_from_anywhere(tmp_path, monkeypatch):
+    """Continues that fix every held-out question: a tau is chosen, G-STEP is recommended, and the
+    file names its gate "./<model>-gstep.npz", which the loader resolves next to the file."""
+    from guards.gstep.guard import Gate
+    from tuiagent.config.calibration import load_calibration
+
+    records = synthetic()
+    for r in records:
+        if is_heldout(r["qid"]):
+            r["tool"]["correct"], r["continue"]["correct"] = False, True
+    res = cal.fit_all(records, model="m", curve=False)
+    assert res.fits["gstep"].choice.tau is not None and "gstep" in res.recommended
+    meta = {"model": "m", "date": "2026-12-07", "data": "d", "questions": "0-59", "command": "c"}
+    path = cal.write(res, tmp_path / "cal", meta, "c")
+    assert 'weights = "./m-gstep.npz"' in path.read_text()
+    monkeypatch.chdir(tmp_path)  # not the file's directory
+    weights = load_calibration("cal/m.toml").guards["gstep"]["weights"]
+    assert weights == str(tmp_path / "cal" / "m-gstep.npz")
+    assert Gate.from_file(weights).meta["model"] == "m"
