@@ -22,7 +22,7 @@ def test_eval_inject_on_smollm2(tmp_path: Path, smollm2_path):  # noqa: F811 - t
     data.write_text(json.dumps(QUESTION) + "\n", encoding="utf-8")
     out = tmp_path / "out"
     cmd = [sys.executable, "-m", "tuiagent", "eval", str(data), "--model", "smollm2-135m", "--inject"]
-    cmd += ["wrong-number,timeout", "-c", "none", "-c", "attc+prunetir", "--max-tokens", "150"]
+    cmd += ["wrong-number,timeout", "-c", "none", "-c", "attc+prunetir", "--max-tokens", "80"]
     cmd += ["--max-tool-calls", "3", "--out", str(out), "-f", "md", "-f", "json", "-q"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600, cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 0, done.stderr

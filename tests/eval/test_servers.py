@@ -22,7 +22,7 @@ pytestmark = pytest.mark.slow
 # The eval a server is killed in: when the first run ends, the other server holds a run still (two
 # runs of the same length may end together; four leave the other server its next one).
 KILLED = 4
-RUN = {"max_tool_calls": 1, "max_tokens": 120}  # short runs: this checks the plumbing, not SmolLM2
+RUN = {"max_tool_calls": 1, "max_tokens": 60}  # short runs: this checks the plumbing, not SmolLM2
 
 
 @pytest.fixture
