@@ -237,7 +237,7 @@ class CompareScreen(Screen[None]):
             return
         taken = {box.value.strip() for box in self.query(".column-spec").results(Input)}
         fresh = next(
-            (c for c in ("none", "all", *self.app.controller.presets(), *available()) if c not in taken), "attc"
+            (c for c in ("none", "all", *self.app.controller.presets(), *available()) if c not in taken), "none"
         )
         self.query_one("#compare-columns").mount(self._column_input(fresh))
         self.call_after_refresh(self._refresh)  # the summary row follows the columns
