@@ -49,6 +49,25 @@ def test_fit_only_writes_the_file_and_report(tmp_path, synthetic_records):
     assert refused.returncode == 1 and "--resume" in refused.stderr and "Traceback" not in refused.stderr
 
 
+@pytest.mark.parametrize("damage", ["a field", "the question id"])
+def test_a_damaged_record_is_named_not_a_traceback(tmp_path, synthetic_records, damage):
+    rows = synthetic_records(model="scripted")
+    if damage == "a field":
+        del rows[3]["tool"]["correct"]
+    else:
+        del rows[3]["qid"]
+    records = tmp_path / "r.jsonl"
+    records.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    data = write_data(tmp_path / "d.jsonl", 3)
+    cal = tmp_path / "cal"
+    out = tuiagent(
+        "calibrate", "scripted", "--data", str(data), "--n", "0", "--records", str(records), "--out-dir", str(cal)
+    )
+    assert out.returncode == 1 and "Traceback" not in out.stderr
+    assert f"a record in {records} lacks what the fits read (KeyError" in out.stderr
+    assert not cal.exists() or not any(cal.iterdir())  # nothing written
+
+
 @pytest.mark.slow
 def test_smollm2_collects_one_question_and_fits(tmp_path):
     from tuiagent.config.loader import load_models

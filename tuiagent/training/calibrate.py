@@ -270,30 +270,38 @@ def calibrate(
                 log=log,
             )
         )
-    v2 = list(
-        {
-            r["qid"]: r
-            for r in load_records(records)  # one per question, the last written
-            if r.get("v") == RECORD_VERSION and r.get("model") == spec.id
-        }.values()
-    )
-    v1 = [r for r in (load_records(reuse) if reuse else []) if r.get("model") == spec.id]
-    if not v2:
-        raise ValueError(f"no v2 records of {spec.id} in {records}: collect some first (--n)")
-    log(f"[calibrate] fitting on {len(v2)} collected + {len(v1)} reused records")
-    res = fit_all(v2, v1, model=spec.id)
-    meta = {
-        "model": spec.id,
-        "date": datetime.date.today().isoformat(),
-        "data": str(data),
-        "questions": question_range(v2),
-        "train_questions": len(res.split.train),
-        "reused_questions": res.split.reused,
-        "heldout_questions": len(res.split.heldout),
-        "command": command,
-    }
-    path = write(res, out_dir, meta, command)
-    log(render_report(res, {**meta, "report": ""}, command))
+    try:
+        v2 = list(
+            {
+                r["qid"]: r
+                for r in load_records(records)  # one per question, the last written
+                if r.get("v") == RECORD_VERSION and r.get("model") == spec.id
+            }.values()
+        )
+        v1 = [r for r in (load_records(reuse) if reuse else []) if r.get("model") == spec.id]
+        if not v2:
+            raise ValueError(f"no v2 records of {spec.id} in {records}: collect some first (--n)")
+        log(f"[calibrate] fitting on {len(v2)} collected + {len(v1)} reused records")
+        res = fit_all(v2, v1, model=spec.id)
+        meta = {
+            "model": spec.id,
+            "date": datetime.date.today().isoformat(),
+            "data": str(data),
+            "questions": question_range(v2),
+            "train_questions": len(res.split.train),
+            "reused_questions": res.split.reused,
+            "heldout_questions": len(res.split.heldout),
+            "command": command,
+        }
+        report = render_report(res, {**meta, "report": ""}, command)
+        path = write(res, out_dir, meta, command)
+    except (KeyError, TypeError, IndexError) as e:  # a record not as the collections write them
+        files = f"{records}" + (f" or {reuse}" if reuse else "")
+        raise ValueError(
+            f"a record in {files} lacks what the fits read ({type(e).__name__}: {e}); records come from "
+            "`tuiagent calibrate` (v2) and G-STEP's collection (v1, --reuse) of the same model"
+        ) from None
+    log(report)
     log(
         f"[calibrate] wrote {path} and its report; name it from models.toml: "
         f'[models."{spec.id}"] calibration = "{path.resolve()}"'
