@@ -178,3 +178,21 @@ def test_the_host_asks_a_calibrator_for_everything_it_writes(tmp_path):
     report = (tmp_path / "m.md").read_text()
     assert "## Parity" in report and "- parity: more even than odd" in report and "again: the tool run again" in report
     assert "| training questions | share of even blocks |" in report and "ATTC" not in report
+
+
+def test_two_calibrators_cannot_ask_for_one_run_name():
+    from tuiagent.training.calibrators import heldout_runs
+
+    class Again(Parity):
+        guard = "again"
+
+    assert list(heldout_runs([Parity()])) == ["again"]
+    with pytest.raises(ValueError, match="the again calibrator's run 'again' is taken"):
+        heldout_runs([Parity(), Again()])
+
+    class Tool(Parity):
+        guard = "tool-twice"
+        runs = {"tool": RunSpec()}
+
+    with pytest.raises(ValueError, match="run 'tool' is taken"):
+        heldout_runs([Tool()])

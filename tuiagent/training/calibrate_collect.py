@@ -20,7 +20,15 @@ from typing import Any
 from tuiagent.backends.base import Sessions
 from tuiagent.core.batch import run_batch
 from tuiagent.core.run_spec import RunSpec
-from tuiagent.training.calibrators import RECORD_VERSION, Ask, Block, Calibrator, installed, is_heldout
+from tuiagent.training.calibrators import (
+    RECORD_VERSION,
+    Ask,
+    Block,
+    Calibrator,
+    heldout_runs,
+    installed,
+    is_heldout,
+)
 from tuiagent.training.records import (
     load_records,
     open_records,
@@ -95,7 +103,7 @@ async def collect(
 
     spec = resolve_spec(model, models_file)
     calibrators = installed()
-    extra = {name: run for c in calibrators for name, run in c.runs.items()}  # held-out questions only
+    extra = heldout_runs(calibrators)
     store = open_records(records, spec.id, "calibration")
     done = {r.get("qid") for r in store.records if r.get("v") == RECORD_VERSION}
     old = {r["qid"]: r for r in (load_records(reuse) if reuse else []) if r.get("model") == spec.id}

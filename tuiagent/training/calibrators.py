@@ -27,6 +27,7 @@ RECORD_VERSION = 2
 HELDOUT_EVERY = 5  # [ours] question ids divisible by this are held out from every fit
 
 Record = dict[str, Any]
+RESERVED = frozenset({"v", "qid", "question", "gold", "model", "tool", "cot", "wall_s", "engine", "concurrency"})
 Ask = Callable[..., Any]  # async ask(question, max_tokens=3): the calibrated model as a judge
 
 
@@ -177,6 +178,18 @@ def installed() -> list[Calibrator]:
     """Every registered calibrator, in ``order``."""
     found = [plugins.load(GROUP, name, "calibrator")() for name in plugins.names(GROUP)]
     return sorted(found, key=lambda c: (c.order, c.guard))
+
+
+def heldout_runs(calibrators: Sequence[Calibrator]) -> dict[str, RunSpec]:
+    """The extra runs of the held-out questions, by the name their records keep them under; two
+    calibrators asking for one name, or a name a record already has, is an error (a plug-in's bug)."""
+    runs: dict[str, RunSpec] = {}
+    for c in calibrators:
+        for name, spec in c.runs.items():
+            if name in runs or name in RESERVED:
+                raise ValueError(f"the {c.guard} calibrator's run {name!r} is taken: name it after its guard")
+            runs[name] = spec
+    return runs
 
 
 @dataclass
