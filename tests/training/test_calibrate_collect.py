@@ -86,6 +86,16 @@ async def test_collect_writes_blocks_and_resumes_after_a_kill(tmp_path, write_sc
     assert got[2]["cot"]["answer"] == "7" and got[2]["tool"]["answer"] == "6"
 
 
+async def test_without_the_judge_no_model_is_asked_of_a_block(tmp_path, write_script, canned_kernel_runs):
+    """``judge=False``: the blocks keep the rule's verdict only, and the judge's turn is never read."""
+    data = write_data(tmp_path / "d.jsonl", 3)
+    records = tmp_path / "r.jsonl"
+    script = write_script(*(t for t in turns([1]) if not isinstance(t, dict) or "tokens" not in t))
+    n = await collect("scripted", data, 1, 1, records, script=script, judge=False, log=lambda m: None)
+    (block,) = load_records(records)[0]["tool"]["blocks"]
+    assert n == 1 and set(block["necessity"]) == {"rule"}
+
+
 async def test_a_reused_v1_record_must_match_the_rerun(tmp_path, write_script, canned_kernel_runs):
     data = write_data(tmp_path / "d.jsonl", 3)
     v1 = tmp_path / "v1.jsonl"

@@ -138,12 +138,12 @@ async def collect(
     async def question_runs(backend: Any, qid: int, question: str, gold: str) -> None:
         nonlocal written
 
-        judge = Judge(spec.id, backend=backend)  # the model it calibrates, on this question's sequence
+        model_judge = Judge(spec.id, backend=backend)  # the model it calibrates, on this question's sequence
 
         async def ask_model(question: str, max_tokens: int = 3, model: str | None = None) -> Any:
             if model is not None:
                 raise ValueError("calibration asks the model it calibrates, not a separate judge model")
-            return await judge.reply(question, max_tokens)
+            return await model_judge.reply(question, max_tokens)
 
         t0 = time.monotonic()
         parts: dict[str, list[Any]] = {}
@@ -151,7 +151,7 @@ async def collect(
         for part in runs + (tuple(extra) if is_heldout(qid) else ()):
             events: list[Any] = []
             given = RunInput(question, gold=gold, model=spec.id, models_file=models_file, script=script, out=out)
-            run = PARTS.get(part) or extra[part]
+            run = PARTS[part] if part in PARTS else extra[part]
             finished = await run_problem(run, given, events.append, backend=backend, model_spec=spec)
             raise_if_kernel_failed(finished, events)
             parts[part] = events
