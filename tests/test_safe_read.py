@@ -34,6 +34,9 @@ def test_the_reader_refuses_what_is_not_a_regular_file_or_too_big(tmp_path, odd_
     path, why = odd_file
     with pytest.raises(UnreadableFile, match=re.escape(f"in {path}: cannot read the script: {why}")):
         read_bytes(path, limit=1 << 20, what="script")
+    for what, noun in (("script", "script file"), ("records file", "records file")):  # "file" said once
+        with pytest.raises(UnreadableFile, match=re.escape(f"fix: name a regular {noun} of at most 1 MB")):
+            read_bytes(path, limit=1 << 20, what=what)
     big = tmp_path / "big.toml"
     big.write_bytes(b"x" * 2048)
     with pytest.raises(UnreadableFile, match="more than a presets file can be"):

@@ -51,7 +51,8 @@ def read_bytes(
     """The bytes of ``path`` (a regular file of at most ``limit`` bytes; with ``stdin``, ``-`` is standard
     input). ``what`` names the file in the error ("trajectory", "script"), ``fix`` says what to do."""
     name = str(path)
-    fix = fix or f"name a regular {what} file of at most {limit >> 20} MB"
+    noun = what if what.endswith("file") else f"{what} file"  # "trajectory", or "records file"
+    fix = fix or f"name a regular {noun} of at most {limit >> 20} MB"
     if stdin and name == STDIN:
         data = sys.stdin.buffer.read(limit + 1)
         if len(data) > limit:
