@@ -5,11 +5,9 @@ The rule and what it found for the default model: docs/calibration.md ("The ATTC
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
-
-import numpy as np
 
 from guards.attc.guard import block_confidence
 from tuiagent.training.calibrate_fit import RARE
@@ -19,7 +17,8 @@ from tuiagent.training.calibrators import (
     Record,
     Threshold,
     ThresholdCalibrator,
-    executed_blocks,
+    auroc_rows,
+    auroc_text,
     fmt,
     guard_default,
 )
@@ -40,29 +39,21 @@ class ATTCCalibration(ThresholdCalibrator):
         confs = [b["attc"]["confidence"] for b in record["tool"]["blocks"]]
         return f"conf {', '.join('n/a' if c is None else f'{c:.3f}' for c in confs) or '-'}"
 
-    def data(self, records: Sequence[Record]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(confidence, run right, question id) per executed block with a confidence."""
-        rows = [
-            (b["attc"]["confidence"], bool(r["tool"]["correct"]), q)
-            for q, r, b in executed_blocks(records)
-            if b["attc"].get("confidence") is not None
-        ]
-        return (
-            np.array([x[0] for x in rows], dtype=float),
-            np.array([x[1] for x in rows], dtype=bool),
-            np.array([x[2] for x in rows], dtype=int),
-        )
+    def score(self, block: Record) -> float | None:
+        confidence: float | None = block["attc"].get("confidence")  # None: no closed block in the turn
+        return confidence
+
+    def acting_is_wrong(self, record: Record) -> bool:
+        return bool(record["tool"]["correct"])  # a rethink in a right run only disturbs it
 
     def toml(self, fitted: Threshold | None, out_dir: Path, meta: Mapping[str, Any]) -> list[str]:
         if fitted is None:
             return []
         a = fitted.fit
         how = (
-            f"Youden's J, blocks of right vs wrong runs separate (AUROC {fmt(a.auroc)}, 95% interval "
-            f"{fmt(a.interval[0])}-{fmt(a.interval[1])})"
+            f"Youden's J, blocks of right vs wrong runs separate ({auroc_text(a)})"
             if a.separated
-            else f"no separation (AUROC {fmt(a.auroc)}, 95% interval {fmt(a.interval[0])}-{fmt(a.interval[1])}): "
-            f"rethink on {a.action_rate:.0%} of training blocks"
+            else f"no separation ({auroc_text(a)}): rethink on {a.action_rate:.0%} of training blocks"
         )
         return ["[guards.attc]", f"threshold = {a.threshold:.4f}  # [calibration] {how}", ""]
 
@@ -84,8 +75,7 @@ class ATTCCalibration(ThresholdCalibrator):
             "",
             "| | AUROC (right runs score higher) | 95% bootstrap interval (questions) |",
             "|---|---|---|",
-            f"| training | {fmt(a.auroc)} | {fmt(a.interval[0])} - {fmt(a.interval[1])} |",
-            f"| held-out | {fmt(ah.auroc)} | {fmt(ah.interval[0])} - {fmt(ah.interval[1])} |",
+            *auroc_rows(fitted),
             "",
             (
                 f"Separated on training blocks: threshold {a.threshold:.4f} by Youden's J."

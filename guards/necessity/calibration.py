@@ -6,15 +6,22 @@ docs/calibration.md ("The necessity threshold")."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
 from guards.necessity.guard import Necessity, arithmetic_judge
 from tuiagent.protocol import RunView
-from tuiagent.training.calibrators import Ask, Block, Record, Threshold, ThresholdCalibrator, executed_blocks, fmt
+from tuiagent.training.calibrators import (
+    Ask,
+    Block,
+    Record,
+    Threshold,
+    ThresholdCalibrator,
+    auroc_rows,
+    auroc_text,
+    fmt,
+)
 
 
 class NecessityCalibration(ThresholdCalibrator):
@@ -44,29 +51,22 @@ class NecessityCalibration(ThresholdCalibrator):
             entry["model"] = {k: v for k, v in verdict.data.items() if k not in ("mode", "threshold", "skipped")}
         return entry
 
-    def data(self, records: Sequence[Record]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(P(unnecessary) from the model judge, the tool was needed = the CoT run is wrong, question id)
-        per executed block the model judge answered (not a rule fallback)."""
-        rows = [
-            (b["necessity"]["model"]["p_unnecessary"], not r["cot"]["correct"], q)
-            for q, r, b in executed_blocks(records)
-            if b["necessity"].get("model", {}).get("judge") == "model"
-        ]
-        return (
-            np.array([x[0] for x in rows], dtype=float),
-            np.array([x[1] for x in rows], dtype=bool),
-            np.array([x[2] for x in rows], dtype=int),
-        )
+    def score(self, block: Record) -> float | None:
+        """P(unnecessary) from the model judge; None where a rule answered instead."""
+        model = block["necessity"].get("model", {})
+        return model["p_unnecessary"] if model.get("judge") == "model" else None
+
+    def acting_is_wrong(self, record: Record) -> bool:
+        return not record["cot"]["correct"]  # the tool was needed: the CoT run got it wrong
 
     def toml(self, fitted: Threshold | None, out_dir: Path, meta: Mapping[str, Any]) -> list[str]:
         if fitted is None:
             return []
         n = fitted.fit
         how = (
-            f"Youden's J (AUROC {fmt(n.auroc)}, 95% interval {fmt(n.interval[0])}-{fmt(n.interval[1])})"
+            f"Youden's J ({auroc_text(n)})"
             if n.separated
-            else f"no separation (AUROC {fmt(n.auroc)}, 95% interval {fmt(n.interval[0])}-{fmt(n.interval[1])}): "
-            f"enforce would skip {n.action_rate:.0%} of training blocks"
+            else f"no separation ({auroc_text(n)}): enforce would skip {n.action_rate:.0%} of training blocks"
         )
         return ["[guards.necessity]", f"threshold = {n.threshold:.4f}  # [calibration] model judge: {how}", ""]
 
@@ -88,8 +88,7 @@ class NecessityCalibration(ThresholdCalibrator):
             "",
             "| | AUROC (needed blocks get lower P(unnecessary)) | 95% bootstrap interval |",
             "|---|---|---|",
-            f"| training | {fmt(n.auroc)} | {fmt(n.interval[0])} - {fmt(n.interval[1])} |",
-            f"| held-out | {fmt(nh.auroc)} | {fmt(nh.interval[0])} - {fmt(nh.interval[1])} |",
+            *auroc_rows(fitted),
             "",
             (
                 f"Separated: threshold {n.threshold:.4f} by Youden's J."

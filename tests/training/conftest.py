@@ -70,6 +70,18 @@ def synthetic(n=60, seed=0, model="m"):
     return out
 
 
+# What `calibrate` writes in [calibration] for synthetic()'s 60 questions.
+META = {
+    "model": "m",
+    "date": "2026-12-01",
+    "data": "d.jsonl",
+    "questions": "0-59 (60 questions)",
+    "train_questions": 48,
+    "heldout_questions": 12,
+    "command": "tuiagent calibrate m",
+}
+
+
 @pytest.fixture
 def synthetic_records():
     return synthetic

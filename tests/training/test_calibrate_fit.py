@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 import scipy.stats
 
-from tests.training.conftest import synthetic
+from tests.training.conftest import META, synthetic
 from tuiagent.config.calibration import load_calibration
 from tuiagent.core.run_spec import RunSpec
 from tuiagent.presets import load_preset_file
@@ -106,16 +106,7 @@ def test_fit_all_writes_a_calibration_file_that_loads(tmp_path, synthetic_record
         ("all", 48),
     ]
     assert 0 <= res.curve[3]["attc_bacc"] <= 1 and 0 <= res.curve[-1]["gate_auroc"] <= 1
-    meta = {
-        "model": "m",
-        "date": "2026-12-01",
-        "data": "d.jsonl",
-        "questions": "0-59 (60 questions)",
-        "train_questions": 48,
-        "heldout_questions": 12,
-        "command": "tuiagent calibrate m",
-    }
-    path = cal.write(res, tmp_path, meta, "tuiagent calibrate m")
+    path = cal.write(res, tmp_path, META, "tuiagent calibrate m")
     loaded = load_calibration(path)
     assert loaded.meta["model"] == "m" and loaded.meta["report"] == "m.md"
     assert loaded.guards["attc"]["threshold"] == pytest.approx(attc.fit.threshold, abs=1e-4)

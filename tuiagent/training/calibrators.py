@@ -20,7 +20,7 @@ import numpy as np
 from tuiagent import plugins
 from tuiagent.core.run_spec import RunSpec
 from tuiagent.protocol import TokenLP
-from tuiagent.training.calibrate_fit import Separation, auroc, balanced_accuracy, bootstrap_auroc
+from tuiagent.training.calibrate_fit import Separation, auroc, balanced_accuracy, bootstrap_auroc, fit_separation
 
 GROUP = "tuiagent.calibrators"
 RECORD_VERSION = 2
@@ -200,6 +200,19 @@ class Threshold:
     heldout: HeldoutSeparation
 
 
+def auroc_text(s: Separation | HeldoutSeparation) -> str:
+    """ "AUROC 0.513, 95% interval 0.372-0.663", as the calibration file's comments give it."""
+    return f"AUROC {fmt(s.auroc)}, 95% interval {fmt(s.interval[0])}-{fmt(s.interval[1])}"
+
+
+def auroc_rows(t: Threshold) -> list[str]:
+    """The report's training and held-out rows of a threshold's AUROC table."""
+    return [
+        f"| {name} | {fmt(s.auroc)} | {fmt(s.interval[0])} - {fmt(s.interval[1])} |"
+        for name, s in (("training", t.fit), ("held-out", t.heldout))
+    ]
+
+
 class ThresholdCalibrator(Calibrator):
     """A guard whose model-specific setting is a ``threshold`` on a per-block score: fitted by
     ``fit_separation`` (``act``: the side of the threshold the guard acts on), measured on the
@@ -208,13 +221,28 @@ class ThresholdCalibrator(Calibrator):
 
     act: ClassVar[Literal["below", "above"]]
 
-    def data(self, records: Sequence[Record]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(score, acting here would be wrong, question id) per executed block that has a score."""
+    def score(self, block: Record) -> float | None:
+        """The block's score (from what ``measure`` stored), None where it has none."""
         raise NotImplementedError
 
-    def fit(self, split: Split, *, seed: int) -> Threshold | None:
-        from tuiagent.training.calibrate_fit import fit_separation
+    def acting_is_wrong(self, record: Record) -> bool:
+        """Whether the guard acting on this question's blocks would be the error."""
+        raise NotImplementedError
 
+    def data(self, records: Sequence[Record]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """(score, acting here would be wrong, question id) per executed block that has a score."""
+        rows = [
+            (score, self.acting_is_wrong(r), q)
+            for q, r, b in executed_blocks(records)
+            if (score := self.score(b)) is not None
+        ]
+        return (
+            np.array([x[0] for x in rows], dtype=float),
+            np.array([x[1] for x in rows], dtype=bool),
+            np.array([x[2] for x in rows], dtype=int),
+        )
+
+    def fit(self, split: Split, *, seed: int) -> Threshold | None:
         scores, positive, groups = self.data(split.train)
         if not (positive.any() and (~positive).any()):
             return None
@@ -222,8 +250,6 @@ class ThresholdCalibrator(Calibrator):
         return Threshold(fit, heldout_separation(fit, *self.data(split.heldout)))
 
     def curve(self, heldout: Sequence[Record], *, seed: int) -> Callable[[list[Record]], dict[str, float]]:
-        from tuiagent.training.calibrate_fit import fit_separation
-
         h_scores, h_positive, _ = self.data(heldout)
         default = guard_default(self.guard)
 

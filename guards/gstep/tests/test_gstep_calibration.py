@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from guards.gstep.calibration import choose_tau
-from tests.training.conftest import synthetic
+from tests.training.conftest import META, synthetic
 from tuiagent.training import calibrate as cal
 from tuiagent.training.calibrators import heldout_part, is_heldout
 
@@ -44,16 +44,7 @@ def test_tau_is_chosen_on_validation_questions_and_reported_on_test_ones(tmp_pat
     assert all(row["continues"] <= 6 for row in g.choice.table)  # chosen over the 6 validation questions only
     assert g.validation["always"]["broken"] == 1 and g.test["always"]["fixed"] == 6 and "chosen" not in g.test
     assert "gstep" not in res.recommended
-    meta = {
-        "model": "m",
-        "date": "2026-12-01",
-        "data": "d.jsonl",
-        "questions": "0-59 (60 questions)",
-        "train_questions": 48,
-        "heldout_questions": 12,
-        "command": "tuiagent calibrate m",
-    }
-    cal.write(res, tmp_path, meta, "tuiagent calibrate m")
+    cal.write(res, tmp_path, META, "tuiagent calibrate m")
     report = (tmp_path / "m.md").read_text()
     assert "**validation** (6 samples" in report and "**test** (6 samples" in report
     assert (
@@ -73,8 +64,7 @@ def test_a_gate_that_helps_is_written_beside_the_file_and_loads_from_anywhere(tm
             r["tool"]["correct"], r["continue"]["correct"] = False, True
     res = cal.fit_all(records, model="m", curve=False)
     assert res.fits["gstep"].choice.tau is not None and "gstep" in res.recommended
-    meta = {"model": "m", "date": "2026-12-07", "data": "d", "questions": "0-59", "command": "c"}
-    path = cal.write(res, tmp_path / "cal", meta, "c")
+    path = cal.write(res, tmp_path / "cal", META, "c")
     assert 'weights = "./m-gstep.npz"' in path.read_text()
     monkeypatch.chdir(tmp_path)  # not the file's directory
     weights = load_calibration("cal/m.toml").guards["gstep"]["weights"]
